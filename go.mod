@@ -1,0 +1,3 @@
+module github.com/zaris-go/zaris
+
+go 1.26
