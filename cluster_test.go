@@ -1,0 +1,199 @@
+package zaris
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// testCluster is the one in-process cluster helper of the multi-node tests: it starts N nodes on loopback
+// with fast timings, waits for a stable map, injects faults between them and stops them all at cleanup.
+type testCluster struct {
+	t      testing.TB
+	faults *transport.Faults
+	tweak  func(*Config)
+
+	mu    sync.Mutex
+	nodes []*Node // nil once stopped
+	seq   int
+}
+
+// testLogger is silent unless ZARIS_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("ZARIS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testConfig is a loopback config with fast timings and free ports.
+func testConfig(name string) Config {
+	cfg := DefaultConfig()
+	cfg.Name = name
+	cfg.Timing = LocalTiming()
+	cfg.Logger = testLogger()
+	cfg.ReplicationFactor = 1
+	return cfg
+}
+
+// startCluster starts n nodes that bootstrap together and waits until every node has the same map.
+func startCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, faults: transport.NewFaults(), tweak: tweak}
+	t.Cleanup(c.stopAll)
+	for i := 0; i < n; i++ {
+		c.add(n)
+	}
+	c.waitStable(20 * time.Second)
+	return c
+}
+
+// add starts one more node that joins through the first live node.
+func (c *testCluster) add(bootstrapExpect int) *Node {
+	c.t.Helper()
+	c.mu.Lock()
+	name := fmt.Sprintf("node-%d", c.seq)
+	c.seq++
+	var seeds []string
+	for _, n := range c.nodes {
+		if n != nil {
+			seeds = append(seeds, n.GossipAddr())
+			break
+		}
+	}
+	c.mu.Unlock()
+
+	cfg := testConfig(name)
+	cfg.BootstrapExpect = bootstrapExpect
+	cfg.Join = seeds
+	cfg.Dialer = c.faults.Dialer(name, nil)
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := Join(ctx, cfg)
+	if err != nil {
+		c.t.Fatalf("join %s: %v", name, err)
+	}
+	c.faults.Register(name, n.DataAddr())
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	return n
+}
+
+// live returns the running nodes.
+func (c *testCluster) live() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Node
+	for _, n := range c.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// node returns the i-th node started.
+func (c *testCluster) node(i int) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i]
+}
+
+// kill closes node i without leaving: a crash from the cluster's point of view.
+func (c *testCluster) kill(i int) {
+	c.mu.Lock()
+	n := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if n != nil {
+		n.Close()
+	}
+}
+
+// leader returns the index of the node that leads the control plane, or -1.
+func (c *testCluster) leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, n := range c.nodes {
+		if n != nil && n.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitStable waits until every live node has a partition map, knows the same leader, and has installed
+// the same map in its routing table.
+func (c *testCluster) waitStable(timeout time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, timeout, "a stable cluster map", func() bool {
+		nodes := c.live()
+		if len(nodes) == 0 {
+			return false
+		}
+		first := nodes[0].ClusterMap()
+		leader := nodes[0].leaderID()
+		if first.Version == 0 || leader == "" {
+			return false
+		}
+		for _, n := range nodes {
+			m := n.ClusterMap()
+			if m.Index != first.Index || n.leaderID() != leader || n.router.current().m.Index != m.Index {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *testCluster) stopAll() {
+	c.mu.Lock()
+	nodes := c.nodes
+	c.nodes = nil
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); n.Close() }()
+		}
+	}
+	wg.Wait()
+}
+
+// owner returns the node that actively owns key according to the committed map of any live node.
+func (c *testCluster) owner(key string) *Node {
+	nodes := c.live()
+	m := nodes[0].ClusterMap()
+	id := m.Runtime[m.Layout().KeyPartition(key)].Owner
+	for _, n := range nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds or timeout passes. It bounds a wait for an asynchronous outcome; it is
+// never used to let a race settle.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

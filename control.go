@@ -1,0 +1,408 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// The first byte a connection sends on the shared data port says which protocol it speaks.
+const (
+	muxData byte = 'D'
+	muxRaft byte = 'R'
+)
+
+// applyTimeout bounds how long the leader waits to commit one control decision.
+const applyTimeout = 5 * time.Second
+
+// mapFSM is the control plane's state machine: it applies committed commands to the cluster map and
+// publishes each new map to the node.
+type mapFSM struct {
+	current  atomic.Pointer[ClusterMap]
+	onCommit func(*ClusterMap)
+}
+
+func newMapFSM(initial *ClusterMap, onCommit func(*ClusterMap)) *mapFSM {
+	f := &mapFSM{onCommit: onCommit}
+	f.current.Store(initial)
+	return f
+}
+
+func (f *mapFSM) clusterMap() *ClusterMap { return f.current.Load() }
+
+// Apply runs on raft's FSM goroutine for every committed entry.
+func (f *mapFSM) Apply(l *raft.Log) any {
+	var cmd command
+	if err := decode(l.Data, &cmd); err != nil {
+		return err
+	}
+	next, err := f.current.Load().apply(&cmd, l.Index)
+	if err != nil {
+		return err
+	}
+	f.publish(next)
+	return nil
+}
+
+func (f *mapFSM) publish(m *ClusterMap) {
+	f.current.Store(m)
+	f.onCommit(m)
+}
+
+func (f *mapFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return mapSnapshot{f.current.Load()}, nil
+}
+
+func (f *mapFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	var m ClusterMap
+	if err := decode(data, &m); err != nil {
+		return err
+	}
+	f.publish(&m)
+	return nil
+}
+
+type mapSnapshot struct{ m *ClusterMap }
+
+func (s mapSnapshot) Persist(sink raft.SnapshotSink) error {
+	data, err := encode(s.m)
+	if err == nil {
+		_, err = sink.Write(data)
+	}
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (mapSnapshot) Release() {}
+
+// raftStream carries raft's connections over the shared data port. Raft does not close the connections it
+// accepted when it shuts down, so the stream tracks them and closes them itself.
+type raftStream struct {
+	net.Listener
+	dialer transport.Dialer
+
+	mu       sync.Mutex
+	accepted map[net.Conn]struct{}
+	closed   bool
+}
+
+func newRaftStream(ln net.Listener, d transport.Dialer) *raftStream {
+	return &raftStream{Listener: ln, dialer: d, accepted: map[net.Conn]struct{}{}}
+}
+
+func (s *raftStream) Accept() (net.Conn, error) {
+	conn, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		conn.Close()
+		return nil, net.ErrClosed
+	}
+	s.accepted[conn] = struct{}{}
+	return &streamConn{Conn: conn, s: s}, nil
+}
+
+// Close stops accepting and closes every accepted connection.
+func (s *raftStream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for conn := range s.accepted {
+		conn.Close()
+	}
+	clear(s.accepted)
+	s.mu.Unlock()
+	return s.Listener.Close()
+}
+
+type streamConn struct {
+	net.Conn
+	s *raftStream
+}
+
+func (c *streamConn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.accepted, c.Conn)
+	c.s.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return transport.DialMux(ctx, s.dialer, string(addr), muxRaft)
+}
+
+// startRaft creates the consensus member of this node. Its state lives in memory.
+func (n *Node) startRaft(ln net.Listener) error {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.id)
+	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
+	rc.ElectionTimeout = n.cfg.Timing.RaftElection
+	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
+	rc.CommitTimeout = n.cfg.Timing.RaftCommit
+	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
+	rc.NotifyCh = n.leaderCh
+
+	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  newRaftStream(ln, n.dialer),
+		MaxPool: 3,
+		Timeout: 2 * time.Second,
+		Logger:  newHCLogger(n.cfg.Logger, "raft-net"),
+	})
+	r, err := raft.NewRaft(rc, n.fsm, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), n.raftTrans)
+	if err != nil {
+		n.raftTrans.Close()
+		return fmt.Errorf("zaris: start control plane: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+// runControl drives membership into the control plane. Every node runs it; only the leader decides.
+func (n *Node) runControl() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.Timing.Reconcile)
+	defer tick.Stop()
+	for {
+		n.maybeBootstrap()
+		n.advertiseFormed()
+		if n.raft.State() == raft.Leader {
+			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
+				n.log.Warn("reconcile membership", "err", err)
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-n.kick:
+		case <-n.leaderCh:
+		case <-tick.C:
+		}
+	}
+}
+
+// forwardEvents drains serf's events so serf never blocks, turning them into a kick of the control loop.
+func (n *Node) forwardEvents() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case ev := <-n.members.events:
+			if _, ok := ev.(serf.MemberEvent); ok {
+				select {
+				case n.kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// maybeBootstrap forms the control plane once BootstrapExpect members are present. The first BootstrapExpect
+// members by name bootstrap with an identical configuration; a node that sees an already formed cluster
+// never bootstraps and waits for the leader to add it.
+func (n *Node) maybeBootstrap() {
+	if n.bootstrapped {
+		return
+	}
+	if cfg := n.raft.GetConfiguration(); cfg.Error() == nil && len(cfg.Configuration().Servers) > 0 {
+		n.bootstrapped = true
+		return
+	}
+	var alive []member
+	for _, m := range n.members.members() {
+		if m.Formed {
+			n.bootstrapped = true
+			return
+		}
+		if m.Status == serf.StatusAlive && m.DataAddr != "" {
+			alive = append(alive, m)
+		}
+	}
+	if len(alive) < n.cfg.BootstrapExpect {
+		return
+	}
+	slices.SortFunc(alive, func(a, b member) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	founders := alive[:n.cfg.BootstrapExpect]
+	if !slices.ContainsFunc(founders, func(m member) bool { return m.ID == n.id }) {
+		return
+	}
+	var servers []raft.Server
+	for i, m := range founders {
+		suffrage := raft.Voter
+		if i >= n.cfg.MaxVoters {
+			suffrage = raft.Nonvoter
+		}
+		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.DataAddr)})
+	}
+	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		n.log.Warn("bootstrap control plane", "err", err)
+		return
+	}
+	n.bootstrapped = true
+	n.log.Info("control plane bootstrapped", "founders", len(servers))
+}
+
+// advertiseFormed tags this member once it knows a leader, so late joiners never bootstrap a second cluster.
+func (n *Node) advertiseFormed() {
+	if n.formed {
+		return
+	}
+	if _, id := n.raft.LeaderWithID(); id == "" {
+		return
+	}
+	if err := n.members.markFormed(); err != nil {
+		n.log.Warn("advertise formed", "err", err)
+		return
+	}
+	n.formed = true
+}
+
+// reconcile makes the control plane agree with membership: alive members become raft servers (voters up to
+// MaxVoters, then non-voters) and map nodes, members that left are removed, and the first partition map is
+// assigned once enough nodes are present. Runs on the leader only.
+func (n *Node) reconcile() error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	inRaft := map[NodeID]bool{}
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		inRaft[NodeID(s.ID)] = true
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	for _, m := range n.members.members() {
+		var err error
+		switch m.Status {
+		case serf.StatusAlive:
+			err = n.admit(m, inRaft[m.ID], &voters)
+		case serf.StatusLeft:
+			err = n.retire(m, inRaft[m.ID])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return n.assignFirstMap()
+}
+
+func (n *Node) admit(m member, inRaft bool, voters *int) error {
+	if m.DataAddr == "" {
+		return nil
+	}
+	if !inRaft {
+		add := n.raft.AddNonvoter
+		if *voters < n.cfg.MaxVoters {
+			add = n.raft.AddVoter
+			*voters++
+		}
+		if err := add(raft.ServerID(m.ID), raft.ServerAddress(m.DataAddr), 0, applyTimeout).Error(); err != nil {
+			return fmt.Errorf("add %s to control plane: %w", m.ID, err)
+		}
+	}
+	if info, ok := n.fsm.clusterMap().Nodes[m.ID]; !ok || info.DataAddr != m.DataAddr {
+		return n.commit(&command{Kind: cmdUpsertNode, Node: NodeInfo{ID: m.ID, DataAddr: m.DataAddr}})
+	}
+	return nil
+}
+
+func (n *Node) retire(m member, inRaft bool) error {
+	if inRaft && m.ID != n.id {
+		if err := n.raft.RemoveServer(raft.ServerID(m.ID), 0, applyTimeout).Error(); err != nil {
+			return fmt.Errorf("remove %s from control plane: %w", m.ID, err)
+		}
+	}
+	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+		return n.commit(&command{Kind: cmdNodeLeft, Node: NodeInfo{ID: m.ID}})
+	}
+	return nil
+}
+
+// assignFirstMap commits the first partition map once BootstrapExpect nodes are known to the map. Nodes that
+// join later own nothing until a rebalance assigns them partitions.
+func (n *Node) assignFirstMap() error {
+	m := n.fsm.clusterMap()
+	if m.Version > 0 || len(m.Nodes) < n.cfg.BootstrapExpect {
+		return nil
+	}
+	ids := make([]NodeID, 0, len(m.Nodes))
+	for id := range m.Nodes {
+		ids = append(ids, id)
+	}
+	a := Assign(nil, ids, m.Partitions, m.ReplicationFactor)
+	return n.commit(&command{Kind: cmdAssign, Assignment: a})
+}
+
+// commit replicates one decision through the control plane and waits until it is applied here.
+func (n *Node) commit(cmd *command) error {
+	data, err := encode(cmd)
+	if err != nil {
+		return err
+	}
+	f := n.raft.Apply(data, applyTimeout)
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// leaderDataPeer returns the current leader's id, or "" when none is known.
+func (n *Node) leaderID() NodeID {
+	_, id := n.raft.LeaderWithID()
+	return NodeID(id)
+}
+
+// hclogWriter forwards raft's log lines to the node's slog logger at debug level.
+type hclogWriter struct {
+	logger    *slog.Logger
+	component string
+}
+
+func (w hclogWriter) Write(p []byte) (int, error) {
+	w.logger.Debug(strings.TrimSpace(string(p)), "component", w.component)
+	return len(p), nil
+}
+
+func newHCLogger(l *slog.Logger, component string) hclog.Logger {
+	level := hclog.Info
+	if !l.Enabled(context.Background(), slog.LevelDebug) {
+		level = hclog.Off
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   component,
+		Output: hclogWriter{logger: l, component: component},
+		Level:  level,
+	})
+}

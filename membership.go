@@ -1,0 +1,171 @@
+package zaris
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Serf tags a member carries. Cluster parameters travel with every member so a mismatched node is refused
+// at the door rather than corrupting placement later.
+const (
+	tagDataAddr   = "data"
+	tagSegments   = "seg"
+	tagPartitions = "part"
+	tagRF         = "rf"
+	tagFormed     = "formed" // "1" once the member belongs to a control plane with a leader
+)
+
+// member is a peer as membership sees it.
+type member struct {
+	ID       NodeID
+	DataAddr string
+	Status   serf.MemberStatus
+	Formed   bool
+}
+
+// membership wraps serf: gossip-based discovery and failure detection. A serf failure is a rumour; the
+// control plane decides what it means.
+type membership struct {
+	serf   *serf.Serf
+	events chan serf.Event
+	addr   string // gossip address, fixed once bound
+
+	mu       sync.Mutex
+	mismatch error // why the last merge was refused, so Join can say it clearly
+}
+
+func clusterTags(cfg *Config, dataAddr string) map[string]string {
+	return map[string]string{
+		tagDataAddr:   dataAddr,
+		tagSegments:   strconv.Itoa(cfg.Segments),
+		tagPartitions: strconv.Itoa(cfg.Partitions),
+		tagRF:         strconv.Itoa(cfg.ReplicationFactor),
+	}
+}
+
+func startMembership(cfg *Config, dataAddr string) (*membership, error) {
+	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: GossipAddr port %q", ErrInvalidConfig, portStr)
+	}
+	m := &membership{events: make(chan serf.Event, 256)}
+	tags := clusterTags(cfg, dataAddr)
+
+	ml := memberlist.DefaultLANConfig()
+	ml.Name = cfg.Name
+	ml.BindAddr, ml.BindPort = host, port
+	ml.AdvertisePort = port
+	ml.GossipInterval = cfg.Timing.GossipInterval
+	ml.ProbeInterval = cfg.Timing.ProbeInterval
+	ml.ProbeTimeout = cfg.Timing.ProbeTimeout
+	ml.Logger = slog.NewLogLogger(cfg.Logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "gossip")}), slog.LevelDebug)
+
+	sc := serf.DefaultConfig()
+	sc.NodeName = cfg.Name
+	sc.Tags = tags
+	sc.MemberlistConfig = ml
+	sc.EventCh = m.events
+	sc.Merge = &mergeGuard{m: m, want: tags}
+	sc.LeavePropagateDelay = 2 * cfg.Timing.GossipInterval
+	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
+	sc.BroadcastTimeout = 10 * cfg.Timing.GossipInterval
+	sc.Logger = ml.Logger
+	s, err := serf.Create(sc)
+	if err != nil {
+		return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
+	}
+	m.serf = s
+	local := s.Memberlist().LocalNode()
+	m.addr = net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
+	return m, nil
+}
+
+// join contacts existing members. A refusal caused by differing cluster parameters is reported as
+// ErrClusterMismatch with the reason.
+func (m *membership) join(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	if _, err := m.serf.Join(addrs, true); err != nil {
+		if mismatch := m.lastMismatch(); mismatch != nil {
+			return mismatch
+		}
+		return fmt.Errorf("zaris: join %v: %w", addrs, err)
+	}
+	return m.lastMismatch()
+}
+
+func (m *membership) lastMismatch() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mismatch
+}
+
+// gossipAddr is the address other nodes use to join through this one.
+func (m *membership) gossipAddr() string { return m.addr }
+
+// members lists every known member that belongs to this cluster, whatever its status.
+func (m *membership) members() []member {
+	all := m.serf.Members()
+	out := make([]member, 0, len(all))
+	for _, sm := range all {
+		out = append(out, member{
+			ID:       NodeID(sm.Name),
+			DataAddr: sm.Tags[tagDataAddr],
+			Status:   sm.Status,
+			Formed:   sm.Tags[tagFormed] == "1",
+		})
+	}
+	return out
+}
+
+// markFormed advertises that this member belongs to a control plane with a leader, so nodes that join later
+// know not to bootstrap a second one.
+func (m *membership) markFormed() error {
+	tags := m.serf.LocalMember().Tags
+	if tags[tagFormed] == "1" {
+		return nil
+	}
+	next := make(map[string]string, len(tags)+1)
+	for k, v := range tags {
+		next[k] = v
+	}
+	next[tagFormed] = "1"
+	return m.serf.SetTags(next)
+}
+
+func (m *membership) leave() error { return m.serf.Leave() }
+
+func (m *membership) shutdown() error { return m.serf.Shutdown() }
+
+// mergeGuard refuses to merge with members whose cluster parameters differ from ours.
+type mergeGuard struct {
+	m    *membership
+	want map[string]string
+}
+
+func (g *mergeGuard) NotifyMerge(members []*serf.Member) error {
+	for _, sm := range members {
+		for _, key := range []string{tagSegments, tagPartitions, tagRF} {
+			if got := sm.Tags[key]; got != g.want[key] {
+				err := fmt.Errorf("%w: member %s has %s=%s, this node has %s=%s",
+					ErrClusterMismatch, sm.Name, key, got, key, g.want[key])
+				g.m.mu.Lock()
+				g.m.mismatch = err
+				g.m.mu.Unlock()
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,316 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Node is one peer of a Zaris cluster: it owns the partitions the cluster map gives it and routes every
+// other key to its owner. Create one with Join; it is safe for concurrent use.
+type Node struct {
+	cfg    Config
+	id     NodeID
+	layout Layout
+	log    *slog.Logger
+	dialer transport.Dialer
+
+	store  *store
+	stats  nodeStats
+	router *router
+	fsm    *mapFSM
+
+	listener  net.Listener
+	mux       *transport.Mux
+	server    *transport.Server
+	raft      *raft.Raft
+	raftTrans *raft.NetworkTransport
+	members   *membership
+	leaderCh  chan bool
+	kick      chan struct{}
+
+	// Touched only by the control loop.
+	bootstrapped bool
+	formed       bool
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+	left      atomic.Bool
+}
+
+// Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
+// cluster when cfg.Join is empty). It returns once the node is a member; operations wait until the cluster
+// has assigned its first partition map (see Ready).
+func Join(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
+	n := &Node{
+		cfg:      cfg,
+		id:       NodeID(cfg.Name),
+		layout:   layout,
+		log:      cfg.Logger.With("node", cfg.Name),
+		dialer:   cfg.Dialer,
+		store:    newStore(layout.Segments, cfg.Clock),
+		leaderCh: make(chan bool, 8),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	if n.dialer == nil {
+		n.dialer = &net.Dialer{}
+	}
+	n.router = newRouter(n)
+	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), func(m *ClusterMap) { n.router.install(m, causePush) })
+	n.router.install(n.fsm.clusterMap(), causePush)
+
+	if err := n.start(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	if err := n.listen(); err != nil {
+		return err
+	}
+	if err := n.startRaft(n.mux.Listener(muxRaft)); err != nil {
+		return err
+	}
+	members, err := startMembership(&n.cfg, n.DataAddr())
+	if err != nil {
+		return err
+	}
+	n.members = members
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := n.members.join(n.cfg.Join); err != nil {
+		return err
+	}
+	n.wg.Add(4)
+	go n.forwardEvents()
+	go n.runControl()
+	go n.router.poll()
+	go n.reap()
+	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
+	return nil
+}
+
+// listen opens the shared data port: the data plane and the control plane, told apart by their first byte.
+func (n *Node) listen() error {
+	ln, err := net.Listen("tcp", n.cfg.DataAddr)
+	if err != nil {
+		return fmt.Errorf("zaris: listen on %s: %w", n.cfg.DataAddr, err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
+		ln.Close()
+		return fmt.Errorf("%w: DataAddr %q must name an address other nodes can reach", ErrInvalidConfig, n.cfg.DataAddr)
+	}
+	n.listener = ln
+	n.mux = transport.NewMux(ln)
+	n.server = transport.NewServer(transport.HandlerFunc(n.serveRequest), n.transportOptions())
+	dataLn := n.mux.Listener(muxData)
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.mux.Serve() }()
+	go func() { defer n.wg.Done(); n.server.Serve(dataLn) }()
+	return nil
+}
+
+func (n *Node) transportOptions() transport.Options {
+	return transport.Options{
+		MaxFrameSize: n.cfg.MaxFrameSize,
+		Dialer:       n.dialer,
+		MuxByte:      muxData,
+		Logger:       n.log,
+	}
+}
+
+// serveRequest is the data-plane handler.
+func (n *Node) serveRequest(_ context.Context, op transport.Op, payload []byte) ([]byte, error) {
+	switch op {
+	case opGet, opPut, opDelete:
+		var req kvRequest
+		if err := decode(payload, &req); err != nil {
+			return encode(&kvReply{Status: StatusInvalidRequest})
+		}
+		n.stats.served.Add(1)
+		reply := n.serveKV(op, &req)
+		return encode(&reply)
+	case opGetMap:
+		return encode(n.fsm.clusterMap())
+	}
+	return nil, fmt.Errorf("zaris: unknown operation %d", op)
+}
+
+// serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
+// Moved with the owner and epoch it knows. It never forwards.
+func (n *Node) serveKV(op transport.Op, req *kvRequest) kvReply {
+	m := n.fsm.clusterMap()
+	if m.Version == 0 {
+		return kvReply{Status: StatusNotReady, MapIndex: m.Index}
+	}
+	seg := n.layout.KeySegment(req.Key)
+	st := m.Runtime[n.layout.SegmentPartition(seg)]
+	if st.Owner != n.id {
+		n.stats.redirectsSent.Add(1)
+		if st.Health == Unavailable {
+			return kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}
+		}
+		return kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}
+	}
+	switch op {
+	case opGet:
+		value, version, ok := n.store.get(seg, req.Key)
+		if !ok {
+			return kvReply{Status: StatusNotFound}
+		}
+		return kvReply{Status: StatusSuccess, Value: value, Version: version}
+	case opPut:
+		if len(req.Value) > n.cfg.MaxValueSize {
+			return kvReply{Status: StatusInvalidRequest}
+		}
+		return kvReply{Status: StatusSuccess, Version: n.store.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
+	case opDelete:
+		if !n.store.remove(seg, req.Key) {
+			return kvReply{Status: StatusNotFound}
+		}
+		return kvReply{Status: StatusSuccess}
+	}
+	return kvReply{Status: StatusInvalidRequest}
+}
+
+// reap reclaims expired entries in the background.
+func (n *Node) reap() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.ReapInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+			n.store.reapExpired()
+		}
+	}
+}
+
+// Name returns the node's name in the cluster.
+func (n *Node) Name() NodeID { return n.id }
+
+// DataAddr returns the address of the node's shared data and control port.
+func (n *Node) DataAddr() string { return n.listener.Addr().String() }
+
+// GossipAddr returns the address other nodes can pass in Config.Join to join through this node.
+func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
+
+// ClusterMap returns the latest committed cluster map this node knows. It must not be modified.
+func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap() }
+
+// IsLeader reports whether this node currently leads the control plane.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Ready waits until the cluster has assigned its first partition map, so operations can be routed.
+func (n *Node) Ready(ctx context.Context) error {
+	_, err := n.router.await(ctx)
+	return err
+}
+
+// Leave departs gracefully: it hands leadership over if it holds it, announces the departure so the leader
+// removes the node from the control plane, waits (bounded by ctx) until that happens, then closes. The
+// partitions the node actively owned become Unavailable; moving them to other nodes is rebalancing's job.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.left.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if n.IsLeader() && n.hasOtherVoters() {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("leadership transfer before leave", "err", err)
+		}
+	}
+	err := n.members.leave()
+	if err == nil {
+		err = n.awaitRemoval(ctx)
+	}
+	return errors.Join(err, n.Close())
+}
+
+func (n *Node) hasOtherVoters() bool {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter && NodeID(s.ID) != n.id {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitRemoval waits until the control plane no longer lists this node, or there is no one else to do it.
+func (n *Node) awaitRemoval(ctx context.Context) error {
+	tick := time.NewTicker(n.cfg.Timing.GossipInterval)
+	defer tick.Stop()
+	for {
+		cf := n.raft.GetConfiguration()
+		if cf.Error() != nil || !n.inConfiguration(cf.Configuration()) || !n.hasOtherVoters() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("zaris: leave: control plane did not remove %s: %w", n.id, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func (n *Node) inConfiguration(c raft.Configuration) bool {
+	for _, s := range c.Servers {
+		if NodeID(s.ID) == n.id {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the node at once; to the cluster it looks like a crash. It waits for every goroutine the node
+// started. Use Leave to depart gracefully.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		var errs []error
+		if n.raft != nil {
+			errs = append(errs, n.raft.Shutdown().Error())
+		}
+		if n.raftTrans != nil {
+			n.raftTrans.CloseStreams()
+			errs = append(errs, n.raftTrans.Close())
+		}
+		if n.members != nil {
+			errs = append(errs, n.members.shutdown())
+		}
+		if n.server != nil {
+			errs = append(errs, n.server.Close())
+		}
+		if n.mux != nil {
+			errs = append(errs, n.mux.Close())
+		}
+		n.router.close()
+		n.wg.Wait()
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}

@@ -1,0 +1,299 @@
+package zaris
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// peer is the one connection this node keeps to another node, or the node itself (local: served in-process).
+type peer struct {
+	id     NodeID
+	addr   string
+	local  bool
+	client *transport.Client
+	sent   atomic.Uint64 // key requests sent over client
+}
+
+// routingTable is an immutable routing snapshot: segment -> the peer of its partition's active owner,
+// resolved ahead of time so routing a key costs a hash and an array index.
+type routingTable struct {
+	m           *ClusterMap
+	segmentPeer []*peer
+}
+
+func (t *routingTable) layout() Layout { return t.m.Layout() }
+
+// refreshCause says what installed a routing table.
+type refreshCause int
+
+const (
+	causePush  refreshCause = iota // a committed change applied on this node
+	causePoll                      // the periodic backstop
+	causeReact                     // a reply said this node's map was stale
+)
+
+// router keeps the routing table honest by push, poll and react, and swaps it atomically.
+type router struct {
+	n     *Node
+	table atomic.Pointer[routingTable]
+	ready chan struct{} // closed once a table with an assigned partition map is installed
+
+	mu    sync.Mutex // serialises installs and guards peers
+	peers map[NodeID]*peer
+
+	refreshMu sync.Mutex // one reactive refresh at a time; the others find the map already fresh
+}
+
+func newRouter(n *Node) *router {
+	return &router{n: n, ready: make(chan struct{}), peers: map[NodeID]*peer{}}
+}
+
+func (r *router) current() *routingTable { return r.table.Load() }
+
+// await returns the routing table once the cluster has a partition map.
+func (r *router) await(ctx context.Context) (*routingTable, error) {
+	select {
+	case <-r.ready:
+		return r.current(), nil
+	default:
+	}
+	select {
+	case <-r.ready:
+		return r.current(), nil
+	case <-r.n.stop:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+	}
+}
+
+// install swaps in a table for m if m is newer than the current one and reports whether it did.
+func (r *router) install(m *ClusterMap, cause refreshCause) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.table.Load()
+	if old != nil && old.m.Index >= m.Index {
+		return false
+	}
+	r.table.Store(r.build(old, m))
+	r.n.stats.refreshes[cause].Add(1)
+	if m.Version > 0 {
+		select {
+		case <-r.ready:
+		default:
+			close(r.ready)
+		}
+	}
+	return true
+}
+
+// build derives the table for m from old by cloning old's segment array and repointing only the segments
+// of partitions whose owner (or the owner's address) changed.
+func (r *router) build(old *routingTable, m *ClusterMap) *routingTable {
+	layout := m.Layout()
+	var segs []*peer
+	if old != nil && old.layout() == layout {
+		segs = append([]*peer(nil), old.segmentPeer...)
+	} else {
+		segs = make([]*peer, layout.Segments)
+	}
+	for p, st := range m.Runtime {
+		target := r.peerFor(m, st.Owner)
+		first, end := layout.PartitionSegments(p)
+		if segs[first] == target {
+			continue
+		}
+		for s := first; s < end; s++ {
+			segs[s] = target
+		}
+	}
+	return &routingTable{m: m, segmentPeer: segs}
+}
+
+// peerFor returns the connection to id as m describes it, reusing the existing one when the address is
+// unchanged. Called with r.mu held.
+func (r *router) peerFor(m *ClusterMap, id NodeID) *peer {
+	if id == "" {
+		return nil
+	}
+	info, known := m.Nodes[id]
+	if p := r.peers[id]; p != nil && (p.local || p.addr == info.DataAddr) {
+		return p
+	}
+	if !known {
+		return nil
+	}
+	p := &peer{id: id, addr: info.DataAddr, local: id == r.n.id}
+	if !p.local {
+		p.client = transport.NewClient(info.DataAddr, r.n.transportOptions())
+	}
+	if prev := r.peers[id]; prev != nil && prev.client != nil {
+		prev.client.Close()
+	}
+	r.peers[id] = p
+	return p
+}
+
+// refreshAfter reacts to a redirect from p, whose map is at index theirs, of a request routed with table
+// used. It reports whether a retry may go at once: the table changed since the request left (another refresh
+// got there first: coalesced) or was just refreshed from p. False means p's map is no newer than ours, so p
+// is behind and the caller should back off.
+func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used *routingTable) bool {
+	if r.current() != used {
+		r.n.stats.coalesced.Add(1)
+		return true
+	}
+	if theirs <= used.m.Index {
+		return false
+	}
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	if r.current() != used {
+		r.n.stats.coalesced.Add(1)
+		return true
+	}
+	m, err := r.n.fetchMap(ctx, p)
+	if err != nil {
+		r.n.log.Debug("refresh routing table", "from", p.id, "err", err)
+		return false
+	}
+	return r.install(m, causeReact)
+}
+
+// poll is the backstop: it fetches the leader's map every PollInterval, in case a push was missed.
+func (r *router) poll() {
+	defer r.n.wg.Done()
+	tick := time.NewTicker(r.n.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.n.stop:
+			return
+		case <-tick.C:
+		}
+		r.pollOnce()
+	}
+}
+
+func (r *router) pollOnce() {
+	m := r.n.fsm.clusterMap()
+	if leader := r.n.leaderID(); leader != "" && leader != r.n.id {
+		r.mu.Lock()
+		p := r.peers[leader]
+		r.mu.Unlock()
+		if p != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), r.n.cfg.PollInterval)
+			fetched, err := r.n.fetchMap(ctx, p)
+			cancel()
+			if err == nil && fetched.Index > m.Index {
+				m = fetched
+			}
+		}
+	}
+	r.install(m, causePoll)
+}
+
+func (r *router) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.peers {
+		if p.client != nil {
+			p.client.Close()
+		}
+	}
+}
+
+// execute routes one key operation to the active owner of its partition, in one hop. Replies that say the
+// map is stale refresh it and retry, a bounded number of times; other failures return at once.
+func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
+	select {
+	case <-n.stop:
+		return kvReply{}, ErrClosed
+	default:
+	}
+	t, err := n.router.await(ctx)
+	if err != nil {
+		return kvReply{}, err
+	}
+	seg := t.layout().KeySegment(req.Key)
+	part := t.layout().SegmentPartition(seg)
+	backoff := n.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		p := t.segmentPeer[seg]
+		if p == nil {
+			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
+		}
+		reply, err := n.send(ctx, p, op, req)
+		if err != nil || !reply.Status.requiresRefresh() {
+			return reply, err
+		}
+		n.stats.redirects.Add(1)
+		if attempt > n.cfg.MaxRetries {
+			return kvReply{}, &RoutingError{Partition: part, Attempts: attempt, Last: reply.Status}
+		}
+		if !n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return kvReply{}, err
+			}
+			backoff *= 2
+		}
+		n.stats.retries.Add(1)
+		t = n.router.current()
+	}
+}
+
+// send delivers one key operation to p: in-process when p is this node, else one request on p's connection.
+func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvRequest) (kvReply, error) {
+	if p.local {
+		n.stats.localOps.Add(1)
+		local := *req
+		local.Value = append([]byte(nil), req.Value...) // the caller may reuse its buffer after Put returns
+		return n.serveKV(op, &local), nil
+	}
+	payload, err := encode(req)
+	if err != nil {
+		return kvReply{}, err
+	}
+	p.sent.Add(1)
+	resp, err := p.client.Call(ctx, op, payload)
+	if err != nil {
+		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opNames[op], p.id, p.addr, err)
+	}
+	var reply kvReply
+	if err := decode(resp, &reply); err != nil {
+		return kvReply{}, fmt.Errorf("zaris: reply from node %s: %w", p.id, err)
+	}
+	return reply, nil
+}
+
+// fetchMap asks p for its committed cluster map.
+func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
+	if p.local {
+		return n.fsm.clusterMap(), nil
+	}
+	resp, err := p.client.Call(ctx, opGetMap, nil)
+	if err != nil {
+		return nil, err
+	}
+	var m ClusterMap
+	if err := decode(resp, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

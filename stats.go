@@ -1,0 +1,56 @@
+package zaris
+
+import "sync/atomic"
+
+// Stats are a node's routing counters, so users and tests can see the routing at work.
+type Stats struct {
+	// RequestsSent counts key requests this node sent to each peer (one per hop).
+	RequestsSent map[NodeID]uint64
+	// LocalOps counts operations on keys this node owns, served in-process without a network call.
+	LocalOps uint64
+	// RequestsServed counts key requests this node served for other nodes.
+	RequestsServed uint64
+	// RedirectsSent counts requests this node refused because it is not the key's active owner.
+	RedirectsSent uint64
+	// RedirectsReceived counts Moved, OwnershipChanging and ReplicaWriteRejected replies this node received.
+	RedirectsReceived uint64
+	// Retries counts operations resent after a redirect.
+	Retries uint64
+	// Refreshes counts routing-table installs by cause; Coalesced counts reactive refreshes that found the
+	// table already fresh because a concurrent one had just installed it.
+	Refreshes struct{ Push, Poll, React, Coalesced uint64 }
+}
+
+type nodeStats struct {
+	localOps      atomic.Uint64
+	served        atomic.Uint64
+	redirectsSent atomic.Uint64
+	redirects     atomic.Uint64
+	retries       atomic.Uint64
+	refreshes     [3]atomic.Uint64 // indexed by refreshCause
+	coalesced     atomic.Uint64
+}
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	s := Stats{
+		RequestsSent:      map[NodeID]uint64{},
+		LocalOps:          n.stats.localOps.Load(),
+		RequestsServed:    n.stats.served.Load(),
+		RedirectsSent:     n.stats.redirectsSent.Load(),
+		RedirectsReceived: n.stats.redirects.Load(),
+		Retries:           n.stats.retries.Load(),
+	}
+	s.Refreshes.Push = n.stats.refreshes[causePush].Load()
+	s.Refreshes.Poll = n.stats.refreshes[causePoll].Load()
+	s.Refreshes.React = n.stats.refreshes[causeReact].Load()
+	s.Refreshes.Coalesced = n.stats.coalesced.Load()
+	n.router.mu.Lock()
+	for id, p := range n.router.peers {
+		if !p.local {
+			s.RequestsSent[id] += p.sent.Load()
+		}
+	}
+	n.router.mu.Unlock()
+	return s
+}

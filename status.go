@@ -1,0 +1,78 @@
+package zaris
+
+import "fmt"
+
+// Status is the outcome of one operation on its owner. Every reply carries exactly one; the public API turns
+// the failures into errors matched with errors.Is.
+type Status uint8
+
+const (
+	// StatusSuccess: the operation was applied (or the value found).
+	StatusSuccess Status = iota
+	// StatusNotFound: the key has no live value.
+	StatusNotFound
+	// StatusMoved: the receiver is not the active owner of the key's partition; the reply names the owner.
+	StatusMoved
+	// StatusOwnershipChanging: the partition is being handed over; retry after a map refresh.
+	StatusOwnershipChanging
+	// StatusReplicaWriteRejected: a replica refused a write from a stale epoch.
+	StatusReplicaWriteRejected
+	// StatusPartitionUnavailable: no node can serve the partition right now.
+	StatusPartitionUnavailable
+	// StatusVersionMismatch: a conditional write found another version.
+	StatusVersionMismatch
+	// StatusInvalidRequest: the request was malformed or out of bounds (e.g. a value over the size limit).
+	StatusInvalidRequest
+	// StatusNotReady: the receiver has no cluster map yet.
+	StatusNotReady
+)
+
+var statusNames = [...]string{
+	StatusSuccess:              "Success",
+	StatusNotFound:             "NotFound",
+	StatusMoved:                "Moved",
+	StatusOwnershipChanging:    "OwnershipChanging",
+	StatusReplicaWriteRejected: "ReplicaWriteRejected",
+	StatusPartitionUnavailable: "PartitionUnavailable",
+	StatusVersionMismatch:      "VersionMismatch",
+	StatusInvalidRequest:       "InvalidRequest",
+	StatusNotReady:             "NotReady",
+}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// requiresRefresh reports whether the status says the caller's routing table is stale. Only these statuses
+// refresh the map; other failures never do, so a failing peer cannot cause a refresh storm.
+func (s Status) requiresRefresh() bool {
+	return s == StatusMoved || s == StatusOwnershipChanging || s == StatusReplicaWriteRejected
+}
+
+// err maps a failed status to its sentinel error; nil for success.
+func (s Status) err() error {
+	switch s {
+	case StatusSuccess:
+		return nil
+	case StatusNotFound:
+		return ErrNotFound
+	case StatusMoved:
+		return ErrMoved
+	case StatusOwnershipChanging:
+		return ErrOwnershipChanging
+	case StatusReplicaWriteRejected:
+		return ErrReplicaWriteRejected
+	case StatusPartitionUnavailable:
+		return ErrPartitionUnavailable
+	case StatusVersionMismatch:
+		return ErrVersionMismatch
+	case StatusInvalidRequest:
+		return ErrInvalidRequest
+	case StatusNotReady:
+		return ErrNotReady
+	}
+	return fmt.Errorf("zaris: unknown status %d", uint8(s))
+}

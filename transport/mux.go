@@ -1,0 +1,264 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// DefaultHandshakeTimeout is how long a Mux waits for a new connection's first byte.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// Mux shares one listener between several protocols. A dialer picks the protocol with the first byte it
+// sends (see DialMux); the Mux consumes that byte and hands the connection to the matching Listener.
+type Mux struct {
+	ln      net.Listener
+	timeout time.Duration
+	log     *slog.Logger
+	done    chan struct{} // closed at shutdown
+	once    sync.Once
+	wg      sync.WaitGroup // routing goroutines
+
+	mu      sync.Mutex
+	closed  bool
+	subs    map[byte]*muxListener
+	waiting map[net.Conn]struct{} // connections whose first byte has not arrived yet
+}
+
+// MuxOption configures a Mux.
+type MuxOption func(*Mux)
+
+// WithHandshakeTimeout sets how long a connection may take to send its first byte before it is dropped.
+func WithHandshakeTimeout(d time.Duration) MuxOption {
+	return func(m *Mux) { m.timeout = d }
+}
+
+// WithMuxLogger sets where the Mux reports dropped connections.
+func WithMuxLogger(l *slog.Logger) MuxOption {
+	return func(m *Mux) { m.log = l }
+}
+
+// NewMux returns a Mux over ln. Register protocols with Listener, then run Serve.
+func NewMux(ln net.Listener, opts ...MuxOption) *Mux {
+	m := &Mux{
+		ln:      ln,
+		timeout: DefaultHandshakeTimeout,
+		done:    make(chan struct{}),
+		subs:    make(map[byte]*muxListener),
+		waiting: make(map[net.Conn]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// Listener returns the listener for connections whose first byte is first. Asking twice for the same
+// byte returns the same listener until it is closed. Its Addr is the underlying listener's.
+func (m *Mux) Listener(first byte) net.Listener {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.subs[first]; ok {
+		return l
+	}
+	l := &muxListener{mux: m, first: first, conns: make(chan net.Conn), done: make(chan struct{})}
+	m.subs[first] = l
+	return l
+}
+
+// Serve accepts connections and routes each by its first byte; unknown bytes and connections silent for
+// the handshake timeout are closed. It returns nil after Close. When the underlying listener fails, Serve
+// shuts the Mux down, so every Listener's Accept fails too, and returns the error.
+func (m *Mux) Serve() error {
+	var pause time.Duration
+	for {
+		conn, err := m.ln.Accept()
+		if err == nil {
+			pause = 0
+			if !m.track(conn) {
+				conn.Close()
+				return nil
+			}
+			go m.route(conn)
+			continue
+		}
+		if m.isClosed() {
+			return nil
+		}
+		if errors.Is(err, net.ErrClosed) {
+			m.shutdown()
+			return err
+		}
+		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+		m.log.Warn("transport: mux accept failed; retrying", "err", err, "pause", pause)
+		select {
+		case <-time.After(pause):
+		case <-m.done:
+			return nil
+		}
+	}
+}
+
+// Close closes the underlying listener and every Listener, drops connections still in their handshake and
+// waits for the Mux's goroutines. Connections already handed over belong to their acceptors.
+func (m *Mux) Close() error {
+	m.shutdown()
+	m.wg.Wait()
+	return nil
+}
+
+func (m *Mux) shutdown() {
+	m.once.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		waiting := make([]net.Conn, 0, len(m.waiting))
+		for conn := range m.waiting {
+			waiting = append(waiting, conn)
+		}
+		m.mu.Unlock()
+		close(m.done)
+		m.ln.Close()
+		for _, conn := range waiting {
+			conn.Close()
+		}
+	})
+}
+
+func (m *Mux) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// track records a connection awaiting its first byte and counts its routing goroutine.
+func (m *Mux) track(conn net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.waiting[conn] = struct{}{}
+	m.wg.Add(1)
+	return true
+}
+
+// route reads a connection's first byte and hands it to the matching Listener.
+func (m *Mux) route(conn net.Conn) {
+	defer m.wg.Done()
+	first, err := m.readFirst(conn)
+	m.mu.Lock()
+	delete(m.waiting, conn)
+	sub := m.subs[first]
+	m.mu.Unlock()
+	switch {
+	case err != nil:
+		m.log.Debug("transport: mux handshake failed", "remote", conn.RemoteAddr().String(), "err", err)
+		conn.Close()
+	case sub == nil:
+		m.log.Warn("transport: mux closing connection with unknown first byte",
+			"remote", conn.RemoteAddr().String(), "byte", first)
+		conn.Close()
+	default:
+		sub.deliver(conn)
+	}
+}
+
+func (m *Mux) readFirst(conn net.Conn) (byte, error) {
+	var b [1]byte
+	if err := conn.SetReadDeadline(time.Now().Add(m.timeout)); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return 0, err
+	}
+	return b[0], conn.SetReadDeadline(time.Time{})
+}
+
+// muxListener is the net.Listener for one protocol byte.
+type muxListener struct {
+	mux   *Mux
+	first byte
+	conns chan net.Conn // unbuffered: a connection waits in its routing goroutine until accepted
+	done  chan struct{}
+	once  sync.Once
+}
+
+// Accept waits for the next connection of this protocol.
+func (l *muxListener) Accept() (net.Conn, error) {
+	select {
+	case conn := <-l.conns:
+		return conn, nil
+	case <-l.done:
+	case <-l.mux.done:
+	}
+	return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: net.ErrClosed}
+}
+
+// Close stops this protocol's Accept; the Mux and its other Listeners keep running.
+func (l *muxListener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.mux.mu.Lock()
+		if l.mux.subs[l.first] == l {
+			delete(l.mux.subs, l.first)
+		}
+		l.mux.mu.Unlock()
+	})
+	return nil
+}
+
+// Addr returns the underlying listener's address.
+func (l *muxListener) Addr() net.Addr { return l.mux.ln.Addr() }
+
+// deliver hands conn to Accept, or closes it if this Listener or the Mux closes first.
+func (l *muxListener) deliver(conn net.Conn) {
+	select {
+	case l.conns <- conn:
+	case <-l.done:
+		conn.Close()
+	case <-l.mux.done:
+		conn.Close()
+	}
+}
+
+// DialMux dials addr and sends first, the byte that selects the protocol on a Mux. ctx bounds both the
+// dial and the write. A nil d dials with a plain net.Dialer.
+func DialMux(ctx context.Context, d Dialer, addr string, first byte) (net.Conn, error) {
+	if d == nil {
+		d = &net.Dialer{}
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFirst(ctx, conn, first); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// writeFirst writes the protocol byte, giving up when ctx ends.
+func writeFirst(ctx context.Context, conn net.Conn, first byte) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
+	_, err := conn.Write([]byte{first})
+	if !stop() || ctx.Err() != nil {
+		return errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		return err
+	}
+	return conn.SetWriteDeadline(time.Time{})
+}

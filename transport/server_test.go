@@ -1,0 +1,171 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// dialRaw opens a plain TCP connection that the test drives byte by byte.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.SetDeadline(time.Now().Add(testTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// expectHangUp reads until the server closes conn, failing on a timeout.
+func expectHangUp(t *testing.T, conn net.Conn) {
+	t.Helper()
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("server kept the connection open")
+	}
+}
+
+// expectServing checks that the server still answers a fresh client.
+func expectServing(t *testing.T, addr string) {
+	t.Helper()
+	c := newClient(t, addr, Options{})
+	if resp, err := c.Call(testContext(t), 1, []byte("still up")); err != nil || string(resp) != "still up" {
+		t.Fatalf("server stopped serving: %q, %v", resp, err)
+	}
+}
+
+func TestServerAnswersPipelinedRawFrames(t *testing.T) {
+	_, addr := startServer(t, echo, Options{})
+	conn := dialRaw(t, addr)
+	var out []byte
+	for id := uint64(1); id <= 3; id++ {
+		out = appendFrame(out, envelope{kind: kindRequest, id: id, op: Op(id), payload: []byte{byte(id)}})
+	}
+	if _, err := conn.Write(out); err != nil { // three requests in one write
+		t.Fatal(err)
+	}
+	fr := newFrameReader(conn, DefaultMaxFrameSize)
+	seen := map[uint64]bool{}
+	for range 3 {
+		body, err := fr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := decodeEnvelope(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.kind != kindResponse || env.op != Op(env.id) || !bytes.Equal(env.payload, []byte{byte(env.id)}) {
+			t.Fatalf("unexpected response %+v", env)
+		}
+		seen[env.id] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("responses for ids %v, want 1..3", seen)
+	}
+}
+
+func TestServerClosesConnOnOversizedFrame(t *testing.T) {
+	_, addr := startServer(t, echo, Options{MaxFrameSize: 1 << 10})
+	conn := dialRaw(t, addr)
+	var prefix [4]byte
+	binary.BigEndian.PutUint32(prefix[:], 0xFFFFFFF0)
+	if _, err := conn.Write(prefix[:]); err != nil {
+		t.Fatal(err)
+	}
+	expectHangUp(t, conn)
+	expectServing(t, addr)
+}
+
+func TestServerClosesConnOnMalformedEnvelope(t *testing.T) {
+	bodies := map[string][]byte{
+		"not an array":     {0xc0},
+		"three fields":     {0x93, 0x01, 0x01, 0x01},
+		"unknown kind":     {0x94, 0x09, 0x01, 0x01, 0xc4, 0x00},
+		"op too wide":      {0x94, 0x01, 0x01, 0xce, 0xff, 0xff, 0xff, 0xff, 0xc4, 0x00},
+		"short payload":    {0x94, 0x01, 0x01, 0x01, 0xc4, 0x05, 0x00},
+		"trailing bytes":   {0x94, 0x01, 0x01, 0x01, 0xc4, 0x00, 0x00},
+		"response to peer": {0x94, 0x02, 0x01, 0x01, 0xc4, 0x00},
+		"empty body":       {},
+	}
+	_, addr := startServer(t, echo, Options{})
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			conn := dialRaw(t, addr)
+			frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+			if _, err := conn.Write(append(frame, body...)); err != nil {
+				t.Fatal(err)
+			}
+			expectHangUp(t, conn)
+		})
+	}
+	expectServing(t, addr)
+}
+
+func TestServerServeConnAndClose(t *testing.T) {
+	srv := NewServer(echo, Options{})
+	client, server := net.Pipe()
+	srv.ServeConn(server) // returns at once
+	req := appendFrame(nil, envelope{kind: kindRequest, id: 1, op: 2, payload: []byte("p")})
+	go client.Write(req)
+	fr := newFrameReader(client, DefaultMaxFrameSize)
+	body, err := fr.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env, err := decodeEnvelope(body); err != nil || env.id != 1 || string(env.payload) != "p" {
+		t.Fatalf("got %+v, %v", env, err)
+	}
+	srv.Close()
+	if _, err := fr.next(); err == nil {
+		t.Fatal("connection still open after Close")
+	}
+	srv.ServeConn(server) // after Close: closed at once
+	if err := srv.Serve(listen(t)); err != nil {
+		t.Fatalf("Serve after Close returned %v, want nil", err)
+	}
+}
+
+func TestServerCloseWithPeerThatStopsReading(t *testing.T) {
+	big := make([]byte, 1<<20)
+	started := make(chan struct{}, 64)
+	h := HandlerFunc(func(context.Context, Op, []byte) ([]byte, error) {
+		started <- struct{}{}
+		return big, nil
+	})
+	ln := listen(t)
+	srv := NewServer(h, Options{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	conn := dialRaw(t, ln.Addr().String())
+	var reqs []byte
+	for id := uint64(1); id <= 64; id++ { // 64 MiB of answers the peer never reads
+		reqs = appendFrame(reqs, envelope{kind: kindRequest, id: id, op: 1})
+	}
+	if _, err := conn.Write(reqs); err != nil {
+		t.Fatal(err)
+	}
+	for range cap(started) {
+		receive(t, started, "handler")
+	}
+	closed := make(chan struct{})
+	go func() {
+		srv.Close() // handlers blocked on the full connection must be released
+		close(closed)
+	}()
+	receive(t, closed, "Server.Close")
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,201 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+const (
+	// maxPending bounds the bytes queued behind one connection's writer; senders wait for room beyond it,
+	// so a stalled peer holds back its callers instead of growing memory.
+	maxPending = 4 << 20
+
+	// maxSpare is the largest written buffer kept for reuse; bigger ones go back to the garbage collector.
+	maxSpare = 1 << 20
+)
+
+// writeStats counts what a frameWriter put on the wire.
+type writeStats struct {
+	frames  atomic.Uint64 // frames handed to the connection
+	flushes atomic.Uint64 // write calls on the connection
+	bytes   atomic.Uint64 // bytes handed to the connection
+}
+
+// frameWriter coalesces frames from many goroutines onto one connection. Senders encode their frame into
+// a shared pending buffer. The first sender to find the connection idle takes the flush duty: until
+// nothing is pending, the holder swaps the buffer out and writes it with one call, so frames queued while
+// a write is in progress leave together in the next one. Under load many frames share a syscall; a lone
+// request still costs a single write.
+//
+// Who holds the duty depends on the side. A client must never block a caller on the network (a caller
+// gives up on its context even when the peer has stopped reading), so it sends with send and a goroutine
+// running run does the writing. A server's senders are its own handler goroutines, which may block, so
+// they write with write and hold the duty themselves, saving a goroutine hand-off per response.
+type frameWriter struct {
+	conn  net.Conn
+	stats *writeStats
+	wake  chan struct{} // hands the flush duty to run
+	stop  chan struct{} // closed by close
+
+	// active counts requests in progress on the connection (client: awaiting a response; server: being
+	// handled). Its owner keeps it; the writer reads it as a hint that more frames are coming.
+	active atomic.Int64
+
+	mu       sync.Mutex
+	pending  []byte        // encoded frames not yet handed to the connection
+	frames   uint64        // frames in pending
+	spare    []byte        // an empty buffer to swap in for pending
+	flushing bool          // the flush duty is taken; frames queued meanwhile are the holder's to write
+	err      error         // set by close; later sends fail with it
+	room     chan struct{} // closed when pending is taken; created by senders waiting for room
+}
+
+func newFrameWriter(conn net.Conn, stats *writeStats) *frameWriter {
+	return &frameWriter{
+		conn:  conn,
+		stats: stats,
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+	}
+}
+
+// send queues one frame for run to write, copying payload. A nil error means the frame is queued, not
+// that it was written. It fails with ctx.Err() if ctx ends while waiting for room, or with the close
+// error once the writer is closed; in both cases nothing was queued.
+func (w *frameWriter) send(ctx context.Context, kind uint8, id uint64, op Op, payload []byte) error {
+	lead, err := w.queue(ctx, kind, id, op, payload)
+	if lead {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// write queues one frame like send, then, if no other goroutine holds the flush duty, writes everything
+// pending from the calling goroutine, blocking on the connection. A write failure closes the writer and
+// is returned.
+func (w *frameWriter) write(ctx context.Context, kind uint8, id uint64, op Op, payload []byte) error {
+	lead, err := w.queue(ctx, kind, id, op, payload)
+	if !lead {
+		return err
+	}
+	return w.flush()
+}
+
+// queue appends one frame to pending. lead reports that the caller took the flush duty.
+func (w *frameWriter) queue(ctx context.Context, kind uint8, id uint64, op Op, payload []byte) (lead bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && len(w.pending) >= maxPending {
+		if w.room == nil {
+			w.room = make(chan struct{})
+		}
+		room := w.room
+		w.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			w.mu.Lock()
+			return false, ctx.Err()
+		}
+		w.mu.Lock()
+	}
+	if w.err != nil {
+		return false, w.err
+	}
+	w.pending = appendFrameHeader(w.pending, kind, id, op, len(payload))
+	w.pending = append(w.pending, payload...)
+	w.frames++
+	lead = !w.flushing
+	w.flushing = true
+	return lead, nil
+}
+
+// run holds the flush duty whenever send hands it over, until the writer is closed or a write fails, and
+// returns why it stopped.
+func (w *frameWriter) run() error {
+	for {
+		select {
+		case <-w.wake:
+		case <-w.stop:
+			return w.closeErr()
+		}
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// flush writes batches, one write call each, until nothing is pending and the duty is released.
+func (w *frameWriter) flush() error {
+	var batch []byte
+	for {
+		// With other requests in progress, yield before taking the batch: goroutines already runnable
+		// (callers just handed a response, handlers about to answer) then queue their frames first and
+		// share this write.
+		if w.active.Load() > 1 {
+			runtime.Gosched()
+		}
+		if batch = w.next(batch); batch == nil {
+			return nil
+		}
+		if _, err := w.conn.Write(batch); err != nil {
+			w.close(err)
+			return err
+		}
+	}
+}
+
+// next keeps the written batch for reuse and returns the pending frames as the next batch, installing an
+// empty buffer in their place. With nothing pending it releases the flush duty and returns nil.
+func (w *frameWriter) next(written []byte) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if written != nil && cap(written) <= maxSpare {
+		w.spare = written[:0]
+	}
+	if len(w.pending) == 0 || w.err != nil {
+		w.flushing = false
+		return nil
+	}
+	batch := w.pending
+	// Count first: a response can overtake the bookkeeping of its own request.
+	w.stats.flushes.Add(1)
+	w.stats.frames.Add(w.frames)
+	w.stats.bytes.Add(uint64(len(batch)))
+	w.pending, w.frames, w.spare = w.spare, 0, nil
+	w.signalRoom()
+	return batch
+}
+
+// close stops the writer. Frames still queued are dropped; later sends fail with err.
+func (w *frameWriter) close(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	w.err = err
+	w.pending = nil
+	close(w.stop)
+	w.signalRoom()
+}
+
+func (w *frameWriter) closeErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// signalRoom wakes senders waiting for room. Callers hold w.mu.
+func (w *frameWriter) signalRoom() {
+	if w.room != nil {
+		close(w.room)
+		w.room = nil
+	}
+}

@@ -1,0 +1,272 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Errors returned by Node methods; match them with errors.Is.
+var (
+	ErrNotFound             = errors.New("zaris: key not found")
+	ErrMoved                = errors.New("zaris: partition owned by another node")
+	ErrOwnershipChanging    = errors.New("zaris: partition ownership is changing")
+	ErrReplicaWriteRejected = errors.New("zaris: write rejected by a replica (stale epoch)")
+	ErrPartitionUnavailable = errors.New("zaris: partition unavailable")
+	ErrVersionMismatch      = errors.New("zaris: version mismatch")
+	ErrInvalidRequest       = errors.New("zaris: invalid request")
+	ErrNotReady             = errors.New("zaris: node has no cluster map yet")
+	ErrValueTooLarge        = errors.New("zaris: value too large")
+	ErrRetriesExhausted     = errors.New("zaris: routing retries exhausted")
+	ErrClosed               = errors.New("zaris: node closed")
+	ErrInvalidConfig        = errors.New("zaris: invalid config")
+	ErrClusterMismatch      = errors.New("zaris: cluster parameters differ")
+	ErrDecode               = errors.New("zaris: value does not decode")
+)
+
+// RoutingError reports an operation that kept landing on non-owners until its retries ran out.
+type RoutingError struct {
+	Partition int
+	Attempts  int
+	Last      Status
+}
+
+func (e *RoutingError) Error() string {
+	return fmt.Sprintf("zaris: partition %d: last reply %s after %d attempts: routing retries exhausted",
+		e.Partition, e.Last, e.Attempts)
+}
+
+// Unwrap lets errors.Is match both ErrRetriesExhausted and the last status's sentinel.
+func (e *RoutingError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Last.err()} }
+
+// Timing holds the membership and consensus timings. LANTiming suits real networks; LocalTiming suits a
+// cluster on one machine (tests, demos), where it detects failures and elects leaders in a fraction of a second.
+type Timing struct {
+	RaftHeartbeat   time.Duration // follower waits this long without a leader before an election
+	RaftElection    time.Duration // candidate waits this long before a new election
+	RaftLeaderLease time.Duration // a leader steps down after this long without a quorum
+	RaftCommit      time.Duration // upper bound on delaying a commit to batch it
+	GossipInterval  time.Duration // how often gossip messages are sent
+	ProbeInterval   time.Duration // how often a random member is probed
+	ProbeTimeout    time.Duration // how long to wait for a probe's ack
+	Reconcile       time.Duration // how often the leader reconciles membership into the control plane
+}
+
+// LANTiming returns timings for a cluster on a local-area network.
+func LANTiming() Timing {
+	return Timing{
+		RaftHeartbeat:   time.Second,
+		RaftElection:    time.Second,
+		RaftLeaderLease: 500 * time.Millisecond,
+		RaftCommit:      50 * time.Millisecond,
+		GossipInterval:  200 * time.Millisecond,
+		ProbeInterval:   time.Second,
+		ProbeTimeout:    500 * time.Millisecond,
+		Reconcile:       time.Second,
+	}
+}
+
+// LocalTiming returns timings for a cluster whose nodes share one machine.
+func LocalTiming() Timing {
+	return Timing{
+		RaftHeartbeat:   150 * time.Millisecond,
+		RaftElection:    150 * time.Millisecond,
+		RaftLeaderLease: 100 * time.Millisecond,
+		RaftCommit:      5 * time.Millisecond,
+		GossipInterval:  50 * time.Millisecond,
+		ProbeInterval:   200 * time.Millisecond,
+		ProbeTimeout:    100 * time.Millisecond,
+		Reconcile:       200 * time.Millisecond,
+	}
+}
+
+// Config describes a node. Start from DefaultConfig; Join validates it.
+type Config struct {
+	// Name identifies the node in the cluster; it must be unique. Default: host name plus process id.
+	Name string
+	// GossipAddr is the host:port for membership gossip (UDP and TCP). Port 0 picks a free port.
+	GossipAddr string
+	// DataAddr is the host:port of the one TCP port shared by the data plane and the control plane.
+	// Port 0 picks a free port. The host must be an address other members can reach.
+	DataAddr string
+	// Join lists gossip addresses of existing members; empty starts a new cluster.
+	Join []string
+	// BootstrapExpect is how many nodes must be present before the first partition map is assigned.
+	BootstrapExpect int
+
+	// Segments, Partitions and ReplicationFactor are fixed at cluster creation; every member must agree.
+	Segments          int
+	Partitions        int
+	ReplicationFactor int
+
+	// MaxVoters caps the consensus voters (odd numbers are best); other members follow as non-voters.
+	MaxVoters int
+	// PollInterval is the backstop refresh of the routing table.
+	PollInterval time.Duration
+	// MaxRetries bounds the retries of one operation after replies that say the map is stale.
+	MaxRetries int
+	// RetryBackoff is the first pause between such retries; it doubles each time.
+	RetryBackoff time.Duration
+	// ReapInterval is how often expired entries are reclaimed.
+	ReapInterval time.Duration
+	// MaxValueSize bounds a stored value, in bytes.
+	MaxValueSize int
+	// MaxFrameSize bounds one data-plane frame, in bytes.
+	MaxFrameSize int
+
+	Timing Timing
+	// Clock is the time source for TTLs. Default: the system clock.
+	Clock Clock
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+	// Dialer opens data-plane and control-plane connections; a seam for fault injection. Default: net.Dialer.
+	Dialer transport.Dialer
+}
+
+// DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:              host + "-" + strconv.Itoa(os.Getpid()),
+		GossipAddr:        "127.0.0.1:0",
+		DataAddr:          "127.0.0.1:0",
+		BootstrapExpect:   1,
+		Segments:          DefaultSegments,
+		Partitions:        DefaultPartitions,
+		ReplicationFactor: 2,
+		MaxVoters:         5,
+		PollInterval:      10 * time.Second,
+		MaxRetries:        3,
+		RetryBackoff:      2 * time.Millisecond,
+		ReapInterval:      time.Second,
+		MaxValueSize:      16 << 20,
+		MaxFrameSize:      transport.DefaultMaxFrameSize,
+		Timing:            LANTiming(),
+		Clock:             systemClock{},
+	}
+}
+
+// validate checks the config and fills the defaults that have no sensible zero value.
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if c.Name == "" {
+		return bad("Name is empty")
+	}
+	for _, a := range []struct{ name, addr string }{{"GossipAddr", c.GossipAddr}, {"DataAddr", c.DataAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return bad("%s %q: %v", a.name, a.addr, err)
+		}
+	}
+	if _, err := NewLayout(c.Segments, c.Partitions); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case c.ReplicationFactor < 1:
+		return bad("ReplicationFactor %d must be at least 1", c.ReplicationFactor)
+	case c.BootstrapExpect < 1:
+		return bad("BootstrapExpect %d must be at least 1", c.BootstrapExpect)
+	case c.MaxVoters < 1:
+		return bad("MaxVoters %d must be at least 1", c.MaxVoters)
+	case c.MaxRetries < 0:
+		return bad("MaxRetries %d must not be negative", c.MaxRetries)
+	case c.PollInterval <= 0 || c.ReapInterval <= 0 || c.RetryBackoff <= 0:
+		return bad("PollInterval, ReapInterval and RetryBackoff must be positive")
+	case c.MaxFrameSize < 1024:
+		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
+	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
+		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
+	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
+		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
+		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0:
+		return bad("every Timing field must be positive")
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// PutOption adjusts one Put.
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	ttl time.Duration
+}
+
+// WithTTL makes the value expire after d; zero or negative means no expiry.
+func WithTTL(d time.Duration) PutOption {
+	return func(o *putOptions) { o.ttl = d }
+}
+
+// Get returns the value stored under key, or an error matching ErrNotFound.
+func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
+	reply, err := n.execute(ctx, opGet, &kvRequest{Key: key})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Value, reply.Status.err()
+}
+
+// Put stores value under key on the key's owner. The caller may reuse value once Put returns.
+func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOption) error {
+	if len(value) > n.cfg.MaxValueSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
+	}
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	reply, err := n.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl)})
+	if err != nil {
+		return err
+	}
+	return reply.Status.err()
+}
+
+// Delete removes key and reports whether it held a live value.
+func (n *Node) Delete(ctx context.Context, key string) (existed bool, err error) {
+	reply, err := n.execute(ctx, opDelete, &kvRequest{Key: key})
+	if err != nil {
+		return false, err
+	}
+	if reply.Status == StatusNotFound {
+		return false, nil
+	}
+	return reply.Status == StatusSuccess, reply.Status.err()
+}
+
+// GetTyped reads key and decodes its msgpack value into a T.
+func GetTyped[T any](ctx context.Context, n *Node, key string) (T, error) {
+	var v T
+	raw, err := n.Get(ctx, key)
+	if err != nil {
+		return v, err
+	}
+	if err := msgpack.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("%w: key %q: %w", ErrDecode, key, err)
+	}
+	return v, nil
+}
+
+// PutTyped encodes v with msgpack and stores it under key.
+func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutOption) error {
+	raw, err := msgpack.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("zaris: encode value for key %q: %w", key, err)
+	}
+	return n.Put(ctx, key, raw, opts...)
+}
