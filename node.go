@@ -139,7 +139,7 @@ func (n *Node) transportOptions() transport.Options {
 }
 
 // serveRequest is the data-plane handler.
-func (n *Node) serveRequest(_ context.Context, op transport.Op, payload []byte) ([]byte, error) {
+func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch op {
 	case opGet, opPut, opDelete:
 		var req kvRequest
@@ -147,7 +147,7 @@ func (n *Node) serveRequest(_ context.Context, op transport.Op, payload []byte) 
 			return encode(&kvReply{Status: StatusInvalidRequest})
 		}
 		n.stats.served.Add(1)
-		reply := n.serveKV(op, &req)
+		reply := n.serveKV(ctx, op, &req)
 		return encode(&reply)
 	case opGetMap:
 		return encode(n.fsm.clusterMap())
@@ -157,20 +157,35 @@ func (n *Node) serveRequest(_ context.Context, op transport.Op, payload []byte) 
 
 // serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
 // Moved with the owner and epoch it knows. It never forwards.
-func (n *Node) serveKV(op transport.Op, req *kvRequest) kvReply {
+func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvReply {
+	seg, refusal, owned := n.checkOwner(req.Key)
+	if !owned {
+		return refusal
+	}
+	return n.applyKV(ctx, op, seg, req)
+}
+
+// checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
+// otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
+func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
 	m := n.fsm.clusterMap()
 	if m.Version == 0 {
-		return kvReply{Status: StatusNotReady, MapIndex: m.Index}
+		return 0, kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
 	}
-	seg := n.layout.KeySegment(req.Key)
-	st := m.Runtime[n.layout.SegmentPartition(seg)]
-	if st.Owner != n.id {
-		n.stats.redirectsSent.Add(1)
-		if st.Health == Unavailable {
-			return kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}
-		}
-		return kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}
+	segment = n.layout.KeySegment(key)
+	st := m.Runtime[n.layout.SegmentPartition(segment)]
+	if st.Owner == n.id {
+		return segment, kvReply{}, true
 	}
+	n.stats.redirectsSent.Add(1)
+	if st.Health == Unavailable {
+		return segment, kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
+	}
+	return segment, kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
+}
+
+// applyKV runs one key operation on the local store; the caller has checked ownership.
+func (n *Node) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	switch op {
 	case opGet:
 		value, version, ok := n.store.get(seg, req.Key)

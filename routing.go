@@ -253,7 +253,7 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 		n.stats.localOps.Add(1)
 		local := *req
 		local.Value = append([]byte(nil), req.Value...) // the caller may reuse its buffer after Put returns
-		return n.serveKV(op, &local), nil
+		return n.serveKV(ctx, op, &local), nil
 	}
 	payload, err := encode(req)
 	if err != nil {

@@ -59,34 +59,58 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 	return e.value, e.version, true
 }
 
+// update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
+// write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
+// Every mutation of the store goes through here, so there is one place that orders a segment's writes.
+// Entries are never modified once stored: fn must build a new one.
+func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	cur := seg.entries[key]
+	if cur != nil && cur.expired(now) {
+		cur = nil
+	}
+	next, write := fn(cur, now)
+	if !write {
+		return cur
+	}
+	seg.lastVersion++
+	if next == nil {
+		delete(seg.entries, key)
+		return nil
+	}
+	next.version = seg.lastVersion
+	seg.entries[key] = next
+	return next
+}
+
 // put stores value under key with an optional ttl and returns the key's new version.
 // The store keeps value as given: callers pass a slice they no longer modify.
 func (s *store) put(segment int, key string, value []byte, ttl time.Duration) uint64 {
-	var expireAt int64
-	if ttl > 0 {
-		expireAt = s.now() + int64(ttl)
-	}
-	seg := &s.segments[segment]
-	seg.mu.Lock()
-	seg.lastVersion++
-	version := seg.lastVersion
-	seg.entries[key] = &entry{value: value, version: version, expireAt: expireAt}
-	seg.mu.Unlock()
-	return version
+	e := s.update(segment, key, func(_ *entry, now int64) (*entry, bool) {
+		return &entry{value: value, expireAt: expiryFrom(now, ttl)}, true
+	})
+	return e.version
 }
 
 // remove deletes key and reports whether a live (unexpired) entry existed.
 func (s *store) remove(segment int, key string) bool {
-	now := s.now()
-	seg := &s.segments[segment]
-	seg.mu.Lock()
-	e, found := seg.entries[key]
-	if found {
-		delete(seg.entries, key)
-		seg.lastVersion++
+	existed := false
+	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
+		existed = cur != nil
+		return nil, existed
+	})
+	return existed
+}
+
+// expiryFrom turns a TTL into an absolute expiry; zero or negative means none.
+func expiryFrom(now int64, ttl time.Duration) int64 {
+	if ttl <= 0 {
+		return 0
 	}
-	seg.mu.Unlock()
-	return found && !e.expired(now)
+	return now + int64(ttl)
 }
 
 // reapExpired removes expired entries from every segment and returns how many it removed.
