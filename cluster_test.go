@@ -21,7 +21,8 @@ type testCluster struct {
 	tweak  func(*Config)
 
 	mu    sync.Mutex
-	nodes []*Node // nil once stopped
+	nodes []*Node  // nil once stopped
+	cfgs  []Config // the config each node was started with, its bound addresses filled in
 	seq   int
 }
 
@@ -84,8 +85,32 @@ func (c *testCluster) add(bootstrapExpect int) *Node {
 		c.t.Fatalf("join %s: %v", name, err)
 	}
 	c.faults.Register(name, n.DataAddr())
+	cfg.GossipAddr, cfg.DataAddr = n.GossipAddr(), n.DataAddr()
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
+	c.cfgs = append(c.cfgs, cfg)
+	c.mu.Unlock()
+	return n
+}
+
+// restart starts node i again after kill, with its name, addresses and data directory.
+func (c *testCluster) restart(i int) *Node {
+	c.t.Helper()
+	c.mu.Lock()
+	cfg := c.cfgs[i]
+	c.mu.Unlock()
+	cfg.Join = nil
+	for _, n := range c.live() {
+		cfg.Join = append(cfg.Join, n.GossipAddr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := Join(ctx, cfg)
+	if err != nil {
+		c.t.Fatalf("restart %s: %v", cfg.Name, err)
+	}
+	c.mu.Lock()
+	c.nodes[i] = n
 	c.mu.Unlock()
 	return n
 }

@@ -38,6 +38,7 @@ func (h Health) String() string {
 type NodeInfo struct {
 	ID       NodeID
 	DataAddr string
+	RESPAddr string // the Redis Cluster endpoint, "" when the node serves none
 }
 
 // PartitionState is the runtime view of one partition: who serves it now, under which epoch, how healthy.
@@ -46,6 +47,9 @@ type PartitionState struct {
 	Owner  NodeID
 	Epoch  uint64
 	Health Health
+	// InSync lists the replicas known to hold every acknowledged write; Sync writes wait for all of them.
+	// It shrinks only by a committed decision, so no write is acknowledged with fewer copies than it claims.
+	InSync []NodeID
 }
 
 // ClusterMap is the replicated state of the control plane. A ClusterMap value is immutable once published:
@@ -100,6 +104,7 @@ const (
 	cmdUpsertNode commandKind = iota + 1
 	cmdAssign
 	cmdNodeLeft
+	cmdSetInSync
 )
 
 // command is one committed control-plane decision.
@@ -107,6 +112,11 @@ type command struct {
 	Kind       commandKind
 	Node       NodeInfo
 	Assignment Assignment
+	// Partition, Epoch and InSync describe a cmdSetInSync: it applies only while the partition is still at
+	// Epoch, so a decision made for a deposed owner is void.
+	Partition int
+	Epoch     uint64
+	InSync    []NodeID
 }
 
 // apply returns the map that results from cmd committed at log index. It is deterministic: every node applies
@@ -124,6 +134,8 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.assign(cmd.Assignment)
 	case cmdNodeLeft:
 		next.markOwnerGone(cmd.Node.ID)
+	case cmdSetInSync:
+		next.setInSync(cmd.Partition, cmd.Epoch, cmd.InSync)
 	default:
 		return nil, fmt.Errorf("zaris: unknown control command %d", cmd.Kind)
 	}
@@ -145,6 +157,7 @@ func (m *ClusterMap) assign(a Assignment) {
 			}
 		case st.Owner != nodes[0]:
 			st.Owner, st.Health = nodes[0], m.healthFor(nodes)
+			st.InSync = slices.Clone(nodes[1:])
 			st.Epoch++
 		default:
 			st.Health = m.healthFor(nodes)
@@ -157,6 +170,21 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 		return Degraded
 	}
 	return Healthy
+}
+
+// setInSync replaces a partition's in-sync replicas if the partition is still at epoch; only its assigned
+// replicas may be listed.
+func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
+	if p < 0 || p >= len(m.Runtime) || m.Runtime[p].Epoch != epoch {
+		return
+	}
+	var kept []NodeID
+	for _, id := range inSync {
+		if slices.Contains(m.Assignment[p], id) && id != m.Runtime[p].Owner && !slices.Contains(kept, id) {
+			kept = append(kept, id)
+		}
+	}
+	m.Runtime[p].InSync = kept
 }
 
 // markOwnerGone makes every partition actively owned by id Unavailable under a new epoch, so that no request

@@ -329,8 +329,9 @@ func (n *Node) admit(m member, inRaft bool, voters *int) error {
 			return fmt.Errorf("add %s to control plane: %w", m.ID, err)
 		}
 	}
-	if info, ok := n.fsm.clusterMap().Nodes[m.ID]; !ok || info.DataAddr != m.DataAddr {
-		return n.commit(&command{Kind: cmdUpsertNode, Node: NodeInfo{ID: m.ID, DataAddr: m.DataAddr}})
+	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr}
+	if info, ok := n.fsm.clusterMap().Nodes[m.ID]; !ok || info != want {
+		return n.commit(&command{Kind: cmdUpsertNode, Node: want})
 	}
 	return nil
 }
@@ -364,18 +365,24 @@ func (n *Node) assignFirstMap() error {
 
 // commit replicates one decision through the control plane and waits until it is applied here.
 func (n *Node) commit(cmd *command) error {
+	_, err := n.commitAt(cmd)
+	return err
+}
+
+// commitAt is commit that also returns the decision's log index.
+func (n *Node) commitAt(cmd *command) (uint64, error) {
 	data, err := encode(cmd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	f := n.raft.Apply(data, applyTimeout)
 	if err := f.Error(); err != nil {
-		return err
+		return 0, err
 	}
 	if err, ok := f.Response().(error); ok {
-		return err
+		return 0, err
 	}
-	return nil
+	return f.Index(), nil
 }
 
 // leaderDataPeer returns the current leader's id, or "" when none is known.
@@ -405,4 +412,81 @@ func newHCLogger(l *slog.Logger, component string) hclog.Logger {
 		Output: hclogWriter{logger: l, component: component},
 		Level:  level,
 	})
+}
+
+// proposal asks the leader to commit a control decision on behalf of another node.
+type proposalReply struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Index    uint64
+	Error    string
+}
+
+// propose commits cmd through the leader, wherever it is, and waits until this node has applied it.
+func (n *Node) propose(ctx context.Context, cmd *command) error {
+	var index uint64
+	if n.IsLeader() {
+		i, err := n.commitAt(cmd)
+		if err != nil {
+			return err
+		}
+		index = i
+	} else {
+		i, err := n.proposeRemote(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		index = i
+	}
+	return n.awaitApplied(ctx, index)
+}
+
+func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) {
+	leader := n.leaderID()
+	p := n.router.peerByID(leader)
+	if leader == "" || p == nil || p.local {
+		return 0, fmt.Errorf("zaris: no reachable control-plane leader")
+	}
+	payload, err := encode(cmd)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := p.client.Call(ctx, opPropose, payload)
+	if err != nil {
+		return 0, fmt.Errorf("zaris: propose to leader %s: %w", leader, err)
+	}
+	var reply proposalReply
+	if err := decode(resp, &reply); err != nil {
+		return 0, err
+	}
+	if reply.Error != "" {
+		return 0, fmt.Errorf("zaris: leader %s: %s", leader, reply.Error)
+	}
+	return reply.Index, nil
+}
+
+// serveProposal commits a decision proposed by another node. Only in-sync set changes may be proposed.
+func (n *Node) serveProposal(payload []byte) ([]byte, error) {
+	var cmd command
+	if err := decode(payload, &cmd); err != nil {
+		return nil, err
+	}
+	var reply proposalReply
+	if cmd.Kind != cmdSetInSync {
+		reply.Error = fmt.Sprintf("command %d may not be proposed", cmd.Kind)
+	} else if index, err := n.commitAt(&cmd); err != nil {
+		reply.Error = err.Error()
+	} else {
+		reply.Index = index
+	}
+	return encode(&reply)
+}
+
+// awaitApplied waits until this node's map reflects the log up to index.
+func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
+	for n.fsm.clusterMap().Index < index {
+		if err := sleepCtx(ctx, n.cfg.Timing.RaftCommit); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -21,16 +21,50 @@
 // a committed, ordered command: two nodes never hand out the same epoch, and a minority side of a network
 // partition decides nothing. Every node applies each committed change and repoints its routing table.
 //
+// # Replication and write concerns
+//
+// Each partition has ReplicationFactor assigned nodes: the active owner and its replicas. Every write the owner
+// applies becomes an op with the next revision of its segment, tagged with the partition's epoch, and is
+// streamed to the replicas, which apply ops strictly in revision order. A replica refuses ops carrying an
+// epoch older than the newest it has seen for the partition (fencing), so a deposed owner cannot get a write
+// acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log, or a snapshot of
+// the segment when the log no longer reaches back that far. Replicas never serve clients; they answer Moved.
+//
+// Under the Sync write concern (the default), a write is acknowledged only once every replica in the
+// partition's in-sync set has applied it. A replica that stops answering for ReplicaAckTimeout is removed from
+// the in-sync set by a decision committed through the control plane before the write is acknowledged, never
+// silently; it returns to the set once it has caught up. Under Async, a write is acknowledged as soon as the
+// owner applied it: if the owner dies before the op reaches a replica, that acknowledged write is lost. With
+// ReplicationFactor 1 there is no replica at all and the data is not durable.
+//
+// # Batches
+//
+// ExecuteBatch takes a mix of gets, puts and deletes and costs one request per distinct owner, all sent in
+// parallel, instead of one per key; GetMany, PutMany, DeleteMany and GetManyTyped are shorthands for it.
+// Keys are placed exactly as single operations place them, the caller's own keys are served in-process,
+// and results come back sorted by the items' Index. A batch is not a transaction: each item succeeds or
+// fails on its own, and partial success is normal. Items of one key are applied in Index order, so a get
+// after a put of the same key in one batch sees the put. Items refused because the caller's routing table
+// was stale are re-planned against a refreshed table and resent (only those), within MaxRetries. An owner
+// that cannot be reached fails only its own items (ErrNoReply, naming the node). A batch too large for one
+// frame goes to its owner in several requests, one after another.
+//
 // # Consistency guarantees, as of this version
 //
 //   - A key has exactly one active owner at a time in the committed map, and every read and write of the key
 //     is served by the node that believes itself that owner. Operations on one key, through any node, are
 //     applied in the order the owner receives them.
-//   - Values live in the owner's memory only: this version does not replicate them yet, whatever the
-//     replication factor says. If the owner crashes, or leaves, its keys are lost and its partitions become
-//     Unavailable (ErrPartitionUnavailable, never a false ErrNotFound); nothing moves them to another node yet.
-//   - An owner cut off from the control plane keeps serving the partitions it believes it owns.
+//   - A Sync write that was acknowledged is on the owner and on every replica in the in-sync set at the time
+//     of the acknowledgement.
+//   - Failover is not automatic yet: if an owner crashes or leaves, its partitions become Unavailable
+//     (ErrPartitionUnavailable, never a false ErrNotFound) although the replicas hold the data.
+//   - An owner cut off from the control plane keeps serving the partitions it believes it owns; its writes
+//     stop being acknowledged under Sync as soon as a replica has seen a newer epoch.
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
-//     applied; one that fails with transport.ErrUnreachable was never sent.
-//   - Expired keys are never returned; they are reclaimed in the background.
+//     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
+//     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
+//     acknowledged but may still be visible on the owner.
+//   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
+//     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned and are
+//     reclaimed in the background.
 package zaris

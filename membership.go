@@ -19,12 +19,14 @@ const (
 	tagPartitions = "part"
 	tagRF         = "rf"
 	tagFormed     = "formed" // "1" once the member belongs to a control plane with a leader
+	tagRESPAddr   = "resp"   // the RESP endpoint's advertised address; absent when the node serves none
 )
 
 // member is a peer as membership sees it.
 type member struct {
 	ID       NodeID
 	DataAddr string
+	RESPAddr string
 	Status   serf.MemberStatus
 	Formed   bool
 }
@@ -41,12 +43,16 @@ type membership struct {
 }
 
 func clusterTags(cfg *Config, dataAddr string) map[string]string {
-	return map[string]string{
+	tags := map[string]string{
 		tagDataAddr:   dataAddr,
 		tagSegments:   strconv.Itoa(cfg.Segments),
 		tagPartitions: strconv.Itoa(cfg.Partitions),
 		tagRF:         strconv.Itoa(cfg.ReplicationFactor),
 	}
+	if cfg.RESPAddr != "" {
+		tags[tagRESPAddr] = cfg.RESPAddr
+	}
+	return tags
 }
 
 func startMembership(cfg *Config, dataAddr string) (*membership, error) {
@@ -122,6 +128,7 @@ func (m *membership) members() []member {
 		out = append(out, member{
 			ID:       NodeID(sm.Name),
 			DataAddr: sm.Tags[tagDataAddr],
+			RESPAddr: sm.Tags[tagRESPAddr],
 			Status:   sm.Status,
 			Formed:   sm.Tags[tagFormed] == "1",
 		})

@@ -28,6 +28,8 @@ type Node struct {
 	stats  nodeStats
 	router *router
 	fsm    *mapFSM
+	repl   *replication
+	disk   *diskLog // nil without a DataDir
 
 	listener  net.Listener
 	mux       *transport.Mux
@@ -35,6 +37,7 @@ type Node struct {
 	raft      *raft.Raft
 	raftTrans *raft.NetworkTransport
 	members   *membership
+	resp      *respServer // nil unless Config.RESPAddr is set
 	leaderCh  chan bool
 	kick      chan struct{}
 
@@ -72,6 +75,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.dialer = &net.Dialer{}
 	}
 	n.router = newRouter(n)
+	n.repl = newReplication(n)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), func(m *ClusterMap) { n.router.install(m, causePush) })
 	n.router.install(n.fsm.clusterMap(), causePush)
 
@@ -83,10 +87,17 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 }
 
 func (n *Node) start(ctx context.Context) error {
+	if err := n.recover(); err != nil {
+		return err
+	}
+	n.store.onWrite = n.repl.recordWrite
 	if err := n.listen(); err != nil {
 		return err
 	}
 	if err := n.startRaft(n.mux.Listener(muxRaft)); err != nil {
+		return err
+	}
+	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
 	members, err := startMembership(&n.cfg, n.DataAddr())
@@ -106,6 +117,30 @@ func (n *Node) start(ctx context.Context) error {
 	go n.router.poll()
 	go n.reap()
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
+	return nil
+}
+
+// recover reloads the node's data from DataDir, if it has one, before the node joins: the partitions it
+// held come back at the revisions it had, and owners send only what it missed.
+func (n *Node) recover() error {
+	if n.cfg.DataDir == "" {
+		return nil
+	}
+	disk, err := openDiskLog(n, n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	segments, ops, err := disk.load()
+	if err != nil {
+		disk.store.Close()
+		return err
+	}
+	n.disk = disk
+	n.repl.stats.recoveredOps.Add(uint64(ops))
+	n.wg.Add(2)
+	go disk.run()
+	go disk.runTrim()
+	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
 	return nil
 }
 
@@ -141,7 +176,7 @@ func (n *Node) transportOptions() transport.Options {
 // serveRequest is the data-plane handler.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch op {
-	case opGet, opPut, opDelete:
+	case opGet, opPut, opDelete, opIncr, opExpire, opPersist, opTTL, opExists, opPutIf:
 		var req kvRequest
 		if err := decode(payload, &req); err != nil {
 			return encode(&kvReply{Status: StatusInvalidRequest})
@@ -151,6 +186,17 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		return encode(&reply)
 	case opGetMap:
 		return encode(n.fsm.clusterMap())
+	case opBatch:
+		return n.serveBatch(ctx, payload)
+	case opReplicate:
+		var req replicateRequest
+		if err := decode(payload, &req); err != nil {
+			return nil, err
+		}
+		reply := n.repl.serveReplicate(&req)
+		return encode(&reply)
+	case opPropose:
+		return n.serveProposal(payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -184,8 +230,28 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	return segment, kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
 }
 
-// applyKV runs one key operation on the local store; the caller has checked ownership.
-func (n *Node) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+// applyKV runs one key operation on the local store and, for a successful write under the Sync concern,
+// waits until every in-sync replica has it. The caller has checked ownership.
+func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+	reply := n.applyStore(ctx, op, seg, req)
+	if reply.Status != StatusSuccess || readOnlyOps[op] || n.concern(req) != Sync {
+		return reply
+	}
+	if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
+		return kvReply{Status: status}
+	}
+	return reply
+}
+
+func (n *Node) concern(req *kvRequest) WriteConcern {
+	if req.Concern != 0 {
+		return req.Concern
+	}
+	return n.cfg.WriteConcern
+}
+
+// applyStore runs one key operation on the local store.
+func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	switch op {
 	case opGet:
 		value, version, ok := n.store.get(seg, req.Key)
@@ -204,7 +270,7 @@ func (n *Node) applyKV(_ context.Context, op transport.Op, seg int, req *kvReque
 		}
 		return kvReply{Status: StatusSuccess}
 	}
-	return kvReply{Status: StatusInvalidRequest}
+	return n.applyKeyCommand(op, seg, req)
 }
 
 // reap reclaims expired entries in the background.
@@ -322,6 +388,9 @@ func (n *Node) Close() error {
 		}
 		if n.mux != nil {
 			errs = append(errs, n.mux.Close())
+		}
+		if n.resp != nil {
+			errs = append(errs, n.resp.close())
 		}
 		n.router.close()
 		n.wg.Wait()

@@ -297,3 +297,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// peerByID returns the connection to node id as the current map describes it, or nil if unknown.
+func (r *router) peerByID(id NodeID) *peer {
+	if id == "" {
+		return nil
+	}
+	m := r.n.fsm.clusterMap()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.peerFor(m, id)
+}

@@ -8,8 +8,10 @@ type Stats struct {
 	RequestsSent map[NodeID]uint64
 	// LocalOps counts operations on keys this node owns, served in-process without a network call.
 	LocalOps uint64
-	// RequestsServed counts key requests this node served for other nodes.
+	// RequestsServed counts key requests this node served for other nodes; a batch request counts once.
 	RequestsServed uint64
+	// BatchItemsServed counts the items of the batch requests this node served for other nodes.
+	BatchItemsServed uint64
 	// RedirectsSent counts requests this node refused because it is not the key's active owner.
 	RedirectsSent uint64
 	// RedirectsReceived counts Moved, OwnershipChanging and ReplicaWriteRejected replies this node received.
@@ -24,6 +26,7 @@ type Stats struct {
 type nodeStats struct {
 	localOps      atomic.Uint64
 	served        atomic.Uint64
+	batchItems    atomic.Uint64
 	redirectsSent atomic.Uint64
 	redirects     atomic.Uint64
 	retries       atomic.Uint64
@@ -37,6 +40,7 @@ func (n *Node) Stats() Stats {
 		RequestsSent:      map[NodeID]uint64{},
 		LocalOps:          n.stats.localOps.Load(),
 		RequestsServed:    n.stats.served.Load(),
+		BatchItemsServed:  n.stats.batchItems.Load(),
 		RedirectsSent:     n.stats.redirectsSent.Load(),
 		RedirectsReceived: n.stats.redirects.Load(),
 		Retries:           n.stats.retries.Load(),

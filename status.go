@@ -25,6 +25,9 @@ const (
 	StatusInvalidRequest
 	// StatusNotReady: the receiver has no cluster map yet.
 	StatusNotReady
+	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
+	// The sender sets it; it never travels.
+	StatusNoReply
 )
 
 var statusNames = [...]string{
@@ -37,6 +40,7 @@ var statusNames = [...]string{
 	StatusVersionMismatch:      "VersionMismatch",
 	StatusInvalidRequest:       "InvalidRequest",
 	StatusNotReady:             "NotReady",
+	StatusNoReply:              "NoReply",
 }
 
 func (s Status) String() string {
@@ -73,6 +77,8 @@ func (s Status) err() error {
 		return ErrInvalidRequest
 	case StatusNotReady:
 		return ErrNotReady
+	case StatusNoReply:
+		return ErrNoReply
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

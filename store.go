@@ -1,6 +1,8 @@
 package zaris
 
 import (
+	"encoding/binary"
+	"hash/fnv"
 	"sync"
 	"time"
 )
@@ -25,16 +27,24 @@ func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.exp
 
 // segmentStore holds the entries of one segment. Writes to different segments never contend.
 type segmentStore struct {
-	mu          sync.RWMutex
-	entries     map[string]*entry
-	lastVersion uint64 // per-segment counter, so a key's version grows even across delete and re-create
+	mu      sync.RWMutex
+	entries map[string]*entry
+	// revision counts the segment's writes; a written key's version is the revision of its last write,
+	// so versions grow across delete and re-create.
+	revision uint64
 }
+
+// writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
+// revision order. next is nil for a delete. epoch is the epoch a replicated write carried, or 0 for a write
+// this node made as owner (the hook knows the owner's epoch).
+type writeHook func(segment int, revision, epoch uint64, key string, next *entry)
 
 // store is a node's local data: one map per segment, with TTLs that are checked on every read and
 // reclaimed in the background.
 type store struct {
 	clock    Clock
 	segments []segmentStore
+	onWrite  writeHook // nil: nobody listens
 }
 
 func newStore(segments int, clock Clock) *store {
@@ -76,14 +86,24 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	if !write {
 		return cur
 	}
-	seg.lastVersion++
-	if next == nil {
-		delete(seg.entries, key)
-		return nil
+	seg.revision++
+	if next != nil {
+		next.version = seg.revision
 	}
-	next.version = seg.lastVersion
-	seg.entries[key] = next
+	seg.set(key, next)
+	if s.onWrite != nil {
+		s.onWrite(segment, seg.revision, 0, key, next)
+	}
 	return next
+}
+
+// set stores e under key, or deletes key when e is nil. Called with seg.mu held.
+func (seg *segmentStore) set(key string, e *entry) {
+	if e == nil {
+		delete(seg.entries, key)
+	} else {
+		seg.entries[key] = e
+	}
 }
 
 // put stores value under key with an optional ttl and returns the key's new version.
@@ -146,4 +166,98 @@ func (s *store) len() int {
 		seg.mu.RUnlock()
 	}
 	return n
+}
+
+// applyAt installs a write that the segment's owner made at revision, on a replica. It applies only the
+// next revision in order: an older one is a duplicate (already applied) and a later one reveals a gap.
+// It returns whether it applied and the segment's revision afterwards.
+func (s *store) applyAt(segment int, revision, epoch uint64, key string, next *entry) (applied bool, have uint64) {
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	if revision != seg.revision+1 {
+		return false, seg.revision
+	}
+	seg.revision = revision
+	seg.set(key, next)
+	if s.onWrite != nil {
+		s.onWrite(segment, revision, epoch, key, next)
+	}
+	return true, revision
+}
+
+// revision returns the segment's current revision.
+func (s *store) revision(segment int) uint64 {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	return seg.revision
+}
+
+// snapshot copies the segment's entries (expired ones included: every copy expires them at the same
+// instant) and its revision, consistently.
+func (s *store) snapshot(segment int) (revision uint64, keys []string, entries []*entry) {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	keys = make([]string, 0, len(seg.entries))
+	entries = make([]*entry, 0, len(seg.entries))
+	for k, e := range seg.entries {
+		keys = append(keys, k)
+		entries = append(entries, e)
+	}
+	return seg.revision, keys, entries
+}
+
+// restore replaces the segment's whole content with a snapshot taken at revision.
+func (s *store) restore(segment int, revision uint64, keys []string, entries []*entry) {
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	seg.entries = make(map[string]*entry, len(keys))
+	for i, k := range keys {
+		seg.entries[k] = entries[i]
+	}
+	seg.revision = revision
+}
+
+// Digest summarises one segment's content so copies can be compared cheaply: the revision plus an
+// order-independent hash of every entry.
+type Digest struct {
+	Segment  int
+	Revision uint64
+	Hash     uint64
+	Keys     int
+}
+
+// digest computes the segment's Digest.
+func (s *store) digest(segment int) Digest {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	d := Digest{Segment: segment, Revision: seg.revision, Keys: len(seg.entries)}
+	for k, e := range seg.entries {
+		d.Hash ^= entryHash(k, e)
+	}
+	return d
+}
+
+// entryHash is FNV-1a over the key, the value, the expiry and the version, mixed so that XOR-combining
+// many of them stays sensitive to every field.
+func entryHash(key string, e *entry) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write(e.value)
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(e.expireAt))
+	binary.LittleEndian.PutUint64(b[8:], e.version)
+	h.Write(b[:])
+	x := h.Sum64()
+	// A final avalanche (splitmix64) so XOR of many hashes does not cancel structure.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

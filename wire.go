@@ -16,7 +16,29 @@ const (
 	opGetMap
 )
 
-var opNames = map[transport.Op]string{opGet: "get", opPut: "put", opDelete: "delete", opGetMap: "getmap"}
+// Batch of key operations, grouped for one owner (batch.go).
+const (
+	opBatch transport.Op = 5
+)
+
+var opNames = map[transport.Op]string{opGet: "get", opPut: "put", opDelete: "delete", opGetMap: "getmap",
+	opIncr: "incr", opExpire: "expire", opPersist: "persist", opTTL: "ttl", opExists: "exists", opPutIf: "putif"}
+
+// Key commands beyond get, put and delete (commands.go). Numbers 10 to 19 are theirs.
+const (
+	opIncr    transport.Op = 10 // add Delta to an integer value
+	opExpire  transport.Op = 11 // set a key's TTL; a non-positive TTL deletes the key
+	opPersist transport.Op = 12 // drop a key's expiry
+	opTTL     transport.Op = 13 // read a key's remaining TTL
+	opExists  transport.Op = 14 // test a key without shipping its value
+	opPutIf   transport.Op = 15 // put under the conditions in Cond, optionally returning the previous value
+)
+
+// Replication and control operations. Numbers 20 to 39 are theirs.
+const (
+	opReplicate transport.Op = 20 // owner -> replica: ops, snapshots and probes (replication.go)
+	opPropose   transport.Op = 21 // any node -> leader: commit a control decision (control.go)
+)
 
 // kvRequest is a single-key operation. The receiver derives the segment from Key itself and never trusts
 // the sender's placement.
@@ -24,7 +46,10 @@ type kvRequest struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Key      string
 	Value    []byte
-	TTL      int64 // nanoseconds; 0 = no expiry
+	TTL      int64        // nanoseconds; 0 = no expiry
+	Delta    int64        // opIncr: the amount to add
+	Cond     putCond      // opPutIf: the conditions and options of the put
+	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
 }
 
 // kvReply answers a kvRequest. For Moved-like statuses, Owner, Epoch and MapIndex describe the receiver's
@@ -37,7 +62,12 @@ type kvReply struct {
 	Owner    NodeID
 	Epoch    uint64
 	MapIndex uint64
+	Int      int64 // opIncr: the new value; opTTL: nanoseconds left, or -1 without expiry; opPersist: 1 if dropped
+	Existed  bool  // opPutIf: the key had a live value (then Value holds it, if asked for)
 }
+
+// readOnlyOps never write, so they never wait for replicas.
+var readOnlyOps = map[transport.Op]bool{opGet: true, opTTL: true, opExists: true}
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -122,6 +123,25 @@ type Config struct {
 	MaxValueSize int
 	// MaxFrameSize bounds one data-plane frame, in bytes.
 	MaxFrameSize int
+	// BatchParallelism bounds how many items of one batch request this node serves at once. Default: GOMAXPROCS.
+	BatchParallelism int
+	// WriteConcern says when writes are acknowledged (see Sync and Async); a write may override it.
+	// Default: Sync when ReplicationFactor >= 2.
+	WriteConcern WriteConcern
+	// ReplicaAckTimeout bounds how long a Sync write waits for a replica before the owner asks the control
+	// plane to drop that replica from the in-sync set.
+	ReplicaAckTimeout time.Duration
+	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
+	// reloads its data and fetches only what it missed. Empty: memory only.
+	DataDir string
+	// DiskRetainBytes and DiskRetainAge bound a segment's op log on disk: past either, the segment is
+	// snapshotted and the ops the snapshot covers are dropped. DiskTrimInterval is how often that is checked.
+	DiskRetainBytes  int64
+	DiskRetainAge    time.Duration
+	DiskTrimInterval time.Duration
+	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
+	// replica further behind receives a segment snapshot.
+	OpLogRetain int
 
 	Timing Timing
 	// Clock is the time source for TTLs. Default: the system clock.
@@ -130,6 +150,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Dialer opens data-plane and control-plane connections; a seam for fault injection. Default: net.Dialer.
 	Dialer transport.Dialer
+
+	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
+	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
+	RESPAddr string
+	// RESPPassword, when set, must be given with AUTH or HELLO before other RESP commands.
+	RESPPassword string
 }
 
 // DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
@@ -150,6 +176,12 @@ func DefaultConfig() Config {
 		ReapInterval:      time.Second,
 		MaxValueSize:      16 << 20,
 		MaxFrameSize:      transport.DefaultMaxFrameSize,
+		BatchParallelism:  runtime.GOMAXPROCS(0),
+		ReplicaAckTimeout: time.Second,
+		OpLogRetain:       4096,
+		DiskRetainBytes:   4 << 20,
+		DiskRetainAge:     10 * time.Minute,
+		DiskTrimInterval:  10 * time.Second,
 		Timing:            LANTiming(),
 		Clock:             systemClock{},
 	}
@@ -167,6 +199,9 @@ func (c *Config) validate() error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			return bad("%s %q: %v", a.name, a.addr, err)
 		}
+	}
+	if _, _, err := net.SplitHostPort(c.RESPAddr); c.RESPAddr != "" && err != nil {
+		return bad("RESPAddr %q: %v", c.RESPAddr, err)
 	}
 	if _, err := NewLayout(c.Segments, c.Partitions); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -186,10 +221,25 @@ func (c *Config) validate() error {
 		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
 	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
 		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
+	case c.BatchParallelism < 1:
+		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
 	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
 		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
 		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0:
 		return bad("every Timing field must be positive")
+	}
+	if c.WriteConcern == 0 {
+		c.WriteConcern = Sync
+	}
+	switch {
+	case c.WriteConcern != Sync && c.WriteConcern != Async:
+		return bad("WriteConcern %d is neither Sync nor Async", c.WriteConcern)
+	case c.ReplicaAckTimeout <= 0:
+		return bad("ReplicaAckTimeout must be positive")
+	case c.OpLogRetain < 1:
+		return bad("OpLogRetain %d must be at least 1", c.OpLogRetain)
+	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
+		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
@@ -204,7 +254,9 @@ func (c *Config) validate() error {
 type PutOption func(*putOptions)
 
 type putOptions struct {
-	ttl time.Duration
+	ttl     time.Duration
+	concern WriteConcern
+	cond    putCond // IfAbsent, IfExists, KeepTTL (commands.go)
 }
 
 // WithTTL makes the value expire after d; zero or negative means no expiry.
@@ -230,7 +282,14 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	reply, err := n.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl)})
+	if o.cond != 0 {
+		reply, err := n.putIf(ctx, key, value, 0, opts)
+		if err != nil {
+			return err
+		}
+		return putIfErr(reply)
+	}
+	reply, err := n.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Concern: o.concern})
 	if err != nil {
 		return err
 	}
@@ -251,11 +310,17 @@ func (n *Node) Delete(ctx context.Context, key string) (existed bool, err error)
 
 // GetTyped reads key and decodes its msgpack value into a T.
 func GetTyped[T any](ctx context.Context, n *Node, key string) (T, error) {
-	var v T
 	raw, err := n.Get(ctx, key)
 	if err != nil {
-		return v, err
+		var zero T
+		return zero, err
 	}
+	return decodeValue[T](key, raw)
+}
+
+// decodeValue decodes key's msgpack value into a T; every typed read goes through it.
+func decodeValue[T any](key string, raw []byte) (T, error) {
+	var v T
 	if err := msgpack.Unmarshal(raw, &v); err != nil {
 		return v, fmt.Errorf("%w: key %q: %w", ErrDecode, key, err)
 	}

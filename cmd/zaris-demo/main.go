@@ -74,7 +74,7 @@ func startCluster(ctx context.Context, size int, verbose bool) ([]*zaris.Node, e
 		cfg := zaris.DefaultConfig()
 		cfg.Name = fmt.Sprintf("demo-%d", i+1)
 		cfg.BootstrapExpect = size
-		cfg.ReplicationFactor = 1
+		cfg.ReplicationFactor = 2 // every write acknowledged once its replica has it (Sync)
 		cfg.Timing = zaris.LocalTiming()
 		cfg.Logger = logger
 		if i > 0 {
@@ -188,5 +188,10 @@ func report(cluster []*zaris.Node) error {
 		return fmt.Errorf("hops: %d requests sent, %d served, %d redirects", totalSent, totalServed, totalRedirects)
 	}
 	fmt.Printf("hops: %d remote requests, each served by the first node it reached (0 redirects)\n", totalSent)
+	var replicated uint64
+	for _, n := range cluster {
+		replicated += n.ReplicationStats().OpsApplied
+	}
+	fmt.Printf("replication: %d ops applied on replicas (RF %d, Sync)\n", replicated, m.ReplicationFactor)
 	return nil
 }

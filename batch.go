@@ -1,0 +1,645 @@
+package zaris
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// BatchOp is the operation of one batch item.
+type BatchOp uint8
+
+const (
+	BatchGet BatchOp = iota + 1
+	BatchPut
+	BatchDelete
+)
+
+// batchOps maps a BatchOp to the key operation the owner applies.
+var batchOps = [...]transport.Op{BatchGet: opGet, BatchPut: opPut, BatchDelete: opDelete}
+
+func (op BatchOp) String() string {
+	switch op {
+	case BatchGet:
+		return "Get"
+	case BatchPut:
+		return "Put"
+	case BatchDelete:
+		return "Delete"
+	}
+	return fmt.Sprintf("BatchOp(%d)", uint8(op))
+}
+
+// BatchItem is one operation of a batch.
+type BatchItem struct {
+	// Index is the caller's stamp for the item; results come back sorted by it.
+	Index int
+	Op    BatchOp
+	Key   string
+	// Value is the value to store (BatchPut only). The caller may reuse it once ExecuteBatch returns.
+	Value []byte
+	// TTL makes a put value expire (BatchPut only); zero or negative means no expiry.
+	TTL time.Duration
+}
+
+// putValue is the value the item sends: a put's, and nothing for other operations.
+func (it *BatchItem) putValue() []byte {
+	if it.Op != BatchPut {
+		return nil
+	}
+	return it.Value
+}
+
+// BatchResult is the outcome of one batch item.
+type BatchResult struct {
+	Index int
+	Key   string
+	Op    BatchOp
+	// Status is the owner's answer, or StatusNoReply when none came.
+	Status Status
+	// Version is the value's version for a get, the new version for a put, and zero otherwise.
+	Version uint64
+	// Value is the value read by a get.
+	Value []byte
+	// Err is nil exactly when the item succeeded; otherwise it matches Status's sentinel with errors.Is
+	// (ErrNotFound for a get or delete of a missing key), or says why no answer came.
+	Err error
+}
+
+// KeyValue is one entry for PutMany.
+type KeyValue struct {
+	Key   string
+	Value []byte
+}
+
+// ErrNoReply marks a batch item that got no answer from its owner: the request failed in transit, or
+// the context ended first. The wrapped cause says which, and names the node; a write may or may not have
+// been applied.
+var ErrNoReply = errors.New("zaris: no reply from the owner")
+
+// ExecuteBatch runs a mix of gets, puts and deletes with one request per owner node, sent in parallel, and
+// returns one result per item, sorted by Index (items with equal Index keep their order). Items of one key
+// are applied on its owner in that order, so a get after a put of the same key sees the put. Each item
+// succeeds or fails on its own: the batch is not a transaction, and partial success is normal. Items
+// refused because this node's routing table was stale are re-planned against a refreshed table and resent,
+// within Config.MaxRetries. The error is only for a call that could not start: a context already done, a
+// closed node, or no cluster map before ctx ends.
+func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
+	select {
+	case <-n.stop:
+		return nil, ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return []BatchResult{}, nil
+	}
+	t, err := n.router.await(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := newBatchRun(n, items)
+	b.run(ctx, t)
+	return b.results, nil
+}
+
+// GetMany reads keys in one batch; result i is for keys[i].
+func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
+	items := make([]BatchItem, len(keys))
+	for i, key := range keys {
+		items[i] = BatchItem{Index: i, Op: BatchGet, Key: key}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies
+// (to every entry); conditions and write concerns are refused with ErrInvalidRequest.
+func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.cond != 0 || o.concern != 0 {
+		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
+	}
+	items := make([]BatchItem, len(entries))
+	for i, e := range entries {
+		items[i] = BatchItem{Index: i, Op: BatchPut, Key: e.Key, Value: e.Value, TTL: o.ttl}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// DeleteMany removes keys in one batch; result i is for keys[i], with ErrNotFound if it held no value.
+func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, error) {
+	items := make([]BatchItem, len(keys))
+	for i, key := range keys {
+		items[i] = BatchItem{Index: i, Op: BatchDelete, Key: key}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// TypedResult is the outcome of one key of GetManyTyped.
+type TypedResult[T any] struct {
+	Index   int
+	Key     string
+	Status  Status
+	Version uint64
+	Value   T
+	// Err is nil exactly when the value was read and decoded; a value that does not decode fails with
+	// ErrDecode, its Status still the owner's StatusSuccess.
+	Err error
+}
+
+// GetManyTyped reads keys in one batch and decodes each msgpack value into a T, as GetTyped does; result i
+// is for keys[i].
+func GetManyTyped[T any](ctx context.Context, n *Node, keys []string) ([]TypedResult[T], error) {
+	raw, err := n.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TypedResult[T], len(raw))
+	for i, r := range raw {
+		out[i] = TypedResult[T]{Index: r.Index, Key: r.Key, Status: r.Status, Version: r.Version, Err: r.Err}
+		if r.Err == nil {
+			out[i].Value, out[i].Err = decodeValue[T](r.Key, r.Value)
+		}
+	}
+	return out, nil
+}
+
+// batchRun is one ExecuteBatch call on the sending side. Items are held sorted by Index, and an item's
+// position there (its sequence number) is what travels on the wire and orders the replies.
+type batchRun struct {
+	n       *Node
+	items   []BatchItem
+	results []BatchResult
+	tries   []int // sends of each item that came back refused for a stale table
+}
+
+func newBatchRun(n *Node, items []BatchItem) *batchRun {
+	sorted := items // only read, never changed
+	byIndex := func(a, b BatchItem) int { return cmp.Compare(a.Index, b.Index) }
+	if !slices.IsSortedFunc(sorted, byIndex) {
+		sorted = slices.Clone(items)
+		slices.SortStableFunc(sorted, byIndex)
+	}
+	b := &batchRun{n: n, items: sorted, results: make([]BatchResult, len(sorted)), tries: make([]int, len(sorted))}
+	for seq, it := range sorted {
+		b.results[seq] = BatchResult{Index: it.Index, Key: it.Key, Op: it.Op, Status: StatusNoReply}
+	}
+	return b
+}
+
+// ownerGroup is the pending items one owner gets in a round.
+type ownerGroup struct {
+	p    *peer
+	seqs []int
+}
+
+// ownerOutcome is what a round learned from one owner: the items to resend after a refresh (and the map
+// index of the owner that refused them), and the items it held back to keep its reply within a frame.
+type ownerOutcome struct {
+	p          *peer
+	redirected []int
+	mapIndex   uint64
+	withheld   []int
+	again      map[string]bool // keys with an item that goes again: their later items wait for it
+}
+
+func (o *ownerOutcome) goesAgain(key string) {
+	if o.again == nil {
+		o.again = map[string]bool{}
+	}
+	o.again[key] = true
+}
+
+// run sends rounds until every item has a final result. A round groups the pending items by owner with
+// the current table and sends each group at once; the next round carries only the items refused for a
+// stale table (after a refresh) and those an owner held back.
+func (b *batchRun) run(ctx context.Context, t *routingTable) {
+	pending := b.admit()
+	backoff := b.n.cfg.RetryBackoff
+	for len(pending) > 0 {
+		if err := ctx.Err(); err != nil {
+			b.abandon(pending, err)
+			return
+		}
+		outcomes := b.sendRound(ctx, b.group(t, pending))
+		var refreshed bool
+		pending, refreshed = b.replan(ctx, t, outcomes)
+		if !refreshed && b.anyRedirected(outcomes) && len(pending) > 0 {
+			if err := sleepCtx(ctx, backoff); err != nil {
+				b.abandon(pending, err)
+				return
+			}
+			backoff *= 2
+		}
+		t = b.n.router.current()
+	}
+}
+
+// admit fails the items that are malformed before anything is sent and returns the others.
+func (b *batchRun) admit() []int {
+	pending := make([]int, 0, len(b.items))
+	for seq, it := range b.items {
+		switch {
+		case it.Op < BatchGet || it.Op > BatchDelete:
+			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: unknown batch op %d", ErrInvalidRequest, it.Key, it.Op))
+		case it.Op == BatchPut && len(it.Value) > b.n.cfg.MaxValueSize:
+			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: %d bytes, limit %d",
+				ErrValueTooLarge, it.Key, len(it.Value), b.n.cfg.MaxValueSize))
+		default:
+			pending = append(pending, seq)
+		}
+	}
+	return pending
+}
+
+// group assigns each pending item to the peer of its key's active owner, with the same placement and
+// table as single operations. Items whose partition has no owner fail here.
+func (b *batchRun) group(t *routingTable, pending []int) []ownerGroup {
+	var groups []ownerGroup
+	index := map[*peer]int{}
+	layout := t.layout()
+	for _, seq := range pending {
+		seg := layout.KeySegment(b.items[seq].Key)
+		p := t.segmentPeer[seg]
+		if p == nil {
+			b.fail(seq, StatusPartitionUnavailable, fmt.Errorf("%w: partition %d has no active owner",
+				ErrPartitionUnavailable, layout.SegmentPartition(seg)))
+			continue
+		}
+		i, ok := index[p]
+		if !ok {
+			i = len(groups)
+			index[p] = i
+			groups = append(groups, ownerGroup{p: p})
+		}
+		groups[i].seqs = append(groups[i].seqs, seq)
+	}
+	return groups
+}
+
+// sendRound sends every group at once, serving this node's own group in-process, and waits for all.
+func (b *batchRun) sendRound(ctx context.Context, groups []ownerGroup) []ownerOutcome {
+	outcomes := make([]ownerOutcome, len(groups))
+	var wg sync.WaitGroup
+	local := -1
+	for i, g := range groups {
+		if g.p.local {
+			local = i
+			continue
+		}
+		wg.Go(func() { outcomes[i] = b.sendRemote(ctx, g) })
+	}
+	if local >= 0 {
+		outcomes[local] = b.serveLocal(ctx, groups[local])
+	}
+	wg.Wait()
+	return outcomes
+}
+
+// serveLocal serves this node's own items in-process, with no network call, as send does for single ops.
+func (b *batchRun) serveLocal(ctx context.Context, g ownerGroup) ownerOutcome {
+	b.n.stats.localOps.Add(uint64(len(g.seqs)))
+	items := make([]batchItemWire, len(g.seqs))
+	for i, seq := range g.seqs {
+		items[i] = b.wireItem(seq)
+		items[i].Req.Value = bytes.Clone(items[i].Req.Value) // the store keeps it; the caller may reuse its own
+	}
+	out := ownerOutcome{p: g.p}
+	for _, r := range b.n.serveBatchItems(ctx, items, unlimitedReply) {
+		r.Reply.Value = bytes.Clone(r.Reply.Value) // the store's copy must not reach the caller
+		b.absorb(&out, &r)
+	}
+	return out
+}
+
+// sendRemote sends one owner's items, in as many requests as its frame limit needs, one after another so
+// that items of one key stay in order.
+func (b *batchRun) sendRemote(ctx context.Context, g ownerGroup) ownerOutcome {
+	out := ownerOutcome{p: g.p}
+	chunks := b.split(g.seqs)
+	for i, chunk := range chunks {
+		if chunk = b.deferKeys(chunk, &out); len(chunk) == 0 {
+			continue
+		}
+		if err := b.call(ctx, &out, chunk); err != nil {
+			b.noReply(chunk, err)
+			for _, rest := range chunks[i+1:] {
+				b.noReply(rest, err)
+			}
+			break
+		}
+	}
+	return out
+}
+
+// deferKeys moves to the next round the items of keys that have an earlier item going again.
+func (b *batchRun) deferKeys(chunk []int, out *ownerOutcome) []int {
+	if len(out.again) == 0 {
+		return chunk
+	}
+	kept := chunk[:0:0]
+	for _, seq := range chunk {
+		if out.again[b.items[seq].Key] {
+			out.withheld = append(out.withheld, seq)
+		} else {
+			kept = append(kept, seq)
+		}
+	}
+	return kept
+}
+
+// split cuts seqs into runs whose request fits in a frame and whose reply leaves room for at least one
+// value of the largest allowed size.
+func (b *batchRun) split(seqs []int) [][]int {
+	limit := b.n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - b.n.cfg.MaxValueSize
+	var chunks [][]int
+	start, size := 0, 0
+	for i, seq := range seqs {
+		cost := b.itemCost(seq)
+		if i > start && size+cost > limit {
+			chunks = append(chunks, seqs[start:i])
+			start, size = i, 0
+		}
+		size += cost
+	}
+	return append(chunks, seqs[start:])
+}
+
+// itemCost bounds the bytes an item adds to its request plus the fixed part of its reply.
+func (b *batchRun) itemCost(seq int) int {
+	return b.requestSize(seq) + batchReplyItemOverhead
+}
+
+// requestSize bounds the bytes an item adds to its request.
+func (b *batchRun) requestSize(seq int) int {
+	it := &b.items[seq]
+	return batchRequestItemOverhead + len(it.Key) + len(it.putValue())
+}
+
+// call sends one request of items to out's peer and absorbs the reply, which must answer exactly those
+// items, in order. On error nothing of the reply is kept.
+func (b *batchRun) call(ctx context.Context, out *ownerOutcome, seqs []int) error {
+	p := out.p
+	size := batchHeaderOverhead
+	for _, seq := range seqs {
+		size += b.requestSize(seq)
+	}
+	payload := appendBatchHeader(make([]byte, 0, size), len(seqs))
+	for _, seq := range seqs {
+		it := b.wireItem(seq)
+		payload = appendBatchRequestItem(payload, &it)
+	}
+	p.sent.Add(1)
+	resp, err := p.client.Call(ctx, opBatch, payload)
+	if err != nil {
+		return fmt.Errorf("zaris: batch of %d items to node %s (%s): %w", len(seqs), p.id, p.addr, err)
+	}
+	withheld, redirected, answered := len(out.withheld), len(out.redirected), 0
+	err = decodeBatchReply(resp, func(r *batchItemReply) error {
+		if answered == len(seqs) || r.Index != seqs[answered] {
+			return errors.New("reply does not answer the items sent")
+		}
+		answered++
+		b.absorb(out, r)
+		return nil
+	})
+	if err == nil && answered != len(seqs) {
+		err = fmt.Errorf("%w: %d answers for %d items", ErrInvalidRequest, answered, len(seqs))
+	}
+	if err != nil {
+		out.withheld, out.redirected = out.withheld[:withheld], out.redirected[:redirected]
+		return fmt.Errorf("zaris: batch reply from node %s: %w", p.id, err)
+	}
+	return nil
+}
+
+// wireItem is the owner-side form of item seq, stamped with its sequence number.
+func (b *batchRun) wireItem(seq int) batchItemWire {
+	it := &b.items[seq]
+	return batchItemWire{Index: seq, Op: batchOps[it.Op], Req: kvRequest{Key: it.Key, Value: it.putValue(), TTL: int64(it.TTL)}}
+}
+
+// absorb records one owner's answer for an item and notes whether the item must go again.
+func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
+	if r.Withheld {
+		out.withheld = append(out.withheld, r.Index)
+		out.goesAgain(b.items[r.Index].Key)
+		return
+	}
+	res := &b.results[r.Index]
+	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, r.Reply.Value, r.Reply.Status.err()
+	if r.Reply.Status.requiresRefresh() {
+		out.redirected = append(out.redirected, r.Index)
+		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)
+		out.goesAgain(b.items[r.Index].Key)
+	}
+}
+
+// replan refreshes the routing table once per owner that refused items (refreshes coalesce), and returns
+// the items for the next round, in order: the refused ones still within their retries, and the withheld.
+// refreshed reports whether some refresh means the retry may go at once.
+func (b *batchRun) replan(ctx context.Context, t *routingTable, outcomes []ownerOutcome) (next []int, refreshed bool) {
+	var redirected, resent uint64
+	for _, o := range outcomes {
+		next = append(next, o.withheld...)
+		if len(o.redirected) == 0 {
+			continue
+		}
+		redirected += uint64(len(o.redirected))
+		if b.n.router.refreshAfter(ctx, o.p, o.mapIndex, t) {
+			refreshed = true
+		}
+		for _, seq := range o.redirected {
+			b.tries[seq]++
+			if b.tries[seq] > b.n.cfg.MaxRetries {
+				b.exhausted(seq, t.layout())
+				continue
+			}
+			next = append(next, seq)
+			resent++
+		}
+	}
+	b.n.stats.redirects.Add(redirected)
+	b.n.stats.retries.Add(resent)
+	slices.Sort(next)
+	return next, refreshed
+}
+
+func (b *batchRun) anyRedirected(outcomes []ownerOutcome) bool {
+	for _, o := range outcomes {
+		if len(o.redirected) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// exhausted fails an item that kept landing on non-owners, naming its partition.
+func (b *batchRun) exhausted(seq int, layout Layout) {
+	res := &b.results[seq]
+	res.Err = &RoutingError{Partition: layout.KeyPartition(res.Key), Attempts: b.tries[seq], Last: res.Status}
+}
+
+func (b *batchRun) fail(seq int, status Status, err error) {
+	b.results[seq].Status, b.results[seq].Err = status, err
+}
+
+// noReply fails items whose request got no answer.
+func (b *batchRun) noReply(seqs []int, cause error) {
+	for _, seq := range seqs {
+		b.fail(seq, StatusNoReply, fmt.Errorf("%w: %w", ErrNoReply, cause))
+	}
+}
+
+// abandon fails the items still pending when ctx ended, keeping the status of the last refusal if any.
+func (b *batchRun) abandon(pending []int, cause error) {
+	for _, seq := range pending {
+		res := &b.results[seq]
+		if res.Status == StatusNoReply {
+			res.Err = fmt.Errorf("%w: key %q not sent: %w", ErrNoReply, res.Key, cause)
+		} else {
+			res.Err = fmt.Errorf("%w; key %q not resent: %w", res.Status.err(), res.Key, cause)
+		}
+	}
+}
+
+// serveBatch answers one batch request from another node. Each item gets the same ownership check and
+// store operation as a single-key request.
+func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
+	items, err := decodeBatchRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	n.stats.served.Add(1)
+	n.stats.batchItems.Add(uint64(len(items)))
+	budget := n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(items)*batchReplyItemOverhead
+	replies := n.serveBatchItems(ctx, items, budget)
+	size := batchHeaderOverhead + len(items)*batchReplyItemOverhead
+	for _, r := range replies {
+		size += len(r.Reply.Value) + len(r.Reply.Owner)
+	}
+	return appendBatchReply(make([]byte, 0, size), replies), nil
+}
+
+// unlimitedReply is the reply budget of in-process batches, which never cross a frame.
+const unlimitedReply = int(^uint(0) >> 1)
+
+// serveBatchItems runs items on this node in up to Config.BatchParallelism lanes at once and returns their
+// replies in Index order. A key always falls in the same lane and a lane runs its items in Index order, so
+// the items of one key apply in that order; once one of them is refused for a stale table or held back, its
+// lane holds back the key's later items too, so that a resend keeps their order. Reads and refusals whose
+// bytes would take the reply past budget are held back (Withheld): neither changed anything, so the sender
+// simply resends them.
+func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budget int) []batchItemReply {
+	byIndex := func(a, b batchItemWire) int { return cmp.Compare(a.Index, b.Index) }
+	if !slices.IsSortedFunc(items, byIndex) {
+		slices.SortStableFunc(items, byIndex)
+	}
+	replies := make([]batchItemReply, len(items))
+	var left replyBudget
+	left.n.Store(int64(budget))
+	lanes := keyLanes(items, min(n.cfg.BatchParallelism, len(items)))
+	var wg sync.WaitGroup
+	for _, lane := range lanes[1:] {
+		wg.Go(func() { n.serveLane(ctx, items, lane, replies, &left) })
+	}
+	n.serveLane(ctx, items, lanes[0], replies, &left)
+	wg.Wait()
+	return replies
+}
+
+// laneSeed seeds the hash that spreads keys over lanes.
+var laneSeed = maphash.MakeSeed()
+
+// keyLanes splits the positions of items into count lanes by a hash of their key, each lane in order.
+func keyLanes(items []batchItemWire, count int) [][]int32 {
+	positions := make([]int32, len(items))
+	if count <= 1 {
+		for i := range positions {
+			positions[i] = int32(i)
+		}
+		return [][]int32{positions}
+	}
+	laneOf := make([]int32, len(items))
+	sizes := make([]int, count)
+	for i := range items {
+		laneOf[i] = int32(maphash.String(laneSeed, items[i].Req.Key) % uint64(count))
+		sizes[laneOf[i]]++
+	}
+	lanes := make([][]int32, count)
+	for l, start := 0, 0; l < count; l++ {
+		lanes[l] = positions[start : start : start+sizes[l]]
+		start += sizes[l]
+	}
+	for i, l := range laneOf {
+		lanes[l] = append(lanes[l], int32(i))
+	}
+	return lanes
+}
+
+// serveLane serves the items at positions, in order.
+func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions []int32, replies []batchItemReply, left *replyBudget) {
+	var held map[string]bool // keys whose later items are held back
+	for _, i := range positions {
+		it := &items[i]
+		if held[it.Req.Key] {
+			replies[i] = batchItemReply{Index: it.Index, Withheld: true}
+			continue
+		}
+		replies[i] = n.serveBatchItem(ctx, it, left, i == 0)
+		if replies[i].Withheld || replies[i].Reply.Status.requiresRefresh() {
+			if held == nil {
+				held = map[string]bool{}
+			}
+			held[it.Req.Key] = true
+		}
+	}
+}
+
+// serveBatchItem checks ownership and applies one item, as serveKV does for a single request. The first
+// item of a request is always answered, so that every request makes progress.
+func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *replyBudget, first bool) batchItemReply {
+	seg, reply, owned := n.checkOwner(it.Req.Key)
+	if owned {
+		reply = n.applyKV(ctx, it.Op, seg, &it.Req)
+	}
+	// Only reads and refusals carry bytes back, and neither changed anything.
+	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !left.take(cost, first) {
+		return batchItemReply{Index: it.Index, Withheld: true}
+	}
+	return batchItemReply{Index: it.Index, Reply: reply}
+}
+
+// replyBudget is the room left in a reply frame for values and owner names, shared by the workers.
+type replyBudget struct{ n atomic.Int64 }
+
+// take reserves bytes if they fit, or regardless when forced, and reports whether it did.
+func (r *replyBudget) take(bytes int, force bool) bool {
+	if force {
+		r.n.Add(-int64(bytes))
+		return true
+	}
+	for {
+		left := r.n.Load()
+		if int64(bytes) > left {
+			return false
+		}
+		if r.n.CompareAndSwap(left, left-int64(bytes)) {
+			return true
+		}
+	}
+}

@@ -1,0 +1,638 @@
+package zaris
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// addClient adds a node to a cluster whose partition map is already assigned, so it owns nothing and
+// acts as a pure client: every key it touches costs a request to another node.
+func addClient(t *testing.T, c *testCluster) *Node {
+	t.Helper()
+	client := c.add(len(c.live()))
+	c.waitStable(20 * time.Second)
+	if owned := client.ClusterMap().OwnedBy(client.id); owned != 0 {
+		t.Fatalf("late node %s owns %d partitions; want none", client.id, owned)
+	}
+	return client
+}
+
+// keysOwnedBy counts keys per owner according to the committed map.
+func keysOwnedBy(c *testCluster, keys []string) map[NodeID]uint64 {
+	counts := map[NodeID]uint64{}
+	for _, key := range keys {
+		counts[c.owner(key).id]++
+	}
+	return counts
+}
+
+func statsOf(nodes []*Node) map[NodeID]Stats {
+	out := map[NodeID]Stats{}
+	for _, n := range nodes {
+		out[n.id] = n.Stats()
+	}
+	return out
+}
+
+func putEntries(keys []string) []KeyValue {
+	entries := make([]KeyValue, len(keys))
+	for i, key := range keys {
+		entries[i] = KeyValue{Key: key, Value: []byte("value-of-" + key)}
+	}
+	return entries
+}
+
+// requireAll fails the test unless every result succeeded, in the order of keys.
+func requireAll(t *testing.T, what string, results []BatchResult, err error, keys []string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if len(results) != len(keys) {
+		t.Fatalf("%s: %d results for %d keys", what, len(results), len(keys))
+	}
+	for i, r := range results {
+		if r.Index != i || r.Key != keys[i] || r.Err != nil || r.Status != StatusSuccess {
+			t.Fatalf("%s: result %d = %+v; want success for key %q", what, i, r, keys[i])
+		}
+	}
+}
+
+// TestBatchOneRequestPerOwner checks, by counting at both ends, that a batch costs one request per distinct
+// owner however many keys it holds, and that the caller's own keys cost none.
+func TestBatchOneRequestPerOwner(t *testing.T) {
+	c := startCluster(t, 4, nil)
+	client := addClient(t, c)
+	ctx := bg(t)
+	keys := randomKeys(rand.New(rand.NewPCG(4, 1000)), 1000)
+	want := keysOwnedBy(c, keys)
+	if len(want) != 4 {
+		t.Fatalf("keys spread over %d owners; want 4", len(want))
+	}
+
+	checkFanOut := func(what string, caller *Node, call func() ([]BatchResult, error)) []BatchResult {
+		t.Helper()
+		before := statsOf(c.live())
+		results, err := call()
+		requireAll(t, what, results, err, keys)
+		after := statsOf(c.live())
+		cb, ca := before[caller.id], after[caller.id]
+		for id, items := range want {
+			sent := ca.RequestsSent[id] - cb.RequestsSent[id]
+			served := after[id].RequestsServed - before[id].RequestsServed
+			batchItems := after[id].BatchItemsServed - before[id].BatchItemsServed
+			if id == caller.id {
+				if local := ca.LocalOps - cb.LocalOps; local != items || served != 0 {
+					t.Errorf("%s: caller served %d own items locally and %d requests; want %d and 0", what, local, served, items)
+				}
+				continue
+			}
+			if sent != 1 || served != 1 || batchItems != items {
+				t.Errorf("%s: owner %s: %d requests sent, %d served, %d items; want 1, 1, %d",
+					what, id, sent, served, batchItems, items)
+			}
+		}
+		if ca.Retries != cb.Retries || ca.RedirectsReceived != cb.RedirectsReceived {
+			t.Errorf("%s: %d retries, %d redirects; want none", what,
+				ca.Retries-cb.Retries, ca.RedirectsReceived-cb.RedirectsReceived)
+		}
+		return results
+	}
+
+	checkFanOut("put many", client, func() ([]BatchResult, error) { return client.PutMany(ctx, putEntries(keys)) })
+	got := checkFanOut("get many", client, func() ([]BatchResult, error) { return client.GetMany(ctx, keys) })
+	for i, r := range got {
+		if want := "value-of-" + keys[i]; string(r.Value) != want || r.Version == 0 {
+			t.Fatalf("get %q = %q version %d; want %q", keys[i], r.Value, r.Version, want)
+		}
+	}
+	checkFanOut("get many from an owner", c.node(0), func() ([]BatchResult, error) { return c.node(0).GetMany(ctx, keys) })
+	checkFanOut("delete many", client, func() ([]BatchResult, error) { return client.DeleteMany(ctx, keys) })
+	gone, err := client.GetMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range gone {
+		if r.Status != StatusNotFound || !errors.Is(r.Err, ErrNotFound) {
+			t.Fatalf("get of deleted %q = %+v; want NotFound", r.Key, r)
+		}
+	}
+}
+
+// batchModel replays items one after another in Index order, which is what a batch must be equivalent to
+// for every single key.
+type batchModel struct {
+	values   map[string][]byte
+	versions map[string]uint64 // last version seen per key, to check that versions grow
+}
+
+func (m *batchModel) check(t *testing.T, items []BatchItem, results []BatchResult) {
+	t.Helper()
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b BatchItem) int { return a.Index - b.Index })
+	if len(results) != len(sorted) {
+		t.Fatalf("%d results for %d items", len(results), len(sorted))
+	}
+	for i, it := range sorted {
+		r := results[i]
+		if r.Index != it.Index || r.Key != it.Key || r.Op != it.Op {
+			t.Fatalf("result %d is for %d %s %q; want %d %s %q", i, r.Index, r.Op, r.Key, it.Index, it.Op, it.Key)
+		}
+		value, exists := m.values[it.Key]
+		wantStatus := StatusSuccess
+		switch it.Op {
+		case BatchGet:
+			if !exists {
+				wantStatus = StatusNotFound
+			} else if !bytes.Equal(r.Value, value) {
+				t.Fatalf("item %d: get %q = %q; want %q", it.Index, it.Key, r.Value, value)
+			}
+		case BatchPut:
+			m.values[it.Key] = it.Value
+			if r.Version <= m.versions[it.Key] {
+				t.Fatalf("item %d: put %q got version %d after %d", it.Index, it.Key, r.Version, m.versions[it.Key])
+			}
+			m.versions[it.Key] = r.Version
+		case BatchDelete:
+			if !exists {
+				wantStatus = StatusNotFound
+			}
+			delete(m.values, it.Key)
+		}
+		if r.Status != wantStatus || !errors.Is(r.Err, wantStatus.err()) || (wantStatus == StatusSuccess) != (r.Err == nil) {
+			t.Fatalf("item %d: %s %q = %s, %v; want %s", it.Index, it.Op, it.Key, r.Status, r.Err, wantStatus)
+		}
+	}
+}
+
+// randomMix returns n items over a few hot keys (so most keys repeat), with Index a shuffled permutation
+// of 0..n-1: the slice order is not the Index order.
+func randomMix(rng *rand.Rand, n, hotKeys, valueSize int) []BatchItem {
+	items := make([]BatchItem, n)
+	for i, idx := range rng.Perm(n) {
+		key := fmt.Sprintf("mix-%d", rng.IntN(hotKeys))
+		op := BatchOp(1 + rng.IntN(3))
+		items[i] = BatchItem{Index: idx, Op: op, Key: key}
+		if op == BatchPut {
+			items[i].Value = bytes.Repeat([]byte{byte('a' + rng.IntN(26))}, 1+rng.IntN(valueSize))
+		}
+	}
+	return items
+}
+
+// TestBatchResultsInCallerOrder checks, against a sequential replay, that results come back sorted by
+// Index for random mixes of gets, puts and deletes in which most keys repeat, from a pure client and from
+// an owner (whose own items are served in-process), with the owner's workers racing.
+func TestBatchResultsInCallerOrder(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) { cfg.BatchParallelism = 8 })
+	client := addClient(t, c)
+	ctx := bg(t)
+	model := &batchModel{values: map[string][]byte{}, versions: map[string]uint64{}}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for round := 0; round < 20; round++ {
+		caller := []*Node{client, c.node(0)}[round%2]
+		items := randomMix(rng, 400, 40, 64)
+		results, err := caller.ExecuteBatch(ctx, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model.check(t, items, results)
+	}
+}
+
+// TestBatchDuplicateKeysApplyInIndexOrder spells out the duplicate-key rule on one key: a get sees the
+// puts and deletes of lower Index in the same batch, and equal Indexes keep the caller's order.
+func TestBatchDuplicateKeysApplyInIndexOrder(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	client := addClient(t, c)
+	ctx := bg(t)
+	items := []BatchItem{ // deliberately not in Index order
+		{Index: 5, Op: BatchGet, Key: "dup"},
+		{Index: 4, Op: BatchDelete, Key: "dup"},
+		{Index: 3, Op: BatchGet, Key: "dup"},
+		{Index: 2, Op: BatchPut, Key: "dup", Value: []byte("two")},
+		{Index: 1, Op: BatchGet, Key: "dup"},
+		{Index: 0, Op: BatchPut, Key: "dup", Value: []byte("one")},
+		{Index: 6, Op: BatchPut, Key: "dup", Value: []byte("three")},
+		{Index: 6, Op: BatchGet, Key: "dup"}, // same Index: after the put above it
+	}
+	results, err := client.ExecuteBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		op     BatchOp
+		status Status
+		value  string
+	}{
+		{BatchPut, StatusSuccess, ""}, {BatchGet, StatusSuccess, "one"}, {BatchPut, StatusSuccess, ""},
+		{BatchGet, StatusSuccess, "two"}, {BatchDelete, StatusSuccess, ""}, {BatchGet, StatusNotFound, ""},
+		{BatchPut, StatusSuccess, ""}, {BatchGet, StatusSuccess, "three"},
+	}
+	for i, w := range want {
+		r := results[i]
+		if r.Op != w.op || r.Status != w.status || string(r.Value) != w.value {
+			t.Errorf("result %d (Index %d) = %s %s %q; want %s %s %q", i, r.Index, r.Op, r.Status, r.Value, w.op, w.status, w.value)
+		}
+	}
+	if results[1].Version != results[0].Version || results[3].Version != results[2].Version {
+		t.Errorf("gets did not see the versions of the puts before them: %+v", results)
+	}
+}
+
+// TestBatchReplansMovedItems gives the caller a stale table for one partition: that partition's items are
+// refused by the wrong node, re-planned after one refresh and resent to the real owner, and no other item
+// is sent twice.
+func TestBatchReplansMovedItems(t *testing.T) {
+	c := startCluster(t, 4, nil)
+	client := addClient(t, c)
+	ctx := bg(t)
+	keys := randomKeys(rand.New(rand.NewPCG(5, 5)), 1000)
+	if results, err := client.PutMany(ctx, putEntries(keys)); err != nil {
+		t.Fatal(err)
+	} else {
+		requireAll(t, "put many", results, err, keys)
+	}
+	p := client.layout.KeyPartition(keys[0])
+	owner := c.owner(keys[0])
+	var wrong *Node
+	for _, n := range c.live() {
+		if n != owner && n != client {
+			wrong = n
+			break
+		}
+	}
+	var moved uint64
+	for _, key := range keys {
+		if client.layout.KeyPartition(key) == p {
+			moved++
+		}
+	}
+	owned := keysOwnedBy(c, keys)
+	installStaleTable(client, p, wrong.id)
+	before := statsOf(c.live())
+
+	results, err := client.GetMany(ctx, keys)
+	requireAll(t, "get many through a stale table", results, err, keys)
+	for i, r := range results {
+		if string(r.Value) != "value-of-"+keys[i] {
+			t.Fatalf("get %q = %q", keys[i], r.Value)
+		}
+	}
+
+	after := statsOf(c.live())
+	cb, ca := before[client.id], after[client.id]
+	delta := func(id NodeID, f func(Stats) uint64) uint64 { return f(after[id]) - f(before[id]) }
+	items := func(s Stats) uint64 { return s.BatchItemsServed }
+	var servedItems uint64
+	for id := range owned {
+		servedItems += delta(id, items)
+	}
+	checks := []struct {
+		what      string
+		got, want uint64
+	}{
+		{"items resent", ca.Retries - cb.Retries, moved},
+		{"redirected items", ca.RedirectsReceived - cb.RedirectsReceived, moved},
+		{"reactive refreshes", ca.Refreshes.React - cb.Refreshes.React, 1},
+		{"items refused by the wrong node", delta(wrong.id, func(s Stats) uint64 { return s.RedirectsSent }), moved},
+		{"items served in all (each once, the moved ones twice)", servedItems, uint64(len(keys)) + moved},
+		{"items served by the wrong node", delta(wrong.id, items), owned[wrong.id] + moved},
+		{"items served by the owner", delta(owner.id, items), owned[owner.id]},
+		{"requests to the wrong node", ca.RequestsSent[wrong.id] - cb.RequestsSent[wrong.id], 1},
+		{"requests to the owner (first plan, then the resend)", ca.RequestsSent[owner.id] - cb.RequestsSent[owner.id], 2},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %d; want %d", ch.what, ch.got, ch.want)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key in the stale partition")
+	}
+}
+
+// TestBatchRetriesExhaustedPerItem checks that items that keep landing on non-owners fail alone, with a
+// RoutingError naming their partition, while the rest of the batch succeeds.
+func TestBatchRetriesExhaustedPerItem(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxRetries = 2 })
+	ctx := bg(t)
+	a, b := c.node(0), c.node(1)
+	var bounce, fine []string
+	p := -1
+	for i := 0; len(bounce) < 5 || len(fine) < 40; i++ {
+		key := fmt.Sprintf("k%d", i)
+		switch kp := a.layout.KeyPartition(key); {
+		case p < 0 && c.owner(key) == a:
+			p = kp
+			bounce = append(bounce, key)
+		case kp == p:
+			bounce = append(bounce, key)
+		case len(fine) < 40:
+			fine = append(fine, key)
+		}
+	}
+	// As in TestRetriesExhaustedNamesPartition: a's committed view says b owns p, b's says a does.
+	m := a.ClusterMap().clone()
+	m.Runtime[p].Owner = b.id
+	a.fsm.current.Store(m)
+	installStaleTable(a, p, b.id)
+
+	keys := append(slices.Clone(fine), bounce...)
+	results, err := a.PutMany(ctx, putEntries(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		if i < len(fine) {
+			if r.Err != nil {
+				t.Fatalf("put %q: %v", r.Key, r.Err)
+			}
+			continue
+		}
+		var rerr *RoutingError
+		if !errors.As(r.Err, &rerr) || !errors.Is(r.Err, ErrRetriesExhausted) || !errors.Is(r.Err, ErrMoved) {
+			t.Fatalf("put %q: err = %v; want a RoutingError matching ErrRetriesExhausted and ErrMoved", r.Key, r.Err)
+		}
+		if rerr.Partition != p || rerr.Attempts != 3 || r.Status != StatusMoved {
+			t.Fatalf("put %q: %+v, status %s; want partition %d after 3 attempts, Moved", r.Key, rerr, r.Status, p)
+		}
+	}
+}
+
+// TestBatchPartialFailure checks that an owner the caller cannot reach fails only its own items, with an
+// error naming it, while the other owners' items succeed.
+func TestBatchPartialFailure(t *testing.T) {
+	setup := func(t *testing.T) (c *testCluster, client, lost *Node, keys []string) {
+		c = startCluster(t, 4, nil)
+		client = addClient(t, c)
+		keys = randomKeys(rand.New(rand.NewPCG(6, 6)), 400)
+		results, err := client.PutMany(bg(t), putEntries(keys))
+		requireAll(t, "put many", results, err, keys)
+		for _, n := range c.live() { // not the leader: cutting it off must not move the control plane
+			if n != client && !n.IsLeader() {
+				lost = n
+				break
+			}
+		}
+		return c, client, lost, keys
+	}
+	checkSplit := func(t *testing.T, c *testCluster, lost NodeID, results []BatchResult, lostErr func(error) bool) {
+		t.Helper()
+		var failed int
+		for _, r := range results {
+			if owner := c.owner(r.Key); owner != nil && owner.id != lost {
+				if r.Err != nil || string(r.Value) != "value-of-"+r.Key {
+					t.Fatalf("get %q from a reachable owner = %q, %v", r.Key, r.Value, r.Err)
+				}
+				continue
+			}
+			failed++
+			if r.Err == nil || errors.Is(r.Err, ErrNotFound) || !lostErr(r.Err) {
+				t.Fatalf("get %q from the lost owner: status %s, err = %v", r.Key, r.Status, r.Err)
+			}
+		}
+		if failed == 0 {
+			t.Fatal("no key on the lost owner")
+		}
+	}
+
+	t.Run("partitioned", func(t *testing.T) {
+		c, client, lost, keys := setup(t)
+		c.faults.Partition(string(client.id), string(lost.id))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		results, err := client.GetMany(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elapsed := time.Since(start); elapsed > 5*time.Second {
+			t.Fatalf("batch returned after %v", elapsed)
+		}
+		checkSplit(t, c, lost.id, results, func(err error) bool {
+			return errors.Is(err, ErrNoReply) && errors.Is(err, context.DeadlineExceeded) &&
+				strings.Contains(err.Error(), string(lost.id))
+		})
+		c.faults.HealAll()
+		results, err = client.GetMany(bg(t), keys)
+		requireAll(t, "get many after heal", results, err, keys)
+	})
+
+	t.Run("killed", func(t *testing.T) {
+		c, client, lost, keys := setup(t)
+		for i := 0; c.node(i) != client; i++ {
+			if c.node(i) == lost {
+				c.kill(i)
+			}
+		}
+		results, err := client.GetMany(bg(t), keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The control plane may already have marked the dead node's partitions Unavailable.
+		checkSplit(t, c, lost.id, results, func(err error) bool {
+			transportErr := errors.Is(err, transport.ErrUnreachable) || errors.Is(err, transport.ErrConnectionLost)
+			return (errors.Is(err, ErrNoReply) && transportErr && strings.Contains(err.Error(), string(lost.id))) ||
+				errors.Is(err, ErrPartitionUnavailable)
+		})
+	})
+}
+
+// TestBatchBadInput checks that a bad item fails alone and that calls that cannot start fail as a whole.
+func TestBatchBadInput(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxValueSize = 1024 })
+	client := addClient(t, c)
+	ctx := bg(t)
+
+	items := []BatchItem{
+		{Index: 0, Op: BatchPut, Key: "small", Value: []byte("ok")},
+		{Index: 1, Op: BatchPut, Key: "big", Value: make([]byte, 1025)},
+		{Index: 2, Op: BatchOp(9), Key: "odd"},
+		{Index: 3, Op: BatchGet, Key: "small"},
+	}
+	results, err := client.ExecuteBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if results[0].Err != nil || results[3].Err != nil || string(results[3].Value) != "ok" {
+		t.Fatalf("good items: %+v, %+v", results[0], results[3])
+	}
+	if !errors.Is(results[1].Err, ErrValueTooLarge) || results[1].Status != StatusInvalidRequest {
+		t.Fatalf("oversized put: %s, %v; want InvalidRequest, ErrValueTooLarge", results[1].Status, results[1].Err)
+	}
+	if !errors.Is(results[2].Err, ErrInvalidRequest) {
+		t.Fatalf("unknown op: err = %v; want ErrInvalidRequest", results[2].Err)
+	}
+	if _, err := client.Get(ctx, "big"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("oversized value was stored: err = %v", err)
+	}
+
+	before := client.Stats()
+	if results, err := client.ExecuteBatch(ctx, nil); err != nil || len(results) != 0 {
+		t.Fatalf("empty batch = %v, %v", results, err)
+	}
+	after := client.Stats()
+	for id, sent := range after.RequestsSent {
+		if sent != before.RequestsSent[id] {
+			t.Fatalf("empty batch sent a request to %s", id)
+		}
+	}
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if results, err := client.GetMany(cancelled, []string{"small"}); !errors.Is(err, context.Canceled) || results != nil {
+		t.Fatalf("cancelled batch = %v, %v; want context.Canceled", results, err)
+	}
+	if _, err := client.PutMany(ctx, putEntries([]string{"x"}), IfAbsent()); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("conditional PutMany: err = %v; want ErrInvalidRequest", err)
+	}
+	client.Close()
+	if _, err := client.GetMany(ctx, []string{"small"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("batch on a closed node: err = %v; want ErrClosed", err)
+	}
+}
+
+// TestBatchSplitsUnderFrameLimit uses small frames: a batch too big for one frame goes in several requests,
+// replies whose values would overflow a frame come back in parts, and every item is still answered once,
+// in order, with duplicate keys applied in order.
+func TestBatchSplitsUnderFrameLimit(t *testing.T) {
+	const frame, valueSize = 8192, 1024
+	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxFrameSize, cfg.MaxValueSize = frame, valueSize })
+	client := addClient(t, c)
+	ctx := bg(t)
+	owner := c.owner("{one}")
+	keys := make([]string, 300)
+	entries := make([]KeyValue, len(keys))
+	var requestBytes int
+	for i := range keys {
+		keys[i] = fmt.Sprintf("{one}:%d", i) // one owner, so only the frame limit splits the batch
+		entries[i] = KeyValue{Key: keys[i], Value: bytes.Repeat([]byte{byte(i)}, 200)}
+		requestBytes += len(keys[i]) + 200
+	}
+
+	before := client.Stats()
+	results, err := client.PutMany(ctx, entries)
+	requireAll(t, "put many", results, err, keys)
+	mid := client.Stats()
+	if puts := mid.RequestsSent[owner.id] - before.RequestsSent[owner.id]; puts < uint64(requestBytes/frame+1) {
+		t.Fatalf("%d bytes of keys and values went in %d requests of at most %d bytes", requestBytes, puts, frame)
+	}
+
+	results, err = client.GetMany(ctx, keys)
+	requireAll(t, "get many", results, err, keys)
+	for i, r := range results {
+		if !bytes.Equal(r.Value, entries[i].Value) {
+			t.Fatalf("get %q = %d bytes; want its 200", keys[i], len(r.Value))
+		}
+	}
+	after := client.Stats()
+	if gets := after.RequestsSent[owner.id] - mid.RequestsSent[owner.id]; gets < uint64(len(keys)*200/frame+1) {
+		t.Fatalf("%d bytes of values came back in %d replies of at most %d bytes", len(keys)*200, gets, frame)
+	}
+	if after.Retries != before.Retries {
+		t.Fatalf("%d routing retries; splitting is not a retry", after.Retries-before.Retries)
+	}
+
+	model := &batchModel{values: map[string][]byte{}, versions: map[string]uint64{}}
+	for _, r := range results {
+		model.values[r.Key], model.versions[r.Key] = r.Value, r.Version
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for round := 0; round < 5; round++ {
+		items := randomMix(rng, 300, 30, valueSize)
+		for i := range items {
+			items[i].Key = "{one}:" + strings.TrimPrefix(items[i].Key, "mix-")
+		}
+		results, err := client.ExecuteBatch(ctx, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model.check(t, items, results)
+	}
+}
+
+// TestGetManyTyped checks that typed batch reads decode through the same helper as GetTyped and that a
+// value that does not decode fails its item only.
+func TestGetManyTyped(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	ctx := bg(t)
+	type point struct{ X, Y int }
+	var keys []string
+	for i := 0; i < 20; i++ {
+		key := fmt.Sprintf("point:%d", i)
+		keys = append(keys, key)
+		if err := PutTyped(ctx, c.node(0), key, point{i, -i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.node(0).Put(ctx, keys[7], []byte{0xc1}); err != nil {
+		t.Fatal(err)
+	}
+	results, err := GetManyTyped[point](ctx, c.node(1), append(keys, "point:missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results[:len(keys)] {
+		switch {
+		case i == 7:
+			if !errors.Is(r.Err, ErrDecode) {
+				t.Fatalf("undecodable value: err = %v; want ErrDecode", r.Err)
+			}
+		case r.Err != nil || r.Value != (point{i, -i}):
+			t.Fatalf("result %d = %+v", i, r)
+		}
+	}
+	if last := results[len(keys)]; !errors.Is(last.Err, ErrNotFound) {
+		t.Fatalf("missing key: err = %v; want ErrNotFound", last.Err)
+	}
+}
+
+// TestBatchWireOverheads checks the per-item byte bounds the splitting relies on, with every field at its
+// widest, and that an encoded batch decodes to what was sent.
+func TestBatchWireOverheads(t *testing.T) {
+	key, value := strings.Repeat("k", 70000), make([]byte, 70000) // 32-bit length headers
+	req := batchItemWire{Index: math.MaxInt64, Op: 65535, Req: kvRequest{Key: key, Value: value, TTL: math.MinInt64}}
+	encoded := appendBatchRequestItem(appendBatchHeader(nil, 1), &req)
+	if extra := len(encoded) - len(key) - len(value); extra > batchHeaderOverhead+batchRequestItemOverhead {
+		t.Fatalf("request item takes %d bytes beyond key and value; the bound is %d", extra, batchRequestItemOverhead)
+	}
+	decoded, err := decodeBatchRequest(encoded)
+	if err != nil || len(decoded) != 1 || decoded[0].Index != req.Index || decoded[0].Req.Key != key ||
+		decoded[0].Req.TTL != math.MinInt64 || !bytes.Equal(decoded[0].Req.Value, value) {
+		t.Fatalf("request round trip: %v", err)
+	}
+
+	owner := NodeID(strings.Repeat("n", 70000))
+	reply := []batchItemReply{{Index: math.MaxInt64, Withheld: true, Reply: kvReply{
+		Status: Status(255), Value: value, Version: math.MaxUint64, Owner: owner, Epoch: math.MaxUint64, MapIndex: math.MaxUint64,
+	}}}
+	encoded = appendBatchReply(nil, reply)
+	if extra := len(encoded) - len(value) - len(owner); extra > batchHeaderOverhead+batchReplyItemOverhead {
+		t.Fatalf("reply item takes %d bytes beyond value and owner; the bound is %d", extra, batchReplyItemOverhead)
+	}
+	var back []batchItemReply
+	collect := func(r *batchItemReply) error { back = append(back, *r); return nil }
+	err = decodeBatchReply(encoded, collect)
+	if err != nil || len(back) != 1 || back[0].Index != math.MaxInt64 || !back[0].Withheld ||
+		back[0].Reply.Owner != owner || back[0].Reply.MapIndex != math.MaxUint64 {
+		t.Fatalf("reply round trip: %v", err)
+	}
+	if err := decodeBatchReply(encoded[:len(encoded)-1], collect); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("truncated reply: err = %v; want ErrInvalidRequest", err)
+	}
+	// A count larger than the bytes that follow is refused before anything is allocated.
+	if _, err := decodeBatchRequest([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("oversized count: err = %v; want ErrInvalidRequest", err)
+	}
+}

@@ -1,0 +1,194 @@
+package zaris
+
+import (
+	"fmt"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// The opBatch messages are encoded by hand, field by field, because a batch holds thousands of items and
+// reflection would cost more than serving them. A request is a msgpack array of items, each
+// [index, op, key, value, ttl]; a reply is an array of items in the same order, each
+// [index, withheld, status, value, version, owner, epoch, map index]. Readers skip fields past those they
+// know, so fields can be appended.
+const (
+	batchRequestFields = 5
+	batchReplyFields   = 8
+
+	// batchHeaderOverhead bounds the array header of a request or a reply.
+	batchHeaderOverhead = 5
+	// batchRequestItemOverhead bounds a request item's bytes beyond its key and value: array header,
+	// index, op, key header, value header, ttl.
+	batchRequestItemOverhead = 1 + 9 + 3 + 5 + 5 + 9
+	// batchReplyItemOverhead bounds a reply item's bytes beyond its value and owner name: array header,
+	// index, withheld, status, value header, version, owner header, epoch, map index.
+	batchReplyItemOverhead = 1 + 9 + 1 + 2 + 5 + 9 + 5 + 9 + 9
+)
+
+// batchItemWire is one item of a batch as its owner receives it. Index is the sender's sequence number
+// for the item: it orders items of one key and matches the reply to the item.
+type batchItemWire struct {
+	Index int
+	Op    transport.Op
+	Req   kvRequest
+}
+
+// batchItemReply answers one batch item. Withheld means the owner did not answer the item (and changed
+// nothing) to keep the reply within a frame; the sender sends it again.
+type batchItemReply struct {
+	Index    int
+	Withheld bool
+	Reply    kvReply
+}
+
+func appendBatchHeader(dst []byte, items int) []byte {
+	return msgp.AppendArrayHeader(dst, uint32(items))
+}
+
+func appendBatchRequestItem(dst []byte, it *batchItemWire) []byte {
+	dst = msgp.AppendArrayHeader(dst, batchRequestFields)
+	dst = msgp.AppendInt(dst, it.Index)
+	dst = msgp.AppendUint16(dst, uint16(it.Op))
+	dst = msgp.AppendString(dst, it.Req.Key)
+	dst = msgp.AppendBytes(dst, it.Req.Value)
+	return msgp.AppendInt64(dst, it.Req.TTL)
+}
+
+func decodeBatchRequest(data []byte) ([]batchItemWire, error) {
+	r := wireReader{b: data}
+	items := make([]batchItemWire, r.items())
+	for i := range items {
+		it := &items[i]
+		extra := r.fields(batchRequestFields)
+		it.Index = r.int()
+		it.Op = transport.Op(r.uint16())
+		it.Req.Key = r.string()
+		it.Req.Value = r.bytes()
+		it.Req.TTL = r.int64()
+		r.skip(extra)
+	}
+	return items, r.done("batch request")
+}
+
+func appendBatchReply(dst []byte, replies []batchItemReply) []byte {
+	dst = appendBatchHeader(dst, len(replies))
+	for i := range replies {
+		r := &replies[i]
+		dst = msgp.AppendArrayHeader(dst, batchReplyFields)
+		dst = msgp.AppendInt(dst, r.Index)
+		dst = msgp.AppendBool(dst, r.Withheld)
+		dst = msgp.AppendUint8(dst, uint8(r.Reply.Status))
+		dst = msgp.AppendBytes(dst, r.Reply.Value)
+		dst = msgp.AppendUint64(dst, r.Reply.Version)
+		dst = msgp.AppendString(dst, string(r.Reply.Owner))
+		dst = msgp.AppendUint64(dst, r.Reply.Epoch)
+		dst = msgp.AppendUint64(dst, r.Reply.MapIndex)
+	}
+	return dst
+}
+
+// decodeBatchReply reads a reply item by item, handing each to visit, which may stop the reading with an
+// error. The item passed to visit is reused for the next one.
+func decodeBatchReply(data []byte, visit func(*batchItemReply) error) error {
+	r := wireReader{b: data}
+	var it batchItemReply
+	for range r.items() {
+		extra := r.fields(batchReplyFields)
+		it.Index = r.int()
+		it.Withheld = r.bool()
+		it.Reply.Status = Status(r.uint8())
+		it.Reply.Value = r.bytes()
+		it.Reply.Version = r.uint64()
+		it.Reply.Owner = NodeID(r.string())
+		it.Reply.Epoch = r.uint64()
+		it.Reply.MapIndex = r.uint64()
+		r.skip(extra)
+		if r.err != nil {
+			break
+		}
+		if r.err = visit(&it); r.err != nil {
+			break
+		}
+	}
+	return r.done("batch reply")
+}
+
+// wireReader reads msgpack values in sequence and keeps the first error, so decoders read straight
+// through and check once at the end. After an error every read returns a zero value.
+type wireReader struct {
+	b   []byte
+	err error
+}
+
+// items reads the outer array header, refusing counts the remaining bytes cannot hold.
+func (r *wireReader) items() int {
+	n := r.arrayHeader()
+	if r.err == nil && int(n) > len(r.b) {
+		r.err = fmt.Errorf("%d items in %d bytes", n, len(r.b))
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+// fields reads an item's array header and returns how many fields past want it has.
+func (r *wireReader) fields(want int) int {
+	n := int(r.arrayHeader())
+	if r.err == nil && n < want {
+		r.err = fmt.Errorf("item has %d fields, want at least %d", n, want)
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n - want
+}
+
+func (r *wireReader) arrayHeader() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	var n uint32
+	n, r.b, r.err = msgp.ReadArrayHeaderBytes(r.b)
+	return n
+}
+
+func (r *wireReader) skip(fields int) {
+	for ; fields > 0 && r.err == nil; fields-- {
+		r.b, r.err = msgp.Skip(r.b)
+	}
+}
+
+// read applies one msgp reader unless an error has already occurred.
+func readField[T any](r *wireReader, fn func([]byte) (T, []byte, error)) T {
+	var v T
+	if r.err == nil {
+		v, r.b, r.err = fn(r.b)
+	}
+	return v
+}
+
+func (r *wireReader) int() int       { return readField(r, msgp.ReadIntBytes) }
+func (r *wireReader) int64() int64   { return readField(r, msgp.ReadInt64Bytes) }
+func (r *wireReader) uint8() uint8   { return readField(r, msgp.ReadUint8Bytes) }
+func (r *wireReader) uint16() uint16 { return readField(r, msgp.ReadUint16Bytes) }
+func (r *wireReader) uint64() uint64 { return readField(r, msgp.ReadUint64Bytes) }
+func (r *wireReader) bool() bool     { return readField(r, msgp.ReadBoolBytes) }
+func (r *wireReader) string() string { return readField(r, msgp.ReadStringBytes) }
+func (r *wireReader) bytes() []byte  { return readField(r, readBytesCopy) }
+
+// readBytesCopy reads a bin value into its own memory, so it does not pin the frame it came in.
+func readBytesCopy(b []byte) ([]byte, []byte, error) { return msgp.ReadBytesBytes(b, nil) }
+
+// done reports the first error, or trailing bytes, as an invalid request.
+func (r *wireReader) done(what string) error {
+	if r.err == nil && len(r.b) > 0 {
+		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidRequest, what, r.err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Command zaris runs one Zaris node as a standalone server that speaks the Redis Cluster protocol, so
+// unmodified Redis Cluster clients (redis-cli -c, go-redis ClusterClient, ...) can use the cluster.
+//
+// Every flag can also be set through an environment variable: --gossip-addr is ZARIS_GOSSIP_ADDR, and so
+// on. A flag on the command line wins over the variable. SIGTERM or SIGINT makes the node leave the
+// cluster gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof-addr
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zaris-go/zaris"
+)
+
+// options are the server's settings, from flags and environment.
+type options struct {
+	name            string
+	gossipAddr      string
+	dataAddr        string
+	respAddr        string
+	join            string
+	bootstrapExpect int
+	dataDir         string
+	rf              int
+	password        string
+	timing          string
+	logLevel        string
+	leaveTimeout    time.Duration
+	pprofAddr       string
+	joinTimeout     time.Duration
+}
+
+func main() {
+	opts, err := parseOptions(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zaris:", err)
+		os.Exit(2)
+	}
+	log := newLogger(opts.logLevel)
+	if err := run(opts, log); err != nil {
+		log.Error("zaris stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// envName is the environment variable that backs a flag: --gossip-addr is ZARIS_GOSSIP_ADDR.
+func envName(flagName string) string {
+	return "ZARIS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseOptions(args []string) (options, error) {
+	def := zaris.DefaultConfig()
+	var o options
+	fs := flag.NewFlagSet("zaris", flag.ContinueOnError)
+	fs.StringVar(&o.name, "name", def.Name, "node name, unique in the cluster")
+	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "host:port for membership gossip (UDP and TCP)")
+	fs.StringVar(&o.dataAddr, "data-addr", "127.0.0.1:7947", "host:port of the data and control port; the host must be reachable by the other nodes")
+	fs.StringVar(&o.respAddr, "resp-addr", "127.0.0.1:6379", "host:port of the Redis Cluster endpoint")
+	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of existing members; empty starts a new cluster")
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "nodes that must be present before the first partition map is assigned")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the op logs and snapshots; empty keeps everything in memory")
+	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
+	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
+	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
+	if err := applyEnv(fs); err != nil {
+		return o, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+// applyEnv sets every flag whose environment variable is present; command-line flags parsed afterwards win.
+func applyEnv(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && err == nil {
+			if setErr := f.Value.Set(v); setErr != nil {
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, setErr)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// config turns the options into the library's Config.
+func (o options) config(log *slog.Logger) (zaris.Config, error) {
+	cfg := zaris.DefaultConfig()
+	cfg.Name = o.name
+	cfg.GossipAddr = o.gossipAddr
+	cfg.DataAddr = o.dataAddr
+	cfg.RESPAddr = o.respAddr
+	cfg.RESPPassword = o.password
+	cfg.BootstrapExpect = o.bootstrapExpect
+	cfg.ReplicationFactor = o.rf
+	cfg.DataDir = o.dataDir
+	cfg.Logger = log
+	for _, addr := range strings.Split(o.join, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			cfg.Join = append(cfg.Join, addr)
+		}
+	}
+	switch o.timing {
+	case "lan":
+		cfg.Timing = zaris.LANTiming()
+	case "local":
+		cfg.Timing = zaris.LocalTiming()
+	default:
+		return cfg, fmt.Errorf("--timing %q: want lan or local", o.timing)
+	}
+	return cfg, nil
+}
+
+// run joins the cluster, serves until SIGTERM or SIGINT, then leaves gracefully.
+func run(o options, log *slog.Logger) error {
+	cfg, err := o.config(log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if o.pprofAddr != "" {
+		servePprof(o.pprofAddr, log)
+	}
+	node, err := joinWithRetry(ctx, cfg, o.joinTimeout, log)
+	if err != nil {
+		return err
+	}
+	log.Info("zaris node started", "name", node.Name(), "resp", node.RESPAddr(), "data", node.DataAddr(),
+		"gossip", node.GossipAddr(), "pid", strconv.Itoa(os.Getpid()))
+	<-ctx.Done()
+	stop()
+	log.Info("leaving the cluster", "timeout", o.leaveTimeout)
+	leaveCtx, cancel := context.WithTimeout(context.Background(), o.leaveTimeout)
+	defer cancel()
+	if err := node.Leave(leaveCtx); err != nil && !errors.Is(err, zaris.ErrClosed) {
+		return fmt.Errorf("leave: %w", err)
+	}
+	log.Info("left the cluster")
+	return nil
+}
+
+// servePprof serves the profiling endpoints in the background for as long as the process lives.
+func servePprof(addr string, log *slog.Logger) {
+	go func() {
+		if err := http.ListenAndServe(addr, nil); err != nil {
+			log.Warn("pprof endpoint stopped", "addr", addr, "err", err)
+		}
+	}()
+}
+
+// joinWithRetry joins the cluster, retrying for up to timeout while the members to join through do not
+// answer yet, so the nodes of a cluster can be started in any order. Configuration errors are final.
+func joinWithRetry(ctx context.Context, cfg zaris.Config, timeout time.Duration, log *slog.Logger) (*zaris.Node, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		node, err := zaris.Join(ctx, cfg)
+		if err == nil || len(cfg.Join) == 0 || errors.Is(err, zaris.ErrInvalidConfig) ||
+			errors.Is(err, zaris.ErrClusterMismatch) || time.Now().After(deadline) {
+			return node, err
+		}
+		log.Warn("join failed; retrying", "join", cfg.Join, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

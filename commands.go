@@ -1,0 +1,290 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Errors of the key commands; match them with errors.Is.
+var (
+	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
+	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
+	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because the condition failed.
+	ErrConditionNotMet = errors.New("zaris: put condition not met")
+)
+
+// NoExpiry is what TTL reports for a key that exists and never expires.
+const NoExpiry time.Duration = -1
+
+// putCond holds the conditions and options of a conditional put. The bits are part of the wire format.
+type putCond uint8
+
+const (
+	condIfAbsent   putCond = 1 << iota // write only if the key has no live value
+	condIfExists                       // write only if the key has a live value
+	condKeepTTL                        // keep the current expiry instead of setting a new one
+	condReturnPrev                     // reply with the previous value
+)
+
+// IfAbsent makes a Put write only when the key has no live value; otherwise Put fails with
+// ErrConditionNotMet.
+func IfAbsent() PutOption { return func(o *putOptions) { o.cond |= condIfAbsent } }
+
+// IfExists makes a Put write only when the key has a live value; otherwise Put fails with
+// ErrConditionNotMet.
+func IfExists() PutOption { return func(o *putOptions) { o.cond |= condIfExists } }
+
+// KeepTTL makes a Put keep the key's current expiry (none if the key is new) instead of setting one.
+func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } }
+
+// Incr adds delta to the integer stored under key and returns the result. A missing key counts as 0; the
+// key's expiry is kept. A value that is not a decimal integer, or a sum that overflows, fails with
+// ErrNotInteger and leaves the value alone.
+func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
+	reply, err := n.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, ErrNotInteger
+	}
+	return reply.Int, reply.Status.err()
+}
+
+// Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
+// the key at once.
+func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	return n.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
+}
+
+// Persist removes key's expiry and reports whether there was one to remove.
+func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
+	reply, err := n.execute(ctx, opPersist, &kvRequest{Key: key})
+	if err != nil || reply.Status == StatusNotFound {
+		return false, err
+	}
+	return reply.Int == 1, reply.Status.err()
+}
+
+// Exists reports whether key has a live value, without fetching it.
+func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
+	return n.existsAfter(ctx, opExists, &kvRequest{Key: key})
+}
+
+// TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
+// ErrNotFound when the key does not exist.
+func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
+	reply, err := n.execute(ctx, opTTL, &kvRequest{Key: key})
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(reply.Int), reply.Status.err()
+}
+
+// Swap stores value under key, as Put does with the same options, and returns the value it replaced;
+// existed is false when there was none. When an IfAbsent or IfExists condition fails, nothing is written,
+// the current value is still returned and err matches ErrConditionNotMet.
+func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
+	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return reply.Value, reply.Existed, putIfErr(reply)
+}
+
+// putIf sends a conditional put; Put uses it when an option asks for a condition or for KeepTTL.
+func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, opts []PutOption) (kvReply, error) {
+	if len(value) > n.cfg.MaxValueSize {
+		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
+	}
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond})
+}
+
+// putIfErr turns a conditional put's reply into the caller's error.
+func putIfErr(reply kvReply) error {
+	if reply.Status == StatusSuccess && reply.Int == 0 {
+		return ErrConditionNotMet
+	}
+	return reply.Status.err()
+}
+
+// existsAfter runs an operation whose reply says only whether the key exists.
+func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest) (bool, error) {
+	reply, err := n.execute(ctx, op, req)
+	if err != nil || reply.Status == StatusNotFound {
+		return false, err
+	}
+	return reply.Status == StatusSuccess, reply.Status.err()
+}
+
+// applyKeyCommand runs one of the key commands of this file on the local store; the caller has checked
+// ownership. Every mutation goes through store.update.
+func (n *Node) applyKeyCommand(op transport.Op, seg int, req *kvRequest) kvReply {
+	switch op {
+	case opIncr:
+		v, ok := n.store.incr(seg, req.Key, req.Delta)
+		if !ok {
+			return kvReply{Status: StatusInvalidRequest}
+		}
+		return kvReply{Status: StatusSuccess, Int: v}
+	case opExpire:
+		return foundReply(n.store.expire(seg, req.Key, time.Duration(req.TTL)))
+	case opPersist:
+		existed, dropped := n.store.persist(seg, req.Key)
+		reply := foundReply(existed)
+		if dropped {
+			reply.Int = 1
+		}
+		return reply
+	case opTTL:
+		ttl, ok := n.store.ttl(seg, req.Key)
+		reply := foundReply(ok)
+		reply.Int = int64(ttl)
+		return reply
+	case opExists:
+		_, _, ok := n.store.get(seg, req.Key)
+		return foundReply(ok)
+	case opPutIf:
+		return n.applyPutIf(seg, req)
+	}
+	return kvReply{Status: StatusInvalidRequest}
+}
+
+func (n *Node) applyPutIf(seg int, req *kvRequest) kvReply {
+	if len(req.Value) > n.cfg.MaxValueSize || req.Cond&(condIfAbsent|condIfExists) == condIfAbsent|condIfExists {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	prev, written := n.store.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
+	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
+	if written {
+		reply.Int = 1
+	}
+	if prev != nil && req.Cond&condReturnPrev != 0 {
+		reply.Value = prev.value
+	}
+	return reply
+}
+
+func foundReply(found bool) kvReply {
+	if found {
+		return kvReply{Status: StatusSuccess}
+	}
+	return kvReply{Status: StatusNotFound}
+}
+
+// incr adds delta to key's integer value (a missing key counts as 0), keeping its expiry. It reports false,
+// writing nothing, when the value is not a canonical decimal int64 or the sum overflows.
+func (s *store) incr(segment int, key string, delta int64) (int64, bool) {
+	var result int64
+	ok := true
+	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
+		var base int64
+		var expireAt int64
+		if cur != nil {
+			base, ok = parseCanonicalInt(cur.value)
+			expireAt = cur.expireAt
+		}
+		if ok && addOverflows(base, delta) {
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+		result = base + delta
+		return &entry{value: strconv.AppendInt(nil, result, 10), expireAt: expireAt}, true
+	})
+	return result, ok
+}
+
+// parseCanonicalInt parses b as an int64 written the way strconv.FormatInt writes it: no sign but a leading
+// minus, no leading zeros, no spaces. Redis accepts exactly these for its counters.
+func parseCanonicalInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	var buf [20]byte
+	return v, string(strconv.AppendInt(buf[:0], v, 10)) == string(b)
+}
+
+func addOverflows(a, b int64) bool {
+	return (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b)
+}
+
+// expire gives key a new expiry ttl from now, or deletes it when ttl is not positive. It reports whether the
+// key had a live value.
+func (s *store) expire(segment int, key string, ttl time.Duration) bool {
+	existed := false
+	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
+		if cur == nil {
+			return nil, false
+		}
+		existed = true
+		if ttl <= 0 {
+			return nil, true
+		}
+		return &entry{value: cur.value, expireAt: expiryFrom(now, ttl)}, true
+	})
+	return existed
+}
+
+// persist removes key's expiry. It reports whether the key had a live value and whether it had an expiry
+// that was removed.
+func (s *store) persist(segment int, key string) (existed, dropped bool) {
+	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
+		existed = cur != nil
+		if cur == nil || cur.expireAt == 0 {
+			return nil, false
+		}
+		dropped = true
+		return &entry{value: cur.value}, true
+	})
+	return existed, dropped
+}
+
+// ttl returns how long key has left, NoExpiry when it never expires; false when it has no live value.
+func (s *store) ttl(segment int, key string) (time.Duration, bool) {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	e, found := seg.entries[key]
+	seg.mu.RUnlock()
+	now := s.now()
+	if !found || e.expired(now) {
+		return 0, false
+	}
+	if e.expireAt == 0 {
+		return NoExpiry, true
+	}
+	return time.Duration(e.expireAt - now), true
+}
+
+// putIf stores value under key when cond allows it. It returns the previous live entry (nil if none) and
+// whether it wrote.
+func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, cond putCond) (prev *entry, written bool) {
+	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
+		prev = cur
+		if (cond&condIfAbsent != 0 && cur != nil) || (cond&condIfExists != 0 && cur == nil) {
+			return nil, false
+		}
+		written = true
+		expireAt := expiryFrom(now, ttl)
+		if cond&condKeepTTL != 0 && cur != nil {
+			expireAt = cur.expireAt
+		}
+		return &entry{value: value, expireAt: expireAt}, true
+	})
+	return prev, written
+}

@@ -1,0 +1,168 @@
+package durability
+
+import (
+	"fmt"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// OpKind says what an op does to its key.
+type OpKind uint8
+
+const (
+	OpPut    OpKind = 1
+	OpDelete OpKind = 2
+)
+
+func (k OpKind) valid() bool { return k == OpPut || k == OpDelete }
+
+func (k OpKind) String() string {
+	switch k {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is one write to one key of one segment, as the segment's owner applied it.
+type Op struct {
+	Segment  uint32
+	Revision uint64 // the segment's revision after this op; strictly increasing per segment, starting at 1
+	Epoch    uint64 // the partition epoch under which the owner applied it (fencing)
+	Kind     OpKind
+	Key      string
+	Value    []byte // OpPut only
+	ExpireAt int64  // absolute expiry, Unix nanoseconds; 0 = none
+	Version  uint64 // the key's version after the op
+	Time     int64  // when the owner applied it, Unix nanoseconds (for age-based retention)
+}
+
+// opFields is the number of fields in an encoded op. Decoders skip any fields past these, so a later
+// version can append fields without breaking older readers.
+const opFields = 9
+
+// opSizeHint is an upper bound on the encoded size of op, used to grow buffers once and to account for
+// ops held in memory.
+func opSizeHint(op *Op) int {
+	return msgp.ArrayHeaderSize + msgp.Uint32Size + 3*msgp.Uint64Size + msgp.Uint8Size +
+		msgp.StringPrefixSize + len(op.Key) + msgp.BytesPrefixSize + len(op.Value) + 2*msgp.Int64Size
+}
+
+// AppendOp appends the msgpack encoding of op to dst: the array [segment, revision, epoch, kind, key,
+// value, expireAt, version, time]. The value is bin for a put and nil for a delete, whose Value is
+// ignored.
+func AppendOp(dst []byte, op *Op) []byte {
+	dst = msgp.Require(dst, opSizeHint(op))
+	dst = msgp.AppendArrayHeader(dst, opFields)
+	dst = msgp.AppendUint32(dst, op.Segment)
+	dst = msgp.AppendUint64(dst, op.Revision)
+	dst = msgp.AppendUint64(dst, op.Epoch)
+	dst = msgp.AppendUint8(dst, uint8(op.Kind))
+	dst = msgp.AppendString(dst, op.Key)
+	if op.Kind == OpDelete {
+		dst = msgp.AppendNil(dst)
+	} else {
+		dst = msgp.AppendBytes(dst, op.Value)
+	}
+	dst = msgp.AppendInt64(dst, op.ExpireAt)
+	dst = msgp.AppendUint64(dst, op.Version)
+	return msgp.AppendInt64(dst, op.Time)
+}
+
+// DecodeOp decodes the op at the start of b and returns the rest of b after it. The op's Key and Value
+// are copies: nothing in it aliases b. Malformed input returns an error wrapping ErrCorrupt; lengths in
+// the input are checked against len(b) before anything is allocated.
+func DecodeOp(b []byte) (Op, []byte, error) {
+	var op Op
+	value, rest, err := decodeOp(b, &op)
+	if err != nil {
+		return Op{}, nil, err
+	}
+	if op.Kind == OpPut {
+		op.Value = append(make([]byte, 0, len(value)), value...)
+	}
+	return op, rest, nil
+}
+
+// decodeOp decodes into op everything but the value, which it returns aliasing b.
+func decodeOp(b []byte, op *Op) (value []byte, rest []byte, err error) {
+	fields, b, err := msgp.ReadArrayHeaderBytes(b)
+	if err != nil {
+		return nil, nil, corrupt("op header", err)
+	}
+	if fields < opFields {
+		return nil, nil, corrupt(fmt.Sprintf("op has %d fields, want at least %d", fields, opFields), nil)
+	}
+	if op.Segment, b, err = msgp.ReadUint32Bytes(b); err != nil {
+		return nil, nil, corrupt("op segment", err)
+	}
+	if op.Revision, b, err = msgp.ReadUint64Bytes(b); err != nil {
+		return nil, nil, corrupt("op revision", err)
+	}
+	if op.Epoch, b, err = msgp.ReadUint64Bytes(b); err != nil {
+		return nil, nil, corrupt("op epoch", err)
+	}
+	kind, b, err := msgp.ReadUint8Bytes(b)
+	if err != nil {
+		return nil, nil, corrupt("op kind", err)
+	}
+	if op.Kind = OpKind(kind); !op.Kind.valid() {
+		return nil, nil, corrupt(fmt.Sprintf("unknown op kind %d", kind), nil)
+	}
+	key, b, err := msgp.ReadStringZC(b)
+	if err != nil {
+		return nil, nil, corrupt("op key", err)
+	}
+	op.Key = string(key)
+	if value, b, err = decodeOpValue(b, op.Kind); err != nil {
+		return nil, nil, err
+	}
+	if op.ExpireAt, b, err = msgp.ReadInt64Bytes(b); err != nil {
+		return nil, nil, corrupt("op expiry", err)
+	}
+	if op.Version, b, err = msgp.ReadUint64Bytes(b); err != nil {
+		return nil, nil, corrupt("op version", err)
+	}
+	if op.Time, b, err = msgp.ReadInt64Bytes(b); err != nil {
+		return nil, nil, corrupt("op time", err)
+	}
+	if b, err = skipFields(b, fields-opFields); err != nil {
+		return nil, nil, corrupt("op trailing fields", err)
+	}
+	return value, b, nil
+}
+
+// decodeOpValue reads the value field: bin for a put, nil for a delete.
+func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error) {
+	if kind == OpDelete {
+		if rest, err = msgp.ReadNilBytes(b); err != nil {
+			return nil, nil, corrupt("delete op value is not nil", err)
+		}
+		return nil, rest, nil
+	}
+	if value, rest, err = msgp.ReadBytesZC(b); err != nil {
+		return nil, nil, corrupt("put op value", err)
+	}
+	return value, rest, nil
+}
+
+// skipFields skips n msgpack objects.
+func skipFields(b []byte, n uint32) ([]byte, error) {
+	var err error
+	for ; n > 0; n-- {
+		if b, err = msgp.Skip(b); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// corrupt reports malformed encoded data.
+func corrupt(what string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, cause)
+}

@@ -1,0 +1,71 @@
+package zaris
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// opLog keeps the recent ops of every segment in memory, in revision order, so replicas that fall behind
+// can catch up by replay. It is bounded per segment; a replica behind the bound gets a segment snapshot.
+type opLog struct {
+	retain   int // ops kept per segment
+	segments []segmentLog
+}
+
+type segmentLog struct {
+	mu  sync.Mutex
+	ops []durability.Op // ascending, contiguous revisions
+}
+
+func newOpLog(segments, retain int) *opLog {
+	return &opLog{retain: retain, segments: make([]segmentLog, segments)}
+}
+
+// errBehindLog says the requested revision is older than the log retains.
+var errBehindLog = errors.New("zaris: revision no longer in the op log")
+
+// append adds op, which must follow the segment's last op. The oldest ops beyond the bound are dropped.
+func (l *opLog) append(op durability.Op) {
+	sl := &l.segments[op.Segment]
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if n := len(sl.ops); n > 0 && sl.ops[n-1].Revision+1 != op.Revision {
+		sl.ops = sl.ops[:0] // a restore jumped the revision: the old tail no longer leads here
+	}
+	if len(sl.ops) >= 2*l.retain {
+		sl.ops = append(sl.ops[:0], sl.ops[len(sl.ops)-l.retain:]...)
+	}
+	sl.ops = append(sl.ops, op)
+}
+
+// after returns up to limit ops of segment with revisions after rev. It fails with errBehindLog when
+// the log no longer reaches back to rev+1.
+func (l *opLog) after(segment int, rev uint64, limit int) ([]durability.Op, error) {
+	sl := &l.segments[segment]
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if len(sl.ops) == 0 {
+		return nil, nil
+	}
+	first := sl.ops[0].Revision
+	last := sl.ops[len(sl.ops)-1].Revision
+	switch {
+	case rev >= last:
+		return nil, nil
+	case rev+1 < first:
+		return nil, errBehindLog
+	}
+	start := int(rev + 1 - first)
+	end := min(len(sl.ops), start+limit)
+	return append([]durability.Op(nil), sl.ops[start:end]...), nil
+}
+
+// reset forgets the segment's ops: after a snapshot restore the log starts again at the next revision.
+func (l *opLog) reset(segment int) {
+	sl := &l.segments[segment]
+	sl.mu.Lock()
+	sl.ops = nil
+	sl.mu.Unlock()
+}

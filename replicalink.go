@@ -1,0 +1,271 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// errReplicaTimeout says a replica did not apply a write within ReplicaAckTimeout.
+var errReplicaTimeout = errors.New("zaris: replica did not acknowledge in time")
+
+// replicaLink streams a partition owner's ops to one replica node, for every partition the node replicates
+// for this owner. Segments with news are marked dirty; the link sends what the replica lacks, in revision
+// order, from the op log, or a snapshot when the log no longer reaches back far enough.
+type replicaLink struct {
+	r    *replication
+	to   NodeID
+	wake chan struct{}
+
+	mu       sync.Mutex
+	dirty    map[int]uint64 // segment -> generation, bumped by every write
+	acked    map[int]uint64 // segment -> revision the replica is known to have
+	progress chan struct{}  // closed and replaced whenever acked changes or the link fails
+	rejected bool           // the replica refused our epoch: this node is no longer the owner
+}
+
+func newReplicaLink(r *replication, to NodeID) *replicaLink {
+	l := &replicaLink{
+		r: r, to: to,
+		wake:     make(chan struct{}, 1),
+		dirty:    map[int]uint64{},
+		acked:    map[int]uint64{},
+		progress: make(chan struct{}),
+	}
+	return l
+}
+
+func (l *replicaLink) lock()   { l.mu.Lock() }
+func (l *replicaLink) unlock() { l.mu.Unlock() }
+
+// markDirty records that segment has a write the replica may lack. It runs under the segment's lock.
+func (l *replicaLink) markDirty(segment int) {
+	l.lock()
+	l.dirty[segment]++
+	l.unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// awaitAcked waits until the replica has applied segment up to revision.
+func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		l.lock()
+		acked, known := l.acked[segment]
+		rejected, progress := l.rejected, l.progress
+		l.unlock()
+		switch {
+		case known && acked >= revision:
+			return nil
+		case rejected:
+			return ErrReplicaWriteRejected
+		}
+		select {
+		case <-progress:
+		case <-timer.C:
+			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.r.n.stop:
+			return ErrClosed
+		}
+	}
+}
+
+// run sends until the node stops.
+func (l *replicaLink) run() {
+	defer l.r.n.wg.Done()
+	backoff := l.r.n.cfg.RetryBackoff
+	for {
+		select {
+		case <-l.r.n.stop:
+			return
+		case <-l.wake:
+		}
+		for l.hasWork() {
+			if err := l.sendOnce(); err != nil {
+				l.r.n.log.Debug("replicate", "to", l.to, "err", err)
+				if sleepStop(l.r.n.stop, backoff) {
+					return
+				}
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			backoff = l.r.n.cfg.RetryBackoff
+		}
+		l.maybeRejoin()
+	}
+}
+
+// maybeRejoin asks the control plane to put the replica back in the in-sync set of each partition this
+// node owns once the replica holds everything the owner has. Segments whose state on the replica is
+// unknown are probed first.
+func (l *replicaLink) maybeRejoin() {
+	m := l.r.n.fsm.clusterMap()
+	for p, st := range m.Runtime {
+		if st.Owner != l.r.n.id || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
+			continue
+		}
+		if !l.caughtUp(p) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		err := l.r.proposeInSync(ctx, p, st.Epoch, append(slices.Clone(st.InSync), l.to))
+		cancel()
+		if err != nil {
+			l.r.n.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
+		}
+	}
+}
+
+// caughtUp reports whether the replica has every segment of partition p up to the owner's revision; it
+// marks the segments it cannot vouch for dirty, so the link probes or feeds them.
+func (l *replicaLink) caughtUp(p int) bool {
+	first, end := l.r.n.layout.PartitionSegments(p)
+	revisions := make([]uint64, end-first)
+	for s := first; s < end; s++ {
+		revisions[s-first] = l.r.n.store.revision(s)
+	}
+	l.lock()
+	defer l.unlock()
+	ok := true
+	for s := first; s < end; s++ {
+		if acked, known := l.acked[s]; !known || acked < revisions[s-first] {
+			l.dirty[s]++
+			ok = false
+		}
+	}
+	if !ok {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
+func (l *replicaLink) hasWork() bool {
+	l.lock()
+	defer l.unlock()
+	return len(l.dirty) > 0 && !l.rejected
+}
+
+// batch is one request in the making, with what it takes to retire its segments from the dirty set.
+type batch struct {
+	req    replicateRequest
+	gen    map[int]uint64 // dirty generation when the batch was planned
+	target map[int]uint64 // owner's revision when the batch was planned
+	bytes  int
+}
+
+// sendOnce plans one request, sends it and absorbs the reply.
+func (l *replicaLink) sendOnce() error {
+	b := l.plan()
+	p := l.r.n.router.peerByID(l.to)
+	if p == nil || p.local {
+		return fmt.Errorf("zaris: no connection to replica %s", l.to)
+	}
+	payload, err := encode(&b.req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.r.n.cfg.ReplicaAckTimeout)
+	defer cancel()
+	resp, err := p.client.Call(ctx, opReplicate, payload)
+	if err != nil {
+		return err
+	}
+	var reply replicateReply
+	if err := decode(resp, &reply); err != nil {
+		return err
+	}
+	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
+	l.r.stats.bytesSent.Add(uint64(len(payload)))
+	if b.req.Snapshot != nil {
+		l.r.stats.snapshotsSent.Add(1)
+	}
+	l.absorb(b, &reply)
+	return nil
+}
+
+// plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when the
+// log no longer reaches back. Every reply reports the replica's revision of each segment sent.
+func (l *replicaLink) plan() *batch {
+	b := &batch{req: replicateRequest{From: l.r.n.id}, gen: map[int]uint64{}, target: map[int]uint64{}}
+	acked := map[int]uint64{}
+	known := map[int]bool{}
+	l.lock()
+	for seg, gen := range l.dirty {
+		b.gen[seg] = gen
+		acked[seg], known[seg] = l.acked[seg]
+	}
+	l.unlock()
+	for seg := range b.gen {
+		b.target[seg] = l.r.n.store.revision(seg)
+		after := acked[seg]
+		if !known[seg] {
+			// Probe, and optimistically send the latest op: an in-sync replica usually has everything
+			// before it, and if not, the reply tells where it stands.
+			b.req.Probe = append(b.req.Probe, seg)
+			after = max(b.target[seg], 1) - 1
+		}
+		l.addOps(b, seg, after)
+		if len(b.req.Ops) >= replicateMaxOps || b.bytes >= replicateMaxBytes {
+			break
+		}
+	}
+	return b
+}
+
+func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
+	ops, err := l.r.log.after(seg, after, replicateMaxOps-len(b.req.Ops))
+	if errors.Is(err, errBehindLog) {
+		if b.req.Snapshot == nil {
+			b.req.Snapshot = l.r.takeSnapshot(seg)
+		}
+		return
+	}
+	for _, op := range ops {
+		b.req.Ops = append(b.req.Ops, op)
+		b.bytes += len(op.Key) + len(op.Value) + 48
+	}
+}
+
+// absorb records the replica's revisions and retires segments that are caught up and saw no new write
+// since the batch was planned.
+func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
+	l.lock()
+	defer l.unlock()
+	if reply.Status == StatusReplicaWriteRejected {
+		l.rejected = true
+	}
+	for seg, rev := range reply.Revisions {
+		l.acked[seg] = rev
+	}
+	for seg, gen := range b.gen {
+		if acked, ok := l.acked[seg]; ok && l.dirty[seg] == gen && acked >= b.target[seg] {
+			delete(l.dirty, seg)
+		}
+	}
+	close(l.progress)
+	l.progress = make(chan struct{})
+}
+
+// sleepStop sleeps for d and reports whether stop closed meanwhile.
+func sleepStop(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,334 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// WriteConcern says when a write is acknowledged.
+type WriteConcern uint8
+
+const (
+	// Sync acknowledges a write only after every in-sync replica of its partition has applied it.
+	Sync WriteConcern = iota + 1
+	// Async acknowledges a write once the owner has applied it; replicas receive it moments later. If the
+	// owner dies in between, the write is lost although it was acknowledged.
+	Async
+)
+
+func (c WriteConcern) String() string {
+	switch c {
+	case Sync:
+		return "Sync"
+	case Async:
+		return "Async"
+	}
+	return fmt.Sprintf("WriteConcern(%d)", uint8(c))
+}
+
+// WithWriteConcern overrides Config.WriteConcern for one write.
+func WithWriteConcern(c WriteConcern) PutOption {
+	return func(o *putOptions) { o.concern = c }
+}
+
+// Limits of one replication request.
+const (
+	replicateMaxOps   = 512
+	replicateMaxBytes = 4 << 20
+)
+
+// replicateRequest carries, from a partition's owner to one replica, ops in revision order per segment,
+// optionally a segment snapshot to install first, and segments whose revision the owner wants to learn.
+type replicateRequest struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	From     NodeID
+	Snapshot *segmentSnapshot
+	Ops      []durability.Op
+	Probe    []int // segments whose revision the owner does not know yet
+}
+
+// replicateReply reports the replica's revision of every segment the request touched.
+type replicateReply struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Status    Status
+	Epoch     uint64 // for ReplicaWriteRejected: the epoch the replica has seen
+	Revisions map[int]uint64
+}
+
+// segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log.
+type segmentSnapshot struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Segment  int
+	Revision uint64
+	Epoch    uint64
+	Entries  []durability.Entry
+}
+
+// ReplicationStats counts what replication moved, for tests and operators.
+type ReplicationStats struct {
+	OpsSent, BytesSent, SnapshotsSent   uint64
+	OpsApplied, SnapshotsApplied, Gaps  uint64
+	RejectedStaleEpoch, InSyncDecisions uint64
+	// RecoveredOps counts ops replayed from the data dir at start.
+	RecoveredOps uint64
+}
+
+type replicationStats struct {
+	opsSent, bytesSent, snapshotsSent  atomic.Uint64
+	opsApplied, snapshotsApplied, gaps atomic.Uint64
+	rejected, inSyncDecisions          atomic.Uint64
+	recoveredOps                       atomic.Uint64
+}
+
+// replication is a node's side of replication: links to the replicas of the partitions it owns, the
+// fence (highest epoch seen) of the partitions it replicates, and the op log.
+type replication struct {
+	n     *Node
+	log   *opLog
+	fence []atomic.Uint64 // per partition
+	stats replicationStats
+
+	mu    sync.Mutex
+	links map[NodeID]*replicaLink
+}
+
+func newReplication(n *Node) *replication {
+	return &replication{
+		n:     n,
+		log:   newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
+		fence: make([]atomic.Uint64, n.layout.Partitions),
+		links: map[NodeID]*replicaLink{},
+	}
+}
+
+// recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
+// tells the links of the partition's replicas that the segment has news.
+func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry) {
+	p := r.n.layout.SegmentPartition(segment)
+	m := r.n.fsm.clusterMap()
+	owned := epoch == 0
+	if owned {
+		epoch = m.Runtime[p].Epoch
+	}
+	op := durability.Op{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
+		Kind: durability.OpDelete, Time: r.n.cfg.Clock.Now().UnixNano()}
+	if next != nil {
+		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
+	}
+	r.log.append(op)
+	if r.n.disk != nil {
+		r.n.disk.enqueue(diskItem{op: op})
+	}
+	if !owned {
+		return
+	}
+	for _, id := range m.Assignment[p] {
+		if id != r.n.id {
+			r.link(id).markDirty(segment)
+		}
+	}
+}
+
+// link returns the replication link to id, starting it on first use.
+func (r *replication) link(id NodeID) *replicaLink {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.links[id]
+	if l == nil {
+		l = newReplicaLink(r, id)
+		r.links[id] = l
+		r.n.wg.Add(1)
+		go l.run()
+	}
+	return l
+}
+
+// awaitReplicas blocks a Sync write at revision of segment until every in-sync replica of its partition
+// has applied it. A replica that does not answer within ReplicaAckTimeout is dropped from the in-sync set
+// by a committed decision before the write is acknowledged; if that cannot be committed, the write fails.
+func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64) Status {
+	p := r.n.layout.SegmentPartition(segment)
+	for {
+		m := r.n.fsm.clusterMap()
+		st := m.Runtime[p]
+		if st.Owner != r.n.id {
+			return StatusOwnershipChanging
+		}
+		lagging, status := r.waitInSync(ctx, st.InSync, segment, revision)
+		if status != StatusSuccess || len(lagging) == 0 {
+			return status
+		}
+		if err := r.shrinkInSync(ctx, p, st, lagging); err != nil {
+			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
+			return StatusPartitionUnavailable
+		}
+	}
+}
+
+// waitInSync waits for each replica to apply revision; it returns the replicas that timed out.
+func (r *replication) waitInSync(ctx context.Context, inSync []NodeID, segment int, revision uint64) ([]NodeID, Status) {
+	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
+	var lagging []NodeID
+	for _, id := range inSync {
+		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline); {
+		case err == nil:
+		case errors.Is(err, ErrReplicaWriteRejected):
+			return nil, StatusReplicaWriteRejected
+		case ctx.Err() != nil:
+			return nil, StatusOwnershipChanging
+		default:
+			lagging = append(lagging, id)
+		}
+	}
+	return lagging, StatusSuccess
+}
+
+// shrinkInSync commits the partition's in-sync set without the lagging replicas.
+func (r *replication) shrinkInSync(ctx context.Context, p int, st PartitionState, lagging []NodeID) error {
+	keep := slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return slices.Contains(lagging, id) })
+	return r.proposeInSync(ctx, p, st.Epoch, keep)
+}
+
+func (r *replication) proposeInSync(ctx context.Context, p int, epoch uint64, inSync []NodeID) error {
+	cmd := &command{Kind: cmdSetInSync, Partition: p, Epoch: epoch, InSync: inSync}
+	if err := r.n.propose(ctx, cmd); err != nil {
+		return err
+	}
+	r.stats.inSyncDecisions.Add(1)
+	return nil
+}
+
+// serveReplicate applies a replication request on a replica.
+func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
+	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}}
+	if s := req.Snapshot; s != nil {
+		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
+			return replicateReply{Status: status, Epoch: epoch}
+		}
+		r.installSnapshot(s)
+		reply.Revisions[s.Segment] = s.Revision
+	}
+	for i := range req.Ops {
+		op := &req.Ops[i]
+		seg := int(op.Segment)
+		if status, epoch := r.admit(seg, op.Epoch); status != StatusSuccess {
+			return replicateReply{Status: status, Epoch: epoch}
+		}
+		applied, have := r.n.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op))
+		if applied {
+			r.stats.opsApplied.Add(1)
+		} else if op.Revision > have+1 {
+			r.stats.gaps.Add(1)
+		}
+		reply.Revisions[seg] = have
+	}
+	for _, seg := range req.Probe {
+		if seg >= 0 && seg < r.n.layout.Segments {
+			reply.Revisions[seg] = r.n.store.revision(seg)
+		}
+	}
+	return reply
+}
+
+// admit fences a replicated write: it is refused if its epoch is older than any this node has seen for
+// the partition, or if this node itself is the partition's active owner.
+func (r *replication) admit(segment int, epoch uint64) (Status, uint64) {
+	if segment < 0 || segment >= r.n.layout.Segments {
+		return StatusInvalidRequest, 0
+	}
+	p := r.n.layout.SegmentPartition(segment)
+	st := r.n.fsm.clusterMap().Runtime[p]
+	seen := max(st.Epoch, r.fence[p].Load())
+	if epoch < seen || (st.Owner == r.n.id && epoch <= st.Epoch) {
+		r.stats.rejected.Add(1)
+		return StatusReplicaWriteRejected, seen
+	}
+	r.raiseFence(p, epoch)
+	return StatusSuccess, epoch
+}
+
+// installSnapshot replaces a segment with the owner's snapshot, on disk too.
+func (r *replication) installSnapshot(s *segmentSnapshot) {
+	r.installSnapshotEntries(s.Segment, s.Revision, s.Epoch, s.Entries)
+	if r.n.disk != nil {
+		r.n.disk.enqueue(diskItem{snap: &durability.Snapshot{
+			Segment: uint32(s.Segment), Revision: s.Revision, Epoch: s.Epoch, Entries: s.Entries}})
+	}
+	r.stats.snapshotsApplied.Add(1)
+}
+
+// installSnapshotEntries replaces a segment's content in memory and restarts its op log after revision.
+func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, snap []durability.Entry) {
+	keys := make([]string, len(snap))
+	entries := make([]*entry, len(snap))
+	for i, e := range snap {
+		keys[i] = e.Key
+		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
+	}
+	r.n.store.restore(seg, revision, keys, entries)
+	r.log.reset(seg)
+	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)
+}
+
+// raiseFence records that epoch was seen for partition p.
+func (r *replication) raiseFence(p int, epoch uint64) {
+	for {
+		cur := r.fence[p].Load()
+		if epoch <= cur || r.fence[p].CompareAndSwap(cur, epoch) {
+			return
+		}
+	}
+}
+
+// diskSnapshot copies a segment in the durability format.
+func (r *replication) diskSnapshot(seg int) *durability.Snapshot {
+	s := r.takeSnapshot(seg)
+	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: s.Epoch, Entries: s.Entries}
+}
+
+func entryOf(op *durability.Op) *entry {
+	if op.Kind != durability.OpPut {
+		return nil
+	}
+	return &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
+}
+
+// takeSnapshot copies a segment for a replica behind the op log.
+func (r *replication) takeSnapshot(segment int) *segmentSnapshot {
+	rev, keys, entries := r.n.store.snapshot(segment)
+	s := &segmentSnapshot{
+		Segment:  segment,
+		Revision: rev,
+		Epoch:    r.n.fsm.clusterMap().Runtime[r.n.layout.SegmentPartition(segment)].Epoch,
+		Entries:  make([]durability.Entry, len(keys)),
+	}
+	for i, k := range keys {
+		e := entries[i]
+		s.Entries[i] = durability.Entry{Key: k, Value: e.value, ExpireAt: e.expireAt, Version: e.version}
+	}
+	return s
+}
+
+// snapshotStats returns replication counters.
+func (r *replication) snapshotStats() ReplicationStats {
+	s := &r.stats
+	return ReplicationStats{
+		OpsSent: s.opsSent.Load(), BytesSent: s.bytesSent.Load(), SnapshotsSent: s.snapshotsSent.Load(),
+		OpsApplied: s.opsApplied.Load(), SnapshotsApplied: s.snapshotsApplied.Load(), Gaps: s.gaps.Load(),
+		RejectedStaleEpoch: s.rejected.Load(), InSyncDecisions: s.inSyncDecisions.Load(),
+		RecoveredOps: s.recoveredOps.Load(),
+	}
+}
+
+// ReplicationStats returns this node's replication counters.
+func (n *Node) ReplicationStats() ReplicationStats { return n.repl.snapshotStats() }
+
+// SegmentDigest summarises this node's copy of a segment, to compare replicas with their owner.
+func (n *Node) SegmentDigest(segment int) Digest { return n.store.digest(segment) }

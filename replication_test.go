@@ -1,0 +1,408 @@
+package zaris
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// replicated returns a tweak for a cluster with replication factor rf.
+func replicated(rf int, more ...func(*Config)) func(*Config) {
+	return func(cfg *Config) {
+		cfg.ReplicationFactor = rf
+		cfg.ReplicaAckTimeout = 300 * time.Millisecond
+		for _, f := range more {
+			f(cfg)
+		}
+	}
+}
+
+// nodeByID returns the live node named id.
+func (c *testCluster) nodeByID(id NodeID) *Node {
+	for _, n := range c.live() {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// assertReplicasMatch compares every assigned copy of every partition with its owner, segment by segment.
+func assertReplicasMatch(t *testing.T, c *testCluster) {
+	t.Helper()
+	m := c.live()[0].ClusterMap()
+	layout := m.Layout()
+	for p, nodes := range m.Assignment {
+		owner := c.nodeByID(m.Runtime[p].Owner)
+		first, end := layout.PartitionSegments(p)
+		for _, id := range nodes[1:] {
+			replica := c.nodeByID(id)
+			for s := first; s < end; s++ {
+				if want, got := owner.SegmentDigest(s), replica.SegmentDigest(s); want != got {
+					t.Fatalf("partition %d segment %d: owner %s has %+v, replica %s has %+v", p, s, owner.id, want, id, got)
+				}
+			}
+		}
+	}
+}
+
+// writeBurst writes, overwrites and deletes keys from every node concurrently and returns the final values.
+func writeBurst(t *testing.T, c *testCluster, keys int, opts ...PutOption) map[string][]byte {
+	t.Helper()
+	ctx := bg(t)
+	nodes := c.live()
+	var mu sync.Mutex
+	final := map[string][]byte{}
+	var wg sync.WaitGroup
+	for w, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for i := w; i < keys; i += len(nodes) {
+				key := fmt.Sprintf("burst-%d", i)
+				value := []byte(fmt.Sprintf("v%d-%d", i, rng.IntN(1000)))
+				if err := n.Put(ctx, key, value, opts...); err != nil {
+					t.Errorf("put %s: %v", key, err)
+					return
+				}
+				if i%5 == 0 {
+					if _, err := n.Delete(ctx, key); err != nil {
+						t.Errorf("delete %s: %v", key, err)
+						return
+					}
+					value = nil
+				}
+				mu.Lock()
+				final[key] = value
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return final
+}
+
+// TestReplicasConvergeAfterBurst checks that after a burst of Sync writes every replica's segments are
+// identical to the owner's at once, for RF 2 and 3, and that an Async burst converges too.
+func TestReplicasConvergeAfterBurst(t *testing.T) {
+	for _, rf := range []int{2, 3} {
+		t.Run(fmt.Sprintf("rf-%d-sync", rf), func(t *testing.T) {
+			c := startCluster(t, 3, replicated(rf))
+			final := writeBurst(t, c, 1500)
+			assertReplicasMatch(t, c) // Sync: no waiting allowed
+			for key, want := range final {
+				got, err := c.node(0).Get(bg(t), key)
+				if want == nil && err == nil || want != nil && !bytes.Equal(got, want) {
+					t.Fatalf("%s = %q, %v; want %q", key, got, err, want)
+				}
+			}
+		})
+	}
+	t.Run("rf-2-async", func(t *testing.T) {
+		c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.WriteConcern = Async }))
+		writeBurst(t, c, 1500)
+		waitFor(t, 10*time.Second, "async replicas to converge", func() bool {
+			ok := true
+			m := c.live()[0].ClusterMap()
+			for p, nodes := range m.Assignment {
+				first, end := m.Layout().PartitionSegments(p)
+				for s := first; s < end && ok; s++ {
+					ok = c.nodeByID(nodes[0]).SegmentDigest(s) == c.nodeByID(nodes[1]).SegmentDigest(s)
+				}
+			}
+			return ok
+		})
+	})
+}
+
+// TestSyncWriteIsOnReplicasWhenAcknowledged reads every replica's store directly right after each ack.
+func TestSyncWriteIsOnReplicasWhenAcknowledged(t *testing.T) {
+	c := startCluster(t, 3, replicated(3))
+	ctx := bg(t)
+	for i := 0; i < 300; i++ {
+		key := fmt.Sprintf("acked-%d", i)
+		value := []byte(fmt.Sprintf("value-%d", i))
+		if err := c.node(i%3).Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+		m := c.node(0).ClusterMap()
+		p := m.Layout().KeyPartition(key)
+		seg := m.Layout().KeySegment(key)
+		for _, id := range m.Runtime[p].InSync {
+			got, _, ok := c.nodeByID(id).store.get(seg, key)
+			if !ok || !bytes.Equal(got, value) {
+				t.Fatalf("write %d acknowledged but replica %s has %q (present %v)", i, id, got, ok)
+			}
+		}
+		if len(m.Runtime[p].InSync) != 2 {
+			t.Fatalf("partition %d has in-sync replicas %v; want 2", p, m.Runtime[p].InSync)
+		}
+	}
+}
+
+// TestStaleEpochIsRefused makes an owner that missed its own deposition accept a write: the replica,
+// which knows the newer epoch, refuses the op and the write is not acknowledged.
+func TestStaleEpochIsRefused(t *testing.T) {
+	c := startCluster(t, 3, replicated(2))
+	ctx := bg(t)
+	leader := c.node(c.leader())
+	before := leader.ClusterMap()
+	// Pick a partition and rotate its assignment so that its replica becomes the preferred primary.
+	p := 0
+	oldOwner := c.nodeByID(before.Runtime[p].Owner)
+	next := make(Assignment, len(before.Assignment))
+	copy(next, before.Assignment)
+	next[p] = []NodeID{before.Assignment[p][1], before.Assignment[p][0]}
+	if err := leader.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
+		t.Fatal(err)
+	}
+	newOwner := c.nodeByID(next[p][0])
+	waitFor(t, 5*time.Second, "every node to apply the new epoch", func() bool {
+		for _, n := range c.live() {
+			if n.ClusterMap().Runtime[p].Owner != newOwner.id {
+				return false
+			}
+		}
+		return true
+	})
+	// The old owner forgets the change: it still believes it owns p at the old epoch.
+	oldOwner.fsm.current.Store(before)
+	key := "fenced"
+	for oldOwner.layout.KeyPartition(key) != p {
+		key += "!"
+	}
+	reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
+	if reply.Status != StatusReplicaWriteRejected {
+		t.Fatalf("stale owner's write: status %s; want ReplicaWriteRejected", reply.Status)
+	}
+	if _, _, ok := newOwner.store.get(oldOwner.layout.KeySegment(key), key); ok {
+		t.Fatal("the new owner applied an op from a stale epoch")
+	}
+	if newOwner.ReplicationStats().RejectedStaleEpoch == 0 {
+		t.Fatal("no stale-epoch rejection counted")
+	}
+	// A direct op with the stale epoch is refused as well.
+	seg := oldOwner.layout.KeySegment(key)
+	r := newOwner.repl.serveReplicate(&replicateRequest{From: oldOwner.id, Ops: []durability.Op{{
+		Segment: uint32(seg), Revision: newOwner.store.revision(seg) + 1, Epoch: before.Runtime[p].Epoch,
+		Kind: durability.OpPut, Key: key, Value: []byte("x"),
+	}}})
+	if r.Status != StatusReplicaWriteRejected {
+		t.Fatalf("stale op: status %s; want ReplicaWriteRejected", r.Status)
+	}
+}
+
+// ownedPartitionKeys returns n keys sharing one hash tag, in a partition owned by owner whose other copy is
+// on replica, and whose leader is neither.
+func taggedKeys(owner *Node, count int) (keys []string, segment int) {
+	m := owner.ClusterMap()
+	for t := 0; ; t++ {
+		tag := fmt.Sprintf("{t%d}", t)
+		if m.Runtime[m.Layout().KeyPartition(tag)].Owner != owner.id {
+			continue
+		}
+		for i := 0; i < count; i++ {
+			keys = append(keys, fmt.Sprintf("%s:%d", tag, i))
+		}
+		return keys, m.Layout().KeySegment(tag)
+	}
+}
+
+// TestReplicaCatchesUp cuts a replica off while its owner takes Async writes, then heals: a replica a few
+// ops behind receives exactly the missed ops; one behind the op log's retention receives a snapshot.
+func TestReplicaCatchesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		writes   int
+		snapshot bool
+	}{{"tail", 5, false}, {"snapshot", 60, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+				cfg.WriteConcern = Async
+				cfg.OpLogRetain = 16
+			}))
+			ctx := bg(t)
+			owner := c.node(0)
+			keys, seg := taggedKeys(owner, tc.writes)
+			m := owner.ClusterMap()
+			replica := c.nodeByID(m.Assignment[m.Layout().SegmentPartition(seg)][1])
+			if err := owner.Put(ctx, keys[0], []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, "the first write on the replica", func() bool {
+				return replica.SegmentDigest(seg) == owner.SegmentDigest(seg)
+			})
+			before := replica.ReplicationStats()
+			c.faults.Partition(string(owner.id), string(replica.id))
+			c.faults.Reset(string(owner.id), string(replica.id))
+			for _, key := range keys {
+				if err := owner.Put(ctx, key, []byte("during "+key)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.faults.HealAll()
+			waitFor(t, 10*time.Second, "the replica to catch up", func() bool {
+				return replica.SegmentDigest(seg) == owner.SegmentDigest(seg)
+			})
+			after := replica.ReplicationStats()
+			snapshots := after.SnapshotsApplied - before.SnapshotsApplied
+			applied := after.OpsApplied - before.OpsApplied
+			if tc.snapshot {
+				if snapshots != 1 {
+					t.Fatalf("%d snapshots applied; want 1", snapshots)
+				}
+				return
+			}
+			if snapshots != 0 || applied != uint64(tc.writes) {
+				t.Fatalf("replica applied %d ops and %d snapshots; want exactly the %d missed ops", applied, snapshots, tc.writes)
+			}
+		})
+	}
+}
+
+// TestUnresponsiveReplicaLeavesInSyncSet checks that a Sync write facing a silent replica is acknowledged
+// only after a committed decision removed that replica from the in-sync set.
+func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
+	c := startCluster(t, 3, replicated(2))
+	ctx := bg(t)
+	leader := c.node(c.leader())
+	m := leader.ClusterMap()
+	p := -1
+	for i, nodes := range m.Assignment {
+		if nodes[0] != leader.id && nodes[1] != leader.id {
+			p = i
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition away from the leader")
+	}
+	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
+	key := "silent"
+	for owner.layout.KeyPartition(key) != p {
+		key += "!"
+	}
+	c.faults.Partition(string(owner.id), string(replica.id))
+	if err := owner.Put(ctx, key, []byte("v")); err != nil {
+		t.Fatalf("put with a silent replica: %v", err)
+	}
+	st := owner.ClusterMap().Runtime[p]
+	if len(st.InSync) != 0 {
+		t.Fatalf("in-sync set %v still lists the silent replica", st.InSync)
+	}
+	if owner.ReplicationStats().InSyncDecisions == 0 {
+		t.Fatal("no in-sync decision committed")
+	}
+	// Healed, the replica catches up and the owner returns it to the in-sync set.
+	c.faults.HealAll()
+	waitFor(t, 10*time.Second, "the replica back in the in-sync set", func() bool {
+		return len(owner.ClusterMap().Runtime[p].InSync) == 1
+	})
+	seg := owner.layout.KeySegment(key)
+	if got, _, ok := replica.store.get(seg, key); !ok || string(got) != "v" {
+		t.Fatalf("replica back in sync without the write: %q, %v", got, ok)
+	}
+}
+
+// TestRestartedReplicaFetchesOnlyTheMissedTail stops a replica during writes and restarts it with the same
+// DataDir: it reloads its segments from disk and receives exactly the ops it missed, no snapshot.
+func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
+	base := t.TempDir()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+	}))
+	ctx := bg(t)
+	leader := c.leader()
+	victim := (leader + 1) % 3
+	writer := c.node((leader + 2) % 3)
+	victimID := c.node(victim).id
+	put := func(prefix string, count int) (replicatedToVictim int) {
+		for i := 0; i < count; i++ {
+			key := fmt.Sprintf("%s-%d", prefix, i)
+			m := writer.ClusterMap()
+			nodes := m.Assignment[m.Layout().KeyPartition(key)]
+			if nodes[0] == victimID {
+				continue // no failover yet: the victim's own partitions are down while it is
+			}
+			if err := writer.Put(ctx, key, []byte("value of "+key)); err != nil {
+				t.Fatalf("put %s: %v", key, err)
+			}
+			if nodes[1] == victimID {
+				replicatedToVictim++
+			}
+		}
+		return replicatedToVictim
+	}
+	put("before", 400)
+	c.kill(victim)
+	missed := put("during", 200)
+	if missed == 0 {
+		t.Fatal("no write during the outage belonged to the victim's replicas")
+	}
+
+	restarted := c.restart(victim)
+	if restarted.ReplicationStats().RecoveredOps == 0 {
+		t.Fatal("the restarted node recovered nothing from its data dir")
+	}
+	waitFor(t, 20*time.Second, "the restarted replica to converge", func() bool {
+		m := writer.ClusterMap()
+		for p, nodes := range m.Assignment {
+			if nodes[1] != victimID {
+				continue
+			}
+			first, end := m.Layout().PartitionSegments(p)
+			for s := first; s < end; s++ {
+				if c.nodeByID(nodes[0]).SegmentDigest(s) != restarted.SegmentDigest(s) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	st := restarted.ReplicationStats()
+	if st.SnapshotsApplied != 0 || st.OpsApplied != uint64(missed) {
+		t.Fatalf("restarted replica applied %d ops and %d snapshots; want exactly the %d missed ops",
+			st.OpsApplied, st.SnapshotsApplied, missed)
+	}
+}
+
+// TestCorruptDataDirIsRefused damages a stopped node's data dir: the restart fails with a clear error
+// instead of crashing or serving diverged data.
+func TestCorruptDataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	c := startCluster(t, 1, func(cfg *Config) { cfg.DataDir = dir })
+	for i := 0; i < 50; i++ {
+		if err := c.node(0).Put(bg(t), fmt.Sprintf("k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.kill(0)
+	files, err := filepath.Glob(filepath.Join(dir, "oplog", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no op log files: %v", err)
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f, bytes.Repeat([]byte{0xde, 0xad}, 64), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig("corrupt")
+	cfg.DataDir = dir
+	n, err := Join(bg(t), cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("a node started on a corrupt data dir")
+	}
+	if !strings.Contains(err.Error(), dir) {
+		t.Fatalf("error %q does not name the data dir", err)
+	}
+}

@@ -1,0 +1,220 @@
+package zaris
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// respNodeID is the 40-hex-digit node id Redis Cluster clients expect, derived from the node's name so it is
+// the same on every node and across restarts.
+func respNodeID(id NodeID) string {
+	sum := sha1.Sum([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// slotRange is a run of slots served by one node.
+type slotRange struct {
+	first, last uint16
+	owner       NodeID
+}
+
+// slotRanges lists the slots of m that a RESP client can be sent to, in slot order, merging neighbouring
+// partitions with the same owner. Partitions without an owner, or whose owner has no RESP endpoint, are
+// left out.
+func slotRanges(m *ClusterMap) []slotRange {
+	if m.Version == 0 {
+		return nil
+	}
+	layout := m.Layout()
+	var out []slotRange
+	for p, st := range m.Runtime {
+		if st.Owner == "" || st.Health == Unavailable || m.Nodes[st.Owner].RESPAddr == "" {
+			continue
+		}
+		first, last := layout.PartitionSlots(p)
+		if n := len(out); n > 0 && out[n-1].owner == st.Owner && out[n-1].last+1 == first {
+			out[n-1].last = last
+			continue
+		}
+		out = append(out, slotRange{first: first, last: last, owner: st.Owner})
+	}
+	return out
+}
+
+// respNode is a cluster member as RESP clients see it.
+type respNode struct {
+	id      NodeID
+	host    string
+	port    int
+	busPort int
+	epoch   uint64
+	slots   []slotRange
+}
+
+// respNodes lists the members of m with a RESP endpoint, sorted by name, with the slot ranges they serve.
+func respNodes(m *ClusterMap, ranges []slotRange) []respNode {
+	byID := map[NodeID]*respNode{}
+	var out []respNode
+	for _, info := range m.Nodes {
+		host, port, ok := splitHostPort(info.RESPAddr)
+		if !ok {
+			continue
+		}
+		_, bus, _ := splitHostPort(info.DataAddr)
+		out = append(out, respNode{id: info.ID, host: host, port: port, busPort: bus})
+	}
+	slices.SortFunc(out, func(a, b respNode) int { return strings.Compare(string(a.id), string(b.id)) })
+	for i := range out {
+		byID[out[i].id] = &out[i]
+	}
+	for _, r := range ranges {
+		if n := byID[r.owner]; n != nil {
+			n.slots = append(n.slots, r)
+		}
+	}
+	for p, st := range m.Runtime {
+		if n := byID[st.Owner]; n != nil {
+			n.epoch = max(n.epoch, m.Runtime[p].Epoch)
+		}
+	}
+	return out
+}
+
+func splitHostPort(addr string) (string, int, bool) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	port, err := strconv.Atoi(portStr)
+	return host, port, err == nil
+}
+
+// cmdCluster serves the CLUSTER subcommands cluster clients and tools use.
+func (c *respConn) cmdCluster(args [][]byte) {
+	sub := args[1]
+	switch {
+	case isSubcommand(sub, "SLOTS") && len(args) == 2:
+		c.clusterSlots()
+	case isSubcommand(sub, "SHARDS") && len(args) == 2:
+		c.clusterShards()
+	case isSubcommand(sub, "NODES") && len(args) == 2:
+		c.clusterNodes()
+	case isSubcommand(sub, "INFO") && len(args) == 2:
+		c.clusterInfo()
+	case isSubcommand(sub, "KEYSLOT") && len(args) == 3:
+		c.wr.int(int64(KeySlotBytes(args[2])))
+	case (isSubcommand(sub, "MYID") || isSubcommand(sub, "MYSHARDID")) && len(args) == 2:
+		c.wr.bulkString(respNodeID(c.srv.n.id))
+	default:
+		c.unknownSubcommand("cluster", sub)
+	}
+}
+
+// clusterSlots writes CLUSTER SLOTS: per slot range, its bounds and its node (host, port, id).
+func (c *respConn) clusterSlots() {
+	m := c.srv.n.fsm.clusterMap()
+	ranges := slotRanges(m)
+	c.wr.array(len(ranges))
+	for _, r := range ranges {
+		host, port, _ := splitHostPort(m.Nodes[r.owner].RESPAddr)
+		c.wr.array(3)
+		c.wr.int(int64(r.first))
+		c.wr.int(int64(r.last))
+		c.wr.array(3)
+		c.wr.bulkString(host)
+		c.wr.int(int64(port))
+		c.wr.bulkString(respNodeID(r.owner))
+	}
+}
+
+// clusterShards writes CLUSTER SHARDS: one shard per node, each with its slot ranges and the node itself.
+func (c *respConn) clusterShards() {
+	m := c.srv.n.fsm.clusterMap()
+	nodes := respNodes(m, slotRanges(m))
+	c.wr.array(len(nodes))
+	for _, n := range nodes {
+		c.wr.mapOf(2)
+		c.wr.bulkString("slots")
+		c.wr.array(2 * len(n.slots))
+		for _, r := range n.slots {
+			c.wr.int(int64(r.first))
+			c.wr.int(int64(r.last))
+		}
+		c.wr.bulkString("nodes")
+		c.wr.array(1)
+		c.wr.mapOf(7)
+		for _, kv := range [][2]string{{"id", respNodeID(n.id)}, {"ip", n.host}, {"endpoint", n.host}, {"role", "master"}, {"health", "online"}} {
+			c.wr.bulkString(kv[0])
+			c.wr.bulkString(kv[1])
+		}
+		c.wr.bulkString("port")
+		c.wr.int(int64(n.port))
+		c.wr.bulkString("replication-offset")
+		c.wr.int(0)
+	}
+}
+
+// clusterNodes writes CLUSTER NODES: one line per node in Redis's format.
+func (c *respConn) clusterNodes() {
+	m := c.srv.n.fsm.clusterMap()
+	var b strings.Builder
+	for _, n := range respNodes(m, slotRanges(m)) {
+		flags := "master"
+		if n.id == c.srv.n.id {
+			flags = "myself,master"
+		}
+		b.WriteString(respNodeID(n.id) + " " + net.JoinHostPort(n.host, strconv.Itoa(n.port)) + "@" + strconv.Itoa(n.busPort) +
+			" " + flags + " - 0 0 " + strconv.FormatUint(n.epoch, 10) + " connected")
+		for _, r := range n.slots {
+			b.WriteString(" " + strconv.Itoa(int(r.first)))
+			if r.last != r.first {
+				b.WriteString("-" + strconv.Itoa(int(r.last)))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	c.wr.bulkString(b.String())
+}
+
+// clusterInfo writes CLUSTER INFO. The state is ok when every slot is served by a node with a RESP endpoint.
+func (c *respConn) clusterInfo() {
+	m := c.srv.n.fsm.clusterMap()
+	ranges := slotRanges(m)
+	nodes := respNodes(m, ranges)
+	served, size := 0, 0
+	for _, r := range ranges {
+		served += int(r.last-r.first) + 1
+	}
+	var epoch, myEpoch uint64
+	for _, n := range nodes {
+		if len(n.slots) > 0 {
+			size++
+		}
+		epoch = max(epoch, n.epoch)
+		if n.id == c.srv.n.id {
+			myEpoch = n.epoch
+		}
+	}
+	state := "fail"
+	if served == NumSlots {
+		state = "ok"
+	}
+	lines := []string{
+		"cluster_state:" + state,
+		"cluster_slots_assigned:" + strconv.Itoa(served),
+		"cluster_slots_ok:" + strconv.Itoa(served),
+		"cluster_slots_pfail:0",
+		"cluster_slots_fail:" + strconv.Itoa(NumSlots-served),
+		"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
+		"cluster_size:" + strconv.Itoa(size),
+		"cluster_current_epoch:" + strconv.FormatUint(epoch, 10),
+		"cluster_my_epoch:" + strconv.FormatUint(myEpoch, 10),
+		"cluster_stats_messages_sent:0",
+		"cluster_stats_messages_received:0",
+	}
+	c.wr.bulkString(strings.Join(lines, "\r\n") + "\r\n")
+}

@@ -1,0 +1,767 @@
+package zaris
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// respVersion is the Redis version the endpoint reports; clients use it to pick the features they rely on.
+const respVersion = "7.0.0"
+
+// respCommand describes one command the endpoint serves, with the key positions COMMAND reports so that
+// cluster clients can route it (first key, last key, step; a negative last key counts from the end).
+type respCommand struct {
+	name     string
+	arity    int // Redis convention: n means exactly n arguments (name included), -n at least n
+	flags    []string
+	firstKey int
+	lastKey  int
+	step     int
+	acl      []string
+	noAuth   bool // may run before AUTH
+	run      func(c *respConn, args [][]byte)
+}
+
+func (cmd *respCommand) arityOK(n int) bool {
+	if cmd.arity >= 0 {
+		return n == cmd.arity
+	}
+	return n >= -cmd.arity
+}
+
+// respCommandTable is every command the endpoint serves, by lower-case name.
+var respCommandTable = buildRESPCommands()
+
+func buildRESPCommands() map[string]*respCommand {
+	readFast := []string{"readonly", "fast"}
+	write := []string{"write", "denyoom"}
+	writeFast := []string{"write", "denyoom", "fast"}
+	meta := []string{"loading", "stale", "fast"}
+	list := []*respCommand{
+		{name: "get", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdGet},
+		{name: "set", arity: -3, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSet},
+		{name: "del", arity: -2, flags: []string{"write"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, run: (*respConn).cmdDel},
+		{name: "unlink", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdDel},
+		{name: "exists", arity: -2, flags: readFast, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExists},
+		{name: "mget", arity: -2, flags: readFast, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdMGet},
+		{name: "mset", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 2, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdMSet},
+		{name: "incr", arity: 2, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
+		{name: "decr", arity: 2, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
+		{name: "incrby", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
+		{name: "decrby", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
+		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
+		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
+		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
+		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
+		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
+		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
+		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
+		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
+		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
+		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
+		{name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
+		{name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
+		{name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
+		{name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
+		{name: "readonly", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
+		{name: "readwrite", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
+		{name: "asking", arity: 1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
+		{name: "select", arity: 2, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdSelect},
+	}
+	table := make(map[string]*respCommand, len(list))
+	for _, cmd := range list {
+		table[cmd.name] = cmd
+	}
+	return table
+}
+
+// dispatch runs one command: lookup, arity, authentication, then the command itself.
+func (s *respServer) dispatch(c *respConn, args [][]byte) {
+	cmd := s.lookup(args[0])
+	switch {
+	case cmd == nil:
+		c.wr.error(unknownCommandMessage(args))
+	case !cmd.arityOK(len(args)):
+		c.wr.error("ERR wrong number of arguments for '" + cmd.name + "' command")
+	case !c.authed && !cmd.noAuth:
+		c.wr.error("NOAUTH Authentication required.")
+	default:
+		cmd.run(c, args)
+	}
+}
+
+// lookup finds a command by name in any case, without allocating.
+func (s *respServer) lookup(name []byte) *respCommand {
+	var lower [16]byte
+	if len(name) > len(lower) {
+		return nil
+	}
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		lower[i] = ch
+	}
+	return s.commands[string(lower[:len(name)])]
+}
+
+// unknownCommandMessage words the error the way Redis does, quoting the first arguments.
+func unknownCommandMessage(args [][]byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", clip(args[0], 128))
+	for _, arg := range args[1:] {
+		if b.Len() > 256 {
+			break
+		}
+		fmt.Fprintf(&b, "'%s' ", clip(arg, 128))
+	}
+	return b.String()
+}
+
+// clip shortens b for an error message and replaces bytes that are not printable.
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == '\uFFFD' {
+			return '?'
+		}
+		return r
+	}, string(b))
+}
+
+// isSubcommand reports whether arg names sub, in any case.
+func isSubcommand(arg []byte, sub string) bool { return bytes.EqualFold(arg, []byte(sub)) }
+
+func (c *respConn) syntaxError() { c.wr.error("ERR syntax error") }
+
+func (c *respConn) notInteger() { c.wr.error("ERR value is not an integer or out of range") }
+
+func (c *respConn) unknownSubcommand(cmd string, sub []byte) {
+	c.wr.error(fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", clip(sub, 128), strings.ToUpper(cmd)))
+}
+
+// ---- Ownership ----
+
+// ownKey checks that this node actively owns key's partition and returns its segment; otherwise it writes
+// the redirect or refusal and reports false.
+func (c *respConn) ownKey(key string) (int, bool) {
+	seg, refusal, owned := c.srv.n.checkOwner(key)
+	if !owned {
+		c.refuse(KeySlot(key), refusal)
+	}
+	return seg, owned
+}
+
+// ownKeys checks that keys share one slot (CROSSSLOT otherwise, as in Redis Cluster) and that this node owns
+// it. It returns the segment of all the keys.
+func (c *respConn) ownKeys(keys [][]byte) (int, bool) {
+	slot := KeySlotBytes(keys[0])
+	for _, k := range keys[1:] {
+		if KeySlotBytes(k) != slot {
+			c.wr.error("CROSSSLOT Keys in request don't hash to the same slot")
+			return 0, false
+		}
+	}
+	return c.ownKey(string(keys[0]))
+}
+
+// refuse writes the Redis Cluster reply for a status that keeps the node from serving slot.
+func (c *respConn) refuse(slot uint16, reply kvReply) {
+	switch reply.Status {
+	case StatusMoved:
+		if addr := c.srv.respAddrOf(reply.Owner); addr != "" {
+			c.wr.error("MOVED " + strconv.Itoa(int(slot)) + " " + addr)
+			return
+		}
+		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is served by a node without a RESP endpoint")
+	case StatusOwnershipChanging, StatusReplicaWriteRejected:
+		c.wr.error("TRYAGAIN Ownership of hash slot " + strconv.Itoa(int(slot)) + " is changing, try again")
+	case StatusPartitionUnavailable:
+		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is not served")
+	case StatusNotReady:
+		c.wr.error("CLUSTERDOWN The cluster has no slot map yet")
+	default:
+		c.wr.error("ERR " + reply.Status.String())
+	}
+}
+
+// respAddrOf returns the RESP address the committed map records for id.
+func (s *respServer) respAddrOf(id NodeID) string {
+	return s.n.fsm.clusterMap().Nodes[id].RESPAddr
+}
+
+// apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
+// (the node lost the partition meanwhile) is written as a refusal and reported false.
+func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
+	reply := c.srv.n.applyKV(c.srv.ctx, op, seg, req)
+	switch reply.Status {
+	case StatusSuccess, StatusNotFound:
+		return reply, true
+	case StatusInvalidRequest:
+		if op == opIncr {
+			c.notInteger()
+			return reply, false
+		}
+		c.wr.error("ERR invalid request")
+		return reply, false
+	}
+	c.refuse(KeySlot(req.Key), reply)
+	return reply, false
+}
+
+// keyOp checks ownership of req.Key and applies op.
+func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
+	seg, ok := c.ownKey(req.Key)
+	if !ok {
+		return kvReply{}, false
+	}
+	return c.apply(op, seg, req)
+}
+
+// ---- Strings and keys ----
+
+func (c *respConn) cmdGet(args [][]byte) {
+	reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])})
+	if !ok {
+		return
+	}
+	c.valueReply(reply)
+}
+
+func (c *respConn) valueReply(reply kvReply) {
+	if reply.Status == StatusNotFound {
+		c.wr.null()
+		return
+	}
+	c.wr.bulk(reply.Value)
+}
+
+// setArgs is a parsed SET: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
+type setArgs struct {
+	cond    putCond
+	ttl     time.Duration
+	expires bool
+}
+
+func (c *respConn) cmdSet(args [][]byte) {
+	opts, ok := c.parseSet(args[3:])
+	if !ok {
+		return
+	}
+	req := &kvRequest{Key: string(args[1]), Value: bytes.Clone(args[2]), TTL: int64(opts.ttl), Cond: opts.cond}
+	if opts.cond == 0 {
+		if _, ok := c.keyOp(opPut, req); ok {
+			c.wr.ok()
+		}
+		return
+	}
+	reply, ok := c.keyOp(opPutIf, req)
+	switch {
+	case !ok:
+	case opts.cond&condReturnPrev != 0 && reply.Existed:
+		c.wr.bulk(reply.Value)
+	case opts.cond&condReturnPrev != 0 || reply.Int == 0:
+		c.wr.null()
+	default:
+		c.wr.ok()
+	}
+}
+
+// parseSet reads SET's options; on a bad one it writes the error and reports false.
+func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
+	var s setArgs
+	for i := 0; i < len(opts); i++ {
+		opt := strings.ToUpper(string(opts[i]))
+		switch {
+		case opt == "NX" && s.cond&condIfExists == 0:
+			s.cond |= condIfAbsent
+		case opt == "XX" && s.cond&condIfAbsent == 0:
+			s.cond |= condIfExists
+		case opt == "GET":
+			s.cond |= condReturnPrev
+		case opt == "KEEPTTL" && !s.expires:
+			s.cond |= condKeepTTL
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !s.expires &&
+			s.cond&condKeepTTL == 0 && i+1 < len(opts):
+			i++
+			ttl, ok := c.expiryArg(opt, opts[i])
+			if !ok {
+				return s, false
+			}
+			s.ttl, s.expires = ttl, true
+		default:
+			c.syntaxError()
+			return s, false
+		}
+	}
+	return s, true
+}
+
+// expiryArg turns the argument of EX, PX, EXAT or PXAT into a TTL from now.
+func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
+	n, ok := parseCanonicalInt(arg)
+	if !ok {
+		c.notInteger()
+		return 0, false
+	}
+	scale := time.Second
+	if unit == "PX" || unit == "PXAT" {
+		scale = time.Millisecond
+	}
+	if n <= 0 || n > math.MaxInt64/int64(scale) {
+		c.wr.error("ERR invalid expire time in 'set' command")
+		return 0, false
+	}
+	ttl := time.Duration(n) * scale
+	if unit == "EXAT" || unit == "PXAT" {
+		ttl = max(time.Duration(n*int64(scale)-c.srv.n.cfg.Clock.Now().UnixNano()), 1)
+	}
+	return ttl, true
+}
+
+func (c *respConn) cmdDel(args [][]byte) {
+	c.countKeys(opDelete, args[1:])
+}
+
+func (c *respConn) cmdExists(args [][]byte) {
+	c.countKeys(opExists, args[1:])
+}
+
+// countKeys applies op to every key (one slot) and replies how many succeeded.
+func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
+	seg, ok := c.ownKeys(keys)
+	if !ok {
+		return
+	}
+	var count int64
+	for _, k := range keys {
+		reply, ok := c.apply(op, seg, &kvRequest{Key: string(k)})
+		if !ok {
+			return
+		}
+		if reply.Status == StatusSuccess {
+			count++
+		}
+	}
+	c.wr.int(count)
+}
+
+func (c *respConn) cmdMGet(args [][]byte) {
+	keys := args[1:]
+	seg, ok := c.ownKeys(keys)
+	if !ok {
+		return
+	}
+	replies := make([]kvReply, len(keys))
+	for i, k := range keys {
+		if replies[i], ok = c.apply(opGet, seg, &kvRequest{Key: string(k)}); !ok {
+			return
+		}
+	}
+	c.wr.array(len(keys))
+	for _, reply := range replies {
+		c.valueReply(reply)
+	}
+}
+
+func (c *respConn) cmdMSet(args [][]byte) {
+	if len(args)%2 == 0 {
+		c.wr.error("ERR wrong number of arguments for 'mset' command")
+		return
+	}
+	keys := make([][]byte, 0, len(args)/2)
+	for i := 1; i < len(args); i += 2 {
+		keys = append(keys, args[i])
+	}
+	seg, ok := c.ownKeys(keys)
+	if !ok {
+		return
+	}
+	for i := 1; i < len(args); i += 2 {
+		if _, ok := c.apply(opPut, seg, &kvRequest{Key: string(args[i]), Value: bytes.Clone(args[i+1])}); !ok {
+			return
+		}
+	}
+	c.wr.ok()
+}
+
+// cmdIncr serves INCR, DECR, INCRBY and DECRBY.
+func (c *respConn) cmdIncr(args [][]byte) {
+	delta := int64(1)
+	if len(args) == 3 {
+		n, ok := parseCanonicalInt(args[2])
+		if !ok {
+			c.notInteger()
+			return
+		}
+		delta = n
+	}
+	if args[0][0]|0x20 == 'd' {
+		if delta == math.MinInt64 {
+			c.wr.error("ERR decrement would overflow")
+			return
+		}
+		delta = -delta
+	}
+	if reply, ok := c.keyOp(opIncr, &kvRequest{Key: string(args[1]), Delta: delta}); ok {
+		c.wr.int(reply.Int)
+	}
+}
+
+// cmdExpire serves EXPIRE and PEXPIRE. A non-positive time deletes the key, as in Redis.
+func (c *respConn) cmdExpire(args [][]byte) {
+	if len(args) > 3 {
+		c.wr.error(fmt.Sprintf("ERR Unsupported option %s", clip(args[3], 64)))
+		return
+	}
+	n, ok := parseCanonicalInt(args[2])
+	if !ok {
+		c.notInteger()
+		return
+	}
+	scale := time.Second
+	if args[0][0]|0x20 == 'p' {
+		scale = time.Millisecond
+	}
+	if n > math.MaxInt64/int64(scale) || n < math.MinInt64/int64(scale) {
+		c.wr.error("ERR invalid expire time in '" + strings.ToLower(string(args[0])) + "' command")
+		return
+	}
+	ttl := time.Duration(n) * scale
+	if ttl <= 0 {
+		ttl = -1 // a zero TTL means "none" on the wire; the store deletes on any non-positive one
+	}
+	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl)}); ok {
+		c.wr.int(boolInt(reply.Status == StatusSuccess))
+	}
+}
+
+// cmdTTL serves TTL and PTTL: -2 without the key, -1 without an expiry.
+func (c *respConn) cmdTTL(args [][]byte) {
+	reply, ok := c.keyOp(opTTL, &kvRequest{Key: string(args[1])})
+	switch {
+	case !ok:
+	case reply.Status == StatusNotFound:
+		c.wr.int(-2)
+	case time.Duration(reply.Int) == NoExpiry:
+		c.wr.int(-1)
+	case args[0][0]|0x20 == 'p':
+		c.wr.int((reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond))
+	default:
+		c.wr.int((reply.Int + int64(time.Second)/2) / int64(time.Second))
+	}
+}
+
+func (c *respConn) cmdPersist(args [][]byte) {
+	if reply, ok := c.keyOp(opPersist, &kvRequest{Key: string(args[1])}); ok {
+		c.wr.int(reply.Int)
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ---- Connection ----
+
+func (c *respConn) cmdOK([][]byte) { c.wr.ok() }
+
+func (c *respConn) cmdPing(args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.wr.simple("PONG")
+	case 2:
+		c.wr.bulk(args[1])
+	default:
+		c.wr.error("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func (c *respConn) cmdEcho(args [][]byte) { c.wr.bulk(args[1]) }
+
+func (c *respConn) cmdQuit([][]byte) {
+	c.wr.ok()
+	c.quit = true
+}
+
+func (c *respConn) cmdSelect(args [][]byte) {
+	if n, ok := parseCanonicalInt(args[1]); !ok {
+		c.notInteger()
+	} else if n != 0 {
+		c.wr.error("ERR SELECT is not allowed in cluster mode")
+	} else {
+		c.wr.ok()
+	}
+}
+
+// checkPassword compares in constant time; the only user is "default".
+func (c *respConn) checkPassword(user, pass []byte) bool {
+	ok := subtle.ConstantTimeCompare(pass, []byte(c.srv.password)) == 1
+	return ok && (user == nil || string(user) == "default")
+}
+
+func (c *respConn) cmdAuth(args [][]byte) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return
+	}
+	if c.srv.password == "" {
+		c.wr.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return
+	}
+	var user []byte
+	if len(args) == 3 {
+		user = args[1]
+	}
+	if !c.checkPassword(user, args[len(args)-1]) {
+		c.wr.error("WRONGPASS invalid username-password pair or user is disabled.")
+		return
+	}
+	c.authed = true
+	c.wr.ok()
+}
+
+// cmdHello serves HELLO [protover [AUTH user pass] [SETNAME name]]: it switches RESP2/RESP3 and describes
+// the server.
+func (c *respConn) cmdHello(args [][]byte) {
+	proto := c.wr.proto
+	if len(args) > 1 {
+		v, ok := parseCanonicalInt(args[1])
+		if !ok {
+			c.wr.error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.wr.error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = int(v)
+	}
+	name, authed, ok := c.helloOptions(args[min(2, len(args)):])
+	if !ok {
+		return
+	}
+	if !authed {
+		c.wr.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	c.authed = true
+	if name != nil {
+		c.name = string(name)
+	}
+	c.wr.proto = proto
+	c.helloReply()
+}
+
+// helloOptions reads HELLO's AUTH and SETNAME options; it writes the error itself when one is wrong.
+func (c *respConn) helloOptions(opts [][]byte) (name []byte, authed, ok bool) {
+	authed = c.authed
+	for i := 0; i < len(opts); i++ {
+		switch {
+		case isSubcommand(opts[i], "AUTH") && i+2 < len(opts):
+			if !c.checkPassword(opts[i+1], opts[i+2]) {
+				c.wr.error("WRONGPASS invalid username-password pair or user is disabled.")
+				return nil, false, false
+			}
+			authed = true
+			i += 2
+		case isSubcommand(opts[i], "SETNAME") && i+1 < len(opts):
+			if !validClientName(opts[i+1]) {
+				c.wr.error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return nil, false, false
+			}
+			name = opts[i+1]
+			i++
+		default:
+			c.wr.error(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opts[i], 64)))
+			return nil, false, false
+		}
+	}
+	return name, authed, true
+}
+
+func (c *respConn) helloReply() {
+	c.wr.mapOf(7)
+	c.wr.bulkString("server")
+	c.wr.bulkString("redis")
+	c.wr.bulkString("version")
+	c.wr.bulkString(respVersion)
+	c.wr.bulkString("proto")
+	c.wr.int(int64(c.wr.proto))
+	c.wr.bulkString("id")
+	c.wr.int(c.id)
+	c.wr.bulkString("mode")
+	c.wr.bulkString("cluster")
+	c.wr.bulkString("role")
+	c.wr.bulkString("master")
+	c.wr.bulkString("modules")
+	c.wr.array(0)
+}
+
+func validClientName(name []byte) bool {
+	for _, ch := range name {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// cmdClient serves the CLIENT subcommands clients send while connecting.
+func (c *respConn) cmdClient(args [][]byte) {
+	sub := args[1]
+	switch {
+	case isSubcommand(sub, "SETNAME") && len(args) == 3:
+		if !validClientName(args[2]) {
+			c.wr.error("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.name = string(args[2])
+		c.wr.ok()
+	case isSubcommand(sub, "GETNAME") && len(args) == 2:
+		if c.name == "" {
+			c.wr.null()
+			return
+		}
+		c.wr.bulkString(c.name)
+	case isSubcommand(sub, "ID") && len(args) == 2:
+		c.wr.int(c.id)
+	case isSubcommand(sub, "SETINFO") && len(args) == 4:
+		if !isSubcommand(args[2], "LIB-NAME") && !isSubcommand(args[2], "LIB-VER") {
+			c.wr.error(fmt.Sprintf("ERR Unrecognized option '%s'", clip(args[2], 64)))
+			return
+		}
+		c.wr.ok()
+	case isSubcommand(sub, "INFO") && len(args) == 2:
+		c.wr.bulkString(fmt.Sprintf("id=%d addr=%s laddr=%s name=%s resp=%d\n",
+			c.id, c.conn.RemoteAddr(), c.conn.LocalAddr(), c.name, c.wr.proto))
+	default:
+		c.unknownSubcommand("client", sub)
+	}
+}
+
+// ---- Introspection ----
+
+// cmdCommand serves COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST and COMMAND DOCS. The table is what
+// cluster clients read to find the keys of a command.
+func (c *respConn) cmdCommand(args [][]byte) {
+	if len(args) == 1 {
+		c.wr.array(len(c.srv.commands))
+		for _, cmd := range c.srv.commands {
+			c.writeCommandInfo(cmd)
+		}
+		return
+	}
+	switch sub := args[1]; {
+	case isSubcommand(sub, "COUNT") && len(args) == 2:
+		c.wr.int(int64(len(c.srv.commands)))
+	case isSubcommand(sub, "INFO"):
+		c.wr.array(len(args) - 2)
+		for _, name := range args[2:] {
+			if cmd := c.srv.lookup(name); cmd != nil {
+				c.writeCommandInfo(cmd)
+			} else {
+				c.wr.null()
+			}
+		}
+	case isSubcommand(sub, "LIST") && len(args) == 2:
+		c.wr.array(len(c.srv.commands))
+		for name := range c.srv.commands {
+			c.wr.bulkString(name)
+		}
+	case isSubcommand(sub, "DOCS"):
+		c.wr.mapOf(0)
+	default:
+		c.unknownSubcommand("command", sub)
+	}
+}
+
+// writeCommandInfo writes one entry in the ten-field form of Redis 7: name, arity, flags, first key, last
+// key, step, ACL categories, tips, key specifications, subcommands.
+func (c *respConn) writeCommandInfo(cmd *respCommand) {
+	c.wr.array(10)
+	c.wr.bulkString(cmd.name)
+	c.wr.int(int64(cmd.arity))
+	c.wr.array(len(cmd.flags))
+	for _, f := range cmd.flags {
+		c.wr.simple(f)
+	}
+	c.wr.int(int64(cmd.firstKey))
+	c.wr.int(int64(cmd.lastKey))
+	c.wr.int(int64(cmd.step))
+	c.wr.array(len(cmd.acl))
+	for _, a := range cmd.acl {
+		c.wr.simple(a)
+	}
+	c.wr.array(0) // tips
+	c.wr.array(0) // key specifications
+	c.wr.array(0) // subcommands
+}
+
+// respConfig answers CONFIG GET with harmless values, so tools that read settings at start-up carry on.
+func (c *respConn) respConfig() [][2]string {
+	return [][2]string{
+		{"appendonly", "no"},
+		{"save", ""},
+		{"databases", "1"},
+		{"maxmemory", "0"},
+		{"maxmemory-policy", "noeviction"},
+		{"timeout", "0"},
+		{"cluster-enabled", "yes"},
+		{"proto-max-bulk-len", strconv.Itoa(c.srv.limits.maxBulk)},
+		{"requirepass", ""},
+	}
+}
+
+func (c *respConn) cmdConfig(args [][]byte) {
+	switch sub := args[1]; {
+	case isSubcommand(sub, "GET") && len(args) >= 3:
+		var match [][2]string
+		for _, kv := range c.respConfig() {
+			for _, pattern := range args[2:] {
+				if ok, _ := path.Match(strings.ToLower(string(pattern)), kv[0]); ok {
+					match = append(match, kv)
+					break
+				}
+			}
+		}
+		c.wr.mapOf(len(match))
+		for _, kv := range match {
+			c.wr.bulkString(kv[0])
+			c.wr.bulkString(kv[1])
+		}
+	case isSubcommand(sub, "RESETSTAT") && len(args) == 2:
+		c.wr.ok()
+	case isSubcommand(sub, "SET"), isSubcommand(sub, "REWRITE"):
+		c.wr.error("ERR CONFIG " + strings.ToUpper(string(sub)) + " is not supported by this server")
+	default:
+		c.unknownSubcommand("config", sub)
+	}
+}
+
+func (c *respConn) cmdInfo([][]byte) {
+	n := c.srv.n
+	_, port, _ := splitHostPort(c.srv.addr)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:cluster\r\nzaris_node:%s\r\nprocess_id:%d\r\ntcp_port:%d\r\n",
+		respVersion, n.id, os.Getpid(), port)
+	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\n", c.srv.clients())
+	fmt.Fprintf(&b, "\r\n# Cluster\r\ncluster_enabled:1\r\n")
+	fmt.Fprintf(&b, "\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", n.store.len())
+	c.wr.bulkString(b.String())
+}

@@ -1,0 +1,626 @@
+package zaris
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// withRESP is the startCluster tweak that gives every node a RESP endpoint on a free port.
+func withRESP(cfg *Config) { cfg.RESPAddr = "127.0.0.1:0" }
+
+// startRESPCluster starts n nodes with RESP endpoints and waits until every node's map knows every
+// endpoint, so CLUSTER SLOTS covers the whole key space.
+func startRESPCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := startCluster(t, n, func(cfg *Config) {
+		withRESP(cfg)
+		if tweak != nil {
+			tweak(cfg)
+		}
+	})
+	waitFor(t, 20*time.Second, "every RESP address in every map", func() bool {
+		for _, node := range c.live() {
+			m := node.ClusterMap()
+			if len(m.Nodes) != n || len(slotRanges(m)) == 0 {
+				return false
+			}
+			for _, info := range m.Nodes {
+				if info.RESPAddr == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return c
+}
+
+func newClusterClient(t *testing.T, c *testCluster, proto int) *redis.ClusterClient {
+	t.Helper()
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:        []string{c.node(0).RESPAddr()},
+		Protocol:     proto,
+		MaxRedirects: 8,
+	})
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// TestRESPGoRedisCluster drives a three-node cluster with the unmodified go-redis ClusterClient over RESP2
+// and RESP3: single keys, pipelines, hash-tagged multi-key commands, counters, TTLs, conditional sets, and
+// MOVED after the owners change under a client with a stale slot map.
+func TestRESPGoRedisCluster(t *testing.T) {
+	c := startRESPCluster(t, 3, nil)
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
+			ctx := bg(t)
+			client := newClusterClient(t, c, proto)
+			prefix := fmt.Sprintf("p%d:", proto)
+			checkSetGet(t, ctx, client, prefix)
+			checkPipeline(t, ctx, client, prefix)
+			checkHashTag(t, ctx, client, prefix)
+			checkCounters(t, ctx, client, prefix)
+			checkTTL(t, ctx, client, prefix)
+			checkConditionalSet(t, ctx, client, prefix)
+			checkIntrospection(t, ctx, client, c)
+		})
+	}
+	t.Run("moved", func(t *testing.T) { checkFollowsMoved(t, c) })
+}
+
+func checkSetGet(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	for i := range 200 {
+		key := fmt.Sprintf("%skey-%d", prefix, i)
+		if err := client.Set(ctx, key, fmt.Sprintf("value-%d", i), 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", key, err)
+		}
+	}
+	for i := range 200 {
+		key := fmt.Sprintf("%skey-%d", prefix, i)
+		if got, err := client.Get(ctx, key).Result(); err != nil || got != fmt.Sprintf("value-%d", i) {
+			t.Fatalf("GET %s = %q, %v", key, got, err)
+		}
+	}
+	if _, err := client.Get(ctx, prefix+"missing").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET missing: err %v, want redis.Nil", err)
+	}
+}
+
+func checkPipeline(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	const n = 300
+	if _, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			p.Set(ctx, fmt.Sprintf("%spipe-%d", prefix, i), i, 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("pipelined SET: %v", err)
+	}
+	gets := make([]*redis.StringCmd, n)
+	if _, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			gets[i] = p.Get(ctx, fmt.Sprintf("%spipe-%d", prefix, i))
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("pipelined GET: %v", err)
+	}
+	for i, g := range gets {
+		if got := g.Val(); got != fmt.Sprint(i) {
+			t.Fatalf("pipelined GET %d = %q", i, got)
+		}
+	}
+}
+
+func checkHashTag(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	tag := "{" + prefix + "user7}"
+	if err := client.MSet(ctx, tag+":name", "ada", tag+":lang", "go").Err(); err != nil {
+		t.Fatalf("MSET: %v", err)
+	}
+	got, err := client.MGet(ctx, tag+":name", tag+":missing", tag+":lang").Result()
+	if err != nil || !slices.Equal(got, []any{"ada", nil, "go"}) {
+		t.Fatalf("MGET = %v, %v", got, err)
+	}
+	if n, err := client.Exists(ctx, tag+":name", tag+":lang", tag+":missing").Result(); err != nil || n != 2 {
+		t.Fatalf("EXISTS = %d, %v", n, err)
+	}
+	if n, err := client.Del(ctx, tag+":name", tag+":lang", tag+":missing").Result(); err != nil || n != 2 {
+		t.Fatalf("DEL = %d, %v", n, err)
+	}
+}
+
+func checkCounters(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	key := prefix + "counter"
+	steps := []struct {
+		cmd  func() *redis.IntCmd
+		want int64
+	}{
+		{func() *redis.IntCmd { return client.Incr(ctx, key) }, 1},
+		{func() *redis.IntCmd { return client.IncrBy(ctx, key, 41) }, 42},
+		{func() *redis.IntCmd { return client.Decr(ctx, key) }, 41},
+		{func() *redis.IntCmd { return client.DecrBy(ctx, key, 50) }, -9},
+	}
+	for i, s := range steps {
+		if got, err := s.cmd().Result(); err != nil || got != s.want {
+			t.Fatalf("counter step %d = %d, %v; want %d", i, got, err, s.want)
+		}
+	}
+	client.Set(ctx, prefix+"text", "abc", 0)
+	if err := client.Incr(ctx, prefix+"text").Err(); err == nil || !strings.Contains(err.Error(), "not an integer") {
+		t.Fatalf("INCR on text: %v", err)
+	}
+}
+
+func checkTTL(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	key := prefix + "ttl"
+	if err := client.Set(ctx, key, "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := client.TTL(ctx, key).Result(); err != nil || ttl < 58*time.Second || ttl > time.Minute {
+		t.Fatalf("TTL = %v, %v", ttl, err)
+	}
+	if ok, err := client.Expire(ctx, key, 2*time.Hour).Result(); err != nil || !ok {
+		t.Fatalf("EXPIRE = %v, %v", ok, err)
+	}
+	if ttl, err := client.PTTL(ctx, key).Result(); err != nil || ttl < time.Hour || ttl > 2*time.Hour {
+		t.Fatalf("PTTL = %v, %v", ttl, err)
+	}
+	if ok, err := client.Persist(ctx, key).Result(); err != nil || !ok {
+		t.Fatalf("PERSIST = %v, %v", ok, err)
+	}
+	if ttl, err := client.TTL(ctx, key).Result(); err != nil || ttl != -1 {
+		t.Fatalf("TTL after PERSIST = %v, %v; want -1 (no expiry)", ttl, err)
+	}
+	if ttl, err := client.TTL(ctx, prefix+"nothing").Result(); err != nil || ttl != -2 {
+		t.Fatalf("TTL of missing key = %v, %v; want -2", ttl, err)
+	}
+	if err := client.Set(ctx, key, "v", 30*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the key to expire", func() bool {
+		return errors.Is(client.Get(ctx, key).Err(), redis.Nil)
+	})
+}
+
+func checkConditionalSet(t *testing.T, ctx context.Context, client *redis.ClusterClient, prefix string) {
+	t.Helper()
+	key := prefix + "cond"
+	if ok, err := client.SetNX(ctx, key, "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET NX on a new key = %v, %v", ok, err)
+	}
+	if ok, err := client.SetNX(ctx, key, "second", 0).Result(); err != nil || ok {
+		t.Fatalf("SET NX on an existing key = %v, %v", ok, err)
+	}
+	if ok, err := client.SetXX(ctx, prefix+"absent", "x", 0).Result(); err != nil || ok {
+		t.Fatalf("SET XX on a missing key = %v, %v", ok, err)
+	}
+	prev, err := client.SetArgs(ctx, key, "third", redis.SetArgs{Get: true, KeepTTL: true}).Result()
+	if err != nil || prev != "first" {
+		t.Fatalf("SET GET = %q, %v", prev, err)
+	}
+	if got := client.Get(ctx, key).Val(); got != "third" {
+		t.Fatalf("after SET GET the value is %q", got)
+	}
+}
+
+func checkIntrospection(t *testing.T, ctx context.Context, client *redis.ClusterClient, c *testCluster) {
+	t.Helper()
+	slots, err := client.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := 0
+	for _, s := range slots {
+		covered += s.End - s.Start + 1
+		if len(s.Nodes) != 1 || len(s.Nodes[0].ID) != 40 {
+			t.Fatalf("CLUSTER SLOTS range %+v", s)
+		}
+	}
+	if covered != NumSlots {
+		t.Fatalf("CLUSTER SLOTS covers %d slots, want %d", covered, NumSlots)
+	}
+	shards, err := client.ClusterShards(ctx).Result()
+	if err != nil || len(shards) != 3 {
+		t.Fatalf("CLUSTER SHARDS = %d shards, %v", len(shards), err)
+	}
+	if info := client.ClusterInfo(ctx).Val(); !strings.Contains(info, "cluster_state:ok") {
+		t.Fatalf("CLUSTER INFO = %q", info)
+	}
+	if slot, err := client.ClusterKeySlot(ctx, "{user1000}.following").Result(); err != nil || slot != int64(KeySlot("user1000")) {
+		t.Fatalf("CLUSTER KEYSLOT = %d, %v", slot, err)
+	}
+	if n, err := client.ClusterCountKeysInSlot(ctx, 1).Result(); err == nil {
+		t.Fatalf("CLUSTER COUNTKEYSINSLOT answered %d; it is not served", n)
+	}
+}
+
+// checkFollowsMoved hands every partition to another node through the control plane while a client holds
+// the old slot map, then checks that the client follows MOVED and each write lands on the new owner.
+func checkFollowsMoved(t *testing.T, c *testCluster) {
+	ctx := bg(t)
+	client := newClusterClient(t, c, 3)
+	keys := make([]string, 100)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("moving-%d", i)
+		if err := client.Set(ctx, keys[i], "before", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]NodeID{}
+	for _, k := range keys {
+		before[k] = c.owner(k).id
+	}
+	redirects := totalRedirectsSent(c)
+	rotateOwners(t, c)
+	for _, k := range keys {
+		if c.owner(k).id == before[k] {
+			t.Fatalf("key %s kept its owner %s", k, before[k])
+		}
+		if err := client.Set(ctx, k, "after", 0).Err(); err != nil {
+			t.Fatalf("SET %s after the move: %v", k, err)
+		}
+		owner := c.owner(k)
+		if v, _, ok := owner.store.get(owner.layout.KeySegment(k), k); !ok || string(v) != "after" {
+			t.Fatalf("key %s: new owner %s holds %q, %v", k, owner.id, v, ok)
+		}
+	}
+	if totalRedirectsSent(c) == redirects {
+		t.Fatal("no node answered MOVED: the client's map was not stale")
+	}
+}
+
+func totalRedirectsSent(c *testCluster) uint64 {
+	var n uint64
+	for _, node := range c.live() {
+		n += node.Stats().RedirectsSent
+	}
+	return n
+}
+
+// rotateOwners commits, on the leader, a partition map in which every partition's primary is the next node
+// in name order, and waits until every node has applied it. Data does not move; only ownership does.
+func rotateOwners(t *testing.T, c *testCluster) {
+	t.Helper()
+	leader := c.node(c.leader())
+	m := leader.ClusterMap()
+	var ids []NodeID
+	for id := range m.Nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	next := make(Assignment, len(m.Assignment))
+	for p, nodes := range m.Assignment {
+		i := slices.Index(ids, nodes[0])
+		next[p] = []NodeID{ids[(i+1)%len(ids)]}
+	}
+	if err := leader.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
+		t.Fatalf("commit rotated assignment: %v", err)
+	}
+	want := leader.ClusterMap().Index
+	waitFor(t, 10*time.Second, "every node to apply the rotated map", func() bool {
+		for _, n := range c.live() {
+			if n.ClusterMap().Index < want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// rawConn is a plain TCP connection speaking RESP by hand.
+type rawConn struct {
+	t    *testing.T
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	t.Cleanup(func() { conn.Close() })
+	return &rawConn{t: t, conn: conn, rd: bufio.NewReader(conn)}
+}
+
+func (r *rawConn) send(s string) {
+	r.t.Helper()
+	if _, err := r.conn.Write([]byte(s)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// line reads one reply line without its CRLF.
+func (r *rawConn) line() string {
+	r.t.Helper()
+	s, err := r.rd.ReadString('\n')
+	if err != nil {
+		r.t.Fatalf("read reply: %v (got %q)", err, s)
+	}
+	return strings.TrimSuffix(s, "\r\n")
+}
+
+// expectClosed checks that the server closes the connection without sending anything more. A reset counts:
+// the server closed with input still unread.
+func (r *rawConn) expectClosed() {
+	r.t.Helper()
+	rest, err := io.ReadAll(r.rd)
+	if errors.Is(err, syscall.ECONNRESET) {
+		err = nil
+	}
+	if err != nil || len(rest) > 0 {
+		r.t.Fatalf("want the connection closed, got %q, %v", rest, err)
+	}
+}
+
+func respCmd(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
+
+// ownerOf returns the node that owns key and one that does not.
+func ownerOf(c *testCluster, key string) (owner, other *Node) {
+	owner = c.owner(key)
+	for _, n := range c.live() {
+		if n != owner {
+			return owner, n
+		}
+	}
+	return owner, nil
+}
+
+// TestRESPBadInput sends malformed and hostile input over raw sockets: each gets an error reply, or the
+// connection is closed, and the node keeps serving.
+func TestRESPBadInput(t *testing.T) {
+	c := startRESPCluster(t, 3, func(cfg *Config) { cfg.MaxValueSize = 4096 })
+	owner, other := ownerOf(c, "k")
+	addr := owner.RESPAddr()
+
+	protocolErrors := map[string]string{
+		"bulk over the value limit":  "*2\r\n$3\r\nGET\r\n$4097\r\n",
+		"huge bulk length":           "*2\r\n$3\r\nGET\r\n$99999999999999999999\r\n",
+		"negative bulk length":       "*2\r\n$3\r\nGET\r\n$-5\r\n",
+		"huge multibulk count":       "*9223372036854775807\r\n",
+		"multibulk count overflow":   "*99999999999999999999999\r\n",
+		"not a bulk":                 "*1\r\n:5\r\n",
+		"bulk without CRLF":          "*1\r\n$4\r\nPINGxx",
+		"length line without end":    "*2\r\n$3" + strings.Repeat("3", 100),
+		"inline line over the limit": strings.Repeat("a", respDefaultMaxInline+10),
+	}
+	for name, input := range protocolErrors {
+		t.Run(name, func(t *testing.T) {
+			r := dialRaw(t, addr)
+			r.send(input)
+			if got := r.line(); !strings.HasPrefix(got, "-ERR Protocol error") {
+				t.Fatalf("reply %q, want a protocol error", got)
+			}
+			r.expectClosed()
+		})
+	}
+
+	replies := []struct{ name, input, want string }{
+		{"unknown command", respCmd("FLUSHALL", "ASYNC"), "-ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC' "},
+		{"wrong arity", respCmd("GET"), "-ERR wrong number of arguments for 'get' command"},
+		{"wrong arity mset", respCmd("MSET", "{a}1", "x", "{a}2"), "-ERR wrong number of arguments for 'mset' command"},
+		{"cross slot", respCmd("MGET", "a", "b"), "-CROSSSLOT Keys in request don't hash to the same slot"},
+		{"empty multibulk skipped", "*0\r\n" + respCmd("PING"), "+PONG"},
+		{"inline", "PING\r\n", "+PONG"},
+		{"syntax", respCmd("SET", "k", "v", "EX"), "-ERR syntax error"},
+		{"bad expire", respCmd("SET", "k", "v", "EX", "0"), "-ERR invalid expire time in 'set' command"},
+		{"bad integer", respCmd("INCRBY", "k", "1x"), "-ERR value is not an integer or out of range"},
+		{"unknown command with binary name", respCmd("\x00\r\n"), "-ERR unknown command '???', with args beginning with: "},
+		{"noauth needs a password", respCmd("AUTH", "x"), "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
+		{"protocol 4", respCmd("HELLO", "4"), "-NOPROTO unsupported protocol version"},
+	}
+	for _, tc := range replies {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, addr)
+			r.send(tc.input)
+			if got := r.line(); got != tc.want {
+				t.Fatalf("reply %q, want %q", got, tc.want)
+			}
+			r.send(respCmd("PING"))
+			if got := r.line(); got != "+PONG" {
+				t.Fatalf("after the error: %q", got)
+			}
+		})
+	}
+
+	t.Run("half-sent command then close", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		r.send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nval")
+		r.conn.(*net.TCPConn).CloseWrite()
+		r.expectClosed()
+	})
+	t.Run("command trickled byte by byte", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		for _, b := range []byte(respCmd("SET", "k", "trickled")) {
+			r.send(string(b))
+		}
+		if got := r.line(); got != "+OK" {
+			t.Fatalf("reply %q", got)
+		}
+	})
+	t.Run("announced bulk never sent", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		r.send("*2\r\n$3\r\nGET\r\n$4096\r\nabc")
+		r.conn.Close()
+		// The node still serves others.
+		r2 := dialRaw(t, addr)
+		r2.send(respCmd("PING"))
+		if got := r2.line(); got != "+PONG" {
+			t.Fatalf("reply %q", got)
+		}
+	})
+	t.Run("binary key and value", func(t *testing.T) {
+		key, value := "bin\x00\xff\r\nkey", "v\x00\r\n\xfe"
+		o, _ := ownerOf(c, key)
+		r := dialRaw(t, o.RESPAddr())
+		r.send(respCmd("SET", key, value) + respCmd("GET", key))
+		if got := r.line(); got != "+OK" {
+			t.Fatalf("SET reply %q", got)
+		}
+		if got := r.line(); got != fmt.Sprintf("$%d", len(value)) {
+			t.Fatalf("GET header %q", got)
+		}
+		buf := make([]byte, len(value)+2)
+		if _, err := io.ReadFull(r.rd, buf); err != nil || string(buf) != value+"\r\n" {
+			t.Fatalf("GET payload %q, %v", buf, err)
+		}
+	})
+	t.Run("moved", func(t *testing.T) {
+		r := dialRaw(t, other.RESPAddr())
+		r.send(respCmd("GET", "k"))
+		want := fmt.Sprintf("-MOVED %d %s", KeySlot("k"), owner.RESPAddr())
+		if got := r.line(); got != want {
+			t.Fatalf("reply %q, want %q", got, want)
+		}
+	})
+	t.Run("pipeline in one write", func(t *testing.T) {
+		var b strings.Builder
+		for range 500 {
+			b.WriteString(respCmd("INCR", "k-pipe{k}"))
+		}
+		o, _ := ownerOf(c, "k-pipe{k}")
+		r := dialRaw(t, o.RESPAddr())
+		r.send(b.String())
+		for i := 1; i <= 500; i++ {
+			if got := r.line(); got != fmt.Sprintf(":%d", i) {
+				t.Fatalf("reply %d = %q", i, got)
+			}
+		}
+	})
+}
+
+// TestRESPAuth checks that a node with a password refuses commands until AUTH or HELLO AUTH succeeds, and
+// that go-redis authenticates with both protocols.
+func TestRESPAuth(t *testing.T) {
+	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPPassword = "s3cret" })
+	addr := c.node(0).RESPAddr()
+	r := dialRaw(t, addr)
+	steps := []struct{ input, want string }{
+		{respCmd("GET", "k"), "-NOAUTH Authentication required."},
+		{respCmd("HELLO", "3"), "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
+		{respCmd("AUTH", "wrong"), "-WRONGPASS invalid username-password pair or user is disabled."},
+		{respCmd("AUTH", "default", "s3cret"), "+OK"},
+		{respCmd("SET", "k", "v"), "+OK"},
+	}
+	for _, s := range steps {
+		r.send(s.input)
+		if got := r.line(); got != s.want {
+			t.Fatalf("%q: reply %q, want %q", s.input, got, s.want)
+		}
+	}
+	for _, proto := range []int{2, 3} {
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, Protocol: proto, Password: "s3cret"})
+		defer client.Close()
+		if got, err := client.Get(bg(t), "k").Result(); err != nil || got != "v" {
+			t.Fatalf("RESP%d GET with password = %q, %v", proto, got, err)
+		}
+	}
+}
+
+// chunkReader hands out its data a few bytes at a time, as a slow network would.
+type chunkReader struct {
+	data  []byte
+	chunk int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// readAll parses every command of src; it returns them (copied) and the error that ended the stream.
+func readAll(src io.Reader, lim respLimits) ([][]string, error) {
+	rd := newRESPReader(src, lim)
+	var out [][]string
+	for {
+		args, err := rd.next()
+		if err != nil {
+			return out, err
+		}
+		if len(args) == 0 || len(args) > lim.maxArgs {
+			return out, fmt.Errorf("command with %d arguments", len(args))
+		}
+		cmd := make([]string, len(args))
+		for i, a := range args {
+			if len(a) > lim.maxBulk {
+				return out, fmt.Errorf("argument of %d bytes", len(a))
+			}
+			cmd[i] = string(a)
+		}
+		out = append(out, cmd)
+		if len(rd.buf) > max(respInitialBuffer, lim.maxQuery+respMaxHeaderLine) {
+			return out, fmt.Errorf("buffer grew to %d bytes", len(rd.buf))
+		}
+	}
+}
+
+func TestRESPReaderStreaming(t *testing.T) {
+	lim := newRESPLimits(1 << 20)
+	big := strings.Repeat("x", 300<<10)
+	input := respCmd("SET", "k", big) + "PING  hello\r\n\r\n" + "*0\r\n" + respCmd("GET", "k") + "*-1\r\n" + respCmd("ECHO", "")
+	want := [][]string{{"SET", "k", big}, {"PING", "hello"}, {"GET", "k"}, {"ECHO", ""}}
+	for _, chunk := range []int{1, 7, 4096, len(input)} {
+		got, err := readAll(&chunkReader{data: []byte(input), chunk: chunk}, lim)
+		if !errors.Is(err, io.EOF) || !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("chunk %d: %d commands, err %v", chunk, len(got), err)
+		}
+	}
+}
+
+// FuzzRESPReader checks that any input, delivered in any chunking, parses the same way, never breaks the
+// limits, and that every parsed command survives a round trip through its canonical encoding.
+func FuzzRESPReader(f *testing.F) {
+	f.Add([]byte(respCmd("SET", "k", "v")+respCmd("GET", "k")), uint8(1))
+	f.Add([]byte("PING\r\n\r\n*0\r\n*-1\r\n"), uint8(3))
+	f.Add([]byte("*2\r\n$3\r\nGET\r\n$99999999999\r\n"), uint8(5))
+	f.Add([]byte("*1\r\n$-1\r\n"), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		lim := respLimits{maxBulk: 64, maxArgs: 8, maxInline: 128, maxQuery: 512}
+		whole, errWhole := readAll(bytes.NewReader(data), lim)
+		pieces, errPieces := readAll(&chunkReader{data: data, chunk: int(chunk%16) + 1}, lim)
+		if !slices.EqualFunc(whole, pieces, slices.Equal) {
+			t.Fatalf("chunking changed the commands: %q vs %q", whole, pieces)
+		}
+		for _, err := range []error{errWhole, errPieces} {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, errRESPProtocol) {
+				t.Fatalf("unexpected error %v", err)
+			}
+		}
+		for _, cmd := range whole {
+			again, err := readAll(strings.NewReader(respCmd(cmd...)), lim)
+			if !errors.Is(err, io.EOF) || len(again) != 1 || !slices.Equal(again[0], cmd) {
+				t.Fatalf("round trip of %q gave %q, %v", cmd, again, err)
+			}
+		}
+	})
+}
