@@ -19,9 +19,9 @@ import (
 type BatchOp uint8
 
 const (
-	BatchGet BatchOp = iota + 1
-	BatchPut
-	BatchDelete
+	BatchGet    BatchOp = iota + 1 // read the key's value, as Get
+	BatchPut                       // store Value under the key, with TTL, as Put
+	BatchDelete                    // remove the key, as Delete; NotFound if it held no value
 )
 
 // batchOps maps a BatchOp to the key operation the owner applies.
@@ -68,7 +68,8 @@ type BatchResult struct {
 	Status Status
 	// Version is the value's version for a get, the new version for a put, and zero otherwise.
 	Version uint64
-	// Value is the value read by a get.
+	// Value is the value read by a get. The values of one reply share memory, so keeping one keeps the
+	// others alive too; copy a value held for long.
 	Value []byte
 	// Err is nil exactly when the item succeeded; otherwise it matches Status's sentinel with errors.Is
 	// (ErrNotFound for a get or delete of a missing key), or says why no answer came.
@@ -184,7 +185,7 @@ type batchRun struct {
 	n       *Node
 	items   []BatchItem
 	results []BatchResult
-	tries   []int // sends of each item that came back refused for a stale table
+	tries   []int // sends of each item that came back refused for a stale table; nil until one does
 }
 
 func newBatchRun(n *Node, items []BatchItem) *batchRun {
@@ -194,7 +195,7 @@ func newBatchRun(n *Node, items []BatchItem) *batchRun {
 		sorted = slices.Clone(items)
 		slices.SortStableFunc(sorted, byIndex)
 	}
-	b := &batchRun{n: n, items: sorted, results: make([]BatchResult, len(sorted)), tries: make([]int, len(sorted))}
+	b := &batchRun{n: n, items: sorted, results: make([]BatchResult, len(sorted))}
 	for seq, it := range sorted {
 		b.results[seq] = BatchResult{Index: it.Index, Key: it.Key, Op: it.Op, Status: StatusNoReply}
 	}
@@ -460,6 +461,9 @@ func (b *batchRun) replan(ctx context.Context, t *routingTable, outcomes []owner
 			continue
 		}
 		redirected += uint64(len(o.redirected))
+		if b.tries == nil {
+			b.tries = make([]int, len(b.items))
+		}
 		if b.n.router.refreshAfter(ctx, o.p, o.mapIndex, t) {
 			refreshed = true
 		}
@@ -552,7 +556,7 @@ func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budge
 	replies := make([]batchItemReply, len(items))
 	var left replyBudget
 	left.n.Store(int64(budget))
-	lanes := keyLanes(items, min(n.cfg.BatchParallelism, len(items)))
+	lanes := keyLanes(items, min(n.cfg.BatchParallelism, (len(items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
 	for _, lane := range lanes[1:] {
 		wg.Go(func() { n.serveLane(ctx, items, lane, replies, &left) })
@@ -561,6 +565,9 @@ func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budge
 	wg.Wait()
 	return replies
 }
+
+// minLaneItems is the fewest items worth a lane of their own: fewer cost less to serve than a goroutine.
+const minLaneItems = 16
 
 // laneSeed seeds the hash that spreads keys over lanes.
 var laneSeed = maphash.MakeSeed()

@@ -258,11 +258,8 @@ func TestBatchReplansMovedItems(t *testing.T) {
 	client := addClient(t, c)
 	ctx := bg(t)
 	keys := randomKeys(rand.New(rand.NewPCG(5, 5)), 1000)
-	if results, err := client.PutMany(ctx, putEntries(keys)); err != nil {
-		t.Fatal(err)
-	} else {
-		requireAll(t, "put many", results, err, keys)
-	}
+	results, err := client.PutMany(ctx, putEntries(keys))
+	requireAll(t, "put many", results, err, keys)
 	p := client.layout.KeyPartition(keys[0])
 	owner := c.owner(keys[0])
 	var wrong *Node
@@ -282,7 +279,7 @@ func TestBatchReplansMovedItems(t *testing.T) {
 	installStaleTable(client, p, wrong.id)
 	before := statsOf(c.live())
 
-	results, err := client.GetMany(ctx, keys)
+	results, err = client.GetMany(ctx, keys)
 	requireAll(t, "get many through a stale table", results, err, keys)
 	for i, r := range results {
 		if string(r.Value) != "value-of-"+keys[i] {
@@ -531,6 +528,8 @@ func TestBatchSplitsUnderFrameLimit(t *testing.T) {
 
 	results, err = client.GetMany(ctx, keys)
 	requireAll(t, "get many", results, err, keys)
+	// Values of one reply share memory; appending to one must not overwrite its neighbours.
+	_ = append(results[0].Value, bytes.Repeat([]byte{'x'}, 500)...)
 	for i, r := range results {
 		if !bytes.Equal(r.Value, entries[i].Value) {
 			t.Fatalf("get %q = %d bytes; want its 200", keys[i], len(r.Value))
@@ -634,5 +633,16 @@ func TestBatchWireOverheads(t *testing.T) {
 	// A count larger than the bytes that follow is refused before anything is allocated.
 	if _, err := decodeBatchRequest([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("oversized count: err = %v; want ErrInvalidRequest", err)
+	}
+}
+
+func TestBatchParallelismValidated(t *testing.T) {
+	cfg := testConfig("invalid")
+	cfg.BatchParallelism = 0
+	if n, err := Join(bg(t), cfg); !errors.Is(err, ErrInvalidConfig) {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("Join with BatchParallelism 0: err = %v; want ErrInvalidConfig", err)
 	}
 }

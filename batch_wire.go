@@ -99,7 +99,7 @@ func decodeBatchReply(data []byte, visit func(*batchItemReply) error) error {
 		it.Index = r.int()
 		it.Withheld = r.bool()
 		it.Reply.Status = Status(r.uint8())
-		it.Reply.Value = r.bytes()
+		it.Reply.Value = r.sharedBytes()
 		it.Reply.Version = r.uint64()
 		it.Reply.Owner = NodeID(r.string())
 		it.Reply.Epoch = r.uint64()
@@ -179,8 +179,15 @@ func (r *wireReader) bool() bool     { return readField(r, msgp.ReadBoolBytes) }
 func (r *wireReader) string() string { return readField(r, msgp.ReadStringBytes) }
 func (r *wireReader) bytes() []byte  { return readField(r, readBytesCopy) }
 
-// readBytesCopy reads a bin value into its own memory, so it does not pin the frame it came in.
+// readBytesCopy reads a bin value into its own memory, so it does not pin the frame it came in: a stored
+// value must not keep a whole request alive.
 func readBytesCopy(b []byte) ([]byte, []byte, error) { return msgp.ReadBytesBytes(b, nil) }
+
+// sharedBytes reads a bin value in place, capped so that appending to it cannot overwrite what follows.
+func (r *wireReader) sharedBytes() []byte {
+	v := readField(r, msgp.ReadBytesZC)
+	return v[:len(v):len(v)]
+}
 
 // done reports the first error, or trailing bytes, as an invalid request.
 func (r *wireReader) done(what string) error {

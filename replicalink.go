@@ -24,7 +24,7 @@ type replicaLink struct {
 	dirty    map[int]uint64 // segment -> generation, bumped by every write
 	acked    map[int]uint64 // segment -> revision the replica is known to have
 	progress chan struct{}  // closed and replaced whenever acked changes or the link fails
-	rejected bool           // the replica refused our epoch: this node is no longer the owner
+	fenced   map[int]uint64 // partition -> newer epoch the replica has seen: this node was deposed
 }
 
 func newReplicaLink(r *replication, to NodeID) *replicaLink {
@@ -33,6 +33,7 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 		wake:     make(chan struct{}, 1),
 		dirty:    map[int]uint64{},
 		acked:    map[int]uint64{},
+		fenced:   map[int]uint64{},
 		progress: make(chan struct{}),
 	}
 	return l
@@ -59,7 +60,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 	for {
 		l.lock()
 		acked, known := l.acked[segment]
-		rejected, progress := l.rejected, l.progress
+		rejected, progress := l.isFenced(segment), l.progress
 		l.unlock()
 		switch {
 		case known && acked >= revision:
@@ -154,7 +155,20 @@ func (l *replicaLink) caughtUp(p int) bool {
 func (l *replicaLink) hasWork() bool {
 	l.lock()
 	defer l.unlock()
-	return len(l.dirty) > 0 && !l.rejected
+	for seg := range l.dirty {
+		if !l.isFenced(seg) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFenced reports whether the replica has refused this node's epoch for the segment's partition, and
+// this node has not since become its owner under a newer epoch. Called with l.mu held.
+func (l *replicaLink) isFenced(segment int) bool {
+	p := l.r.n.layout.SegmentPartition(segment)
+	seen, ok := l.fenced[p]
+	return ok && l.r.n.fsm.clusterMap().Runtime[p].Epoch <= seen
 }
 
 // batch is one request in the making, with what it takes to retire its segments from the dirty set.
@@ -203,6 +217,9 @@ func (l *replicaLink) plan() *batch {
 	known := map[int]bool{}
 	l.lock()
 	for seg, gen := range l.dirty {
+		if l.isFenced(seg) {
+			continue
+		}
 		b.gen[seg] = gen
 		acked[seg], known[seg] = l.acked[seg]
 	}
@@ -244,7 +261,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	l.lock()
 	defer l.unlock()
 	if reply.Status == StatusReplicaWriteRejected {
-		l.rejected = true
+		l.fenced[l.r.n.layout.SegmentPartition(reply.Segment)] = reply.Epoch
 	}
 	for seg, rev := range reply.Revisions {
 		l.acked[seg] = rev

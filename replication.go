@@ -58,7 +58,8 @@ type replicateRequest struct {
 type replicateReply struct {
 	_msgpack  struct{} `msgpack:",as_array"`
 	Status    Status
-	Epoch     uint64 // for ReplicaWriteRejected: the epoch the replica has seen
+	Epoch     uint64 // for ReplicaWriteRejected: the epoch the replica has seen for Segment's partition
+	Segment   int
 	Revisions map[int]uint64
 }
 
@@ -210,7 +211,7 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}}
 	if s := req.Snapshot; s != nil {
 		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
-			return replicateReply{Status: status, Epoch: epoch}
+			return replicateReply{Status: status, Epoch: epoch, Segment: s.Segment}
 		}
 		r.installSnapshot(s)
 		reply.Revisions[s.Segment] = s.Revision
@@ -219,7 +220,8 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		op := &req.Ops[i]
 		seg := int(op.Segment)
 		if status, epoch := r.admit(seg, op.Epoch); status != StatusSuccess {
-			return replicateReply{Status: status, Epoch: epoch}
+			reply.Status, reply.Epoch, reply.Segment = status, epoch, seg
+			return reply
 		}
 		applied, have := r.n.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op))
 		if applied {

@@ -159,8 +159,9 @@ type respConn struct {
 
 func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), authed: s.password == ""}
-	c.rd = newRESPReader(conn, s.limits)
-	c.wr = newRESPWriter(conn)
+	sock := newSocketIO(conn)
+	c.rd = newRESPReader(sock, s.limits)
+	c.wr = newRESPWriter(sock)
 	c.rd.onBlock = c.wr.flush // replies of a pipeline go out together, once its input is drained
 	return c
 }

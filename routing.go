@@ -253,7 +253,11 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 		n.stats.localOps.Add(1)
 		local := *req
 		local.Value = append([]byte(nil), req.Value...) // the caller may reuse its buffer after Put returns
-		return n.serveKV(ctx, op, &local), nil
+		reply := n.serveKV(ctx, op, &local)
+		if reply.Value != nil {
+			reply.Value = append([]byte(nil), reply.Value...) // nor may it change the stored value
+		}
+		return reply, nil
 	}
 	payload, err := encode(req)
 	if err != nil {

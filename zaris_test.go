@@ -555,3 +555,21 @@ func TestPollRepairsStaleTable(t *testing.T) {
 		t.Fatal("table repaired, but not by the poll")
 	}
 }
+
+// TestLocalGetReturnsACopy checks that a caller modifying a value it read does not change the stored one.
+func TestLocalGetReturnsACopy(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	ctx := bg(t)
+	n := c.node(0)
+	if err := n.Put(ctx, "k", []byte("stored")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(got, "XXXXXX")
+	if again, _ := n.Get(ctx, "k"); string(again) != "stored" {
+		t.Fatalf("stored value changed through a read: %q", again)
+	}
+}

@@ -3,22 +3,35 @@
 # redis-benchmark --cluster (SET and GET, 50 clients, 64-byte values), unpipelined and with -P 16, and prints
 # a Markdown table of the medians with the Zaris/Redis ratios.
 #
+# Zaris runs twice: with Go's default GOMAXPROCS (every core), and with GOMAXPROCS=1, one scheduler thread
+# per process like Redis's one main thread, which suits three servers and the benchmark sharing few cores.
+#
 #   scripts/bench-vs-redis.sh            ROUNDS=3 REQUESTS=200000 by default
 #
 # Needs redis-server, redis-cli and redis-benchmark (Debian: redis-server, redis-tools). Both clusters run
 # at the same time and the runs alternate between them, so drift in the machine's load hits both alike.
-# Zaris uses ports 7001.. (see local-cluster.sh), Redis 7101..7103 with cluster bus ports 17101..17103.
+# Zaris uses ports 7001.. and 7201.. (see local-cluster.sh), Redis 7101..7103 with cluster bus ports
+# 17101..17103.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-200000}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zaris-bench.XXXXXX")
-export ZARIS_CLUSTER_DIR=$WORK/zaris
 REDIS_PORTS=(7101 7102 7103)
 
+# zaris_cluster start|stop DIR BASE [GOMAXPROCS] runs local-cluster.sh for one of the two Zaris clusters.
+zaris_cluster() {
+  local action=$1 dir=$2 base=$3 procs=${4:-}
+  local args=("$action")
+  [[ $action == start ]] && args+=(3)
+  env ${procs:+GOMAXPROCS=$procs} ZARIS_CLUSTER_DIR="$WORK/$dir" ZARIS_BASE_PORT="$base" \
+    "$ROOT/scripts/local-cluster.sh" "${args[@]}"
+}
+
 cleanup() {
-  "$ROOT/scripts/local-cluster.sh" stop >/dev/null 2>&1 || true
+  zaris_cluster stop zaris 7001 >/dev/null 2>&1 || true
+  zaris_cluster stop zaris-gmp1 7201 >/dev/null 2>&1 || true
   for port in "${REDIS_PORTS[@]}"; do
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   done
@@ -62,16 +75,16 @@ bench() {
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-"$ROOT/scripts/local-cluster.sh" start 3
+zaris_cluster start zaris 7001
+zaris_cluster start zaris-gmp1 7201 1
 start_redis_cluster
 
+declare -A port_of=([zaris]=7001 [zaris-gmp1]=7201 [redis]=${REDIS_PORTS[0]})
 declare -A results
 for round in $(seq 1 "$ROUNDS"); do
   for pipeline in 1 16; do
-    for system in zaris redis; do
-      port=7001
-      [[ $system == redis ]] && port=${REDIS_PORTS[0]}
-      read -r set get < <(bench "$port" "$pipeline")
+    for system in zaris zaris-gmp1 redis; do
+      read -r set get < <(bench "${port_of[$system]}" "$pipeline")
       echo "round $round, -P $pipeline, $system: SET $set/s, GET $get/s"
       results[$system-$pipeline-set]+="$set "
       results[$system-$pipeline-get]+="$get "
@@ -83,15 +96,16 @@ echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(redis-server --version | awk '{print $3}')"
 echo "command: redis-benchmark --cluster -p PORT -t set,get -c 50 -d 64 -n $REQUESTS [-P 16], median of $ROUNDS rounds"
 echo
-echo "| pipeline | test | Zaris (req/s) | Redis Cluster (req/s) | Zaris / Redis |"
-echo "| --- | --- | ---: | ---: | ---: |"
+echo "| pipeline | test | Redis Cluster (req/s) | Zaris (req/s) | ratio | Zaris, GOMAXPROCS=1 (req/s) | ratio |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+ratio() { awk -v z="$1" -v r="$2" 'BEGIN { printf "%.2fx", z / r }'; }
 for pipeline in 1 16; do
   for test in set get; do
-    z=$(median ${results[zaris-$pipeline-$test]})
     r=$(median ${results[redis-$pipeline-$test]})
-    ratio=$(awk -v z="$z" -v r="$r" 'BEGIN { printf "%.2f", z / r }')
+    z=$(median ${results[zaris-$pipeline-$test]})
+    z1=$(median ${results[zaris-gmp1-$pipeline-$test]})
     label="none"
     ((pipeline > 1)) && label="-P $pipeline"
-    echo "| $label | ${test^^} | $z | $r | ${ratio}x |"
+    echo "| $label | ${test^^} | $r | $z | $(ratio "$z" "$r") | $z1 | $(ratio "$z1" "$r") |"
   done
 done
