@@ -554,16 +554,48 @@ func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budge
 		slices.SortStableFunc(items, byIndex)
 	}
 	replies := make([]batchItemReply, len(items))
+	waits := &syncWaits{}
 	var left replyBudget
 	left.n.Store(int64(budget))
 	lanes := keyLanes(items, min(n.cfg.BatchParallelism, (len(items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
 	for _, lane := range lanes[1:] {
-		wg.Go(func() { n.serveLane(ctx, items, lane, replies, &left) })
+		wg.Go(func() { n.serveLane(ctx, items, lane, replies, &left, waits) })
 	}
-	n.serveLane(ctx, items, lanes[0], replies, &left)
+	n.serveLane(ctx, items, lanes[0], replies, &left, waits)
 	wg.Wait()
+	waits.await(ctx, n, replies)
 	return replies
+}
+
+// syncWaits collects, per segment, the highest revision a batch wrote under the Sync concern, so that the
+// batch waits for replicas once per segment rather than once per item.
+type syncWaits struct {
+	mu    sync.Mutex
+	rev   map[int]uint64
+	items map[int][]int32
+}
+
+func (w *syncWaits) add(seg int, rev uint64, item int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rev == nil {
+		w.rev, w.items = map[int]uint64{}, map[int][]int32{}
+	}
+	w.rev[seg] = max(w.rev[seg], rev)
+	w.items[seg] = append(w.items[seg], item)
+}
+
+// await waits for the replicas of every segment written; the writes of a segment whose replicas cannot
+// confirm get the failing status instead of success.
+func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply) {
+	for seg, rev := range w.rev {
+		if status := n.repl.awaitReplicas(ctx, seg, rev); status != StatusSuccess {
+			for _, i := range w.items[seg] {
+				replies[i].Reply = kvReply{Status: status}
+			}
+		}
+	}
 }
 
 // minLaneItems is the fewest items worth a lane of their own: fewer cost less to serve than a goroutine.
@@ -599,7 +631,7 @@ func keyLanes(items []batchItemWire, count int) [][]int32 {
 }
 
 // serveLane serves the items at positions, in order.
-func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions []int32, replies []batchItemReply, left *replyBudget) {
+func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions []int32, replies []batchItemReply, left *replyBudget, waits *syncWaits) {
 	var held map[string]bool // keys whose later items are held back
 	for _, i := range positions {
 		it := &items[i]
@@ -607,7 +639,7 @@ func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions [
 			replies[i] = batchItemReply{Index: it.Index, Withheld: true}
 			continue
 		}
-		replies[i] = n.serveBatchItem(ctx, it, left, i == 0)
+		replies[i] = n.serveBatchItem(ctx, it, left, i == 0, waits, i)
 		if replies[i].Withheld || replies[i].Reply.Status.requiresRefresh() {
 			if held == nil {
 				held = map[string]bool{}
@@ -619,10 +651,13 @@ func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions [
 
 // serveBatchItem checks ownership and applies one item, as serveKV does for a single request. The first
 // item of a request is always answered, so that every request makes progress.
-func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *replyBudget, first bool) batchItemReply {
+func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *replyBudget, first bool, waits *syncWaits, pos int32) batchItemReply {
 	seg, reply, owned := n.checkOwner(it.Req.Key)
 	if owned {
-		reply = n.applyKV(ctx, it.Op, seg, &it.Req)
+		reply = n.applyStore(ctx, it.Op, seg, &it.Req)
+		if n.awaitsReplicas(it.Op, &it.Req, &reply) {
+			waits.add(seg, n.store.revision(seg), pos)
+		}
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.
 	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !left.take(cost, first) {

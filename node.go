@@ -234,13 +234,19 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 // waits until every in-sync replica has it. The caller has checked ownership.
 func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	reply := n.applyStore(ctx, op, seg, req)
-	if reply.Status != StatusSuccess || readOnlyOps[op] || n.concern(req) != Sync {
+	if !n.awaitsReplicas(op, req, &reply) {
 		return reply
 	}
 	if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
 		return kvReply{Status: status}
 	}
 	return reply
+}
+
+// awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
+// it is acknowledged.
+func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
+	return reply.Status == StatusSuccess && !readOnlyOps[op] && n.concern(req) == Sync
 }
 
 func (n *Node) concern(req *kvRequest) WriteConcern {

@@ -440,3 +440,30 @@ func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncBatchIsOnReplicasWhenAcknowledged checks that a PutMany under Sync returns only once every
+// in-sync replica has every item, checking the replicas' stores directly.
+func TestSyncBatchIsOnReplicasWhenAcknowledged(t *testing.T) {
+	c := startCluster(t, 3, replicated(2))
+	entries := make([]KeyValue, 500)
+	for i := range entries {
+		entries[i] = KeyValue{Key: fmt.Sprintf("batch-%d", i), Value: []byte(fmt.Sprintf("v%d", i))}
+	}
+	results, err := c.node(0).PutMany(bg(t), entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.node(0).ClusterMap()
+	for i, r := range results {
+		if r.Err != nil {
+			t.Fatalf("item %d: %v", i, r.Err)
+		}
+		key := entries[i].Key
+		seg := m.Layout().KeySegment(key)
+		for _, id := range m.Runtime[m.Layout().KeyPartition(key)].InSync {
+			if got, _, ok := c.nodeByID(id).store.get(seg, key); !ok || !bytes.Equal(got, entries[i].Value) {
+				t.Fatalf("batch acknowledged but replica %s has %q for %s", id, got, key)
+			}
+		}
+	}
+}
