@@ -49,6 +49,14 @@
 // that cannot be reached fails only its own items (ErrNoReply, naming the node). A batch too large for one
 // frame goes to its owner in several requests, one after another.
 //
+// # Redis Cluster protocol
+//
+// With Config.RESPAddr set, a node also speaks RESP2 and RESP3, so unmodified Redis Cluster clients can
+// use the cluster (cmd/zaris runs a node as a standalone server). Each node serves the keys it actively
+// owns and answers any other key with MOVED and the owner's RESP address, exactly as a Redis Cluster node
+// would; it never forwards. CLUSTER SLOTS, SHARDS and NODES describe the live runtime map. Multi-key
+// commands need all their keys in one slot (use a hash tag), as in Redis Cluster.
+//
 // # Consistency guarantees, as of this version
 //
 //   - A key has exactly one active owner at a time in the committed map, and every read and write of the key

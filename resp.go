@@ -332,8 +332,12 @@ func newRESPWriter(dst io.Writer) *respWriter {
 
 // flush sends the buffered replies; the first write error sticks and is returned from then on.
 func (wr *respWriter) flush() error {
-	if wr.err != nil || len(wr.buf) == 0 {
+	if wr.err != nil {
+		wr.buf = wr.buf[:0] // the peer is gone: drop replies rather than pile them up
 		return wr.err
+	}
+	if len(wr.buf) == 0 {
+		return nil
 	}
 	_, wr.err = wr.dst.Write(wr.buf)
 	wr.buf = wr.buf[:0]

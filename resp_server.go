@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // respMaxClients bounds the RESP connections a node keeps open at once.
@@ -82,18 +83,28 @@ func (n *Node) RESPAddr() string {
 	return n.resp.addr
 }
 
+// accept admits connections until the listener closes. Other accept errors (out of file descriptors, say)
+// are waited out with a growing pause rather than ending the endpoint.
 func (s *respServer) accept() {
 	defer s.wg.Done()
+	pause := 5 * time.Millisecond
 	for {
 		conn, err := s.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+		if err == nil {
+			pause = 5 * time.Millisecond
+			s.admit(conn)
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		s.admit(conn)
+		s.n.log.Warn("RESP accept", "err", err, "retry_in", pause)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
@@ -101,18 +112,19 @@ func (s *respServer) accept() {
 func (s *respServer) admit(conn net.Conn) {
 	c := newRESPConn(s, conn)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		conn.Close()
-		return
-	case len(s.conns) >= respMaxClients:
+	closed, full := s.closed, len(s.conns) >= respMaxClients
+	if !closed && !full {
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if full && !closed {
 		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+	}
+	if closed || full {
 		conn.Close()
 		return
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
 	go c.serve()
 }
 
@@ -170,7 +182,7 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 // protocol (answered with an error, then closed).
 func (c *respConn) serve() {
 	defer c.srv.drop(c)
-	for !c.quit {
+	for !c.quit && c.wr.err == nil {
 		args, err := c.rd.next()
 		if err != nil {
 			if errors.Is(err, errRESPProtocol) {

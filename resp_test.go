@@ -665,3 +665,55 @@ func BenchmarkRESPPipeline(b *testing.B) {
 		})
 	}
 }
+
+// TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
+// partitions nobody can serve over RESP.
+func TestRESPSlotRanges(t *testing.T) {
+	layout, _ := NewLayout(8, 4)
+	m := newClusterMap(layout, 1)
+	m.Version = 1
+	m.Nodes = map[NodeID]NodeInfo{
+		"a": {ID: "a", RESPAddr: "127.0.0.1:1"},
+		"b": {ID: "b", RESPAddr: "127.0.0.1:2"},
+		"c": {ID: "c"}, // no RESP endpoint
+	}
+	for p, owner := range []NodeID{"a", "a", "b", "c"} {
+		m.Runtime[p] = PartitionState{Owner: owner}
+	}
+	got := slotRanges(m)
+	_, endA := layout.PartitionSlots(1)
+	firstB, endB := layout.PartitionSlots(2)
+	want := []slotRange{{first: 0, last: endA, owner: "a"}, {first: firstB, last: endB, owner: "b"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slotRanges = %+v, want %+v", got, want)
+	}
+	if id := respNodeID("a"); len(id) != 40 || id != respNodeID("a") || id == respNodeID("b") {
+		t.Fatalf("node id %q is not a stable 40-hex-digit id", id)
+	}
+}
+
+// TestRESPRefusals checks the Redis Cluster error for each status that keeps a node from serving a key.
+func TestRESPRefusals(t *testing.T) {
+	c := startRESPCluster(t, 1, nil)
+	n := c.node(0)
+	var out bytes.Buffer
+	conn := &respConn{srv: n.resp, wr: newRESPWriter(&out)}
+	cases := []struct {
+		reply kvReply
+		want  string
+	}{
+		{kvReply{Status: StatusMoved, Owner: n.id}, "-MOVED 7 " + n.RESPAddr()},
+		{kvReply{Status: StatusMoved, Owner: "unknown"}, "-CLUSTERDOWN Hash slot 7 is served by a node without a RESP endpoint"},
+		{kvReply{Status: StatusOwnershipChanging}, "-TRYAGAIN Ownership of hash slot 7 is changing, try again"},
+		{kvReply{Status: StatusPartitionUnavailable}, "-CLUSTERDOWN Hash slot 7 is not served"},
+		{kvReply{Status: StatusNotReady}, "-CLUSTERDOWN The cluster has no slot map yet"},
+	}
+	for _, tc := range cases {
+		out.Reset()
+		conn.refuse(7, tc.reply)
+		conn.wr.flush()
+		if got := strings.TrimSuffix(out.String(), "\r\n"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.reply.Status, got, tc.want)
+		}
+	}
+}

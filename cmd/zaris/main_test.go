@@ -1,0 +1,45 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris"
+)
+
+func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
+	t.Setenv("ZARIS_NAME", "from-env")
+	t.Setenv("ZARIS_RESP_ADDR", "127.0.0.1:7777")
+	t.Setenv("ZARIS_BOOTSTRAP_EXPECT", "3")
+	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:8888", "--join", "a:1, b:2", "--timing", "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cfg.Name != "from-env", cfg.BootstrapExpect != 3:
+		t.Fatalf("environment not applied: %+v", o)
+	case cfg.RESPAddr != "127.0.0.1:8888":
+		t.Fatalf("the flag should win over the environment: %q", cfg.RESPAddr)
+	case len(cfg.Join) != 2 || cfg.Join[1] != "b:2":
+		t.Fatalf("join list %q", cfg.Join)
+	case cfg.Timing != zaris.LocalTiming():
+		t.Fatalf("timing %+v", cfg.Timing)
+	case o.leaveTimeout != 10*time.Second:
+		t.Fatalf("leave timeout %v", o.leaveTimeout)
+	}
+	bad, err := parseOptions([]string{"--timing", "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.config(nil); err == nil {
+		t.Fatal("--timing fast accepted")
+	}
+	t.Setenv("ZARIS_RF", "two")
+	if _, err := parseOptions(nil); err == nil {
+		t.Fatal("ZARIS_RF=two accepted")
+	}
+}
