@@ -197,6 +197,17 @@ func (c *testCluster) stopAll() {
 	wg.Wait()
 }
 
+// currentMap returns the newest committed map among the live nodes.
+func (c *testCluster) currentMap() *ClusterMap {
+	var newest *ClusterMap
+	for _, n := range c.live() {
+		if m := n.ClusterMap(); newest == nil || m.Index > newest.Index {
+			newest = m
+		}
+	}
+	return newest
+}
+
 // owner returns the node that actively owns key according to the committed map of any live node.
 func (c *testCluster) owner(key string) *Node {
 	nodes := c.live()

@@ -39,6 +39,9 @@ type NodeInfo struct {
 	ID       NodeID
 	DataAddr string
 	RESPAddr string // the Redis Cluster endpoint, "" when the node serves none
+	// Incarnation identifies the node's process. When it changes, the node restarted and may have lost
+	// what it held, so it leaves every in-sync set until it has caught up again.
+	Incarnation uint64
 }
 
 // PartitionState is the runtime view of one partition: who serves it now, under which epoch, how healthy.
@@ -103,8 +106,9 @@ type commandKind uint8
 const (
 	cmdUpsertNode commandKind = iota + 1
 	cmdAssign
-	cmdNodeLeft
+	_ // retired (owner left); the number stays reserved
 	cmdSetInSync
+	cmdPromote
 )
 
 // command is one committed control-plane decision.
@@ -126,16 +130,19 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	next.Index = index
 	switch cmd.Kind {
 	case cmdUpsertNode:
+		if old, ok := next.Nodes[cmd.Node.ID]; ok && old.Incarnation != 0 && old.Incarnation != cmd.Node.Incarnation {
+			next.dropFromInSync(cmd.Node.ID)
+		}
 		next.Nodes[cmd.Node.ID] = cmd.Node
 	case cmdAssign:
 		if len(cmd.Assignment) != m.Partitions {
 			return nil, fmt.Errorf("zaris: assignment has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
 		}
 		next.assign(cmd.Assignment)
-	case cmdNodeLeft:
-		next.markOwnerGone(cmd.Node.ID)
 	case cmdSetInSync:
 		next.setInSync(cmd.Partition, cmd.Epoch, cmd.InSync)
+	case cmdPromote:
+		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID)
 	default:
 		return nil, fmt.Errorf("zaris: unknown control command %d", cmd.Kind)
 	}
@@ -185,18 +192,37 @@ func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
 		}
 	}
 	m.Runtime[p].InSync = kept
+	if st := &m.Runtime[p]; st.Health == Degraded && len(kept) == len(m.Assignment[p])-1 && len(kept)+1 >= m.ReplicationFactor {
+		st.Health = Healthy // every assigned replica is back in sync
+	}
 }
 
-// markOwnerGone makes every partition actively owned by id Unavailable under a new epoch, so that no request
-// is answered with a false NotFound by a node that never held the data.
-func (m *ClusterMap) markOwnerGone(id NodeID) {
+// dropFromInSync removes id from the in-sync set of every partition.
+func (m *ClusterMap) dropFromInSync(id NodeID) {
 	for p := range m.Runtime {
 		st := &m.Runtime[p]
-		if st.Owner == id {
-			st.Owner, st.Health = "", Unavailable
-			st.Epoch++
+		if slices.Contains(st.InSync, id) {
+			st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(x NodeID) bool { return x == id })
+			st.Health = Degraded
 		}
 	}
+}
+
+// promote makes to the active owner of partition p under the next epoch, if p is still at epoch: the
+// failover of a dead owner. The partition map stays as it is; only the runtime owner moves. An empty to
+// leaves the partition Unavailable.
+func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
+	if p < 0 || p >= len(m.Runtime) || m.Runtime[p].Epoch != epoch {
+		return
+	}
+	st := &m.Runtime[p]
+	st.Epoch++
+	if to == "" {
+		st.Owner, st.Health, st.InSync = "", Unavailable, nil
+		return
+	}
+	st.Owner, st.Health = to, Degraded
+	st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return id == to })
 }
 
 // newClusterMap returns the empty map a fresh cluster starts from.

@@ -33,10 +33,10 @@ const applyTimeout = 5 * time.Second
 // publishes each new map to the node.
 type mapFSM struct {
 	current  atomic.Pointer[ClusterMap]
-	onCommit func(*ClusterMap)
+	onCommit func(old, next *ClusterMap)
 }
 
-func newMapFSM(initial *ClusterMap, onCommit func(*ClusterMap)) *mapFSM {
+func newMapFSM(initial *ClusterMap, onCommit func(old, next *ClusterMap)) *mapFSM {
 	f := &mapFSM{onCommit: onCommit}
 	f.current.Store(initial)
 	return f
@@ -59,8 +59,8 @@ func (f *mapFSM) Apply(l *raft.Log) any {
 }
 
 func (f *mapFSM) publish(m *ClusterMap) {
-	f.current.Store(m)
-	f.onCommit(m)
+	old := f.current.Swap(m)
+	f.onCommit(old, m)
 }
 
 func (f *mapFSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -191,6 +191,7 @@ func (n *Node) runControl() {
 	for {
 		n.maybeBootstrap()
 		n.advertiseFormed()
+		n.repl.nudgeReplicas()
 		if n.raft.State() == raft.Leader {
 			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
 				n.log.Warn("reconcile membership", "err", err)
@@ -300,17 +301,21 @@ func (n *Node) reconcile() error {
 			voters++
 		}
 	}
-	for _, m := range n.members.members() {
+	members := n.members.members()
+	for _, m := range members {
 		var err error
 		switch m.Status {
 		case serf.StatusAlive:
 			err = n.admit(m, inRaft[m.ID], &voters)
 		case serf.StatusLeft:
-			err = n.retire(m, inRaft[m.ID])
+			err = n.retire(m, inRaft[m.ID], members)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	if err := n.handleFailures(members); err != nil {
+		return err
 	}
 	return n.assignFirstMap()
 }
@@ -329,21 +334,23 @@ func (n *Node) admit(m member, inRaft bool, voters *int) error {
 			return fmt.Errorf("add %s to control plane: %w", m.ID, err)
 		}
 	}
-	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr}
+	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr, Incarnation: m.Incarnation}
 	if info, ok := n.fsm.clusterMap().Nodes[m.ID]; !ok || info != want {
 		return n.commit(&command{Kind: cmdUpsertNode, Node: want})
 	}
 	return nil
 }
 
-func (n *Node) retire(m member, inRaft bool) error {
+// retire removes a member that left cleanly: out of the control plane, and its partitions handed at once
+// to their in-sync replicas (no suspicion needed: it said goodbye).
+func (n *Node) retire(m member, inRaft bool, members []member) error {
 	if inRaft && m.ID != n.id {
 		if err := n.raft.RemoveServer(raft.ServerID(m.ID), 0, applyTimeout).Error(); err != nil {
 			return fmt.Errorf("remove %s from control plane: %w", m.ID, err)
 		}
 	}
 	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		return n.commit(&command{Kind: cmdNodeLeft, Node: NodeInfo{ID: m.ID}})
+		return n.failOver(m.ID, members)
 	}
 	return nil
 }

@@ -14,12 +14,13 @@ import (
 // Serf tags a member carries. Cluster parameters travel with every member so a mismatched node is refused
 // at the door rather than corrupting placement later.
 const (
-	tagDataAddr   = "data"
-	tagSegments   = "seg"
-	tagPartitions = "part"
-	tagRF         = "rf"
-	tagFormed     = "formed" // "1" once the member belongs to a control plane with a leader
-	tagRESPAddr   = "resp"   // the RESP endpoint's advertised address; absent when the node serves none
+	tagDataAddr    = "data"
+	tagSegments    = "seg"
+	tagPartitions  = "part"
+	tagRF          = "rf"
+	tagFormed      = "formed" // "1" once the member belongs to a control plane with a leader
+	tagIncarnation = "inc"    // random per process: a new value means the member restarted
+	tagRESPAddr    = "resp"   // the RESP endpoint's advertised address; absent when the node serves none
 )
 
 // member is a peer as membership sees it.
@@ -27,8 +28,10 @@ type member struct {
 	ID       NodeID
 	DataAddr string
 	RESPAddr string
-	Status   serf.MemberStatus
-	Formed   bool
+	// Incarnation identifies the member's process (see tagIncarnation).
+	Incarnation uint64
+	Status      serf.MemberStatus
+	Formed      bool
 }
 
 // membership wraps serf: gossip-based discovery and failure detection. A serf failure is a rumour; the
@@ -42,12 +45,13 @@ type membership struct {
 	mismatch error // why the last merge was refused, so Join can say it clearly
 }
 
-func clusterTags(cfg *Config, dataAddr string) map[string]string {
+func clusterTags(cfg *Config, dataAddr string, incarnation uint64) map[string]string {
 	tags := map[string]string{
-		tagDataAddr:   dataAddr,
-		tagSegments:   strconv.Itoa(cfg.Segments),
-		tagPartitions: strconv.Itoa(cfg.Partitions),
-		tagRF:         strconv.Itoa(cfg.ReplicationFactor),
+		tagDataAddr:    dataAddr,
+		tagSegments:    strconv.Itoa(cfg.Segments),
+		tagPartitions:  strconv.Itoa(cfg.Partitions),
+		tagRF:          strconv.Itoa(cfg.ReplicationFactor),
+		tagIncarnation: strconv.FormatUint(incarnation, 10),
 	}
 	if cfg.RESPAddr != "" {
 		tags[tagRESPAddr] = cfg.RESPAddr
@@ -55,7 +59,7 @@ func clusterTags(cfg *Config, dataAddr string) map[string]string {
 	return tags
 }
 
-func startMembership(cfg *Config, dataAddr string) (*membership, error) {
+func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*membership, error) {
 	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -65,7 +69,7 @@ func startMembership(cfg *Config, dataAddr string) (*membership, error) {
 		return nil, fmt.Errorf("%w: GossipAddr port %q", ErrInvalidConfig, portStr)
 	}
 	m := &membership{events: make(chan serf.Event, 256)}
-	tags := clusterTags(cfg, dataAddr)
+	tags := clusterTags(cfg, dataAddr, incarnation)
 
 	ml := memberlist.DefaultLANConfig()
 	ml.Name = cfg.Name
@@ -126,11 +130,12 @@ func (m *membership) members() []member {
 	out := make([]member, 0, len(all))
 	for _, sm := range all {
 		out = append(out, member{
-			ID:       NodeID(sm.Name),
-			DataAddr: sm.Tags[tagDataAddr],
-			RESPAddr: sm.Tags[tagRESPAddr],
-			Status:   sm.Status,
-			Formed:   sm.Tags[tagFormed] == "1",
+			ID:          NodeID(sm.Name),
+			DataAddr:    sm.Tags[tagDataAddr],
+			RESPAddr:    sm.Tags[tagRESPAddr],
+			Incarnation: parseIncarnation(sm.Tags[tagIncarnation]),
+			Status:      sm.Status,
+			Formed:      sm.Tags[tagFormed] == "1",
 		})
 	}
 	return out
@@ -175,4 +180,9 @@ func (g *mergeGuard) NotifyMerge(members []*serf.Member) error {
 		}
 	}
 	return nil
+}
+
+func parseIncarnation(tag string) uint64 {
+	v, _ := strconv.ParseUint(tag, 10, 64)
+	return v
 }

@@ -44,6 +44,7 @@ type Node struct {
 	// Touched only by the control loop.
 	bootstrapped bool
 	formed       bool
+	suspects     map[NodeID]time.Time // failed owners, since when (leader only)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -69,6 +70,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		store:    newStore(layout.Segments, cfg.Clock),
 		leaderCh: make(chan bool, 8),
 		kick:     make(chan struct{}, 1),
+		suspects: map[NodeID]time.Time{},
 		stop:     make(chan struct{}),
 	}
 	if n.dialer == nil {
@@ -76,7 +78,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
-	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), func(m *ClusterMap) { n.router.install(m, causePush) })
+	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.onCommit)
 	n.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
@@ -100,7 +102,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
-	members, err := startMembership(&n.cfg, n.DataAddr())
+	members, err := startMembership(&n.cfg, n.DataAddr(), n.repl.incarnation)
 	if err != nil {
 		return err
 	}
@@ -118,6 +120,13 @@ func (n *Node) start(ctx context.Context) error {
 	go n.reap()
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
+}
+
+// onCommit runs on the control plane's apply goroutine for every new map: it hands ownership changes to
+// replication and repoints the routing table.
+func (n *Node) onCommit(old, next *ClusterMap) {
+	n.repl.onOwnershipChange(old, next)
+	n.router.install(next, causePush)
 }
 
 // recover reloads the node's data from DataDir, if it has one, before the node joins: the partitions it
@@ -178,12 +187,12 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 	switch op {
 	case opGet, opPut, opDelete, opIncr, opExpire, opPersist, opTTL, opExists, opPutIf:
 		var req kvRequest
-		if err := decode(payload, &req); err != nil {
-			return encode(&kvReply{Status: StatusInvalidRequest})
+		if err := req.decodeMsg(payload); err != nil { // req.Value aliases payload, which is ours alone
+			return (&kvReply{Status: StatusInvalidRequest}).marshal(), nil
 		}
 		n.stats.served.Add(1)
 		reply := n.serveKV(ctx, op, &req)
-		return encode(&reply)
+		return reply.marshal(), nil
 	case opGetMap:
 		return encode(n.fsm.clusterMap())
 	case opBatch:
@@ -317,7 +326,8 @@ func (n *Node) Ready(ctx context.Context) error {
 
 // Leave departs gracefully: it hands leadership over if it holds it, announces the departure so the leader
 // removes the node from the control plane, waits (bounded by ctx) until that happens, then closes. The
-// partitions the node actively owned become Unavailable; moving them to other nodes is rebalancing's job.
+// leader hands the partitions the node actively owned to their in-sync replicas at once (Unavailable where
+// none is left); restoring the replication factor on other nodes is rebalancing's job.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed

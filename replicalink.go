@@ -42,6 +42,14 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 func (l *replicaLink) lock()   { l.mu.Lock() }
 func (l *replicaLink) unlock() { l.mu.Unlock() }
 
+// nudge wakes the link without new writes, so that it re-examines the in-sync set.
+func (l *replicaLink) nudge() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // markDirty records that segment has a write the replica may lack. It runs under the segment's lock.
 func (l *replicaLink) markDirty(segment int) {
 	l.lock()
@@ -126,27 +134,26 @@ func (l *replicaLink) maybeRejoin() {
 	}
 }
 
-// caughtUp reports whether the replica has every segment of partition p up to the owner's revision; it
-// marks the segments it cannot vouch for dirty, so the link probes or feeds them.
+// caughtUp asks the replica for its revisions of partition p's segments and reports whether it has every
+// one up to the owner's; the segments it lacks are marked dirty so the link feeds them.
 func (l *replicaLink) caughtUp(p int) bool {
 	first, end := l.r.n.layout.PartitionSegments(p)
-	revisions := make([]uint64, end-first)
+	target := make([]uint64, end-first)
+	req := replicateRequest{From: l.r.n.id}
 	for s := first; s < end; s++ {
-		revisions[s-first] = l.r.n.store.revision(s)
+		target[s-first] = l.r.n.store.revision(s)
+		req.Probe = append(req.Probe, s)
 	}
-	l.lock()
-	defer l.unlock()
+	reply, _, err := l.call(&req)
+	if err != nil {
+		return false
+	}
+	l.absorb(&batch{}, reply)
 	ok := true
 	for s := first; s < end; s++ {
-		if acked, known := l.acked[s]; !known || acked < revisions[s-first] {
-			l.dirty[s]++
+		if rev, known := reply.Revisions[s]; !known || rev < target[s-first] {
+			l.markDirty(s)
 			ok = false
-		}
-	}
-	if !ok {
-		select {
-		case l.wake <- struct{}{}:
-		default:
 		}
 	}
 	return ok
@@ -179,34 +186,52 @@ type batch struct {
 	bytes  int
 }
 
-// sendOnce plans one request, sends it and absorbs the reply.
+// sendOnce plans one request, sends it and absorbs the reply. After a failure the replica's revisions are
+// forgotten: it may have restarted with less than it had.
 func (l *replicaLink) sendOnce() error {
 	b := l.plan()
+	reply, size, err := l.call(&b.req)
+	if err != nil {
+		l.forget()
+		return err
+	}
+	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
+	l.r.stats.bytesSent.Add(uint64(size))
+	if b.req.Snapshot != nil {
+		l.r.stats.snapshotsSent.Add(1)
+	}
+	l.absorb(b, reply)
+	return nil
+}
+
+// call sends one replication request to the replica and returns its reply and the request's size.
+func (l *replicaLink) call(req *replicateRequest) (*replicateReply, int, error) {
 	p := l.r.n.router.peerByID(l.to)
 	if p == nil || p.local {
-		return fmt.Errorf("zaris: no connection to replica %s", l.to)
+		return nil, 0, fmt.Errorf("zaris: no connection to replica %s", l.to)
 	}
-	payload, err := encode(&b.req)
+	payload, err := encode(req)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.r.n.cfg.ReplicaAckTimeout)
 	defer cancel()
 	resp, err := p.client.Call(ctx, opReplicate, payload)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	var reply replicateReply
 	if err := decode(resp, &reply); err != nil {
-		return err
+		return nil, 0, err
 	}
-	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
-	l.r.stats.bytesSent.Add(uint64(len(payload)))
-	if b.req.Snapshot != nil {
-		l.r.stats.snapshotsSent.Add(1)
-	}
-	l.absorb(b, &reply)
-	return nil
+	return &reply, len(payload), nil
+}
+
+// forget drops what the link knew of the replica's revisions.
+func (l *replicaLink) forget() {
+	l.lock()
+	clear(l.acked)
+	l.unlock()
 }
 
 // plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,11 +57,14 @@ type replicateRequest struct {
 
 // replicateReply reports the replica's revision of every segment the request touched.
 type replicateReply struct {
-	_msgpack  struct{} `msgpack:",as_array"`
-	Status    Status
-	Epoch     uint64 // for ReplicaWriteRejected: the epoch the replica has seen for Segment's partition
-	Segment   int
-	Revisions map[int]uint64
+	_msgpack struct{} `msgpack:",as_array"`
+	Status   Status
+	Epoch    uint64 // for ReplicaWriteRejected: the epoch the replica has seen for Segment's partition
+	Segment  int
+	// Incarnation identifies the replica's process: a new value means it restarted and may have lost
+	// what it held.
+	Incarnation uint64
+	Revisions   map[int]uint64
 }
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log.
@@ -94,7 +98,9 @@ type replication struct {
 	n     *Node
 	log   *opLog
 	fence []atomic.Uint64 // per partition
-	stats replicationStats
+	// incarnation is random per process, so owners notice when a replica restarted.
+	incarnation uint64
+	stats       replicationStats
 
 	mu    sync.Mutex
 	links map[NodeID]*replicaLink
@@ -102,10 +108,11 @@ type replication struct {
 
 func newReplication(n *Node) *replication {
 	return &replication{
-		n:     n,
-		log:   newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
-		fence: make([]atomic.Uint64, n.layout.Partitions),
-		links: map[NodeID]*replicaLink{},
+		n:           n,
+		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
+		fence:       make([]atomic.Uint64, n.layout.Partitions),
+		incarnation: rand.Uint64() | 1,
+		links:       map[NodeID]*replicaLink{},
 	}
 }
 
@@ -208,7 +215,7 @@ func (r *replication) proposeInSync(ctx context.Context, p int, epoch uint64, in
 
 // serveReplicate applies a replication request on a replica.
 func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
-	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}}
+	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
 	if s := req.Snapshot; s != nil {
 		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
 			return replicateReply{Status: status, Epoch: epoch, Segment: s.Segment}

@@ -38,7 +38,7 @@ func (c *testCluster) nodeByID(id NodeID) *Node {
 // assertReplicasMatch compares every assigned copy of every partition with its owner, segment by segment.
 func assertReplicasMatch(t *testing.T, c *testCluster) {
 	t.Helper()
-	m := c.live()[0].ClusterMap()
+	m := c.currentMap()
 	layout := m.Layout()
 	for p, nodes := range m.Assignment {
 		owner := c.nodeByID(m.Runtime[p].Owner)

@@ -259,17 +259,13 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 		}
 		return reply, nil
 	}
-	payload, err := encode(req)
-	if err != nil {
-		return kvReply{}, err
-	}
 	p.sent.Add(1)
-	resp, err := p.client.Call(ctx, op, payload)
+	resp, err := p.client.Call(ctx, op, req.marshal())
 	if err != nil {
 		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opNames[op], p.id, p.addr, err)
 	}
 	var reply kvReply
-	if err := decode(resp, &reply); err != nil {
+	if err := reply.decodeMsg(resp); err != nil { // reply.Value aliases resp, which is ours alone
 		return kvReply{}, fmt.Errorf("zaris: reply from node %s: %w", p.id, err)
 	}
 	return reply, nil

@@ -131,6 +131,9 @@ type Config struct {
 	// ReplicaAckTimeout bounds how long a Sync write waits for a replica before the owner asks the control
 	// plane to drop that replica from the in-sync set.
 	ReplicaAckTimeout time.Duration
+	// FailoverTimeout is how long an active owner must stay silent, after gossip reports it failed and a
+	// direct check confirms it, before its partitions are promoted to replicas.
+	FailoverTimeout time.Duration
 	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
 	DataDir string
@@ -179,6 +182,7 @@ func DefaultConfig() Config {
 		BatchParallelism:  runtime.GOMAXPROCS(0),
 		ReplicaAckTimeout: time.Second,
 		OpLogRetain:       4096,
+		FailoverTimeout:   10 * time.Second,
 		DiskRetainBytes:   4 << 20,
 		DiskRetainAge:     10 * time.Minute,
 		DiskTrimInterval:  10 * time.Second,
@@ -238,6 +242,8 @@ func (c *Config) validate() error {
 		return bad("ReplicaAckTimeout must be positive")
 	case c.OpLogRetain < 1:
 		return bad("OpLogRetain %d must be at least 1", c.OpLogRetain)
+	case c.FailoverTimeout <= 0:
+		return bad("FailoverTimeout must be positive")
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
 	}

@@ -1,0 +1,187 @@
+package zaris
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+)
+
+// A gossip failure of an active owner is a rumour. The leader re-checks the owner directly over the data
+// transport and does nothing while it answers. An owner that stays silent without a clean leave is
+// suspected, and confirmed dead only once FailoverTimeout has passed since the first suspicion; then each
+// partition it owned is promoted to its most caught-up live in-sync replica under the next epoch. The
+// partition map does not change: only the runtime owner moves.
+
+// handleFailures is called by the leader's reconcile with the current membership.
+func (n *Node) handleFailures(members []member) error {
+	failed := map[NodeID]bool{}
+	for _, m := range members {
+		if m.Status == serf.StatusFailed {
+			failed[m.ID] = true
+		}
+	}
+	for id := range n.suspects {
+		if !failed[id] {
+			delete(n.suspects, id) // back alive, or gone through a clean leave
+		}
+	}
+	m := n.fsm.clusterMap()
+	for id := range failed {
+		if m.OwnedBy(id) == 0 {
+			continue
+		}
+		if n.answers(id) {
+			delete(n.suspects, id)
+			continue
+		}
+		first, known := n.suspects[id]
+		if !known {
+			n.suspects[id] = time.Now()
+			n.log.Warn("owner suspected dead", "node", id)
+			continue
+		}
+		if time.Since(first) < n.cfg.FailoverTimeout {
+			continue
+		}
+		if err := n.failOver(id, members); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// answers reports whether node id replies on the data transport within a probe timeout.
+func (n *Node) answers(id NodeID) bool {
+	p := n.router.peerByID(id)
+	if p == nil || p.local {
+		return p != nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.Timing.ProbeTimeout)
+	defer cancel()
+	payload, err := encode(&replicateRequest{From: n.id})
+	if err != nil {
+		return false
+	}
+	_, err = p.client.Call(ctx, opReplicate, payload)
+	return err == nil
+}
+
+// failOver promotes every partition actively owned by the dead node.
+func (n *Node) failOver(dead NodeID, members []member) error {
+	alive := map[NodeID]bool{}
+	for _, m := range members {
+		if m.Status == serf.StatusAlive {
+			alive[m.ID] = true
+		}
+	}
+	m := n.fsm.clusterMap()
+	for p, st := range m.Runtime {
+		if st.Owner != dead {
+			continue
+		}
+		to := n.pickSuccessor(p, st, alive)
+		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1)
+		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickSuccessor returns the live in-sync replica of p holding the most of it (by segment revisions), or ""
+// when none is left. Only an in-sync replica is sure to hold every acknowledged write.
+func (n *Node) pickSuccessor(p int, st PartitionState, alive map[NodeID]bool) NodeID {
+	var best NodeID
+	var bestTotal uint64
+	for _, id := range st.InSync {
+		if !alive[id] {
+			continue
+		}
+		total, ok := n.partitionRevisions(id, p)
+		if ok && (best == "" || total > bestTotal) {
+			best, bestTotal = id, total
+		}
+	}
+	return best
+}
+
+// partitionRevisions asks node id for the sum of its revisions of partition p's segments.
+func (n *Node) partitionRevisions(id NodeID, p int) (uint64, bool) {
+	first, end := n.layout.PartitionSegments(p)
+	var total uint64
+	if id == n.id {
+		for s := first; s < end; s++ {
+			total += n.store.revision(s)
+		}
+		return total, true
+	}
+	peer := n.router.peerByID(id)
+	if peer == nil {
+		return 0, false
+	}
+	req := replicateRequest{From: n.id}
+	for s := first; s < end; s++ {
+		req.Probe = append(req.Probe, s)
+	}
+	payload, err := encode(&req)
+	if err != nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.Timing.ProbeTimeout)
+	defer cancel()
+	resp, err := peer.client.Call(ctx, opReplicate, payload)
+	var reply replicateReply
+	if err != nil || decode(resp, &reply) != nil {
+		return 0, false
+	}
+	if reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation {
+		return 0, false // restarted since the map last saw it: it may lack acknowledged writes
+	}
+	for _, rev := range reply.Revisions {
+		total += rev
+	}
+	return total, true
+}
+
+// onOwnershipChange reacts on every node to a committed map. A node deposed from a partition it still
+// replicates discards its copy: writes it applied but never got acknowledged must not survive beside the
+// new owner's history, so it starts again from the new owner's snapshot.
+func (r *replication) onOwnershipChange(old, next *ClusterMap) {
+	if old == nil || old.Version == 0 || len(old.Runtime) != len(next.Runtime) {
+		return
+	}
+	for p, st := range next.Runtime {
+		was := old.Runtime[p]
+		if was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch {
+			continue
+		}
+		if !slices.Contains(next.Assignment[p], r.n.id) {
+			continue
+		}
+		first, end := r.n.layout.PartitionSegments(p)
+		for s := first; s < end; s++ {
+			r.installSnapshotEntries(s, 0, st.Epoch, nil)
+		}
+		r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
+	}
+}
+
+// nudgeReplicas wakes the link to every assigned replica of the partitions this node owns, even when no
+// write comes: a link then checks whether its replica restarted and whether a lagging one has caught up.
+func (r *replication) nudgeReplicas() {
+	m := r.n.fsm.clusterMap()
+	seen := map[NodeID]bool{}
+	for p, st := range m.Runtime {
+		if st.Owner != r.n.id {
+			continue
+		}
+		for _, id := range m.Assignment[p] {
+			if id != r.n.id && !seen[id] {
+				seen[id] = true
+				r.link(id).nudge()
+			}
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package zaris
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestFailoverLosesNoAcknowledgedWrite kills an owner after Sync writes: once the leader confirms the death,
+// each of its partitions is served by its in-sync replica under a higher epoch, every acknowledged write is
+// readable from every survivor, and the restarted node rejoins as a replica that catches up until the
+// partitions are Healthy again.
+func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = 300 * time.Millisecond }))
+	ctx := bg(t)
+	written := map[string][]byte{}
+	for i := 0; i < 600; i++ {
+		key := fmt.Sprintf("ledger-%d", i)
+		value := []byte(fmt.Sprintf("entry %d", i))
+		if err := c.node(i%3).Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+		written[key] = value
+	}
+	victim := (c.leader() + 1) % 3
+	dead := c.node(victim).id
+	before := c.node(c.leader()).ClusterMap()
+	owned := before.OwnedBy(dead)
+	if owned == 0 {
+		t.Fatal("the victim owns nothing")
+	}
+	c.kill(victim)
+	waitFor(t, 20*time.Second, "the dead owner's partitions to fail over", func() bool {
+		for _, n := range c.live() {
+			if n.ClusterMap().OwnedBy(dead) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	after := c.currentMap()
+	for p, st := range before.Runtime {
+		if st.Owner != dead {
+			continue
+		}
+		now := after.Runtime[p]
+		if now.Epoch <= st.Epoch || now.Health != Degraded || now.Owner != st.InSync[0] {
+			t.Fatalf("partition %d after failover: %+v; before: %+v", p, now, st)
+		}
+		if !slicesEqual(after.Assignment[p], before.Assignment[p]) {
+			t.Fatalf("partition %d: failover changed the partition map", p)
+		}
+	}
+	lost := 0
+	for _, n := range c.live() {
+		for key, want := range written {
+			if got, err := n.Get(ctx, key); err != nil || !bytes.Equal(got, want) {
+				lost++
+				t.Errorf("%s reads %s = %q, %v; want %q", n.id, key, got, err, want)
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d acknowledged reads failed after failover", lost)
+	}
+
+	back := c.restart(victim)
+	waitFor(t, 10*time.Second, "the control plane to record the restarted process", func() bool {
+		return c.currentMap().Nodes[dead].Incarnation == back.repl.incarnation
+	})
+	waitFor(t, 30*time.Second, "every partition Healthy again", func() bool {
+		m := c.currentMap()
+		for _, st := range m.Runtime {
+			if st.Health != Healthy {
+				return false
+			}
+		}
+		return true
+	})
+	assertReplicasMatch(t, c)
+}
+
+// TestLeaveHandsPartitionsToReplicas checks that a graceful leave fails the node's partitions over at once,
+// without waiting for the failure timeout, and loses no acknowledged write.
+func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
+	c := startCluster(t, 3, replicated(2)) // FailoverTimeout stays at its 10 s default
+	ctx := bg(t)
+	for i := 0; i < 300; i++ {
+		if err := c.node(i%3).Put(ctx, fmt.Sprintf("k%d", i), []byte(fmt.Sprintf("v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaver := (c.leader() + 1) % 3
+	n := c.node(leaver)
+	start := time.Now()
+	if err := n.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[leaver] = nil
+	c.mu.Unlock()
+	waitFor(t, 5*time.Second, "the leaver's partitions to move", func() bool {
+		return c.live()[0].ClusterMap().OwnedBy(n.id) == 0
+	})
+	if elapsed := time.Since(start); elapsed >= 10*time.Second {
+		t.Fatalf("handover took %v: it waited for the failure timeout", elapsed)
+	}
+	for i := 0; i < 300; i++ {
+		key := fmt.Sprintf("k%d", i)
+		if got, err := c.live()[0].Get(ctx, key); err != nil || string(got) != fmt.Sprintf("v%d", i) {
+			t.Fatalf("after leave %s = %q, %v", key, got, err)
+		}
+	}
+}
+
+func slicesEqual(a, b []NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

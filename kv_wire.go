@@ -1,0 +1,120 @@
+package zaris
+
+import (
+	"github.com/tinylib/msgp/msgp"
+)
+
+// kvRequest and kvReply carry every single-key operation, so they are encoded by hand, field by field,
+// like the batch messages (batch_wire.go). The bytes are those the reflective codec writes for the two
+// structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), so either codec
+// reads the other's output. A request is [key, value, ttl, delta, cond, concern]; a reply is
+// [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
+// know, so fields can be appended.
+const (
+	kvRequestFields = 6
+	kvReplyFields   = 8
+
+	// kvRequestOverhead bounds a request's bytes beyond its key and value: array header, key header,
+	// value header, ttl, delta, cond, concern.
+	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2
+	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
+	// value header, version, owner header, epoch, map index, int, existed.
+	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1
+)
+
+// appendMsg appends the encoded request to dst.
+func (r *kvRequest) appendMsg(dst []byte) []byte {
+	dst = msgp.AppendArrayHeader(dst, kvRequestFields)
+	dst = msgp.AppendString(dst, r.Key)
+	dst = appendValue(dst, r.Value)
+	dst = msgp.AppendInt64(dst, r.TTL)
+	dst = msgp.AppendInt64(dst, r.Delta)
+	dst = msgp.AppendUint8(dst, uint8(r.Cond))
+	return msgp.AppendUint8(dst, uint8(r.Concern))
+}
+
+// marshal returns the encoded request in a buffer of its own.
+func (r *kvRequest) marshal() []byte {
+	return r.appendMsg(make([]byte, 0, kvRequestOverhead+len(r.Key)+len(r.Value)))
+}
+
+// decodeMsg replaces r with the request encoded in b. Value aliases b (capped, so appending to it cannot
+// overwrite b), which is safe because the transport hands every frame's payload over in memory of its own
+// that it never reuses; a caller whose b is reused must copy Value. Errors wrap ErrInvalidRequest.
+func (r *kvRequest) decodeMsg(b []byte) error {
+	w := wireReader{b: b}
+	extra := w.fields(kvRequestFields)
+	*r = kvRequest{
+		Key:     w.string(),
+		Value:   w.value(),
+		TTL:     w.int64(),
+		Delta:   w.int64(),
+		Cond:    putCond(w.uint8()),
+		Concern: WriteConcern(w.uint8()),
+	}
+	w.skip(extra)
+	if err := w.done("kv request"); err != nil {
+		*r = kvRequest{}
+		return err
+	}
+	return nil
+}
+
+// appendMsg appends the encoded reply to dst.
+func (r *kvReply) appendMsg(dst []byte) []byte {
+	dst = msgp.AppendArrayHeader(dst, kvReplyFields)
+	dst = msgp.AppendUint8(dst, uint8(r.Status))
+	dst = appendValue(dst, r.Value)
+	dst = msgp.AppendUint64(dst, r.Version)
+	dst = msgp.AppendString(dst, string(r.Owner))
+	dst = msgp.AppendUint64(dst, r.Epoch)
+	dst = msgp.AppendUint64(dst, r.MapIndex)
+	dst = msgp.AppendInt64(dst, r.Int)
+	return msgp.AppendBool(dst, r.Existed)
+}
+
+// marshal returns the encoded reply in a buffer of its own.
+func (r *kvReply) marshal() []byte {
+	return r.appendMsg(make([]byte, 0, kvReplyOverhead+len(r.Value)+len(r.Owner)))
+}
+
+// decodeMsg replaces r with the reply encoded in b. Value aliases b, as for kvRequest.decodeMsg. Errors
+// wrap ErrInvalidRequest.
+func (r *kvReply) decodeMsg(b []byte) error {
+	w := wireReader{b: b}
+	extra := w.fields(kvReplyFields)
+	*r = kvReply{
+		Status:   Status(w.uint8()),
+		Value:    w.value(),
+		Version:  w.uint64(),
+		Owner:    NodeID(w.string()),
+		Epoch:    w.uint64(),
+		MapIndex: w.uint64(),
+		Int:      w.int64(),
+		Existed:  w.bool(),
+	}
+	w.skip(extra)
+	if err := w.done("kv reply"); err != nil {
+		*r = kvReply{}
+		return err
+	}
+	return nil
+}
+
+// appendValue writes a nil value as msgpack nil and any other, even an empty one, as bin, so a decoded
+// value is nil exactly when the encoded one was.
+func appendValue(dst, v []byte) []byte {
+	if v == nil {
+		return msgp.AppendNil(dst)
+	}
+	return msgp.AppendBytes(dst, v)
+}
+
+// value reads what appendValue wrote: nil, or a bin value in place (see sharedBytes).
+func (r *wireReader) value() []byte {
+	if r.err == nil && msgp.IsNil(r.b) {
+		r.b = r.b[1:]
+		return nil
+	}
+	return r.sharedBytes()
+}

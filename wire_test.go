@@ -1,0 +1,375 @@
+package zaris
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/tinylib/msgp/msgp"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+func sampleKVRequests() []kvRequest {
+	return []kvRequest{
+		{},
+		{Key: "k"},
+		{Key: "k", Value: []byte{}},
+		{Key: "user:{42}", Value: []byte("hello"), TTL: int64(time1h)},
+		{Key: "n", Delta: -7},
+		{Key: "n", Delta: math.MinInt64, TTL: math.MaxInt64},
+		{Key: "p", Value: make([]byte, 300), Cond: condIfAbsent | condReturnPrev, Concern: WriteConcern(math.MaxUint8)},
+		{Key: string(make([]byte, 70000)), Value: make([]byte, 70000), TTL: -1, Cond: putCond(math.MaxUint8), Concern: 1},
+	}
+}
+
+const time1h = 3600 * 1e9
+
+func sampleKVReplies() []kvReply {
+	return []kvReply{
+		{},
+		{Status: StatusSuccess, Value: []byte{}},
+		{Status: StatusSuccess, Value: []byte("v"), Version: 1},
+		{Status: Status(math.MaxUint8), Owner: "node-2", Epoch: math.MaxUint64, MapIndex: 1 << 40},
+		{Int: -1},
+		{Int: math.MinInt64, Existed: true, Value: make([]byte, 300), Version: math.MaxUint64},
+		{Status: StatusSuccess, Value: make([]byte, 70000), Owner: NodeID(make([]byte, 300)), Int: math.MaxInt64},
+	}
+}
+
+// TestKVWireRoundTrip checks that every field survives the hand-written codec, that a nil Value stays nil and
+// an empty one empty, and that the reflective codec reads the same bytes the same way in both directions, so
+// nodes of either codec understand each other.
+func TestKVWireRoundTrip(t *testing.T) {
+	for _, want := range sampleKVRequests() {
+		b := want.marshal()
+		var got kvRequest
+		if err := got.decodeMsg(b); err != nil {
+			t.Fatalf("decodeMsg(%+v): %v", want, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("request round trip: got %+v, want %+v", got, want)
+		}
+		var viaReflect kvRequest
+		if err := msgpack.Unmarshal(b, &viaReflect); err != nil || !reflect.DeepEqual(viaReflect, want) {
+			t.Errorf("reflective decoding of the hand-written request: got %+v, %v; want %+v", viaReflect, err, want)
+		}
+		old, err := encode(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromOld kvRequest
+		if err := fromOld.decodeMsg(old); err != nil || !reflect.DeepEqual(fromOld, want) {
+			t.Errorf("decodeMsg of the reflective encoding: got %+v, %v; want %+v", fromOld, err, want)
+		}
+	}
+	for _, want := range sampleKVReplies() {
+		b := want.marshal()
+		var got kvReply
+		if err := got.decodeMsg(b); err != nil {
+			t.Fatalf("decodeMsg(%+v): %v", want, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("reply round trip: got %+v, want %+v", got, want)
+		}
+		var viaReflect kvReply
+		if err := msgpack.Unmarshal(b, &viaReflect); err != nil || !reflect.DeepEqual(viaReflect, want) {
+			t.Errorf("reflective decoding of the hand-written reply: got %+v, %v; want %+v", viaReflect, err, want)
+		}
+		old, err := encode(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromOld kvReply
+		if err := fromOld.decodeMsg(old); err != nil || !reflect.DeepEqual(fromOld, want) {
+			t.Errorf("decodeMsg of the reflective encoding: got %+v, %v; want %+v", fromOld, err, want)
+		}
+	}
+}
+
+// TestKVWireSizeBound checks that marshal sizes its buffer right: the overhead constants bound the bytes.
+func TestKVWireSizeBound(t *testing.T) {
+	for _, r := range sampleKVRequests() {
+		if b := r.marshal(); len(b) > kvRequestOverhead+len(r.Key)+len(r.Value) {
+			t.Errorf("request of %d bytes exceeds its bound", len(b))
+		}
+	}
+	for _, r := range sampleKVReplies() {
+		if b := r.marshal(); len(b) > kvReplyOverhead+len(r.Value)+len(r.Owner) {
+			t.Errorf("reply of %d bytes exceeds its bound", len(b))
+		}
+	}
+}
+
+// TestKVWireExtraFields checks that readers skip fields appended after those they know.
+func TestKVWireExtraFields(t *testing.T) {
+	want := kvRequest{Key: "k", Value: []byte("v"), TTL: 5, Delta: 6, Cond: condKeepTTL, Concern: 2}
+	b := want.appendMsg(nil)
+	b[0]++ // one more field
+	b = msgp.AppendMapHeader(b, 1)
+	b = msgp.AppendString(b, "future")
+	b = msgp.AppendArrayHeader(b, 2)
+	b = msgp.AppendFloat64(b, 1.5)
+	b = msgp.AppendNil(b)
+	var got kvRequest
+	if err := got.decodeMsg(b); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("request with an extra field: got %+v, %v; want %+v", got, err, want)
+	}
+
+	wantReply := kvReply{Status: StatusMoved, Owner: "n1", Epoch: 3, MapIndex: 4, Int: 5, Existed: true}
+	rb := wantReply.appendMsg(nil)
+	rb[0] += 2
+	rb = msgp.AppendString(rb, "x")
+	rb = msgp.AppendUint64(rb, 9)
+	var gotReply kvReply
+	if err := gotReply.decodeMsg(rb); err != nil || !reflect.DeepEqual(gotReply, wantReply) {
+		t.Errorf("reply with extra fields: got %+v, %v; want %+v", gotReply, err, wantReply)
+	}
+}
+
+// TestKVWireRejects checks that malformed messages fail with ErrInvalidRequest and leave a zero message.
+func TestKVWireRejects(t *testing.T) {
+	good := (&kvRequest{Key: "k", Value: []byte("v")}).marshal()
+	goodReply := (&kvReply{Status: StatusSuccess, Value: []byte("v")}).marshal()
+	withField := func(b []byte, i int, repl []byte) []byte {
+		// Replaces the i-th field of an array whose fields before i are one byte each.
+		return append(append(append([]byte(nil), b[:1+i]...), repl...), b[2+i:]...)
+	}
+	requests := map[string][]byte{
+		"empty":            nil,
+		"not an array":     msgp.AppendString(nil, "k"),
+		"map":              msgp.AppendMapHeader(nil, 0),
+		"too few fields":   append([]byte{0x95}, good[1:]...),
+		"truncated":        good[:len(good)-1],
+		"trailing bytes":   append(append([]byte(nil), good...), 0xc0),
+		"key not string":   append([]byte{0x96, 0x01}, good[3:]...),
+		"nil key":          append([]byte{0x96, 0xc0}, good[3:]...),
+		"value string":     append([]byte{0x96, 0xa1, 'k', 0xa1, 'v'}, good[6:]...),
+		"ttl float":        append(msgp.AppendFloat64([]byte{0x96, 0xa1, 'k', 0xc0}, 1), 0, 0, 0),
+		"cond too large":   append([]byte{0x96, 0xa1, 'k', 0xc0, 0, 0}, 0xcd, 1, 0, 0),
+		"concern negative": append([]byte{0x96, 0xa1, 'k', 0xc0, 0, 0, 0}, 0xff),
+		"huge array":       {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"huge extra":       append(append([]byte{0xdd, 0xff, 0xff, 0xff, 0xff}, good[1:]...), 0xc0),
+		"huge key":         {0x96, 0xdb, 0xff, 0xff, 0xff, 0xff},
+	}
+	for name, b := range requests {
+		var r kvRequest
+		r.Key = "stale"
+		if err := r.decodeMsg(b); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("request %s: error %v, want ErrInvalidRequest", name, err)
+		}
+		if !reflect.DeepEqual(r, kvRequest{}) {
+			t.Errorf("request %s: left %+v after an error", name, r)
+		}
+	}
+	replies := map[string][]byte{
+		"empty":          nil,
+		"too few fields": append([]byte{0x97}, goodReply[1:]...),
+		"truncated":      goodReply[:len(goodReply)-1],
+		"trailing bytes": append(append([]byte(nil), goodReply...), 0),
+		"status string":  withField(goodReply, 0, []byte{0xa1, 'x'}),
+		"status large":   append([]byte{0x98, 0xcd, 1, 0}, goodReply[2:]...),
+		"existed int":    append(append([]byte(nil), goodReply[:len(goodReply)-1]...), 0x01),
+		"huge value":     {0x98, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff},
+	}
+	for name, b := range replies {
+		var r kvReply
+		r.Owner = "stale"
+		if err := r.decodeMsg(b); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("reply %s: error %v, want ErrInvalidRequest", name, err)
+		}
+		if !reflect.DeepEqual(r, kvReply{}) {
+			t.Errorf("reply %s: left %+v after an error", name, r)
+		}
+	}
+}
+
+// TestKVWireValueIsCapped checks that a decoded Value, which aliases the payload, cannot be appended to in
+// place over the bytes that follow it.
+func TestKVWireValueIsCapped(t *testing.T) {
+	b := (&kvRequest{Key: "k", Value: []byte("abc"), TTL: 9}).marshal()
+	var r kvRequest
+	if err := r.decodeMsg(b); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.Value) != len(r.Value) {
+		t.Fatalf("Value has cap %d, len %d", cap(r.Value), len(r.Value))
+	}
+	_ = append(r.Value, 'x', 'x', 'x', 'x')
+	var again kvRequest
+	if err := again.decodeMsg(b); err != nil || again.TTL != 9 {
+		t.Fatalf("payload changed by an append to Value: %+v, %v", again, err)
+	}
+}
+
+func TestKVWireAllocations(t *testing.T) {
+	req := kvRequest{Key: "bench-key", Value: make([]byte, 64), TTL: 1}
+	reqBytes := req.marshal()
+	reply := kvReply{Status: StatusSuccess, Value: make([]byte, 64), Version: 1, Owner: "n1"}
+	replyBytes := reply.marshal()
+	for name, c := range map[string]struct {
+		f    func()
+		want float64
+	}{
+		"request marshal":  {func() { _ = req.marshal() }, 1},
+		"reply marshal":    {func() { _ = reply.marshal() }, 1},
+		"request decode":   {func() { var r kvRequest; _ = r.decodeMsg(reqBytes) }, 1}, // the key string
+		"reply decode":     {func() { var r kvReply; _ = r.decodeMsg(replyBytes) }, 1}, // the owner string
+		"request appendTo": {func() { _ = req.appendMsg(reqBytes[:0]) }, 0},
+	} {
+		if n := testing.AllocsPerRun(100, c.f); n > c.want {
+			t.Errorf("%s allocates %v times, want at most %v", name, n, c.want)
+		}
+	}
+}
+
+// TestDecodeBoundsAllocation checks that a header claiming far more elements than the message holds is
+// refused before the reflective codec sizes a slice by it.
+func TestDecodeBoundsAllocation(t *testing.T) {
+	const count = 50_000_000
+	huge := func(prefix ...byte) []byte {
+		return msgp.AppendArrayHeader(prefix, count)
+	}
+	cases := map[string]struct {
+		data []byte
+		v    any
+	}{
+		"replicate ops":   {huge(0x94, 0xa1, 'n', 0xc0), new(replicateRequest)},
+		"replicate probe": {huge(0x94, 0xa1, 'n', 0xc0, 0xc0), new(replicateRequest)},
+		"command in-sync": {huge(0x81, 0xa6, 'I', 'n', 'S', 'y', 'n', 'c'), new(command)},
+		"cluster map":     {huge(), new(ClusterMap)},
+	}
+	for name, c := range cases {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := decode(c.data, c.v)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%s: error %v, want ErrInvalidRequest", name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("%s: a %d-byte message allocated %d bytes", name, len(c.data), n)
+		}
+	}
+}
+
+// Fuzzing. Seeds are in testdata/fuzz/<name>; add new ones with the encodings of interesting messages.
+
+// FuzzDecodeKVRequest checks that decodeMsg never panics, and that whatever it accepts encodes back to a
+// message it decodes the same way.
+func FuzzDecodeKVRequest(f *testing.F) {
+	for _, r := range sampleKVRequests()[:6] {
+		f.Add(r.marshal())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r kvRequest
+		if err := r.decodeMsg(data); err != nil {
+			if !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("error %v does not wrap ErrInvalidRequest", err)
+			}
+			return
+		}
+		if len(r.Key)+len(r.Value) > len(data) {
+			t.Fatalf("decoded %d key and %d value bytes from %d bytes", len(r.Key), len(r.Value), len(data))
+		}
+		b := r.marshal()
+		var again kvRequest
+		if err := again.decodeMsg(b); err != nil {
+			t.Fatalf("re-encoded %+v does not decode: %v", r, err)
+		}
+		if !reflect.DeepEqual(again, r) {
+			t.Fatalf("round trip: got %+v, want %+v", again, r)
+		}
+	})
+}
+
+// FuzzDecodeKVReply is FuzzDecodeKVRequest for replies.
+func FuzzDecodeKVReply(f *testing.F) {
+	for _, r := range sampleKVReplies()[:6] {
+		f.Add(r.marshal())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r kvReply
+		if err := r.decodeMsg(data); err != nil {
+			if !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("error %v does not wrap ErrInvalidRequest", err)
+			}
+			return
+		}
+		if len(r.Owner)+len(r.Value) > len(data) {
+			t.Fatalf("decoded %d owner and %d value bytes from %d bytes", len(r.Owner), len(r.Value), len(data))
+		}
+		b := r.marshal()
+		var again kvReply
+		if err := again.decodeMsg(b); err != nil {
+			t.Fatalf("re-encoded %+v does not decode: %v", r, err)
+		}
+		if !reflect.DeepEqual(again, r) {
+			t.Fatalf("round trip: got %+v, want %+v", again, r)
+		}
+	})
+}
+
+// fuzzReflective checks that decode never panics on data and fails only with ErrInvalidRequest, and that
+// what it accepts survives encode and decode.
+func fuzzReflective[T any](t *testing.T, data []byte) {
+	var v T
+	if err := decode(data, &v); err != nil {
+		if !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("error %v does not wrap ErrInvalidRequest", err)
+		}
+		return
+	}
+	b, err := encode(&v)
+	if err != nil {
+		t.Fatalf("decoded %+v does not encode: %v", v, err)
+	}
+	var again T
+	if err := decode(b, &again); err != nil {
+		t.Fatalf("re-encoded %+v does not decode: %v", v, err)
+	}
+	if !reflect.DeepEqual(again, v) {
+		t.Fatalf("round trip: got %+v, want %+v", again, v)
+	}
+}
+
+// FuzzDecodeReplicateRequest fuzzes the opReplicate request, read with the reflective codec.
+func FuzzDecodeReplicateRequest(f *testing.F) {
+	seeds := []replicateRequest{
+		{From: "n1"},
+		{From: "n1", Probe: []int{0, 7}},
+		{From: "n2", Ops: []durability.Op{{Segment: 3, Revision: 9, Epoch: 2, Kind: durability.OpPut, Key: "k",
+			Value: []byte("v"), ExpireAt: 5, Version: 4, Time: 6}}},
+		{From: "n3", Snapshot: &segmentSnapshot{Segment: 1, Revision: 2, Epoch: 3,
+			Entries: []durability.Entry{{Key: "a", Value: []byte("b"), ExpireAt: 1, Version: 2}}}},
+	}
+	for i := range seeds {
+		b, err := encode(&seeds[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[replicateRequest])
+}
+
+// FuzzDecodeCommand fuzzes a control-plane command, read with the reflective codec from proposals and from
+// the Raft log.
+func FuzzDecodeCommand(f *testing.F) {
+	seeds := []command{
+		{Kind: cmdUpsertNode, Node: NodeInfo{ID: "n1", DataAddr: "127.0.0.1:1", RESPAddr: "127.0.0.1:2"}},
+		{Kind: cmdAssign, Assignment: Assignment{{"n1", "n2"}, {"n2"}}},
+		{Kind: cmdSetInSync, Partition: 3, Epoch: 4, InSync: []NodeID{"n1"}},
+	}
+	for i := range seeds {
+		b, err := encode(&seeds[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[command])
+}
