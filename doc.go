@@ -64,10 +64,16 @@
 //     applied in the order the owner receives them.
 //   - A Sync write that was acknowledged is on the owner and on every replica in the in-sync set at the time
 //     of the acknowledgement.
-//   - Failover is not automatic yet: if an owner crashes or leaves, its partitions become Unavailable
-//     (ErrPartitionUnavailable, never a false ErrNotFound) although the replicas hold the data.
-//   - An owner cut off from the control plane keeps serving the partitions it believes it owns; its writes
-//     stop being acknowledged under Sync as soon as a replica has seen a newer epoch.
+//   - Failover: when gossip reports an owner failed, the raft leader re-checks it directly and, if it stays
+//     silent for FailoverTimeout, promotes each of its partitions to the live in-sync replica holding the
+//     most of it, under a higher epoch; the partition map itself does not change. A graceful Leave hands the
+//     partitions over at once. With no live in-sync replica the partition becomes Unavailable
+//     (ErrPartitionUnavailable, never a false ErrNotFound). A node that restarts leaves every in-sync set
+//     until it has caught up, and a deposed owner discards its copy and takes the new owner's.
+//   - Not yet: an owner cut off from the control plane but still reachable by clients keeps serving the
+//     partitions it believes it owns until it learns of its deposition (there is no owner lease yet). Its
+//     Sync writes stop being acknowledged as soon as a replica has seen the newer epoch, but reads it serves
+//     in that window may be stale, and Async writes it acknowledges in that window are lost.
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
