@@ -70,10 +70,10 @@
 //     partitions over at once. With no live in-sync replica the partition becomes Unavailable
 //     (ErrPartitionUnavailable, never a false ErrNotFound). A node that restarts leaves every in-sync set
 //     until it has caught up, and a deposed owner discards its copy and takes the new owner's.
-//   - Not yet: an owner cut off from the control plane but still reachable by clients keeps serving the
-//     partitions it believes it owns until it learns of its deposition (there is no owner lease yet). Its
-//     Sync writes stop being acknowledged as soon as a replica has seen the newer epoch, but reads it serves
-//     in that window may be stale, and Async writes it acknowledges in that window are lost.
+//   - An owner serves only while it holds a lease renewed by contact with the raft leader, lasting half of
+//     FailoverTimeout; cut off from the control plane, it refuses its partitions (ErrOwnershipChanging)
+//     before the leader may promote another node, even if clients still reach it, so no two owners serve
+//     at once. This assumes the nodes' clocks run at similar rates; it does not need them to agree.
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not

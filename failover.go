@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -184,4 +185,18 @@ func (r *replication) nudgeReplicas() {
 			}
 		}
 	}
+}
+
+// holdsLease reports whether this node has heard from the control plane recently enough to keep serving
+// the partitions it owns: it leads with a quorum, or its last contact with the leader is younger than half
+// of FailoverTimeout. The leader promotes a replica only after an owner has been silent for a whole
+// FailoverTimeout, so an owner cut off from the control plane stops serving well before another may start,
+// even when clients still reach it. This assumes the nodes' clocks run at similar rates (not that they
+// agree on the time).
+func (n *Node) holdsLease() bool {
+	if n.raft.State() == raft.Leader {
+		return true
+	}
+	last := n.raft.LastContact()
+	return !last.IsZero() && time.Since(last) < n.cfg.FailoverTimeout/2
 }

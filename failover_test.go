@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // readable from every survivor, and the restarted node rejoins as a replica that catches up until the
 // partitions are Healthy again.
 func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
-	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = 300 * time.Millisecond }))
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)
 	written := map[string][]byte{}
 	for i := 0; i < 600; i++ {
@@ -124,4 +125,37 @@ func slicesEqual(a, b []NodeID) bool {
 		}
 	}
 	return true
+}
+
+// TestOwnerCutOffFromControlPlaneStopsServing isolates an owner from every other node while it could still
+// be reached by a client of its own: once its lease lapses it refuses to serve its partitions, and it serves
+// again when the link heals.
+func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+	ctx := bg(t)
+	owner := c.node((c.leader() + 1) % 3)
+	key := "leased"
+	for c.owner(key) != owner {
+		key += "!"
+	}
+	if err := owner.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range c.live() {
+		if other != owner {
+			c.faults.Partition(string(owner.id), string(other.id))
+		}
+	}
+	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.holdsLease() })
+	if reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
+		t.Fatalf("cut-off owner answered %s; want OwnershipChanging", reply.Status)
+	}
+	if _, err := owner.Get(ctx, key); !errors.Is(err, ErrOwnershipChanging) {
+		t.Fatalf("get through the cut-off owner: err = %v; want ErrOwnershipChanging", err)
+	}
+	c.faults.HealAll()
+	waitFor(t, 10*time.Second, "the owner to serve again", func() bool {
+		got, err := owner.Get(ctx, key)
+		return err == nil && string(got) == "v1"
+	})
 }

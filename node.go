@@ -230,6 +230,9 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	segment = n.layout.KeySegment(key)
 	st := m.Runtime[n.layout.SegmentPartition(segment)]
 	if st.Owner == n.id {
+		if !n.holdsLease() {
+			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
+		}
 		return segment, kvReply{}, true
 	}
 	n.stats.redirectsSent.Add(1)

@@ -237,14 +237,21 @@ func (l *replicaLink) forget() {
 // plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when the
 // log no longer reaches back. Every reply reports the replica's revision of each segment sent.
 func (l *replicaLink) plan() *batch {
-	b := &batch{req: replicateRequest{From: l.r.n.id}, gen: map[int]uint64{}, target: map[int]uint64{}}
+	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}}, gen: map[int]uint64{}, target: map[int]uint64{}}
 	acked := map[int]uint64{}
 	known := map[int]bool{}
+	m := l.r.n.fsm.clusterMap()
 	l.lock()
 	for seg, gen := range l.dirty {
+		p := l.r.n.layout.SegmentPartition(seg)
+		if m.Runtime[p].Owner != l.r.n.id {
+			delete(l.dirty, seg) // no longer ours to replicate
+			continue
+		}
 		if l.isFenced(seg) {
 			continue
 		}
+		b.req.Epochs[p] = m.Runtime[p].Epoch
 		b.gen[seg] = gen
 		acked[seg], known[seg] = l.acked[seg]
 	}

@@ -53,6 +53,9 @@ type replicateRequest struct {
 	Snapshot *segmentSnapshot
 	Ops      []durability.Op
 	Probe    []int // segments whose revision the owner does not know yet
+	// Epochs holds, per partition sent, the epoch under which the sender owns it now. Fencing checks it,
+	// not the epochs the ops were first written under: a new owner legitimately resends older ops.
+	Epochs map[int]uint64
 }
 
 // replicateReply reports the replica's revision of every segment the request touched.
@@ -226,7 +229,7 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 	for i := range req.Ops {
 		op := &req.Ops[i]
 		seg := int(op.Segment)
-		if status, epoch := r.admit(seg, op.Epoch); status != StatusSuccess {
+		if status, epoch := r.admit(seg, req.senderEpoch(seg, op.Epoch, r.n.layout)); status != StatusSuccess {
 			reply.Status, reply.Epoch, reply.Segment = status, epoch, seg
 			return reply
 		}
@@ -244,6 +247,17 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		}
 	}
 	return reply
+}
+
+// senderEpoch is the epoch the sender claims for segment's partition, or fallback when it names none.
+func (req *replicateRequest) senderEpoch(segment int, fallback uint64, layout Layout) uint64 {
+	if segment < 0 || segment >= layout.Segments {
+		return fallback
+	}
+	if e, ok := req.Epochs[layout.SegmentPartition(segment)]; ok {
+		return e
+	}
+	return fallback
 }
 
 // admit fences a replicated write: it is refused if its epoch is older than any this node has seen for
