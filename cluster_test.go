@@ -158,8 +158,8 @@ func (c *testCluster) leader() int {
 	return -1
 }
 
-// waitStable waits until every live node has a partition map, knows the same leader, and has installed
-// the same map in its routing table.
+// waitStable waits until every live node has a partition map that lists every live node, knows the same
+// leader, and has installed the same map in its routing table.
 func (c *testCluster) waitStable(timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, timeout, "a stable cluster map", func() bool {
@@ -176,6 +176,9 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 			m := n.ClusterMap()
 			if m.Index != first.Index || n.leaderID() != leader || n.router.current().m.Index != m.Index {
 				return false
+			}
+			if _, admitted := first.Nodes[n.id]; !admitted {
+				return false // the leader has yet to commit this member: another map change is coming
 			}
 		}
 		return true

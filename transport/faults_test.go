@@ -56,7 +56,8 @@ func TestFaultsBlackholeStallsUntilDeadlineAndHealRestores(t *testing.T) {
 	if err := callWithin(c, testTimeout, "healed"); err != nil {
 		t.Fatalf("after heal: %v", err)
 	}
-	if n := h.served.Load(); n != 3 {
+	// The stalled request and the new one are served concurrently: wait for both handlers to count.
+	if n := awaitServed(h, 3); n != 3 {
 		t.Fatalf("served %d requests, want 3: the stalled request is delivered late, not dropped", n)
 	}
 	if st := c.Stats(); st.ConnLosses != 0 || st.Dials != 1 {
@@ -77,7 +78,7 @@ func TestFaultsBlackholeStallsResponses(t *testing.T) {
 	if err := callWithin(c, testTimeout, "healed"); err != nil {
 		t.Fatalf("after heal: %v", err)
 	}
-	if n := h.served.Load(); n != 3 {
+	if n := awaitServed(h, 3); n != 3 {
 		t.Fatalf("served %d requests, want 3", n)
 	}
 }
@@ -282,3 +283,12 @@ func TestFaultConnKeepsBytesWholeAndInOrder(t *testing.T) {
 }
 
 var _ io.Reader = (*faultConn)(nil)
+
+// awaitServed waits, bounded by testTimeout, until h has served want requests, and returns the count.
+func awaitServed(h *countingEcho, want int64) int64 {
+	deadline := time.Now().Add(testTimeout)
+	for h.served.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	return h.served.Load()
+}
