@@ -1,7 +1,6 @@
 package zaris
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -55,17 +54,10 @@ func (n *Node) handleFailures(members []member) error {
 
 // answers reports whether node id replies on the data transport within a probe timeout.
 func (n *Node) answers(id NodeID) bool {
-	p := n.router.peerByID(id)
-	if p == nil || p.local {
-		return p != nil
+	if id == n.id {
+		return true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.Timing.ProbeTimeout)
-	defer cancel()
-	payload, err := encode(&replicateRequest{From: n.id})
-	if err != nil {
-		return false
-	}
-	_, err = p.client.Call(ctx, opReplicate, payload)
+	_, _, err := n.callReplica(id, &replicateRequest{From: n.id}, 2*n.cfg.Timing.ProbeTimeout)
 	return err == nil
 }
 
@@ -118,23 +110,12 @@ func (n *Node) partitionRevisions(id NodeID, p int) (uint64, bool) {
 		}
 		return total, true
 	}
-	peer := n.router.peerByID(id)
-	if peer == nil {
-		return 0, false
-	}
 	req := replicateRequest{From: n.id}
 	for s := first; s < end; s++ {
 		req.Probe = append(req.Probe, s)
 	}
-	payload, err := encode(&req)
+	reply, _, err := n.callReplica(id, &req, 2*n.cfg.Timing.ProbeTimeout)
 	if err != nil {
-		return 0, false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.Timing.ProbeTimeout)
-	defer cancel()
-	resp, err := peer.client.Call(ctx, opReplicate, payload)
-	var reply replicateReply
-	if err != nil || decode(resp, &reply) != nil {
 		return 0, false
 	}
 	if reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation {

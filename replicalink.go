@@ -206,15 +206,21 @@ func (l *replicaLink) sendOnce() error {
 
 // call sends one replication request to the replica and returns its reply and the request's size.
 func (l *replicaLink) call(req *replicateRequest) (*replicateReply, int, error) {
-	p := l.r.n.router.peerByID(l.to)
+	return l.r.n.callReplica(l.to, req, l.r.n.cfg.ReplicaAckTimeout)
+}
+
+// callReplica sends one replication request (ops, a snapshot, probes, or nothing at all as a liveness
+// check) to node id and returns its reply and the request's encoded size.
+func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
+	p := n.router.peerByID(id)
 	if p == nil || p.local {
-		return nil, 0, fmt.Errorf("zaris: no connection to replica %s", l.to)
+		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}
 	payload, err := encode(req)
 	if err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.r.n.cfg.ReplicaAckTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	resp, err := p.client.Call(ctx, opReplicate, payload)
 	if err != nil {
