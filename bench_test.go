@@ -15,10 +15,7 @@ func BenchmarkRemoteOps(b *testing.B) {
 	c := startCluster(b, 2, func(cfg *Config) { cfg.Dialer = nil })
 	ctx := context.Background()
 	caller, owner := c.node(0), c.node(1)
-	key := "bench-key"
-	for c.owner(key) != owner {
-		key += "!"
-	}
+	key := c.keyOwnedBy("bench-key", owner)
 	value := make([]byte, 64)
 	if err := caller.Put(ctx, key, value); err != nil {
 		b.Fatal(err)

@@ -224,6 +224,24 @@ func (c *testCluster) owner(key string) *Node {
 	return nil
 }
 
+// keyOwnedBy returns a key starting with prefix whose partition n actively owns.
+func (c *testCluster) keyOwnedBy(prefix string, n *Node) string {
+	key := prefix
+	for c.owner(key) != n {
+		key += "!"
+	}
+	return key
+}
+
+// keyInPartition returns a key starting with prefix that falls in partition p.
+func keyInPartition(layout Layout, prefix string, p int) string {
+	key := prefix
+	for layout.KeyPartition(key) != p {
+		key += "!"
+	}
+	return key
+}
+
 // waitFor polls cond until it holds or timeout passes. It bounds a wait for an asynchronous outcome; it is
 // never used to let a race settle.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {

@@ -134,10 +134,7 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)
 	owner := c.node((c.leader() + 1) % 3)
-	key := "leased"
-	for c.owner(key) != owner {
-		key += "!"
-	}
+	key := c.keyOwnedBy("leased", owner)
 	if err := owner.Put(ctx, key, []byte("v1")); err != nil {
 		t.Fatal(err)
 	}

@@ -113,11 +113,11 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.members.join(n.cfg.Join); err != nil {
 		return err
 	}
-	n.wg.Add(4)
+	n.wg.Add(2)
 	go n.forwardEvents()
 	go n.runControl()
-	go n.router.poll()
-	go n.reap()
+	n.every(n.cfg.PollInterval, n.router.pollOnce)
+	n.every(n.cfg.ReapInterval, func() { n.store.reapExpired() })
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }
@@ -146,9 +146,9 @@ func (n *Node) recover() error {
 	}
 	n.disk = disk
 	n.repl.stats.recoveredOps.Add(uint64(ops))
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go disk.run()
-	go disk.runTrim()
+	n.every(n.cfg.DiskTrimInterval, disk.trim)
 	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
 	return nil
 }
@@ -291,19 +291,22 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 	return n.applyKeyCommand(op, seg, req)
 }
 
-// reap reclaims expired entries in the background.
-func (n *Node) reap() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.ReapInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-			n.store.reapExpired()
+// every runs fn each interval in a goroutine of its own until the node stops; Close waits for it.
+func (n *Node) every(interval time.Duration, fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-n.stop:
+				return
+			case <-tick.C:
+				fn()
+			}
 		}
-	}
+	}()
 }
 
 // Name returns the node's name in the cluster.

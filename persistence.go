@@ -176,18 +176,3 @@ func (d *diskLog) needsTrim(seg int, now time.Time) bool {
 	oldest, err := d.store.Ops(uint32(seg), first-1, 1)
 	return err == nil && len(oldest) == 1 && now.Sub(time.Unix(0, oldest[0].Time)) > d.n.cfg.DiskRetainAge
 }
-
-// runTrim trims the disk log periodically.
-func (d *diskLog) runTrim() {
-	defer d.n.wg.Done()
-	tick := time.NewTicker(d.n.cfg.DiskTrimInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-d.n.stop:
-			return
-		case <-tick.C:
-			d.trim()
-		}
-	}
-}

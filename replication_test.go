@@ -176,10 +176,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	})
 	// The old owner forgets the change: it still believes it owns p at the old epoch.
 	oldOwner.fsm.current.Store(before)
-	key := "fenced"
-	for oldOwner.layout.KeyPartition(key) != p {
-		key += "!"
-	}
+	key := keyInPartition(oldOwner.layout, "fenced", p)
 	reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
 	if reply.Status != StatusReplicaWriteRejected {
 		t.Fatalf("stale owner's write: status %s; want ReplicaWriteRejected", reply.Status)
@@ -287,10 +284,7 @@ func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
 		t.Fatal("no partition away from the leader")
 	}
 	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
-	key := "silent"
-	for owner.layout.KeyPartition(key) != p {
-		key += "!"
-	}
+	key := keyInPartition(owner.layout, "silent", p)
 	c.faults.Partition(string(owner.id), string(replica.id))
 	if err := owner.Put(ctx, key, []byte("v")); err != nil {
 		t.Fatalf("put with a silent replica: %v", err)

@@ -165,21 +165,7 @@ func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used 
 	return r.install(m, causeReact)
 }
 
-// poll is the backstop: it fetches the leader's map every PollInterval, in case a push was missed.
-func (r *router) poll() {
-	defer r.n.wg.Done()
-	tick := time.NewTicker(r.n.cfg.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.n.stop:
-			return
-		case <-tick.C:
-		}
-		r.pollOnce()
-	}
-}
-
+// pollOnce is the backstop, run every PollInterval: it fetches the leader's map in case a push was missed.
 func (r *router) pollOnce() {
 	m := r.n.fsm.clusterMap()
 	if leader := r.n.leaderID(); leader != "" && leader != r.n.id {

@@ -188,10 +188,7 @@ func TestRetriesExhaustedNamesPartition(t *testing.T) {
 	a, b := c.node(0), c.node(1)
 	// a owns the key's partition, but a's committed view is altered to say b does. b redirects to a, a
 	// redirects to itself's idea of the owner (b) with a map no newer than its table, so no refresh helps.
-	key := "bounce"
-	for c.owner(key) != a {
-		key += "!"
-	}
+	key := c.keyOwnedBy("bounce", a)
 	p := a.layout.KeyPartition(key)
 	m := a.ClusterMap().clone()
 	m.Runtime[p].Owner = b.id
@@ -324,10 +321,7 @@ func TestTTLExpiresAndIsReclaimed(t *testing.T) {
 func TestCancelMidCall(t *testing.T) {
 	c := startCluster(t, 2, nil)
 	a, b := c.node(0), c.node(1)
-	key := "k"
-	for c.owner(key) != b {
-		key += "k"
-	}
+	key := c.keyOwnedBy("k", b)
 	if err := a.Put(bg(t), key, []byte("v")); err != nil {
 		t.Fatal(err)
 	}
@@ -358,10 +352,7 @@ func TestCancelMidCall(t *testing.T) {
 func TestCallToClosedPeer(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	a, b := c.node(0), c.node(1)
-	key := "gone"
-	for c.owner(key) != b {
-		key += "!"
-	}
+	key := c.keyOwnedBy("gone", b)
 	c.kill(1)
 	_, err := a.Get(bg(t), key)
 	if err == nil || errors.Is(err, ErrNotFound) {
