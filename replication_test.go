@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,14 +240,20 @@ func TestReplicaCatchesUp(t *testing.T) {
 				return replica.SegmentDigest(seg) == owner.SegmentDigest(seg)
 			})
 			before := replica.ReplicationStats()
-			c.faults.Partition(string(owner.id), string(replica.id))
-			c.faults.Reset(string(owner.id), string(replica.id))
-			for _, key := range keys {
-				if err := owner.Put(ctx, key, []byte("during "+key)); err != nil {
-					t.Fatal(err)
-				}
+			if tc.snapshot {
+				// The replica goes away and comes back empty: stalled requests of the old process cannot
+				// reach the new one, so the owner's log is all it can be fed from, and it is too short.
+				victim := slices.Index(c.live(), replica)
+				c.kill(victim)
+				writeAll(t, owner, keys)
+				replica = c.restart(victim)
+				before = ReplicationStats{}
+			} else {
+				c.faults.Partition(string(owner.id), string(replica.id))
+				c.faults.Reset(string(owner.id), string(replica.id))
+				writeAll(t, owner, keys)
+				c.faults.HealAll()
 			}
-			c.faults.HealAll()
 			waitFor(t, 10*time.Second, "the replica to catch up", func() bool {
 				return replica.SegmentDigest(seg) == owner.SegmentDigest(seg)
 			})
@@ -254,8 +261,8 @@ func TestReplicaCatchesUp(t *testing.T) {
 			snapshots := after.SnapshotsApplied - before.SnapshotsApplied
 			applied := after.OpsApplied - before.OpsApplied
 			if tc.snapshot {
-				if snapshots != 1 {
-					t.Fatalf("%d snapshots applied; want 1", snapshots)
+				if snapshots == 0 {
+					t.Fatal("the replica behind the op log converged without a snapshot")
 				}
 				return
 			}
@@ -263,6 +270,16 @@ func TestReplicaCatchesUp(t *testing.T) {
 				t.Fatalf("replica applied %d ops and %d snapshots; want exactly the %d missed ops", applied, snapshots, tc.writes)
 			}
 		})
+	}
+}
+
+// writeAll puts a value under every key through n.
+func writeAll(t *testing.T, n *Node, keys []string) {
+	t.Helper()
+	for _, key := range keys {
+		if err := n.Put(bg(t), key, []byte("during "+key)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
