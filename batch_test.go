@@ -15,14 +15,14 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// addClient adds a node to a cluster whose partition map is already assigned, so it owns nothing and
-// acts as a pure client: every key it touches costs a request to another node.
+// addClient adds a lite node, which owns nothing and acts as a pure client: every key it touches costs a
+// request to another node.
 func addClient(t *testing.T, c *testCluster) *Node {
 	t.Helper()
-	client := c.add(len(c.live()))
+	client := c.addWith(len(c.live()), func(cfg *Config) { cfg.Lite = true })
 	c.waitStable(20 * time.Second)
 	if owned := client.ClusterMap().OwnedBy(client.id); owned != 0 {
-		t.Fatalf("late node %s owns %d partitions; want none", client.id, owned)
+		t.Fatalf("lite node %s owns %d partitions; want none", client.id, owned)
 	}
 	return client
 }

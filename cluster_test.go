@@ -59,6 +59,12 @@ func startCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 // add starts one more node that joins through the first live node.
 func (c *testCluster) add(bootstrapExpect int) *Node {
 	c.t.Helper()
+	return c.addWith(bootstrapExpect, nil)
+}
+
+// addWith is add with a further change to the node's config.
+func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
+	c.t.Helper()
 	c.mu.Lock()
 	name := fmt.Sprintf("node-%d", c.seq)
 	c.seq++
@@ -77,6 +83,9 @@ func (c *testCluster) add(bootstrapExpect int) *Node {
 	cfg.Dialer = c.faults.Dialer(name, nil)
 	if c.tweak != nil {
 		c.tweak(&cfg)
+	}
+	if tweak != nil {
+		tweak(&cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -159,7 +168,7 @@ func (c *testCluster) leader() int {
 }
 
 // waitStable waits until every live node has a partition map that lists every live node, knows the same
-// leader, and has installed the same map in its routing table.
+// leader, and has installed the same map in its routing table, and no partition is moving.
 func (c *testCluster) waitStable(timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, timeout, "a stable cluster map", func() bool {
@@ -169,7 +178,7 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 		}
 		first := nodes[0].ClusterMap()
 		leader := nodes[0].leaderID()
-		if first.Version == 0 || leader == "" {
+		if first.Version == 0 || leader == "" || first.moving() {
 			return false
 		}
 		for _, n := range nodes {

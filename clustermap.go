@@ -53,6 +53,11 @@ type PartitionState struct {
 	// InSync lists the replicas known to hold every acknowledged write; Sync writes wait for all of them.
 	// It shrinks only by a committed decision, so no write is acknowledged with fewer copies than it claims.
 	InSync []NodeID
+	// Target is where a rebalance moves the partition (preferred primary first), nil when it stays put.
+	// While the move copies, Assignment holds the nodes it had (listed in From) plus the incoming ones, so
+	// the owner feeds them like any replica; the move settles once they are all in sync.
+	Target []NodeID
+	From   []NodeID
 }
 
 // ClusterMap is the replicated state of the control plane. A ClusterMap value is immutable once published:
@@ -70,6 +75,8 @@ type ClusterMap struct {
 	Assignment Assignment
 	// Runtime is the runtime map: per partition, the active owner, its epoch and health.
 	Runtime []PartitionState
+	// Moved counts the partitions whose nodes rebalancing has changed, over the cluster's life.
+	Moved uint64
 }
 
 // Layout returns the key-space layout the map was built for.
@@ -86,6 +93,16 @@ func (m *ClusterMap) OwnedBy(id NodeID) int {
 		}
 	}
 	return n
+}
+
+// holds reports whether id owns, is assigned, or is a move's target of any partition.
+func (m *ClusterMap) holds(id NodeID) bool {
+	for p, st := range m.Runtime {
+		if st.Owner == id || slices.Contains(m.Assignment[p], id) || slices.Contains(st.Target, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // clone returns a copy whose slices and maps may be changed without touching m.
@@ -109,6 +126,10 @@ const (
 	_ // retired (owner left); the number stays reserved
 	cmdSetInSync
 	cmdPromote
+	cmdPlan    // a rebalance: the next partition map, as a target per partition
+	cmdMigrate // start feeding a partition's incoming nodes
+	cmdSettle  // a moving partition takes its target nodes, and its target primary as owner
+	cmdReclaim // an owner that could not hand over keeps its partition under the next epoch
 )
 
 // command is one committed control-plane decision.
@@ -143,6 +164,19 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.setInSync(cmd.Partition, cmd.Epoch, cmd.InSync)
 	case cmdPromote:
 		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID)
+	case cmdPlan:
+		if len(cmd.Assignment) != m.Partitions {
+			return nil, fmt.Errorf("zaris: plan has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
+		}
+		next.plan(cmd.Assignment)
+	case cmdMigrate:
+		next.migrate(cmd.Partition, cmd.Epoch)
+	case cmdSettle:
+		next.settle(cmd.Partition, cmd.Epoch, cmd.Node.ID)
+	case cmdReclaim:
+		if next.current(cmd.Partition, cmd.Epoch) {
+			next.Runtime[cmd.Partition].Epoch++
+		}
 	default:
 		return nil, fmt.Errorf("zaris: unknown control command %d", cmd.Kind)
 	}
@@ -182,7 +216,7 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 // setInSync replaces a partition's in-sync replicas if the partition is still at epoch; only its assigned
 // replicas may be listed.
 func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
-	if p < 0 || p >= len(m.Runtime) || m.Runtime[p].Epoch != epoch {
+	if !m.current(p, epoch) {
 		return
 	}
 	var kept []NodeID
@@ -212,7 +246,7 @@ func (m *ClusterMap) dropFromInSync(id NodeID) {
 // failover of a dead owner. The partition map stays as it is; only the runtime owner moves. An empty to
 // leaves the partition Unavailable.
 func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
-	if p < 0 || p >= len(m.Runtime) || m.Runtime[p].Epoch != epoch {
+	if !m.current(p, epoch) {
 		return
 	}
 	st := &m.Runtime[p]
@@ -223,6 +257,81 @@ func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
 	}
 	st.Owner, st.Health = to, Degraded
 	st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return id == to })
+}
+
+// current reports whether partition p exists and is still at epoch: decisions made at an older epoch are void.
+func (m *ClusterMap) current(p int, epoch uint64) bool {
+	return p >= 0 && p < len(m.Runtime) && m.Runtime[p].Epoch == epoch
+}
+
+// plan starts a rebalance towards next: every partition whose nodes differ gets next as its target; the
+// others stop moving. A move already under way towards the same target keeps its progress; one towards
+// another target is abandoned, its incoming nodes dropped. Nothing moves yet.
+func (m *ClusterMap) plan(next Assignment) {
+	m.Version++
+	for p, nodes := range next {
+		st := &m.Runtime[p]
+		if st.Target != nil && slices.Equal(nodes, st.Target) {
+			continue
+		}
+		if st.From != nil {
+			m.Assignment[p] = st.From
+			st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return !slices.Contains(st.From, id) })
+			st.From = nil
+		}
+		st.Target = nil
+		if !slices.Equal(nodes, m.Assignment[p]) {
+			st.Target = slices.Clone(nodes)
+		}
+	}
+}
+
+// migrate starts copying partition p to its incoming nodes: they join its assignment as replicas that are
+// not yet in sync, and the owner feeds them.
+func (m *ClusterMap) migrate(p int, epoch uint64) {
+	if !m.current(p, epoch) || len(m.Runtime[p].Target) == 0 || m.Runtime[p].From != nil {
+		return
+	}
+	st := &m.Runtime[p]
+	st.From = m.Assignment[p]
+	widened := slices.Clone(st.From)
+	for _, id := range st.Target {
+		if !slices.Contains(widened, id) {
+			widened = append(widened, id)
+		}
+	}
+	m.Assignment[p] = widened
+}
+
+// settle ends partition p's move: its target becomes its assignment and to, the target primary, its owner
+// (under the next epoch when the owner changes). The old owner sealed the partition and every target node
+// holds all of it, so those of them still assigned stay in sync.
+func (m *ClusterMap) settle(p int, epoch uint64, to NodeID) {
+	if !m.current(p, epoch) || len(m.Runtime[p].Target) == 0 || m.Runtime[p].Target[0] != to {
+		return
+	}
+	st := &m.Runtime[p]
+	holders := st.InSync
+	if st.Owner != "" {
+		holders = append(slices.Clone(st.InSync), st.Owner)
+	}
+	if st.Owner != to {
+		st.Owner = to
+		st.Epoch++
+	}
+	var inSync []NodeID
+	for _, id := range st.Target[1:] {
+		if slices.Contains(holders, id) {
+			inSync = append(inSync, id)
+		}
+	}
+	m.Assignment[p], st.InSync = st.Target, inSync
+	st.Target, st.From = nil, nil
+	st.Health = Healthy
+	if len(inSync)+1 < len(m.Assignment[p]) || len(m.Assignment[p]) < m.ReplicationFactor || !slices.Contains(holders, to) {
+		st.Health = Degraded
+	}
+	m.Moved++
 }
 
 // newClusterMap returns the empty map a fresh cluster starts from.

@@ -317,7 +317,10 @@ func (n *Node) reconcile() error {
 	if err := n.handleFailures(members); err != nil {
 		return err
 	}
-	return n.assignFirstMap()
+	if err := n.assignFirstMap(members); err != nil {
+		return err
+	}
+	return n.rebalance(members)
 }
 
 func (n *Node) admit(m member, inRaft bool, voters *int) error {
@@ -355,16 +358,16 @@ func (n *Node) retire(m member, inRaft bool, members []member) error {
 	return nil
 }
 
-// assignFirstMap commits the first partition map once BootstrapExpect nodes are known to the map. Nodes that
-// join later own nothing until a rebalance assigns them partitions.
-func (n *Node) assignFirstMap() error {
+// assignFirstMap commits the first partition map once BootstrapExpect nodes are known to the map, over the
+// ones that may hold partitions. Nodes that join later get partitions by rebalancing.
+func (n *Node) assignFirstMap(members []member) error {
 	m := n.fsm.clusterMap()
 	if m.Version > 0 || len(m.Nodes) < n.cfg.BootstrapExpect {
 		return nil
 	}
-	ids := make([]NodeID, 0, len(m.Nodes))
-	for id := range m.Nodes {
-		ids = append(ids, id)
+	ids := n.placeable(m, members)
+	if len(ids) == 0 {
+		return nil
 	}
 	a := Assign(nil, ids, m.Partitions, m.ReplicationFactor)
 	return n.commit(&command{Kind: cmdAssign, Assignment: a})
@@ -471,14 +474,15 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 	return reply.Index, nil
 }
 
-// serveProposal commits a decision proposed by another node. Only in-sync set changes may be proposed.
+// serveProposal commits a decision proposed by another node: an owner's in-sync set change, or the end of
+// its hand-over. Other decisions are the leader's own.
 func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	var cmd command
 	if err := decode(payload, &cmd); err != nil {
 		return nil, err
 	}
 	var reply proposalReply
-	if cmd.Kind != cmdSetInSync {
+	if !proposable[cmd.Kind] {
 		reply.Error = fmt.Sprintf("command %d may not be proposed", cmd.Kind)
 	} else if index, err := n.commitAt(&cmd); err != nil {
 		reply.Error = err.Error()
@@ -487,6 +491,10 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	}
 	return encode(&reply)
 }
+
+// proposable lists the commands a partition owner may propose; each is void unless the partition is still at
+// the epoch it names.
+var proposable = map[commandKind]bool{cmdSetInSync: true, cmdSettle: true, cmdReclaim: true}
 
 // awaitApplied waits until this node's map reflects the log up to index.
 func (n *Node) awaitApplied(ctx context.Context, index uint64) error {

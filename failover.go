@@ -129,24 +129,38 @@ func (n *Node) partitionRevisions(id NodeID, p int) (uint64, bool) {
 
 // onOwnershipChange reacts on every node to a committed map. A node deposed from a partition it still
 // replicates discards its copy: writes it applied but never got acknowledged must not survive beside the
-// new owner's history, so it starts again from the new owner's snapshot.
+// new owner's history, so it starts again from the new owner's snapshot. A clean hand-over is the
+// exception: the old owner sealed the partition and the new one took everything it had, so the copies are
+// equal. A node no longer assigned a partition drops its copy.
 func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	if old == nil || old.Version == 0 || len(old.Runtime) != len(next.Runtime) {
 		return
 	}
 	for p, st := range next.Runtime {
 		was := old.Runtime[p]
-		if was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch {
-			continue
+		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id
+		switch {
+		case !assigned && (was.Owner == r.n.id || slices.Contains(old.Assignment[p], r.n.id)):
+			r.discard(p, st.Epoch)
+			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
+		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
+		default:
+			r.discard(p, st.Epoch)
+			r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
 		}
-		if !slices.Contains(next.Assignment[p], r.n.id) {
-			continue
-		}
-		first, end := r.n.layout.PartitionSegments(p)
-		for s := first; s < end; s++ {
-			r.installSnapshotEntries(s, 0, st.Epoch, nil)
-		}
-		r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
+	}
+}
+
+// handedOver reports whether a partition went from was to st by a settled move that changed its owner.
+func handedOver(was, st PartitionState) bool {
+	return len(was.Target) > 0 && st.Target == nil && st.Owner == was.Target[0] && st.Epoch == was.Epoch+1
+}
+
+// discard empties this node's copy of partition p in memory and fences epochs before epoch.
+func (r *replication) discard(p int, epoch uint64) {
+	first, end := r.n.layout.PartitionSegments(p)
+	for s := first; s < end; s++ {
+		r.installSnapshotEntries(s, 0, epoch, nil)
 	}
 }
 

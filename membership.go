@@ -18,9 +18,11 @@ const (
 	tagSegments    = "seg"
 	tagPartitions  = "part"
 	tagRF          = "rf"
-	tagFormed      = "formed" // "1" once the member belongs to a control plane with a leader
-	tagIncarnation = "inc"    // random per process: a new value means the member restarted
-	tagRESPAddr    = "resp"   // the RESP endpoint's advertised address; absent when the node serves none
+	tagFormed      = "formed"  // "1" once the member belongs to a control plane with a leader
+	tagIncarnation = "inc"     // random per process: a new value means the member restarted
+	tagRESPAddr    = "resp"    // the RESP endpoint's advertised address; absent when the node serves none
+	tagLeaving     = "leaving" // "1" while the member drains its partitions before a graceful leave
+	tagLite        = "lite"    // "1" for a member that holds no partitions
 )
 
 // member is a peer as membership sees it.
@@ -32,6 +34,10 @@ type member struct {
 	Incarnation uint64
 	Status      serf.MemberStatus
 	Formed      bool
+	// Leaving is set while the member drains before a graceful leave: it gets no new partitions.
+	Leaving bool
+	// Lite members hold no partitions (Config.Lite).
+	Lite bool
 }
 
 // membership wraps serf: gossip-based discovery and failure detection. A serf failure is a rumour; the
@@ -55,6 +61,9 @@ func clusterTags(cfg *Config, dataAddr string, incarnation uint64) map[string]st
 	}
 	if cfg.RESPAddr != "" {
 		tags[tagRESPAddr] = cfg.RESPAddr
+	}
+	if cfg.Lite {
+		tags[tagLite] = "1"
 	}
 	return tags
 }
@@ -136,6 +145,8 @@ func (m *membership) members() []member {
 			Incarnation: parseIncarnation(sm.Tags[tagIncarnation]),
 			Status:      sm.Status,
 			Formed:      sm.Tags[tagFormed] == "1",
+			Leaving:     sm.Tags[tagLeaving] == "1",
+			Lite:        sm.Tags[tagLite] == "1",
 		})
 	}
 	return out
@@ -143,16 +154,22 @@ func (m *membership) members() []member {
 
 // markFormed advertises that this member belongs to a control plane with a leader, so nodes that join later
 // know not to bootstrap a second one.
-func (m *membership) markFormed() error {
+func (m *membership) markFormed() error { return m.setFlag(tagFormed) }
+
+// markLeaving advertises that this member is draining before a graceful leave.
+func (m *membership) markLeaving() error { return m.setFlag(tagLeaving) }
+
+// setFlag sets tag to "1" on the local member, gossiping the change.
+func (m *membership) setFlag(tag string) error {
 	tags := m.serf.LocalMember().Tags
-	if tags[tagFormed] == "1" {
+	if tags[tag] == "1" {
 		return nil
 	}
 	next := make(map[string]string, len(tags)+1)
 	for k, v := range tags {
 		next[k] = v
 	}
-	next[tagFormed] = "1"
+	next[tag] = "1"
 	return m.serf.SetTags(next)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 
 	"github.com/zaris-go/zaris/transport"
 )
@@ -29,6 +30,7 @@ type Node struct {
 	router *router
 	fsm    *mapFSM
 	repl   *replication
+	cut    *cutovers
 	disk   *diskLog // nil without a DataDir
 
 	listener  net.Listener
@@ -45,6 +47,7 @@ type Node struct {
 	bootstrapped bool
 	formed       bool
 	suspects     map[NodeID]time.Time // failed owners, since when (leader only)
+	failedSince  map[NodeID]time.Time // failed members, since when (leader only)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -62,22 +65,24 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
-		cfg:      cfg,
-		id:       NodeID(cfg.Name),
-		layout:   layout,
-		log:      cfg.Logger.With("node", cfg.Name),
-		dialer:   cfg.Dialer,
-		store:    newStore(layout.Segments, cfg.Clock),
-		leaderCh: make(chan bool, 8),
-		kick:     make(chan struct{}, 1),
-		suspects: map[NodeID]time.Time{},
-		stop:     make(chan struct{}),
+		cfg:         cfg,
+		id:          NodeID(cfg.Name),
+		layout:      layout,
+		log:         cfg.Logger.With("node", cfg.Name),
+		dialer:      cfg.Dialer,
+		store:       newStore(layout.Segments, cfg.Clock),
+		leaderCh:    make(chan bool, 8),
+		kick:        make(chan struct{}, 1),
+		suspects:    map[NodeID]time.Time{},
+		failedSince: map[NodeID]time.Time{},
+		stop:        make(chan struct{}),
 	}
 	if n.dialer == nil {
 		n.dialer = &net.Dialer{}
 	}
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
+	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.onCommit)
 	n.router.install(n.fsm.clusterMap(), causePush)
 
@@ -113,9 +118,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.members.join(n.cfg.Join); err != nil {
 		return err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.forwardEvents()
 	go n.runControl()
+	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
 	n.every(n.cfg.ReapInterval, func() { n.store.reapExpired() })
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
@@ -127,6 +133,7 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.repl.onOwnershipChange(old, next)
 	n.router.install(next, causePush)
+	n.cut.wake()
 }
 
 // recover reloads the node's data from DataDir, if it has one, before the node joins: the partitions it
@@ -230,7 +237,7 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	segment = n.layout.KeySegment(key)
 	st := m.Runtime[n.layout.SegmentPartition(segment)]
 	if st.Owner == n.id {
-		if !n.holdsLease() {
+		if !n.holdsLease() || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
 			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return segment, kvReply{}, true
@@ -268,8 +275,16 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 	return n.cfg.WriteConcern
 }
 
-// applyStore runs one key operation on the local store.
+// applyStore runs one key operation on the local store. A write is refused if its partition was sealed
+// for a hand-over since the ownership check.
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+	if !readOnlyOps[op] {
+		p := n.layout.SegmentPartition(seg)
+		if !n.cut.enter(p) {
+			return kvReply{Status: StatusOwnershipChanging}
+		}
+		defer n.cut.leave(p)
+	}
 	switch op {
 	case opGet:
 		value, version, ok := n.store.get(seg, req.Key)
@@ -330,14 +345,16 @@ func (n *Node) Ready(ctx context.Context) error {
 	return err
 }
 
-// Leave departs gracefully: it hands leadership over if it holds it, announces the departure so the leader
-// removes the node from the control plane, waits (bounded by ctx) until that happens, then closes. The
-// leader hands the partitions the node actively owned to their in-sync replicas at once (Unavailable where
-// none is left); restoring the replication factor on other nodes is rebalancing's job.
+// Leave departs gracefully. First it drains: the node stops taking partitions and rebalancing moves every
+// partition it owns or replicates to the other nodes, each cut over without losing a write. Then it hands
+// leadership over if it holds it, announces the departure, waits (bounded by ctx) until the control plane
+// has removed it, and closes. If ctx ends before the drain does, the node leaves anyway: the leader hands
+// what it still owns to in-sync replicas at once, as for a crash but without waiting for FailoverTimeout.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	drained := n.drain(ctx)
 	if n.IsLeader() && n.hasOtherVoters() {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("leadership transfer before leave", "err", err)
@@ -347,7 +364,35 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err == nil {
 		err = n.awaitRemoval(ctx)
 	}
-	return errors.Join(err, n.Close())
+	return errors.Join(drained, err, n.Close())
+}
+
+// drain waits until no partition is assigned to this node, once it has told the cluster it is leaving.
+// With no other member to take the partitions there is nothing to drain to.
+func (n *Node) drain(ctx context.Context) error {
+	if n.fsm.clusterMap().Version == 0 || !n.othersCanHold() {
+		return nil
+	}
+	if err := n.members.markLeaving(); err != nil {
+		return fmt.Errorf("zaris: leave: announce drain: %w", err)
+	}
+	for n.fsm.clusterMap().holds(n.id) {
+		if err := sleepCtx(ctx, n.cfg.Timing.RaftCommit); err != nil {
+			return fmt.Errorf("zaris: leave: partitions not drained: %w", err)
+		}
+	}
+	return nil
+}
+
+// othersCanHold reports whether another live member, not leaving itself, could take partitions.
+func (n *Node) othersCanHold() bool {
+	m := n.fsm.clusterMap()
+	for _, mb := range n.members.members() {
+		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Leaving {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) hasOtherVoters() bool {

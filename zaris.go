@@ -103,6 +103,9 @@ type Config struct {
 	Join []string
 	// BootstrapExpect is how many nodes must be present before the first partition map is assigned.
 	BootstrapExpect int
+	// Lite makes a member that holds no partitions: it takes part in the cluster and routes every key to
+	// its owner in one hop, for processes that use the map without storing any of it.
+	Lite bool
 
 	// Segments, Partitions and ReplicationFactor are fixed at cluster creation; every member must agree.
 	Segments          int
@@ -134,6 +137,14 @@ type Config struct {
 	// FailoverTimeout is how long an active owner must stay silent, after gossip reports it failed and a
 	// direct check confirms it, before its partitions are promoted to replicas.
 	FailoverTimeout time.Duration
+	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
+	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
+	EvictionTimeout time.Duration
+	// MaxMigrations bounds how many partitions a rebalance copies at once.
+	MaxMigrations int
+	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
+	// owner takes the last ops; past it, the owner keeps the partition and tries again later.
+	CutoverTimeout time.Duration
 	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
 	DataDir string
@@ -183,6 +194,9 @@ func DefaultConfig() Config {
 		ReplicaAckTimeout: time.Second,
 		OpLogRetain:       4096,
 		FailoverTimeout:   10 * time.Second,
+		EvictionTimeout:   time.Minute,
+		MaxMigrations:     4,
+		CutoverTimeout:    time.Second,
 		DiskRetainBytes:   4 << 20,
 		DiskRetainAge:     10 * time.Minute,
 		DiskTrimInterval:  10 * time.Second,
@@ -244,6 +258,10 @@ func (c *Config) validate() error {
 		return bad("OpLogRetain %d must be at least 1", c.OpLogRetain)
 	case c.FailoverTimeout <= 0:
 		return bad("FailoverTimeout must be positive")
+	case c.EvictionTimeout < c.FailoverTimeout:
+		return bad("EvictionTimeout %v must be at least FailoverTimeout %v", c.EvictionTimeout, c.FailoverTimeout)
+	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0:
+		return bad("MaxMigrations and CutoverTimeout must be positive")
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
 	}

@@ -1,0 +1,182 @@
+package zaris
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The owner's side of a move (see rebalance.go): when every target node of a partition it owns is in sync
+// and the target primary is another node, the owner seals the partition, waits until the new owner holds
+// every revision it has, and asks the leader to settle the move. Sealed, it answers OwnershipChanging to
+// reads and writes alike, so nothing is written, acknowledged or read that the new owner lacks.
+
+// cutovers is a node's sealing state, per partition.
+type cutovers struct {
+	sealed   []atomic.Bool
+	inflight []atomic.Int64 // owner writes between the ownership check and the store
+	running  []atomic.Bool  // a cut-over goroutine is at work
+	kick     chan struct{}
+
+	done, reclaimed atomic.Uint64
+	mu              sync.Mutex
+	sealTimes       []time.Duration // of the last maxSealTimes cut-overs
+}
+
+const maxSealTimes = 4096
+
+func newCutovers(partitions int) *cutovers {
+	return &cutovers{
+		sealed:   make([]atomic.Bool, partitions),
+		inflight: make([]atomic.Int64, partitions),
+		running:  make([]atomic.Bool, partitions),
+		kick:     make(chan struct{}, 1),
+	}
+}
+
+// enter admits an owner write to partition p unless p is sealed; a write admitted must call leave.
+func (c *cutovers) enter(p int) bool {
+	c.inflight[p].Add(1)
+	if c.sealed[p].Load() {
+		c.inflight[p].Add(-1)
+		return false
+	}
+	return true
+}
+
+func (c *cutovers) leave(p int) { c.inflight[p].Add(-1) }
+
+// seal stops new writes to p and waits for those already admitted: afterwards p's revisions stand still.
+func (c *cutovers) seal(p int) {
+	c.sealed[p].Store(true)
+	for c.inflight[p].Load() > 0 {
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+func (c *cutovers) isSealed(p int) bool { return c.sealed[p].Load() }
+
+// wake asks the cut-over loop to look at the map again.
+func (c *cutovers) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runCutovers starts a cut-over for each partition that is ready, whenever the map changes and on every
+// reconcile tick.
+func (n *Node) runCutovers() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.Timing.Reconcile)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.cut.kick:
+		case <-tick.C:
+		}
+		m := n.fsm.clusterMap()
+		for p, st := range m.Runtime {
+			if st.Owner == n.id && st.targetInSync() && st.Target[0] != n.id && n.cut.running[p].CompareAndSwap(false, true) {
+				n.wg.Add(1)
+				go n.cutOver(p, st)
+			}
+		}
+	}
+}
+
+// cutOver hands partition p, owned under st.Epoch, to its target primary.
+func (n *Node) cutOver(p int, st PartitionState) {
+	defer n.wg.Done()
+	defer n.cut.running[p].Store(false)
+	to := st.Target[0]
+	start := time.Now()
+	n.cut.seal(p)
+	defer n.cut.sealed[p].Store(false)
+	if n.epochMoved(p, st.Epoch) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CutoverTimeout)
+	err := n.drainTo(ctx, p, to)
+	if err == nil {
+		err = n.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
+	}
+	cancel()
+	if err == nil && n.epochMoved(p, st.Epoch) {
+		n.cut.record(time.Since(start))
+		n.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start))
+		return
+	}
+	n.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
+	n.reclaim(p, st.Epoch)
+}
+
+// drainTo waits until node to holds every revision this node has of partition p.
+func (n *Node) drainTo(ctx context.Context, p int, to NodeID) error {
+	link := n.repl.link(to)
+	for {
+		link.lock()
+		progress := link.progress
+		link.unlock()
+		if link.caughtUp(p) {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-time.After(n.cfg.RetryBackoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// reclaim keeps partition p, sealed at epoch, under the next epoch: a settle proposed meanwhile may still
+// commit, so the owner serves again only once its map shows the epoch has moved, one way or the other.
+func (n *Node) reclaim(p int, epoch uint64) {
+	for !n.epochMoved(p, epoch) {
+		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		err := n.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
+		cancel()
+		if err == nil {
+			n.cut.reclaimed.Add(1)
+			continue
+		}
+		if sleepStop(n.stop, n.cfg.Timing.Reconcile) {
+			return
+		}
+	}
+}
+
+// epochMoved reports whether partition p is no longer at epoch in this node's map.
+func (n *Node) epochMoved(p int, epoch uint64) bool {
+	return n.fsm.clusterMap().Runtime[p].Epoch != epoch
+}
+
+func (c *cutovers) record(d time.Duration) {
+	c.done.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sealTimes) == maxSealTimes {
+		c.sealTimes = slices.Delete(c.sealTimes, 0, 1)
+	}
+	c.sealTimes = append(c.sealTimes, d)
+}
+
+// CutoverStats reports the partitions this node handed over as owner.
+type CutoverStats struct {
+	CutOvers, Reclaimed uint64
+	// Sealed holds, for the most recent cut-overs, how long the partition refused requests: from the seal
+	// until this node applied the settled move.
+	Sealed []time.Duration
+}
+
+// CutoverStats returns this node's cut-over counters.
+func (n *Node) CutoverStats() CutoverStats {
+	n.cut.mu.Lock()
+	defer n.cut.mu.Unlock()
+	return CutoverStats{CutOvers: n.cut.done.Load(), Reclaimed: n.cut.reclaimed.Load(), Sealed: slices.Clone(n.cut.sealTimes)}
+}

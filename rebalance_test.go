@@ -1,0 +1,329 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// elastic is the config of the rebalancing tests: RF 2, Sync writes, a small layout so moves are quick.
+func elastic(more ...func(*Config)) func(*Config) {
+	return replicated(2, append([]func(*Config){func(cfg *Config) {
+		cfg.Segments, cfg.Partitions = 256, 32
+		cfg.MaxRetries = 8
+	}}, more...)...)
+}
+
+// movesOf counts the partitions whose nodes differ between a and b, and those whose primary differs.
+func movesOf(a, b Assignment) (changed, primaries int) {
+	for p := range a {
+		if !slices.Equal(a[p], b[p]) {
+			changed++
+		}
+		if a[p][0] != b[p][0] {
+			primaries++
+		}
+	}
+	return changed, primaries
+}
+
+func totalCutOvers(nodes []*Node) uint64 {
+	var sum uint64
+	for _, n := range nodes {
+		sum += n.CutoverStats().CutOvers
+	}
+	return sum
+}
+
+func nodeIDs(nodes []*Node) []NodeID {
+	var ids []NodeID
+	for _, n := range nodes {
+		ids = append(ids, n.id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// assertBalanced checks that every partition has min(RF, nodes) distinct nodes and that copies and
+// primaries are spread within one of each other.
+func assertBalanced(t *testing.T, m *ClusterMap, nodes []NodeID) {
+	t.Helper()
+	copies, primaries := map[NodeID]int{}, map[NodeID]int{}
+	for p, a := range m.Assignment {
+		if len(a) != min(m.ReplicationFactor, len(nodes)) {
+			t.Fatalf("partition %d has nodes %v; want %d", p, a, min(m.ReplicationFactor, len(nodes)))
+		}
+		primaries[a[0]]++
+		for _, id := range a {
+			if !slices.Contains(nodes, id) {
+				t.Fatalf("partition %d is on %s, which is not a member", p, id)
+			}
+			copies[id]++
+		}
+		if st := m.Runtime[p]; st.Owner != a[0] || st.Health != Healthy {
+			t.Fatalf("partition %d: owner %s health %v; want %s Healthy", p, st.Owner, st.Health, a[0])
+		}
+	}
+	spread := func(what string, count map[NodeID]int) {
+		lo, hi := len(m.Assignment)*m.ReplicationFactor, 0
+		for _, id := range nodes {
+			lo, hi = min(lo, count[id]), max(hi, count[id])
+		}
+		if hi-lo > 1 {
+			t.Fatalf("%s spread %v over %v", what, count, nodes)
+		}
+	}
+	spread("copies", copies)
+	spread("primaries", primaries)
+}
+
+// TestRebalanceMovesOnlyWhatAssignChanged joins nodes one at a time, then leaves one, and checks that each
+// step settles exactly the partitions Assign changed, cuts over exactly those whose primary changed, and
+// loses no key.
+func TestRebalanceMovesOnlyWhatAssignChanged(t *testing.T) {
+	c := startCluster(t, 1, elastic())
+	ctx := context.Background()
+	keys := make([]string, 400)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+		if err := c.node(0).Put(ctx, keys[i], []byte(keys[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(what string, change func()) {
+		t.Helper()
+		before := c.currentMap()
+		members := c.live()
+		cutBefore := totalCutOvers(members)
+		change()
+		for _, n := range c.live() {
+			if !slices.Contains(members, n) {
+				members = append(members, n)
+			}
+		}
+		c.waitStable(30 * time.Second)
+		after := c.currentMap()
+		nodes := nodeIDs(c.live())
+		if want := Assign(before.Assignment, nodes, before.Partitions, before.ReplicationFactor); !slices.EqualFunc(after.Assignment, want, slices.Equal) {
+			t.Fatalf("%s: assignment is not Assign's:\n got %v\nwant %v", what, after.Assignment, want)
+		}
+		changed, primaries := movesOf(before.Assignment, after.Assignment)
+		if moved := after.Moved - before.Moved; moved != uint64(changed) || changed == 0 {
+			t.Fatalf("%s: %d partitions moved; Assign changed %d", what, moved, changed)
+		}
+		// An owner counts its cut-over once it has applied the settled map, moments after the others.
+		waitFor(t, 5*time.Second, fmt.Sprintf("%s: %d cut-overs, one per changed primary", what, primaries), func() bool {
+			return totalCutOvers(members)-cutBefore == uint64(primaries)
+		})
+		assertBalanced(t, after, nodes)
+		for _, n := range c.live() {
+			for _, k := range keys {
+				if got, err := n.Get(ctx, k); err != nil || string(got) != k {
+					t.Fatalf("%s: get %q from %s = %q, %v", what, k, n.id, got, err)
+				}
+			}
+		}
+		t.Logf("%s: %d partitions moved, %d cut over", what, changed, primaries)
+	}
+	step("join node-1", func() { c.add(1) })
+	step("join node-2", func() { c.add(1) })
+	step("node-1 leaves", func() {
+		if err := c.node(1).Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.kill(1)
+	})
+	assertReplicasMatch(t, c)
+}
+
+// TestLeaveDrainsBeforeExit checks that a leaving node holds nothing when it exits and that writes during
+// the drain are not lost.
+func TestLeaveDrainsBeforeExit(t *testing.T) {
+	c := startCluster(t, 3, elastic())
+	ctx := context.Background()
+	leaver := c.node(2)
+	for i := range 200 {
+		k := "d" + strconv.Itoa(i)
+		if err := c.node(0).Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaveCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := leaver.Leave(leaveCtx); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(2)
+	if m := leaver.ClusterMap(); m.holds(leaver.id) {
+		t.Fatalf("%s left while still holding partitions", leaver.id)
+	}
+	c.waitStable(20 * time.Second)
+	for i := range 200 {
+		k := "d" + strconv.Itoa(i)
+		if got, err := c.node(1).Get(ctx, k); err != nil || string(got) != k {
+			t.Fatalf("get %q = %q, %v", k, got, err)
+		}
+	}
+}
+
+// writer is one client of the grow-and-shrink test: it writes increasing counters to its own keys
+// through one node, retrying each write until it is acknowledged, and reads each key back.
+type writer struct {
+	id    int
+	node  *Node
+	keys  int
+	acked []int // per key, the last acknowledged counter
+	stop  chan struct{}
+	done  chan struct{}
+	err   error
+
+	writes, retries int
+	worstWrite      time.Duration
+}
+
+func (w *writer) key(i int) string { return fmt.Sprintf("w%d-%d", w.id, i) }
+
+func (w *writer) run() {
+	defer close(w.done)
+	ctx := context.Background()
+	for seq := 1; ; seq++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		i := seq % w.keys
+		if w.err = w.put(ctx, i, seq); w.err != nil {
+			return
+		}
+		if w.err = w.check(ctx, i); w.err != nil {
+			return
+		}
+	}
+}
+
+// put writes seq to key i until it is acknowledged; only a failure that outlasts the bound is an error.
+func (w *writer) put(ctx context.Context, i, seq int) error {
+	start := time.Now()
+	for {
+		err := w.node.Put(ctx, w.key(i), []byte(strconv.Itoa(seq)))
+		if err == nil {
+			w.acked[i] = seq
+			w.writes++
+			w.worstWrite = max(w.worstWrite, time.Since(start))
+			return nil
+		}
+		if time.Since(start) > 10*time.Second {
+			return fmt.Errorf("put %s: not acknowledged for 10s: %w", w.key(i), err)
+		}
+		w.retries++
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// check reads key i and fails if it is older than this writer's last acknowledged write to it.
+func (w *writer) check(ctx context.Context, i int) error {
+	got, err := w.node.Get(ctx, w.key(i))
+	if errors.Is(err, ErrNotFound) || (err == nil && mustAtoi(got) < w.acked[i]) {
+		return fmt.Errorf("read %s = %q after acknowledged %d: stale", w.key(i), got, w.acked[i])
+	}
+	return nil // a read that fails is no evidence either way
+}
+
+func mustAtoi(b []byte) int {
+	v, err := strconv.Atoi(string(b))
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// TestGrowAndShrinkUnderLoad grows a cluster from 1 to 5 nodes and shrinks it to 2 by graceful leaves while
+// a writer on every node writes and reads continuously with Sync writes. No read may be stale, every
+// acknowledged write must be readable at the end, and the final map must be balanced.
+func TestGrowAndShrinkUnderLoad(t *testing.T) {
+	c := startCluster(t, 1, elastic())
+	var mu sync.Mutex
+	var writers []*writer
+	start := func(n *Node) *writer {
+		w := &writer{id: len(writers), node: n, keys: 40, stop: make(chan struct{}), done: make(chan struct{})}
+		w.acked = make([]int, w.keys)
+		mu.Lock()
+		writers = append(writers, w)
+		mu.Unlock()
+		go w.run()
+		return w
+	}
+	stopWriter := func(w *writer) {
+		close(w.stop)
+		<-w.done
+		if w.err != nil {
+			t.Fatalf("writer %d on %s: %v", w.id, w.node.id, w.err)
+		}
+	}
+	byNode := map[NodeID]*writer{c.node(0).id: start(c.node(0))}
+	for range 4 {
+		n := c.add(1)
+		byNode[n.id] = start(n)
+		c.waitStable(60 * time.Second)
+	}
+	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
+	for _, i := range []int{4, 0, 2} {
+		n := c.node(i)
+		stopWriter(byNode[n.id])
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := n.Leave(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("leave %s: %v", n.id, err)
+		}
+		c.kill(i)
+		c.waitStable(60 * time.Second)
+	}
+	for _, n := range c.live() {
+		stopWriter(byNode[n.id])
+	}
+	final := c.currentMap()
+	assertBalanced(t, final, nodeIDs(c.live()))
+
+	ctx := context.Background()
+	var writes, retries int
+	var worst time.Duration
+	for _, w := range writers {
+		writes, retries, worst = writes+w.writes, retries+w.retries, max(worst, w.worstWrite)
+		for i := range w.keys {
+			if w.acked[i] == 0 {
+				continue
+			}
+			for _, n := range c.live() {
+				got, err := n.Get(ctx, w.key(i))
+				if err != nil || mustAtoi(got) != w.acked[i] {
+					t.Fatalf("get %s from %s = %q, %v; want the last acknowledged %d", w.key(i), n.id, got, err, w.acked[i])
+				}
+			}
+		}
+	}
+	assertReplicasMatch(t, c)
+	var sealed []time.Duration
+	for _, n := range c.live() {
+		sealed = append(sealed, n.CutoverStats().Sealed...)
+	}
+	t.Logf("%d acknowledged writes, %d retries, slowest acknowledged write %v; %d partitions moved; cut-over %s",
+		writes, retries, worst, final.Moved, percentiles(sealed))
+}
+
+// percentiles formats p50, p99 and max of ds.
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return fmt.Sprintf("p50 %v p99 %v max %v (n=%d)", at(0.5), at(0.99), s[len(s)-1], len(s))
+}
