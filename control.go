@@ -30,14 +30,16 @@ const (
 const applyTimeout = 5 * time.Second
 
 // mapFSM is the control plane's state machine: it applies committed commands to the cluster map and
-// publishes each new map to the node.
+// publishes each new map to the node. beforeCommit sees each change before the node serves under the new
+// map; onCommit after.
 type mapFSM struct {
-	current  atomic.Pointer[ClusterMap]
-	onCommit func(old, next *ClusterMap)
+	current      atomic.Pointer[ClusterMap]
+	beforeCommit func(old, next *ClusterMap)
+	onCommit     func(old, next *ClusterMap)
 }
 
-func newMapFSM(initial *ClusterMap, onCommit func(old, next *ClusterMap)) *mapFSM {
-	f := &mapFSM{onCommit: onCommit}
+func newMapFSM(initial *ClusterMap, beforeCommit, onCommit func(old, next *ClusterMap)) *mapFSM {
+	f := &mapFSM{beforeCommit: beforeCommit, onCommit: onCommit}
 	f.current.Store(initial)
 	return f
 }
@@ -59,6 +61,7 @@ func (f *mapFSM) Apply(l *raft.Log) any {
 }
 
 func (f *mapFSM) publish(m *ClusterMap) {
+	f.beforeCommit(f.current.Load(), m)
 	old := f.current.Swap(m)
 	f.onCommit(old, m)
 }
@@ -216,12 +219,17 @@ func (n *Node) forwardEvents() {
 			return
 		case ev := <-n.members.events:
 			if _, ok := ev.(serf.MemberEvent); ok {
-				select {
-				case n.kick <- struct{}{}:
-				default:
-				}
+				n.wakeControl()
 			}
 		}
+	}
+}
+
+// wakeControl makes the control loop run now rather than at its next tick.
+func (n *Node) wakeControl() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
 	}
 }
 

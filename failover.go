@@ -131,7 +131,9 @@ func (n *Node) partitionRevisions(id NodeID, p int) (uint64, bool) {
 // replicates discards its copy: writes it applied but never got acknowledged must not survive beside the
 // new owner's history, so it starts again from the new owner's snapshot. A clean hand-over is the
 // exception: the old owner sealed the partition and the new one took everything it had, so the copies are
-// equal. A node no longer assigned a partition drops its copy.
+// equal. A node no longer assigned a partition drops its copy, and so does a node given a partition that
+// had no owner left: what it holds may be older than what was acknowledged, and the partition starts
+// again empty. This runs before the node serves under next.
 func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	if old == nil || old.Version == 0 || len(old.Runtime) != len(next.Runtime) {
 		return
@@ -143,6 +145,9 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 		case !assigned && (was.Owner == r.n.id || slices.Contains(old.Assignment[p], r.n.id)):
 			r.discard(p, st.Epoch)
 			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
+		case was.Owner == "" && st.Owner == r.n.id && st.Epoch != was.Epoch:
+			r.discard(p, st.Epoch)
+			r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
 		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
 		default:
 			r.discard(p, st.Epoch)

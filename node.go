@@ -48,6 +48,7 @@ type Node struct {
 	formed       bool
 	suspects     map[NodeID]time.Time // failed owners, since when (leader only)
 	failedSince  map[NodeID]time.Time // failed members, since when (leader only)
+	lostSince    map[int]time.Time    // Unavailable partitions, since when (leader only)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -75,6 +76,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		kick:        make(chan struct{}, 1),
 		suspects:    map[NodeID]time.Time{},
 		failedSince: map[NodeID]time.Time{},
+		lostSince:   map[int]time.Time{},
 		stop:        make(chan struct{}),
 	}
 	if n.dialer == nil {
@@ -83,7 +85,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
 	n.cut = newCutovers(layout.Partitions)
-	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.onCommit)
+	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.repl.onOwnershipChange, n.onCommit)
 	n.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
@@ -128,12 +130,14 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// onCommit runs on the control plane's apply goroutine for every new map: it hands ownership changes to
-// replication and repoints the routing table.
+// onCommit runs on the control plane's apply goroutine for every new map, once replication has seen the
+// ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
-	n.repl.onOwnershipChange(old, next)
 	n.router.install(next, causePush)
 	n.cut.wake()
+	if next.moving() || old.moving() {
+		n.wakeControl() // the next step of a move may be ready: no need to wait for the tick
+	}
 }
 
 // recover reloads the node's data from DataDir, if it has one, before the node joins: the partitions it

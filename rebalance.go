@@ -39,7 +39,40 @@ func (n *Node) rebalance(members []member) error {
 		}
 		m = n.fsm.clusterMap()
 	}
+	if err := n.recreateLost(m, members); err != nil {
+		return err
+	}
 	return n.advanceMoves(m)
+}
+
+// recreateLost gives each partition left Unavailable for EvictionTimeout, whose nodes are all still
+// members, to the first of them that is alive (restarted, say): the partition starts again empty there. (A partition whose
+// nodes are evicted is relocated by the plan instead.)
+func (n *Node) recreateLost(m *ClusterMap, members []member) error {
+	alive := func(id NodeID) bool {
+		return slices.ContainsFunc(members, func(mb member) bool { return mb.ID == id && mb.Status == serf.StatusAlive })
+	}
+	for p, st := range m.Runtime {
+		if st.Owner != "" || st.Target != nil {
+			delete(n.lostSince, p)
+			continue
+		}
+		since, ok := n.lostSince[p]
+		if !ok {
+			n.lostSince[p] = time.Now()
+			continue
+		}
+		i := slices.IndexFunc(m.Assignment[p], alive)
+		if time.Since(since) < n.cfg.EvictionTimeout || i < 0 {
+			continue
+		}
+		to := m.Assignment[p][i]
+		n.log.Warn("recreating lost partition", "partition", p, "on", to, "epoch", st.Epoch+1)
+		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placeable returns, sorted, the map's nodes that may hold partitions: alive, not lite and not draining, or

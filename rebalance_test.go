@@ -327,3 +327,46 @@ func percentiles(ds []time.Duration) string {
 	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
 	return fmt.Sprintf("p50 %v p99 %v max %v (n=%d)", at(0.5), at(0.99), s[len(s)-1], len(s))
 }
+
+// TestLostPartitionRelocatedAfterEviction kills both nodes of some partitions: they become Unavailable and
+// fail loudly, and once the dead nodes are evicted the plan recreates them, empty, on the survivors.
+func TestLostPartitionRelocatedAfterEviction(t *testing.T) {
+	c := startCluster(t, 5, elastic(func(cfg *Config) {
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = 2 * time.Second
+	}))
+	ctx := context.Background()
+	m := c.currentMap()
+	dead := []NodeID{c.node(3).id, c.node(4).id}
+	lost := -1
+	for p, nodes := range m.Assignment {
+		if slices.Contains(dead, nodes[0]) && slices.Contains(dead, nodes[1]) {
+			lost = p
+			break
+		}
+	}
+	if lost < 0 {
+		t.Fatal("no partition lives only on the two nodes to kill")
+	}
+	key := keyInPartition(m.Layout(), "lost", lost)
+	if err := c.node(0).Put(ctx, key, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(3)
+	c.kill(4)
+	waitFor(t, 20*time.Second, "the lost partition to fail loudly", func() bool {
+		_, err := c.node(0).Get(ctx, key)
+		return errors.Is(err, ErrPartitionUnavailable)
+	})
+	waitFor(t, 20*time.Second, "the dead nodes evicted from the plan", func() bool {
+		return slices.Equal(c.currentMap().plannedNodes(), nodeIDs(c.live()))
+	})
+	c.waitStable(30 * time.Second)
+	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
+	if _, err := c.node(0).Get(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get from the recreated partition: %v; want ErrNotFound", err)
+	}
+	if err := c.node(1).Put(ctx, key, []byte("again")); err != nil {
+		t.Fatalf("put to the recreated partition: %v", err)
+	}
+}

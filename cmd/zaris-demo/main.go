@@ -1,5 +1,6 @@
 // Command zaris-demo starts a three-node Zaris cluster inside one process on loopback, writes and reads
-// 100,000 keys from every node, prints throughput, ownership and hop counts, then leaves gracefully.
+// 100,000 keys from every node, prints throughput, ownership and hop counts, adds a fourth node while
+// printing how partitions move to it, reads every key again, then leaves gracefully.
 package main
 
 import (
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +57,13 @@ func run(size, keys, workers int, verbose bool) error {
 	if err := report(cluster); err != nil {
 		return err
 	}
+	if cluster, err = scaleOut(ctx, cluster, verbose); err != nil {
+		return err
+	}
+	if err := phase(ctx, "read", cluster, keys, workers, readKey); err != nil {
+		return err
+	}
+	printOwnership(cluster)
 
 	for i := len(cluster) - 1; i >= 0; i-- {
 		if err := cluster[i].Leave(ctx); err != nil {
@@ -65,22 +75,9 @@ func run(size, keys, workers int, verbose bool) error {
 }
 
 func startCluster(ctx context.Context, size int, verbose bool) ([]*zaris.Node, error) {
-	logger := slog.New(slog.DiscardHandler)
-	if verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
 	var cluster []*zaris.Node
 	for i := 0; i < size; i++ {
-		cfg := zaris.DefaultConfig()
-		cfg.Name = fmt.Sprintf("demo-%d", i+1)
-		cfg.BootstrapExpect = size
-		cfg.ReplicationFactor = 2 // every write acknowledged once its replica has it (Sync)
-		cfg.Timing = zaris.LocalTiming()
-		cfg.Logger = logger
-		if i > 0 {
-			cfg.Join = []string{cluster[0].GossipAddr()}
-		}
-		n, err := zaris.Join(ctx, cfg)
+		n, err := join(ctx, cluster, size, verbose)
 		if err != nil {
 			return cluster, err
 		}
@@ -92,6 +89,97 @@ func startCluster(ctx context.Context, size int, verbose bool) ([]*zaris.Node, e
 		}
 	}
 	return cluster, nil
+}
+
+// join starts node number len(cluster)+1 and joins it to the cluster.
+func join(ctx context.Context, cluster []*zaris.Node, bootstrapExpect int, verbose bool) (*zaris.Node, error) {
+	logger := slog.New(slog.DiscardHandler)
+	if verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	cfg := zaris.DefaultConfig()
+	cfg.Name = fmt.Sprintf("demo-%d", len(cluster)+1)
+	cfg.BootstrapExpect = bootstrapExpect
+	cfg.ReplicationFactor = 2 // every write acknowledged once its replica has it (Sync)
+	cfg.Timing = zaris.LocalTiming()
+	cfg.Logger = logger
+	if len(cluster) > 0 {
+		cfg.Join = []string{cluster[0].GossipAddr()}
+	}
+	return zaris.Join(ctx, cfg)
+}
+
+// scaleOut adds one node and prints the rebalance as it goes, until no partition is moving.
+func scaleOut(ctx context.Context, cluster []*zaris.Node, verbose bool) ([]*zaris.Node, error) {
+	n, err := join(ctx, cluster, len(cluster), verbose)
+	if err != nil {
+		return cluster, err
+	}
+	cluster = append(cluster, n)
+	fmt.Printf("%s joined; rebalancing\n", n.Name())
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		moves := cluster[0].Migrations()
+		if len(moves) == 0 && cluster[0].ClusterMap().OwnedBy(n.Name()) > 0 {
+			break
+		}
+		if len(moves) > 0 {
+			fmt.Println(describeMoves(moves))
+		}
+		select {
+		case <-ctx.Done():
+			return cluster, fmt.Errorf("rebalance: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	var cutOvers uint64
+	var sealed []time.Duration
+	for _, n := range cluster {
+		s := n.CutoverStats()
+		cutOvers += s.CutOvers
+		sealed = append(sealed, s.Sealed...)
+	}
+	longest := slices.Max(append(sealed, 0))
+	fmt.Printf("rebalanced in %v: %d partitions moved, %d owners handed over (longest pause %v)\n",
+		time.Since(start).Round(time.Millisecond), cluster[0].ClusterMap().Moved, cutOvers, longest.Round(time.Microsecond))
+	return cluster, nil
+}
+
+// describeMoves summarises the partitions on the move, the first few in detail.
+func describeMoves(moves []zaris.Migration) string {
+	var b strings.Builder
+	copying := 0
+	for _, m := range moves {
+		if m.Copying {
+			copying++
+		}
+	}
+	fmt.Fprintf(&b, "  %d partitions moving, %d copying:", len(moves), copying)
+	for _, m := range moves[:min(3, len(moves))] {
+		state := "waiting"
+		if m.Copying {
+			state = fmt.Sprintf("%d/%d in sync", m.Synced, m.Incoming)
+		}
+		fmt.Fprintf(&b, " p%d %v->%v %s;", m.Partition, m.From, m.To, state)
+	}
+	return b.String()
+}
+
+// printOwnership prints how many partitions each node owns and holds a copy of.
+func printOwnership(cluster []*zaris.Node) {
+	m := cluster[0].ClusterMap()
+	fmt.Println("node      owns  copies")
+	for _, n := range cluster {
+		copies := 0
+		for _, nodes := range m.Assignment {
+			if slices.Contains(nodes, n.Name()) {
+				copies++
+			}
+		}
+		fmt.Printf("%-9s %4d %7d\n", n.Name(), m.OwnedBy(n.Name()), copies)
+	}
 }
 
 func keyName(i int) string { return fmt.Sprintf("demo:key:%d", i) }
