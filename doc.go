@@ -37,6 +37,19 @@
 // owner applied it: if the owner dies before the op reaches a replica, that acknowledged write is lost. With
 // ReplicationFactor 1 there is no replica at all and the data is not durable.
 //
+// # Rebalancing
+//
+// When a node joins, drains before a graceful Leave, or stays failed for EvictionTimeout, the raft leader
+// plans the next partition map with Assign, which moves as few partitions as it can and keeps copies and
+// primaries balanced. Each changed partition then moves on its own, at most MaxMigrations at a time: the
+// incoming nodes are fed snapshots and the op-log tail while the owner keeps serving; once they are all in
+// sync, an owner that hands over seals the partition (its requests get ErrOwnershipChanging, typically for
+// a few milliseconds), waits until the new owner holds every revision it has, and the move is committed
+// with the next epoch, after which the old owner answers Moved. If the hand-over cannot finish within
+// CutoverTimeout, the old owner keeps the partition under a new epoch and tries again later: it never
+// stops serving before another owner is committed. Migrations reports the moves under way. A node with
+// Config.Lite holds no partitions; it only routes.
+//
 // # Batches
 //
 // ExecuteBatch takes a mix of gets, puts and deletes and costs one request per distinct owner, all sent in
@@ -66,10 +79,15 @@
 //     of the acknowledgement.
 //   - Failover: when gossip reports an owner failed, the raft leader re-checks it directly and, if it stays
 //     silent for FailoverTimeout, promotes each of its partitions to the live in-sync replica holding the
-//     most of it, under a higher epoch; the partition map itself does not change. A graceful Leave hands the
-//     partitions over at once. With no live in-sync replica the partition becomes Unavailable
-//     (ErrPartitionUnavailable, never a false ErrNotFound). A node that restarts leaves every in-sync set
-//     until it has caught up, and a deposed owner discards its copy and takes the new owner's.
+//     most of it, under a higher epoch; the partition map itself does not change. With no live in-sync
+//     replica the partition becomes Unavailable (ErrPartitionUnavailable, never a false ErrNotFound). After
+//     EvictionTimeout it is recreated, empty, on a live node: what it held is lost, and reads then find
+//     nothing. A node that restarts leaves every in-sync set until it has caught up, and a deposed owner
+//     discards its copy and takes the new owner's.
+//   - A graceful Leave first drains: every partition the node owns or replicates moves to other nodes as
+//     described under Rebalancing, so no acknowledged write is lost, under Async either. If its context ends
+//     first, the node leaves anyway and the partitions it still owns go to their in-sync replicas at once.
+//     Close without Leave is a crash.
 //   - An owner serves only while it holds a lease renewed by contact with the raft leader, lasting half of
 //     FailoverTimeout; cut off from the control plane, it refuses its partitions (ErrOwnershipChanging)
 //     before the leader may promote another node, even if clients still reach it, so no two owners serve
