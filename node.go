@@ -134,6 +134,7 @@ func (n *Node) start(ctx context.Context) error {
 // ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.router.install(next, causePush)
+	n.repl.wakeWaiters()
 	n.cut.wake()
 	if next.moving() || old.moving() {
 		n.wakeControl() // the next step of a move may be ready: no need to wait for the tick

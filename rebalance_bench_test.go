@@ -77,6 +77,11 @@ func BenchmarkCutover(b *testing.B) {
 		b.ReportMetric(at(0.99), name+"-p99-ms")
 		b.ReportMetric(float64(ds[len(ds)-1])/float64(time.Millisecond), name+"-max-ms")
 	}
+	var decisions uint64
+	for _, n := range append(nodes, c.live()...) {
+		decisions += n.ReplicationStats().InSyncDecisions
+	}
+	b.ReportMetric(float64(decisions), "insync-decisions")
 	report(sealed, "sealed")
 	report(latencies, "write")
 	b.ReportMetric(float64(len(sealed))/float64(b.N), "cutovers/op")

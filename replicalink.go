@@ -70,11 +70,16 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		acked, known := l.acked[segment]
 		rejected, progress := l.isFenced(segment), l.progress
 		l.unlock()
+		owner, inSync := l.expected(segment)
 		switch {
 		case known && acked >= revision:
 			return nil
 		case rejected:
 			return ErrReplicaWriteRejected
+		case !owner:
+			return ErrOwnershipChanging
+		case !inSync:
+			return nil // a committed decision no longer expects the replica to hold the write
 		}
 		select {
 		case <-progress:
@@ -86,6 +91,21 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return ErrClosed
 		}
 	}
+}
+
+// expected reports whether this node still owns segment's partition in the committed map, and whether the
+// map still lists the replica in the partition's in-sync set.
+func (l *replicaLink) expected(segment int) (owner, inSync bool) {
+	st := l.r.n.fsm.clusterMap().Runtime[l.r.n.layout.SegmentPartition(segment)]
+	return st.Owner == l.r.n.id, slices.Contains(st.InSync, l.to)
+}
+
+// wakeWaiters makes the writes waiting on this link look at the map again.
+func (l *replicaLink) wakeWaiters() {
+	l.lock()
+	close(l.progress)
+	l.progress = make(chan struct{})
+	l.unlock()
 }
 
 // run sends until the node stops.
@@ -241,13 +261,19 @@ func (l *replicaLink) forget() {
 }
 
 // plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when the
-// log no longer reaches back. Every reply reports the replica's revision of each segment sent.
+// log no longer reaches back. Every reply reports the replica's revision of each segment sent. Only the
+// segments that fit in the request enter b.gen, so only they can be retired by its reply.
 func (l *replicaLink) plan() *batch {
 	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}}, gen: map[int]uint64{}, target: map[int]uint64{}}
-	acked := map[int]uint64{}
-	known := map[int]bool{}
-	m := l.r.n.fsm.clusterMap()
+	type candidate struct {
+		gen, acked uint64
+		known      bool
+	}
+	candidates := map[int]candidate{}
 	l.lock()
+	// Load the map under the lock: a segment marked dirty before this point was written under this map or
+	// an older one, so a partition this node has just taken over is never mistaken for one it lost.
+	m := l.r.n.fsm.clusterMap()
 	for seg, gen := range l.dirty {
 		p := l.r.n.layout.SegmentPartition(seg)
 		if m.Runtime[p].Owner != l.r.n.id {
@@ -257,15 +283,16 @@ func (l *replicaLink) plan() *batch {
 		if l.isFenced(seg) {
 			continue
 		}
-		b.req.Epochs[p] = m.Runtime[p].Epoch
-		b.gen[seg] = gen
-		acked[seg], known[seg] = l.acked[seg]
+		acked, known := l.acked[seg]
+		candidates[seg] = candidate{gen: gen, acked: acked, known: known}
 	}
 	l.unlock()
-	for seg := range b.gen {
+	for seg, c := range candidates {
+		b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch
+		b.gen[seg] = c.gen
 		b.target[seg] = l.r.n.store.revision(seg)
-		after := acked[seg]
-		if !known[seg] {
+		after := c.acked
+		if !c.known {
 			// Probe, and optimistically send the latest op: an in-sync replica usually has everything
 			// before it, and if not, the reply tells where it stands.
 			b.req.Probe = append(b.req.Probe, seg)

@@ -161,6 +161,15 @@ func (r *replication) link(id NodeID) *replicaLink {
 	return l
 }
 
+// wakeWaiters makes every write waiting for a replica look at the map again, after a map change.
+func (r *replication) wakeWaiters() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.links {
+		l.wakeWaiters()
+	}
+}
+
 // awaitReplicas blocks a Sync write at revision of segment until every in-sync replica of its partition
 // has applied it. A replica that does not answer within ReplicaAckTimeout is dropped from the in-sync set
 // by a committed decision before the write is acknowledged; if that cannot be committed, the write fails.
@@ -176,6 +185,7 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 		if status != StatusSuccess || len(lagging) == 0 {
 			return status
 		}
+		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)
 		if err := r.shrinkInSync(ctx, p, st, lagging); err != nil {
 			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
 			return StatusPartitionUnavailable
@@ -192,7 +202,7 @@ func (r *replication) waitInSync(ctx context.Context, inSync []NodeID, segment i
 		case err == nil:
 		case errors.Is(err, ErrReplicaWriteRejected):
 			return nil, StatusReplicaWriteRejected
-		case ctx.Err() != nil:
+		case errors.Is(err, ErrOwnershipChanging), ctx.Err() != nil:
 			return nil, StatusOwnershipChanging
 		default:
 			lagging = append(lagging, id)

@@ -478,3 +478,30 @@ func TestSyncBatchIsOnReplicasWhenAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicationBatchLimitKeepsTheRest writes far more ops at once than one replication request carries:
+// the segments left out of a full request must stay queued, so every Sync write is acknowledged by its
+// replica without any replica timing out of the in-sync set.
+func TestReplicationBatchLimitKeepsTheRest(t *testing.T) {
+	c := startCluster(t, 2, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = 5 * time.Second }))
+	ctx := bg(t)
+	entries := make([]KeyValue, 6*replicateMaxOps)
+	for i := range entries {
+		entries[i] = KeyValue{Key: fmt.Sprintf("bulk-%d", i), Value: []byte(fmt.Sprint(i))}
+	}
+	results, err := c.node(0).PutMany(ctx, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			t.Fatalf("put %d: %v", r.Index, r.Err)
+		}
+	}
+	for _, n := range c.live() {
+		if d := n.ReplicationStats().InSyncDecisions; d != 0 {
+			t.Fatalf("%s made %d in-sync decisions; want 0 (a replica timed out)", n.id, d)
+		}
+	}
+	assertReplicasMatch(t, c)
+}
