@@ -19,6 +19,11 @@ type cutovers struct {
 	inflight []atomic.Int64 // owner writes between the ownership check and the store
 	running  []atomic.Bool  // a cut-over goroutine is at work
 	kick     chan struct{}
+	// failures and retryAt space out the attempts on a partition whose cut-overs keep failing, so it
+	// serves between them. Touched only by the partition's cut-over goroutine and, while none runs,
+	// the loop that starts one.
+	failures []int
+	retryAt  []time.Time
 
 	done, reclaimed atomic.Uint64
 	mu              sync.Mutex
@@ -33,6 +38,8 @@ func newCutovers(partitions int) *cutovers {
 		inflight: make([]atomic.Int64, partitions),
 		running:  make([]atomic.Bool, partitions),
 		kick:     make(chan struct{}, 1),
+		failures: make([]int, partitions),
+		retryAt:  make([]time.Time, partitions),
 	}
 }
 
@@ -82,6 +89,10 @@ func (n *Node) runCutovers() {
 		m := n.fsm.clusterMap()
 		for p, st := range m.Runtime {
 			if st.Owner == n.id && st.targetInSync() && st.Target[0] != n.id && n.cut.running[p].CompareAndSwap(false, true) {
+				if time.Now().Before(n.cut.retryAt[p]) {
+					n.cut.running[p].Store(false)
+					continue
+				}
 				n.wg.Add(1)
 				go n.cutOver(p, st)
 			}
@@ -108,9 +119,12 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	cancel()
 	if err == nil && n.epochMoved(p, st.Epoch) {
 		n.cut.record(time.Since(start))
+		n.cut.failures[p] = 0
 		n.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start))
 		return
 	}
+	n.cut.failures[p]++
+	n.cut.retryAt[p] = time.Now().Add(n.cfg.Timing.Reconcile << min(n.cut.failures[p], 5))
 	n.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
 	n.reclaim(p, st.Epoch)
 }
@@ -119,6 +133,9 @@ func (n *Node) cutOver(p int, st PartitionState) {
 func (n *Node) drainTo(ctx context.Context, p int, to NodeID) error {
 	link := n.repl.link(to)
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		link.lock()
 		progress := link.progress
 		link.unlock()

@@ -370,3 +370,78 @@ func TestLostPartitionRelocatedAfterEviction(t *testing.T) {
 		t.Fatalf("put to the recreated partition: %v", err)
 	}
 }
+
+// TestCutoverThatCannotFinishKeepsServing gives owners no time to hand over: every cut-over gives up, the
+// owner reclaims its partition under a new epoch and goes on serving, and no write is lost.
+func TestCutoverThatCannotFinishKeepsServing(t *testing.T) {
+	c := startCluster(t, 2, elastic(func(cfg *Config) { cfg.CutoverTimeout = time.Nanosecond }))
+	ctx := context.Background()
+	before := c.currentMap()
+	c.add(2)
+	reclaimed := func() (sum uint64) {
+		for _, n := range c.live() {
+			sum += n.CutoverStats().Reclaimed
+		}
+		return sum
+	}
+	waitFor(t, 20*time.Second, "owners to give up cut-overs and reclaim", func() bool { return reclaimed() >= 3 })
+	for i := range 300 {
+		k := "r" + strconv.Itoa(i)
+		for _, n := range c.live() {
+			v := []byte(k + string(n.id))
+			if err := n.Put(ctx, k, v); err != nil {
+				t.Fatalf("put %q through %s: %v", k, n.id, err)
+			}
+			if got, err := n.Get(ctx, k); err != nil || string(got) != string(v) {
+				t.Fatalf("get %q through %s = %q, %v", k, n.id, got, err)
+			}
+		}
+	}
+	m := c.currentMap()
+	for p, st := range m.Runtime {
+		if st.Owner != before.Runtime[p].Owner {
+			t.Fatalf("partition %d changed owner %s -> %s although no cut-over can finish", p, before.Runtime[p].Owner, st.Owner)
+		}
+	}
+	for _, n := range c.live() {
+		if s := n.CutoverStats(); s.CutOvers != 0 {
+			t.Fatalf("%s finished %d cut-overs", n.id, s.CutOvers)
+		}
+	}
+}
+
+// TestInterruptedMoveIsAbandoned kills a joining node while partitions move to it: what it had taken over
+// fails over to the previous owners, the plan drops it once it is evicted, and no acknowledged write is lost.
+func TestInterruptedMoveIsAbandoned(t *testing.T) {
+	c := startCluster(t, 3, elastic(func(cfg *Config) {
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = time.Second
+	}))
+	ctx := context.Background()
+	w := &writer{node: c.node(0), keys: 64, stop: make(chan struct{}), done: make(chan struct{})}
+	w.acked = make([]int, w.keys)
+	go w.run()
+	joiner := c.add(3)
+	waitFor(t, 20*time.Second, "a move towards the joiner to settle", func() bool {
+		return c.currentMap().OwnedBy(joiner.id) > 0
+	})
+	c.kill(3)
+	waitFor(t, 30*time.Second, "the joiner evicted from the plan", func() bool {
+		return slices.Equal(c.currentMap().plannedNodes(), nodeIDs(c.live()))
+	})
+	c.waitStable(30 * time.Second)
+	close(w.stop)
+	<-w.done
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
+	for i := range w.keys {
+		for _, n := range c.live() {
+			if got, err := n.Get(ctx, w.key(i)); err != nil || mustAtoi(got) != w.acked[i] {
+				t.Fatalf("get %s from %s = %q, %v; want %d", w.key(i), n.id, got, err, w.acked[i])
+			}
+		}
+	}
+	assertReplicasMatch(t, c)
+}
