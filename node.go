@@ -373,7 +373,8 @@ func (n *Node) Leave(ctx context.Context) error {
 }
 
 // drain waits until no partition is assigned to this node, once it has told the cluster it is leaving.
-// With no other member to take the partitions there is nothing to drain to.
+// With no other member to take the partitions (the last one, or all leaving together) there is nothing to
+// drain to.
 func (n *Node) drain(ctx context.Context) error {
 	if n.fsm.clusterMap().Version == 0 || !n.othersCanHold() {
 		return nil
@@ -381,7 +382,7 @@ func (n *Node) drain(ctx context.Context) error {
 	if err := n.members.markLeaving(); err != nil {
 		return fmt.Errorf("zaris: leave: announce drain: %w", err)
 	}
-	for n.fsm.clusterMap().holds(n.id) {
+	for n.fsm.clusterMap().holds(n.id) && n.othersCanHold() { // they may all be leaving at once
 		if err := sleepCtx(ctx, n.cfg.Timing.RaftCommit); err != nil {
 			return fmt.Errorf("zaris: leave: partitions not drained: %w", err)
 		}
