@@ -36,12 +36,22 @@ type mapFSM struct {
 	current      atomic.Pointer[ClusterMap]
 	beforeCommit func(old, next *ClusterMap)
 	onCommit     func(old, next *ClusterMap)
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever a new map is published
 }
 
 func newMapFSM(initial *ClusterMap, beforeCommit, onCommit func(old, next *ClusterMap)) *mapFSM {
-	f := &mapFSM{beforeCommit: beforeCommit, onCommit: onCommit}
+	f := &mapFSM{beforeCommit: beforeCommit, onCommit: onCommit, changed: make(chan struct{})}
 	f.current.Store(initial)
 	return f
+}
+
+// next returns a channel that is closed once a map newer than the current one is published.
+func (f *mapFSM) next() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
 }
 
 func (f *mapFSM) clusterMap() *ClusterMap { return f.current.Load() }
@@ -64,6 +74,10 @@ func (f *mapFSM) publish(m *ClusterMap) {
 	f.beforeCommit(f.current.Load(), m)
 	old := f.current.Swap(m)
 	f.onCommit(old, m)
+	f.mu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
 }
 
 func (f *mapFSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -506,10 +520,17 @@ var proposable = map[commandKind]bool{cmdSetInSync: true, cmdSettle: true, cmdRe
 
 // awaitApplied waits until this node's map reflects the log up to index.
 func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
-	for n.fsm.clusterMap().Index < index {
-		if err := sleepCtx(ctx, n.cfg.Timing.RaftCommit); err != nil {
-			return err
+	for {
+		changed := n.fsm.next()
+		if n.fsm.clusterMap().Index >= index {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stop:
+			return ErrClosed
 		}
 	}
-	return nil
 }
