@@ -194,6 +194,21 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 	})
 }
 
+// waitHealthy waits until the map is stable and every partition is Healthy.
+func (c *testCluster) waitHealthy(timeout time.Duration) {
+	c.t.Helper()
+	c.waitStable(timeout)
+	waitFor(c.t, timeout, "every partition Healthy", func() bool {
+		for _, st := range c.currentMap().Runtime {
+			if st.Health != Healthy {
+				return false
+			}
+		}
+		return true
+	})
+	c.waitStable(timeout)
+}
+
 func (c *testCluster) stopAll() {
 	c.mu.Lock()
 	nodes := c.nodes

@@ -77,6 +77,9 @@ type ClusterMap struct {
 	Runtime []PartitionState
 	// Moved counts the partitions whose nodes rebalancing has changed, over the cluster's life.
 	Moved uint64
+	// Promotions counts failovers: partitions whose active owner the leader replaced, or gave up, after
+	// the owner failed.
+	Promotions uint64
 }
 
 // Layout returns the key-space layout the map was built for.
@@ -130,6 +133,7 @@ const (
 	cmdMigrate // start feeding a partition's incoming nodes
 	cmdSettle  // a moving partition takes its target nodes, and its target primary as owner
 	cmdReclaim // an owner that could not hand over keeps its partition under the next epoch
+	cmdHeal    // a Degraded partition whose copies are all back in sync returns to Healthy
 )
 
 // command is one committed control-plane decision.
@@ -173,6 +177,8 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.migrate(cmd.Partition, cmd.Epoch)
 	case cmdSettle:
 		next.settle(cmd.Partition, cmd.Epoch, cmd.Node.ID)
+	case cmdHeal:
+		next.heal(cmd.Partition, cmd.Epoch)
 	case cmdReclaim:
 		if next.current(cmd.Partition, cmd.Epoch) {
 			next.Runtime[cmd.Partition].Epoch++
@@ -214,7 +220,7 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 }
 
 // setInSync replaces a partition's in-sync replicas if the partition is still at epoch; only its assigned
-// replicas may be listed.
+// replicas may be listed. Fewer in-sync replicas than assigned ones make a Healthy partition Degraded.
 func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
 	if !m.current(p, epoch) {
 		return
@@ -225,9 +231,33 @@ func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
 			kept = append(kept, id)
 		}
 	}
-	m.Runtime[p].InSync = kept
-	if st := &m.Runtime[p]; st.Health == Degraded && len(kept) == len(m.Assignment[p])-1 && len(kept)+1 >= m.ReplicationFactor {
-		st.Health = Healthy // every assigned replica is back in sync
+	st := &m.Runtime[p]
+	st.InSync = kept
+	settled := m.Assignment[p]
+	if st.From != nil {
+		settled = st.From // incoming nodes of a move are not in sync yet; that degrades nothing
+	}
+	for _, id := range settled {
+		if st.Health == Healthy && id != st.Owner && !slices.Contains(kept, id) {
+			st.Health = Degraded // a copy fell behind; healPartitions restores Healthy after the cool-down
+		}
+	}
+}
+
+// healable reports whether partition p is Degraded although its owner and every assigned replica are in
+// place and in sync, with as many copies as the replication factor asks.
+func (m *ClusterMap) healable(p int) bool {
+	st := m.Runtime[p]
+	a := m.Assignment[p]
+	return st.Health == Degraded && st.Owner != "" && st.From == nil && len(a) >= m.ReplicationFactor &&
+		len(st.InSync) == len(a)-1 && slices.Contains(a, st.Owner)
+}
+
+// heal returns partition p to Healthy under the next epoch, if it is still at epoch and still healable.
+func (m *ClusterMap) heal(p int, epoch uint64) {
+	if m.current(p, epoch) && m.healable(p) {
+		m.Runtime[p].Health = Healthy
+		m.Runtime[p].Epoch++
 	}
 }
 
@@ -251,6 +281,7 @@ func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
 	}
 	st := &m.Runtime[p]
 	st.Epoch++
+	m.Promotions++
 	if to == "" {
 		st.Owner, st.Health, st.InSync = "", Unavailable, nil
 		return

@@ -328,7 +328,7 @@ func (n *Node) reconcile() error {
 		var err error
 		switch m.Status {
 		case serf.StatusAlive:
-			err = n.admit(m, inRaft[m.ID], &voters)
+			err = n.admit(m, inRaft[m.ID], &voters, members)
 		case serf.StatusLeft:
 			err = n.retire(m, inRaft[m.ID], members)
 		}
@@ -339,13 +339,21 @@ func (n *Node) reconcile() error {
 	if err := n.handleFailures(members); err != nil {
 		return err
 	}
+	if err := n.healPartitions(); err != nil {
+		return err
+	}
 	if err := n.assignFirstMap(members); err != nil {
 		return err
 	}
 	return n.rebalance(members)
 }
 
-func (n *Node) admit(m member, inRaft bool, voters *int) error {
+// admit makes an alive member a raft server and records it in the map. A member that restarted (a new
+// incarnation) may have lost what it held: the partitions it still owns are failed over to in-sync
+// replicas before the map records the new incarnation, and until then the restarted node refuses to serve
+// them. A partition with no in-sync replica stays with the restarted node, under a new epoch: what it
+// reloaded from its DataDir, if anything, is the only copy left.
+func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error {
 	if m.DataAddr == "" {
 		return nil
 	}
@@ -360,10 +368,17 @@ func (n *Node) admit(m member, inRaft bool, voters *int) error {
 		}
 	}
 	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr, Incarnation: m.Incarnation}
-	if info, ok := n.fsm.clusterMap().Nodes[m.ID]; !ok || info != want {
-		return n.commit(&command{Kind: cmdUpsertNode, Node: want})
+	info, ok := n.fsm.clusterMap().Nodes[m.ID]
+	if ok && info == want {
+		return nil
 	}
-	return nil
+	if ok && info.Incarnation != 0 && info.Incarnation != want.Incarnation && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+		n.log.Warn("owner restarted; failing its partitions over", "node", m.ID)
+		if err := n.failOver(m.ID, members, m.ID); err != nil {
+			return err
+		}
+	}
+	return n.commit(&command{Kind: cmdUpsertNode, Node: want})
 }
 
 // retire removes a member that left cleanly: out of the control plane, and its partitions handed at once
@@ -375,7 +390,7 @@ func (n *Node) retire(m member, inRaft bool, members []member) error {
 		}
 	}
 	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		return n.failOver(m.ID, members)
+		return n.failOver(m.ID, members, "")
 	}
 	return nil
 }

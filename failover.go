@@ -45,7 +45,7 @@ func (n *Node) handleFailures(members []member) error {
 		if time.Since(first) < n.cfg.FailoverTimeout {
 			continue
 		}
-		if err := n.failOver(id, members); err != nil {
+		if err := n.failOver(id, members, ""); err != nil {
 			return err
 		}
 	}
@@ -62,7 +62,8 @@ func (n *Node) answers(id NodeID) bool {
 }
 
 // failOver promotes every partition actively owned by the dead node.
-func (n *Node) failOver(dead NodeID, members []member) error {
+// With no live in-sync replica a partition goes to fallback, or becomes Unavailable when fallback is "".
+func (n *Node) failOver(dead NodeID, members []member, fallback NodeID) error {
 	alive := map[NodeID]bool{}
 	for _, m := range members {
 		if m.Status == serf.StatusAlive {
@@ -75,6 +76,9 @@ func (n *Node) failOver(dead NodeID, members []member) error {
 			continue
 		}
 		to := n.pickSuccessor(p, st, alive)
+		if to == "" {
+			to = fallback
+		}
 		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1)
 		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
 			return err
@@ -199,4 +203,30 @@ func (n *Node) holdsLease() bool {
 	}
 	last := n.raft.LastContact()
 	return !last.IsZero() && time.Since(last) < n.cfg.FailoverTimeout/2
+}
+
+// healPartitions returns to Healthy, each under a new epoch, the Degraded partitions whose copies have all
+// been back in sync for HealCooldown without a break: a node that keeps dropping out and coming back restarts
+// the cool-down each time instead of causing a transition each time. Leader only.
+func (n *Node) healPartitions() error {
+	m := n.fsm.clusterMap()
+	for p := range m.Runtime {
+		if !m.healable(p) {
+			delete(n.healableSince, p)
+			continue
+		}
+		since, ok := n.healableSince[p]
+		if !ok {
+			n.healableSince[p] = time.Now()
+			continue
+		}
+		if time.Since(since) < n.cfg.HealCooldown {
+			continue
+		}
+		if err := n.commit(&command{Kind: cmdHeal, Partition: p, Epoch: m.Runtime[p].Epoch}); err != nil {
+			return err
+		}
+		delete(n.healableSince, p)
+	}
+	return nil
 }

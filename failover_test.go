@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -82,8 +83,8 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	assertReplicasMatch(t, c)
 }
 
-// TestLeaveHandsPartitionsToReplicas checks that a graceful leave fails the node's partitions over at once,
-// without waiting for the failure timeout, and loses no acknowledged write.
+// TestLeaveHandsPartitionsToReplicas checks that a graceful leave hands the node's partitions over without
+// waiting for the failure timeout, and loses no acknowledged write.
 func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
 	c := startCluster(t, 3, replicated(2)) // FailoverTimeout stays at its 10 s default
 	ctx := bg(t)
@@ -155,4 +156,70 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 		got, err := owner.Get(ctx, key)
 		return err == nil && string(got) == "v1"
 	})
+}
+
+// TestRestartedOwnerDoesNotServeWhatItLost restarts an owner, without a data dir, faster than the failure
+// timeout: the restarted process must not serve the partitions its previous process owned (it holds none
+// of their data); they fail over to in-sync replicas and every acknowledged write stays readable.
+func TestRestartedOwnerDoesNotServeWhatItLost(t *testing.T) {
+	c := startCluster(t, 3, replicated(2)) // FailoverTimeout stays at its 10 s default
+	ctx := bg(t)
+	victim := c.node(1)
+	var keys []string
+	for i := range 50 {
+		k := c.keyOwnedBy(fmt.Sprintf("own%d-", i), victim)
+		keys = append(keys, k)
+		if err := c.node(0).Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	c.kill(1)
+	restarted := c.restart(1)
+	waitFor(t, 20*time.Second, "the restarted process recorded in the map", func() bool {
+		return c.currentMap().Nodes[restarted.id].Incarnation == restarted.repl.incarnation
+	})
+	if elapsed := time.Since(start); elapsed >= 10*time.Second {
+		t.Fatalf("took %v: the partitions waited for the failure timeout", elapsed)
+	}
+	for _, k := range keys {
+		for _, n := range c.live() {
+			if got, err := n.Get(ctx, k); err != nil || string(got) != k {
+				t.Fatalf("get %q through %s = %q, %v", k, n.id, got, err)
+			}
+		}
+	}
+}
+
+// TestHealingWaitsForCooldown restarts a replica three times in a row. Each restart takes it out of the
+// in-sync set of the partitions it replicates; each time it catches up the cool-down starts again, so the
+// partitions return to Healthy once, under one new epoch, not once per flap.
+func TestHealingWaitsForCooldown(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.HealCooldown = 3 * time.Second }))
+	ctx := bg(t)
+	m := c.currentMap()
+	flap := (c.leader() + 1) % 3 // not the leader: its restarts should not hold up control decisions
+	flapper := c.node(flap)
+	p := slices.IndexFunc(m.Assignment, func(a []NodeID) bool { return a[0] != flapper.id && slices.Contains(a, flapper.id) })
+	key := keyInPartition(m.Layout(), "flap", p)
+	epoch := m.Runtime[p].Epoch
+	for i := range 3 {
+		c.kill(flap)
+		// The write waits for the dead replica, then has it dropped from the in-sync set.
+		if err := c.owner(key).Put(ctx, key, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		flapper = c.restart(flap)
+		waitFor(t, 20*time.Second, "the replica back in sync", func() bool {
+			st := c.currentMap().Runtime[p]
+			return slices.Contains(st.InSync, flapper.id)
+		})
+		if st := c.currentMap().Runtime[p]; st.Health != Degraded {
+			t.Fatalf("flap %d: partition %d is %v as soon as its replica is back; want Degraded until the cool-down ends", i, p, st.Health)
+		}
+	}
+	waitFor(t, 20*time.Second, "the partition Healthy again", func() bool { return c.currentMap().Runtime[p].Health == Healthy })
+	if got := c.currentMap().Runtime[p].Epoch; got != epoch+1 {
+		t.Fatalf("partition %d went from epoch %d to %d over three flaps; want one healing epoch", p, epoch, got)
+	}
 }

@@ -44,17 +44,22 @@ type Node struct {
 	kick      chan struct{}
 
 	// Touched only by the control loop.
-	bootstrapped bool
-	formed       bool
-	suspects     map[NodeID]time.Time // failed owners, since when (leader only)
-	failedSince  map[NodeID]time.Time // failed members, since when (leader only)
-	lostSince    map[int]time.Time    // Unavailable partitions, since when (leader only)
+	bootstrapped  bool
+	formed        bool
+	suspects      map[NodeID]time.Time // failed owners, since when (leader only)
+	failedSince   map[NodeID]time.Time // failed members, since when (leader only)
+	lostSince     map[int]time.Time    // Unavailable partitions, since when (leader only)
+	healableSince map[int]time.Time    // Degraded partitions ready to heal, since when (leader only)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 	left      atomic.Bool
+	// recognized is set while the committed map records this process's incarnation. Until then the
+	// partitions the map gives this node were owned by its previous process, which may have held more than
+	// this one reloaded, so it does not serve them.
+	recognized atomic.Bool
 }
 
 // Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
@@ -66,18 +71,19 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
-		cfg:         cfg,
-		id:          NodeID(cfg.Name),
-		layout:      layout,
-		log:         cfg.Logger.With("node", cfg.Name),
-		dialer:      cfg.Dialer,
-		store:       newStore(layout.Segments, cfg.Clock),
-		leaderCh:    make(chan bool, 8),
-		kick:        make(chan struct{}, 1),
-		suspects:    map[NodeID]time.Time{},
-		failedSince: map[NodeID]time.Time{},
-		lostSince:   map[int]time.Time{},
-		stop:        make(chan struct{}),
+		cfg:           cfg,
+		id:            NodeID(cfg.Name),
+		layout:        layout,
+		log:           cfg.Logger.With("node", cfg.Name),
+		dialer:        cfg.Dialer,
+		store:         newStore(layout.Segments, cfg.Clock),
+		leaderCh:      make(chan bool, 8),
+		kick:          make(chan struct{}, 1),
+		suspects:      map[NodeID]time.Time{},
+		failedSince:   map[NodeID]time.Time{},
+		lostSince:     map[int]time.Time{},
+		healableSince: map[int]time.Time{},
+		stop:          make(chan struct{}),
 	}
 	if n.dialer == nil {
 		n.dialer = &net.Dialer{}
@@ -85,7 +91,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
 	n.cut = newCutovers(layout.Partitions)
-	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.repl.onOwnershipChange, n.onCommit)
+	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
@@ -128,6 +134,13 @@ func (n *Node) start(ctx context.Context) error {
 	n.every(n.cfg.ReapInterval, func() { n.store.reapExpired() })
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
+}
+
+// beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
+// it: replication drops the copies it must not keep, and the node notes whether the map knows this process.
+func (n *Node) beforeCommit(old, next *ClusterMap) {
+	n.recognized.Store(next.Nodes[n.id].Incarnation == n.repl.incarnation)
+	n.repl.onOwnershipChange(old, next)
 }
 
 // onCommit runs on the control plane's apply goroutine for every new map, once replication has seen the
@@ -242,7 +255,7 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	segment = n.layout.KeySegment(key)
 	st := m.Runtime[n.layout.SegmentPartition(segment)]
 	if st.Owner == n.id {
-		if !n.holdsLease() || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
+		if !n.recognized.Load() || !n.holdsLease() || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
 			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return segment, kvReply{}, true
@@ -258,13 +271,23 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 // waits until every in-sync replica has it. The caller has checked ownership.
 func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	reply := n.applyStore(ctx, op, seg, req)
-	if !n.awaitsReplicas(op, req, &reply) {
-		return reply
+	if n.awaitsReplicas(op, req, &reply) {
+		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
+			return kvReply{Status: status}
+		}
 	}
-	if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
-		return kvReply{Status: status}
+	if n.cfg.observeAck != nil && reply.Status == StatusSuccess && !readOnlyOps[op] {
+		n.observeAck(seg)
 	}
 	return reply
+}
+
+// observeAck tells Config.observeAck that a write to seg is being acknowledged.
+func (n *Node) observeAck(seg int) {
+	p := n.layout.SegmentPartition(seg)
+	if st := n.fsm.clusterMap().Runtime[p]; st.Owner == n.id {
+		n.cfg.observeAck(n.id, p, st.Epoch)
+	}
 }
 
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before

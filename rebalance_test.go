@@ -361,7 +361,7 @@ func TestLostPartitionRelocatedAfterEviction(t *testing.T) {
 	waitFor(t, 20*time.Second, "the dead nodes evicted from the plan", func() bool {
 		return slices.Equal(c.currentMap().plannedNodes(), nodeIDs(c.live()))
 	})
-	c.waitStable(30 * time.Second)
+	c.waitHealthy(30 * time.Second)
 	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
 	if _, err := c.node(0).Get(ctx, key); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get from the recreated partition: %v; want ErrNotFound", err)
@@ -429,7 +429,7 @@ func TestInterruptedMoveIsAbandoned(t *testing.T) {
 	waitFor(t, 30*time.Second, "the joiner evicted from the plan", func() bool {
 		return slices.Equal(c.currentMap().plannedNodes(), nodeIDs(c.live()))
 	})
-	c.waitStable(30 * time.Second)
+	c.waitHealthy(30 * time.Second)
 	close(w.stop)
 	<-w.done
 	if w.err != nil {

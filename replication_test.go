@@ -20,6 +20,7 @@ func replicated(rf int, more ...func(*Config)) func(*Config) {
 	return func(cfg *Config) {
 		cfg.ReplicationFactor = rf
 		cfg.ReplicaAckTimeout = 300 * time.Millisecond
+		cfg.HealCooldown = 200 * time.Millisecond
 		for _, f := range more {
 			f(cfg)
 		}

@@ -137,6 +137,9 @@ type Config struct {
 	// FailoverTimeout is how long an active owner must stay silent, after gossip reports it failed and a
 	// direct check confirms it, before its partitions are promoted to replicas.
 	FailoverTimeout time.Duration
+	// HealCooldown is how long a Degraded partition's copies must all stay in sync before the leader
+	// declares it Healthy again (under a new epoch).
+	HealCooldown time.Duration
 	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
 	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
 	EvictionTimeout time.Duration
@@ -170,6 +173,10 @@ type Config struct {
 	RESPAddr string
 	// RESPPassword, when set, must be given with AUTH or HELLO before other RESP commands.
 	RESPPassword string
+
+	// observeAck, when set (by tests), is told of every write this node acknowledged as owner, with the
+	// partition and the epoch it owned it under.
+	observeAck func(owner NodeID, partition int, epoch uint64)
 }
 
 // DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
@@ -195,6 +202,7 @@ func DefaultConfig() Config {
 		OpLogRetain:       4096,
 		FailoverTimeout:   10 * time.Second,
 		EvictionTimeout:   time.Minute,
+		HealCooldown:      5 * time.Second,
 		MaxMigrations:     4,
 		CutoverTimeout:    time.Second,
 		DiskRetainBytes:   4 << 20,
@@ -260,8 +268,8 @@ func (c *Config) validate() error {
 		return bad("FailoverTimeout must be positive")
 	case c.EvictionTimeout < c.FailoverTimeout:
 		return bad("EvictionTimeout %v must be at least FailoverTimeout %v", c.EvictionTimeout, c.FailoverTimeout)
-	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0:
-		return bad("MaxMigrations and CutoverTimeout must be positive")
+	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0 || c.HealCooldown <= 0:
+		return bad("MaxMigrations, CutoverTimeout and HealCooldown must be positive")
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
 	}
