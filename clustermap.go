@@ -129,11 +129,12 @@ const (
 	_ // retired (owner left); the number stays reserved
 	cmdSetInSync
 	cmdPromote
-	cmdPlan    // a rebalance: the next partition map, as a target per partition
-	cmdMigrate // start feeding a partition's incoming nodes
-	cmdSettle  // a moving partition takes its target nodes, and its target primary as owner
-	cmdReclaim // an owner that could not hand over keeps its partition under the next epoch
-	cmdHeal    // a Degraded partition whose copies are all back in sync returns to Healthy
+	cmdPlan      // a rebalance: the next partition map, as a target per partition
+	cmdMigrate   // start feeding a partition's incoming nodes
+	cmdSettle    // a moving partition takes its target nodes, and its target primary as owner
+	cmdReclaim   // an owner that could not hand over keeps its partition under the next epoch
+	cmdHeal      // a Degraded partition whose copies are all back in sync returns to Healthy
+	cmdRestarted // a node restarted: it leaves every in-sync set before its new process is recorded
 )
 
 // command is one committed control-plane decision.
@@ -177,6 +178,8 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.migrate(cmd.Partition, cmd.Epoch)
 	case cmdSettle:
 		next.settle(cmd.Partition, cmd.Epoch, cmd.Node.ID)
+	case cmdRestarted:
+		next.dropFromInSync(cmd.Node.ID)
 	case cmdHeal:
 		next.heal(cmd.Partition, cmd.Epoch)
 	case cmdReclaim:

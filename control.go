@@ -351,8 +351,7 @@ func (n *Node) reconcile() error {
 // admit makes an alive member a raft server and records it in the map. A member that restarted (a new
 // incarnation) may have lost what it held: the partitions it still owns are failed over to in-sync
 // replicas before the map records the new incarnation, and until then the restarted node refuses to serve
-// them. A partition with no in-sync replica stays with the restarted node, under a new epoch: what it
-// reloaded from its DataDir, if anything, is the only copy left.
+// them. A partition with no in-sync replica becomes Unavailable, as when its owner dies.
 func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error {
 	if m.DataAddr == "" {
 		return nil
@@ -374,8 +373,14 @@ func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error
 	}
 	if ok && info.Incarnation != 0 && info.Incarnation != want.Incarnation && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
 		n.log.Warn("owner restarted; failing its partitions over", "node", m.ID)
-		if err := n.failOver(m.ID, members, m.ID); err != nil {
+		if err := n.commit(&command{Kind: cmdRestarted, Node: NodeInfo{ID: m.ID}}); err != nil {
 			return err
+		}
+		if err := n.failOver(m.ID, members); err != nil {
+			return err
+		}
+		if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+			return nil // some failover must wait; until it is done, the restarted process stays unknown
 		}
 	}
 	return n.commit(&command{Kind: cmdUpsertNode, Node: want})
@@ -390,7 +395,7 @@ func (n *Node) retire(m member, inRaft bool, members []member) error {
 		}
 	}
 	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		return n.failOver(m.ID, members, "")
+		return n.failOver(m.ID, members)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func (n *Node) handleFailures(members []member) error {
 		if time.Since(first) < n.cfg.FailoverTimeout {
 			continue
 		}
-		if err := n.failOver(id, members, ""); err != nil {
+		if err := n.failOver(id, members); err != nil {
 			return err
 		}
 	}
@@ -61,9 +61,10 @@ func (n *Node) answers(id NodeID) bool {
 	return err == nil
 }
 
-// failOver promotes every partition actively owned by the dead node.
-// With no live in-sync replica a partition goes to fallback, or becomes Unavailable when fallback is "".
-func (n *Node) failOver(dead NodeID, members []member, fallback NodeID) error {
+// failOver promotes every partition actively owned by the dead node to its most caught-up live in-sync
+// replica, or leaves it Unavailable when there is none. Each candidate is asked once for its revisions of
+// all those partitions.
+func (n *Node) failOver(dead NodeID, members []member) error {
 	alive := map[NodeID]bool{}
 	for _, m := range members {
 		if m.Status == serf.StatusAlive {
@@ -71,13 +72,25 @@ func (n *Node) failOver(dead NodeID, members []member, fallback NodeID) error {
 		}
 	}
 	m := n.fsm.clusterMap()
+	var owned []int
 	for p, st := range m.Runtime {
-		if st.Owner != dead {
-			continue
+		if st.Owner == dead {
+			owned = append(owned, p)
 		}
-		to := n.pickSuccessor(p, st, alive)
-		if to == "" {
-			to = fallback
+	}
+	probe := &revisionProbe{n: n, answers: map[NodeID]probeAnswer{}}
+	for _, p := range owned {
+		first, end := n.layout.PartitionSegments(p)
+		for s := first; s < end; s++ {
+			probe.segments = append(probe.segments, s)
+		}
+	}
+	for _, p := range owned {
+		st := m.Runtime[p]
+		to, unsure := n.pickSuccessor(p, st, alive, probe)
+		if to == "" && unsure {
+			n.log.Warn("failover waits: no live in-sync replica answered", "partition", p, "from", dead)
+			continue // try again at the next reconcile rather than give up a copy that may be intact
 		}
 		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1)
 		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
@@ -87,48 +100,75 @@ func (n *Node) failOver(dead NodeID, members []member, fallback NodeID) error {
 	return nil
 }
 
-// pickSuccessor returns the live in-sync replica of p holding the most of it (by segment revisions), or ""
-// when none is left. Only an in-sync replica is sure to hold every acknowledged write.
-func (n *Node) pickSuccessor(p int, st PartitionState, alive map[NodeID]bool) NodeID {
-	var best NodeID
+// pickSuccessor returns the live in-sync replica of p holding the most of it (by segment revisions). Only an
+// in-sync replica is sure to hold every acknowledged write. It returns "" when none is left, with unsure set
+// when some in-sync replica gossip calls alive did not answer: it may be intact behind a passing fault.
+func (n *Node) pickSuccessor(p int, st PartitionState, alive map[NodeID]bool, probe *revisionProbe) (best NodeID, unsure bool) {
 	var bestTotal uint64
 	for _, id := range st.InSync {
 		if !alive[id] {
 			continue
 		}
-		total, ok := n.partitionRevisions(id, p)
-		if ok && (best == "" || total > bestTotal) {
+		total, ok, answered := probe.total(id, p)
+		if !ok {
+			unsure = unsure || !answered
+			continue
+		}
+		if best == "" || total > bestTotal {
 			best, bestTotal = id, total
 		}
 	}
-	return best
+	return best, unsure
 }
 
-// partitionRevisions asks node id for the sum of its revisions of partition p's segments.
-func (n *Node) partitionRevisions(id NodeID, p int) (uint64, bool) {
-	first, end := n.layout.PartitionSegments(p)
-	var total uint64
-	if id == n.id {
-		for s := first; s < end; s++ {
-			total += n.store.revision(s)
-		}
-		return total, true
+// revisionProbe asks each node at most once for its revisions of a set of segments.
+type revisionProbe struct {
+	n        *Node
+	segments []int
+	answers  map[NodeID]probeAnswer
+}
+
+type probeAnswer struct {
+	revisions map[int]uint64 // nil when the node cannot vouch for its copy
+	answered  bool           // false: no reply, so its copy may be intact behind a passing fault
+}
+
+// total returns the sum of node id's revisions of partition p's segments, and whether the node can vouch
+// for them: it answered, and it is the process the map knows (a restarted one may lack acknowledged
+// writes). answered is false when the node did not reply at all.
+func (rp *revisionProbe) total(id NodeID, p int) (total uint64, ok, answered bool) {
+	a, asked := rp.answers[id]
+	if !asked {
+		a = rp.ask(id)
+		rp.answers[id] = a
 	}
-	req := replicateRequest{From: n.id}
+	if a.revisions == nil {
+		return 0, false, a.answered
+	}
+	first, end := rp.n.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
-		req.Probe = append(req.Probe, s)
+		total += a.revisions[s]
 	}
-	reply, _, err := n.callReplica(id, &req, 2*n.cfg.Timing.ProbeTimeout)
-	if err != nil {
-		return 0, false
+	return total, true, true
+}
+
+func (rp *revisionProbe) ask(id NodeID) probeAnswer {
+	n := rp.n
+	if id == n.id {
+		revs := map[int]uint64{}
+		for _, s := range rp.segments {
+			revs[s] = n.store.revision(s)
+		}
+		return probeAnswer{revisions: revs, answered: true}
 	}
-	if reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation {
-		return 0, false // restarted since the map last saw it: it may lack acknowledged writes
+	reply, _, err := n.callReplica(id, &replicateRequest{From: n.id, Probe: rp.segments}, 2*n.cfg.Timing.ProbeTimeout)
+	switch {
+	case err != nil:
+		return probeAnswer{}
+	case reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation:
+		return probeAnswer{answered: true}
 	}
-	for _, rev := range reply.Revisions {
-		total += rev
-	}
-	return total, true
+	return probeAnswer{revisions: reply.Revisions, answered: true}
 }
 
 // onOwnershipChange reacts on every node to a committed map. A node deposed from a partition it still

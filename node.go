@@ -138,9 +138,14 @@ func (n *Node) start(ctx context.Context) error {
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
 // it: replication drops the copies it must not keep, and the node notes whether the map knows this process.
+// A restarted node first replays maps its previous process lived through; it acts only on changes made
+// once the map knew this process, since the copies it holds now came from the owners of today's map.
 func (n *Node) beforeCommit(old, next *ClusterMap) {
+	lived := n.recognized.Load()
 	n.recognized.Store(next.Nodes[n.id].Incarnation == n.repl.incarnation)
-	n.repl.onOwnershipChange(old, next)
+	if lived {
+		n.repl.onOwnershipChange(old, next)
+	}
 }
 
 // onCommit runs on the control plane's apply goroutine for every new map, once replication has seen the

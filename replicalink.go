@@ -191,11 +191,13 @@ func (l *replicaLink) hasWork() bool {
 }
 
 // isFenced reports whether the replica has refused this node's epoch for the segment's partition, and
-// this node has not since become its owner under a newer epoch. Called with l.mu held.
+// this node has not since become its owner under that epoch or a newer one. Called with l.mu held.
 func (l *replicaLink) isFenced(segment int) bool {
 	p := l.r.n.layout.SegmentPartition(segment)
 	seen, ok := l.fenced[p]
-	return ok && l.r.n.fsm.clusterMap().Runtime[p].Epoch <= seen
+	// An epoch names one owner: if this node owns the partition under the epoch the replica saw, or a
+	// later one, it has not been deposed (a heal or a reclaim gave it a new epoch the replica learnt first).
+	return ok && l.r.n.fsm.clusterMap().Runtime[p].Epoch < seen
 }
 
 // batch is one request in the making, with what it takes to retire its segments from the dirty set.

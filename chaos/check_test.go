@@ -1,0 +1,101 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// op builds an op on key spanning [from, to] milliseconds after t0.
+func op(client int, kind OpKind, key, value string, out Outcome, from, to int) Op {
+	return Op{
+		Client: client, Kind: kind, Key: key, Value: value, Outcome: out,
+		Start: t0.Add(time.Duration(from) * time.Millisecond),
+		End:   t0.Add(time.Duration(to) * time.Millisecond),
+	}
+}
+
+func TestCheckLinearizableAccepts(t *testing.T) {
+	ops := []Op{
+		// sequential put then get, and a get before any put
+		op(0, Get, "a", "", NotFound, 0, 1),
+		op(0, Put, "a", "1", OK, 2, 3),
+		op(0, Get, "a", "1", OK, 4, 5),
+		// overlapping puts, then a read of either value
+		op(0, Put, "b", "x", OK, 10, 20),
+		op(1, Put, "b", "y", OK, 12, 18),
+		op(2, Get, "b", "x", OK, 21, 22),
+		op(3, Get, "b", "x", OK, 23, 24),
+		// an unknown put observed later
+		op(0, Put, "c", "u", Unknown, 30, 0),
+		op(1, Get, "c", "", NotFound, 40, 41),
+		op(1, Get, "c", "u", OK, 50, 51),
+		// an unknown put never read changes nothing and is left out
+		op(3, Put, "b", "z", Unknown, 5, 0),
+		// failed ops have no effect and are left out
+		op(2, Put, "c", "never", Failed, 52, 53),
+		op(2, Get, "c", "garbage", Failed, 54, 55),
+	}
+	res := CheckLinearizable(ops, 5*time.Second)
+	if !res.Ok || res.Unknown || len(res.ViolatingKeys) > 0 {
+		t.Fatalf("linearizable history rejected: %+v", res)
+	}
+	if res.Keys != 3 || res.Ops != 10 {
+		t.Fatalf("Keys, Ops = %d, %d, want 3, 10", res.Keys, res.Ops)
+	}
+}
+
+func TestCheckLinearizableStaleRead(t *testing.T) {
+	ops := []Op{
+		op(0, Put, "good", "1", OK, 0, 1),
+		op(1, Get, "good", "1", OK, 2, 3),
+		op(0, Put, "stale", "1", OK, 0, 1),
+		op(0, Put, "stale", "2", OK, 2, 3),
+		op(1, Get, "stale", "1", OK, 4, 5),
+	}
+	res := CheckLinearizable(ops, 5*time.Second)
+	if res.Ok || !slices.Equal(res.ViolatingKeys, []string{"stale"}) {
+		t.Fatalf("stale read not reported on its key: %+v", res)
+	}
+}
+
+func TestCheckLinearizableUnseenUnknownPut(t *testing.T) {
+	ops := []Op{
+		op(0, Put, "k", "old", OK, 0, 1),
+		op(0, Put, "k", "new", Unknown, 2, 0),
+		op(1, Get, "k", "new", OK, 5, 6),
+		op(1, Get, "k", "old", OK, 7, 8),
+	}
+	res := CheckLinearizable(ops, 5*time.Second)
+	if res.Ok || !slices.Equal(res.ViolatingKeys, []string{"k"}) {
+		t.Fatalf("un-seen unknown put not reported: %+v", res)
+	}
+}
+
+func TestCheckLinearizablePastDeadlineIsUnknown(t *testing.T) {
+	ops := []Op{op(0, Put, "k", "1", OK, 0, 1)}
+	res := checkUntil(ops, time.Now().Add(-time.Second))
+	if res.Ok || !res.Unknown || len(res.ViolatingKeys) > 0 {
+		t.Fatalf("expired check should be unknown, not ok or violated: %+v", res)
+	}
+}
+
+func TestPhantoms(t *testing.T) {
+	ops := []Op{
+		op(0, Put, "k", "1", OK, 0, 1),
+		op(0, Put, "k", "2", Unknown, 2, 0),
+		op(0, Put, "k", "3", Failed, 2, 3),
+		op(1, Get, "k", "1", OK, 4, 5),
+		op(1, Get, "k", "2", OK, 4, 5),
+		op(1, Get, "k", "3", OK, 4, 5),
+		op(1, Get, "k", "ghost", OK, 6, 7),
+		op(1, Get, "other", "1", OK, 6, 7),
+		op(1, Get, "k", "", NotFound, 8, 9),
+	}
+	got := Phantoms(ops)
+	if len(got) != 2 || got[0].Value != "ghost" || got[1].Key != "other" {
+		t.Fatalf("Phantoms = %+v, want the ghost read and the read of another key's value", got)
+	}
+}

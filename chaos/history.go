@@ -1,0 +1,88 @@
+// Package chaos drives a workload against a cluster while faults are injected, records what clients saw,
+// and checks it: no acknowledged write lost, no phantom value, every key's history linearizable.
+package chaos
+
+import (
+	"strconv"
+	"sync"
+	"time"
+)
+
+// OpKind says which call an Op records. The zero value is invalid so an unset kind is never mistaken for
+// a real call.
+type OpKind uint8
+
+// The calls a client makes.
+const (
+	Get OpKind = iota + 1 // a read of one key
+	Put                   // a write of one key
+)
+
+// String returns "get" or "put", the form used in reports.
+func (k OpKind) String() string {
+	switch k {
+	case Get:
+		return "get"
+	case Put:
+		return "put"
+	}
+	return "OpKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Outcome is what a client learned from a call. The zero value is invalid so an unset outcome is never
+// mistaken for an acknowledgement.
+type Outcome uint8
+
+// The outcomes a call can have, as far as the client can tell.
+const (
+	OK       Outcome = iota + 1 // the put was acknowledged, or the get returned a value
+	NotFound                    // the get found nothing
+	Failed                      // the call definitely had no effect: a failed get, or a put refused before it was applied
+	Unknown                     // the put may or may not have been applied
+)
+
+// String returns the outcome's name, the form used in reports.
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "OK"
+	case NotFound:
+		return "NotFound"
+	case Failed:
+		return "Failed"
+	case Unknown:
+		return "Unknown"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Op is one client call as the client saw it.
+type Op struct {
+	Client  int
+	Kind    OpKind
+	Key     string
+	Value   string // Put: the value written; Get with OK: the value read
+	Outcome Outcome
+	Start   time.Time
+	End     time.Time // ignored for Unknown: the put may take effect at any later time
+}
+
+// History collects ops from concurrent clients. The zero value is ready to use.
+type History struct {
+	mu  sync.Mutex
+	ops []Op
+}
+
+// Record appends op to the history. It is safe for concurrent use.
+func (h *History) Record(op Op) {
+	h.mu.Lock()
+	h.ops = append(h.ops, op)
+	h.mu.Unlock()
+}
+
+// Ops returns a copy of the recorded ops in the order they were recorded.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Op(nil), h.ops...)
+}

@@ -1,0 +1,159 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	readRetries = 5                     // extra reads of a key before it counts as unreadable
+	readPause   = 20 * time.Millisecond // pause between reads of a key
+	maxLostKeys = 20                    // lost keys named in a LedgerResult
+)
+
+// ledgerState is how far a ledger write got, as the client saw it.
+type ledgerState uint8
+
+const (
+	attempted ledgerState = iota
+	acked
+	unknown
+	failed
+)
+
+// ledgerEntry is the value written to one ledger key and how the write ended.
+type ledgerEntry struct {
+	value string
+	state ledgerState
+}
+
+// Ledger tracks writes to unique keys so that, after the faults stop, every acknowledged write can be
+// read back. The zero value is ready to use and its methods are safe for concurrent use.
+type Ledger struct {
+	mu      sync.Mutex
+	entries map[string]ledgerEntry
+}
+
+// LedgerResult counts what reading the ledger back found.
+type LedgerResult struct {
+	Acked      int      // acknowledged keys read back
+	Unknown    int      // keys whose write had an unknown outcome read back
+	Lost       int      // acknowledged keys missing or holding another value
+	Phantom    int      // unknown keys holding a value that was never written to them
+	Unreadable int      // keys whose every read failed
+	LostKeys   []string // the first lost keys, at most 20
+}
+
+// Attempt records that value is about to be written to key; call it before the write is sent.
+func (l *Ledger) Attempt(key, value string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.entries == nil {
+		l.entries = make(map[string]ledgerEntry)
+	}
+	l.entries[key] = ledgerEntry{value: value}
+}
+
+// Ack records that the write to key was acknowledged: it must survive.
+func (l *Ledger) Ack(key string) { l.settle(key, acked) }
+
+// Unknown records that the write to key may or may not have been applied.
+func (l *Ledger) Unknown(key string) { l.settle(key, unknown) }
+
+// Fail records that the write to key was definitely not applied; it is not read back.
+func (l *Ledger) Fail(key string) { l.settle(key, failed) }
+
+// settle sets the state of an attempted key; keys never attempted are ignored.
+func (l *Ledger) settle(key string, s ledgerState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.entries[key]; ok {
+		e.state = s
+		l.entries[key] = e
+	}
+}
+
+// claim is a ledger key that must be read back, with the value it may hold.
+type claim struct {
+	key   string
+	value string
+	acked bool
+}
+
+// claims returns the acknowledged and unknown keys, sorted by key.
+func (l *Ledger) claims() []claim {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var cs []claim
+	for k, e := range l.entries {
+		if e.state == acked || e.state == unknown {
+			cs = append(cs, claim{key: k, value: e.value, acked: e.state == acked})
+		}
+	}
+	slices.SortFunc(cs, func(a, b claim) int { return cmp.Compare(a.key, b.key) })
+	return cs
+}
+
+// readResult is the last answer of read for one key.
+type readResult struct {
+	value string
+	found bool
+	err   error
+}
+
+// Verify reads back, one at a time, every key that was acknowledged or has an unknown outcome. An
+// acknowledged key must hold its value; an unknown key may be absent but, if present, must hold its value.
+// A key is retried a few times before it counts as unreadable; ctx bounds the retries.
+func (l *Ledger) Verify(ctx context.Context, read func(ctx context.Context, key string) (value string, found bool, err error)) LedgerResult {
+	var res LedgerResult
+	for _, c := range l.claims() {
+		res.add(c, readBack(ctx, read, c.key))
+	}
+	return res
+}
+
+// readBack reads key, retrying failed reads until one succeeds, the retries run out or ctx ends.
+func readBack(ctx context.Context, read func(context.Context, string) (string, bool, error), key string) readResult {
+	var r readResult
+	for attempt := 0; ; attempt++ {
+		r.value, r.found, r.err = read(ctx, key)
+		if r.err == nil || attempt == readRetries || !sleep(ctx, readPause) {
+			return r
+		}
+	}
+}
+
+// add counts what was read back for c.
+func (r *LedgerResult) add(c claim, got readResult) {
+	if c.acked {
+		r.Acked++
+	} else {
+		r.Unknown++
+	}
+	switch {
+	case got.err != nil:
+		r.Unreadable++
+	case c.acked && (!got.found || got.value != c.value):
+		r.Lost++
+		if len(r.LostKeys) < maxLostKeys {
+			r.LostKeys = append(r.LostKeys, c.key)
+		}
+	case !c.acked && got.found && got.value != c.value:
+		r.Phantom++
+	}
+}
+
+// sleep waits for d, reporting false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,534 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/chaos"
+)
+
+// The chaos certification: five in-process nodes, clients writing a ledger of unique keys and doing get/put
+// on a few hundred registers through every node, while a seeded nemesis kills owners, isolates the leader,
+// cuts owners from their replicas and partitions the network one way and as a bridge. Then everything heals,
+// every partition must become writable again, and the history is checked: no acknowledged write lost, no
+// phantom value, every key linearizable, never two owners acknowledging writes under one partition epoch,
+// replicas equal. ZARIS_CHAOS_SEED replays a run; ZARIS_CHAOS_DURATION sets how long the faults last.
+
+// certification is one run's setup.
+type certification struct {
+	seed     uint64
+	duration time.Duration
+	rf       int
+	concern  WriteConcern
+	// nemesis injects faults until ctx ends; it returns the steps it took.
+	nemesis func(ctx context.Context, cr *certRun)
+}
+
+// certRun is a certification in progress.
+type certRun struct {
+	t    *testing.T
+	c    *testCluster
+	rng  *rand.Rand
+	acks *ackRecorder
+
+	mu     sync.Mutex
+	steps  []string
+	kills  []killEvent
+	down   map[int]bool
+	start  time.Time
+	healed time.Time
+}
+
+// killEvent is an owner killed by the nemesis, with the epochs of the partitions it owned.
+type killEvent struct {
+	at     time.Time
+	epochs map[int]uint64
+}
+
+// ackRecorder records, from the owners themselves, every acknowledged write: who acknowledged it, in which
+// partition and epoch, and when.
+type ackRecorder struct {
+	mu     sync.Mutex
+	owners map[[2]uint64][]NodeID  // (partition, epoch) -> owners that acknowledged under it
+	times  map[int][]time.Time     // partition -> acknowledgement times
+	first  map[[2]uint64]time.Time // (partition, epoch) -> first acknowledgement
+}
+
+func newAckRecorder() *ackRecorder {
+	return &ackRecorder{owners: map[[2]uint64][]NodeID{}, times: map[int][]time.Time{}, first: map[[2]uint64]time.Time{}}
+}
+
+func (a *ackRecorder) observe(owner NodeID, p int, epoch uint64) {
+	now := time.Now()
+	key := [2]uint64{uint64(p), epoch}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Contains(a.owners[key], owner) {
+		a.owners[key] = append(a.owners[key], owner)
+	}
+	if _, ok := a.first[key]; !ok {
+		a.first[key] = now
+	}
+	a.times[p] = append(a.times[p], now)
+}
+
+// splitBrain lists the (partition, epoch) pairs acknowledged by more than one owner.
+func (a *ackRecorder) splitBrain() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for key, owners := range a.owners {
+		if len(owners) > 1 {
+			out = append(out, fmt.Sprintf("partition %d epoch %d acknowledged by %v", key[0], key[1], owners))
+		}
+	}
+	return out
+}
+
+// failoverTime returns, for partition p owned under epoch by a node killed at, the time from the kill to
+// the first acknowledged write under a newer epoch.
+func (a *ackRecorder) failoverTime(p int, epoch uint64, at time.Time) (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var best time.Time
+	for key, first := range a.first {
+		if int(key[0]) == p && key[1] > epoch && first.After(at) && (best.IsZero() || first.Before(best)) {
+			best = first
+		}
+	}
+	return best.Sub(at), !best.IsZero()
+}
+
+// gaps returns, per partition, the gaps longer than min between consecutive acknowledged writes within
+// [from, to]: while clients write continuously, such a gap is a window in which the partition took no write.
+func (a *ackRecorder) gaps(from, to time.Time, min time.Duration) []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []time.Duration
+	for _, times := range a.times {
+		ts := slices.Clone(times)
+		slices.SortFunc(ts, func(x, y time.Time) int { return x.Compare(y) })
+		prev := from
+		for _, at := range ts {
+			if at.Before(from) || at.After(to) {
+				continue
+			}
+			if gap := at.Sub(prev); gap > min {
+				out = append(out, gap)
+			}
+			prev = at
+		}
+	}
+	return out
+}
+
+// step logs a nemesis action.
+func (cr *certRun) step(format string, args ...any) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cr.steps = append(cr.steps, fmt.Sprintf("%6.1fs ", time.Since(cr.start).Seconds())+fmt.Sprintf(format, args...))
+}
+
+// liveIndexes returns the indexes of the nodes that are up.
+func (cr *certRun) liveIndexes() []int {
+	cr.c.mu.Lock()
+	defer cr.c.mu.Unlock()
+	var out []int
+	for i, n := range cr.c.nodes {
+		if n != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// killOwner kills a random live node that owns partitions, within the failure model of RF 2: a node that
+// is the only in-sync copy of some partition is never killed, so each acknowledged write keeps a live copy.
+// With a node already down it restarts that one instead.
+func (cr *certRun) killOwner() {
+	cr.mu.Lock()
+	down := len(cr.down)
+	cr.mu.Unlock()
+	if down > 0 {
+		cr.restartOne()
+		return
+	}
+	var victims []int
+	for _, i := range cr.liveIndexes() {
+		if cr.killable(cr.c.node(i).id) {
+			victims = append(victims, i)
+		}
+	}
+	if len(victims) == 0 {
+		cr.step("no kill: every node holds the only in-sync copy of some partition")
+		return
+	}
+	cr.killOwnerAt(victims[cr.rng.IntN(len(victims))])
+}
+
+// killable reports whether every partition id owns has another in-sync copy on a live node that is the
+// process the map knows (a restarted one that the map has not caught up with holds nothing yet).
+func (cr *certRun) killable(id NodeID) bool {
+	m := cr.c.currentMap()
+	for _, st := range m.Runtime {
+		if st.Owner == id && !slices.ContainsFunc(st.InSync, func(r NodeID) bool {
+			n := cr.c.nodeByID(r)
+			return n != nil && m.Nodes[r].Incarnation == n.repl.incarnation
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// restartOne restarts a node the nemesis killed, if any.
+func (cr *certRun) restartOne() {
+	cr.mu.Lock()
+	var i = -1
+	for d := range cr.down {
+		i = d
+		break
+	}
+	delete(cr.down, i)
+	cr.mu.Unlock()
+	if i < 0 {
+		return
+	}
+	n := cr.c.restart(i)
+	cr.step("restart %s", n.id)
+}
+
+// names returns the names of the live nodes at the given indexes.
+func (cr *certRun) name(i int) string { return cr.c.cfgs[i].Name }
+
+// randomNemesis is the certification's fault schedule: every 0.5 to 2.5 s one of the faults below, healed a
+// few steps later or at the end.
+func randomNemesis(ctx context.Context, cr *certRun) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(500+cr.rng.IntN(2000)) * time.Millisecond):
+		}
+		live := cr.liveIndexes()
+		a, b := live[cr.rng.IntN(len(live))], live[cr.rng.IntN(len(live))]
+		switch cr.rng.IntN(8) {
+		case 0, 1:
+			cr.killOwner()
+		case 2:
+			cr.restartOne()
+		case 3:
+			if l := cr.c.leader(); l >= 0 {
+				for _, j := range live {
+					if j != l {
+						cr.c.faults.Partition(cr.name(l), cr.name(j))
+					}
+				}
+				cr.step("isolate leader %s", cr.name(l))
+			}
+		case 4:
+			cr.cutOwnerFromReplicas(live)
+		case 5:
+			if a != b {
+				cr.c.faults.Blackhole(cr.name(a), cr.name(b))
+				cr.step("one-way %s -x-> %s", cr.name(a), cr.name(b))
+			}
+		case 6:
+			cr.bridge(live)
+		case 7:
+			cr.c.faults.HealAll()
+			cr.step("heal")
+		}
+	}
+}
+
+// cutOwnerFromReplicas stops a random owner's bytes to the replicas of one of its partitions while clients
+// still reach it.
+func (cr *certRun) cutOwnerFromReplicas(live []int) {
+	i := live[cr.rng.IntN(len(live))]
+	n := cr.c.node(i)
+	if n == nil {
+		return
+	}
+	m := n.ClusterMap()
+	for p, st := range m.Runtime {
+		if st.Owner != n.id {
+			continue
+		}
+		for _, id := range m.Assignment[p] {
+			if id != n.id {
+				cr.c.faults.Blackhole(string(n.id), string(id))
+			}
+		}
+		cr.step("cut owner %s from the replicas of partition %d", n.id, p)
+		return
+	}
+}
+
+// bridge splits the live nodes in two sides that only one node reaches both of.
+func (cr *certRun) bridge(live []int) {
+	if len(live) < 3 {
+		return
+	}
+	order := slices.Clone(live)
+	cr.rng.Shuffle(len(order), func(x, y int) { order[x], order[y] = order[y], order[x] })
+	mid, left, right := order[0], order[1:1+(len(order)-1)/2], order[1+(len(order)-1)/2:]
+	for _, l := range left {
+		for _, r := range right {
+			cr.c.faults.Partition(cr.name(l), cr.name(r))
+		}
+	}
+	cr.step("bridge: %v | %s | %v", cr.names(left), cr.name(mid), cr.names(right))
+}
+
+func (cr *certRun) names(idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, cr.name(i))
+	}
+	return out
+}
+
+// clientTarget sends a client's calls to some live node, a different one from call to call.
+type clientTarget struct{ n *Node }
+
+func (t clientTarget) Put(ctx context.Context, key string, value []byte) error {
+	return t.n.Put(ctx, key, value)
+}
+
+func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { return t.n.Get(ctx, key) }
+
+// runCertification runs one certification and returns its report.
+func runCertification(t *testing.T, cert certification) *chaos.Report {
+	acks := newAckRecorder()
+	c := startCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
+		cfg.WriteConcern = cert.concern
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = time.Hour // nodes come back; the map itself does not change
+		cfg.HealCooldown = 500 * time.Millisecond
+		cfg.MaxRetries = 6
+		cfg.observeAck = acks.observe
+	}))
+	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, down: map[int]bool{}}
+	history, ledger := &chaos.History{}, &chaos.Ledger{}
+	var picks sync.Map
+	w := &chaos.Workload{
+		Clients: 10, Registers: 200, LedgerShare: 0.3, CallTimeout: 2 * time.Second, Seed: cert.seed,
+		History: history, Ledger: ledger,
+		Classify: chaos.Classifier{
+			IsNotFound:       func(err error) bool { return errors.Is(err, ErrNotFound) },
+			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
+		},
+		Target: func(client int) chaos.Target {
+			live := c.live()
+			if len(live) == 0 {
+				return nil
+			}
+			v, _ := picks.LoadOrStore(client, new(int))
+			k := v.(*int)
+			*k++
+			return clientTarget{live[(client+*k)%len(live)]}
+		},
+	}
+	workCtx, stopWork := context.WithCancel(context.Background())
+	var workDone sync.WaitGroup
+	workDone.Go(func() { w.Run(workCtx) })
+
+	cr.start = time.Now()
+	faultCtx, stopFaults := context.WithTimeout(context.Background(), cert.duration)
+	cert.nemesis(faultCtx, cr)
+	stopFaults()
+	c.faults.HealAll()
+	for len(cr.down) > 0 {
+		cr.restartOne()
+	}
+	cr.healed = time.Now()
+	cr.step("final heal")
+	writable := cr.everyPartitionWritable(60 * time.Second)
+	stopWork()
+	workDone.Wait()
+	c.waitHealthy(60 * time.Second)
+
+	return cr.report(cert, history, ledger, writable)
+}
+
+// everyPartitionWritable writes one key in every partition until each is acknowledged, and returns how long
+// after the final heal the last one was.
+func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
+	layout := cr.c.currentMap().Layout()
+	deadline := time.Now().Add(bound)
+	for p := range layout.Partitions {
+		key := keyInPartition(layout, "writable", p)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := cr.c.live()[0].Put(ctx, key, []byte("x"))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cr.t.Fatalf("partition %d not writable %v after the final heal: %v", p, bound, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return time.Since(cr.healed)
+}
+
+func (cr *certRun) report(cert certification, history *chaos.History, ledger *chaos.Ledger, writable time.Duration) *chaos.Report {
+	ops := history.Ops()
+	r := &chaos.Report{
+		Seed:      cert.seed,
+		Duration:  cert.duration,
+		Outcomes:  map[string]int{},
+		Phantoms:  len(chaos.Phantoms(ops)),
+		Linear:    chaos.CheckLinearizable(ops, 60*time.Second),
+		Failovers: int(cr.c.currentMap().Promotions),
+		Faults:    cr.steps,
+	}
+	for _, op := range ops {
+		kind := "get"
+		if op.Kind == chaos.Put {
+			kind = "put"
+		}
+		r.Outcomes[kind+" "+op.Outcome.String()]++
+	}
+	reader := cr.c.live()[0]
+	r.Ledger = ledger.Verify(context.Background(), func(ctx context.Context, key string) (string, bool, error) {
+		v, err := reader.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			return "", false, nil
+		}
+		return string(v), err == nil, err
+	})
+	for _, ev := range cr.kills {
+		for p, epoch := range ev.epochs {
+			if d, ok := cr.acks.failoverTime(p, epoch, ev.at); ok {
+				r.FailoverTimes = append(r.FailoverTimes, d)
+			}
+		}
+	}
+	r.Unavailability = cr.acks.gaps(cr.start, cr.healed, 100*time.Millisecond)
+	r.SplitBrain = cr.acks.splitBrain()
+	r.Notes = append(r.Notes, fmt.Sprintf("every partition writable %v after the final heal", writable.Round(time.Millisecond)))
+	if diff := replicaDifferences(cr.c); diff != "" {
+		r.Notes = append(r.Notes, "replicas differ: "+diff)
+		r.SplitBrain = append(r.SplitBrain, "replicas did not converge: "+diff)
+	}
+	return r
+}
+
+// replicaDifferences compares every replica's segment digests with its owner's and describes the first
+// difference, or returns "".
+func replicaDifferences(c *testCluster) string {
+	m := c.currentMap()
+	layout := m.Layout()
+	for p, nodes := range m.Assignment {
+		owner := c.nodeByID(m.Runtime[p].Owner)
+		first, end := layout.PartitionSegments(p)
+		for _, id := range nodes[1:] {
+			replica := c.nodeByID(id)
+			for s := first; s < end; s++ {
+				if owner.SegmentDigest(s) != replica.SegmentDigest(s) {
+					return fmt.Sprintf("partition %d segment %d: owner %s and replica %s", p, s, owner.id, id)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// chaosSeed returns ZARIS_CHAOS_SEED, or a fresh seed.
+func chaosSeed(t *testing.T) uint64 {
+	if s := os.Getenv("ZARIS_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ZARIS_CHAOS_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return rand.Uint64() % 1_000_000
+}
+
+func chaosDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("ZARIS_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("ZARIS_CHAOS_DURATION=%q: %v", s, err)
+		}
+		return d
+	}
+	if testing.Short() {
+		return 10 * time.Second
+	}
+	return 45 * time.Second
+}
+
+func logReport(t *testing.T, r *chaos.Report) {
+	var b strings.Builder
+	r.Print(&b)
+	t.Log("\n" + b.String())
+}
+
+// TestChaosCertification is the certification run of CI.
+func TestChaosCertification(t *testing.T) {
+	cert := certification{seed: chaosSeed(t), duration: chaosDuration(t), rf: 2, concern: Sync, nemesis: randomNemesis}
+	r := runCertification(t, cert)
+	logReport(t, r)
+	if !r.Passed() {
+		t.Fatalf("certification failed; replay with ZARIS_CHAOS_SEED=%d", cert.seed)
+	}
+}
+
+// TestChaosCheckerBites proves the certification can fail: with writes forced Async, an owner cut from its
+// replicas acknowledges writes they never get, and is then killed. The run must report them lost.
+func TestChaosCheckerBites(t *testing.T) {
+	cert := certification{seed: 1, duration: 6 * time.Second, rf: 2, concern: Async, nemesis: func(ctx context.Context, cr *certRun) {
+		time.Sleep(time.Second)
+		victim := (cr.c.leader() + 1) % 5 // not the leader: the cut must not cost the cluster its leader
+		n := cr.c.node(victim)
+		for _, other := range cr.liveIndexes() {
+			if other != victim {
+				cr.c.faults.Blackhole(string(n.id), cr.name(other))
+			}
+		}
+		cr.step("cut %s from every node's data port; clients still reach it in process", n.id)
+		time.Sleep(2 * time.Second)
+		cr.killOwnerAt(victim)
+		<-ctx.Done()
+	}}
+	r := runCertification(t, cert)
+	logReport(t, r)
+	if r.Passed() {
+		t.Fatal("the certification passed with Async writes and a cut-off owner killed; the checker does not bite")
+	}
+	if r.Ledger.Lost == 0 && r.Linear.Ok {
+		t.Fatalf("failed for another reason than lost writes or a linearizability violation")
+	}
+}
+
+// killOwnerAt kills node i, recording the partitions it owned.
+func (cr *certRun) killOwnerAt(i int) {
+	n := cr.c.node(i)
+	ev := killEvent{epochs: map[int]uint64{}, at: time.Now()}
+	for p, st := range n.ClusterMap().Runtime {
+		if st.Owner == n.id {
+			ev.epochs[p] = st.Epoch
+		}
+	}
+	cr.c.kill(i)
+	cr.mu.Lock()
+	cr.kills = append(cr.kills, ev)
+	cr.down[i] = true
+	cr.mu.Unlock()
+	cr.step("kill %s (owner of %d partitions)", n.id, len(ev.epochs))
+}
