@@ -82,8 +82,13 @@
 //     most of it, under a higher epoch; the partition map itself does not change. With no live in-sync
 //     replica the partition becomes Unavailable (ErrPartitionUnavailable, never a false ErrNotFound). After
 //     EvictionTimeout it is recreated, empty, on a live node: what it held is lost, and reads then find
-//     nothing. A node that restarts leaves every in-sync set until it has caught up, and a deposed owner
-//     discards its copy and takes the new owner's.
+//     nothing. A node that restarts leaves every in-sync set until it has caught up; a restarted owner
+//     serves nothing until the partitions its previous process owned have failed over; a deposed owner
+//     discards its copy and takes the new owner's. If an in-sync replica cannot be reached, the leader waits
+//     rather than declare the partition Unavailable.
+//   - Health: a partition is Degraded as soon as a copy falls out of the in-sync set. Once every assigned
+//     copy is back in sync and has stayed so for HealCooldown, the leader declares it Healthy under a new
+//     epoch, so a node that keeps dropping out and coming back causes one transition, not one per flap.
 //   - A graceful Leave first drains: every partition the node owns or replicates moves to other nodes as
 //     described under Rebalancing, so no acknowledged write is lost, under Async either. If its context ends
 //     first, the node leaves anyway and the partitions it still owns go to their in-sync replicas at once.

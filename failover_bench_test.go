@@ -13,15 +13,26 @@ import (
 // BenchmarkFailover measures failover time: from killing an owner to the first write acknowledged in each of
 // its partitions under a new epoch, with one Sync writer per partition running throughout. Each iteration
 // kills the owner of partition 0 (never the control-plane leader, whose loss adds an election), measures,
-// restarts it and waits until every partition is Healthy again. The cluster uses the test timings
-// (LocalTiming, FailoverTimeout 500 ms).
+// restarts it and waits until every partition is Healthy again. "test" uses the test timings (LocalTiming,
+// FailoverTimeout 500 ms); "default" uses DefaultConfig's (LANTiming, FailoverTimeout 10 s).
 func BenchmarkFailover(b *testing.B) {
+	b.Run("test", func(b *testing.B) {
+		benchmarkFailover(b, func(cfg *Config) { cfg.FailoverTimeout = 500 * time.Millisecond })
+	})
+	b.Run("default", func(b *testing.B) {
+		benchmarkFailover(b, func(cfg *Config) {
+			cfg.Timing, cfg.FailoverTimeout = LANTiming(), DefaultConfig().FailoverTimeout
+		})
+	})
+}
+
+func benchmarkFailover(b *testing.B, timings func(*Config)) {
 	acks := newAckRecorder()
 	c := startCluster(b, 5, replicated(2, func(cfg *Config) {
 		cfg.Dialer = nil
-		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.HealCooldown = 200 * time.Millisecond
 		cfg.observeAck = acks.observe
+		timings(cfg)
 	}))
 	layout := c.currentMap().Layout()
 	stop := make(chan struct{})

@@ -87,6 +87,7 @@ func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*members
 	ml.GossipInterval = cfg.Timing.GossipInterval
 	ml.ProbeInterval = cfg.Timing.ProbeInterval
 	ml.ProbeTimeout = cfg.Timing.ProbeTimeout
+	ml.SuspicionMult = cfg.Timing.SuspicionMult
 	ml.Logger = slog.NewLogLogger(cfg.Logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "gossip")}), slog.LevelDebug)
 
 	sc := serf.DefaultConfig()

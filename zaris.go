@@ -60,6 +60,9 @@ type Timing struct {
 	ProbeInterval   time.Duration // how often a random member is probed
 	ProbeTimeout    time.Duration // how long to wait for a probe's ack
 	Reconcile       time.Duration // how often the leader reconciles membership into the control plane
+	// SuspicionMult scales how long a suspected member has to refute the suspicion before gossip reports
+	// it failed (in probe intervals, grown slowly with the cluster's size).
+	SuspicionMult int
 }
 
 // LANTiming returns timings for a cluster on a local-area network.
@@ -73,6 +76,7 @@ func LANTiming() Timing {
 		ProbeInterval:   time.Second,
 		ProbeTimeout:    500 * time.Millisecond,
 		Reconcile:       time.Second,
+		SuspicionMult:   4,
 	}
 }
 
@@ -87,6 +91,7 @@ func LocalTiming() Timing {
 		ProbeInterval:   200 * time.Millisecond,
 		ProbeTimeout:    100 * time.Millisecond,
 		Reconcile:       200 * time.Millisecond,
+		SuspicionMult:   2,
 	}
 }
 
@@ -251,7 +256,7 @@ func (c *Config) validate() error {
 		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
 	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
 		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
-		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0:
+		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0:
 		return bad("every Timing field must be positive")
 	}
 	if c.WriteConcern == 0 {

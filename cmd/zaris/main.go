@@ -40,6 +40,7 @@ type options struct {
 	leaveTimeout    time.Duration
 	pprofAddr       string
 	joinTimeout     time.Duration
+	failoverTimeout time.Duration
 }
 
 func main() {
@@ -77,6 +78,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
+	fs.DurationVar(&o.failoverTimeout, "failover-timeout", def.FailoverTimeout, "how long a failed owner must stay silent before its partitions fail over")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -122,6 +124,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
 	cfg.DataDir = o.dataDir
+	cfg.FailoverTimeout = o.failoverTimeout
 	cfg.Logger = log
 	for _, addr := range strings.Split(o.join, ",") {
 		if addr = strings.TrimSpace(addr); addr != "" {
