@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,16 +30,19 @@ type certification struct {
 	duration time.Duration
 	rf       int
 	concern  WriteConcern
+	// callTimeout bounds each client call; 2 s when zero.
+	callTimeout time.Duration
 	// nemesis injects faults until ctx ends; it returns the steps it took.
 	nemesis func(ctx context.Context, cr *certRun)
 }
 
 // certRun is a certification in progress.
 type certRun struct {
-	t    *testing.T
-	c    *testCluster
-	rng  *rand.Rand
-	acks *ackRecorder
+	t      *testing.T
+	c      *testCluster
+	rng    *rand.Rand
+	acks   *ackRecorder
+	ledger *chaos.Ledger
 
 	mu     sync.Mutex
 	steps  []string
@@ -318,11 +322,11 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		cfg.MaxRetries = 6
 		cfg.observeAck = acks.observe
 	}))
-	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, down: map[int]bool{}}
 	history, ledger := &chaos.History{}, &chaos.Ledger{}
+	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, down: map[int]bool{}}
 	var picks sync.Map
 	w := &chaos.Workload{
-		Clients: 10, Registers: 200, LedgerShare: 0.3, CallTimeout: 2 * time.Second, Seed: cert.seed,
+		Clients: 10, Registers: 200, LedgerShare: 0.3, CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second), Seed: cert.seed,
 		History: history, Ledger: ledger,
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, ErrNotFound) },
@@ -489,31 +493,67 @@ func TestChaosCertification(t *testing.T) {
 	}
 }
 
-// TestChaosCheckerBites proves the certification can fail: with writes forced Async, an owner cut from its
-// replicas acknowledges writes they never get, and is then killed. The run must report them lost.
+// TestChaosCheckerBites proves the certification can fail: with writes forced Async, an owner cut from one
+// of its replicas (neither of them the leader, so the owner keeps its lease) acknowledges writes that replica
+// never gets, and is then killed. Besides the clients' writes, the nemesis itself writes 50 ledger keys
+// through the owner into the partitions that replica holds, so the window is never empty. The run must
+// report lost writes.
 func TestChaosCheckerBites(t *testing.T) {
 	cert := certification{seed: 1, duration: 6 * time.Second, rf: 2, concern: Async, nemesis: func(ctx context.Context, cr *certRun) {
 		time.Sleep(time.Second)
-		victim := (cr.c.leader() + 1) % 5 // not the leader: the cut must not cost the cluster its leader
-		n := cr.c.node(victim)
-		for _, other := range cr.liveIndexes() {
-			if other != victim {
-				cr.c.faults.Blackhole(string(n.id), cr.name(other))
+		var leader int
+		waitFor(t, 10*time.Second, "a leader", func() bool { leader = cr.c.leader(); return leader >= 0 })
+		victim := (leader + 1) % 5
+		v := cr.c.node(victim)
+		replica, partitions := cr.replicaOf(v.id, cr.c.node(leader).id)
+		cr.c.faults.Blackhole(string(v.id), string(replica))
+		cr.step("cut %s from its replica %s; the leader and the clients still reach it", v.id, replica)
+		layout := cr.c.currentMap().Layout()
+		for i := range 50 {
+			key := keyInPartition(layout, fmt.Sprintf("bite-%d-", i), partitions[i%len(partitions)])
+			cr.ledger.Attempt(key, key)
+			cr.ledger.Unknown(key) // until acknowledged: a failed attempt may still have been applied
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				if err := v.Put(ctx, key, []byte(key)); err == nil {
+					cr.ledger.Ack(key)
+					break
+				}
 			}
 		}
-		cr.step("cut %s from every node's data port; clients still reach it in process", n.id)
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second)
 		cr.killOwnerAt(victim)
 		<-ctx.Done()
 	}}
 	r := runCertification(t, cert)
 	logReport(t, r)
-	if r.Passed() {
-		t.Fatal("the certification passed with Async writes and a cut-off owner killed; the checker does not bite")
+	if r.Passed() || r.Ledger.Lost == 0 {
+		t.Fatalf("with Async writes and a cut-off owner killed, the certification reports %d lost writes; the checker does not bite", r.Ledger.Lost)
 	}
-	if r.Ledger.Lost == 0 && r.Linear.Ok {
-		t.Fatalf("failed for another reason than lost writes or a linearizability violation")
+}
+
+// replicaOf returns the node, other than not, that replicates the most of the partitions owner owns, and
+// those partitions.
+func (cr *certRun) replicaOf(owner, not NodeID) (NodeID, []int) {
+	m := cr.c.currentMap()
+	held := map[NodeID][]int{}
+	var best NodeID
+	for p, st := range m.Runtime {
+		if st.Owner != owner {
+			continue
+		}
+		for _, id := range m.Assignment[p] {
+			if id != owner && id != not {
+				held[id] = append(held[id], p)
+				if best == "" || len(held[id]) > len(held[best]) {
+					best = id
+				}
+			}
+		}
 	}
+	if best == "" {
+		cr.t.Fatalf("%s replicates nothing to a node other than %s", owner, not)
+	}
+	return best, held[best]
 }
 
 // killOwnerAt kills node i, recording the partitions it owned.
