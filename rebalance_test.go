@@ -106,7 +106,7 @@ func TestRebalanceMovesOnlyWhatAssignChanged(t *testing.T) {
 				members = append(members, n)
 			}
 		}
-		c.waitStable(30 * time.Second)
+		c.waitHealthy(30 * time.Second)
 		after := c.currentMap()
 		nodes := nodeIDs(c.live())
 		if want := Assign(before.Assignment, nodes, before.Partitions, before.ReplicationFactor); !slices.EqualFunc(after.Assignment, want, slices.Equal) {
@@ -270,7 +270,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	for range 4 {
 		n := c.add(1)
 		byNode[n.id] = start(n)
-		c.waitStable(60 * time.Second)
+		c.waitHealthy(60 * time.Second)
 	}
 	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
 	for _, i := range []int{4, 0, 2} {
@@ -283,11 +283,12 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 			t.Fatalf("leave %s: %v", n.id, err)
 		}
 		c.kill(i)
-		c.waitStable(60 * time.Second)
+		c.waitHealthy(60 * time.Second)
 	}
 	for _, n := range c.live() {
 		stopWriter(byNode[n.id])
 	}
+	c.waitHealthy(60 * time.Second)
 	final := c.currentMap()
 	assertBalanced(t, final, nodeIDs(c.live()))
 
