@@ -12,6 +12,10 @@ import (
 // errReplicaTimeout says a replica did not apply a write within ReplicaAckTimeout.
 var errReplicaTimeout = errors.New("zaris: replica did not acknowledge in time")
 
+// errReplicaBehind says a replica has not yet applied the map that made this node the owner; it is asked
+// again shortly.
+var errReplicaBehind = errors.New("zaris: replica has not caught up with the cluster map")
+
 // replicaLink streams a partition owner's ops to one replica node, for every partition the node replicates
 // for this owner. Segments with news are marked dirty; the link sends what the replica lacks, in revision
 // order, from the op log, or a snapshot when the log no longer reaches back far enough.
@@ -159,7 +163,7 @@ func (l *replicaLink) maybeRejoin() {
 func (l *replicaLink) caughtUp(p int) bool {
 	first, end := l.r.n.layout.PartitionSegments(p)
 	target := make([]uint64, end-first)
-	req := replicateRequest{From: l.r.n.id}
+	req := replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{p: l.r.n.fsm.clusterMap().Runtime[p].Epoch}}
 	for s := first; s < end; s++ {
 		target[s-first] = l.r.n.store.revision(s)
 		req.Probe = append(req.Probe, s)
@@ -251,6 +255,9 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	var reply replicateReply
 	if err := decode(resp, &reply); err != nil {
 		return nil, 0, err
+	}
+	if reply.Status == StatusNotReady {
+		return nil, 0, fmt.Errorf("%w: %s", errReplicaBehind, id)
 	}
 	return &reply, len(payload), nil
 }

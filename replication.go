@@ -226,8 +226,13 @@ func (r *replication) proposeInSync(ctx context.Context, p int, epoch uint64, in
 	return nil
 }
 
-// serveReplicate applies a replication request on a replica.
+// serveReplicate applies a replication request on a replica. A replica whose map is older than the
+// sender's for a partition answers NotReady and touches nothing: the change it has yet to apply may make it
+// discard its copy (a deposed owner does), and what it accepted or reported before that would be wrong.
 func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
+	if r.behind(req) {
+		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
+	}
 	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
 	if s := req.Snapshot; s != nil {
 		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
@@ -257,6 +262,18 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		}
 	}
 	return reply
+}
+
+// behind reports whether the sender owns one of the request's partitions under an epoch this node's map has
+// not reached yet.
+func (r *replication) behind(req *replicateRequest) bool {
+	m := r.n.fsm.clusterMap()
+	for p, epoch := range req.Epochs {
+		if p >= 0 && p < len(m.Runtime) && epoch > m.Runtime[p].Epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // senderEpoch is the epoch the sender claims for segment's partition, or fallback when it names none.

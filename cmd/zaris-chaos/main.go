@@ -1,0 +1,501 @@
+// Command zaris-chaos certifies a cluster of real zaris server processes on loopback. It joins the cluster
+// as a lite member that all its clients call, kills, freezes and restarts servers on a seeded schedule,
+// then checks what the clients saw: no acknowledged write lost, no phantom value, every key linearizable.
+// It prints the report and exits 1 if the cluster failed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zaris-go/zaris"
+	"github.com/zaris-go/zaris/chaos"
+)
+
+// The workload and the bounds of the certification, as in the in-process one.
+const (
+	clients      = 10
+	registers    = 200
+	ledgerShare  = 0.3
+	callTimeout  = 2 * time.Second
+	maxRetries   = 6                // the lite member's routing retries
+	settleBound  = 60 * time.Second // each wait for the cluster: serving, writable, healthy
+	checkTimeout = 60 * time.Second // the linearizability check
+	verifyBound  = 5 * time.Minute  // reading the whole ledger back
+	gapOver      = 100 * time.Millisecond
+	pollPause    = 50 * time.Millisecond
+	liteLeave    = 2 * time.Second
+	cutShort     = 10 * time.Second // verification bound after an interrupt
+)
+
+// splitBrainNote says which check of the in-process certification this command cannot make.
+const splitBrainNote = "split-brain check (two owners acknowledging under one epoch) and replica digests need " +
+	"the in-process hooks; not checked across processes"
+
+// options are the command's flags.
+type options struct {
+	duration        time.Duration
+	nodes           int
+	seed            uint64
+	rf              int
+	bin             string
+	dataDir         string
+	failoverTimeout time.Duration
+	verbose         bool
+}
+
+func main() {
+	o, err := parseOptions(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zaris-chaos:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(o))
+}
+
+// parseOptions reads the flags; without -seed it draws a seed, which run prints so the run can be replayed.
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("zaris-chaos", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", time.Minute, "how long faults are injected")
+	fs.IntVar(&o.nodes, "nodes", 5, "server processes to run")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and the workload (default: random)")
+	fs.IntVar(&o.rf, "rf", 2, "replication factor of the cluster")
+	fs.StringVar(&o.bin, "bin", "", "prebuilt zaris server binary (default: build ./cmd/zaris)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "root of the servers' data directories, one per node (default: memory only)")
+	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 500*time.Millisecond, "the servers' --failover-timeout")
+	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if !isSet(fs, "seed") {
+		o.seed = rand.Uint64() % 1_000_000
+	}
+	return o, o.validate()
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// validate rejects settings the certification cannot run with and makes -data-dir absolute.
+func (o *options) validate() error {
+	switch {
+	case o.nodes < 2:
+		return fmt.Errorf("-nodes %d: need at least 2", o.nodes)
+	case o.rf < 1 || o.rf > o.nodes:
+		return fmt.Errorf("-rf %d: need 1 to -nodes (%d)", o.rf, o.nodes)
+	case o.duration <= 0 || o.failoverTimeout <= 0:
+		return errors.New("-duration and -failover-timeout must be positive")
+	}
+	if o.dataDir != "" {
+		abs, err := filepath.Abs(o.dataDir)
+		if err != nil {
+			return fmt.Errorf("-data-dir %q: %w", o.dataDir, err)
+		}
+		o.dataDir = abs
+	}
+	return nil
+}
+
+// harness is one certification run: the servers, the lite member and what the clients saw.
+type harness struct {
+	o       options
+	dir     string // temporary directory: the built binary and the logs
+	c       *cluster
+	log     *slog.Logger // the lite member's log
+	logFile *os.File     // nil with -v
+	lite    *zaris.Node
+	nem     *nemesis
+	history *chaos.History
+	ledger  *chaos.Ledger
+	notes   []string
+}
+
+// run sets the cluster up, certifies it and tears it down, returning the exit code.
+func run(o options) int {
+	fmt.Printf("zaris-chaos: seed %d, %d nodes, rf %d, faults for %v, failover timeout %v\n",
+		o.seed, o.nodes, o.rf, o.duration, o.failoverTimeout)
+	h, err := newHarness(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zaris-chaos:", err)
+		return 1
+	}
+	defer h.tearDown()
+	ctx := h.interrupts()
+	if err := h.setUp(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "zaris-chaos:", err)
+		return 1
+	}
+	r, settled := h.certify(ctx)
+	r.Print(os.Stdout)
+	if ctx.Err() == nil {
+		h.shutDown() // after an interrupt the deferred tearDown kills the servers instead
+	}
+	if !r.Passed() || !settled {
+		return 1
+	}
+	return 0
+}
+
+// newHarness makes the temporary directory, builds or finds the server binary and picks the ports.
+func newHarness(o options) (*harness, error) {
+	dir, err := os.MkdirTemp("", "zaris-chaos-")
+	if err != nil {
+		return nil, fmt.Errorf("temporary directory: %w", err)
+	}
+	h := &harness{o: o, dir: dir, history: &chaos.History{}, ledger: &chaos.Ledger{}}
+	bin, err := h.serverBinary()
+	if err != nil {
+		return nil, err
+	}
+	servers, err := newServers(o.nodes, o.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	h.c = &cluster{bin: bin, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout, servers: servers}
+	return h, h.openLogs()
+}
+
+// serverBinary returns -bin, checked, or builds cmd/zaris into the temporary directory.
+func (h *harness) serverBinary() (string, error) {
+	if h.o.bin == "" {
+		return buildServer(h.dir)
+	}
+	if _, err := os.Stat(h.o.bin); err != nil {
+		return "", fmt.Errorf("-bin: %w", err)
+	}
+	return h.o.bin, nil
+}
+
+// openLogs sends the servers' and the lite member's logs to stderr with -v, else to files in h.dir.
+func (h *harness) openLogs() error {
+	if h.o.verbose {
+		h.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		return nil
+	}
+	f, err := os.Create(filepath.Join(h.dir, "lite.log"))
+	if err != nil {
+		return fmt.Errorf("lite member log: %w", err)
+	}
+	h.c.logDir, h.logFile, h.log = h.dir, f, slog.New(slog.NewTextHandler(f, nil))
+	fmt.Printf("logs in %s\n", h.dir)
+	return nil
+}
+
+// interrupts returns a context that ends at the first SIGINT or SIGTERM, after which the run stops and
+// reports what it has; a second signal kills the servers and exits at once.
+func (h *harness) interrupts() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "zaris-chaos: interrupted; reporting what there is (again to stop at once)")
+		cancel()
+		<-sigs
+		h.c.killAll()
+		os.Exit(130)
+	}()
+	return ctx
+}
+
+// setUp starts the servers, joins the lite member once they serve, and waits until every partition is
+// Healthy and writable, so no fault hits a cluster that is still forming.
+func (h *harness) setUp(ctx context.Context) error {
+	if err := h.c.startAll(ctx); err != nil {
+		return err
+	}
+	if err := h.c.awaitServing(ctx, settleBound); err != nil {
+		return err
+	}
+	lite, err := h.joinLite(ctx)
+	if err != nil {
+		return err
+	}
+	h.lite = lite
+	if _, err := h.awaitHealthy(ctx); err != nil {
+		return err
+	}
+	if _, err := h.awaitWritable(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("%d servers serving, lite member %s joined\n", h.o.nodes, lite.Name())
+	return nil
+}
+
+// joinLite joins this process as a lite member with the servers' cluster parameters and timings.
+func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
+	cfg := zaris.DefaultConfig()
+	cfg.Name = "chaos-lite"
+	cfg.Lite = true
+	cfg.Timing = zaris.LocalTiming()
+	cfg.ReplicationFactor = h.o.rf
+	cfg.FailoverTimeout = h.o.failoverTimeout
+	cfg.BootstrapExpect = h.o.nodes
+	cfg.MaxRetries = maxRetries
+	cfg.Join = h.c.joinAddrs(nil)
+	cfg.Logger = h.log
+	ctx, cancel := context.WithTimeout(ctx, settleBound)
+	defer cancel()
+	node, err := zaris.Join(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("join as a lite member: %w", err)
+	}
+	if err := node.Ready(ctx); err != nil {
+		node.Close()
+		return nil, fmt.Errorf("lite member got no partition map: %w", err)
+	}
+	return node, nil
+}
+
+// awaitHealthy waits until every partition is Healthy in the lite member's map and returns how long it took.
+func (h *harness) awaitHealthy(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, settleBound)
+	defer cancel()
+	for {
+		unhealthy := unhealthyPartitions(h.lite.ClusterMap())
+		if unhealthy == 0 {
+			return time.Since(start), nil
+		}
+		if !sleepCtx(ctx, pollPause) {
+			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v: %w", unhealthy, settleBound, ctx.Err())
+		}
+	}
+}
+
+// unhealthyPartitions counts the partitions of m that have no owner or are not Healthy; all of them
+// before the first partition map.
+func unhealthyPartitions(m *zaris.ClusterMap) int {
+	if m.Version == 0 {
+		return m.Partitions
+	}
+	n := 0
+	for _, st := range m.Runtime {
+		if st.Owner == "" || st.Health != zaris.Healthy {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitWritable writes one key in every partition through the lite member until each is acknowledged,
+// and returns how long that took.
+func (h *harness) awaitWritable(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, settleBound)
+	defer cancel()
+	layout := h.lite.ClusterMap().Layout()
+	for p := range layout.Partitions {
+		if err := h.writeUntilAcked(ctx, keyInPartition(layout, "writable", p)); err != nil {
+			return time.Since(start), fmt.Errorf("partition %d not writable within %v: %w", p, settleBound, err)
+		}
+	}
+	return time.Since(start), nil
+}
+
+// writeUntilAcked puts key until a put is acknowledged or ctx ends.
+func (h *harness) writeUntilAcked(ctx context.Context, key string) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := h.lite.Put(cctx, key, []byte("x"))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return fmt.Errorf("%w (last put: %v)", ctx.Err(), err)
+		}
+	}
+}
+
+// keyInPartition returns a key with the given prefix that falls in partition p.
+func keyInPartition(layout zaris.Layout, prefix string, p int) string {
+	for i := 0; ; i++ {
+		if key := prefix + "-" + strconv.Itoa(i); layout.KeyPartition(key) == p {
+			return key
+		}
+	}
+}
+
+// certify runs the workload under the nemesis for the duration, heals, waits for the cluster to recover
+// and builds the report. settled is false when the cluster did not recover in time or the run was cut short.
+func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
+	w := h.workload()
+	workCtx, stopWork := context.WithCancel(ctx)
+	var work sync.WaitGroup
+	work.Go(func() { w.Run(workCtx) })
+	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
+	h.nem.start = time.Now()
+	fmt.Printf("faults for %v:\n", h.o.duration)
+	faultCtx, stopFaults := context.WithTimeout(ctx, h.o.duration)
+	h.nem.run(faultCtx)
+	stopFaults()
+	h.nem.healAll()
+	healed := time.Now()
+	settled = h.settle(ctx, h.awaitWritable, "every partition writable %v after the final heal")
+	stopWork()
+	work.Wait()
+	settled = h.settle(ctx, h.awaitHealthy, "every partition Healthy %v after the workload stopped") && settled
+	if ctx.Err() != nil {
+		h.notes = append(h.notes, "interrupted: the run was cut short")
+		settled = false
+	}
+	return h.report(ctx, healed), settled
+}
+
+// settle runs one wait for the cluster's recovery and notes its outcome; it reports whether it succeeded.
+func (h *harness) settle(ctx context.Context, wait func(context.Context) (time.Duration, error), format string) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	took, err := wait(ctx)
+	if err != nil {
+		h.notes = append(h.notes, err.Error())
+		return false
+	}
+	h.notes = append(h.notes, fmt.Sprintf(format, took.Round(time.Millisecond)))
+	return true
+}
+
+// liteTarget sends every client call to the lite member, which routes it to the key's owner in one hop.
+type liteTarget struct{ n *zaris.Node }
+
+// Put writes through the lite member.
+func (t liteTarget) Put(ctx context.Context, key string, value []byte) error {
+	return t.n.Put(ctx, key, value)
+}
+
+// Get reads through the lite member.
+func (t liteTarget) Get(ctx context.Context, key string) ([]byte, error) { return t.n.Get(ctx, key) }
+
+// workload is the certification's client load, every call through the lite member.
+func (h *harness) workload() *chaos.Workload {
+	target := liteTarget{h.lite}
+	return &chaos.Workload{
+		Clients: clients, Registers: registers, LedgerShare: ledgerShare, CallTimeout: callTimeout, Seed: h.o.seed,
+		History: h.history, Ledger: h.ledger,
+		Classify: chaos.Classifier{
+			IsNotFound:       func(err error) bool { return errors.Is(err, zaris.ErrNotFound) },
+			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
+		},
+		Target: func(int) chaos.Target { return target },
+	}
+}
+
+// report checks the history and fills the report as the in-process certification does.
+func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
+	ops := h.history.Ops()
+	m := h.lite.ClusterMap()
+	acked := ackedPuts(ops, m.Layout())
+	verify, check, duration := h.checkBounds(ctx, healed)
+	fmt.Printf("checking %d ops\n", len(ops))
+	r := &chaos.Report{
+		Seed:           h.o.seed,
+		Duration:       duration,
+		Outcomes:       outcomes(ops),
+		Phantoms:       len(chaos.Phantoms(ops)),
+		Linear:         chaos.CheckLinearizable(ops, check),
+		Failovers:      int(m.Promotions),
+		FailoverTimes:  h.nem.failoverTimes(acked),
+		Unavailability: gaps(acked, h.nem.start, healed, gapOver),
+		Faults:         h.nem.faults(),
+	}
+	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
+	defer cancel()
+	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
+	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
+	return r
+}
+
+// checkBounds returns how long the ledger read-back and the linearizability check may take, and the
+// duration to report: the full ones, or short ones after an interrupt so the report comes quickly.
+func (h *harness) checkBounds(ctx context.Context, healed time.Time) (verify, check, duration time.Duration) {
+	if ctx.Err() != nil {
+		return cutShort, cutShort, healed.Sub(h.nem.start)
+	}
+	return verifyBound, checkTimeout, h.o.duration
+}
+
+// outcomes counts ops by kind and outcome, like "put OK".
+func outcomes(ops []chaos.Op) map[string]int {
+	counts := map[string]int{}
+	for _, op := range ops {
+		counts[op.Kind.String()+" "+op.Outcome.String()]++
+	}
+	return counts
+}
+
+// read reads key back through the lite member for the ledger check.
+func (h *harness) read(ctx context.Context, key string) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	v, err := h.lite.Get(ctx, key)
+	if errors.Is(err, zaris.ErrNotFound) {
+		return "", false, nil
+	}
+	return string(v), err == nil, err
+}
+
+// shutDown stops the servers with SIGTERM (a graceful leave), then the lite member leaves.
+func (h *harness) shutDown() {
+	fmt.Println("stopping the servers")
+	h.c.stopAll()
+	ctx, cancel := context.WithTimeout(context.Background(), liteLeave)
+	defer cancel()
+	// With every server gone none is left to confirm the lite member's removal, so that wait times out.
+	if err := h.lite.Leave(ctx); err != nil && !errors.Is(err, zaris.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(os.Stderr, "zaris-chaos: lite member leave:", err)
+	}
+}
+
+// tearDown kills whatever is still running, closes the lite member and removes the built binary; the
+// logs stay.
+func (h *harness) tearDown() {
+	h.c.killAll()
+	if h.lite != nil {
+		h.lite.Close()
+	}
+	if h.logFile != nil {
+		h.logFile.Close()
+	}
+	if h.o.bin == "" {
+		os.Remove(h.c.bin)
+	}
+	if h.o.verbose {
+		os.Remove(h.dir)
+	}
+}
+
+// sleepCtx waits for d, reporting false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

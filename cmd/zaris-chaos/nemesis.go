@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zaris-go/zaris"
+	"github.com/zaris-go/zaris/chaos"
+)
+
+// nemesis kills, freezes and restarts servers on a seeded schedule and remembers what it did.
+type nemesis struct {
+	c     *cluster
+	lite  *zaris.Node // its cluster map says who owns what and which copies are in sync
+	rng   *rand.Rand
+	out   io.Writer // steps are echoed here as they happen
+	start time.Time
+
+	mu    sync.Mutex
+	steps []string
+	kills []killEvent
+	down  *server // the server killed and not restarted yet; at most one
+	// dead holds the incarnation of each killed process: a copy the map still lists on that incarnation
+	// is gone, until the map records the restarted process.
+	dead map[zaris.NodeID]uint64
+}
+
+// killEvent is one SIGKILL: when it was sent and the partitions the victim owned just before.
+type killEvent struct {
+	at         time.Time
+	partitions []int
+}
+
+// newNemesis returns a nemesis over c whose choices are drawn from seed.
+func newNemesis(c *cluster, lite *zaris.Node, seed uint64, out io.Writer) *nemesis {
+	return &nemesis{c: c, lite: lite, rng: rand.New(rand.NewPCG(seed, 1)), out: out, dead: map[zaris.NodeID]uint64{}}
+}
+
+// run injects a fault every 0.5 to 2.5 s until ctx ends. Every step draws the same numbers whatever the
+// cluster's state, so a seed replays the same schedule of choices.
+func (n *nemesis) run(ctx context.Context) {
+	for {
+		wait := time.Duration(500+n.rng.IntN(2000)) * time.Millisecond
+		kind, pick := n.rng.IntN(5), n.rng.Uint64()
+		hold := time.Duration(1000+n.rng.IntN(2000)) * time.Millisecond
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		switch kind {
+		case 0, 1:
+			n.killOwner(pick)
+		case 2, 3:
+			n.freeze(ctx, pick, hold)
+		case 4:
+			n.restartDown()
+		}
+	}
+}
+
+// step logs a nemesis action with the time since the faults began.
+func (n *nemesis) step(format string, args ...any) {
+	line := fmt.Sprintf("%6.1fs ", time.Since(n.start).Seconds()) + fmt.Sprintf(format, args...)
+	n.mu.Lock()
+	n.steps = append(n.steps, line)
+	n.mu.Unlock()
+	fmt.Fprintln(n.out, "  "+line)
+}
+
+// killOwner SIGKILLs a random server that owns partitions and is never the only live copy of one (as owner
+// or in-sync replica), so every acknowledged write keeps a live copy (the failure model of RF 2). With a server already down it
+// restarts that one instead.
+func (n *nemesis) killOwner(pick uint64) {
+	n.mu.Lock()
+	down := n.down
+	n.mu.Unlock()
+	if down != nil {
+		n.restartDown()
+		return
+	}
+	m := n.lite.ClusterMap()
+	victims := n.killable(m)
+	if len(victims) == 0 {
+		n.step("no kill: every owner holds the only live copy of some partition")
+		return
+	}
+	n.kill(victims[pick%uint64(len(victims))], m)
+}
+
+// killable returns the running servers that own partitions and hold no partition's only live copy.
+func (n *nemesis) killable(m *zaris.ClusterMap) []*server {
+	var out []*server
+	for _, s := range n.c.servers {
+		id := zaris.NodeID(s.name)
+		if n.c.running(s) && m.OwnedBy(id) > 0 && n.othersHoldAll(m, id) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// othersHoldAll reports whether every partition id holds a copy of that counts (as its owner or an in-sync
+// replica) has another live copy, on its owner or an in-sync replica, so losing id loses no acknowledged
+// write. A replica counts too: its partition's owner may be the server that is down.
+func (n *nemesis) othersHoldAll(m *zaris.ClusterMap, id zaris.NodeID) bool {
+	for _, st := range m.Runtime {
+		holders := append([]zaris.NodeID{st.Owner}, st.InSync...)
+		if slices.Contains(holders, id) && !slices.ContainsFunc(holders, func(r zaris.NodeID) bool {
+			return r != id && r != "" && n.liveCopy(m, r)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveCopy reports whether the map's node r is a running server whose process is the one the map knows:
+// a restarted server the map has not recorded yet holds nothing.
+func (n *nemesis) liveCopy(m *zaris.ClusterMap, r zaris.NodeID) bool {
+	i := slices.IndexFunc(n.c.servers, func(s *server) bool { return s.name == string(r) })
+	if i < 0 || !n.c.running(n.c.servers[i]) {
+		return false
+	}
+	n.mu.Lock()
+	inc, killed := n.dead[r]
+	n.mu.Unlock()
+	return !killed || m.Nodes[r].Incarnation != inc
+}
+
+// kill SIGKILLs s, recording the partitions it owned under m.
+func (n *nemesis) kill(s *server, m *zaris.ClusterMap) {
+	id := zaris.NodeID(s.name)
+	var ev killEvent
+	for p, st := range m.Runtime {
+		if st.Owner == id {
+			ev.partitions = append(ev.partitions, p)
+		}
+	}
+	ev.at = time.Now()
+	n.c.kill(s)
+	n.mu.Lock()
+	n.kills = append(n.kills, ev)
+	n.down = s
+	n.dead[id] = m.Nodes[id].Incarnation
+	n.mu.Unlock()
+	n.step("kill %s (owner of %d partitions)", s.name, len(ev.partitions))
+}
+
+// freeze SIGSTOPs a random running server for hold, then SIGCONTs it: its lease must stop it serving, and
+// it must come back fenced. A frozen server is failed over like a dead one, so it must not hold the only
+// live copy of a partition either: the cluster would give that partition up.
+func (n *nemesis) freeze(ctx context.Context, pick uint64, hold time.Duration) {
+	m := n.lite.ClusterMap()
+	var safe []*server
+	for _, s := range n.c.servers {
+		if n.c.running(s) && n.othersHoldAll(m, zaris.NodeID(s.name)) {
+			safe = append(safe, s)
+		}
+	}
+	if len(safe) == 0 {
+		n.step("no freeze: every server holds the only live copy of some partition")
+		return
+	}
+	s := safe[pick%uint64(len(safe))]
+	n.c.signal(s, syscall.SIGSTOP, false)
+	n.step("freeze %s for %v", s.name, hold)
+	sleepCtx(ctx, hold)
+	n.c.signal(s, syscall.SIGCONT, false)
+	n.step("thaw %s", s.name)
+}
+
+// restartDown restarts the killed server, if any, with its name, ports and data directory; it joins
+// through the other servers and the lite member, which is always up.
+func (n *nemesis) restartDown() {
+	n.mu.Lock()
+	s := n.down
+	n.down = nil
+	n.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if err := n.c.start(s, n.c.joinAddrs(s, n.lite.GossipAddr())); err != nil {
+		n.mu.Lock()
+		n.down = s
+		n.mu.Unlock()
+		n.step("restart %s failed: %v", s.name, err)
+		return
+	}
+	n.step("restart %s", s.name)
+}
+
+// healAll thaws every server and restarts the one that is down.
+func (n *nemesis) healAll() {
+	for _, s := range n.c.servers {
+		n.c.signal(s, syscall.SIGCONT, false)
+	}
+	n.restartDown()
+	n.step("final heal")
+}
+
+// faults returns the steps taken so far.
+func (n *nemesis) faults() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.steps)
+}
+
+// failoverTimes returns, for each partition a killed server owned, the time from the kill to the end of
+// the first acknowledged put to that partition that started after the kill. acked is from ackedPuts.
+func (n *nemesis) failoverTimes(acked map[int][]chaos.Op) []time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []time.Duration
+	for _, ev := range n.kills {
+		for _, p := range ev.partitions {
+			i := slices.IndexFunc(acked[p], func(op chaos.Op) bool { return op.Start.After(ev.at) })
+			if i >= 0 {
+				out = append(out, acked[p][i].End.Sub(ev.at))
+			}
+		}
+	}
+	return out
+}
+
+// ackedPuts groups the acknowledged puts of ops by partition, each group sorted by end time.
+func ackedPuts(ops []chaos.Op, layout zaris.Layout) map[int][]chaos.Op {
+	acked := make(map[int][]chaos.Op)
+	for _, op := range ops {
+		if op.Kind == chaos.Put && op.Outcome == chaos.OK {
+			p := layout.KeyPartition(op.Key)
+			acked[p] = append(acked[p], op)
+		}
+	}
+	for _, puts := range acked {
+		slices.SortFunc(puts, func(a, b chaos.Op) int { return a.End.Compare(b.End) })
+	}
+	return acked
+}
+
+// gaps returns, per partition, the gaps longer than over between consecutive acknowledged puts ending
+// within [from, to]: while clients write continuously, such a gap is a window the partition took no write.
+func gaps(acked map[int][]chaos.Op, from, to time.Time, over time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, puts := range acked {
+		prev := from
+		for _, op := range puts {
+			if op.End.Before(from) || op.End.After(to) {
+				continue
+			}
+			if gap := op.End.Sub(prev); gap > over {
+				out = append(out, gap)
+			}
+			prev = op.End
+		}
+	}
+	return out
+}

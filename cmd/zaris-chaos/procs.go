@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	stopGrace   = 20 * time.Second       // a SIGTERMed server's graceful leave, before it is killed
+	servePoll   = 200 * time.Millisecond // pause between checks that a server serves
+	probeBudget = 2 * time.Second        // one CLUSTER INFO exchange
+)
+
+// server is one zaris process of the cluster; its name, ports and data directory survive restarts.
+type server struct {
+	name               string
+	gossip, data, resp string
+	dataDir            string
+	cmd                *exec.Cmd
+	done               chan struct{} // closed once the current process has exited
+	exitErr            error         // how the current process ended, set before done is closed
+	expected           bool          // the harness ended the current process itself
+	exits              []string      // the processes that exited without the harness ending them
+}
+
+// cluster runs the server processes and knows how to start them again.
+type cluster struct {
+	bin      string
+	logDir   string // server logs go to <logDir>/<name>.log; "" sends them to stderr
+	nodes    int
+	rf       int
+	failover time.Duration
+	servers  []*server
+
+	mu sync.Mutex // guards the servers' process fields
+}
+
+// moduleRoot walks up from the working directory to the directory holding go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod in the working directory or above it")
+		}
+		dir = parent
+	}
+}
+
+// buildServer compiles cmd/zaris into dir and returns the binary's path.
+func buildServer(dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "zaris")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/zaris")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build cmd/zaris in %s: %w", root, err)
+	}
+	return bin, nil
+}
+
+// freePorts returns n distinct loopback ports free for both TCP and UDP (gossip needs both). They are
+// held until all are picked, so none is returned twice.
+func freePorts(n int) ([]int, error) {
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // the UDP side is taken: pick another
+		}
+		held = append(held, u)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// newServers names the nodes zaris-1..zaris-n and gives each free gossip, data and RESP ports, and a
+// data directory under dataRoot when it is set.
+func newServers(n int, dataRoot string) ([]*server, error) {
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	servers := make([]*server, n)
+	for i := range servers {
+		s := &server{name: "zaris-" + strconv.Itoa(i+1), gossip: addr(3 * i), data: addr(3*i + 1), resp: addr(3*i + 2)}
+		if dataRoot != "" {
+			s.dataDir = filepath.Join(dataRoot, s.name)
+		}
+		servers[i] = s
+	}
+	return servers, nil
+}
+
+// args are the command-line flags of s's process, joining through join.
+func (c *cluster) args(s *server, join []string) []string {
+	args := []string{
+		"--name", s.name, "--gossip-addr", s.gossip, "--data-addr", s.data, "--resp-addr", s.resp,
+		"--join", strings.Join(join, ","), "--bootstrap-expect", strconv.Itoa(c.nodes),
+		"--timing", "local", "--rf", strconv.Itoa(c.rf), "--failover-timeout", c.failover.String(),
+	}
+	if s.dataDir != "" {
+		args = append(args, "--data-dir", s.dataDir)
+	}
+	return args
+}
+
+// childEnv is the environment without ZARIS_* variables, so the servers run with the flags given only.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ZARIS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// logOutput opens where s's process writes its logs: its log file, appended across restarts, or stderr.
+func (c *cluster) logOutput(s *server) (*os.File, error) {
+	if c.logDir == "" {
+		return os.Stderr, nil
+	}
+	f, err := os.OpenFile(filepath.Join(c.logDir, s.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("log file of %s: %w", s.name, err)
+	}
+	return f, nil
+}
+
+// start launches a process for s that joins through join. It runs in its own process group, so a Ctrl-C
+// at the terminal reaches only the harness, and it is killed if the harness dies.
+func (c *cluster) start(s *server, join []string) error {
+	out, err := c.logOutput(s)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, c.args(s, join)...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = childEnv(), out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.closeLog(out)
+		return fmt.Errorf("start %s: %w", s.name, err)
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	s.cmd, s.done, s.exitErr, s.expected = cmd, done, nil, false
+	c.mu.Unlock()
+	go c.reap(s, cmd, done, out)
+	return nil
+}
+
+// reap waits for a process of s to exit and records how it ended.
+func (c *cluster) reap(s *server, cmd *exec.Cmd, done chan struct{}, out *os.File) {
+	err := cmd.Wait()
+	c.closeLog(out)
+	c.mu.Lock()
+	s.exitErr = err
+	if !s.expected {
+		s.exits = append(s.exits, fmt.Sprintf("%s (pid %d) exited by itself: %v", s.name, cmd.Process.Pid, err))
+	}
+	c.mu.Unlock()
+	close(done)
+}
+
+// closeLog closes a log file, never stderr.
+func (c *cluster) closeLog(f *os.File) {
+	if f != os.Stderr {
+		f.Close()
+	}
+}
+
+// running reports whether s has a live process.
+func (c *cluster) running(s *server) bool {
+	c.mu.Lock()
+	done := s.done
+	c.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// exitErr returns how s's last process ended.
+func (c *cluster) exitErr(s *server) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.exitErr
+}
+
+// signal sends sig to s's process if it runs; expected marks an exit the signal causes as the harness's.
+func (c *cluster) signal(s *server, sig syscall.Signal, expected bool) {
+	if !c.running(s) {
+		return
+	}
+	c.mu.Lock()
+	s.expected = s.expected || expected
+	proc := s.cmd.Process
+	c.mu.Unlock()
+	proc.Signal(sig)
+}
+
+// kill SIGKILLs s and waits until the process is gone.
+func (c *cluster) kill(s *server) {
+	c.signal(s, syscall.SIGKILL, true)
+	c.wait(s)
+}
+
+// wait blocks until s's current process has exited, if it has one.
+func (c *cluster) wait(s *server) {
+	c.mu.Lock()
+	done := s.done
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// joinAddrs returns the gossip addresses of every server but skip, plus extra ones.
+func (c *cluster) joinAddrs(skip *server, extra ...string) []string {
+	var addrs []string
+	for _, s := range c.servers {
+		if s != skip {
+			addrs = append(addrs, s.gossip)
+		}
+	}
+	return append(addrs, extra...)
+}
+
+// startAll launches every server: the first starts the cluster and, once its gossip port listens, the
+// others join through it.
+func (c *cluster) startAll(ctx context.Context) error {
+	first := c.servers[0]
+	if err := c.start(first, nil); err != nil {
+		return err
+	}
+	if err := awaitListening(ctx, first.gossip, settleBound); err != nil {
+		return fmt.Errorf("%s: %w", first.name, err)
+	}
+	for _, s := range c.servers[1:] {
+		if err := c.start(s, []string{first.gossip}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitListening waits until addr accepts TCP connections.
+func awaitListening(ctx context.Context, addr string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		if !sleepCtx(ctx, pollPause) {
+			return fmt.Errorf("%s not listening within %v: %w", addr, bound, err)
+		}
+	}
+}
+
+// awaitServing waits until every server reports cluster_state:ok on its RESP port, or fails early when
+// one has exited.
+func (c *cluster) awaitServing(ctx context.Context, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for _, s := range c.servers {
+		for !clusterOK(ctx, s.resp) {
+			if !c.running(s) {
+				return fmt.Errorf("%s exited before serving: %v", s.name, c.exitErr(s))
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not serving within %v: %w", s.name, bound, ctx.Err())
+			case <-time.After(servePoll):
+			}
+		}
+	}
+	return nil
+}
+
+// clusterOK asks the RESP endpoint at addr for CLUSTER INFO and reports whether it says cluster_state:ok.
+func clusterOK(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: probeBudget}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(probeBudget))
+	if _, err := io.WriteString(conn, "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n"); err != nil {
+		return false
+	}
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if strings.HasPrefix(line, "cluster_state:") {
+			return strings.TrimSpace(line) == "cluster_state:ok"
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// stopAll thaws every server and sends it SIGTERM (a graceful leave), killing those still running after
+// the grace period.
+func (c *cluster) stopAll() {
+	for _, s := range c.servers {
+		c.signal(s, syscall.SIGCONT, false)
+		c.signal(s, syscall.SIGTERM, true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+	defer cancel()
+	for _, s := range c.servers {
+		c.mu.Lock()
+		done := s.done
+		c.mu.Unlock()
+		if done == nil {
+			continue
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			c.kill(s)
+		}
+	}
+}
+
+// killAll SIGKILLs every server process still running and waits for them; it is safe to call any time.
+func (c *cluster) killAll() {
+	for _, s := range c.servers {
+		c.signal(s, syscall.SIGKILL, true)
+	}
+	for _, s := range c.servers {
+		c.wait(s)
+	}
+}
+
+// unexpectedExits lists the server processes that ended without the harness ending them.
+func (c *cluster) unexpectedExits() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.servers {
+		out = append(out, s.exits...)
+	}
+	return out
+}
