@@ -36,13 +36,10 @@ func (n *Node) handleFailures(members []member) error {
 			delete(n.suspects, id)
 			continue
 		}
-		first, known := n.suspects[id]
-		if !known {
-			n.suspects[id] = time.Now()
+		if _, known := n.suspects[id]; !known {
 			n.log.Warn("owner suspected dead", "node", id)
-			continue
 		}
-		if time.Since(first) < n.cfg.FailoverTimeout {
+		if n.suspects.elapsed(id) < n.cfg.FailoverTimeout {
 			continue
 		}
 		if err := n.failOver(id, members); err != nil {
@@ -255,12 +252,7 @@ func (n *Node) healPartitions() error {
 			delete(n.healableSince, p)
 			continue
 		}
-		since, ok := n.healableSince[p]
-		if !ok {
-			n.healableSince[p] = time.Now()
-			continue
-		}
-		if time.Since(since) < n.cfg.HealCooldown {
+		if n.healableSince.elapsed(p) < n.cfg.HealCooldown {
 			continue
 		}
 		if err := n.commit(&command{Kind: cmdHeal, Partition: p, Epoch: m.Runtime[p].Epoch}); err != nil {

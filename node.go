@@ -44,12 +44,13 @@ type Node struct {
 	kick      chan struct{}
 
 	// Touched only by the control loop.
-	bootstrapped  bool
-	formed        bool
-	suspects      map[NodeID]time.Time // failed owners, since when (leader only)
-	failedSince   map[NodeID]time.Time // failed members, since when (leader only)
-	lostSince     map[int]time.Time    // Unavailable partitions, since when (leader only)
-	healableSince map[int]time.Time    // Degraded partitions ready to heal, since when (leader only)
+	bootstrapped bool
+	formed       bool
+	// The leader's countdowns.
+	suspects      countdowns[NodeID] // failed owners that do not answer either
+	failedSince   countdowns[NodeID] // failed members, towards eviction
+	lostSince     countdowns[int]    // Unavailable partitions, towards recreation
+	healableSince countdowns[int]    // Degraded partitions whose copies are all in sync, towards Healthy
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -79,10 +80,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		store:         newStore(layout.Segments, cfg.Clock),
 		leaderCh:      make(chan bool, 8),
 		kick:          make(chan struct{}, 1),
-		suspects:      map[NodeID]time.Time{},
-		failedSince:   map[NodeID]time.Time{},
-		lostSince:     map[int]time.Time{},
-		healableSince: map[int]time.Time{},
+		suspects:      countdowns[NodeID]{},
+		failedSince:   countdowns[NodeID]{},
+		lostSince:     countdowns[int]{},
+		healableSince: countdowns[int]{},
 		stop:          make(chan struct{}),
 	}
 	if n.dialer == nil {
@@ -337,6 +338,19 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 		return kvReply{Status: StatusSuccess}
 	}
 	return n.applyKeyCommand(op, seg, req)
+}
+
+// countdowns remember since when each key has been in some state, for the leader's timeouts.
+type countdowns[K comparable] map[K]time.Time
+
+// elapsed starts key's countdown unless it runs already, and returns how long it has run (0 when it starts).
+func (c countdowns[K]) elapsed(key K) time.Duration {
+	since, running := c[key]
+	if !running {
+		c[key] = time.Now()
+		return 0
+	}
+	return time.Since(since)
 }
 
 // every runs fn each interval in a goroutine of its own until the node stops; Close waits for it.

@@ -57,13 +57,8 @@ func (n *Node) recreateLost(m *ClusterMap, members []member) error {
 			delete(n.lostSince, p)
 			continue
 		}
-		since, ok := n.lostSince[p]
-		if !ok {
-			n.lostSince[p] = time.Now()
-			continue
-		}
 		i := slices.IndexFunc(m.Assignment[p], alive)
-		if time.Since(since) < n.cfg.EvictionTimeout || i < 0 {
+		if n.lostSince.elapsed(p) < n.cfg.EvictionTimeout || i < 0 {
 			continue
 		}
 		to := m.Assignment[p][i]
@@ -91,12 +86,7 @@ func (n *Node) placeable(m *ClusterMap, members []member) []NodeID {
 			}
 		case serf.StatusFailed:
 			failed[mb.ID] = true
-			since, ok := n.failedSince[mb.ID]
-			if !ok {
-				since = time.Now()
-				n.failedSince[mb.ID] = since
-			}
-			if time.Since(since) < n.cfg.EvictionTimeout {
+			if n.failedSince.elapsed(mb.ID) < n.cfg.EvictionTimeout {
 				ids = append(ids, mb.ID)
 			}
 		}

@@ -40,19 +40,8 @@ func (c *testCluster) nodeByID(id NodeID) *Node {
 // assertReplicasMatch compares every assigned copy of every partition with its owner, segment by segment.
 func assertReplicasMatch(t *testing.T, c *testCluster) {
 	t.Helper()
-	m := c.currentMap()
-	layout := m.Layout()
-	for p, nodes := range m.Assignment {
-		owner := c.nodeByID(m.Runtime[p].Owner)
-		first, end := layout.PartitionSegments(p)
-		for _, id := range nodes[1:] {
-			replica := c.nodeByID(id)
-			for s := first; s < end; s++ {
-				if want, got := owner.SegmentDigest(s), replica.SegmentDigest(s); want != got {
-					t.Fatalf("partition %d segment %d: owner %s has %+v, replica %s has %+v", p, s, owner.id, want, id, got)
-				}
-			}
-		}
+	if diff := replicaDifferences(c); diff != "" {
+		t.Fatal(diff)
 	}
 }
 

@@ -120,7 +120,7 @@ func readBack(ctx context.Context, read func(context.Context, string) (string, b
 	var r readResult
 	for attempt := 0; ; attempt++ {
 		r.value, r.found, r.err = read(ctx, key)
-		if r.err == nil || attempt == readRetries || !sleep(ctx, readPause) {
+		if r.err == nil || attempt == readRetries || !Sleep(ctx, readPause) {
 			return r
 		}
 	}
@@ -146,8 +146,8 @@ func (r *LedgerResult) add(c claim, got readResult) {
 	}
 }
 
-// sleep waits for d, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d, reporting false if ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

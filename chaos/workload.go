@@ -107,7 +107,7 @@ func (w *Workload) runClient(ctx context.Context, id int) {
 	for ctx.Err() == nil {
 		t := w.Target(id)
 		if t == nil {
-			sleep(ctx, targetPause)
+			Sleep(ctx, targetPause)
 			continue
 		}
 		c.step(ctx, t)

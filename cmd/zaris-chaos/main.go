@@ -279,7 +279,7 @@ func (h *harness) awaitHealthy(ctx context.Context) (time.Duration, error) {
 		if unhealthy == 0 {
 			return time.Since(start), nil
 		}
-		if !sleepCtx(ctx, pollPause) {
+		if !chaos.Sleep(ctx, pollPause) {
 			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v: %w", unhealthy, settleBound, ctx.Err())
 		}
 	}
@@ -324,7 +324,7 @@ func (h *harness) writeUntilAcked(ctx context.Context, key string) error {
 		if err == nil {
 			return nil
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		if !chaos.Sleep(ctx, 10*time.Millisecond) {
 			return fmt.Errorf("%w (last put: %v)", ctx.Err(), err)
 		}
 	}
@@ -485,17 +485,5 @@ func (h *harness) tearDown() {
 	}
 	if h.o.verbose {
 		os.Remove(h.dir)
-	}
-}
-
-// sleepCtx waits for d, reporting false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

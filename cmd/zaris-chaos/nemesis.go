@@ -49,7 +49,7 @@ func (n *nemesis) run(ctx context.Context) {
 		wait := time.Duration(500+n.rng.IntN(2000)) * time.Millisecond
 		kind, pick := n.rng.IntN(5), n.rng.Uint64()
 		hold := time.Duration(1000+n.rng.IntN(2000)) * time.Millisecond
-		if !sleepCtx(ctx, wait) {
+		if !chaos.Sleep(ctx, wait) {
 			return
 		}
 		switch kind {
@@ -169,7 +169,7 @@ func (n *nemesis) freeze(ctx context.Context, pick uint64, hold time.Duration) {
 	s := safe[pick%uint64(len(safe))]
 	n.c.signal(s, syscall.SIGSTOP, false)
 	n.step("freeze %s for %v", s.name, hold)
-	sleepCtx(ctx, hold)
+	chaos.Sleep(ctx, hold)
 	n.c.signal(s, syscall.SIGCONT, false)
 	n.step("thaw %s", s.name)
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zaris-go/zaris/chaos"
 )
 
 const (
@@ -294,7 +296,7 @@ func awaitListening(ctx context.Context, addr string, bound time.Duration) error
 		if err == nil {
 			return conn.Close()
 		}
-		if !sleepCtx(ctx, pollPause) {
+		if !chaos.Sleep(ctx, pollPause) {
 			return fmt.Errorf("%s not listening within %v: %w", addr, bound, err)
 		}
 	}
