@@ -146,14 +146,29 @@ func (l *replicaLink) maybeRejoin() {
 		if st.Owner != l.r.n.id || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
 			continue
 		}
-		if !l.caughtUp(p) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
-		err := l.r.proposeInSync(ctx, p, st.Epoch, append(slices.Clone(st.InSync), l.to))
-		cancel()
-		if err != nil {
-			l.r.n.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
+		l.rejoin(p, st)
+	}
+}
+
+// rejoin returns the replica to partition p's in-sync set if it holds everything the owner has. Writes wait
+// for it from before the check until the decision is applied; if one of them was not acknowledged by it,
+// it is not returned, or is removed again if the decision was already under way.
+func (l *replicaLink) rejoin(p int, st PartitionState) {
+	a, done := l.r.startAdmission(p, l.to)
+	defer done()
+	if !l.caughtUp(p) || a.missed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	if err := l.r.proposeInSync(ctx, p, st.Epoch, append(slices.Clone(st.InSync), l.to)); err != nil {
+		l.r.n.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
+		return
+	}
+	if cur := l.r.n.fsm.clusterMap().Runtime[p]; a.missed.Load() && cur.Owner == l.r.n.id {
+		keep := slices.DeleteFunc(slices.Clone(cur.InSync), func(id NodeID) bool { return id == l.to })
+		if err := l.r.proposeInSync(ctx, p, cur.Epoch, keep); err != nil {
+			l.r.n.log.Warn("remove a replica that missed a write while it rejoined", "partition", p, "replica", l.to, "err", err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -107,7 +108,14 @@ type replication struct {
 
 	mu    sync.Mutex
 	links map[NodeID]*replicaLink
+	// joining lists, per partition, the replicas this owner is about to return to the in-sync set.
+	joining map[int]map[NodeID]*admission
 }
+
+// admission is a replica on its way back into a partition's in-sync set. From the moment the owner starts
+// checking that it caught up until the decision is committed, Sync writes wait for it too, so none is
+// acknowledged without it in the gap; one it fails to acknowledge marks the admission missed.
+type admission struct{ missed atomic.Bool }
 
 func newReplication(n *Node) *replication {
 	return &replication{
@@ -116,6 +124,7 @@ func newReplication(n *Node) *replication {
 		fence:       make([]atomic.Uint64, n.layout.Partitions),
 		incarnation: rand.Uint64() | 1,
 		links:       map[NodeID]*replicaLink{},
+		joining:     map[int]map[NodeID]*admission{},
 	}
 }
 
@@ -181,14 +190,53 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 		if st.Owner != r.n.id {
 			return StatusOwnershipChanging
 		}
+		joining := r.joiningFor(p)
 		lagging, status := r.waitInSync(ctx, st.InSync, segment, revision)
-		if status != StatusSuccess || len(lagging) == 0 {
+		if status != StatusSuccess {
+			return status
+		}
+		r.waitJoining(ctx, joining, st.InSync, segment, revision)
+		if len(lagging) == 0 {
 			return status
 		}
 		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)
 		if err := r.shrinkInSync(ctx, p, st, lagging); err != nil {
 			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
 			return StatusPartitionUnavailable
+		}
+	}
+}
+
+// startAdmission registers replica id as joining partition p's in-sync set; done unregisters it.
+func (r *replication) startAdmission(p int, id NodeID) (a *admission, done func()) {
+	a = &admission{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.joining[p] == nil {
+		r.joining[p] = map[NodeID]*admission{}
+	}
+	r.joining[p][id] = a
+	return a, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.joining[p], id)
+	}
+}
+
+// joiningFor returns the admissions under way for partition p.
+func (r *replication) joiningFor(p int) map[NodeID]*admission {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.joining[p])
+}
+
+// waitJoining waits for the replicas being admitted (those not in the in-sync set already) to apply
+// revision; each that does not marks its admission missed.
+func (r *replication) waitJoining(ctx context.Context, joining map[NodeID]*admission, inSync []NodeID, segment int, revision uint64) {
+	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
+	for id, a := range joining {
+		if !slices.Contains(inSync, id) && r.link(id).awaitAcked(ctx, segment, revision, deadline) != nil {
+			a.missed.Store(true)
 		}
 	}
 }
