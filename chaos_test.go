@@ -155,15 +155,23 @@ func (cr *certRun) liveIndexes() []int {
 	return out
 }
 
-// killOwner kills a random live node that owns partitions, within the failure model of RF 2: a node that
-// is the only in-sync copy of some partition is never killed, so each acknowledged write keeps a live copy.
-// With a node already down it restarts that one instead.
+// killOwner kills a random live node that owns partitions, within the failure model of RF 2: one failure
+// at a time. A network fault can make a replica fall out of the in-sync set at any moment, leaving its owner
+// the only copy, so the network is healed first and the kill waits (up to 5 s) until every partition is
+// Healthy; a node that is the only in-sync copy of some partition is never killed. With a node already
+// down it restarts that one instead.
 func (cr *certRun) killOwner() {
 	cr.mu.Lock()
 	down := len(cr.down)
 	cr.mu.Unlock()
 	if down > 0 {
 		cr.restartOne()
+		return
+	}
+	cr.c.faults.HealAll()
+	cr.step("heal, to kill within the failure model")
+	if !cr.allHealthy(5 * time.Second) {
+		cr.step("no kill: not every partition is Healthy")
 		return
 	}
 	var victims []int
@@ -177,6 +185,16 @@ func (cr *certRun) killOwner() {
 		return
 	}
 	cr.killOwnerAt(victims[cr.rng.IntN(len(victims))])
+}
+
+// allHealthy waits up to bound for every partition to be Healthy and reports whether they became so.
+func (cr *certRun) allHealthy(bound time.Duration) bool {
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !slices.ContainsFunc(cr.c.currentMap().Runtime, func(st PartitionState) bool { return st.Health != Healthy }) {
+			return true
+		}
+	}
+	return false
 }
 
 // killable reports whether every partition id owns has another in-sync copy on a live node that is the
