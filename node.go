@@ -282,7 +282,7 @@ func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvReq
 			return kvReply{Status: status}
 		}
 	}
-	if n.cfg.observeAck != nil && reply.Status == StatusSuccess && !readOnlyOps[op] {
+	if n.cfg.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
 		n.observeAck(seg)
 	}
 	return reply
@@ -299,7 +299,7 @@ func (n *Node) observeAck(seg int) {
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
 // it is acknowledged.
 func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
-	return reply.Status == StatusSuccess && !readOnlyOps[op] && n.concern(req) == Sync
+	return reply.Status == StatusSuccess && !readOnly(op) && n.concern(req) == Sync
 }
 
 func (n *Node) concern(req *kvRequest) WriteConcern {
@@ -312,7 +312,7 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
-	if !readOnlyOps[op] {
+	if !readOnly(op) {
 		p := n.layout.SegmentPartition(seg)
 		if !n.cut.enter(p) {
 			return kvReply{Status: StatusOwnershipChanging}

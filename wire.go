@@ -67,8 +67,15 @@ type kvReply struct {
 	Existed  bool  // opPutIf: the key had a live value (then Value holds it, if asked for)
 }
 
-// readOnlyOps never write, so they never wait for replicas.
-var readOnlyOps = map[transport.Op]bool{opGet: true, opTTL: true, opExists: true}
+// readOnly reports whether op never writes, so it never waits for replicas nor for a sealed partition. A
+// switch rather than a map: every request asks, on the hot path.
+func readOnly(op transport.Op) bool {
+	switch op {
+	case opGet, opTTL, opExists:
+		return true
+	}
+	return false
+}
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
