@@ -240,9 +240,12 @@ func (n *Node) forwardEvents() {
 }
 
 // wakeControl makes the control loop run now rather than at its next tick.
-func (n *Node) wakeControl() {
+func (n *Node) wakeControl() { signal(n.kick) }
+
+// signal leaves a wake-up in ch, a channel of capacity one, unless one is already waiting there.
+func signal(ch chan struct{}) {
 	select {
-	case n.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

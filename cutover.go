@@ -66,12 +66,7 @@ func (c *cutovers) seal(p int) {
 func (c *cutovers) isSealed(p int) bool { return c.sealed[p].Load() }
 
 // wake asks the cut-over loop to look at the map again.
-func (c *cutovers) wake() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
+func (c *cutovers) wake() { signal(c.kick) }
 
 // runCutovers starts a cut-over for each partition that is ready, whenever the map changes and on every
 // reconcile tick.

@@ -44,10 +44,7 @@ func (d *diskLog) enqueue(item diskItem) {
 	d.mu.Lock()
 	d.queue = append(d.queue, item)
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	signal(d.wake)
 }
 
 // run commits queued items until the node stops, then drains what is left and closes the store.

@@ -47,22 +47,14 @@ func (l *replicaLink) lock()   { l.mu.Lock() }
 func (l *replicaLink) unlock() { l.mu.Unlock() }
 
 // nudge wakes the link without new writes, so that it re-examines the in-sync set.
-func (l *replicaLink) nudge() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
+func (l *replicaLink) nudge() { signal(l.wake) }
 
 // markDirty records that segment has a write the replica may lack. It runs under the segment's lock.
 func (l *replicaLink) markDirty(segment int) {
 	l.lock()
 	l.dirty[segment]++
 	l.unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	signal(l.wake)
 }
 
 // awaitAcked waits until the replica has applied segment up to revision.
