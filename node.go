@@ -488,18 +488,6 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		var errs []error
-		// Stop taking requests, then wait for this node's goroutines before the control plane shuts down:
-		// raft never answers a decision still queued when it stops, so one in flight would block for ever.
-		if n.server != nil {
-			errs = append(errs, n.server.Close())
-		}
-		if n.mux != nil {
-			errs = append(errs, n.mux.Close())
-		}
-		if n.resp != nil {
-			errs = append(errs, n.resp.close())
-		}
-		n.wg.Wait()
 		if n.raft != nil {
 			errs = append(errs, n.raft.Shutdown().Error())
 		}
@@ -510,7 +498,17 @@ func (n *Node) Close() error {
 		if n.members != nil {
 			errs = append(errs, n.members.shutdown())
 		}
+		if n.server != nil {
+			errs = append(errs, n.server.Close())
+		}
+		if n.mux != nil {
+			errs = append(errs, n.mux.Close())
+		}
+		if n.resp != nil {
+			errs = append(errs, n.resp.close())
+		}
 		n.router.close()
+		n.wg.Wait()
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
