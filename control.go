@@ -365,7 +365,10 @@ func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error
 			add = n.raft.AddVoter
 			*voters++
 		}
-		if err := add(raft.ServerID(m.ID), raft.ServerAddress(m.DataAddr), 0, applyTimeout).Error(); err != nil {
+		err := n.decide(func() raft.Future {
+			return add(raft.ServerID(m.ID), raft.ServerAddress(m.DataAddr), 0, applyTimeout)
+		})
+		if err != nil {
 			return fmt.Errorf("add %s to control plane: %w", m.ID, err)
 		}
 	}
@@ -393,7 +396,8 @@ func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error
 // to their in-sync replicas (no suspicion needed: it said goodbye).
 func (n *Node) retire(m member, inRaft bool, members []member) error {
 	if inRaft && m.ID != n.id {
-		if err := n.raft.RemoveServer(raft.ServerID(m.ID), 0, applyTimeout).Error(); err != nil {
+		err := n.decide(func() raft.Future { return n.raft.RemoveServer(raft.ServerID(m.ID), 0, applyTimeout) })
+		if err != nil {
 			return fmt.Errorf("remove %s from control plane: %w", m.ID, err)
 		}
 	}
@@ -430,14 +434,25 @@ func (n *Node) commitAt(cmd *command) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f := n.raft.Apply(data, applyTimeout)
-	if err := f.Error(); err != nil {
+	var f raft.ApplyFuture
+	if err := n.decide(func() raft.Future { f = n.raft.Apply(data, applyTimeout); return f }); err != nil {
 		return 0, err
 	}
 	if err, ok := f.Response().(error); ok {
 		return 0, err
 	}
 	return f.Index(), nil
+}
+
+// decide submits one request to the control plane and waits for its answer. Close waits for it before it
+// stops raft, and refuses new ones once it has begun.
+func (n *Node) decide(submit func() raft.Future) error {
+	n.commits.RLock()
+	defer n.commits.RUnlock()
+	if n.commitsEnded {
+		return ErrClosed
+	}
+	return submit().Error()
 }
 
 // leaderDataPeer returns the current leader's id, or "" when none is known.

@@ -56,7 +56,12 @@ type Node struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
-	left      atomic.Bool
+
+	// commits holds a read lock for each decision waiting on the control plane; Close takes the write lock
+	// before it stops raft, because raft never answers a decision still queued inside it when it stops.
+	commits      sync.RWMutex
+	commitsEnded bool
+	left         atomic.Bool
 	// recognized is set while the committed map records this process's incarnation. Until then the
 	// partitions the map gives this node were owned by its previous process, which may have held more than
 	// this one reloaded, so it does not serve them.
@@ -487,6 +492,7 @@ func (n *Node) inConfiguration(c raft.Configuration) bool {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
+		n.endCommits()
 		var errs []error
 		if n.raft != nil {
 			errs = append(errs, n.raft.Shutdown().Error())
@@ -512,4 +518,11 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// endCommits waits for the decisions in flight to be answered and refuses new ones.
+func (n *Node) endCommits() {
+	n.commits.Lock()
+	n.commitsEnded = true
+	n.commits.Unlock()
 }
