@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/zaris-go/zaris/transport"
@@ -182,6 +183,11 @@ type Config struct {
 	// observeAck, when set (by tests), is told of every write this node acknowledged as owner, with the
 	// partition and the epoch it owned it under.
 	observeAck func(owner NodeID, partition int, epoch uint64)
+	// holdRejoin, when set (by tests), keeps a replica out of a partition's in-sync set while it returns true.
+	holdRejoin func(partition int, replica NodeID) bool
+	// gossipTransport, when set (by tests), wraps the gossip layer's network transport for node name, so that
+	// faults can cut gossip as well as data and control-plane links.
+	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 }
 
 // DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
