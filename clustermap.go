@@ -58,6 +58,9 @@ type PartitionState struct {
 	// the owner feeds them like any replica; the move settles once they are all in sync.
 	Target []NodeID
 	From   []NodeID
+	// Source is, while the partition is Recovering, the peer whose copy holds more than the new owner's:
+	// the owner syncs from it before it serves.
+	Source NodeID
 }
 
 // ClusterMap is the replicated state of the control plane. A ClusterMap value is immutable once published:
@@ -135,6 +138,7 @@ const (
 	cmdReclaim   // an owner that could not hand over keeps its partition under the next epoch
 	cmdHeal      // a Degraded partition whose copies are all back in sync returns to Healthy
 	cmdRestarted // a node restarted: it leaves every in-sync set before its new process is recorded
+	cmdRecovered // a Recovering owner has synced from its source and serves, Degraded
 )
 
 // command is one committed control-plane decision.
@@ -147,6 +151,9 @@ type command struct {
 	Partition int
 	Epoch     uint64
 	InSync    []NodeID
+	// Source, for a cmdPromote, names a peer holding more than the new owner: the partition is Recovering
+	// until the owner has synced from it.
+	Source NodeID
 }
 
 // apply returns the map that results from cmd committed at log index. It is deterministic: every node applies
@@ -168,7 +175,7 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	case cmdSetInSync:
 		next.setInSync(cmd.Partition, cmd.Epoch, cmd.InSync)
 	case cmdPromote:
-		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID)
+		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID, cmd.Source)
 	case cmdPlan:
 		if len(cmd.Assignment) != m.Partitions {
 			return nil, fmt.Errorf("zaris: plan has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
@@ -182,6 +189,8 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.dropFromInSync(cmd.Node.ID)
 	case cmdHeal:
 		next.heal(cmd.Partition, cmd.Epoch)
+	case cmdRecovered:
+		next.recovered(cmd.Partition, cmd.Epoch)
 	case cmdReclaim:
 		if next.current(cmd.Partition, cmd.Epoch) {
 			next.Runtime[cmd.Partition].Epoch++
@@ -270,7 +279,9 @@ func (m *ClusterMap) dropFromInSync(id NodeID) {
 		st := &m.Runtime[p]
 		if slices.Contains(st.InSync, id) {
 			st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(x NodeID) bool { return x == id })
-			st.Health = Degraded
+			if st.Health == Healthy {
+				st.Health = Degraded
+			}
 		}
 	}
 }
@@ -278,7 +289,7 @@ func (m *ClusterMap) dropFromInSync(id NodeID) {
 // promote makes to the active owner of partition p under the next epoch, if p is still at epoch: the
 // failover of a dead owner. The partition map stays as it is; only the runtime owner moves. An empty to
 // leaves the partition Unavailable.
-func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
+func (m *ClusterMap) promote(p int, epoch uint64, to, source NodeID) {
 	if !m.current(p, epoch) {
 		return
 	}
@@ -289,8 +300,20 @@ func (m *ClusterMap) promote(p int, epoch uint64, to NodeID) {
 		st.Owner, st.Health, st.InSync = "", Unavailable, nil
 		return
 	}
-	st.Owner, st.Health = to, Degraded
+	st.Owner, st.Health, st.Source = to, Degraded, ""
+	if source != "" {
+		st.Health, st.Source = Recovering, source
+	}
 	st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return id == to })
+}
+
+// recovered lets partition p's Recovering owner serve, Degraded, once it has synced from its source.
+func (m *ClusterMap) recovered(p int, epoch uint64) {
+	if !m.current(p, epoch) || m.Runtime[p].Health != Recovering {
+		return
+	}
+	st := &m.Runtime[p]
+	st.Health, st.Source = Degraded, ""
 }
 
 // current reports whether partition p exists and is still at epoch: decisions made at an older epoch are void.

@@ -68,7 +68,8 @@ func (c *cutovers) isSealed(p int) bool { return c.sealed[p].Load() }
 // wake asks the cut-over loop to look at the map again.
 func (c *cutovers) wake() { signal(c.kick) }
 
-// runCutovers starts a cut-over for each partition that is ready, whenever the map changes and on every
+// runCutovers starts a cut-over for each partition that is ready, and a sync from its source for each
+// partition this node owns that is Recovering (possession.go), whenever the map changes and on every
 // reconcile tick.
 func (n *Node) runCutovers() {
 	defer n.wg.Done()
@@ -83,7 +84,12 @@ func (n *Node) runCutovers() {
 		}
 		m := n.fsm.clusterMap()
 		for p, st := range m.Runtime {
-			if st.Owner == n.id && st.targetInSync() && st.Target[0] != n.id && n.cut.running[p].CompareAndSwap(false, true) {
+			if st.Owner == n.id && st.Health == Recovering && n.cut.running[p].CompareAndSwap(false, true) {
+				n.wg.Add(1)
+				go n.syncFromSource(p, st)
+				continue
+			}
+			if st.Owner == n.id && st.Health != Recovering && st.targetInSync() && st.Target[0] != n.id && n.cut.running[p].CompareAndSwap(false, true) {
 				if time.Now().Before(n.cut.retryAt[p]) {
 					n.cut.running[p].Store(false)
 					continue

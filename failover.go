@@ -89,8 +89,13 @@ func (n *Node) failOver(dead NodeID, members []member) error {
 			n.log.Warn("failover waits: no live in-sync replica answered", "partition", p, "from", dead)
 			continue // try again at the next reconcile rather than give up a copy that may be intact
 		}
-		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1)
-		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
+		var source NodeID
+		if to != "" {
+			source = n.pickSource(p, st, to, alive, probe)
+		}
+		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1, "source", source)
+		cmd := &command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}, Source: source}
+		if err := n.commit(cmd); err != nil {
 			return err
 		}
 	}
@@ -127,6 +132,7 @@ type revisionProbe struct {
 
 type probeAnswer struct {
 	revisions map[int]uint64 // nil when the node cannot vouch for its copy
+	lines     map[int]uint64 // per segment, the epoch whose history the copy follows
 	answered  bool           // false: no reply, so its copy may be intact behind a passing fault
 }
 
@@ -134,11 +140,7 @@ type probeAnswer struct {
 // for them: it answered, and it is the process the map knows (a restarted one may lack acknowledged
 // writes). answered is false when the node did not reply at all.
 func (rp *revisionProbe) total(id NodeID, p int) (total uint64, ok, answered bool) {
-	a, asked := rp.answers[id]
-	if !asked {
-		a = rp.ask(id)
-		rp.answers[id] = a
-	}
+	a := rp.answer(id)
 	if a.revisions == nil {
 		return 0, false, a.answered
 	}
@@ -149,14 +151,24 @@ func (rp *revisionProbe) total(id NodeID, p int) (total uint64, ok, answered boo
 	return total, true, true
 }
 
+// answer returns node id's answer, asking it on first use.
+func (rp *revisionProbe) answer(id NodeID) probeAnswer {
+	a, asked := rp.answers[id]
+	if !asked {
+		a = rp.ask(id)
+		rp.answers[id] = a
+	}
+	return a
+}
+
 func (rp *revisionProbe) ask(id NodeID) probeAnswer {
 	n := rp.n
 	if id == n.id {
-		revs := map[int]uint64{}
+		a := probeAnswer{revisions: map[int]uint64{}, lines: map[int]uint64{}, answered: true}
 		for _, s := range rp.segments {
-			revs[s] = n.store.revision(s)
+			a.revisions[s], a.lines[s] = n.store.revision(s), n.repl.lines[s].Load()
 		}
-		return probeAnswer{revisions: revs, answered: true}
+		return a
 	}
 	reply, _, err := n.callReplica(id, &replicateRequest{From: n.id, Probe: rp.segments}, 2*n.cfg.Timing.ProbeTimeout)
 	switch {
@@ -165,7 +177,7 @@ func (rp *revisionProbe) ask(id NodeID) probeAnswer {
 	case reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation:
 		return probeAnswer{answered: true}
 	}
-	return probeAnswer{revisions: reply.Revisions, answered: true}
+	return probeAnswer{revisions: reply.Revisions, lines: reply.Lines, answered: true}
 }
 
 // onOwnershipChange reacts on every node to a committed map. A node deposed from a partition it still
@@ -188,11 +200,25 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
 		case was.Owner == "" && st.Owner == r.n.id && st.Epoch != was.Epoch:
 			r.discard(p, st.Epoch)
+			r.resyncReplicas(p, next)
 			r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
+		case st.Owner == r.n.id && was.Owner != r.n.id && !handedOver(was, st):
+			r.resyncReplicas(p, next)
 		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
 		default:
 			r.discard(p, st.Epoch)
 			r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
+		}
+	}
+}
+
+// resyncReplicas makes this node, a new owner of partition p by failover, resend each assigned replica
+// the whole partition before any op: a replica may hold writes of the dead owner that this node never
+// had, and ops from this node's history must not land on top of them.
+func (r *replication) resyncReplicas(p int, m *ClusterMap) {
+	for _, id := range m.Assignment[p] {
+		if id != r.n.id {
+			r.link(id).resyncPartition(p)
 		}
 	}
 }

@@ -266,7 +266,7 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	segment = n.layout.KeySegment(key)
 	st := m.Runtime[n.layout.SegmentPartition(segment)]
 	if st.Owner == n.id {
-		if !n.recognized.Load() || !n.holdsLease() || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
+		if !n.recognized.Load() || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
 			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return segment, kvReply{}, true

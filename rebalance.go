@@ -140,7 +140,7 @@ func (n *Node) advanceMoves(m *ClusterMap) error {
 	for p, st := range m.Runtime {
 		var cmd *command
 		switch {
-		case st.Target == nil:
+		case st.Target == nil, st.Health == Recovering:
 		case st.Owner == "":
 			cmd = &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: st.Target[0]}}
 		case st.From == nil:

@@ -29,7 +29,18 @@ type replicaLink struct {
 	acked    map[int]uint64 // segment -> revision the replica is known to have
 	progress chan struct{}  // closed and replaced whenever acked changes or the link fails
 	fenced   map[int]uint64 // partition -> newer epoch the replica has seen: this node was deposed
+	// resync lists the segments whose copy on the replica may follow another history than this node's.
+	// Until that is settled the replica gets no op of them and its revisions of them are not trusted.
+	resync map[int]resyncStep
 }
+
+// resyncStep is how far a segment's resync has come.
+type resyncStep uint8
+
+const (
+	resyncProbe    resyncStep = iota + 1 // ask which history the replica's copy follows
+	resyncSnapshot                       // it may follow another one: send the segment whole
+)
 
 func newReplicaLink(r *replication, to NodeID) *replicaLink {
 	l := &replicaLink{
@@ -38,6 +49,7 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 		dirty:    map[int]uint64{},
 		acked:    map[int]uint64{},
 		fenced:   map[int]uint64{},
+		resync:   map[int]resyncStep{},
 		progress: make(chan struct{}),
 	}
 	return l
@@ -55,6 +67,25 @@ func (l *replicaLink) markDirty(segment int) {
 	l.dirty[segment]++
 	l.unlock()
 	signal(l.wake)
+}
+
+// resyncPartition makes the link check, before any op of partition p, that the replica's copy of each
+// segment is empty or a prefix of this node's; a segment that is not is sent whole.
+func (l *replicaLink) resyncPartition(p int) {
+	first, end := l.r.n.layout.PartitionSegments(p)
+	l.lock()
+	for s := first; s < end; s++ {
+		l.markResync(s, resyncProbe)
+	}
+	l.unlock()
+	signal(l.wake)
+}
+
+// markResync puts segment s at step of a resync. Called with l.mu held.
+func (l *replicaLink) markResync(s int, step resyncStep) {
+	l.resync[s] = step
+	l.dirty[s]++
+	delete(l.acked, s)
 }
 
 // awaitAcked waits until the replica has applied segment up to revision.
@@ -135,7 +166,10 @@ func (l *replicaLink) run() {
 func (l *replicaLink) maybeRejoin() {
 	m := l.r.n.fsm.clusterMap()
 	for p, st := range m.Runtime {
-		if st.Owner != l.r.n.id || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
+		if st.Owner != l.r.n.id || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
+			continue
+		}
+		if hold := l.r.n.cfg.holdRejoin; hold != nil && hold(p, l.to) {
 			continue
 		}
 		l.rejoin(p, st)
@@ -182,7 +216,10 @@ func (l *replicaLink) caughtUp(p int) bool {
 	l.absorb(&batch{}, reply)
 	ok := true
 	for s := first; s < end; s++ {
-		if rev, known := reply.Revisions[s]; !known || rev < target[s-first] {
+		l.lock()
+		resyncing := l.resync[s] != 0
+		l.unlock()
+		if rev, known := reply.Revisions[s]; !known || rev < target[s-first] || resyncing {
 			l.markDirty(s)
 			ok = false
 		}
@@ -191,10 +228,11 @@ func (l *replicaLink) caughtUp(p int) bool {
 }
 
 func (l *replicaLink) hasWork() bool {
+	m := l.r.n.fsm.clusterMap()
 	l.lock()
 	defer l.unlock()
 	for seg := range l.dirty {
-		if !l.isFenced(seg) {
+		if !l.isFenced(seg) && m.Runtime[l.r.n.layout.SegmentPartition(seg)].Health != Recovering {
 			return true
 		}
 	}
@@ -230,9 +268,7 @@ func (l *replicaLink) sendOnce() error {
 	}
 	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
 	l.r.stats.bytesSent.Add(uint64(size))
-	if b.req.Snapshot != nil {
-		l.r.stats.snapshotsSent.Add(1)
-	}
+	l.r.stats.snapshotsSent.Add(uint64(len(b.req.Snapshots)))
 	l.absorb(b, reply)
 	return nil
 }
@@ -286,6 +322,7 @@ func (l *replicaLink) plan() *batch {
 		known      bool
 	}
 	candidates := map[int]candidate{}
+	var probes, snapshots []int
 	l.lock()
 	// Load the map under the lock: a segment marked dirty before this point was written under this map or
 	// an older one, so a partition this node has just taken over is never mistaken for one it lost.
@@ -294,15 +331,29 @@ func (l *replicaLink) plan() *batch {
 		p := l.r.n.layout.SegmentPartition(seg)
 		if m.Runtime[p].Owner != l.r.n.id {
 			delete(l.dirty, seg) // no longer ours to replicate
+			delete(l.resync, seg)
 			continue
 		}
-		if l.isFenced(seg) {
+		if l.isFenced(seg) || m.Runtime[p].Health == Recovering {
+			continue // a Recovering owner sends nothing: its copy is about to grow from its source
+		}
+		switch l.resync[seg] {
+		case resyncProbe:
+			probes = append(probes, seg)
+			continue
+		case resyncSnapshot:
+			snapshots = append(snapshots, seg)
+			b.gen[seg] = gen
 			continue
 		}
 		acked, known := l.acked[seg]
 		candidates[seg] = candidate{gen: gen, acked: acked, known: known}
 	}
 	l.unlock()
+	if len(probes)+len(snapshots) > 0 {
+		l.planResync(b, m, probes, snapshots)
+		return b
+	}
 	for seg, c := range candidates {
 		b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch
 		b.gen[seg] = c.gen
@@ -322,11 +373,43 @@ func (l *replicaLink) plan() *batch {
 	return b
 }
 
+// planResync fills b with the resyncs under way: probes of the segments whose history is not known yet,
+// and whole snapshots of those that differ, up to the request's size limit. The batch retires only the
+// snapshots; a probed segment found to share this node's history is then fed ops as usual.
+func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []int) {
+	for _, seg := range probes {
+		p := l.r.n.layout.SegmentPartition(seg)
+		b.req.Probe = append(b.req.Probe, seg)
+		b.req.Epochs[p] = m.Runtime[p].Epoch
+	}
+	gens := b.gen
+	b.gen = map[int]uint64{}
+	for _, seg := range snapshots {
+		s := l.addSnapshot(b, seg)
+		b.gen[seg], b.target[seg] = gens[seg], s.Revision
+		l.r.stats.resyncs.Add(1)
+		if b.bytes >= replicateMaxBytes {
+			return
+		}
+	}
+}
+
+// addSnapshot adds a whole copy of segment seg to b.
+func (l *replicaLink) addSnapshot(b *batch, seg int) *segmentSnapshot {
+	s := l.r.takeSnapshot(seg)
+	b.req.Snapshots = append(b.req.Snapshots, *s)
+	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = s.Epoch
+	for _, e := range s.Entries {
+		b.bytes += len(e.Key) + len(e.Value) + 32
+	}
+	return s
+}
+
 func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 	ops, err := l.r.log.after(seg, after, replicateMaxOps-len(b.req.Ops))
 	if errors.Is(err, errBehindLog) {
-		if b.req.Snapshot == nil {
-			b.req.Snapshot = l.r.takeSnapshot(seg)
+		if len(b.req.Snapshots) == 0 {
+			l.addSnapshot(b, seg)
 		}
 		return
 	}
@@ -339,13 +422,33 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 // absorb records the replica's revisions and retires segments that are caught up and saw no new write
 // since the batch was planned.
 func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
+	ahead, prefix := l.aheadOfOwner(reply), l.prefixes(reply)
 	l.lock()
 	defer l.unlock()
 	if reply.Status == StatusReplicaWriteRejected {
 		l.fenced[l.r.n.layout.SegmentPartition(reply.Segment)] = reply.Epoch
 	}
+	for _, s := range ahead {
+		l.markResync(s, resyncSnapshot)
+	}
+	for s := range reply.Lines {
+		switch {
+		case l.resync[s] != resyncProbe:
+		case prefix[s]:
+			delete(l.resync, s)
+		default:
+			l.resync[s] = resyncSnapshot
+		}
+	}
+	if reply.Status == StatusSuccess {
+		for _, s := range b.req.Snapshots {
+			delete(l.resync, s.Segment)
+		}
+	}
 	for seg, rev := range reply.Revisions {
-		l.acked[seg] = rev
+		if l.resync[seg] == 0 {
+			l.acked[seg] = rev
+		}
 	}
 	for seg, gen := range b.gen {
 		if acked, ok := l.acked[seg]; ok && l.dirty[seg] == gen && acked >= b.target[seg] {
@@ -354,6 +457,38 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	}
 	close(l.progress)
 	l.progress = make(chan struct{})
+}
+
+// aheadOfOwner returns the segments, of partitions this node owns, where the replica reports a revision
+// beyond this node's: its copy follows another history (a restarted replica may reload one from its data
+// dir), so it must be resent whole. Called without l.mu: it takes segment locks.
+func (l *replicaLink) aheadOfOwner(reply *replicateReply) []int {
+	m := l.r.n.fsm.clusterMap()
+	var ahead []int
+	for seg, rev := range reply.Revisions {
+		if seg < 0 || seg >= l.r.n.layout.Segments {
+			continue
+		}
+		p := l.r.n.layout.SegmentPartition(seg)
+		if m.Runtime[p].Owner == l.r.n.id && rev > l.r.n.store.revision(seg) {
+			ahead = append(ahead, seg)
+		}
+	}
+	return ahead
+}
+
+// prefixes reports, for each segment the reply probed, whether the replica's copy is empty or a prefix of
+// this node's: it follows the same owner's history and is not ahead of it. Called without l.mu.
+func (l *replicaLink) prefixes(reply *replicateReply) map[int]bool {
+	prefix := map[int]bool{}
+	for s, line := range reply.Lines {
+		if s < 0 || s >= l.r.n.layout.Segments {
+			continue
+		}
+		rev := reply.Revisions[s]
+		prefix[s] = rev == 0 || line != 0 && line == l.r.lines[s].Load() && rev <= l.r.n.store.revision(s)
+	}
+	return prefix
 }
 
 // sleepStop sleeps for d and reports whether stop closed meanwhile.

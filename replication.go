@@ -47,16 +47,18 @@ const (
 )
 
 // replicateRequest carries, from a partition's owner to one replica, ops in revision order per segment,
-// optionally a segment snapshot to install first, and segments whose revision the owner wants to learn.
+// optionally whole segment snapshots to install first, and segments whose revision the owner wants to learn.
 type replicateRequest struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	From     NodeID
-	Snapshot *segmentSnapshot
-	Ops      []durability.Op
-	Probe    []int // segments whose revision the owner does not know yet
+	_msgpack  struct{} `msgpack:",as_array"`
+	From      NodeID
+	Snapshots []segmentSnapshot // whole segments to install before the ops
+	Ops       []durability.Op
+	Probe     []int // segments whose revision the owner does not know yet
 	// Epochs holds, per partition sent, the epoch under which the sender owns it now. Fencing checks it,
 	// not the epochs the ops were first written under: a new owner legitimately resends older ops.
 	Epochs map[int]uint64
+	// Pull asks for the replica's own copy of these segments: a Recovering owner syncing from its source.
+	Pull []int
 }
 
 // replicateReply reports the replica's revision of every segment the request touched.
@@ -69,6 +71,10 @@ type replicateReply struct {
 	// what it held.
 	Incarnation uint64
 	Revisions   map[int]uint64
+	// Lines holds, for each probed segment, the epoch of the owner whose history the replica's copy follows.
+	Lines map[int]uint64
+	// Snapshots answers Pull.
+	Snapshots []segmentSnapshot
 }
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log.
@@ -87,6 +93,12 @@ type ReplicationStats struct {
 	RejectedStaleEpoch, InSyncDecisions uint64
 	// RecoveredOps counts ops replayed from the data dir at start.
 	RecoveredOps uint64
+	// Recoveries counts partitions this node served only after syncing, as a new owner, from a peer that
+	// held more than it did; PulledSegments counts the segments it copied from those peers.
+	Recoveries, PulledSegments uint64
+	// Resyncs counts whole segments resent to a replica whose copy may follow another history: after a
+	// failover to this node, or a restart of the replica.
+	Resyncs uint64
 }
 
 type replicationStats struct {
@@ -94,6 +106,8 @@ type replicationStats struct {
 	opsApplied, snapshotsApplied, gaps atomic.Uint64
 	rejected, inSyncDecisions          atomic.Uint64
 	recoveredOps                       atomic.Uint64
+	recoveries, pulledSegments         atomic.Uint64
+	resyncs                            atomic.Uint64
 }
 
 // replication is a node's side of replication: links to the replicas of the partitions it owns, the
@@ -102,6 +116,11 @@ type replication struct {
 	n     *Node
 	log   *opLog
 	fence []atomic.Uint64 // per partition
+	// lines holds, per segment, the epoch of the owner whose history this node's copy follows: the epoch
+	// it wrote under as owner, or its sender's. Two copies of one line are prefixes of that owner's history,
+	// because a new owner that did not take the partition over in a hand-over first resends each replica
+	// a whole snapshot. 0: not known (a copy reloaded from disk).
+	lines []atomic.Uint64
 	// incarnation is random per process, so owners notice when a replica restarted.
 	incarnation uint64
 	stats       replicationStats
@@ -122,6 +141,7 @@ func newReplication(n *Node) *replication {
 		n:           n,
 		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
 		fence:       make([]atomic.Uint64, n.layout.Partitions),
+		lines:       make([]atomic.Uint64, n.layout.Segments),
 		incarnation: rand.Uint64() | 1,
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
@@ -136,6 +156,7 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	owned := epoch == 0
 	if owned {
 		epoch = m.Runtime[p].Epoch
+		r.lines[segment].Store(epoch)
 	}
 	op := durability.Op{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
 		Kind: durability.OpDelete, Time: r.n.cfg.Clock.Now().UnixNano()}
@@ -282,7 +303,8 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}
 	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
-	if s := req.Snapshot; s != nil {
+	for i := range req.Snapshots {
+		s := &req.Snapshots[i]
 		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
 			return replicateReply{Status: status, Epoch: epoch, Segment: s.Segment}
 		}
@@ -298,6 +320,7 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		}
 		applied, have := r.n.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op))
 		if applied {
+			r.lines[seg].Store(req.senderEpoch(seg, op.Epoch, r.n.layout))
 			r.stats.opsApplied.Add(1)
 		} else if op.Revision > have+1 {
 			r.stats.gaps.Add(1)
@@ -306,8 +329,14 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 	}
 	for _, seg := range req.Probe {
 		if seg >= 0 && seg < r.n.layout.Segments {
-			reply.Revisions[seg] = r.n.store.revision(seg)
+			if reply.Lines == nil {
+				reply.Lines = map[int]uint64{}
+			}
+			reply.Revisions[seg], reply.Lines[seg] = r.n.store.revision(seg), r.lines[seg].Load()
 		}
+	}
+	if len(req.Pull) > 0 {
+		return r.servePull(req, reply)
 	}
 	return reply
 }
@@ -371,6 +400,7 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
 	}
 	r.n.store.restore(seg, revision, keys, entries)
+	r.lines[seg].Store(epoch)
 	r.log.reset(seg)
 	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)
 }
@@ -421,7 +451,8 @@ func (r *replication) snapshotStats() ReplicationStats {
 		OpsSent: s.opsSent.Load(), BytesSent: s.bytesSent.Load(), SnapshotsSent: s.snapshotsSent.Load(),
 		OpsApplied: s.opsApplied.Load(), SnapshotsApplied: s.snapshotsApplied.Load(), Gaps: s.gaps.Load(),
 		RejectedStaleEpoch: s.rejected.Load(), InSyncDecisions: s.inSyncDecisions.Load(),
-		RecoveredOps: s.recoveredOps.Load(),
+		RecoveredOps: s.recoveredOps.Load(), Recoveries: s.recoveries.Load(), PulledSegments: s.pulledSegments.Load(),
+		Resyncs: s.resyncs.Load(),
 	}
 }
 

@@ -343,8 +343,9 @@ func FuzzDecodeReplicateRequest(f *testing.F) {
 		{From: "n1", Probe: []int{0, 7}},
 		{From: "n2", Ops: []durability.Op{{Segment: 3, Revision: 9, Epoch: 2, Kind: durability.OpPut, Key: "k",
 			Value: []byte("v"), ExpireAt: 5, Version: 4, Time: 6}}},
-		{From: "n3", Snapshot: &segmentSnapshot{Segment: 1, Revision: 2, Epoch: 3,
-			Entries: []durability.Entry{{Key: "a", Value: []byte("b"), ExpireAt: 1, Version: 2}}}},
+		{From: "n3", Snapshots: []segmentSnapshot{{Segment: 1, Revision: 2, Epoch: 3,
+			Entries: []durability.Entry{{Key: "a", Value: []byte("b"), ExpireAt: 1, Version: 2}}}}},
+		{From: "n4", Epochs: map[int]uint64{2: 7}, Pull: []int{16, 17}},
 	}
 	for i := range seeds {
 		b, err := encode(&seeds[i])
