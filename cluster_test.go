@@ -81,6 +81,7 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	cfg.BootstrapExpect = bootstrapExpect
 	cfg.Join = seeds
 	cfg.Dialer = c.faults.Dialer(name, nil)
+	cfg.gossipTransport = c.faults.GossipTransport
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
@@ -93,7 +94,7 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	if err != nil {
 		c.t.Fatalf("join %s: %v", name, err)
 	}
-	c.faults.Register(name, n.DataAddr())
+	c.register(n)
 	cfg.GossipAddr, cfg.DataAddr = n.GossipAddr(), n.DataAddr()
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
@@ -118,10 +119,17 @@ func (c *testCluster) restart(i int) *Node {
 	if err != nil {
 		c.t.Fatalf("restart %s: %v", cfg.Name, err)
 	}
+	c.register(n)
 	c.mu.Lock()
 	c.nodes[i] = n
 	c.mu.Unlock()
 	return n
+}
+
+// register attributes n's data and gossip addresses to n, so that faults on its links cut both.
+func (c *testCluster) register(n *Node) {
+	c.faults.Register(string(n.id), n.DataAddr())
+	c.faults.Register(string(n.id), n.GossipAddr())
 }
 
 // live returns the running nodes.

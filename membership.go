@@ -100,14 +100,51 @@ func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*members
 	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
 	sc.BroadcastTimeout = 10 * cfg.Timing.GossipInterval
 	sc.Logger = ml.Logger
+	if cfg.gossipTransport != nil {
+		nt, err := newNetTransport(ml)
+		if err != nil {
+			return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
+		}
+		ml.Transport = cfg.gossipTransport(cfg.Name, nt)
+	}
 	s, err := serf.Create(sc)
 	if err != nil {
+		if ml.Transport != nil {
+			ml.Transport.Shutdown() // memberlist leaves a transport it was given open when it fails to start
+		}
 		return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
 	}
 	m.serf = s
 	local := s.Memberlist().LocalNode()
 	m.addr = net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
 	return m, nil
+}
+
+// newNetTransport binds memberlist's default transport as memberlist.Create would, so that it can be wrapped:
+// a free port (BindPort 0) is retried when another bind takes it first, and ml is set to the port bound.
+func newNetTransport(ml *memberlist.Config) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{
+		BindAddrs:    []string{ml.BindAddr},
+		BindPort:     ml.BindPort,
+		Logger:       ml.Logger,
+		MetricLabels: ml.MetricLabels,
+	}
+	attempts := 1
+	if ml.BindPort == 0 {
+		attempts = 10 // the port is bound for TCP first, then for UDP, which another process may hold
+	}
+	var err error
+	for range attempts {
+		var nt *memberlist.NetTransport
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			if ml.BindPort == 0 {
+				ml.BindPort = nt.GetAutoBindPort()
+				ml.AdvertisePort = ml.BindPort
+			}
+			return nt, nil
+		}
+	}
+	return nil, fmt.Errorf("gossip transport on %s: %w", net.JoinHostPort(ml.BindAddr, strconv.Itoa(ml.BindPort)), err)
 }
 
 // join contacts existing members. A refusal caused by differing cluster parameters is reported as

@@ -132,8 +132,11 @@ func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
 	s.c.kill(s.ownerIdx)
 	s.c.faults.HealAll()
 	s.promoted(t)
-	st := s.inSync.ReplicationStats()
-	if st.Recoveries != 1 || st.PulledSegments == 0 {
+	// The owner counts a recovery once the leader's decision is applied, just after the map shows it.
+	waitFor(t, 5*time.Second, "the new owner to count its recovery", func() bool {
+		return s.inSync.ReplicationStats().Recoveries > 0
+	})
+	if st := s.inSync.ReplicationStats(); st.Recoveries != 1 || st.PulledSegments == 0 {
 		t.Fatalf("new owner: %d recoveries, %d segments pulled; want 1 recovery pulling from the peer", st.Recoveries, st.PulledSegments)
 	}
 	for _, seg := range s.segments {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -12,7 +13,8 @@ import (
 // Faults injects network faults between named nodes, for tests of clusters running in one process. Every
 // connection is dialed through some node's Dialer, so the wrapped connection on the dialing side enforces
 // both directions: its writes obey the dialer-to-peer link and its reads the peer-to-dialer link. Faults
-// stall or slow bytes; they never drop, reorder or split them.
+// stall or slow bytes; they never drop, reorder or split them. Gossip packets are the exception: see
+// GossipTransport.
 type Faults struct {
 	mu      sync.Mutex
 	names   map[string]string // listening address -> node name
@@ -44,7 +46,7 @@ func NewFaults() *Faults {
 func (f *Faults) Register(name, addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.names[addr] = name
+	f.names[addrKey(addr)] = name
 }
 
 // Dialer returns a Dialer for node from: its connections are subject to the faults of their links.
@@ -136,10 +138,27 @@ func (f *Faults) state(from, to string) (linkFault, <-chan struct{}) {
 func (f *Faults) nameOf(addr string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if name, ok := f.names[addr]; ok {
+	if name, ok := f.names[addrKey(addr)]; ok {
 		return name
 	}
 	return addr
+}
+
+// addrKey is the form addresses are registered and looked up under, so that spellings of one "ip:port"
+// (an IPv4-mapped IPv6 address, say) name the same node. Anything else is kept as given.
+func addrKey(addr string) string {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+}
+
+// fault returns what currently afflicts from -> to.
+func (f *Faults) fault(from, to string) linkFault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.links[link{from, to}]
 }
 
 // waitDialable blocks while either direction between from and to is blackholed, as a dial across a cut
@@ -186,9 +205,14 @@ func (d *faultDialer) DialContext(ctx context.Context, network, address string) 
 	if err != nil {
 		return nil, err
 	}
-	c := &faultConn{Conn: conn, faults: d.faults, from: d.from, to: to, closed: make(chan struct{})}
-	d.faults.track(c)
-	return c, nil
+	return d.faults.wrap(conn, d.from, to), nil
+}
+
+// wrap gates conn, dialed by node from to node to, by the faults of both directions, and tracks it for Reset.
+func (f *Faults) wrap(conn net.Conn, from, to string) net.Conn {
+	c := &faultConn{Conn: conn, faults: f, from: from, to: to, closed: make(chan struct{})}
+	f.track(c)
+	return c
 }
 
 // faultConn is a connection dialed by node from to node to, gated by the faults of both directions.

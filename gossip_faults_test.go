@@ -1,0 +1,49 @@
+package zaris
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+)
+
+// TestIsolatedNodeIsDeclaredFailed cuts a non-leader from both other nodes: their gossip must declare it
+// failed, as it would a crashed node, and alive again once the links heal.
+func TestIsolatedNodeIsDeclaredFailed(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	isolated := c.node((c.leader() + 1) % 3)
+	var others []*Node
+	for _, n := range c.live() {
+		if n != isolated {
+			others = append(others, n)
+			c.faults.Partition(string(isolated.id), string(n.id))
+		}
+	}
+	waitFor(t, 10*time.Second, "the isolated node declared failed", func() bool {
+		return seenAs(others, isolated.id, serf.StatusFailed)
+	})
+	c.faults.HealAll()
+	waitFor(t, 10*time.Second, "the healed node alive again", func() bool {
+		return seenAs(others, isolated.id, serf.StatusAlive)
+	})
+}
+
+// seenAs reports whether every node in observers has member id in status.
+func seenAs(observers []*Node, id NodeID, status serf.MemberStatus) bool {
+	for _, n := range observers {
+		if memberStatus(n, id) != status {
+			return false
+		}
+	}
+	return true
+}
+
+// memberStatus returns the status n's gossip gives member id; StatusNone when it does not know it.
+func memberStatus(n *Node, id NodeID) serf.MemberStatus {
+	for _, m := range n.members.members() {
+		if m.ID == id {
+			return m.Status
+		}
+	}
+	return serf.StatusNone
+}
