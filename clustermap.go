@@ -297,8 +297,16 @@ func (m *ClusterMap) promote(p int, epoch uint64, to, source NodeID) {
 	st.Epoch++
 	m.Promotions++
 	if to == "" {
-		st.Owner, st.Health, st.InSync = "", Unavailable, nil
+		// The nodes that held every acknowledged write stay listed: one that comes back as the same
+		// process may be given the partition again.
+		if st.Owner != "" {
+			st.InSync = append(slices.Clone(st.InSync), st.Owner)
+		}
+		st.Owner, st.Health = "", Unavailable
 		return
+	}
+	if st.Owner == "" && !slices.Contains(st.InSync, to) {
+		st.InSync = nil // recreated: no copy of the partition's history is in sync with the new one
 	}
 	st.Owner, st.Health, st.Source = to, Degraded, ""
 	if source != "" {

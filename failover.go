@@ -46,7 +46,7 @@ func (n *Node) handleFailures(members []member) error {
 			return err
 		}
 	}
-	return nil
+	return n.reviveLost(members)
 }
 
 // answers reports whether node id replies on the data transport within a probe timeout.
@@ -59,9 +59,36 @@ func (n *Node) answers(id NodeID) bool {
 }
 
 // failOver promotes every partition actively owned by the dead node to its most caught-up live in-sync
-// replica, or leaves it Unavailable when there is none. Each candidate is asked once for its revisions of
-// all those partitions.
+// replica, or leaves it Unavailable when there is none.
 func (n *Node) failOver(dead NodeID, members []member) error {
+	return n.promoteEach(n.partitionsWhere(func(st PartitionState) bool { return st.Owner == dead }), members, true)
+}
+
+// reviveLost gives each Unavailable partition back to a node that held every acknowledged write of it when
+// it was lost (the map keeps those in its in-sync set), once one is alive again as the same process.
+func (n *Node) reviveLost(members []member) error {
+	lost := n.partitionsWhere(func(st PartitionState) bool { return st.Health == Unavailable && len(st.InSync) > 0 })
+	if len(lost) == 0 {
+		return nil
+	}
+	return n.promoteEach(lost, members, false)
+}
+
+// partitionsWhere lists the partitions whose state satisfies cond in the current map.
+func (n *Node) partitionsWhere(cond func(PartitionState) bool) []int {
+	var parts []int
+	for p, st := range n.fsm.clusterMap().Runtime {
+		if cond(st) {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+// promoteEach promotes each partition of parts to its most caught-up live in-sync replica, with a source
+// to sync from first when a live peer holds more. With giveUp, a partition with no in-sync replica left
+// becomes Unavailable; without, it stays as it is. Each candidate is asked once for its revisions.
+func (n *Node) promoteEach(parts []int, members []member, giveUp bool) error {
 	alive := map[NodeID]bool{}
 	for _, m := range members {
 		if m.Status == serf.StatusAlive {
@@ -69,31 +96,27 @@ func (n *Node) failOver(dead NodeID, members []member) error {
 		}
 	}
 	m := n.fsm.clusterMap()
-	var owned []int
-	for p, st := range m.Runtime {
-		if st.Owner == dead {
-			owned = append(owned, p)
-		}
-	}
 	probe := &revisionProbe{n: n, answers: map[NodeID]probeAnswer{}}
-	for _, p := range owned {
+	for _, p := range parts {
 		first, end := n.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
 			probe.segments = append(probe.segments, s)
 		}
 	}
-	for _, p := range owned {
+	for _, p := range parts {
 		st := m.Runtime[p]
 		to, unsure := n.pickSuccessor(p, st, alive, probe)
-		if to == "" && unsure {
-			n.log.Warn("failover waits: no live in-sync replica answered", "partition", p, "from", dead)
+		if to == "" && (unsure || !giveUp) {
+			if unsure {
+				n.log.Warn("failover waits: no live in-sync replica answered", "partition", p, "from", st.Owner)
+			}
 			continue // try again at the next reconcile rather than give up a copy that may be intact
 		}
 		var source NodeID
 		if to != "" {
 			source = n.pickSource(p, st, to, alive, probe)
 		}
-		n.log.Warn("failing over partition", "partition", p, "from", dead, "to", to, "epoch", st.Epoch+1, "source", source)
+		n.log.Warn("failing over partition", "partition", p, "from", st.Owner, "to", to, "epoch", st.Epoch+1, "source", source)
 		cmd := &command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}, Source: source}
 		if err := n.commit(cmd); err != nil {
 			return err
@@ -184,8 +207,10 @@ func (rp *revisionProbe) ask(id NodeID) probeAnswer {
 // replicates discards its copy: writes it applied but never got acknowledged must not survive beside the
 // new owner's history, so it starts again from the new owner's snapshot. A clean hand-over is the
 // exception: the old owner sealed the partition and the new one took everything it had, so the copies are
-// equal. A node no longer assigned a partition drops its copy, and so does a node given a partition that
-// had no owner left: what it holds may be older than what was acknowledged, and the partition starts
+// equal, and so is an owner cut off until its partition was declared lost: the map still lists it among
+// the nodes holding every acknowledged write, and it may be given the partition back. A node no longer
+// assigned a partition drops its copy, and so does a node given a partition that had no owner left
+// without holding it: what it holds may be older than what was acknowledged, and the partition starts
 // again empty. This runs before the node serves under next.
 func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	if old == nil || old.Version == 0 || len(old.Runtime) != len(next.Runtime) {
@@ -193,18 +218,21 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	}
 	for p, st := range next.Runtime {
 		was := old.Runtime[p]
-		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id
+		holder := st.Owner == "" && slices.Contains(st.InSync, r.n.id) // of a lost partition; it may serve again
+		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id || holder
 		switch {
 		case !assigned && (was.Owner == r.n.id || slices.Contains(old.Assignment[p], r.n.id)):
 			r.discard(p, st.Epoch)
 			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
-		case was.Owner == "" && st.Owner == r.n.id && st.Epoch != was.Epoch:
+		case was.Owner == "" && st.Owner == r.n.id && st.Epoch != was.Epoch && !slices.Contains(was.InSync, r.n.id):
 			r.discard(p, st.Epoch)
 			r.resyncReplicas(p, next)
 			r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
 		case st.Owner == r.n.id && was.Owner != r.n.id && !handedOver(was, st):
 			r.resyncReplicas(p, next)
 		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
+		case holder:
+			r.n.log.Warn("partition lost while this node was cut off; keeping its copy to serve it again", "partition", p)
 		default:
 			r.discard(p, st.Epoch)
 			r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)

@@ -223,3 +223,47 @@ func TestHealingWaitsForCooldown(t *testing.T) {
 		t.Fatalf("partition %d went from epoch %d to %d over three flaps; want one healing epoch", p, epoch, got)
 	}
 }
+
+// TestLostPartitionReturnsWithItsOwner cuts an owner from its only replica, so it alone holds its latest
+// acknowledged write, then from everyone: the partition is declared lost (Unavailable). When the owner
+// comes back as the same process, it is given the partition again and the write is readable.
+func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	leader := c.node(c.leader())
+	m := c.currentMap()
+	p := slices.IndexFunc(m.Assignment, func(nodes []NodeID) bool { return !slices.Contains(nodes, leader.id) })
+	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
+	key := keyInPartition(m.Layout(), "kept", p)
+
+	c.faults.Partition(string(owner.id), string(replica.id))
+	if err := owner.Put(ctx, key, []byte("only on the owner")); err != nil {
+		t.Fatal(err)
+	}
+	if st := leader.ClusterMap().Runtime[p]; len(st.InSync) != 0 {
+		t.Fatalf("in-sync set %v after a write the replica could not get; want it empty", st.InSync)
+	}
+	c.faults.Partition(string(owner.id), string(leader.id))
+	waitFor(t, 20*time.Second, "the cut-off owner's partition to be declared lost", func() bool {
+		return leader.ClusterMap().Runtime[p].Health == Unavailable
+	})
+	if _, err := leader.Get(ctx, key); !errors.Is(err, ErrPartitionUnavailable) {
+		t.Fatalf("get from a lost partition: err = %v; want ErrPartitionUnavailable", err)
+	}
+	c.faults.HealAll()
+	waitFor(t, 20*time.Second, "every node to see the owner given its partition back", func() bool {
+		for _, n := range c.live() {
+			if st := n.ClusterMap().Runtime[p]; st.Owner != owner.id || st.Health == Unavailable {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.live() {
+		if got, err := n.Get(ctx, key); err != nil || string(got) != "only on the owner" {
+			t.Fatalf("get %q through %s = %q, %v", key, n.id, got, err)
+		}
+	}
+	c.waitHealthy(30 * time.Second)
+}

@@ -97,6 +97,7 @@ func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*members
 	sc.EventCh = m.events
 	sc.Merge = &mergeGuard{m: m, want: tags}
 	sc.LeavePropagateDelay = 2 * cfg.Timing.GossipInterval
+	sc.ReconnectInterval = cfg.Timing.Reconnect
 	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
 	sc.BroadcastTimeout = 10 * cfg.Timing.GossipInterval
 	sc.Logger = ml.Logger

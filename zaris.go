@@ -64,6 +64,9 @@ type Timing struct {
 	// SuspicionMult scales how long a suspected member has to refute the suspicion before gossip reports
 	// it failed (in probe intervals, grown slowly with the cluster's size).
 	SuspicionMult int
+	// Reconnect is how often gossip tries to reach the members it reported failed: after a network
+	// partition heals, both sides see each other again within about this long.
+	Reconnect time.Duration
 }
 
 // LANTiming returns timings for a cluster on a local-area network.
@@ -78,6 +81,7 @@ func LANTiming() Timing {
 		ProbeTimeout:    500 * time.Millisecond,
 		Reconcile:       time.Second,
 		SuspicionMult:   4,
+		Reconnect:       5 * time.Second,
 	}
 }
 
@@ -93,6 +97,7 @@ func LocalTiming() Timing {
 		ProbeTimeout:    100 * time.Millisecond,
 		Reconcile:       200 * time.Millisecond,
 		SuspicionMult:   2,
+		Reconnect:       500 * time.Millisecond,
 	}
 }
 
@@ -262,7 +267,7 @@ func (c *Config) validate() error {
 		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
 	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
 		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
-		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0:
+		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0 || c.Timing.Reconnect <= 0:
 		return bad("every Timing field must be positive")
 	}
 	if c.WriteConcern == 0 {
