@@ -657,6 +657,8 @@ func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *repl
 		reply = n.applyStore(ctx, it.Op, seg, &it.Req)
 		if n.awaitsReplicas(it.Op, &it.Req, &reply) {
 			waits.add(seg, n.store.revision(seg), pos)
+		} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
+			waits.add(seg, rev, pos)
 		}
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.

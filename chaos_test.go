@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -468,6 +469,7 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	r.Unavailability = cr.acks.gaps(cr.start, cr.healed, 100*time.Millisecond)
 	r.SplitBrain = cr.acks.splitBrain()
 	r.Notes = append(r.Notes, fmt.Sprintf("every partition writable %v after the final heal", writable.Round(time.Millisecond)))
+	r.Notes = append(r.Notes, dumpViolations(cr.t, ops, r.Linear.ViolatingKeys)...)
 	if diff := replicaDifferences(cr.c); diff != "" {
 		r.Notes = append(r.Notes, "replicas differ: "+diff)
 		r.SplitBrain = append(r.SplitBrain, "replicas did not converge: "+diff)
@@ -519,6 +521,34 @@ func chaosDuration(t *testing.T) time.Duration {
 		return 10 * time.Second
 	}
 	return 45 * time.Second
+}
+
+// dumpViolations writes the history of each key that is not linearizable to a file in ZARIS_CHAOS_DUMP, when
+// set, and returns a note naming each file.
+func dumpViolations(t *testing.T, ops []chaos.Op, keys []string) []string {
+	dir := os.Getenv("ZARIS_CHAOS_DUMP")
+	if dir == "" {
+		return nil
+	}
+	var notes []string
+	for _, k := range keys {
+		path := filepath.Join(dir, "history-"+k+".txt")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Errorf("dump history of %s: %v", k, err)
+			continue
+		}
+		err = chaos.WriteKeyHistory(f, ops, k)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Errorf("dump history of %s: %v", k, err)
+			continue
+		}
+		notes = append(notes, "history of "+k+" written to "+path)
+	}
+	return notes
 }
 
 func logReport(t *testing.T, r *chaos.Report) {

@@ -218,6 +218,9 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	}
 	for p, st := range next.Runtime {
 		was := old.Runtime[p]
+		if st.Owner == r.n.id && was.Owner != r.n.id {
+			r.forgetConfirmed(p)
+		}
 		holder := st.Owner == "" && slices.Contains(st.InSync, r.n.id) // of a lost partition; it may serve again
 		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id || holder
 		switch {

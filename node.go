@@ -286,6 +286,10 @@ func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvReq
 		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
 			return kvReply{Status: status}
 		}
+	} else if rev, wait := n.unconfirmed(op, seg, &reply); wait {
+		if status := n.repl.awaitReplicas(ctx, seg, rev); status != StatusSuccess {
+			return kvReply{Status: status}
+		}
 	}
 	if n.cfg.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
 		n.observeAck(seg)

@@ -121,6 +121,8 @@ type replication struct {
 	// because a new owner that did not take the partition over in a hand-over first resends each replica
 	// a whole snapshot. 0: not known (a copy reloaded from disk).
 	lines []atomic.Uint64
+	// committed holds, per segment this node owns, a revision every in-sync replica holds (visibility.go).
+	committed []atomic.Uint64
 	// incarnation is random per process, so owners notice when a replica restarted.
 	incarnation uint64
 	stats       replicationStats
@@ -142,6 +144,7 @@ func newReplication(n *Node) *replication {
 		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
 		fence:       make([]atomic.Uint64, n.layout.Partitions),
 		lines:       make([]atomic.Uint64, n.layout.Segments),
+		committed:   make([]atomic.Uint64, n.layout.Segments),
 		incarnation: rand.Uint64() | 1,
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
@@ -218,6 +221,7 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 		}
 		r.waitJoining(ctx, joining, st.InSync, segment, revision)
 		if len(lagging) == 0 {
+			r.confirm(segment, revision)
 			return status
 		}
 		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)

@@ -3,6 +3,9 @@
 package chaos
 
 import (
+	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -85,4 +88,24 @@ func (h *History) Ops() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]Op(nil), h.ops...)
+}
+
+// WriteKeyHistory writes every op on key, in call order, one per line, with start and end times relative
+// to the history's first call: the evidence to read when a key's history is not linearizable.
+func WriteKeyHistory(w io.Writer, ops []Op, key string) error {
+	base := earliestStart(ops)
+	var mine []Op
+	for _, op := range ops {
+		if op.Key == key {
+			mine = append(mine, op)
+		}
+	}
+	slices.SortFunc(mine, func(a, b Op) int { return a.Start.Compare(b.Start) })
+	for _, op := range mine {
+		_, err := fmt.Fprintf(w, "%12v %12v client %-3d %s %q %s\n", op.Start.Sub(base), op.End.Sub(base), op.Client, op.Kind, op.Value, op.Outcome)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

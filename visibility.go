@@ -1,0 +1,45 @@
+package zaris
+
+import "github.com/zaris-go/zaris/transport"
+
+// Read visibility. An owner applies a write to its own copy before its replicas have it, so a read served
+// in between could return a value that a failover then loses: a later read would go back in time. Under
+// the Sync concern an owner therefore answers a read only once every in-sync replica holds the segment's
+// state the read saw. It keeps, per segment, a revision known to be on every in-sync replica; a read of a
+// segment whose revision is beyond it waits for the replicas, exactly as a Sync write does, and shares
+// its outcome. With the Async concern reads never wait: a write acknowledged Async may be lost anyway.
+
+// unconfirmed returns the revision a reply of op on seg reveals and whether the in-sync replicas must
+// confirm it before the reply is sent. Writes that wait for their replicas confirm themselves.
+func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision uint64, wait bool) {
+	if n.cfg.WriteConcern != Sync || !revealsState(op, reply) {
+		return 0, false
+	}
+	revision = n.store.revision(seg)
+	return revision, revision > n.repl.committed[seg].Load()
+}
+
+// revealsState reports whether the reply tells something about the stored state without having written:
+// a read, a not-found answer, or a conditional put that found its condition false.
+func revealsState(op transport.Op, reply *kvReply) bool {
+	return readOnly(op) || reply.Status == StatusNotFound || op == opPutIf && reply.Status == StatusSuccess && reply.Int == 0
+}
+
+// confirm records that every in-sync replica holds segment up to revision.
+func (r *replication) confirm(segment int, revision uint64) {
+	for {
+		cur := r.committed[segment].Load()
+		if revision <= cur || r.committed[segment].CompareAndSwap(cur, revision) {
+			return
+		}
+	}
+}
+
+// forgetConfirmed drops what this node knew to be confirmed of partition p: it has just become its owner,
+// and its in-sync replicas have yet to show what they hold.
+func (r *replication) forgetConfirmed(p int) {
+	first, end := r.n.layout.PartitionSegments(p)
+	for s := first; s < end; s++ {
+		r.committed[s].Store(0)
+	}
+}

@@ -1,0 +1,48 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReadNeverSeesUnreplicatedWrite cuts an owner off from everyone just as it applies a Sync write. The
+// write cannot reach the replica, so it must not be acknowledged, and a read through the owner meanwhile
+// must not return it either: a failover to the replica would lose it, and the read would have seen a value
+// that never was.
+func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	owner := c.node((c.leader() + 1) % 3)
+	key := c.keyOwnedBy("visible", owner)
+	if err := owner.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	seg := owner.layout.KeySegment(key)
+	for _, other := range c.live() {
+		if other != owner {
+			c.faults.Partition(string(owner.id), string(other.id))
+		}
+	}
+	put := make(chan error, 1)
+	go func() { put <- owner.Put(ctx, key, []byte("v2")) }()
+	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
+		v, _, ok := owner.store.get(seg, key)
+		return ok && string(v) == "v2"
+	})
+	getCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	got, err := owner.Get(getCtx, key)
+	if err == nil && string(got) == "v2" {
+		t.Fatal("a read returned a write no replica holds")
+	}
+	if err := <-put; err == nil {
+		t.Fatal("a write no replica could receive was acknowledged")
+	}
+	if err != nil && !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrPartitionUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read through the cut-off owner: err = %v", err)
+	}
+	c.faults.HealAll()
+}
