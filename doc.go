@@ -77,12 +77,20 @@
 //     applied in the order the owner receives them.
 //   - A Sync write that was acknowledged is on the owner and on every replica in the in-sync set at the time
 //     of the acknowledgement.
+//   - Under the Sync concern a read reveals only state that every in-sync replica holds: an owner that has
+//     applied a write its replicas lack answers a read of that segment once they have it, as the write
+//     itself waits, so no read returns a value a failover could then lose. Under Async reads never wait.
 //   - Failover: when gossip reports an owner failed, the raft leader re-checks it directly and, if it stays
 //     silent for FailoverTimeout, promotes each of its partitions to the live in-sync replica holding the
-//     most of it, under a higher epoch; the partition map itself does not change. With no live in-sync
-//     replica the partition becomes Unavailable (ErrPartitionUnavailable, never a false ErrNotFound). After
-//     EvictionTimeout it is recreated, empty, on a live node: what it held is lost, and reads then find
-//     nothing. A node that restarts leaves every in-sync set until it has caught up; a restarted owner
+//     most of it, under a higher epoch; the partition map itself does not change. If another live copy of
+//     the same history holds more than that replica (writes acknowledged Async, or not acknowledged), the
+//     new owner is Recovering: it copies what it lacks from that copy before it serves (clients get
+//     ErrOwnershipChanging meanwhile). A new owner by failover checks that each replica's copy is a prefix
+//     of its own and resends it whole when it is not. With no live in-sync replica the partition becomes
+//     Unavailable (ErrPartitionUnavailable, never a false ErrNotFound); the map keeps the nodes that held
+//     it, and the first of them to come back as the same process (one that was cut off, not restarted) is
+//     given it again. After EvictionTimeout it is recreated, empty, on a live node: what it held is lost,
+//     and reads then find nothing. A node that restarts leaves every in-sync set until it has caught up; a restarted owner
 //     serves nothing until the partitions its previous process owned have failed over; a deposed owner
 //     discards its copy and takes the new owner's. If an in-sync replica cannot be reached, the leader waits
 //     rather than declare the partition Unavailable.
@@ -100,7 +108,7 @@
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
-//     acknowledged but may still be visible on the owner.
+//     acknowledged but may still take effect later.
 //   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
 //     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned and are
 //     reclaimed in the background.
