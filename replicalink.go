@@ -92,6 +92,12 @@ func (l *replicaLink) markResync(s int, step resyncStep) {
 func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	l.lock()
+	if _, known := l.acked[segment]; !known {
+		l.dirty[segment]++ // nothing may be on its way to the replica: make the link ask where it stands
+	}
+	l.unlock()
+	signal(l.wake)
 	for {
 		l.lock()
 		acked, known := l.acked[segment]

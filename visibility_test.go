@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -45,4 +46,41 @@ func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
 		t.Fatalf("read through the cut-off owner: err = %v", err)
 	}
 	c.faults.HealAll()
+}
+
+// TestReadsAfterHandOverKeepReplicasInSync reads every key once a rebalance has handed partitions to a new
+// owner. The new owner does not know yet what its replicas hold, so its first read of each segment must
+// make it ask them, rather than wait for a write that never comes and drop them from the in-sync set.
+func TestReadsAfterHandOverKeepReplicasInSync(t *testing.T) {
+	c := startCluster(t, 2, replicated(2))
+	ctx := bg(t)
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("handed-%d", i)
+		if err := c.node(0).Put(ctx, keys[i], []byte(keys[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.add(1)
+	c.waitHealthy(30 * time.Second)
+	decisions := func() (total uint64) {
+		for _, n := range c.live() {
+			total += n.ReplicationStats().InSyncDecisions
+		}
+		return total
+	}
+	before := decisions()
+	for _, k := range keys {
+		if got, err := c.node(2).Get(ctx, k); err != nil || string(got) != k {
+			t.Fatalf("get %q = %q, %v", k, got, err)
+		}
+	}
+	if after := decisions(); after != before {
+		t.Fatalf("reads changed in-sync sets %d times; want none", after-before)
+	}
+	for p, st := range c.currentMap().Runtime {
+		if st.Health != Healthy {
+			t.Fatalf("partition %d is %s after the reads", p, st.Health)
+		}
+	}
 }
