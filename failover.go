@@ -259,11 +259,11 @@ func handedOver(was, st PartitionState) bool {
 	return len(was.Target) > 0 && st.Target == nil && st.Owner == was.Target[0] && st.Epoch == was.Epoch+1
 }
 
-// discard empties this node's copy of partition p in memory and fences epochs before epoch.
+// discard empties this node's copy of partition p, in memory and on disk, and fences epochs before epoch.
 func (r *replication) discard(p int, epoch uint64) {
 	first, end := r.n.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
-		r.installSnapshotEntries(s, 0, epoch, nil)
+		r.replaceSegment(s, 0, epoch, nil)
 	}
 }
 

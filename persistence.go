@@ -25,10 +25,14 @@ type diskLog struct {
 	queue []diskItem
 }
 
-// diskItem is an op, or a snapshot that replaces its segment's state up to its revision.
+// diskItem is an op, or a snapshot of its segment's state up to its revision. A snapshot that replaces
+// the segment (replace) is written over an emptied segment: it may follow another history, at a lower
+// revision than the log reached, so none of the log's ops may survive it. A checkpoint of the node's own
+// state (trim) is not one: ops newer than it may already be in the log.
 type diskItem struct {
-	op   durability.Op
-	snap *durability.Snapshot
+	op      durability.Op
+	snap    *durability.Snapshot
+	replace bool
 }
 
 // openDiskLog opens the Pebble store under dir.
@@ -78,7 +82,7 @@ func (d *diskLog) flush() {
 		}
 		d.commitOps(ops)
 		ops = ops[:0]
-		d.commitSnapshot(it.snap)
+		d.commitSnapshot(it.snap, it.replace)
 	}
 	d.commitOps(ops)
 }
@@ -94,9 +98,16 @@ func (d *diskLog) commitOps(ops []durability.Op) {
 	d.written.Add(uint64(len(ops)))
 }
 
-// commitSnapshot saves a segment snapshot and drops the ops it covers.
-func (d *diskLog) commitSnapshot(s *durability.Snapshot) {
-	err := d.store.SaveSnapshot(s)
+// commitSnapshot saves a segment snapshot and drops the ops it covers; one that replaces the segment
+// first resets it, so the log resumes right after the snapshot whatever it held.
+func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) {
+	var err error
+	if replace {
+		err = d.store.ResetSegment(s.Segment)
+	}
+	if err == nil {
+		err = d.store.SaveSnapshot(s)
+	}
 	if err == nil {
 		err = d.store.TruncateBefore(s.Segment, s.Revision+1)
 	}
@@ -144,6 +155,7 @@ func (d *diskLog) loadSegment(seg int) (int, error) {
 		}
 		d.n.repl.raiseFence(d.n.layout.SegmentPartition(seg), op.Epoch)
 	}
+	d.n.repl.lines[seg].Store(0) // which owner's history a reloaded copy follows is unknown
 	return len(ops), nil
 }
 

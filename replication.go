@@ -387,12 +387,19 @@ func (r *replication) admit(segment int, epoch uint64) (Status, uint64) {
 
 // installSnapshot replaces a segment with the owner's snapshot, on disk too.
 func (r *replication) installSnapshot(s *segmentSnapshot) {
-	r.installSnapshotEntries(s.Segment, s.Revision, s.Epoch, s.Entries)
-	if r.n.disk != nil {
-		r.n.disk.enqueue(diskItem{snap: &durability.Snapshot{
-			Segment: uint32(s.Segment), Revision: s.Revision, Epoch: s.Epoch, Entries: s.Entries}})
-	}
+	r.replaceSegment(s.Segment, s.Revision, s.Epoch, s.Entries)
 	r.stats.snapshotsApplied.Add(1)
+}
+
+// replaceSegment replaces a segment's content in memory and, with a data dir, on disk, where the
+// snapshot drops whatever the log held: the copy replaced may follow another history, at a higher
+// revision, and none of it may come back at restart.
+func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []durability.Entry) {
+	r.installSnapshotEntries(seg, revision, epoch, snap)
+	if r.n.disk != nil {
+		r.n.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
+			Segment: uint32(seg), Revision: revision, Epoch: epoch, Entries: snap}})
+	}
 }
 
 // installSnapshotEntries replaces a segment's content in memory and restarts its op log after revision.

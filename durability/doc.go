@@ -9,10 +9,10 @@
 //
 // # Durability
 //
-// Appends, truncations and snapshot saves are not synced: each is one Pebble batch written to the WAL
-// without fsync, which keeps the write path cheap. A crash of the process or the machine may therefore
-// lose the latest of them, but never reorders them or damages earlier ones: the log after restart is a
-// prefix of the one before. A replica that lost its tail this way reports lower bounds and catches up
+// Appends, truncations, resets and snapshot saves are not synced: each is one Pebble batch written to
+// the WAL without fsync, which keeps the write path cheap. A crash of the process or the machine may
+// therefore lose the latest of them, but never reorders them or damages earlier ones: the log after
+// restart is a prefix of the one before. A replica that lost its tail this way reports lower bounds and catches up
 // from a peer like any replica that is behind. Sync makes everything written so far durable, and so
 // does a clean Close.
 //
@@ -23,14 +23,17 @@
 // ErrOutOfOrder, segment by segment: a refused segment gets none of the call's ops, the others all of
 // theirs. TruncateBefore drops the head of the log for retention, and also sets where an empty
 // log resumes: a replica that installs a snapshot at revision r calls SaveSnapshot then
-// TruncateBefore(segment, r+1), and appends from r+1 on. See Store for the exact bounds.
+// TruncateBefore(segment, r+1), and appends from r+1 on. A snapshot that replaces the segment with
+// another history, possibly at a lower revision than the log holds, is preceded by ResetSegment, which
+// drops the segment's ops and snapshot as if it had never been written. See Store for the exact bounds.
 //
 // # Layout on disk
 //
 // Pebble keys are a prefix byte, the big-endian segment and, for ops, the big-endian revision, so one
 // segment's ops are contiguous and ordered: 'o' segment revision holds an op (its log offset, then its
 // msgpack encoding from AppendOp), 's' segment a snapshot (AppendSnapshot), 'f' segment the revision
-// of the last truncation. Truncation is one range deletion. Bounds and log sizes are rebuilt at open
+// of the last truncation. Truncation is one range deletion; a reset is one batch of a range deletion
+// of the ops and deletions of the snapshot and the floor. Bounds and log sizes are rebuilt at open
 // from the first and last op of each segment, found by seeking, so opening costs a few seeks per
 // segment, not a scan.
 //

@@ -168,6 +168,17 @@ func (m *Memory) LoadSnapshot(segment uint32) (Snapshot, bool, error) {
 	return s, true, nil
 }
 
+// ResetSegment implements Store.
+func (m *Memory) ResetSegment(segment uint32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	delete(m.segs, segment)
+	return nil
+}
+
 // Segments implements Store.
 func (m *Memory) Segments() ([]uint32, error) {
 	m.mu.RLock()

@@ -373,6 +373,41 @@ func (p *Pebble) LoadSnapshot(segment uint32) (Snapshot, bool, error) {
 	return s, true, nil
 }
 
+// ResetSegment implements Store: the segment's ops, snapshot and floor are deleted in one batch, without
+// sync, so that a crash leaves the segment either as it was or reset, never in between.
+func (p *Pebble) ResetSegment(segment uint32) error {
+	p.life.RLock()
+	defer p.life.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.segs[segment] == nil {
+		return nil
+	}
+	if err := p.commitReset(segment); err != nil {
+		return storageError(fmt.Sprintf("reset segment %d", segment), err)
+	}
+	delete(p.segs, segment)
+	return nil
+}
+
+// commitReset deletes every record of segment in one batch.
+func (p *Pebble) commitReset(segment uint32) error {
+	batch := p.db.NewBatch()
+	defer batch.Close()
+	if err := batch.DeleteRange(opKey(segment, 0), opSegmentUpper(segment), nil); err != nil {
+		return err
+	}
+	for _, prefix := range []byte{snapshotPrefix, floorPrefix} {
+		if err := batch.Delete(segmentKey(prefix, segment), nil); err != nil {
+			return err
+		}
+	}
+	return batch.Commit(pebble.NoSync)
+}
+
 // Segments implements Store.
 func (p *Pebble) Segments() ([]uint32, error) {
 	p.life.RLock()

@@ -118,6 +118,39 @@ func TestPebbleRestart(t *testing.T) {
 	checkSameState(t, captureState(t, openPebble(t, dir)), after)
 }
 
+// TestPebbleResetSurvivesRestart resets segments of every shape, restarts some from scratch, and
+// reopens the store: it must see the resets and resume each log where it stopped.
+func TestPebbleResetSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenPebble(dir, PebbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillStore(t, s)
+	// A log; a truncated one with a snapshot; an emptied one; a moved one with a snapshot; a snapshot.
+	for _, segment := range []uint32{1, 2, 3, 4, 6} {
+		mustReset(t, s, segment)
+	}
+	mustAppend(t, s, putOps(1, 1, 20))
+	mustSaveSnapshot(t, s, testSnapshot(2, 7, 3))
+	mustTruncate(t, s, 2, 8)
+	before := captureState(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openPebble(t, dir)
+	checkSameState(t, captureState(t, s), before)
+	checkSegments(t, s, 1, 2, 0xFFFFFFFF)
+	for _, segment := range []uint32{3, 4, 6} {
+		checkReset(t, s, segment)
+	}
+	for segment, next := range map[uint32]uint64{1: 21, 2: 8, 3: 1, 4: 1} {
+		mustAppend(t, s, []Op{putOp(segment, next)})
+	}
+	checkBounds(t, s, 2, 8, 8)
+}
+
 // TestPebbleLogBytesExact checks LogBytes against the keys and values actually stored, across
 // truncations and a restart.
 func TestPebbleLogBytesExact(t *testing.T) {

@@ -26,9 +26,10 @@ var (
 // # Bounds
 //
 // Each segment's log is a contiguous run of revisions [first, last]. A segment never written nor
-// truncated has bounds (0, 0). A log emptied by truncation keeps its place: first = last+1, where last
-// is the highest revision it ever held (or rev-1 after TruncateBefore(rev) past its end). In every case
-// the next revision to append is last+1, and ops after revision a can be served iff a+1 >= first.
+// truncated, or reset since, has bounds (0, 0). A log emptied by truncation keeps its place:
+// first = last+1, where last is the highest revision it ever held (or rev-1 after TruncateBefore(rev)
+// past its end). In every case the next revision to append is last+1, and ops after revision a can be
+// served iff a+1 >= first.
 //
 // Returned ops and snapshots are read-only: the caller must not modify their Value bytes.
 type Store interface {
@@ -62,6 +63,11 @@ type Store interface {
 
 	// LoadSnapshot returns segment's snapshot; ok is false when it has none.
 	LoadSnapshot(segment uint32) (s Snapshot, ok bool, err error)
+
+	// ResetSegment drops segment's ops, snapshot and truncation point in one atomic write, leaving it as
+	// if never written: a copy replaced by another history, at any revision, must not keep the old one's
+	// ops. Like Append, it is not synced.
+	ResetSegment(segment uint32) error
 
 	// Segments lists, ascending, the segments with a snapshot or with bounds other than (0, 0).
 	Segments() ([]uint32, error)

@@ -61,6 +61,9 @@ func testConformance(t *testing.T, newStore newStoreFunc) {
 		{"Snapshots", testSnapshots},
 		{"SnapshotCopied", testSnapshotCopied},
 		{"Segments", testSegments},
+		{"ResetThenAppend", testResetThenAppend},
+		{"ResetThenSnapshot", testResetThenSnapshot},
+		{"ResetFresh", testResetFresh},
 		{"Sync", testSync},
 		{"Closed", testClosed},
 		{"Concurrent", testConcurrent},
@@ -478,6 +481,100 @@ func testSegments(t *testing.T, s Store) {
 	}
 }
 
+func mustReset(t testing.TB, s Store, segment uint32) {
+	t.Helper()
+	if err := s.ResetSegment(segment); err != nil {
+		t.Fatalf("ResetSegment(%d): %v", segment, err)
+	}
+}
+
+func mustSaveSnapshot(t testing.TB, s Store, snap Snapshot) {
+	t.Helper()
+	if err := s.SaveSnapshot(&snap); err != nil {
+		t.Fatalf("SaveSnapshot(%d at %d): %v", snap.Segment, snap.Revision, err)
+	}
+}
+
+// checkSegments fails unless Segments lists exactly want.
+func checkSegments(t testing.TB, s Store, want ...uint32) {
+	t.Helper()
+	if segs, err := s.Segments(); err != nil || !slices.Equal(segs, want) {
+		t.Fatalf("Segments = %v, %v; want %v", segs, err, want)
+	}
+}
+
+// checkReset fails unless segment looks never written.
+func checkReset(t testing.TB, s Store, segment uint32) {
+	t.Helper()
+	checkBounds(t, s, segment, 0, 0)
+	if n := logBytes(t, s, segment); n != 0 {
+		t.Fatalf("reset segment %d holds %d bytes", segment, n)
+	}
+	if ops := mustOps(t, s, segment, 0, 0); len(ops) != 0 {
+		t.Fatalf("reset segment %d returned %d ops", segment, len(ops))
+	}
+	if _, ok, err := s.LoadSnapshot(segment); ok || err != nil {
+		t.Fatalf("LoadSnapshot of reset segment %d = %v, %v", segment, ok, err)
+	}
+}
+
+// testResetThenAppend resets a truncated segment with a snapshot: it starts again at revision 1, and
+// the other segments keep everything.
+func testResetThenAppend(t *testing.T, s Store) {
+	mustAppend(t, s, append(putOps(5, 1, 10), putOps(6, 1, 4)...))
+	mustSaveSnapshot(t, s, testSnapshot(5, 3, 4))
+	mustTruncate(t, s, 5, 4)
+	mustReset(t, s, 5)
+	checkReset(t, s, 5)
+	checkSegments(t, s, 6)
+	if err := s.Append([]Op{putOp(5, 11)}); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("Append at 11 after reset = %v, want ErrOutOfOrder", err)
+	}
+	mustAppend(t, s, putOps(5, 1, 3))
+	checkBounds(t, s, 5, 1, 3)
+	checkOps(t, mustOps(t, s, 5, 0, 0), putOps(5, 1, 3))
+	checkBounds(t, s, 6, 1, 4)
+	checkOps(t, mustOps(t, s, 6, 0, 0), putOps(6, 1, 4))
+	checkSegments(t, s, 5, 6)
+}
+
+// testResetThenSnapshot replaces a segment with a snapshot below its last revision: the log resumes
+// right after the snapshot, as for a fresh segment.
+func testResetThenSnapshot(t *testing.T, s Store) {
+	mustAppend(t, s, putOps(5, 1, 10))
+	mustReset(t, s, 5)
+	snap := testSnapshot(5, 4, 3)
+	mustSaveSnapshot(t, s, snap)
+	mustTruncate(t, s, 5, 5)
+	checkBounds(t, s, 5, 5, 4)
+	if err := s.Append([]Op{putOp(5, 11)}); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("Append at 11 after reset = %v, want ErrOutOfOrder", err)
+	}
+	mustAppend(t, s, putOps(5, 5, 6))
+	checkBounds(t, s, 5, 5, 6)
+	checkOps(t, mustOps(t, s, 5, 4, 0), putOps(5, 5, 6))
+	checkTruncated(t, s, 5, 3)
+	if got, ok, err := s.LoadSnapshot(5); !ok || err != nil || !sameSnapshot(got, snap) {
+		t.Fatalf("LoadSnapshot = %+v, %v, %v; want %+v", got, ok, err, snap)
+	}
+}
+
+// testResetFresh resets segments never written, and one twice: nothing changes.
+func testResetFresh(t *testing.T, s Store) {
+	mustAppend(t, s, putOps(2, 1, 3))
+	mustReset(t, s, 8)
+	mustReset(t, s, 0xFFFFFFFF)
+	checkReset(t, s, 8)
+	checkSegments(t, s, 2)
+	checkOps(t, mustOps(t, s, 2, 0, 0), putOps(2, 1, 3))
+	mustReset(t, s, 2)
+	mustReset(t, s, 2)
+	checkReset(t, s, 2)
+	checkSegments(t, s)
+	mustAppend(t, s, []Op{putOp(8, 1)})
+	checkBounds(t, s, 8, 1, 1)
+}
+
 func testSync(t *testing.T, s Store) {
 	mustAppend(t, s, putOps(1, 1, 3))
 	if err := s.Sync(); err != nil {
@@ -499,6 +596,7 @@ func testClosed(t *testing.T, s Store) {
 		"TruncateBefore": s.TruncateBefore(1, 2),
 		"SaveSnapshot":   s.SaveSnapshot(&snap),
 		"Sync":           s.Sync(),
+		"ResetSegment":   s.ResetSegment(1),
 	}
 	_, calls["Ops"] = s.Ops(1, 0, 0)
 	_, _, calls["Bounds"] = s.Bounds(1)

@@ -1,0 +1,109 @@
+package zaris
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPersistenceResentCopyReloadsAsResent deposes an owner that holds Async writes its replica never
+// got. The new owner resends it the partition whole, below the revision its disk log reached, then writes
+// on. After a restart the old owner must reload exactly the new owner's copy: none of the writes it was
+// told to drop, every write it received since.
+func TestPersistenceResentCopyReloadsAsResent(t *testing.T) {
+	base := t.TempDir()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+	}))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	leader := c.node(c.leader())
+	m := c.currentMap()
+	p := slices.IndexFunc(m.Assignment, func(nodes []NodeID) bool { return !slices.Contains(nodes, leader.id) })
+	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
+	tag := keyInPartition(m.Layout(), "resent", p)
+	seg := m.Layout().KeySegment(tag)
+	keys := func(prefix string, count int) []string {
+		var out []string
+		for i := range count {
+			out = append(out, fmt.Sprintf("{%s}:%s-%d", tag, prefix, i))
+		}
+		return out
+	}
+	sameCopy := func() bool { return owner.SegmentDigest(seg) == replica.SegmentDigest(seg) }
+
+	writeAll(t, owner, keys("synced", 1))
+	c.faults.Blackhole(string(owner.id), string(replica.id))
+	dropped := keys("dropped", 10)
+	for _, k := range dropped {
+		if err := owner.Put(ctx, k, []byte("only on the old owner"), WithWriteConcern(Async)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.faults.Partition(string(owner.id), string(replica.id))
+	c.faults.Partition(string(owner.id), string(leader.id))
+	waitFor(t, 20*time.Second, "the replica to take the partition over", func() bool {
+		st := replica.ClusterMap().Runtime[p]
+		return st.Owner == replica.id && st.Health == Degraded
+	})
+	c.faults.HealAll()
+	waitFor(t, 20*time.Second, "the deposed owner to receive the new owner's copy", sameCopy)
+	kept := keys("kept", 15)
+	writeAll(t, replica, kept)
+	waitFor(t, 20*time.Second, "the deposed owner to receive the new writes", sameCopy)
+	want := replica.SegmentDigest(seg)
+
+	i := c.indexOf(owner.id)
+	c.kill(i)
+	restarted := c.restart(i)
+	if got := restarted.SegmentDigest(seg); got != want {
+		t.Fatalf("segment %d reloaded as %+v; the new owner holds %+v", seg, got, want)
+	}
+	checkReloaded(t, restarted, seg, dropped, kept)
+}
+
+// TestPersistenceDiscardedCopyStaysDiscarded discards a node's copy of a partition, as a deposed owner
+// does, then writes to the partition again: after a restart the node must reload only what came after.
+func TestPersistenceDiscardedCopyStaysDiscarded(t *testing.T) {
+	dir := t.TempDir()
+	c := startCluster(t, 1, func(cfg *Config) { cfg.DataDir = dir })
+	n := c.node(0)
+	keys, seg := taggedKeys(n, 30)
+	dropped, kept := keys[:20], keys[20:]
+	writeAll(t, n, dropped)
+	waitFor(t, 10*time.Second, "the writes to reach the disk log", func() bool {
+		return n.disk.written.Load() >= uint64(len(dropped))
+	})
+	p := n.layout.SegmentPartition(seg)
+	n.repl.discard(p, n.ClusterMap().Runtime[p].Epoch)
+	writeAll(t, n, kept)
+	want := n.SegmentDigest(seg)
+
+	c.kill(0)
+	restarted := c.restart(0)
+	if got := restarted.SegmentDigest(seg); got != want {
+		t.Fatalf("segment %d reloaded as %+v; before the restart it was %+v", seg, got, want)
+	}
+	checkReloaded(t, restarted, seg, dropped, kept)
+	if line := restarted.repl.lines[seg].Load(); line != 0 {
+		t.Fatalf("reloaded segment %d claims to follow the history of epoch %d; want 0, unknown", seg, line)
+	}
+}
+
+// checkReloaded fails unless n's copy of seg holds every key of kept and none of dropped.
+func checkReloaded(t *testing.T, n *Node, seg int, dropped, kept []string) {
+	t.Helper()
+	for _, k := range dropped {
+		if _, _, ok := n.store.get(seg, k); ok {
+			t.Fatalf("the restarted node reloaded %q, which it was told to drop", k)
+		}
+	}
+	for _, k := range kept {
+		if got, _, ok := n.store.get(seg, k); !ok || string(got) != "during "+k {
+			t.Fatalf("the restarted node reloaded %q as %q, %v", k, got, ok)
+		}
+	}
+}
