@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,13 +402,35 @@ func (cr *certRun) awaitHealthy(bound time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			for _, n := range cr.c.live() {
-				cr.t.Logf("%s: leader %v, map index %d", n.id, n.IsLeader(), n.ClusterMap().Index)
-			}
+			cr.dumpState()
 			cr.t.Fatalf("%d partitions not Healthy %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// dumpState logs each node's view of the control plane and, when ZARIS_CHAOS_DUMP is set, writes every
+// goroutine's stack there: the evidence for a cluster that did not recover.
+func (cr *certRun) dumpState() {
+	for _, n := range cr.c.live() {
+		cr.t.Logf("%s: leader %v, map index %d, raft applied %d", n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex())
+	}
+	dir := os.Getenv("ZARIS_CHAOS_DUMP")
+	if dir == "" {
+		return
+	}
+	path := filepath.Join(dir, "goroutines.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		cr.t.Errorf("dump goroutines: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		cr.t.Errorf("dump goroutines: %v", err)
+		return
+	}
+	cr.t.Logf("goroutines written to %s", path)
 }
 
 // everyPartitionWritable writes one key in every partition until each is acknowledged, and returns how long
@@ -425,6 +448,7 @@ func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 				break
 			}
 			if time.Now().After(deadline) {
+				cr.dumpState()
 				cr.t.Fatalf("partition %d not writable %v after the final heal: %v", p, bound, err)
 			}
 			time.Sleep(10 * time.Millisecond)
