@@ -155,7 +155,9 @@ func (d *diskLog) loadSegment(seg int) (int, error) {
 		}
 		d.n.repl.raiseFence(d.n.layout.SegmentPartition(seg), op.Epoch)
 	}
-	d.n.repl.lines[seg].Store(0) // which owner's history a reloaded copy follows is unknown
+	if len(ops) > 0 {
+		d.n.repl.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
+	}
 	return len(ops), nil
 }
 

@@ -32,6 +32,9 @@ type replicaLink struct {
 	// resync lists the segments whose copy on the replica may follow another history than this node's.
 	// Until that is settled the replica gets no op of them and its revisions of them are not trusted.
 	resync map[int]resyncStep
+	// incarnation is the replica's process as last seen: a restarted one may have reloaded, from its data
+	// dir, a copy of another history than this node's.
+	incarnation uint64
 }
 
 // resyncStep is how far a segment's resync has come.
@@ -330,6 +333,7 @@ func (l *replicaLink) plan() *batch {
 	candidates := map[int]candidate{}
 	var probes, snapshots []int
 	l.lock()
+	b.req.Incarnation = l.incarnation
 	// Load the map under the lock: a segment marked dirty before this point was written under this map or
 	// an older one, so a partition this node has just taken over is never mistaken for one it lost.
 	m := l.r.n.fsm.clusterMap()
@@ -434,6 +438,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	if reply.Status == StatusReplicaWriteRejected {
 		l.fenced[l.r.n.layout.SegmentPartition(reply.Segment)] = reply.Epoch
 	}
+	l.noteIncarnation(reply.Incarnation)
 	for _, s := range ahead {
 		l.markResync(s, resyncSnapshot)
 	}
@@ -446,7 +451,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 			l.resync[s] = resyncSnapshot
 		}
 	}
-	if reply.Status == StatusSuccess {
+	if reply.Status == StatusSuccess && (b.req.Incarnation == 0 || reply.Incarnation == b.req.Incarnation) {
 		for _, s := range b.req.Snapshots {
 			delete(l.resync, s.Segment)
 		}
@@ -463,6 +468,30 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	}
 	close(l.progress)
 	l.progress = make(chan struct{})
+}
+
+// noteIncarnation records the replica's process. When it restarted, each segment this node owns there is
+// checked before any op: a reloaded copy of this node's history gets only the ops it lacks, any other is
+// resent whole. Called with l.mu held.
+func (l *replicaLink) noteIncarnation(incarnation uint64) {
+	if incarnation == 0 || incarnation == l.incarnation {
+		return
+	}
+	restarted := l.incarnation != 0
+	l.incarnation = incarnation
+	if !restarted {
+		return
+	}
+	m := l.r.n.fsm.clusterMap()
+	for p, st := range m.Runtime {
+		if st.Owner != l.r.n.id || !slices.Contains(m.Assignment[p], l.to) {
+			continue
+		}
+		first, end := l.r.n.layout.PartitionSegments(p)
+		for s := first; s < end; s++ {
+			l.markResync(s, resyncProbe)
+		}
+	}
 }
 
 // aheadOfOwner returns the segments, of partitions this node owns, where the replica reports a revision

@@ -59,6 +59,10 @@ type replicateRequest struct {
 	Epochs map[int]uint64
 	// Pull asks for the replica's own copy of these segments: a Recovering owner syncing from its source.
 	Pull []int
+	// Incarnation is the replica's process the sender expects, 0 for any. A restarted replica applies no
+	// snapshot or op meant for its previous process, which the sender may have planned on what that one
+	// held; it answers the probes, and the sender learns of the restart.
+	Incarnation uint64
 }
 
 // replicateReply reports the replica's revision of every segment the request touched.
@@ -159,8 +163,8 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	owned := epoch == 0
 	if owned {
 		epoch = m.Runtime[p].Epoch
-		r.lines[segment].Store(epoch)
 	}
+	r.lines[segment].Store(epoch)
 	op := durability.Op{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
 		Kind: durability.OpDelete, Time: r.n.cfg.Clock.Now().UnixNano()}
 	if next != nil {
@@ -307,6 +311,9 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}
 	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
+	if req.Incarnation != 0 && req.Incarnation != r.incarnation {
+		req.Snapshots, req.Ops = nil, nil
+	}
 	for i := range req.Snapshots {
 		s := &req.Snapshots[i]
 		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
@@ -322,9 +329,10 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 			reply.Status, reply.Epoch, reply.Segment = status, epoch, seg
 			return reply
 		}
-		applied, have := r.n.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op))
+		// The op is recorded under its sender's epoch, the line this copy now follows (see lines).
+		line := req.senderEpoch(seg, op.Epoch, r.n.layout)
+		applied, have := r.n.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op))
 		if applied {
-			r.lines[seg].Store(req.senderEpoch(seg, op.Epoch, r.n.layout))
 			r.stats.opsApplied.Add(1)
 		} else if op.Revision > have+1 {
 			r.stats.gaps.Add(1)
@@ -429,7 +437,7 @@ func (r *replication) raiseFence(p int, epoch uint64) {
 // diskSnapshot copies a segment in the durability format.
 func (r *replication) diskSnapshot(seg int) *durability.Snapshot {
 	s := r.takeSnapshot(seg)
-	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: s.Epoch, Entries: s.Entries}
+	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: r.lines[seg].Load(), Entries: s.Entries}
 }
 
 func entryOf(op *durability.Op) *entry {

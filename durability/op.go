@@ -30,7 +30,7 @@ func (k OpKind) String() string {
 type Op struct {
 	Segment  uint32
 	Revision uint64 // the segment's revision after this op; strictly increasing per segment, starting at 1
-	Epoch    uint64 // the partition epoch under which the owner applied it (fencing)
+	Epoch    uint64 // the epoch of the owner whose history it belongs to: it applied it, or sent it here
 	Kind     OpKind
 	Key      string
 	Value    []byte // OpPut only

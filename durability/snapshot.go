@@ -19,7 +19,7 @@ type Entry struct {
 type Snapshot struct {
 	Segment  uint32
 	Revision uint64
-	Epoch    uint64
+	Epoch    uint64 // the epoch of the owner whose history the segment follows
 	Entries  []Entry
 }
 
