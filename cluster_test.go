@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -285,4 +286,27 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// awayFromLeader returns the control-plane leader and a partition it holds no copy of, actively owned by its
+// preferred primary, with the partition's assigned nodes in order: the leader can fail that partition over
+// while it reaches every other node.
+func (c *testCluster) awayFromLeader() (leader *Node, p int, nodes []*Node) {
+	c.t.Helper()
+	leader = c.node(c.leader())
+	m := c.currentMap()
+	p = -1
+	for q, ids := range m.Assignment {
+		if !slices.Contains(ids, leader.id) && m.Runtime[q].Owner == ids[0] {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		c.t.Fatal("every partition has a copy on the leader, or an owner other than its preferred primary")
+	}
+	for _, id := range m.Assignment[p] {
+		nodes = append(nodes, c.nodeByID(id))
+	}
+	return leader, p, nodes
 }

@@ -231,11 +231,9 @@ func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
-	leader := c.node(c.leader())
-	m := c.currentMap()
-	p := slices.IndexFunc(m.Assignment, func(nodes []NodeID) bool { return !slices.Contains(nodes, leader.id) })
-	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
-	key := keyInPartition(m.Layout(), "kept", p)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	key := keyInPartition(leader.layout, "kept", p)
 
 	c.faults.Partition(string(owner.id), string(replica.id))
 	if err := owner.Put(ctx, key, []byte("only on the owner")); err != nil {

@@ -3,7 +3,6 @@ package zaris
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 )
@@ -20,10 +19,9 @@ func TestPersistenceResentCopyReloadsAsResent(t *testing.T) {
 	}))
 	c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
-	leader := c.node(c.leader())
+	leader, p, nodes := c.awayFromLeader()
 	m := c.currentMap()
-	p := slices.IndexFunc(m.Assignment, func(nodes []NodeID) bool { return !slices.Contains(nodes, leader.id) })
-	owner, replica := c.nodeByID(m.Assignment[p][0]), c.nodeByID(m.Assignment[p][1])
+	owner, replica := nodes[0], nodes[1]
 	tag := keyInPartition(m.Layout(), "resent", p)
 	seg := m.Layout().KeySegment(tag)
 	keys := func(prefix string, count int) []string {

@@ -3,7 +3,6 @@ package zaris
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,16 +45,10 @@ func newAheadSetup(t *testing.T) *aheadSetup {
 	}))
 	s.c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
-	s.leader = s.c.node(s.c.leader())
+	var nodes []*Node
+	s.leader, s.p, nodes = s.c.awayFromLeader()
 	m := s.c.currentMap()
-	for p, nodes := range m.Assignment {
-		if !slices.Contains(nodes, s.leader.id) && m.Runtime[p].Owner == nodes[0] {
-			s.p = p
-			break
-		}
-	}
-	nodes := m.Assignment[s.p]
-	s.owner, s.inSync, s.ahead = s.c.nodeByID(nodes[0]), s.c.nodeByID(nodes[1]), s.c.nodeByID(nodes[2])
+	s.owner, s.inSync, s.ahead = nodes[0], nodes[1], nodes[2]
 	s.ownerIdx = s.c.indexOf(s.owner.id)
 	first, end := m.Layout().PartitionSegments(s.p)
 	for seg := first; seg < end; seg++ {
