@@ -17,11 +17,10 @@ import (
 type cutovers struct {
 	sealed   []atomic.Bool
 	inflight []atomic.Int64 // owner writes between the ownership check and the store
-	running  []atomic.Bool  // a cut-over goroutine is at work
+	running  []atomic.Bool  // a cut-over or a sync from a failover source is at work (startWorker)
 	kick     chan struct{}
 	// failures and retryAt space out the attempts on a partition whose cut-overs keep failing, so it
-	// serves between them. Touched only by the partition's cut-over goroutine and, while none runs,
-	// the loop that starts one.
+	// serves between them. Touched only by the partition's worker goroutine.
 	failures []int
 	retryAt  []time.Time
 
@@ -84,27 +83,36 @@ func (n *Node) runCutovers() {
 		}
 		m := n.fsm.clusterMap()
 		for p, st := range m.Runtime {
-			if st.Owner == n.id && st.Health == Recovering && n.cut.running[p].CompareAndSwap(false, true) {
-				n.wg.Add(1)
-				go n.syncFromSource(p, st)
-				continue
-			}
-			if st.Owner == n.id && st.Health != Recovering && st.targetInSync() && st.Target[0] != n.id && n.cut.running[p].CompareAndSwap(false, true) {
-				if time.Now().Before(n.cut.retryAt[p]) {
-					n.cut.running[p].Store(false)
-					continue
-				}
-				n.wg.Add(1)
-				go n.cutOver(p, st)
+			switch {
+			case st.Owner != n.id:
+			case st.Health == Recovering:
+				n.startWorker(p, func() { n.syncFromSource(p, st) })
+			case st.targetInSync() && st.Target[0] != n.id:
+				n.startWorker(p, func() {
+					if !time.Now().Before(n.cut.retryAt[p]) {
+						n.cutOver(p, st)
+					}
+				})
 			}
 		}
 	}
 }
 
+// startWorker runs work for partition p in a goroutine of its own, unless one is already at work there.
+func (n *Node) startWorker(p int, work func()) {
+	if !n.cut.running[p].CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.cut.running[p].Store(false)
+		work()
+	}()
+}
+
 // cutOver hands partition p, owned under st.Epoch, to its target primary.
 func (n *Node) cutOver(p int, st PartitionState) {
-	defer n.wg.Done()
-	defer n.cut.running[p].Store(false)
 	to := st.Target[0]
 	start := time.Now()
 	n.cut.seal(p)

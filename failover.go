@@ -219,7 +219,8 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	for p, st := range next.Runtime {
 		was := old.Runtime[p]
 		if st.Owner == r.n.id && was.Owner != r.n.id {
-			r.forgetConfirmed(p)
+			r.tookOver(p, was, st, next)
+			continue
 		}
 		holder := st.Owner == "" && slices.Contains(st.InSync, r.n.id) // of a lost partition; it may serve again
 		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id || holder
@@ -227,12 +228,6 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 		case !assigned && (was.Owner == r.n.id || slices.Contains(old.Assignment[p], r.n.id)):
 			r.discard(p, st.Epoch)
 			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
-		case was.Owner == "" && st.Owner == r.n.id && st.Epoch != was.Epoch && !slices.Contains(was.InSync, r.n.id):
-			r.discard(p, st.Epoch)
-			r.resyncReplicas(p, next)
-			r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
-		case st.Owner == r.n.id && was.Owner != r.n.id && !handedOver(was, st):
-			r.resyncReplicas(p, next)
 		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
 		case holder:
 			r.n.log.Warn("partition lost while this node was cut off; keeping its copy to serve it again", "partition", p)
@@ -243,9 +238,25 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	}
 }
 
-// resyncReplicas makes this node, a new owner of partition p by failover, resend each assigned replica
-// the whole partition before any op: a replica may hold writes of the dead owner that this node never
-// had, and ops from this node's history must not land on top of them.
+// tookOver prepares this node to serve partition p, which it owns in next and did not own before: it does
+// not know yet what its replicas confirm, and unless the partition was handed over, a replica may hold
+// writes of the previous owner that this node never had. Given a partition that had no owner left without
+// holding it, it starts again empty.
+func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) {
+	r.forgetConfirmed(p)
+	if handedOver(was, st) {
+		return
+	}
+	if was.Owner == "" && !slices.Contains(was.InSync, r.n.id) {
+		r.discard(p, st.Epoch)
+		r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
+	}
+	r.resyncReplicas(p, next)
+}
+
+// resyncReplicas makes each assigned replica of partition p prove its copy is a prefix of this node's
+// before it gets any op of p; a copy that is not is resent whole, so that ops of this node's history never
+// land on top of another one.
 func (r *replication) resyncReplicas(p int, m *ClusterMap) {
 	for _, id := range m.Assignment[p] {
 		if id != r.n.id {

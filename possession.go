@@ -80,8 +80,6 @@ func (r *replication) servePull(req *replicateRequest, reply replicateReply) rep
 // source holds more of, then asks the leader to let it serve. It gives up on the source after
 // FailoverTimeout and serves what it has.
 func (n *Node) syncFromSource(p int, st PartitionState) {
-	defer n.wg.Done()
-	defer n.cut.running[p].Store(false)
 	giveUp := time.Now().Add(n.cfg.FailoverTimeout)
 	for !n.epochMoved(p, st.Epoch) {
 		err := n.pullFrom(st.Source, p, st.Epoch)

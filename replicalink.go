@@ -75,13 +75,18 @@ func (l *replicaLink) markDirty(segment int) {
 // resyncPartition makes the link check, before any op of partition p, that the replica's copy of each
 // segment is empty or a prefix of this node's; a segment that is not is sent whole.
 func (l *replicaLink) resyncPartition(p int) {
-	first, end := l.r.n.layout.PartitionSegments(p)
 	l.lock()
+	l.probePartition(p)
+	l.unlock()
+	signal(l.wake)
+}
+
+// probePartition puts every segment of partition p at the first step of a resync. Called with l.mu held.
+func (l *replicaLink) probePartition(p int) {
+	first, end := l.r.n.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
 		l.markResync(s, resyncProbe)
 	}
-	l.unlock()
-	signal(l.wake)
 }
 
 // markResync puts segment s at step of a resync. Called with l.mu held.
@@ -484,12 +489,8 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 	}
 	m := l.r.n.fsm.clusterMap()
 	for p, st := range m.Runtime {
-		if st.Owner != l.r.n.id || !slices.Contains(m.Assignment[p], l.to) {
-			continue
-		}
-		first, end := l.r.n.layout.PartitionSegments(p)
-		for s := first; s < end; s++ {
-			l.markResync(s, resyncProbe)
+		if st.Owner == l.r.n.id && slices.Contains(m.Assignment[p], l.to) {
+			l.probePartition(p)
 		}
 	}
 }
