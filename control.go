@@ -36,6 +36,7 @@ type mapFSM struct {
 	current      atomic.Pointer[ClusterMap]
 	beforeCommit func(old, next *ClusterMap)
 	onCommit     func(old, next *ClusterMap)
+	beforeApply  func(next *ClusterMap) // Config.beforeApply
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever a new map is published
@@ -65,6 +66,9 @@ func (f *mapFSM) Apply(l *raft.Log) any {
 	next, err := f.current.Load().apply(&cmd, l.Index)
 	if err != nil {
 		return err
+	}
+	if f.beforeApply != nil {
+		f.beforeApply(next)
 	}
 	f.publish(next)
 	return nil
@@ -206,6 +210,7 @@ func (n *Node) runControl() {
 	tick := time.NewTicker(n.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	for {
+		n.controlTicks.Add(1)
 		n.maybeBootstrap()
 		n.advertiseFormed()
 		n.repl.nudgeReplicas()
@@ -377,7 +382,11 @@ func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error
 	if ok && info == want {
 		return nil
 	}
-	if ok && info.Incarnation != 0 && info.Incarnation != want.Incarnation && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+	restarted := ok && info.Incarnation != 0 && info.Incarnation != want.Incarnation
+	if hold := n.cfg.holdRecognition; restarted && hold != nil && hold(m.ID) {
+		return nil
+	}
+	if restarted && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
 		n.log.Warn("owner restarted; failing its partitions over", "node", m.ID)
 		if err := n.commit(&command{Kind: cmdRestarted, Node: NodeInfo{ID: m.ID}}); err != nil {
 			return err

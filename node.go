@@ -66,6 +66,8 @@ type Node struct {
 	// partitions the map gives this node were owned by its previous process, which may have held more than
 	// this one reloaded, so it does not serve them.
 	recognized atomic.Bool
+	// controlTicks counts the control loop's rounds.
+	controlTicks atomic.Uint64
 }
 
 // Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
@@ -98,6 +100,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.repl = newReplication(n)
 	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
+	n.fsm.beforeApply = cfg.beforeApply
 	n.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {

@@ -199,6 +199,9 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 	if !l.caughtUp(p) || a.missed.Load() {
 		return
 	}
+	if hook := l.r.n.cfg.beforeAdmit; hook != nil {
+		hook(p, l.to)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
 	if err := l.r.proposeInSync(ctx, p, st.Epoch, append(slices.Clone(st.InSync), l.to)); err != nil {

@@ -49,11 +49,14 @@ const (
 // replicateRequest carries, from a partition's owner to one replica, ops in revision order per segment,
 // optionally whole segment snapshots to install first, and segments whose revision the owner wants to learn.
 type replicateRequest struct {
-	_msgpack  struct{} `msgpack:",as_array"`
-	From      NodeID
-	Snapshots []segmentSnapshot // whole segments to install before the ops
-	Ops       []durability.Op
-	Probe     []int // segments whose revision the owner does not know yet
+	_msgpack struct{} `msgpack:",as_array"`
+	From     NodeID
+	// FromIncarnation is the sender's process. A replica takes snapshots and ops only from the process its
+	// map records as the partition's owner: a restarted owner may hold less than its previous process did.
+	FromIncarnation uint64
+	Snapshots       []segmentSnapshot // whole segments to install before the ops
+	Ops             []durability.Op
+	Probe           []int // segments whose revision the owner does not know yet
 	// Epochs holds, per partition sent, the epoch under which the sender owns it now. Fencing checks it,
 	// not the epochs the ops were first written under: a new owner legitimately resends older ops.
 	Epochs map[int]uint64

@@ -190,6 +190,15 @@ type Config struct {
 	observeAck func(owner NodeID, partition int, epoch uint64)
 	// holdRejoin, when set (by tests), keeps a replica out of a partition's in-sync set while it returns true.
 	holdRejoin func(partition int, replica NodeID) bool
+	// beforeAdmit, when set (by tests), runs after an owner found a replica caught up and before it proposes
+	// the replica's return to the partition's in-sync set.
+	beforeAdmit func(partition int, replica NodeID)
+	// holdRecognition, when set (by tests), keeps the leader from recording a restarted member's new process
+	// while it returns true.
+	holdRecognition func(id NodeID) bool
+	// beforeApply, when set (by tests), runs on the control plane's apply goroutine before each new map is
+	// published; it may block to hold the node at an older map.
+	beforeApply func(next *ClusterMap)
 	// gossipTransport, when set (by tests), wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport

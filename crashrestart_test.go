@@ -1,0 +1,235 @@
+package zaris
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// restartHooks lets a test hold a cluster at chosen moments of a node's restart or of a replica's return to
+// the in-sync set. Every node of the cluster is started with its hooks; each hook is inert until set.
+type restartHooks struct {
+	partition atomic.Int64 // the partition the hooks act on; -1 for none
+	rejoiner  atomic.Value // NodeID kept out of the partition's in-sync set while holdRejoin is set
+	holdJoin  atomic.Bool
+	// unrecognized is the member whose restarted process the leader does not record while it is set.
+	unrecognized atomic.Value
+	// paused is the node whose next process applies no map newer than pauseAfter until resume is closed.
+	paused     atomic.Value
+	pauseAfter atomic.Uint64
+	resume     chan struct{}
+	resumeOnce sync.Once
+	// admit, when set, runs once on the owner between the catch-up check and the admission proposal.
+	admit atomic.Pointer[func()]
+}
+
+func newRestartHooks(t *testing.T) *restartHooks {
+	h := &restartHooks{resume: make(chan struct{})}
+	h.partition.Store(-1)
+	h.rejoiner.Store(NodeID(""))
+	h.unrecognized.Store(NodeID(""))
+	h.paused.Store(NodeID(""))
+	return h
+}
+
+// release lets every held node go on; a test defers it, since a node held in apply cannot close.
+func (h *restartHooks) release() { h.resumeOnce.Do(func() { close(h.resume) }) }
+
+// install wires the hooks into cfg.
+func (h *restartHooks) install(cfg *Config) {
+	name := NodeID(cfg.Name)
+	cfg.holdRejoin = func(p int, replica NodeID) bool {
+		return h.holdJoin.Load() && int64(p) == h.partition.Load() && replica == h.rejoiner.Load()
+	}
+	cfg.holdRecognition = func(id NodeID) bool { return id == h.unrecognized.Load() }
+	cfg.beforeApply = func(next *ClusterMap) {
+		if name == h.paused.Load() && next.Index > h.pauseAfter.Load() {
+			<-h.resume
+		}
+	}
+	cfg.beforeAdmit = func(p int, replica NodeID) {
+		if int64(p) != h.partition.Load() {
+			return
+		}
+		if f := h.admit.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+}
+
+// TestRestartedOwnerEmptiesNoReplica restarts an owner, memory-only, and holds the new process at an old
+// map in which it still owns a partition whose replica was out of the in-sync set, while the leader has not
+// yet recorded the restart. The new process holds nothing of the partition; it must not act as its owner
+// (no probes, resyncs or snapshots), and the replica must refuse a snapshot from a process the map does not
+// know as the owner. Once the leader records the restart, the partition fails over to the replica and every
+// acknowledged write is still there.
+func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
+	h := newRestartHooks(t)
+	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.HealCooldown = 10 * time.Minute // no heal: the partition keeps its epoch
+	}))
+	defer h.release()
+	ctx := bg(t)
+	_, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	h.partition.Store(int64(p))
+	h.rejoiner.Store(replica.id)
+
+	// The replica restarts and is held out of the partition's in-sync set: that map is the old one the
+	// owner's next process will be held at. Then it returns, caught up, under the same epoch.
+	h.holdJoin.Store(true)
+	ri := c.indexOf(replica.id)
+	c.kill(ri)
+	replica = c.restart(ri)
+	var old *ClusterMap
+	waitFor(t, 20*time.Second, "the restarted replica recorded, out of the in-sync set", func() bool {
+		old = owner.ClusterMap()
+		return old.Nodes[replica.id].Incarnation == replica.repl.incarnation && !slices.Contains(old.Runtime[p].InSync, replica.id)
+	})
+	h.holdJoin.Store(false)
+	waitFor(t, 20*time.Second, "the replica back in sync", func() bool {
+		return slices.Contains(owner.ClusterMap().Runtime[p].InSync, replica.id)
+	})
+	epoch := owner.ClusterMap().Runtime[p].Epoch
+	if epoch != old.Runtime[p].Epoch {
+		t.Fatalf("partition %d moved from epoch %d to %d; the test needs it still", p, old.Runtime[p].Epoch, epoch)
+	}
+	var keys []string
+	for i := range 50 {
+		k := keyInPartition(owner.layout, fmt.Sprintf("held-%d-", i), p)
+		if err := owner.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	first, _ := owner.layout.PartitionSegments(p)
+	held := replica.store.revision(first)
+	snapshots := replica.ReplicationStats().SnapshotsApplied
+
+	// The owner crashes; its next process replays up to the old map and stays there, unrecognized.
+	h.unrecognized.Store(owner.id)
+	h.paused.Store(owner.id)
+	h.pauseAfter.Store(old.Index)
+	oi := c.indexOf(owner.id)
+	c.kill(oi)
+	back := c.restart(oi)
+	waitFor(t, 20*time.Second, "the restarted owner at the old map", func() bool {
+		return back.ClusterMap().Index == old.Index
+	})
+	if st := back.ClusterMap().Runtime[p]; st.Owner != back.id || slices.Contains(st.InSync, replica.id) {
+		t.Fatalf("the old map has partition %d as %+v; the test needs the restarted node as owner, the replica out", p, st)
+	}
+	// Give the restarted node several control ticks to act on that map; it must not.
+	ticks := back.controlTicks.Load()
+	waitFor(t, 10*time.Second, "five control ticks of the restarted node", func() bool {
+		return back.controlTicks.Load() >= ticks+5
+	})
+	if got := replica.ReplicationStats().SnapshotsApplied; got != snapshots {
+		t.Errorf("the replica installed %d snapshots from an owner the map does not know", got-snapshots)
+	}
+
+	// A forged snapshot from the unrecognized process, under the partition's epoch, is refused too.
+	forged := &replicateRequest{From: back.id, FromIncarnation: back.repl.incarnation, Epochs: map[int]uint64{p: epoch},
+		Snapshots: []segmentSnapshot{{Segment: first, Epoch: epoch}}}
+	if reply, _, err := c.node(c.leader()).callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
+		t.Errorf("the replica accepted a snapshot from %s's unrecognized process", back.id)
+	}
+	if got := replica.store.revision(first); got != held {
+		t.Fatalf("the in-sync replica's segment %d went from revision %d to %d", first, held, got)
+	}
+
+	h.release()
+	h.unrecognized.Store(NodeID(""))
+	waitFor(t, 20*time.Second, "the restarted owner recorded and its partition failed over", func() bool {
+		m := c.currentMap()
+		return m.Nodes[back.id].Incarnation == back.repl.incarnation && m.Runtime[p].Owner == replica.id
+	})
+	for _, k := range keys {
+		if got, err := c.node(c.leader()).Get(ctx, k); err != nil || string(got) != k {
+			t.Fatalf("acknowledged %q reads %q, %v after the failover", k, got, err)
+		}
+	}
+}
+
+// TestAdmissionNeverAcknowledgesBehindTheReplica lands a Sync write between an owner's check that a replica
+// caught up and the decision returning it to the in-sync set, with the owner cut from the replica so the
+// write cannot reach it. The write must not be acknowledged while the replica is, or may still become, in
+// sync without it: after the owner dies, the write is readable or its partition is Unavailable, never a
+// false NotFound.
+func TestAdmissionNeverAcknowledgesBehindTheReplica(t *testing.T) {
+	h := newRestartHooks(t)
+	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.HealCooldown = 10 * time.Minute
+	}))
+	defer h.release()
+	ctx := bg(t)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	h.partition.Store(int64(p))
+	h.rejoiner.Store(replica.id)
+
+	// The replica misses a write and leaves the in-sync set; it is held out while more writes land.
+	h.holdJoin.Store(true)
+	c.faults.Blackhole(string(owner.id), string(replica.id))
+	var keys []string
+	for i := range 20 {
+		k := keyInPartition(owner.layout, fmt.Sprintf("join-%d-", i), p)
+		if err := owner.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if slices.Contains(owner.ClusterMap().Runtime[p].InSync, replica.id) {
+		t.Fatal("the cut-off replica is still in the in-sync set")
+	}
+	c.faults.Heal(string(owner.id), string(replica.id))
+
+	// Once the replica has caught up, and before the owner proposes its return, the owner is cut from it
+	// again and a write lands.
+	late := keyInPartition(owner.layout, "late-", p)
+	var lateErr error
+	var decisions uint64
+	done := make(chan struct{})
+	admit := func() {
+		defer close(done)
+		c.faults.Blackhole(string(owner.id), string(replica.id))
+		lateErr = owner.Put(ctx, late, []byte(late))
+		decisions = owner.ReplicationStats().InSyncDecisions
+	}
+	h.admit.Store(&admit)
+	h.holdJoin.Store(false)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replica was never found caught up")
+	}
+	if lateErr != nil {
+		t.Fatalf("the write during the admission failed: %v", lateErr)
+	}
+	keys = append(keys, late)
+	waitFor(t, 10*time.Second, "the admission decided", func() bool {
+		return owner.ReplicationStats().InSyncDecisions > decisions
+	})
+
+	c.kill(c.indexOf(owner.id))
+	waitFor(t, 20*time.Second, "the dead owner's partition failed over or given up", func() bool {
+		return leader.ClusterMap().Runtime[p].Owner != owner.id
+	})
+	for _, k := range keys {
+		got, err := leader.Get(ctx, k)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			t.Fatalf("acknowledged %q is gone: a false NotFound (partition %d now %+v)", k, p, leader.ClusterMap().Runtime[p])
+		case err == nil && string(got) != k:
+			t.Fatalf("acknowledged %q reads %q", k, got)
+		case err != nil && !errors.Is(err, ErrPartitionUnavailable):
+			t.Fatalf("get %q: %v", k, err)
+		}
+	}
+}
