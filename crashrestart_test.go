@@ -43,7 +43,11 @@ func (h *restartHooks) release() { h.resumeOnce.Do(func() { close(h.resume) }) }
 func (h *restartHooks) install(cfg *Config) {
 	name := NodeID(cfg.Name)
 	cfg.holdRejoin = func(p int, replica NodeID) bool {
-		return h.holdJoin.Load() && int64(p) == h.partition.Load() && replica == h.rejoiner.Load()
+		if int64(p) != h.partition.Load() {
+			// A node held at an old map would wait on its own apply to admit a replica elsewhere.
+			return name == h.paused.Load()
+		}
+		return h.holdJoin.Load() && replica == h.rejoiner.Load()
 	}
 	cfg.holdRecognition = func(id NodeID) bool { return id == h.unrecognized.Load() }
 	cfg.beforeApply = func(next *ClusterMap) {
