@@ -53,6 +53,10 @@ type PartitionState struct {
 	// InSync lists the replicas known to hold every acknowledged write; Sync writes wait for all of them.
 	// It shrinks only by a committed decision, so no write is acknowledged with fewer copies than it claims.
 	InSync []NodeID
+	// InSyncIndex is the control-plane log index at which InSync last changed or a replica was dropped from
+	// it. A replica's admission applies only at the index it was decided at, so a decision still in flight
+	// when a write dropped the replica can never bring it back behind that write.
+	InSyncIndex uint64
 	// Target is where a rebalance moves the partition (preferred primary first), nil when it stays put.
 	// While the move copies, Assignment holds the nodes it had (listed in From) plus the incoming ones, so
 	// the owner feeds them like any replica; the move settles once they are all in sync.
@@ -130,7 +134,7 @@ const (
 	cmdUpsertNode commandKind = iota + 1
 	cmdAssign
 	_ // retired (owner left); the number stays reserved
-	cmdSetInSync
+	_ // retired (in-sync set replaced whole); the number stays reserved
 	cmdPromote
 	cmdPlan      // a rebalance: the next partition map, as a target per partition
 	cmdMigrate   // start feeding a partition's incoming nodes
@@ -139,6 +143,8 @@ const (
 	cmdHeal      // a Degraded partition whose copies are all back in sync returns to Healthy
 	cmdRestarted // a node restarted: it leaves every in-sync set before its new process is recorded
 	cmdRecovered // a Recovering owner has synced from its source and serves, Degraded
+	cmdAdmit     // an owner returns a caught-up replica to the in-sync set
+	cmdDrop      // an owner drops replicas that did not acknowledge a write from the in-sync set
 )
 
 // command is one committed control-plane decision.
@@ -146,11 +152,14 @@ type command struct {
 	Kind       commandKind
 	Node       NodeInfo
 	Assignment Assignment
-	// Partition, Epoch and InSync describe a cmdSetInSync: it applies only while the partition is still at
-	// Epoch, so a decision made for a deposed owner is void.
+	// Partition and Epoch name the partition an owner's decision is about: it applies only while the
+	// partition is still at Epoch, so a decision made for a deposed owner is void.
 	Partition int
 	Epoch     uint64
-	InSync    []NodeID
+	// InSync lists, for a cmdDrop, the replicas to drop.
+	InSync []NodeID
+	// InSyncIndex is, for a cmdAdmit, the partition's InSyncIndex the admission was decided at.
+	InSyncIndex uint64
 	// Source, for a cmdPromote, names a peer holding more than the new owner: the partition is Recovering
 	// until the owner has synced from it.
 	Source NodeID
@@ -172,8 +181,10 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 			return nil, fmt.Errorf("zaris: assignment has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
 		}
 		next.assign(cmd.Assignment)
-	case cmdSetInSync:
-		next.setInSync(cmd.Partition, cmd.Epoch, cmd.InSync)
+	case cmdAdmit:
+		next.admit(cmd.Partition, cmd.Epoch, cmd.InSyncIndex, cmd.Node.ID)
+	case cmdDrop:
+		next.drop(cmd.Partition, cmd.Epoch, cmd.InSync, index)
 	case cmdPromote:
 		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID, cmd.Source)
 	case cmdPlan:
@@ -198,7 +209,17 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	default:
 		return nil, fmt.Errorf("zaris: unknown control command %d", cmd.Kind)
 	}
+	next.noteInSyncChanges(m, index)
 	return next, nil
+}
+
+// noteInSyncChanges stamps with index every partition whose in-sync set differs from prev's.
+func (m *ClusterMap) noteInSyncChanges(prev *ClusterMap, index uint64) {
+	for p := range m.Runtime {
+		if !slices.Equal(m.Runtime[p].InSync, prev.Runtime[p].InSync) {
+			m.Runtime[p].InSyncIndex = index
+		}
+	}
 }
 
 // assign installs a new partition map. A partition whose preferred primary differs from its active owner
@@ -231,26 +252,35 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 	return Healthy
 }
 
-// setInSync replaces a partition's in-sync replicas if the partition is still at epoch; only its assigned
-// replicas may be listed. Fewer in-sync replicas than assigned ones make a Healthy partition Degraded.
-func (m *ClusterMap) setInSync(p int, epoch uint64, inSync []NodeID) {
+// admit returns replica id to partition p's in-sync set if the partition is still at epoch and its in-sync
+// set has not changed since the owner found the replica caught up (at inSyncIndex); only an assigned replica
+// other than the owner may be admitted.
+func (m *ClusterMap) admit(p int, epoch, inSyncIndex uint64, id NodeID) {
+	if !m.current(p, epoch) || m.Runtime[p].InSyncIndex != inSyncIndex {
+		return
+	}
+	st := &m.Runtime[p]
+	if slices.Contains(m.Assignment[p], id) && id != st.Owner && !slices.Contains(st.InSync, id) {
+		st.InSync = append(slices.Clone(st.InSync), id)
+	}
+}
+
+// drop removes replicas from partition p's in-sync set if the partition is still at epoch, and voids every
+// admission decided before it, even when none of them was in the set. Fewer in-sync replicas than assigned
+// ones make a Healthy partition Degraded.
+func (m *ClusterMap) drop(p int, epoch uint64, ids []NodeID, index uint64) {
 	if !m.current(p, epoch) {
 		return
 	}
-	var kept []NodeID
-	for _, id := range inSync {
-		if slices.Contains(m.Assignment[p], id) && id != m.Runtime[p].Owner && !slices.Contains(kept, id) {
-			kept = append(kept, id)
-		}
-	}
 	st := &m.Runtime[p]
-	st.InSync = kept
+	st.InSync = slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return slices.Contains(ids, id) })
+	st.InSyncIndex = index
 	settled := m.Assignment[p]
 	if st.From != nil {
 		settled = st.From // incoming nodes of a move are not in sync yet; that degrades nothing
 	}
 	for _, id := range settled {
-		if st.Health == Healthy && id != st.Owner && !slices.Contains(kept, id) {
+		if st.Health == Healthy && id != st.Owner && !slices.Contains(st.InSync, id) {
 			st.Health = Degraded // a copy fell behind; healPartitions restores Healthy after the cool-down
 		}
 	}

@@ -96,8 +96,14 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 		return old.Nodes[replica.id].Incarnation == replica.repl.incarnation && !slices.Contains(old.Runtime[p].InSync, replica.id)
 	})
 	h.holdJoin.Store(false)
-	waitFor(t, 20*time.Second, "the replica back in sync", func() bool {
-		return slices.Contains(owner.ClusterMap().Runtime[p].InSync, replica.id)
+	waitFor(t, 20*time.Second, "the replica back in sync everywhere", func() bool {
+		m := owner.ClusterMap()
+		for q, st := range m.Runtime {
+			if slices.Contains(m.Assignment[q], replica.id) && st.Owner != replica.id && !slices.Contains(st.InSync, replica.id) {
+				return false
+			}
+		}
+		return true
 	})
 	epoch := owner.ClusterMap().Runtime[p].Epoch
 	if epoch != old.Runtime[p].Epoch {
@@ -138,9 +144,8 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 	}
 
 	// A forged snapshot from the unrecognized process, under the partition's epoch, is refused too.
-	forged := &replicateRequest{From: back.id, FromIncarnation: back.repl.incarnation, Epochs: map[int]uint64{p: epoch},
-		Snapshots: []segmentSnapshot{{Segment: first, Epoch: epoch}}}
-	if reply, _, err := c.node(c.leader()).callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
+	forged := &replicateRequest{From: back.id, Epochs: map[int]uint64{p: epoch}, Snapshots: []segmentSnapshot{{Segment: first, Epoch: epoch}}}
+	if reply, _, err := back.callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
 		t.Errorf("the replica accepted a snapshot from %s's unrecognized process", back.id)
 	}
 	if got := replica.store.revision(first); got != held {
@@ -172,6 +177,7 @@ func TestAdmissionNeverAcknowledgesBehindTheReplica(t *testing.T) {
 		cfg.HealCooldown = 10 * time.Minute
 	}))
 	defer h.release()
+	defer c.faults.HealAll() // a killed node's gossip may still be dialling through a cut link
 	ctx := bg(t)
 	leader, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]

@@ -84,7 +84,7 @@ func (n *Node) runCutovers() {
 		m := n.fsm.clusterMap()
 		for p, st := range m.Runtime {
 			switch {
-			case st.Owner != n.id:
+			case !n.ownsIn(m, p):
 			case st.Health == Recovering:
 				n.startWorker(p, func() { n.syncFromSource(p, st) })
 			case st.targetInSync() && st.Target[0] != n.id:
@@ -121,7 +121,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CutoverTimeout)
-	err := n.drainTo(ctx, p, to)
+	err := n.drainTo(ctx, p, st.Epoch, to)
 	if err == nil {
 		err = n.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
 	}
@@ -138,8 +138,8 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	n.reclaim(p, st.Epoch)
 }
 
-// drainTo waits until node to holds every revision this node has of partition p.
-func (n *Node) drainTo(ctx context.Context, p int, to NodeID) error {
+// drainTo waits until node to holds every revision this node has of partition p, owned at epoch.
+func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) error {
 	link := n.repl.link(to)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -148,7 +148,7 @@ func (n *Node) drainTo(ctx context.Context, p int, to NodeID) error {
 		link.lock()
 		progress := link.progress
 		link.unlock()
-		if link.caughtUp(p) {
+		if link.caughtUp(p, epoch) {
 			return nil
 		}
 		select {

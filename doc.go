@@ -76,7 +76,14 @@
 //     is served by the node that believes itself that owner. Operations on one key, through any node, are
 //     applied in the order the owner receives them.
 //   - A Sync write that was acknowledged is on the owner and on every replica in the in-sync set at the time
-//     of the acknowledgement.
+//     of the acknowledgement, and no replica enters the set without it: while a replica is being returned to
+//     the set, writes wait for it too, and one it does not acknowledge drops it first, which voids its
+//     return.
+//   - What an acknowledged Sync write survives: any sequence of process crashes and restarts, with or
+//     without DataDir, in which each partition keeps at least one live member of its in-sync set (the owner
+//     included) at every moment. A restarted process is not a copy until it is back in the set. It does not
+//     survive every copy of a partition dying at once (the data dir is written behind the acknowledgement),
+//     and an Async write survives only what reached a replica before the owner died.
 //   - Under the Sync concern a read reveals only state that every in-sync replica holds: an owner that has
 //     applied a write its replicas lack answers a read of that segment once they have it, as the write
 //     itself waits, so no read returns a value a failover could then lose. Under Async reads never wait.
@@ -90,9 +97,12 @@
 //     Unavailable (ErrPartitionUnavailable, never a false ErrNotFound); the map keeps the nodes that held
 //     it, and the first of them to come back as the same process (one that was cut off, not restarted) is
 //     given it again. After EvictionTimeout it is recreated, empty, on a live node: what it held is lost,
-//     and reads then find nothing. A node that restarts leaves every in-sync set until it has caught up; a restarted owner
-//     serves nothing until the partitions its previous process owned have failed over; a deposed owner
-//     discards its copy and takes the new owner's. If an in-sync replica cannot be reached, the leader waits
+//     and reads then find nothing. A node that restarts leaves every in-sync set until it has caught up.
+//     Until the map records its new process, a restarted node acts as no partition's owner: it serves
+//     nothing and sends its replicas no op, probe or snapshot, even while it replays maps in which its
+//     previous process owned partitions; a replica changes its copy only on the word of the process its map
+//     names as the partition's owner at that epoch, and a resend of a whole segment decided under one epoch
+//     is dropped once the partition has left it. A deposed owner discards its copy and takes the new owner's. If an in-sync replica cannot be reached, the leader waits
 //     rather than declare the partition Unavailable.
 //   - Health: a partition is Degraded as soon as a copy falls out of the in-sync set. Once every assigned
 //     copy is back in sync and has stayed so for HealCooldown, the leader declares it Healthy under a new

@@ -260,7 +260,7 @@ func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) 
 func (r *replication) resyncReplicas(p int, m *ClusterMap) {
 	for _, id := range m.Assignment[p] {
 		if id != r.n.id {
-			r.link(id).resyncPartition(p)
+			r.link(id).resyncPartition(p, m.Runtime[p].Epoch)
 		}
 	}
 }

@@ -259,6 +259,12 @@ func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvR
 	return n.applyKV(ctx, op, seg, req)
 }
 
+// ownsIn reports whether this process is partition p's active owner in m: the map names this node and
+// records this process, not a previous one, whose copies this one may not hold.
+func (n *Node) ownsIn(m *ClusterMap, p int) bool {
+	return m.Runtime[p].Owner == n.id && m.Nodes[n.id].Incarnation == n.repl.incarnation
+}
+
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
 func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
@@ -269,7 +275,7 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	segment = n.layout.KeySegment(key)
 	st := m.Runtime[n.layout.SegmentPartition(segment)]
 	if st.Owner == n.id {
-		if !n.recognized.Load() || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
+		if !n.ownsIn(m, n.layout.SegmentPartition(segment)) || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
 			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return segment, kvReply{}, true

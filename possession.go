@@ -69,8 +69,7 @@ func (r *replication) servePull(req *replicateRequest, reply replicateReply) rep
 		if st := m.Runtime[p]; st.Owner != req.From || st.Epoch != req.Epochs[p] {
 			return replicateReply{Status: StatusReplicaWriteRejected, Epoch: st.Epoch, Segment: seg}
 		}
-		s := r.takeSnapshot(seg)
-		s.Epoch = r.lines[seg].Load()
+		s := r.takeSnapshot(seg, r.lines[seg].Load())
 		reply.Snapshots = append(reply.Snapshots, *s)
 	}
 	return reply

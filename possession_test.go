@@ -62,7 +62,7 @@ func newAheadSetup(t *testing.T) *aheadSetup {
 	// Hold the third copy out of the in-sync set.
 	held.Store(&heldReplica{p: s.p, id: s.ahead.id})
 	st := s.owner.ClusterMap().Runtime[s.p]
-	if err := s.owner.repl.proposeInSync(ctx, s.p, st.Epoch, []NodeID{s.inSync.id}); err != nil {
+	if err := s.owner.repl.dropReplicas(ctx, s.p, st.Epoch, []NodeID{s.ahead.id}); err != nil {
 		t.Fatal(err)
 	}
 	// Async writes reach the held-out copy, not the in-sync one.

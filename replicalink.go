@@ -31,7 +31,7 @@ type replicaLink struct {
 	fenced   map[int]uint64 // partition -> newer epoch the replica has seen: this node was deposed
 	// resync lists the segments whose copy on the replica may follow another history than this node's.
 	// Until that is settled the replica gets no op of them and its revisions of them are not trusted.
-	resync map[int]resyncStep
+	resync map[int]resyncMark
 	// incarnation is the replica's process as last seen: a restarted one may have reloaded, from its data
 	// dir, a copy of another history than this node's.
 	incarnation uint64
@@ -45,6 +45,13 @@ const (
 	resyncSnapshot                       // it may follow another one: send the segment whole
 )
 
+// resyncMark is a segment's resync step and the partition epoch it was decided under: a step decided under
+// an epoch the partition has left is decided again, never carried out for another owner's history.
+type resyncMark struct {
+	step  resyncStep
+	epoch uint64
+}
+
 func newReplicaLink(r *replication, to NodeID) *replicaLink {
 	l := &replicaLink{
 		r: r, to: to,
@@ -52,7 +59,7 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 		dirty:    map[int]uint64{},
 		acked:    map[int]uint64{},
 		fenced:   map[int]uint64{},
-		resync:   map[int]resyncStep{},
+		resync:   map[int]resyncMark{},
 		progress: make(chan struct{}),
 	}
 	return l
@@ -73,31 +80,33 @@ func (l *replicaLink) markDirty(segment int) {
 }
 
 // resyncPartition makes the link check, before any op of partition p, that the replica's copy of each
-// segment is empty or a prefix of this node's; a segment that is not is sent whole.
-func (l *replicaLink) resyncPartition(p int) {
+// segment is empty or a prefix of this node's; a segment that is not is sent whole. epoch is the
+// partition's epoch in the map that asked for it.
+func (l *replicaLink) resyncPartition(p int, epoch uint64) {
 	l.lock()
-	l.probePartition(p)
+	l.probePartition(p, epoch)
 	l.unlock()
 	signal(l.wake)
 }
 
 // probePartition puts every segment of partition p at the first step of a resync. Called with l.mu held.
-func (l *replicaLink) probePartition(p int) {
+func (l *replicaLink) probePartition(p int, epoch uint64) {
 	first, end := l.r.n.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
-		l.markResync(s, resyncProbe)
+		l.markResync(s, resyncMark{resyncProbe, epoch})
 	}
 }
 
-// markResync puts segment s at step of a resync. Called with l.mu held.
-func (l *replicaLink) markResync(s int, step resyncStep) {
-	l.resync[s] = step
+// markResync puts segment s at a step of a resync. Called with l.mu held.
+func (l *replicaLink) markResync(s int, mark resyncMark) {
+	l.resync[s] = mark
 	l.dirty[s]++
 	delete(l.acked, s)
 }
 
-// awaitAcked waits until the replica has applied segment up to revision.
-func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time) error {
+// awaitAcked waits until the replica has applied segment up to revision, or until no committed decision
+// expects it to: it is not in the partition's in-sync set and not being admitted to it (a, when not nil).
+func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time, a *admission) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	l.lock()
@@ -111,7 +120,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		acked, known := l.acked[segment]
 		rejected, progress := l.isFenced(segment), l.progress
 		l.unlock()
-		owner, inSync := l.expected(segment)
+		owner, needed := l.expected(segment, a)
 		switch {
 		case known && acked >= revision:
 			return nil
@@ -119,7 +128,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return ErrReplicaWriteRejected
 		case !owner:
 			return ErrOwnershipChanging
-		case !inSync:
+		case !needed:
 			return nil // a committed decision no longer expects the replica to hold the write
 		}
 		select {
@@ -135,10 +144,13 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 }
 
 // expected reports whether this node still owns segment's partition in the committed map, and whether the
-// map still lists the replica in the partition's in-sync set.
-func (l *replicaLink) expected(segment int) (owner, inSync bool) {
-	st := l.r.n.fsm.clusterMap().Runtime[l.r.n.layout.SegmentPartition(segment)]
-	return st.Owner == l.r.n.id, slices.Contains(st.InSync, l.to)
+// replica must still hold the write: the map lists it in the partition's in-sync set, or its admission a
+// may still apply.
+func (l *replicaLink) expected(segment int, a *admission) (owner, needed bool) {
+	m := l.r.n.fsm.clusterMap()
+	p := l.r.n.layout.SegmentPartition(segment)
+	st := m.Runtime[p]
+	return l.r.n.ownsIn(m, p), slices.Contains(st.InSync, l.to) || a != nil && a.pending(st)
 }
 
 // wakeWaiters makes the writes waiting on this link look at the map again.
@@ -152,76 +164,85 @@ func (l *replicaLink) wakeWaiters() {
 // run sends until the node stops.
 func (l *replicaLink) run() {
 	defer l.r.n.wg.Done()
-	backoff := l.r.n.cfg.RetryBackoff
 	for {
 		select {
 		case <-l.r.n.stop:
 			return
 		case <-l.wake:
 		}
-		for l.hasWork() {
-			if err := l.sendOnce(); err != nil {
-				l.r.n.log.Debug("replicate", "to", l.to, "err", err)
-				if sleepStop(l.r.n.stop, backoff) {
-					return
-				}
-				backoff = min(2*backoff, time.Second)
-				continue
-			}
-			backoff = l.r.n.cfg.RetryBackoff
+		if l.sendPending() {
+			return
 		}
 		l.maybeRejoin()
 	}
 }
 
+// sendPending sends until the replica has every segment marked dirty, retrying with backoff; it reports
+// whether the node stopped meanwhile.
+func (l *replicaLink) sendPending() (stopped bool) {
+	backoff := l.r.n.cfg.RetryBackoff
+	for l.hasWork() {
+		if err := l.sendOnce(); err != nil {
+			l.r.n.log.Debug("replicate", "to", l.to, "err", err)
+			if sleepStop(l.r.n.stop, backoff) {
+				return true
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = l.r.n.cfg.RetryBackoff
+	}
+	return false
+}
+
 // maybeRejoin asks the control plane to put the replica back in the in-sync set of each partition this
 // node owns once the replica holds everything the owner has. Segments whose state on the replica is
-// unknown are probed first.
+// unknown are probed first. Between two partitions it sends what writes wait for, so that the admissions
+// of many partitions do not hold up the writes of any.
 func (l *replicaLink) maybeRejoin() {
 	m := l.r.n.fsm.clusterMap()
 	for p, st := range m.Runtime {
-		if st.Owner != l.r.n.id || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
+		if !l.r.n.ownsIn(m, p) || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
 			continue
 		}
 		if hold := l.r.n.cfg.holdRejoin; hold != nil && hold(p, l.to) {
 			continue
 		}
 		l.rejoin(p, st)
+		if l.sendPending() {
+			return
+		}
 	}
 }
 
 // rejoin returns the replica to partition p's in-sync set if it holds everything the owner has. Writes wait
-// for it from before the check until the decision is applied; if one of them was not acknowledged by it,
-// it is not returned, or is removed again if the decision was already under way.
+// for it from before the check until the decision has applied or been voided; one it does not acknowledge
+// drops it, which voids the decision (see admission).
 func (l *replicaLink) rejoin(p int, st PartitionState) {
-	a, done := l.r.startAdmission(p, l.to)
-	defer done()
-	if !l.caughtUp(p) || a.missed.Load() {
+	_, cancel := l.r.startAdmission(p, l.to, st)
+	if !l.caughtUp(p, st.Epoch) {
+		cancel()
 		return
 	}
 	if hook := l.r.n.cfg.beforeAdmit; hook != nil {
 		hook(p, l.to)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
-	defer cancel()
-	if err := l.r.proposeInSync(ctx, p, st.Epoch, append(slices.Clone(st.InSync), l.to)); err != nil {
+	ctx, stop := context.WithTimeout(context.Background(), applyTimeout)
+	defer stop()
+	if err := l.r.admitReplica(ctx, p, st, l.to); err != nil {
+		// The decision may still apply: writes go on waiting for the replica until the map moves past it.
 		l.r.n.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
 		return
 	}
-	if cur := l.r.n.fsm.clusterMap().Runtime[p]; a.missed.Load() && cur.Owner == l.r.n.id {
-		keep := slices.DeleteFunc(slices.Clone(cur.InSync), func(id NodeID) bool { return id == l.to })
-		if err := l.r.proposeInSync(ctx, p, cur.Epoch, keep); err != nil {
-			l.r.n.log.Warn("remove a replica that missed a write while it rejoined", "partition", p, "replica", l.to, "err", err)
-		}
-	}
+	cancel() // applied, or void: the map has moved past the point it was decided at
 }
 
-// caughtUp asks the replica for its revisions of partition p's segments and reports whether it has every
-// one up to the owner's; the segments it lacks are marked dirty so the link feeds them.
-func (l *replicaLink) caughtUp(p int) bool {
+// caughtUp asks the replica for its revisions of partition p's segments, owned at epoch, and reports whether
+// it has every one up to the owner's; the segments it lacks are marked dirty so the link feeds them.
+func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
 	first, end := l.r.n.layout.PartitionSegments(p)
 	target := make([]uint64, end-first)
-	req := replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{p: l.r.n.fsm.clusterMap().Runtime[p].Epoch}}
+	req := replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{p: epoch}}
 	for s := first; s < end; s++ {
 		target[s-first] = l.r.n.store.revision(s)
 		req.Probe = append(req.Probe, s)
@@ -234,7 +255,7 @@ func (l *replicaLink) caughtUp(p int) bool {
 	ok := true
 	for s := first; s < end; s++ {
 		l.lock()
-		resyncing := l.resync[s] != 0
+		resyncing := l.resync[s].step != 0
 		l.unlock()
 		if rev, known := reply.Revisions[s]; !known || rev < target[s-first] || resyncing {
 			l.markDirty(s)
@@ -302,6 +323,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	if p == nil || p.local {
 		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}
+	req.FromIncarnation = n.repl.incarnation
 	payload, err := encode(req)
 	if err != nil {
 		return nil, 0, err
@@ -333,7 +355,8 @@ func (l *replicaLink) forget() {
 // log no longer reaches back. Every reply reports the replica's revision of each segment sent. Only the
 // segments that fit in the request enter b.gen, so only they can be retired by its reply.
 func (l *replicaLink) plan() *batch {
-	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}}, gen: map[int]uint64{}, target: map[int]uint64{}}
+	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}},
+		gen: map[int]uint64{}, target: map[int]uint64{}}
 	type candidate struct {
 		gen, acked uint64
 		known      bool
@@ -347,15 +370,18 @@ func (l *replicaLink) plan() *batch {
 	m := l.r.n.fsm.clusterMap()
 	for seg, gen := range l.dirty {
 		p := l.r.n.layout.SegmentPartition(seg)
-		if m.Runtime[p].Owner != l.r.n.id {
-			delete(l.dirty, seg) // no longer ours to replicate
+		if !l.r.n.ownsIn(m, p) {
+			delete(l.dirty, seg) // not ours to replicate, or not yet: the map does not know this process
 			delete(l.resync, seg)
 			continue
 		}
 		if l.isFenced(seg) || m.Runtime[p].Health == Recovering {
 			continue // a Recovering owner sends nothing: its copy is about to grow from its source
 		}
-		switch l.resync[seg] {
+		if mark := l.resync[seg]; mark.step != 0 && mark.epoch != m.Runtime[p].Epoch {
+			l.resync[seg] = resyncMark{resyncProbe, m.Runtime[p].Epoch} // decided for another epoch: ask again
+		}
+		switch l.resync[seg].step {
 		case resyncProbe:
 			probes = append(probes, seg)
 			continue
@@ -403,7 +429,7 @@ func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []in
 	gens := b.gen
 	b.gen = map[int]uint64{}
 	for _, seg := range snapshots {
-		s := l.addSnapshot(b, seg)
+		s := l.addSnapshot(b, seg, m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch)
 		b.gen[seg], b.target[seg] = gens[seg], s.Revision
 		l.r.stats.resyncs.Add(1)
 		if b.bytes >= replicateMaxBytes {
@@ -412,11 +438,12 @@ func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []in
 	}
 }
 
-// addSnapshot adds a whole copy of segment seg to b.
-func (l *replicaLink) addSnapshot(b *batch, seg int) *segmentSnapshot {
-	s := l.r.takeSnapshot(seg)
+// addSnapshot adds a whole copy of segment seg to b, sent as this node's copy under epoch: the replica
+// installs it only while the map names this process the partition's owner at that epoch.
+func (l *replicaLink) addSnapshot(b *batch, seg int, epoch uint64) *segmentSnapshot {
+	s := l.r.takeSnapshot(seg, epoch)
 	b.req.Snapshots = append(b.req.Snapshots, *s)
-	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = s.Epoch
+	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = epoch
 	for _, e := range s.Entries {
 		b.bytes += len(e.Key) + len(e.Value) + 32
 	}
@@ -427,7 +454,7 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 	ops, err := l.r.log.after(seg, after, replicateMaxOps-len(b.req.Ops))
 	if errors.Is(err, errBehindLog) {
 		if len(b.req.Snapshots) == 0 {
-			l.addSnapshot(b, seg)
+			l.addSnapshot(b, seg, b.req.Epochs[l.r.n.layout.SegmentPartition(seg)])
 		}
 		return
 	}
@@ -447,16 +474,16 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 		l.fenced[l.r.n.layout.SegmentPartition(reply.Segment)] = reply.Epoch
 	}
 	l.noteIncarnation(reply.Incarnation)
-	for _, s := range ahead {
-		l.markResync(s, resyncSnapshot)
+	for s, epoch := range ahead {
+		l.markResync(s, resyncMark{resyncSnapshot, epoch})
 	}
 	for s := range reply.Lines {
-		switch {
-		case l.resync[s] != resyncProbe:
+		switch mark := l.resync[s]; {
+		case mark.step != resyncProbe:
 		case prefix[s]:
 			delete(l.resync, s)
 		default:
-			l.resync[s] = resyncSnapshot
+			l.resync[s] = resyncMark{resyncSnapshot, mark.epoch}
 		}
 	}
 	if reply.Status == StatusSuccess && (b.req.Incarnation == 0 || reply.Incarnation == b.req.Incarnation) {
@@ -465,7 +492,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 		}
 	}
 	for seg, rev := range reply.Revisions {
-		if l.resync[seg] == 0 {
+		if l.resync[seg].step == 0 {
 			l.acked[seg] = rev
 		}
 	}
@@ -492,25 +519,26 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 	}
 	m := l.r.n.fsm.clusterMap()
 	for p, st := range m.Runtime {
-		if st.Owner == l.r.n.id && slices.Contains(m.Assignment[p], l.to) {
-			l.probePartition(p)
+		if l.r.n.ownsIn(m, p) && slices.Contains(m.Assignment[p], l.to) {
+			l.probePartition(p, st.Epoch)
 		}
 	}
 }
 
 // aheadOfOwner returns the segments, of partitions this node owns, where the replica reports a revision
-// beyond this node's: its copy follows another history (a restarted replica may reload one from its data
-// dir), so it must be resent whole. Called without l.mu: it takes segment locks.
-func (l *replicaLink) aheadOfOwner(reply *replicateReply) []int {
+// beyond this node's, each with the partition's epoch: its copy follows another history (a restarted
+// replica may reload one from its data dir), so it must be resent whole. Called without l.mu: it takes
+// segment locks.
+func (l *replicaLink) aheadOfOwner(reply *replicateReply) map[int]uint64 {
 	m := l.r.n.fsm.clusterMap()
-	var ahead []int
+	ahead := map[int]uint64{}
 	for seg, rev := range reply.Revisions {
 		if seg < 0 || seg >= l.r.n.layout.Segments {
 			continue
 		}
 		p := l.r.n.layout.SegmentPartition(seg)
-		if m.Runtime[p].Owner == l.r.n.id && rev > l.r.n.store.revision(seg) {
-			ahead = append(ahead, seg)
+		if l.r.n.ownsIn(m, p) && rev > l.r.n.store.revision(seg) {
+			ahead[seg] = m.Runtime[p].Epoch
 		}
 	}
 	return ahead

@@ -140,10 +140,16 @@ type replication struct {
 	joining map[int]map[NodeID]*admission
 }
 
-// admission is a replica on its way back into a partition's in-sync set. From the moment the owner starts
-// checking that it caught up until the decision is committed, Sync writes wait for it too, so none is
-// acknowledged without it in the gap; one it fails to acknowledge marks the admission missed.
-type admission struct{ missed atomic.Bool }
+// admission is a replica on its way back into a partition's in-sync set, decided at the partition's epoch
+// and InSyncIndex. From the moment the owner starts checking that the replica caught up until the map has
+// moved past that point (the admission applied, or can never apply), Sync writes wait for the replica too;
+// one that it does not acknowledge drops it, which voids the admission.
+type admission struct{ epoch, inSyncIndex uint64 }
+
+// pending reports whether the admission may still apply to a partition in state st.
+func (a *admission) pending(st PartitionState) bool {
+	return st.Epoch == a.epoch && st.InSyncIndex == a.inSyncIndex
+}
 
 func newReplication(n *Node) *replication {
 	return &replication{
@@ -210,38 +216,73 @@ func (r *replication) wakeWaiters() {
 	}
 }
 
-// awaitReplicas blocks a Sync write at revision of segment until every in-sync replica of its partition
-// has applied it. A replica that does not answer within ReplicaAckTimeout is dropped from the in-sync set
-// by a committed decision before the write is acknowledged; if that cannot be committed, the write fails.
+// awaitReplicas blocks a Sync write at revision of segment until every in-sync replica of its partition,
+// and every replica being admitted to it, has applied it. A replica that does not answer within
+// ReplicaAckTimeout is dropped from the in-sync set by a committed decision before the write is acknowledged;
+// if that cannot be committed, the write fails.
 func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64) Status {
 	p := r.n.layout.SegmentPartition(segment)
 	for {
+		// Admissions first: one that ended before this point has applied, or never will, in the map below.
+		joining := r.joiningFor(p)
 		m := r.n.fsm.clusterMap()
-		st := m.Runtime[p]
-		if st.Owner != r.n.id {
+		if !r.n.ownsIn(m, p) {
 			return StatusOwnershipChanging
 		}
-		joining := r.joiningFor(p)
-		lagging, status := r.waitInSync(ctx, st.InSync, segment, revision)
+		st := m.Runtime[p]
+		lagging, status := r.waitCopies(ctx, st, joining, segment, revision)
 		if status != StatusSuccess {
 			return status
 		}
-		r.waitJoining(ctx, joining, st.InSync, segment, revision)
 		if len(lagging) == 0 {
 			r.confirm(segment, revision)
 			return status
 		}
 		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)
-		if err := r.shrinkInSync(ctx, p, st, lagging); err != nil {
+		if err := r.dropReplicas(ctx, p, st.Epoch, lagging); err != nil {
 			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
 			return StatusPartitionUnavailable
 		}
 	}
 }
 
-// startAdmission registers replica id as joining partition p's in-sync set; done unregisters it.
-func (r *replication) startAdmission(p int, id NodeID) (a *admission, done func()) {
-	a = &admission{}
+// waitCopies waits for each in-sync replica of a partition in state st, and each replica being admitted, to
+// apply revision; it returns the replicas that timed out.
+func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining map[NodeID]*admission, segment int, revision uint64) ([]NodeID, Status) {
+	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
+	var lagging []NodeID
+	await := func(id NodeID, a *admission) Status {
+		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline, a); {
+		case err == nil:
+		case errors.Is(err, ErrReplicaWriteRejected):
+			return StatusReplicaWriteRejected
+		case errors.Is(err, ErrOwnershipChanging), errors.Is(err, ErrClosed), ctx.Err() != nil:
+			return StatusOwnershipChanging
+		default:
+			lagging = append(lagging, id)
+		}
+		return StatusSuccess
+	}
+	for _, id := range st.InSync {
+		if status := await(id, nil); status != StatusSuccess {
+			return nil, status
+		}
+	}
+	for id, a := range joining {
+		if slices.Contains(st.InSync, id) {
+			continue
+		}
+		if status := await(id, a); status != StatusSuccess {
+			return nil, status
+		}
+	}
+	return lagging, StatusSuccess
+}
+
+// startAdmission registers replica id as joining partition p, in state st, to its in-sync set; cancel
+// unregisters it, for an admission that was never proposed.
+func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (a *admission, cancel func()) {
+	a = &admission{epoch: st.Epoch, inSyncIndex: st.InSyncIndex}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.joining[p] == nil {
@@ -251,54 +292,32 @@ func (r *replication) startAdmission(p int, id NodeID) (a *admission, done func(
 	return a, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		delete(r.joining[p], id)
+		if r.joining[p][id] == a {
+			delete(r.joining[p], id)
+		}
 	}
 }
 
-// joiningFor returns the admissions under way for partition p.
+// joiningFor returns the admissions to partition p that may still apply; it forgets the others.
 func (r *replication) joiningFor(p int) map[NodeID]*admission {
+	st := r.n.fsm.clusterMap().Runtime[p]
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	maps.DeleteFunc(r.joining[p], func(_ NodeID, a *admission) bool { return !a.pending(st) })
 	return maps.Clone(r.joining[p])
 }
 
-// waitJoining waits for the replicas being admitted (those not in the in-sync set already) to apply
-// revision; each that does not marks its admission missed.
-func (r *replication) waitJoining(ctx context.Context, joining map[NodeID]*admission, inSync []NodeID, segment int, revision uint64) {
-	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
-	for id, a := range joining {
-		if !slices.Contains(inSync, id) && r.link(id).awaitAcked(ctx, segment, revision, deadline) != nil {
-			a.missed.Store(true)
-		}
-	}
+// admitReplica proposes replica id's return to partition p's in-sync set, as decided at state st.
+func (r *replication) admitReplica(ctx context.Context, p int, st PartitionState, id NodeID) error {
+	return r.proposeInSync(ctx, &command{Kind: cmdAdmit, Partition: p, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: NodeInfo{ID: id}})
 }
 
-// waitInSync waits for each replica to apply revision; it returns the replicas that timed out.
-func (r *replication) waitInSync(ctx context.Context, inSync []NodeID, segment int, revision uint64) ([]NodeID, Status) {
-	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
-	var lagging []NodeID
-	for _, id := range inSync {
-		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline); {
-		case err == nil:
-		case errors.Is(err, ErrReplicaWriteRejected):
-			return nil, StatusReplicaWriteRejected
-		case errors.Is(err, ErrOwnershipChanging), ctx.Err() != nil:
-			return nil, StatusOwnershipChanging
-		default:
-			lagging = append(lagging, id)
-		}
-	}
-	return lagging, StatusSuccess
+// dropReplicas commits partition p's in-sync set, at epoch, without the lagging replicas.
+func (r *replication) dropReplicas(ctx context.Context, p int, epoch uint64, lagging []NodeID) error {
+	return r.proposeInSync(ctx, &command{Kind: cmdDrop, Partition: p, Epoch: epoch, InSync: lagging})
 }
 
-// shrinkInSync commits the partition's in-sync set without the lagging replicas.
-func (r *replication) shrinkInSync(ctx context.Context, p int, st PartitionState, lagging []NodeID) error {
-	keep := slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return slices.Contains(lagging, id) })
-	return r.proposeInSync(ctx, p, st.Epoch, keep)
-}
-
-func (r *replication) proposeInSync(ctx context.Context, p int, epoch uint64, inSync []NodeID) error {
-	cmd := &command{Kind: cmdSetInSync, Partition: p, Epoch: epoch, InSync: inSync}
+func (r *replication) proposeInSync(ctx context.Context, cmd *command) error {
 	if err := r.n.propose(ctx, cmd); err != nil {
 		return err
 	}
@@ -308,9 +327,10 @@ func (r *replication) proposeInSync(ctx context.Context, p int, epoch uint64, in
 
 // serveReplicate applies a replication request on a replica. A replica whose map is older than the
 // sender's for a partition answers NotReady and touches nothing: the change it has yet to apply may make it
-// discard its copy (a deposed owner does), and what it accepted or reported before that would be wrong.
+// discard its copy (a deposed owner does), and what it accepted or reported before that would be wrong. So
+// does one whose map does not record the sender's process, when the request would change or copy a segment.
 func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
-	if r.behind(req) {
+	if r.behind(req) || r.unknownSender(req) {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}
 	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
@@ -319,7 +339,7 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 	}
 	for i := range req.Snapshots {
 		s := &req.Snapshots[i]
-		if status, epoch := r.admit(s.Segment, s.Epoch); status != StatusSuccess {
+		if status, epoch := r.admit(s.Segment, s.Epoch, req.From); status != StatusSuccess {
 			return replicateReply{Status: status, Epoch: epoch, Segment: s.Segment}
 		}
 		r.installSnapshot(s)
@@ -328,7 +348,7 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 	for i := range req.Ops {
 		op := &req.Ops[i]
 		seg := int(op.Segment)
-		if status, epoch := r.admit(seg, req.senderEpoch(seg, op.Epoch, r.n.layout)); status != StatusSuccess {
+		if status, epoch := r.admit(seg, req.senderEpoch(seg, op.Epoch, r.n.layout), req.From); status != StatusSuccess {
 			reply.Status, reply.Epoch, reply.Segment = status, epoch, seg
 			return reply
 		}
@@ -368,6 +388,16 @@ func (r *replication) behind(req *replicateRequest) bool {
 	return false
 }
 
+// unknownSender reports whether a request that would change or copy segments comes from a process this
+// node's map does not record: a restarted node the map has not caught up with yet, or the previous process
+// of one it has. Either way the sender's copies are not the ones the map's decisions were made about.
+func (r *replication) unknownSender(req *replicateRequest) bool {
+	if len(req.Snapshots)+len(req.Ops)+len(req.Pull) == 0 {
+		return false
+	}
+	return r.n.fsm.clusterMap().Nodes[req.From].Incarnation != req.FromIncarnation
+}
+
 // senderEpoch is the epoch the sender claims for segment's partition, or fallback when it names none.
 func (req *replicateRequest) senderEpoch(segment int, fallback uint64, layout Layout) uint64 {
 	if segment < 0 || segment >= layout.Segments {
@@ -379,16 +409,17 @@ func (req *replicateRequest) senderEpoch(segment int, fallback uint64, layout La
 	return fallback
 }
 
-// admit fences a replicated write: it is refused if its epoch is older than any this node has seen for
-// the partition, or if this node itself is the partition's active owner.
-func (r *replication) admit(segment int, epoch uint64) (Status, uint64) {
+// admit fences a replicated write from node from: it is refused if its epoch is older than any this node
+// has seen for the partition, or if the map does not name from the partition's owner at that epoch (this
+// node itself, say). An epoch names one owner, so a copy is never replaced from anyone else.
+func (r *replication) admit(segment int, epoch uint64, from NodeID) (Status, uint64) {
 	if segment < 0 || segment >= r.n.layout.Segments {
 		return StatusInvalidRequest, 0
 	}
 	p := r.n.layout.SegmentPartition(segment)
 	st := r.n.fsm.clusterMap().Runtime[p]
 	seen := max(st.Epoch, r.fence[p].Load())
-	if epoch < seen || (st.Owner == r.n.id && epoch <= st.Epoch) {
+	if epoch < seen || st.Owner != from || from == r.n.id {
 		r.stats.rejected.Add(1)
 		return StatusReplicaWriteRejected, seen
 	}
@@ -439,7 +470,7 @@ func (r *replication) raiseFence(p int, epoch uint64) {
 
 // diskSnapshot copies a segment in the durability format.
 func (r *replication) diskSnapshot(seg int) *durability.Snapshot {
-	s := r.takeSnapshot(seg)
+	s := r.takeSnapshot(seg, 0)
 	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: r.lines[seg].Load(), Entries: s.Entries}
 }
 
@@ -450,13 +481,13 @@ func entryOf(op *durability.Op) *entry {
 	return &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
 }
 
-// takeSnapshot copies a segment for a replica behind the op log.
-func (r *replication) takeSnapshot(segment int) *segmentSnapshot {
+// takeSnapshot copies a segment, as this node's copy under epoch.
+func (r *replication) takeSnapshot(segment int, epoch uint64) *segmentSnapshot {
 	rev, keys, entries := r.n.store.snapshot(segment)
 	s := &segmentSnapshot{
 		Segment:  segment,
 		Revision: rev,
-		Epoch:    r.n.fsm.clusterMap().Runtime[r.n.layout.SegmentPartition(segment)].Epoch,
+		Epoch:    epoch,
 		Entries:  make([]durability.Entry, len(keys)),
 	}
 	for i, k := range keys {

@@ -180,7 +180,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	}
 	// A direct op with the stale epoch is refused as well.
 	seg := oldOwner.layout.KeySegment(key)
-	r := newOwner.repl.serveReplicate(&replicateRequest{From: oldOwner.id, Ops: []durability.Op{{
+	r := newOwner.repl.serveReplicate(&replicateRequest{From: oldOwner.id, FromIncarnation: oldOwner.repl.incarnation, Ops: []durability.Op{{
 		Segment: uint32(seg), Revision: newOwner.store.revision(seg) + 1, Epoch: before.Runtime[p].Epoch,
 		Kind: durability.OpPut, Key: key, Value: []byte("x"),
 	}}})

@@ -363,7 +363,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	seeds := []command{
 		{Kind: cmdUpsertNode, Node: NodeInfo{ID: "n1", DataAddr: "127.0.0.1:1", RESPAddr: "127.0.0.1:2"}},
 		{Kind: cmdAssign, Assignment: Assignment{{"n1", "n2"}, {"n2"}}},
-		{Kind: cmdSetInSync, Partition: 3, Epoch: 4, InSync: []NodeID{"n1"}},
+		{Kind: cmdDrop, Partition: 3, Epoch: 4, InSync: []NodeID{"n1"}},
+		{Kind: cmdAdmit, Partition: 3, Epoch: 4, InSyncIndex: 9, Node: NodeInfo{ID: "n2"}},
 	}
 	for i := range seeds {
 		b, err := encode(&seeds[i])
