@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -458,7 +459,20 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
+	if len(r.Ledger.LostKeys) > 0 {
+		r.Notes = append(r.Notes, "the lost keys named above are in partitions "+lostPartitions(r.Ledger.LostKeys, m.Layout()))
+	}
 	return r
+}
+
+// lostPartitions lists the partitions of keys, each once, in order: where to look in the servers' logs.
+func lostPartitions(keys []string, layout zaris.Layout) string {
+	var ps []int
+	for _, k := range keys {
+		ps = append(ps, layout.KeyPartition(k))
+	}
+	slices.Sort(ps)
+	return fmt.Sprint(slices.Compact(ps))
 }
 
 // checkBounds returns how long the ledger read-back and the linearizability check may take, and the
