@@ -19,6 +19,9 @@ type LinearizabilityResult struct {
 	Ok            bool     // every key was proven linearizable
 	Unknown       bool     // some key's check ran out of time: neither proven nor refuted
 	ViolatingKeys []string // keys proven not linearizable, sorted
+	// FalseNotFound counts gets that found nothing after an acknowledged put of their key had returned:
+	// keys are never deleted, so each denies an acknowledged write, whatever the check's time allowed.
+	FalseNotFound int
 }
 
 // register is the per-key model state: the last value written, if any.
@@ -88,7 +91,7 @@ func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
 // checkUntil is CheckLinearizable with an absolute deadline; the zero time means no deadline.
 func checkUntil(ops []Op, deadline time.Time) LinearizabilityResult {
 	keys, byKey := partitionByKey(ops)
-	res := LinearizabilityResult{Keys: len(keys)}
+	res := LinearizabilityResult{Keys: len(keys), FalseNotFound: falseNotFounds(ops)}
 	for _, k := range keys {
 		res.Ops += len(byKey[k])
 	}
@@ -102,6 +105,24 @@ func checkUntil(ops []Op, deadline time.Time) LinearizabilityResult {
 	}
 	res.Ok = !res.Unknown && len(res.ViolatingKeys) == 0
 	return res
+}
+
+// falseNotFounds counts the gets that found nothing although an acknowledged put of their key had returned
+// before they were called.
+func falseNotFounds(ops []Op) int {
+	firstAck := make(map[string]time.Time)
+	for _, op := range ops {
+		if t, seen := firstAck[op.Key]; op.Kind == Put && op.Outcome == OK && (!seen || op.End.Before(t)) {
+			firstAck[op.Key] = op.End
+		}
+	}
+	n := 0
+	for _, op := range ops {
+		if t, acked := firstAck[op.Key]; op.Kind == Get && op.Outcome == NotFound && acked && op.Start.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // write is a value on a key.

@@ -99,3 +99,18 @@ func TestPhantoms(t *testing.T) {
 		t.Fatalf("Phantoms = %+v, want the ghost read and the read of another key's value", got)
 	}
 }
+
+func TestFalseNotFound(t *testing.T) {
+	ops := []Op{
+		op(0, Get, "a", "", NotFound, 0, 1),  // before any put: fine
+		op(0, Put, "a", "1", OK, 2, 10),      // acknowledged at 10
+		op(1, Get, "a", "", NotFound, 5, 12), // overlaps the put: fine
+		op(1, Get, "a", "", NotFound, 11, 12),
+		op(0, Put, "b", "1", Unknown, 20, 0), // never acknowledged: not found stays possible
+		op(1, Get, "b", "", NotFound, 30, 31),
+	}
+	res := CheckLinearizable(ops, 5*time.Second)
+	if res.FalseNotFound != 1 || res.Ok {
+		t.Fatalf("FalseNotFound = %d, Ok = %v; want 1, false", res.FalseNotFound, res.Ok)
+	}
+}

@@ -3,6 +3,8 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -42,6 +44,7 @@ type LedgerResult struct {
 	Acked      int      // acknowledged keys read back
 	Unknown    int      // keys whose write had an unknown outcome read back
 	Lost       int      // acknowledged keys missing or holding another value
+	NotFound   int      // of the lost keys, those read back as not found (false NotFound)
 	Phantom    int      // unknown keys holding a value that was never written to them
 	Unreadable int      // keys whose every read failed
 	LostKeys   []string // the first lost keys, at most 20
@@ -55,6 +58,25 @@ func (l *Ledger) Attempt(key, value string) {
 		l.entries = make(map[string]ledgerEntry)
 	}
 	l.entries[key] = ledgerEntry{value: value}
+}
+
+// LedgerValue returns the value a ledger write puts at key: the key itself, then '/' and filler drawn
+// from a generator seeded by the key, size bytes in all. A value read back can thus be checked, and told
+// apart from another key's, from the key alone. A size no longer than the key gives the key.
+func LedgerValue(key string, size int) string {
+	if size <= len(key) {
+		return key
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	rng := rand.New(rand.NewPCG(h.Sum64(), pcgStream))
+	b := make([]byte, size)
+	n := copy(b, key)
+	b[n] = '/'
+	for i := n + 1; i < size; i++ {
+		b[i] = 'a' + byte(rng.IntN(26))
+	}
+	return string(b)
 }
 
 // Ack records that the write to key was acknowledged: it must survive.
@@ -138,6 +160,9 @@ func (r *LedgerResult) add(c claim, got readResult) {
 		r.Unreadable++
 	case c.acked && (!got.found || got.value != c.value):
 		r.Lost++
+		if !got.found {
+			r.NotFound++
+		}
 		if len(r.LostKeys) < maxLostKeys {
 			r.LostKeys = append(r.LostKeys, c.key)
 		}

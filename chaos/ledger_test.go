@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -49,7 +50,7 @@ func TestLedgerVerify(t *testing.T) {
 	}
 
 	res := l.Verify(context.Background(), read)
-	want := LedgerResult{Acked: 5, Unknown: 3, Lost: 2, Phantom: 1, Unreadable: 1,
+	want := LedgerResult{Acked: 5, Unknown: 3, Lost: 2, NotFound: 1, Phantom: 1, Unreadable: 1,
 		LostKeys: []string{"acked-missing", "acked-wrong"}}
 	if !equalLedgerResults(res, want) {
 		t.Fatalf("Verify = %+v, want %+v", res, want)
@@ -80,9 +81,25 @@ func TestLedgerVerifyStopsRetryingWhenCancelled(t *testing.T) {
 	}
 }
 
+func TestLedgerValue(t *testing.T) {
+	if v := LedgerValue("ledger-1-2", 0); v != "ledger-1-2" {
+		t.Fatalf("LedgerValue with no size = %q, want the key", v)
+	}
+	a, b := LedgerValue("ledger-1-2", 1024), LedgerValue("ledger-1-3", 1024)
+	if len(a) != 1024 || !strings.HasPrefix(a, "ledger-1-2/") {
+		t.Fatalf("LedgerValue = %d bytes starting %q, want 1024 starting with the key and '/'", len(a), a[:min(len(a), 16)])
+	}
+	if a != LedgerValue("ledger-1-2", 1024) {
+		t.Fatal("LedgerValue differs between calls with the same key")
+	}
+	if a[len("ledger-1-2/"):] == b[len("ledger-1-3/"):] {
+		t.Fatal("two keys got the same filler")
+	}
+}
+
 func equalLedgerResults(a, b LedgerResult) bool {
-	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.Phantom == b.Phantom &&
-		a.Unreadable == b.Unreadable && slices.Equal(a.LostKeys, b.LostKeys)
+	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.NotFound == b.NotFound &&
+		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && slices.Equal(a.LostKeys, b.LostKeys)
 }
 
 func count(items []string, s string) int {

@@ -31,11 +31,12 @@ type Report struct {
 	Notes          []string
 }
 
-// Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable, every key
-// proven linearizable (a timed-out check proves nothing) and no split brain.
+// Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable, no get
+// denying an acknowledged write, every key proven linearizable (a timed-out check proves nothing) and no
+// split brain.
 func (r *Report) Passed() bool {
 	return r.Ledger.Lost == 0 && r.Ledger.Phantom == 0 && r.Ledger.Unreadable == 0 &&
-		r.Phantoms == 0 && r.Linear.Ok && len(r.SplitBrain) == 0
+		r.Phantoms == 0 && r.Linear.FalseNotFound == 0 && r.Linear.Ok && len(r.SplitBrain) == 0
 }
 
 // Print writes a readable multi-line summary of the run to w.
@@ -59,11 +60,12 @@ func (r *Report) Print(w io.Writer) {
 // printChecks writes the durability and linearizability verdicts.
 func (r *Report) printChecks(w io.Writer) {
 	l := r.Ledger
-	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d, phantom %d, unreadable %d\n",
-		l.Acked, l.Unknown, l.Lost, l.Phantom, l.Unreadable)
+	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found), phantom %d, unreadable %d\n",
+		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Phantom, l.Unreadable)
 	if len(l.LostKeys) > 0 {
 		fmt.Fprintf(w, "lost keys: %s\n", strings.Join(l.LostKeys, ", "))
 	}
+	fmt.Fprintf(w, "false NotFound: %d register gets, %d ledger read-backs\n", r.Linear.FalseNotFound, l.NotFound)
 	fmt.Fprintf(w, "register phantoms: %d\n", r.Phantoms)
 	fmt.Fprintf(w, "linearizability: %s (%d keys, %d ops)\n", r.linearVerdict(), r.Linear.Keys, r.Linear.Ops)
 }

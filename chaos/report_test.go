@@ -19,6 +19,8 @@ func TestReportPrint(t *testing.T) {
 	}
 	lost := passing
 	lost.Ledger = LedgerResult{Acked: 5, Lost: 1, LostKeys: []string{"ledger-0-1"}}
+	denied := passing
+	denied.Linear.FalseNotFound = 1
 	unproven := passing
 	unproven.Linear = LinearizabilityResult{Keys: 3, Ops: 12, Unknown: true}
 
@@ -29,6 +31,7 @@ func TestReportPrint(t *testing.T) {
 	}{
 		{"passing", passing, "PASS"},
 		{"lost write", lost, "FAIL"},
+		{"false not found", denied, "FAIL"},
 		{"unproven", unproven, "FAIL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,13 +51,15 @@ func (c Classifier) put(err error) Outcome {
 }
 
 // Workload runs Clients goroutines until ctx ends. Each client loops: with probability LedgerShare it
-// writes the next unique ledger key "ledger-<client>-<seq>" (value = that key), otherwise it does a get or
-// put (50/50) on a random one of Registers keys "reg-<i>" with a unique value "<client>-<seq>". Each call
-// gets its own context with CallTimeout. Calls are recorded in History and Ledger, which must be set.
+// writes the next unique ledger key "ledger-<client>-<seq>" (its value is LedgerValue of the key and
+// ValueSize), otherwise it does a get or put (50/50) on a random one of Registers keys "reg-<i>" with a
+// unique value "<client>-<seq>". Each call gets its own context with CallTimeout. Calls are recorded in
+// History and Ledger, which must be set.
 type Workload struct {
 	Clients     int
 	Registers   int           // at least one register is used
 	LedgerShare float64       // share of calls that are ledger writes, in [0, 1]
+	ValueSize   int           // size of each ledger value in bytes; at most the key's length means the key itself
 	CallTimeout time.Duration // zero means one second
 	Seed        uint64        // client c draws from a PCG seeded with Seed+c
 	// Target is called per op (lets the driver pick a live node); it may return nil when no node is
@@ -135,8 +137,9 @@ func (c *client) register() string {
 // ledgerPut writes the client's next unique ledger key, tracking it in the ledger.
 func (c *client) ledgerPut(ctx context.Context, t Target) {
 	key := "ledger-" + strconv.Itoa(c.id) + "-" + strconv.Itoa(c.seq)
-	c.w.Ledger.Attempt(key, key)
-	switch c.put(ctx, t, key, key) {
+	value := LedgerValue(key, c.w.ValueSize)
+	c.w.Ledger.Attempt(key, value)
+	switch c.put(ctx, t, key, value) {
 	case OK:
 		c.w.Ledger.Ack(key)
 	case Failed:

@@ -81,14 +81,15 @@ func (f *fakeStore) read(_ context.Context, key string) (string, bool, error) {
 	return v, ok, nil
 }
 
-// runWorkload drives store for d and returns the workload.
-func runWorkload(t *testing.T, store *fakeStore, d time.Duration) *Workload {
+// runWorkload drives store for d with ledger values of valueSize bytes and returns the workload.
+func runWorkload(t *testing.T, store *fakeStore, d time.Duration, valueSize int) *Workload {
 	t.Helper()
 	var calls atomic.Int64
 	w := &Workload{
 		Clients:     8,
 		Registers:   4,
 		LedgerShare: 0.3,
+		ValueSize:   valueSize,
 		CallTimeout: time.Second,
 		Seed:        42,
 		Target: func(int) Target {
@@ -111,29 +112,31 @@ func runWorkload(t *testing.T, store *fakeStore, d time.Duration) *Workload {
 }
 
 func TestWorkloadHealthyStore(t *testing.T) {
-	store := newFakeStore(true, 0)
-	w := runWorkload(t, store, 200*time.Millisecond)
-	ops := w.History.Ops()
-	if len(ops) < 100 {
-		t.Fatalf("only %d ops in 200ms", len(ops))
-	}
-	checkOpShapes(t, ops)
-	checkCounts(t, w, ops)
-	if lin := CheckLinearizable(ops, 3*time.Second); !lin.Ok {
-		t.Fatalf("healthy store not linearizable: %+v", lin)
-	}
-	if p := Phantoms(ops); len(p) > 0 {
-		t.Fatalf("healthy store has phantoms: %+v", p[0])
-	}
-	res := w.Ledger.Verify(context.Background(), store.read)
-	if res.Acked == 0 || res.Lost != 0 || res.Phantom != 0 || res.Unreadable != 0 {
-		t.Fatalf("healthy store ledger: %+v", res)
+	for _, size := range []int{0, 1024} {
+		store := newFakeStore(true, 0)
+		w := runWorkload(t, store, 200*time.Millisecond, size)
+		ops := w.History.Ops()
+		if len(ops) < 100 {
+			t.Fatalf("only %d ops in 200ms", len(ops))
+		}
+		checkOpShapes(t, ops, size)
+		checkCounts(t, w, ops)
+		if lin := CheckLinearizable(ops, 3*time.Second); !lin.Ok || lin.FalseNotFound != 0 {
+			t.Fatalf("healthy store not linearizable: %+v", lin)
+		}
+		if p := Phantoms(ops); len(p) > 0 {
+			t.Fatalf("healthy store has phantoms: %+v", p[0])
+		}
+		res := w.Ledger.Verify(context.Background(), store.read)
+		if res.Acked == 0 || res.Lost != 0 || res.Phantom != 0 || res.Unreadable != 0 {
+			t.Fatalf("healthy store ledger with %d-byte values: %+v", size, res)
+		}
 	}
 }
 
 func TestWorkloadLossyStore(t *testing.T) {
 	store := newFakeStore(false, 7)
-	w := runWorkload(t, store, 200*time.Millisecond)
+	w := runWorkload(t, store, 200*time.Millisecond, 1024)
 	res := w.Ledger.Verify(context.Background(), store.read)
 	lin := CheckLinearizable(w.History.Ops(), 3*time.Second)
 	if res.Lost == 0 || len(res.LostKeys) == 0 {
@@ -144,14 +147,14 @@ func TestWorkloadLossyStore(t *testing.T) {
 	}
 }
 
-// checkOpShapes checks keys and values follow the documented naming.
-func checkOpShapes(t *testing.T, ops []Op) {
+// checkOpShapes checks keys and values follow the documented naming, ledger values being valueSize bytes.
+func checkOpShapes(t *testing.T, ops []Op, valueSize int) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, op := range ops {
 		switch {
 		case strings.HasPrefix(op.Key, "ledger-"):
-			if op.Kind != Put || op.Value != op.Key {
+			if op.Kind != Put || op.Value != LedgerValue(op.Key, valueSize) || len(op.Value) < valueSize {
 				t.Fatalf("bad ledger op %+v", op)
 			}
 		case op.Key >= "reg-0" && op.Key <= "reg-3" && len(op.Key) == 5:

@@ -1,7 +1,8 @@
 // Command zaris-chaos certifies a cluster of real zaris server processes on loopback. It joins the cluster
-// as a lite member that all its clients call, kills, freezes and restarts servers on a seeded schedule,
-// then checks what the clients saw: no acknowledged write lost, no phantom value, every key linearizable.
-// It prints the report and exits 1 if the cluster failed.
+// as a lite member that all its clients call, kills, freezes and restarts servers on a seeded schedule
+// (-nemesis mixed), or kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), then
+// checks what the clients saw: no acknowledged write lost, no get denying one, no phantom value, every key
+// linearizable. It prints the report and exits 1 if the cluster failed.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,6 +39,8 @@ const (
 	pollPause    = 50 * time.Millisecond
 	liteLeave    = 2 * time.Second
 	cutShort     = 10 * time.Second // verification bound after an interrupt
+	maxValueSize = 1 << 20          // -value-size bound: the workload holds every value in memory
+	crashValue   = 1024             // ledger value size under -nemesis crash-restart unless -value-size says
 )
 
 // splitBrainNote says which check of the in-process certification this command cannot make.
@@ -52,6 +56,8 @@ type options struct {
 	bin             string
 	dataDir         string
 	failoverTimeout time.Duration
+	nemesis         string
+	valueSize       int
 	verbose         bool
 }
 
@@ -78,6 +84,10 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "prebuilt zaris server binary (default: build ./cmd/zaris)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "root of the servers' data directories, one per node (default: memory only)")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 500*time.Millisecond, "the servers' --failover-timeout")
+	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts) or "+
+		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s)")
+	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
+		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -87,6 +97,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if !isSet(fs, "seed") {
 		o.seed = rand.Uint64() % 1_000_000
+	}
+	if !isSet(fs, "value-size") && o.nemesis == nemesisCrashRestart {
+		o.valueSize = crashValue
 	}
 	return o, o.validate()
 }
@@ -107,6 +120,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("-rf %d: need 1 to -nodes (%d)", o.rf, o.nodes)
 	case o.duration <= 0 || o.failoverTimeout <= 0:
 		return errors.New("-duration and -failover-timeout must be positive")
+	case o.nemesis != nemesisMixed && o.nemesis != nemesisCrashRestart:
+		return fmt.Errorf("-nemesis %q: want %s or %s", o.nemesis, nemesisMixed, nemesisCrashRestart)
+	case o.valueSize < 0 || o.valueSize > maxValueSize:
+		return fmt.Errorf("-value-size %d: need 0 to %d", o.valueSize, maxValueSize)
 	}
 	if o.dataDir != "" {
 		abs, err := filepath.Abs(o.dataDir)
@@ -134,8 +151,8 @@ type harness struct {
 
 // run sets the cluster up, certifies it and tears it down, returning the exit code.
 func run(o options) int {
-	fmt.Printf("zaris-chaos: seed %d, %d nodes, rf %d, faults for %v, failover timeout %v\n",
-		o.seed, o.nodes, o.rf, o.duration, o.failoverTimeout)
+	fmt.Printf("zaris-chaos: seed %d, %d nodes, rf %d, nemesis %s, faults for %v, failover timeout %v, %s, %s\n",
+		o.seed, o.nodes, o.rf, o.nemesis, o.duration, o.failoverTimeout, ledgerValues(o.valueSize), storage(o.dataDir))
 	h, err := newHarness(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zaris-chaos:", err)
@@ -156,6 +173,22 @@ func run(o options) int {
 		return 1
 	}
 	return 0
+}
+
+// ledgerValues describes the ledger writes' values.
+func ledgerValues(size int) string {
+	if size == 0 {
+		return "ledger values are their keys"
+	}
+	return fmt.Sprintf("ledger values of %d bytes", size)
+}
+
+// storage describes where the servers keep their data.
+func storage(dataDir string) string {
+	if dataDir == "" {
+		return "memory only"
+	}
+	return "data in " + dataDir
 }
 
 // newHarness makes the temporary directory, builds or finds the server binary and picks the ports.
@@ -350,7 +383,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	h.nem.start = time.Now()
 	fmt.Printf("faults for %v:\n", h.o.duration)
 	faultCtx, stopFaults := context.WithTimeout(ctx, h.o.duration)
-	h.nem.run(faultCtx)
+	h.nem.run(faultCtx, h.o.nemesis)
 	stopFaults()
 	h.nem.healAll()
 	healed := time.Now()
@@ -394,8 +427,8 @@ func (t liteTarget) Get(ctx context.Context, key string) ([]byte, error) { retur
 func (h *harness) workload() *chaos.Workload {
 	target := liteTarget{h.lite}
 	return &chaos.Workload{
-		Clients: clients, Registers: registers, LedgerShare: ledgerShare, CallTimeout: callTimeout, Seed: h.o.seed,
-		History: h.history, Ledger: h.ledger,
+		Clients: clients, Registers: registers, LedgerShare: ledgerShare, ValueSize: h.o.valueSize,
+		CallTimeout: callTimeout, Seed: h.o.seed, History: h.history, Ledger: h.ledger,
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, zaris.ErrNotFound) },
 			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
@@ -426,7 +459,20 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
+	if len(r.Ledger.LostKeys) > 0 {
+		r.Notes = append(r.Notes, "the lost keys named above are in partitions "+lostPartitions(r.Ledger.LostKeys, m.Layout()))
+	}
 	return r
+}
+
+// lostPartitions lists the partitions of keys, each once, in order: where to look in the servers' logs.
+func lostPartitions(keys []string, layout zaris.Layout) string {
+	var ps []int
+	for _, k := range keys {
+		ps = append(ps, layout.KeyPartition(k))
+	}
+	slices.Sort(ps)
+	return fmt.Sprint(slices.Compact(ps))
 }
 
 // checkBounds returns how long the ledger read-back and the linearizability check may take, and the

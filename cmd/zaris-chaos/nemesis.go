@@ -42,9 +42,24 @@ func newNemesis(c *cluster, lite *zaris.Node, seed uint64, out io.Writer) *nemes
 	return &nemesis{c: c, lite: lite, rng: rand.New(rand.NewPCG(seed, 1)), out: out, dead: map[zaris.NodeID]uint64{}}
 }
 
-// run injects a fault every 0.5 to 2.5 s until ctx ends. Every step draws the same numbers whatever the
-// cluster's state, so a seed replays the same schedule of choices.
-func (n *nemesis) run(ctx context.Context) {
+// The fault schedules -nemesis selects.
+const (
+	nemesisMixed        = "mixed"         // kills, freezes and restarts at random, a killed server down for a while
+	nemesisCrashRestart = "crash-restart" // a kill every 1 to 2 s, each victim restarted within 0.5 s
+)
+
+// run injects faults on the schedule kind names until ctx ends. Every step draws the same numbers whatever
+// the cluster's state, so a seed replays the same schedule of choices.
+func (n *nemesis) run(ctx context.Context, kind string) {
+	if kind == nemesisCrashRestart {
+		n.runCrashRestart(ctx)
+		return
+	}
+	n.runMixed(ctx)
+}
+
+// runMixed injects a fault every 0.5 to 2.5 s: a kill, a freeze, or the restart of the server down.
+func (n *nemesis) runMixed(ctx context.Context) {
 	for {
 		wait := time.Duration(500+n.rng.IntN(2000)) * time.Millisecond
 		kind, pick := n.rng.IntN(5), n.rng.Uint64()
@@ -63,6 +78,21 @@ func (n *nemesis) run(ctx context.Context) {
 	}
 }
 
+// runCrashRestart SIGKILLs a server every 1 to 2 s and restarts it 0 to 500 ms later. It never waits for
+// the cluster to heal: a restarted server is often killed again, or its copy's partner is, before it
+// has caught up, which is the point.
+func (n *nemesis) runCrashRestart(ctx context.Context) {
+	next := time.Now()
+	for {
+		next = next.Add(time.Duration(1000+n.rng.IntN(1001)) * time.Millisecond)
+		pick, downFor := n.rng.Uint64(), time.Duration(n.rng.IntN(501))*time.Millisecond
+		if !chaos.Sleep(ctx, time.Until(next)) {
+			return
+		}
+		n.crashRestart(ctx, pick, downFor)
+	}
+}
+
 // step logs a nemesis action with the time since the faults began.
 func (n *nemesis) step(format string, args ...any) {
 	line := fmt.Sprintf("%6.1fs ", time.Since(n.start).Seconds()) + fmt.Sprintf(format, args...)
@@ -76,10 +106,7 @@ func (n *nemesis) step(format string, args ...any) {
 // or in-sync replica), so every acknowledged write keeps a live copy (the failure model of RF 2). With a server already down it
 // restarts that one instead.
 func (n *nemesis) killOwner(pick uint64) {
-	n.mu.Lock()
-	down := n.down
-	n.mu.Unlock()
-	if down != nil {
+	if n.isDown() {
 		n.restartDown()
 		return
 	}
@@ -155,13 +182,7 @@ func (n *nemesis) kill(s *server, m *zaris.ClusterMap) {
 // it must come back fenced. A frozen server is failed over like a dead one, so it must not hold the only
 // live copy of a partition either: the cluster would give that partition up.
 func (n *nemesis) freeze(ctx context.Context, pick uint64, hold time.Duration) {
-	m := n.lite.ClusterMap()
-	var safe []*server
-	for _, s := range n.c.servers {
-		if n.c.running(s) && n.othersHoldAll(m, zaris.NodeID(s.name)) {
-			safe = append(safe, s)
-		}
-	}
+	safe := n.stoppable(n.lite.ClusterMap())
 	if len(safe) == 0 {
 		n.step("no freeze: every server holds the only live copy of some partition")
 		return
@@ -172,6 +193,44 @@ func (n *nemesis) freeze(ctx context.Context, pick uint64, hold time.Duration) {
 	chaos.Sleep(ctx, hold)
 	n.c.signal(s, syscall.SIGCONT, false)
 	n.step("thaw %s", s.name)
+}
+
+// stoppable returns the running servers that hold no partition's only live copy, so one of them may die
+// or be frozen within the failure model.
+func (n *nemesis) stoppable(m *zaris.ClusterMap) []*server {
+	var out []*server
+	for _, s := range n.c.servers {
+		if n.c.running(s) && n.othersHoldAll(m, zaris.NodeID(s.name)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// crashRestart SIGKILLs the server pick selects among the stoppable ones and restarts it after downFor,
+// sooner if ctx ends. With a server still down from a failed restart it retries that restart instead, so
+// at most one server is ever down.
+func (n *nemesis) crashRestart(ctx context.Context, pick uint64, downFor time.Duration) {
+	if n.isDown() {
+		n.restartDown()
+		return
+	}
+	m := n.lite.ClusterMap()
+	victims := n.stoppable(m)
+	if len(victims) == 0 {
+		n.step("no kill: every server holds the only live copy of some partition")
+		return
+	}
+	n.kill(victims[pick%uint64(len(victims))], m)
+	chaos.Sleep(ctx, downFor)
+	n.restartDown()
+}
+
+// isDown reports whether a killed server waits for its restart.
+func (n *nemesis) isDown() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.down != nil
 }
 
 // restartDown restarts the killed server, if any, with its name, ports and data directory; it joins
