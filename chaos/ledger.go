@@ -42,6 +42,7 @@ type LedgerResult struct {
 	Acked      int      // acknowledged keys read back
 	Unknown    int      // keys whose write had an unknown outcome read back
 	Lost       int      // acknowledged keys missing or holding another value
+	NotFound   int      // of the lost keys, those a read reported absent: false not-founds
 	Phantom    int      // unknown keys holding a value that was never written to them
 	Unreadable int      // keys whose every read failed
 	LostKeys   []string // the first lost keys, at most 20
@@ -138,6 +139,9 @@ func (r *LedgerResult) add(c claim, got readResult) {
 		r.Unreadable++
 	case c.acked && (!got.found || got.value != c.value):
 		r.Lost++
+		if !got.found {
+			r.NotFound++
+		}
 		if len(r.LostKeys) < maxLostKeys {
 			r.LostKeys = append(r.LostKeys, c.key)
 		}

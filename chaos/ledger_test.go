@@ -49,7 +49,7 @@ func TestLedgerVerify(t *testing.T) {
 	}
 
 	res := l.Verify(context.Background(), read)
-	want := LedgerResult{Acked: 5, Unknown: 3, Lost: 2, Phantom: 1, Unreadable: 1,
+	want := LedgerResult{Acked: 5, Unknown: 3, Lost: 2, NotFound: 1, Phantom: 1, Unreadable: 1,
 		LostKeys: []string{"acked-missing", "acked-wrong"}}
 	if !equalLedgerResults(res, want) {
 		t.Fatalf("Verify = %+v, want %+v", res, want)
@@ -81,8 +81,8 @@ func TestLedgerVerifyStopsRetryingWhenCancelled(t *testing.T) {
 }
 
 func equalLedgerResults(a, b LedgerResult) bool {
-	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.Phantom == b.Phantom &&
-		a.Unreadable == b.Unreadable && slices.Equal(a.LostKeys, b.LostKeys)
+	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.NotFound == b.NotFound &&
+		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && slices.Equal(a.LostKeys, b.LostKeys)
 }
 
 func count(items []string, s string) int {

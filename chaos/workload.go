@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -51,13 +52,14 @@ func (c Classifier) put(err error) Outcome {
 }
 
 // Workload runs Clients goroutines until ctx ends. Each client loops: with probability LedgerShare it
-// writes the next unique ledger key "ledger-<client>-<seq>" (value = that key), otherwise it does a get or
-// put (50/50) on a random one of Registers keys "reg-<i>" with a unique value "<client>-<seq>". Each call
-// gets its own context with CallTimeout. Calls are recorded in History and Ledger, which must be set.
+// writes the next unique ledger key "ledger-<client>-<seq>" (value = LedgerValue of that key), otherwise it
+// does a get or put (50/50) on a random one of Registers keys "reg-<i>" with a unique value "<client>-<seq>".
+// Each call gets its own context with CallTimeout. Calls are recorded in History and Ledger, which must be set.
 type Workload struct {
 	Clients     int
 	Registers   int           // at least one register is used
 	LedgerShare float64       // share of calls that are ledger writes, in [0, 1]
+	ValueSize   int           // ledger values are padded to this many bytes; zero writes the key alone
 	CallTimeout time.Duration // zero means one second
 	Seed        uint64        // client c draws from a PCG seeded with Seed+c
 	// Target is called per op (lets the driver pick a live node); it may return nil when no node is
@@ -135,8 +137,9 @@ func (c *client) register() string {
 // ledgerPut writes the client's next unique ledger key, tracking it in the ledger.
 func (c *client) ledgerPut(ctx context.Context, t Target) {
 	key := "ledger-" + strconv.Itoa(c.id) + "-" + strconv.Itoa(c.seq)
-	c.w.Ledger.Attempt(key, key)
-	switch c.put(ctx, t, key, key) {
+	value := LedgerValue(key, c.w.ValueSize)
+	c.w.Ledger.Attempt(key, value)
+	switch c.put(ctx, t, key, value) {
 	case OK:
 		c.w.Ledger.Ack(key)
 	case Failed:
@@ -144,6 +147,25 @@ func (c *client) ledgerPut(ctx context.Context, t Target) {
 	default:
 		c.w.Ledger.Unknown(key)
 	}
+}
+
+// LedgerValue is the value written to a ledger key: the key itself, then, up to size bytes, letters drawn
+// from a generator seeded by the key. It is deterministic, so a value read back shows which key it was
+// written for; a size no longer than the key gives the key alone.
+func LedgerValue(key string, size int) string {
+	if size <= len(key) {
+		return key
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	rng := rand.New(rand.NewPCG(h.Sum64(), pcgStream))
+	b := make([]byte, size)
+	n := copy(b, key)
+	b[n] = '/'
+	for i := n + 1; i < size; i++ {
+		b[i] = 'a' + byte(rng.IntN(26))
+	}
+	return string(b)
 }
 
 // put writes value to key and records the call.

@@ -184,3 +184,37 @@ func checkCounts(t *testing.T, w *Workload, ops []Op) {
 		}
 	}
 }
+
+func TestLedgerValue(t *testing.T) {
+	if v := LedgerValue("ledger-1-2", 0); v != "ledger-1-2" {
+		t.Fatalf("LedgerValue without a size = %q, want the key", v)
+	}
+	a, b := LedgerValue("ledger-1-2", 1024), LedgerValue("ledger-1-3", 1024)
+	switch {
+	case len(a) != 1024 || len(b) != 1024:
+		t.Fatalf("lengths %d and %d, want 1024", len(a), len(b))
+	case !strings.HasPrefix(a, "ledger-1-2/"):
+		t.Fatalf("value %.20q... does not start with its key", a)
+	case a != LedgerValue("ledger-1-2", 1024):
+		t.Fatal("LedgerValue is not deterministic")
+	case a[len("ledger-1-2/"):] == b[len("ledger-1-3/"):]:
+		t.Fatal("two keys got the same padding")
+	}
+}
+
+func TestWorkloadPadsLedgerValues(t *testing.T) {
+	w := &Workload{Clients: 2, LedgerShare: 1, ValueSize: 256, Seed: 1, Target: func(int) Target { return newFakeStore(false, 0) },
+		History: &History{}, Ledger: &Ledger{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	w.Run(ctx)
+	ops := w.History.Ops()
+	if len(ops) == 0 {
+		t.Fatal("no ledger writes")
+	}
+	for _, op := range ops {
+		if op.Value != LedgerValue(op.Key, 256) {
+			t.Fatalf("ledger write %s carries %.20q..., want its padded value", op.Key, op.Value)
+		}
+	}
+}
