@@ -24,7 +24,9 @@ import (
 // cuts owners from their replicas and partitions the network one way and as a bridge. Then everything heals,
 // every partition must become writable again, and the history is checked: no acknowledged write lost, no
 // phantom value, every key linearizable, never two owners acknowledging writes under one partition epoch,
-// replicas equal. ZARIS_CHAOS_SEED replays a run; ZARIS_CHAOS_DURATION sets how long the faults last.
+// replicas equal. A second certification crashes and restarts nodes in quick succession, one at a time,
+// under writes of 1 KiB values. ZARIS_CHAOS_SEED replays a run; ZARIS_CHAOS_DURATION sets how long the
+// faults last.
 
 // certification is one run's setup.
 type certification struct {
@@ -34,6 +36,16 @@ type certification struct {
 	concern  WriteConcern
 	// callTimeout bounds each client call; 2 s when zero.
 	callTimeout time.Duration
+	// clients, ledgerShare and valueSize shape the workload; zero means 10 clients, 30% ledger writes and
+	// ledger values that are the key alone.
+	clients     int
+	ledgerShare float64
+	valueSize   int
+	// config, when set, adjusts every node's config after the certification's own settings.
+	config func(*Config)
+	// allowUnavailable lets a partition end Unavailable instead of failing the run before its report, as
+	// long as it refuses reads as it should; what it held then counts as unreadable in the ledger.
+	allowUnavailable bool
 	// nemesis injects faults until ctx ends; it returns the steps it took.
 	nemesis func(ctx context.Context, cr *certRun)
 }
@@ -45,6 +57,9 @@ type certRun struct {
 	rng    *rand.Rand
 	acks   *ackRecorder
 	ledger *chaos.Ledger
+
+	// allowUnavailable is the certification's: a partition may end Unavailable if it says so.
+	allowUnavailable bool
 
 	mu     sync.Mutex
 	steps  []string
@@ -199,19 +214,29 @@ func (cr *certRun) allHealthy(bound time.Duration) bool {
 	return false
 }
 
-// killable reports whether every partition id owns has another in-sync copy on a live node that is the
-// process the map knows (a restarted one that the map has not caught up with holds nothing yet).
+// killable reports whether killing id leaves every partition it holds a copy of (as owner or in-sync
+// replica) another live copy: RF 2's one-failure model.
 func (cr *certRun) killable(id NodeID) bool {
 	m := cr.c.currentMap()
 	for _, st := range m.Runtime {
-		if st.Owner == id && !slices.ContainsFunc(st.InSync, func(r NodeID) bool {
-			n := cr.c.nodeByID(r)
-			return n != nil && m.Nodes[r].Incarnation == n.repl.incarnation
-		}) {
+		if copies := cr.liveCopies(m, st); slices.Equal(copies, []NodeID{id}) {
 			return false
 		}
 	}
 	return true
+}
+
+// liveCopies returns the owner and in-sync replicas of a partition that are up as the process the map
+// knows: a restarted one counts only once the map records its incarnation and lists it in sync again.
+func (cr *certRun) liveCopies(m *ClusterMap, st PartitionState) []NodeID {
+	var out []NodeID
+	for _, id := range append([]NodeID{st.Owner}, st.InSync...) {
+		n := cr.c.nodeByID(id)
+		if n != nil && m.Nodes[id].Incarnation == n.repl.incarnation && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // restartOne restarts a node the nemesis killed, if any.
@@ -333,6 +358,7 @@ func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { ret
 
 // runCertification runs one certification and returns its report.
 func runCertification(t *testing.T, cert certification) *chaos.Report {
+	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
 	acks := newAckRecorder()
 	c := startCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
 		cfg.WriteConcern = cert.concern
@@ -341,12 +367,17 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		cfg.HealCooldown = 500 * time.Millisecond
 		cfg.MaxRetries = 6
 		cfg.observeAck = acks.observe
+		if cert.config != nil {
+			cert.config(cfg)
+		}
 	}))
 	history, ledger := &chaos.History{}, &chaos.Ledger{}
-	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, down: map[int]bool{}}
+	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, down: map[int]bool{},
+		allowUnavailable: cert.allowUnavailable}
 	var picks sync.Map
 	w := &chaos.Workload{
-		Clients: 10, Registers: 200, LedgerShare: 0.3, CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second), Seed: cert.seed,
+		Clients: cmp.Or(cert.clients, 10), Registers: 200, LedgerShare: cmp.Or(cert.ledgerShare, 0.3), ValueSize: cert.valueSize,
+		CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second), Seed: cert.seed,
 		History: history, Ledger: ledger,
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, ErrNotFound) },
@@ -367,7 +398,6 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	var workDone sync.WaitGroup
 	workDone.Go(func() { w.Run(workCtx) })
 
-	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
 	cr.start = time.Now()
 	faultCtx, stopFaults := context.WithTimeout(context.Background(), cert.duration)
 	cert.nemesis(faultCtx, cr)
@@ -381,19 +411,24 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	writable := cr.everyPartitionWritable(60 * time.Second)
 	stopWork()
 	workDone.Wait()
-	cr.awaitHealthy(60 * time.Second)
+	cr.awaitSettled(60 * time.Second)
 
 	return cr.report(cert, history, ledger, writable)
 }
 
-// awaitHealthy waits until every partition is Healthy, and otherwise fails naming those that are not.
-func (cr *certRun) awaitHealthy(bound time.Duration) {
+// settled reports whether a partition is where the run may end: Healthy, or Unavailable when allowed.
+func (cr *certRun) settled(st PartitionState) bool {
+	return st.Health == Healthy || cr.allowUnavailable && st.Health == Unavailable
+}
+
+// awaitSettled waits until every partition is settled, and otherwise fails naming those that are not.
+func (cr *certRun) awaitSettled(bound time.Duration) {
 	deadline := time.Now().Add(bound)
 	for {
 		var sick []string
 		m := cr.c.currentMap()
 		for p, st := range m.Runtime {
-			if st.Health != Healthy {
+			if !cr.settled(st) {
 				sick = append(sick, fmt.Sprintf("%d %+v assigned %v", p, st, m.Assignment[p]))
 			}
 		}
@@ -403,7 +438,7 @@ func (cr *certRun) awaitHealthy(bound time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			cr.dumpState()
-			cr.t.Fatalf("%d partitions not Healthy %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
+			cr.t.Fatalf("%d partitions not settled %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -433,14 +468,14 @@ func (cr *certRun) dumpState() {
 	cr.t.Logf("goroutines written to %s", path)
 }
 
-// everyPartitionWritable writes one key in every partition until each is acknowledged, and returns how long
-// after the final heal the last one was.
+// everyPartitionWritable writes one key in every partition until each is acknowledged (or, when allowed,
+// the partition is Unavailable), and returns how long after the final heal the last one was.
 func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 	layout := cr.c.currentMap().Layout()
 	deadline := time.Now().Add(bound)
 	for p := range layout.Partitions {
 		key := keyInPartition(layout, "writable", p)
-		for {
+		for !cr.leftUnavailable(p) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := cr.c.live()[0].Put(ctx, key, []byte("x"))
 			cancel()
@@ -455,6 +490,33 @@ func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 		}
 	}
 	return time.Since(cr.healed)
+}
+
+// leftUnavailable reports whether partition p is Unavailable in a run that allows it to end so.
+func (cr *certRun) leftUnavailable(p int) bool {
+	return cr.allowUnavailable && cr.c.currentMap().Runtime[p].Health == Unavailable
+}
+
+// checkUnavailable returns the partitions left Unavailable and, for each live node that answers a read in
+// one of them with anything but ErrPartitionUnavailable, a description: such a partition must refuse.
+func (cr *certRun) checkUnavailable() (partitions []int, dishonest []string) {
+	m := cr.c.currentMap()
+	for p, st := range m.Runtime {
+		if st.Health != Unavailable {
+			continue
+		}
+		partitions = append(partitions, p)
+		key := keyInPartition(m.Layout(), "probe", p)
+		for _, n := range cr.c.live() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := n.Get(ctx, key)
+			cancel()
+			if !errors.Is(err, ErrPartitionUnavailable) {
+				dishonest = append(dishonest, fmt.Sprintf("partition %d is Unavailable but %s answered a read: %v", p, n.id, err))
+			}
+		}
+	}
+	return partitions, dishonest
 }
 
 func (cr *certRun) report(cert certification, history *chaos.History, ledger *chaos.Ledger, writable time.Duration) *chaos.Report {
@@ -477,6 +539,8 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	}
 	reader := cr.c.live()[0]
 	r.Ledger = ledger.Verify(context.Background(), func(ctx context.Context, key string) (string, bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		v, err := reader.Get(ctx, key)
 		if errors.Is(err, ErrNotFound) {
 			return "", false, nil
@@ -492,6 +556,7 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	}
 	r.Unavailability = cr.acks.gaps(cr.start, cr.healed, 100*time.Millisecond)
 	r.SplitBrain = cr.acks.splitBrain()
+	r.Unavailable, r.Dishonest = cr.checkUnavailable()
 	r.Notes = append(r.Notes, fmt.Sprintf("every partition writable %v after the final heal", writable.Round(time.Millisecond)))
 	r.Notes = append(r.Notes, dumpViolations(cr.t, ops, r.Linear.ViolatingKeys)...)
 	if diff := replicaDifferences(cr.c); diff != "" {
@@ -501,16 +566,22 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	return r
 }
 
-// replicaDifferences compares every replica's segment digests with its owner's and describes the first
-// difference, or returns "".
+// replicaDifferences compares the segment digests of every assigned copy of a partition that has an owner
+// with its owner's and describes the first difference, or returns "".
 func replicaDifferences(c *testCluster) string {
 	m := c.currentMap()
 	layout := m.Layout()
 	for p, nodes := range m.Assignment {
 		owner := c.nodeByID(m.Runtime[p].Owner)
+		if owner == nil {
+			continue // Unavailable: no copy to compare with
+		}
 		first, end := layout.PartitionSegments(p)
-		for _, id := range nodes[1:] {
+		for _, id := range nodes {
 			replica := c.nodeByID(id)
+			if replica == owner {
+				continue
+			}
 			for s := first; s < end; s++ {
 				if owner.SegmentDigest(s) != replica.SegmentDigest(s) {
 					return fmt.Sprintf("partition %d segment %d: owner %s and replica %s", p, s, owner.id, id)
@@ -533,7 +604,8 @@ func chaosSeed(t *testing.T) uint64 {
 	return rand.Uint64() % 1_000_000
 }
 
-func chaosDuration(t *testing.T) time.Duration {
+// chaosDuration returns ZARIS_CHAOS_DURATION, or 10 s with -short, or def.
+func chaosDuration(t *testing.T, def time.Duration) time.Duration {
 	if s := os.Getenv("ZARIS_CHAOS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -544,7 +616,7 @@ func chaosDuration(t *testing.T) time.Duration {
 	if testing.Short() {
 		return 10 * time.Second
 	}
-	return 45 * time.Second
+	return def
 }
 
 // dumpViolations writes the history of each key that is not linearizable to a file in ZARIS_CHAOS_DUMP, when
@@ -592,7 +664,7 @@ func requireChaos(t *testing.T) {
 // TestChaosCertification is the certification run of CI.
 func TestChaosCertification(t *testing.T) {
 	requireChaos(t)
-	cert := certification{seed: chaosSeed(t), duration: chaosDuration(t), rf: 2, concern: Sync, nemesis: randomNemesis}
+	cert := certification{seed: chaosSeed(t), duration: chaosDuration(t, 45*time.Second), rf: 2, concern: Sync, nemesis: randomNemesis}
 	r := runCertification(t, cert)
 	logReport(t, r)
 	if !r.Passed() {
@@ -679,4 +751,86 @@ func (cr *certRun) killOwnerAt(i int) {
 	cr.down[i] = true
 	cr.mu.Unlock()
 	cr.step("kill %s (owner of %d partitions)", n.id, len(ev.epochs))
+}
+
+// crashRestartNemesis crashes one live node every 1 to 2 s (Close, no Leave) and starts a fresh process
+// under its name and addresses within 0.5 s, without waiting for the cluster to heal in between: the fast
+// crash-restart cycle of issue 21. Only one node is down at a time, and a node that holds the only live
+// in-sync copy of some partition is spared; a round with no other node is skipped.
+func crashRestartNemesis(ctx context.Context, cr *certRun) {
+	last := time.Now()
+	for {
+		// 1 to 2 s after the previous crash, or at once when its restart took longer.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(last.Add(cr.pause(time.Second, 2*time.Second)))):
+		}
+		last = time.Now()
+		cr.crashAndRestart()
+	}
+}
+
+// pause draws a seeded duration in [lo, hi).
+func (cr *certRun) pause(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(cr.rng.Int64N(int64(hi-lo)))
+}
+
+// crashAndRestart kills a random node whose death leaves every partition a live copy, then, after a seeded
+// pause of up to 0.5 s, restarts it as a new process.
+func (cr *certRun) crashAndRestart() {
+	var victims []int
+	for _, i := range cr.liveIndexes() {
+		if cr.killable(cr.c.node(i).id) {
+			victims = append(victims, i)
+		}
+	}
+	if len(victims) == 0 {
+		cr.step("no crash: every live node holds the only live in-sync copy of some partition")
+		return
+	}
+	cr.killOwnerAt(victims[cr.rng.IntN(len(victims))])
+	time.Sleep(cr.pause(0, 500*time.Millisecond))
+	cr.restartOne()
+}
+
+// crashRestartCertification is the setup of issue 21: RF 2 under the default Sync concern, writers of
+// unique keys with 1 KiB values beside the registers, FailoverTimeout and HealCooldown 1 s, the default
+// ReplicaAckTimeout, no eviction during the run, and the fast crash-restart nemesis. dataDir, when set, gives each node a directory of
+// its own there, which its restarts reuse.
+func crashRestartCertification(t *testing.T, dataDir string) certification {
+	return certification{
+		seed: chaosSeed(t), duration: chaosDuration(t, 30*time.Second), rf: 2, concern: Sync,
+		clients: 10, ledgerShare: 0.8, valueSize: 1024,
+		config: func(cfg *Config) {
+			cfg.FailoverTimeout = time.Second
+			cfg.HealCooldown = time.Second
+			cfg.EvictionTimeout = 10 * time.Minute
+			cfg.ReplicaAckTimeout = DefaultConfig().ReplicaAckTimeout
+			if dataDir != "" {
+				cfg.DataDir = filepath.Join(dataDir, cfg.Name)
+			}
+		},
+		allowUnavailable: true,
+		nemesis:          crashRestartNemesis,
+	}
+}
+
+// TestChaosCrashRestart certifies that no acknowledged Sync write is lost, and no acknowledged key reads as
+// not found, while nodes crash and restart in quick succession, memory-only and with a data directory.
+func TestChaosCrashRestart(t *testing.T) {
+	requireChaos(t)
+	t.Run("memory", func(t *testing.T) { certifyCrashRestart(t, crashRestartCertification(t, "")) })
+	t.Run("datadir", func(t *testing.T) { certifyCrashRestart(t, crashRestartCertification(t, t.TempDir())) })
+}
+
+// certifyCrashRestart runs cert and fails unless its report passes.
+func certifyCrashRestart(t *testing.T, cert certification) {
+	r := runCertification(t, cert)
+	logReport(t, r)
+	if !r.Passed() {
+		t.Fatalf("certification failed: %d acknowledged writes lost (%d read as not found), linearizable %v, "+
+			"%d partitions Unavailable, %d dishonest; replay with ZARIS_CHAOS_SEED=%d",
+			r.Ledger.Lost, r.Ledger.NotFound, r.Linear.Ok, len(r.Unavailable), len(r.Dishonest), cert.seed)
+	}
 }

@@ -27,16 +27,18 @@ type Report struct {
 	FailoverTimes  []time.Duration // kill -> first acknowledged write under the new epoch
 	Unavailability []time.Duration // per partition, windows with no acknowledged write while faults were active
 	SplitBrain     []string        // descriptions of (partition, epoch) acknowledged by two owners
+	Unavailable    []int           // partitions left Unavailable at the end, when the run allows it
+	Dishonest      []string        // partitions whose answers at the end contradict their health
 	Faults         []string        // the nemesis steps, in order, with times
 	Notes          []string
 }
 
 // Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable, no get
-// denying an acknowledged write, every key proven linearizable (a timed-out check proves nothing) and no
-// split brain.
+// denying an acknowledged write, every key proven linearizable (a timed-out check proves nothing), no split
+// brain and no partition answering against its health.
 func (r *Report) Passed() bool {
-	return r.Ledger.Lost == 0 && r.Ledger.Phantom == 0 && r.Ledger.Unreadable == 0 &&
-		r.Phantoms == 0 && r.Linear.FalseNotFound == 0 && r.Linear.Ok && len(r.SplitBrain) == 0
+	return r.Ledger.Lost == 0 && r.Ledger.Phantom == 0 && r.Ledger.Unreadable == 0 && r.Phantoms == 0 &&
+		r.Linear.FalseNotFound == 0 && r.Linear.Ok && len(r.SplitBrain) == 0 && len(r.Dishonest) == 0
 }
 
 // Print writes a readable multi-line summary of the run to w.
@@ -53,6 +55,10 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "failovers: %d, failover time %s\n", r.Failovers, formatPercentiles(r.FailoverTimes))
 	fmt.Fprintf(w, "unavailability: %d windows, %s\n", len(r.Unavailability), formatPercentiles(r.Unavailability))
 	printList(w, "split brain", r.SplitBrain, math.MaxInt)
+	if len(r.Unavailable) > 0 {
+		fmt.Fprintf(w, "unavailable at the end: partitions %v\n", r.Unavailable)
+	}
+	printList(w, "dishonest partitions", r.Dishonest, math.MaxInt)
 	printList(w, "faults", r.Faults, maxFaultLines)
 	printList(w, "notes", r.Notes, math.MaxInt)
 }
@@ -60,8 +66,8 @@ func (r *Report) Print(w io.Writer) {
 // printChecks writes the durability and linearizability verdicts.
 func (r *Report) printChecks(w io.Writer) {
 	l := r.Ledger
-	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found), phantom %d, unreadable %d\n",
-		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Phantom, l.Unreadable)
+	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found, %d wrong value), phantom %d, unreadable %d\n",
+		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Lost-l.NotFound, l.Phantom, l.Unreadable)
 	if len(l.LostKeys) > 0 {
 		fmt.Fprintf(w, "lost keys: %s\n", strings.Join(l.LostKeys, ", "))
 	}

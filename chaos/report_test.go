@@ -18,21 +18,28 @@ func TestReportPrint(t *testing.T) {
 		passing.Faults = append(passing.Faults, fmt.Sprintf("%ds kill node-%d", i, i%3))
 	}
 	lost := passing
-	lost.Ledger = LedgerResult{Acked: 5, Lost: 1, LostKeys: []string{"ledger-0-1"}}
+	lost.Ledger = LedgerResult{Acked: 5, Lost: 1, NotFound: 1, LostKeys: []string{"ledger-0-1"}}
 	denied := passing
 	denied.Linear.FalseNotFound = 1
 	unproven := passing
 	unproven.Linear = LinearizabilityResult{Keys: 3, Ops: 12, Unknown: true}
+	unavailable := passing
+	unavailable.Unavailable = []int{7}
+	dishonest := unavailable
+	dishonest.Dishonest = []string{"partition 7 is Unavailable but a read answered not found"}
 
 	for _, tc := range []struct {
 		name string
 		r    Report
 		want string
+		line string // a line the report must print
 	}{
-		{"passing", passing, "PASS"},
-		{"lost write", lost, "FAIL"},
-		{"false not found", denied, "FAIL"},
-		{"unproven", unproven, "FAIL"},
+		{"passing", passing, "PASS", "lost 0 (0 not found, 0 wrong value)"},
+		{"lost write", lost, "FAIL", "lost 1 (1 not found, 0 wrong value)"},
+		{"false not found", denied, "FAIL", "false NotFound: 1 register gets"},
+		{"unproven", unproven, "FAIL", "not proven"},
+		{"honestly unavailable", unavailable, "PASS", "unavailable at the end: partitions [7]"},
+		{"dishonest", dishonest, "FAIL", "dishonest partitions (1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
@@ -41,7 +48,7 @@ func TestReportPrint(t *testing.T) {
 			if tc.r.Passed() != (tc.want == "PASS") {
 				t.Fatalf("Passed() = %v, want verdict %s", tc.r.Passed(), tc.want)
 			}
-			for _, s := range []string{tc.want, "replay with seed 1234", "... 10 more"} {
+			for _, s := range []string{tc.want, tc.line, "replay with seed 1234", "... 10 more"} {
 				if !strings.Contains(out, s) {
 					t.Errorf("report lacks %q:\n%s", s, out)
 				}

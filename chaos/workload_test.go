@@ -187,3 +187,20 @@ func checkCounts(t *testing.T, w *Workload, ops []Op) {
 		}
 	}
 }
+
+func TestWorkloadPadsLedgerValues(t *testing.T) {
+	w := &Workload{Clients: 2, LedgerShare: 1, ValueSize: 256, Seed: 1, Target: func(int) Target { return newFakeStore(false, 0) },
+		History: &History{}, Ledger: &Ledger{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	w.Run(ctx)
+	ops := w.History.Ops()
+	if len(ops) == 0 {
+		t.Fatal("no ledger writes")
+	}
+	for _, op := range ops {
+		if op.Value != LedgerValue(op.Key, 256) {
+			t.Fatalf("ledger write %s carries %.20q..., want its padded value", op.Key, op.Value)
+		}
+	}
+}
