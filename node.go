@@ -62,9 +62,8 @@ type Node struct {
 	commits      sync.RWMutex
 	commitsEnded bool
 	left         atomic.Bool
-	// recognized is set while the committed map records this process's incarnation. Until then the
-	// partitions the map gives this node were owned by its previous process, which may have held more than
-	// this one reloaded, so it does not serve them.
+	// recognized is set while the committed map records this process's incarnation: a restarted node acts
+	// on ownership changes only from then on (see beforeCommit and ownsIn).
 	recognized atomic.Bool
 	// controlTicks counts the control loop's rounds.
 	controlTicks atomic.Uint64
