@@ -191,12 +191,7 @@ func (cr *certRun) killOwner() {
 		cr.step("no kill: not every partition is Healthy")
 		return
 	}
-	var victims []int
-	for _, i := range cr.liveIndexes() {
-		if cr.killable(cr.c.node(i).id) {
-			victims = append(victims, i)
-		}
-	}
+	victims := cr.victims()
 	if len(victims) == 0 {
 		cr.step("no kill: every node holds the only in-sync copy of some partition")
 		return
@@ -212,6 +207,26 @@ func (cr *certRun) allHealthy(bound time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// victims returns the live nodes whose death stays within the failure model; those that own partitions
+// when there are any, since an owner's death is the one that moves partitions.
+func (cr *certRun) victims() []int {
+	var owners, others []int
+	m := cr.c.currentMap()
+	for _, i := range cr.liveIndexes() {
+		switch id := cr.c.node(i).id; {
+		case !cr.killable(id):
+		case m.OwnedBy(id) > 0:
+			owners = append(owners, i)
+		default:
+			others = append(others, i)
+		}
+	}
+	if len(owners) > 0 {
+		return owners
+	}
+	return others
 }
 
 // killable reports whether killing id leaves every partition it holds a copy of (as owner or in-sync
@@ -754,9 +769,9 @@ func (cr *certRun) killOwnerAt(i int) {
 }
 
 // crashRestartNemesis crashes one live node every 1 to 2 s (Close, no Leave) and starts a fresh process
-// under its name and addresses within 0.5 s, without waiting for the cluster to heal in between: the fast
-// crash-restart cycle of issue 21. Only one node is down at a time, and a node that holds the only live
-// in-sync copy of some partition is spared; a round with no other node is skipped.
+// under its name and addresses within 0.5 s, without waiting for the cluster to heal in between. Only one
+// node is down at a time, and a node that holds the only live in-sync copy of some partition is spared; a
+// round with no other node is skipped.
 func crashRestartNemesis(ctx context.Context, cr *certRun) {
 	last := time.Now()
 	for {
@@ -776,15 +791,10 @@ func (cr *certRun) pause(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(cr.rng.Int64N(int64(hi-lo)))
 }
 
-// crashAndRestart kills a random node whose death leaves every partition a live copy, then, after a seeded
-// pause of up to 0.5 s, restarts it as a new process.
+// crashAndRestart kills a random node whose death leaves every partition a live copy, an owner when one
+// can be, then, after a seeded pause of up to 0.5 s, restarts it as a new process.
 func (cr *certRun) crashAndRestart() {
-	var victims []int
-	for _, i := range cr.liveIndexes() {
-		if cr.killable(cr.c.node(i).id) {
-			victims = append(victims, i)
-		}
-	}
+	victims := cr.victims()
 	if len(victims) == 0 {
 		cr.step("no crash: every live node holds the only live in-sync copy of some partition")
 		return
@@ -794,10 +804,10 @@ func (cr *certRun) crashAndRestart() {
 	cr.restartOne()
 }
 
-// crashRestartCertification is the setup of issue 21: RF 2 under the default Sync concern, writers of
-// unique keys with 1 KiB values beside the registers, FailoverTimeout and HealCooldown 1 s, the default
-// ReplicaAckTimeout, no eviction during the run, and the fast crash-restart nemesis. dataDir, when set, gives each node a directory of
-// its own there, which its restarts reuse.
+// crashRestartCertification runs RF 2 under the default Sync concern, writers of unique keys with 1 KiB
+// values beside the registers, FailoverTimeout and HealCooldown 1 s, the default ReplicaAckTimeout, no
+// eviction during the run, and the fast crash-restart nemesis. dataDir, when set, gives each node a
+// directory of its own there, which its restarts reuse.
 func crashRestartCertification(t *testing.T, dataDir string) certification {
 	return certification{
 		seed: chaosSeed(t), duration: chaosDuration(t, 30*time.Second), rf: 2, concern: Sync,

@@ -27,7 +27,7 @@ type restartHooks struct {
 	admit atomic.Pointer[func()]
 }
 
-func newRestartHooks(t *testing.T) *restartHooks {
+func newRestartHooks() *restartHooks {
 	h := &restartHooks{resume: make(chan struct{})}
 	h.partition.Store(-1)
 	h.rejoiner.Store(NodeID(""))
@@ -38,6 +38,23 @@ func newRestartHooks(t *testing.T) *restartHooks {
 
 // release lets every held node go on; a test defers it, since a node held in apply cannot close.
 func (h *restartHooks) release() { h.resumeOnce.Do(func() { close(h.resume) }) }
+
+// startHeldCluster starts three nodes, RF 2, with the hooks installed, a fast failover and no heal during
+// the test (a partition keeps its epoch).
+func startHeldCluster(t *testing.T) (*testCluster, *restartHooks) {
+	h := newRestartHooks()
+	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.HealCooldown = 10 * time.Minute
+	}))
+	return c, h
+}
+
+// watch makes the hooks act on partition p and its replica.
+func (h *restartHooks) watch(p int, replica NodeID) {
+	h.partition.Store(int64(p))
+	h.rejoiner.Store(replica)
+}
 
 // install wires the hooks into cfg.
 func (h *restartHooks) install(cfg *Config) {
@@ -72,17 +89,12 @@ func (h *restartHooks) install(cfg *Config) {
 // know as the owner. Once the leader records the restart, the partition fails over to the replica and every
 // acknowledged write is still there.
 func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
-	h := newRestartHooks(t)
-	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
-		cfg.FailoverTimeout = time.Second
-		cfg.HealCooldown = 10 * time.Minute // no heal: the partition keeps its epoch
-	}))
+	c, h := startHeldCluster(t)
 	defer h.release()
 	ctx := bg(t)
 	_, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]
-	h.partition.Store(int64(p))
-	h.rejoiner.Store(replica.id)
+	h.watch(p, replica.id)
 
 	// The replica restarts and is held out of the partition's in-sync set: that map is the old one the
 	// owner's next process will be held at. Then it returns, caught up, under the same epoch.
@@ -171,18 +183,13 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 // sync without it: after the owner dies, the write is readable or its partition is Unavailable, never a
 // false NotFound.
 func TestAdmissionNeverAcknowledgesBehindTheReplica(t *testing.T) {
-	h := newRestartHooks(t)
-	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
-		cfg.FailoverTimeout = time.Second
-		cfg.HealCooldown = 10 * time.Minute
-	}))
+	c, h := startHeldCluster(t)
 	defer h.release()
 	defer c.faults.HealAll() // a killed node's gossip may still be dialling through a cut link
 	ctx := bg(t)
 	leader, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]
-	h.partition.Store(int64(p))
-	h.rejoiner.Store(replica.id)
+	h.watch(p, replica.id)
 
 	// The replica misses a write and leaves the in-sync set; it is held out while more writes land.
 	h.holdJoin.Store(true)

@@ -103,20 +103,25 @@ func (n *nemesis) step(format string, args ...any) {
 }
 
 // killOwner SIGKILLs a random server that owns partitions and is never the only live copy of one (as owner
-// or in-sync replica), so every acknowledged write keeps a live copy (the failure model of RF 2). With a server already down it
-// restarts that one instead.
+// or in-sync replica), so every acknowledged write keeps a live copy (the failure model of RF 2). With a
+// server already down it restarts that one instead.
 func (n *nemesis) killOwner(pick uint64) {
 	if n.isDown() {
 		n.restartDown()
 		return
 	}
 	m := n.lite.ClusterMap()
-	victims := n.killable(m)
+	n.killOneOf(n.killable(m), pick, m)
+}
+
+// killOneOf SIGKILLs the server pick selects among victims; it reports whether there was one.
+func (n *nemesis) killOneOf(victims []*server, pick uint64, m *zaris.ClusterMap) bool {
 	if len(victims) == 0 {
-		n.step("no kill: every owner holds the only live copy of some partition")
-		return
+		n.step("no kill: every candidate holds the only live copy of some partition")
+		return false
 	}
 	n.kill(victims[pick%uint64(len(victims))], m)
+	return true
 }
 
 // killable returns the running servers that own partitions and hold no partition's only live copy.
@@ -207,21 +212,22 @@ func (n *nemesis) stoppable(m *zaris.ClusterMap) []*server {
 	return out
 }
 
-// crashRestart SIGKILLs the server pick selects among the stoppable ones and restarts it after downFor,
-// sooner if ctx ends. With a server still down from a failed restart it retries that restart instead, so
-// at most one server is ever down.
+// crashRestart SIGKILLs the server pick selects among the stoppable ones, an owner when one can be, and
+// restarts it after downFor, sooner if ctx ends. With a server still down from a failed restart it retries
+// that restart instead, so at most one server is ever down.
 func (n *nemesis) crashRestart(ctx context.Context, pick uint64, downFor time.Duration) {
 	if n.isDown() {
 		n.restartDown()
 		return
 	}
 	m := n.lite.ClusterMap()
-	victims := n.stoppable(m)
+	victims := n.killable(m)
 	if len(victims) == 0 {
-		n.step("no kill: every server holds the only live copy of some partition")
+		victims = n.stoppable(m)
+	}
+	if !n.killOneOf(victims, pick, m) {
 		return
 	}
-	n.kill(victims[pick%uint64(len(victims))], m)
 	chaos.Sleep(ctx, downFor)
 	n.restartDown()
 }
