@@ -181,7 +181,7 @@ func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 // startRaft creates the consensus member of this node. Its state lives in memory.
 func (n *Node) startRaft(ln net.Listener) error {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.id)
+	rc.LocalID = raftID(n.id, n.repl.incarnation)
 	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
 	rc.ElectionTimeout = n.cfg.Timing.RaftElection
 	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
@@ -290,7 +290,7 @@ func (n *Node) maybeBootstrap() {
 		if i >= n.cfg.MaxVoters {
 			suffrage = raft.Nonvoter
 		}
-		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.DataAddr)})
+		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Incarnation), Address: raft.ServerAddress(m.DataAddr)})
 	}
 	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		n.log.Warn("bootstrap control plane", "err", err)
@@ -315,30 +315,21 @@ func (n *Node) advertiseFormed() {
 	n.formed = true
 }
 
-// reconcile makes the control plane agree with membership: alive members become raft servers (voters up to
-// MaxVoters, then non-voters) and map nodes, members that left are removed, and the first partition map is
-// assigned once enough nodes are present. Runs on the leader only.
+// reconcile makes the control plane agree with membership: the raft servers follow the members' processes
+// (voters.go), alive members become map nodes, the partitions of members that left or failed move, and the
+// first partition map is assigned once enough nodes are present. Runs on the leader only.
 func (n *Node) reconcile() error {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	members := n.members.members()
+	if err := n.followMembership(members); err != nil {
 		return err
 	}
-	inRaft := map[NodeID]bool{}
-	voters := 0
-	for _, s := range cf.Configuration().Servers {
-		inRaft[NodeID(s.ID)] = true
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
-	}
-	members := n.members.members()
 	for _, m := range members {
 		var err error
 		switch m.Status {
 		case serf.StatusAlive:
-			err = n.admit(m, inRaft[m.ID], &voters, members)
+			err = n.admit(m, members)
 		case serf.StatusLeft:
-			err = n.retire(m, inRaft[m.ID], members)
+			err = n.retire(m, members)
 		}
 		if err != nil {
 			return err
@@ -356,26 +347,13 @@ func (n *Node) reconcile() error {
 	return n.rebalance(members)
 }
 
-// admit makes an alive member a raft server and records it in the map. A member that restarted (a new
-// incarnation) may have lost what it held: the partitions it still owns are failed over to in-sync
-// replicas before the map records the new incarnation, and until then the restarted node refuses to serve
-// them. A partition with no in-sync replica becomes Unavailable, as when its owner dies.
-func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error {
+// admit records an alive member in the map. A member that restarted (a new incarnation) may have lost what
+// it held: the partitions it still owns are failed over to in-sync replicas before the map records the new
+// incarnation, and until then the restarted node refuses to serve them. A partition with no in-sync replica
+// becomes Unavailable, as when its owner dies.
+func (n *Node) admit(m member, members []member) error {
 	if m.DataAddr == "" {
 		return nil
-	}
-	if !inRaft {
-		add := n.raft.AddNonvoter
-		if *voters < n.cfg.MaxVoters {
-			add = n.raft.AddVoter
-			*voters++
-		}
-		err := n.decide(func() raft.Future {
-			return add(raft.ServerID(m.ID), raft.ServerAddress(m.DataAddr), 0, applyTimeout)
-		})
-		if err != nil {
-			return fmt.Errorf("add %s to control plane: %w", m.ID, err)
-		}
 	}
 	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr, Incarnation: m.Incarnation}
 	info, ok := n.fsm.clusterMap().Nodes[m.ID]
@@ -401,15 +379,9 @@ func (n *Node) admit(m member, inRaft bool, voters *int, members []member) error
 	return n.commit(&command{Kind: cmdUpsertNode, Node: want})
 }
 
-// retire removes a member that left cleanly: out of the control plane, and its partitions handed at once
-// to their in-sync replicas (no suspicion needed: it said goodbye).
-func (n *Node) retire(m member, inRaft bool, members []member) error {
-	if inRaft && m.ID != n.id {
-		err := n.decide(func() raft.Future { return n.raft.RemoveServer(raft.ServerID(m.ID), 0, applyTimeout) })
-		if err != nil {
-			return fmt.Errorf("remove %s from control plane: %w", m.ID, err)
-		}
-	}
+// retire hands the partitions of a member that left cleanly at once to their in-sync replicas (no
+// suspicion needed: it said goodbye); followMembership has removed it from the control plane.
+func (n *Node) retire(m member, members []member) error {
 	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
 		return n.failOver(m.ID, members)
 	}
@@ -467,7 +439,8 @@ func (n *Node) decide(submit func() raft.Future) error {
 // leaderDataPeer returns the current leader's id, or "" when none is known.
 func (n *Node) leaderID() NodeID {
 	_, id := n.raft.LeaderWithID()
-	return NodeID(id)
+	node, _ := splitRaftID(id)
+	return node
 }
 
 // hclogWriter forwards raft's log lines to the node's slog logger at debug level.

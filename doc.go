@@ -21,6 +21,12 @@
 // a committed, ordered command: two nodes never hand out the same epoch, and a minority side of a network
 // partition decides nothing. Every node applies each committed change and repoints its routing table.
 //
+// The raft servers follow membership. A server is a node's process: a restarted process has forgotten its
+// raft term and vote, so it joins as a new server and its predecessor is removed. A member that left, or
+// stayed failed for DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters
+// once they have stayed alive for Timing.ServerStabilization, keeping an odd number of voters up to
+// MaxVoters. A cluster whose first voters are all replaced, one at a time, keeps deciding.
+//
 // # Replication and write concerns
 //
 // Each partition has ReplicationFactor assigned nodes: the active owner and its replicas. Every write the owner

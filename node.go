@@ -47,10 +47,12 @@ type Node struct {
 	bootstrapped bool
 	formed       bool
 	// The leader's countdowns.
-	suspects      countdowns[NodeID] // failed owners that do not answer either
-	failedSince   countdowns[NodeID] // failed members, towards eviction
-	lostSince     countdowns[int]    // Unavailable partitions, towards recreation
-	healableSince countdowns[int]    // Degraded partitions whose copies are all in sync, towards Healthy
+	suspects      countdowns[NodeID]        // failed owners that do not answer either
+	failedSince   countdowns[NodeID]        // failed members, towards eviction
+	lostSince     countdowns[int]           // Unavailable partitions, towards recreation
+	healableSince countdowns[int]           // Degraded partitions whose copies are all in sync, towards Healthy
+	deadSince     countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
+	stableSince   countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -90,6 +92,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		failedSince:   countdowns[NodeID]{},
 		lostSince:     countdowns[int]{},
 		healableSince: countdowns[int]{},
+		deadSince:     countdowns[NodeID]{},
+		stableSince:   countdowns[raft.ServerID]{},
 		stop:          make(chan struct{}),
 	}
 	if n.dialer == nil {

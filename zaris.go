@@ -67,6 +67,8 @@ type Timing struct {
 	// Reconnect is how often gossip tries to reach the members it reported failed: after a network
 	// partition heals, both sides see each other again within about this long.
 	Reconnect time.Duration
+	// ServerStabilization is how long a new control-plane server must stay alive before it may vote.
+	ServerStabilization time.Duration
 }
 
 // LANTiming returns timings for a cluster on a local-area network.
@@ -82,6 +84,8 @@ func LANTiming() Timing {
 		Reconcile:       time.Second,
 		SuspicionMult:   4,
 		Reconnect:       5 * time.Second,
+
+		ServerStabilization: 10 * time.Second,
 	}
 }
 
@@ -98,6 +102,8 @@ func LocalTiming() Timing {
 		Reconcile:       200 * time.Millisecond,
 		SuspicionMult:   2,
 		Reconnect:       500 * time.Millisecond,
+
+		ServerStabilization: 500 * time.Millisecond,
 	}
 }
 
@@ -151,6 +157,9 @@ type Config struct {
 	// HealCooldown is how long a Degraded partition's copies must all stay in sync before the leader
 	// declares it Healthy again (under a new epoch).
 	HealCooldown time.Duration
+	// DeadServerTimeout is how long a member may stay failed before its process leaves the control plane's
+	// servers (a voter is replaced by a stable non-voter); it may come back later as a new server.
+	DeadServerTimeout time.Duration
 	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
 	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
 	EvictionTimeout time.Duration
@@ -227,6 +236,7 @@ func DefaultConfig() Config {
 		OpLogRetain:       4096,
 		FailoverTimeout:   10 * time.Second,
 		EvictionTimeout:   time.Minute,
+		DeadServerTimeout: 30 * time.Second,
 		HealCooldown:      5 * time.Second,
 		MaxMigrations:     4,
 		CutoverTimeout:    time.Second,
@@ -276,7 +286,8 @@ func (c *Config) validate() error {
 		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
 	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
 		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
-		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0 || c.Timing.Reconnect <= 0:
+		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0 || c.Timing.Reconnect <= 0 ||
+		c.Timing.ServerStabilization <= 0:
 		return bad("every Timing field must be positive")
 	}
 	if c.WriteConcern == 0 {
@@ -289,8 +300,8 @@ func (c *Config) validate() error {
 		return bad("ReplicaAckTimeout must be positive")
 	case c.OpLogRetain < 1:
 		return bad("OpLogRetain %d must be at least 1", c.OpLogRetain)
-	case c.FailoverTimeout <= 0:
-		return bad("FailoverTimeout must be positive")
+	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
+		return bad("FailoverTimeout and DeadServerTimeout must be positive")
 	case c.EvictionTimeout < c.FailoverTimeout:
 		return bad("EvictionTimeout %v must be at least FailoverTimeout %v", c.EvictionTimeout, c.FailoverTimeout)
 	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0 || c.HealCooldown <= 0:

@@ -41,6 +41,7 @@ type options struct {
 	pprofAddr       string
 	joinTimeout     time.Duration
 	failoverTimeout time.Duration
+	deadServer      time.Duration
 }
 
 func main() {
@@ -79,6 +80,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", def.FailoverTimeout, "how long a failed owner must stay silent before its partitions fail over")
+	fs.DurationVar(&o.deadServer, "dead-server-timeout", def.DeadServerTimeout, "how long a failed member stays a control-plane server before a live one replaces it")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -125,6 +127,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.ReplicationFactor = o.rf
 	cfg.DataDir = o.dataDir
 	cfg.FailoverTimeout = o.failoverTimeout
+	cfg.DeadServerTimeout = o.deadServer
 	cfg.Logger = log
 	for _, addr := range strings.Split(o.join, ",") {
 		if addr = strings.TrimSpace(addr); addr != "" {

@@ -1,0 +1,212 @@
+package zaris
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+)
+
+// The control plane's servers follow membership, as the leader sees it on every reconcile. A server is a
+// node's process: its raft identity carries the incarnation, because raft's safety rests on a voter never
+// forgetting its term and vote, and a restarted process (memory-only, raft state included) has forgotten
+// both; it joins as a new server and the old one is removed. A server whose member left, or failed for
+// longer than DeadServerTimeout, is removed too. New servers join as non-voters and are promoted once they
+// have stayed alive for ServerStabilization, keeping an odd number of voters up to MaxVoters, so a cluster
+// whose first voters are all replaced one by one keeps a quorum of live ones.
+
+// raftID is the control-plane identity of process incarnation of node id.
+func raftID(id NodeID, incarnation uint64) raft.ServerID {
+	return raft.ServerID(string(id) + "#" + strconv.FormatUint(incarnation, 16))
+}
+
+// splitRaftID returns the node and the process a raft identity names.
+func splitRaftID(s raft.ServerID) (NodeID, uint64) {
+	i := strings.LastIndexByte(string(s), '#')
+	if i < 0 {
+		return NodeID(s), 0
+	}
+	inc, _ := strconv.ParseUint(string(s[i+1:]), 16, 64)
+	return NodeID(s[:i]), inc
+}
+
+// serverChangeKind says what a serverChange does.
+type serverChangeKind uint8
+
+const (
+	removeServer serverChangeKind = iota + 1
+	addNonvoter
+	promoteServer
+)
+
+func (k serverChangeKind) String() string {
+	switch k {
+	case removeServer:
+		return "remove"
+	case addNonvoter:
+		return "add non-voter"
+	case promoteServer:
+		return "promote to voter"
+	}
+	return fmt.Sprintf("serverChangeKind(%d)", uint8(k))
+}
+
+// serverChange is one change to the control plane's configuration, and why.
+type serverChange struct {
+	Kind    serverChangeKind
+	ID      raft.ServerID
+	Address string
+	Why     string
+}
+
+// serverFacts is what the leader knows, on one reconcile, beyond the configuration and the members.
+type serverFacts struct {
+	Leader    raft.ServerID
+	MaxVoters int
+	// Dead reports whether a failed member has been failed for DeadServerTimeout.
+	Dead func(NodeID) bool
+	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
+	Stable func(raft.ServerID) bool
+}
+
+// planServers returns, in the order to apply them, the changes that make the servers follow the members:
+// removals first (a restarted process's new server takes its predecessor's address), then the members'
+// processes missing from the configuration as non-voters, then promotions of stable non-voters. It is a
+// pure function of its arguments.
+func planServers(servers []raft.Server, members []member, f serverFacts) []serverChange {
+	byName := map[NodeID]member{}
+	for _, m := range members {
+		byName[m.ID] = m
+	}
+	var changes []serverChange
+	kept := map[raft.ServerID]raft.Server{}
+	for _, s := range servers {
+		if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
+			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
+			continue
+		}
+		kept[s.ID] = s
+	}
+	for _, m := range sortedMembers(members) {
+		id := raftID(m.ID, m.Incarnation)
+		if _, in := kept[id]; m.Status == serf.StatusAlive && m.DataAddr != "" && !in {
+			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: m.DataAddr, Why: "new process"})
+		}
+	}
+	return append(changes, promotions(kept, byName, f)...)
+}
+
+// staleServer says why server s no longer stands for a live process, or "" when it does.
+func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string {
+	name, incarnation := splitRaftID(s.ID)
+	m, known := byName[name]
+	switch {
+	case !known || m.Status == serf.StatusLeft:
+		return "member left"
+	case m.Incarnation != incarnation:
+		return "member restarted as a new process"
+	case m.Status == serf.StatusFailed && f.Dead(name):
+		return "member failed for DeadServerTimeout"
+	}
+	return ""
+}
+
+// promotions promotes stable, alive, full non-voters, in name order, towards the largest odd number of
+// voters that MaxVoters and the candidates allow; it never demotes.
+func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f serverFacts) []serverChange {
+	voters := 0
+	var candidates []raft.Server
+	for _, s := range kept {
+		if s.Suffrage == raft.Voter {
+			voters++
+			continue
+		}
+		name, _ := splitRaftID(s.ID)
+		if m := byName[name]; m.Status == serf.StatusAlive && !m.Lite && !m.Leaving && f.Stable(s.ID) {
+			candidates = append(candidates, s)
+		}
+	}
+	want := min(f.MaxVoters, voters+len(candidates))
+	if want%2 == 0 {
+		want--
+	}
+	slices.SortFunc(candidates, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	var changes []serverChange
+	for _, s := range candidates {
+		if voters >= want {
+			break
+		}
+		voters++
+		changes = append(changes, serverChange{Kind: promoteServer, ID: s.ID, Address: string(s.Address), Why: "stable"})
+	}
+	return changes
+}
+
+// sortedMembers returns members in name order, so a plan does not depend on gossip's order.
+func sortedMembers(members []member) []member {
+	out := slices.Clone(members)
+	slices.SortFunc(out, func(a, b member) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+// followMembership applies the server plan of this reconcile. Leader only.
+func (n *Node) followMembership(members []member) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	servers := cf.Configuration().Servers
+	facts := n.serverFacts(servers, members)
+	for _, ch := range planServers(servers, members, facts) {
+		n.log.Info("control-plane server change", "change", ch.Kind.String(), "server", ch.ID, "why", ch.Why)
+		err := n.decide(func() raft.Future {
+			switch ch.Kind {
+			case removeServer:
+				return n.raft.RemoveServer(ch.ID, 0, applyTimeout)
+			case addNonvoter:
+				return n.raft.AddNonvoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
+			default:
+				return n.raft.AddVoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", ch.Kind, ch.ID, err)
+		}
+	}
+	return nil
+}
+
+// serverFacts measures, for this reconcile, how long members have been failed and servers alive, with the
+// leader's countdowns.
+func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts {
+	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
+	for _, m := range members {
+		switch m.Status {
+		case serf.StatusFailed:
+			failed[m.ID] = true
+		case serf.StatusAlive:
+			alive[raftID(m.ID, m.Incarnation)] = true
+		}
+	}
+	for id := range n.deadSince {
+		if !failed[id] {
+			delete(n.deadSince, id)
+		}
+	}
+	for id := range n.stableSince {
+		if !alive[id] || !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
+			delete(n.stableSince, id)
+		}
+	}
+	return serverFacts{
+		Leader:    raftID(n.id, n.repl.incarnation),
+		MaxVoters: n.cfg.MaxVoters,
+		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id) >= n.cfg.DeadServerTimeout },
+		Stable: func(id raft.ServerID) bool {
+			return alive[id] && n.stableSince.elapsed(id) >= n.cfg.Timing.ServerStabilization
+		},
+	}
+}
