@@ -35,6 +35,15 @@ type replicaLink struct {
 	// incarnation is the replica's process as last seen: a restarted one may have reloaded, from its data
 	// dir, a copy of another history than this node's.
 	incarnation uint64
+	// outgoing holds, per segment, a snapshot being sent in pieces and how far the replica has taken it.
+	outgoing map[int]*outgoingSnapshot
+}
+
+// outgoingSnapshot is a segment snapshot too large for one request, sent a piece at a time.
+type outgoingSnapshot struct {
+	snap *segmentSnapshot // the whole segment
+	sent int              // entries the replica has taken
+	part int              // the next piece's number
 }
 
 // resyncStep is how far a segment's resync has come.
@@ -60,6 +69,7 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 		acked:    map[int]uint64{},
 		fenced:   map[int]uint64{},
 		resync:   map[int]resyncMark{},
+		outgoing: map[int]*outgoingSnapshot{},
 		progress: make(chan struct{}),
 	}
 	return l
@@ -306,7 +316,11 @@ func (l *replicaLink) sendOnce() error {
 	}
 	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
 	l.r.stats.bytesSent.Add(uint64(size))
-	l.r.stats.snapshotsSent.Add(uint64(len(b.req.Snapshots)))
+	for _, s := range b.req.Snapshots {
+		if !s.More {
+			l.r.stats.snapshotsSent.Add(1)
+		}
+	}
 	l.absorb(b, reply)
 	return nil
 }
@@ -344,10 +358,11 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	return &reply, len(payload), nil
 }
 
-// forget drops what the link knew of the replica's revisions.
+// forget drops what the link knew of the replica's revisions, and the snapshots it was sending in pieces.
 func (l *replicaLink) forget() {
 	l.lock()
 	clear(l.acked)
+	clear(l.outgoing)
 	l.unlock()
 }
 
@@ -373,6 +388,7 @@ func (l *replicaLink) plan() *batch {
 		if !l.r.n.ownsIn(m, p) {
 			delete(l.dirty, seg) // not ours to replicate, or not yet: the map does not know this process
 			delete(l.resync, seg)
+			delete(l.outgoing, seg)
 			continue
 		}
 		if l.isFenced(seg) || m.Runtime[p].Health == Recovering {
@@ -410,7 +426,7 @@ func (l *replicaLink) plan() *batch {
 			after = max(b.target[seg], 1) - 1
 		}
 		l.addOps(b, seg, after)
-		if len(b.req.Ops) >= replicateMaxOps || b.bytes >= replicateMaxBytes {
+		if len(b.req.Ops) >= replicateMaxOps || b.bytes >= l.r.maxRequestBytes() {
 			break
 		}
 	}
@@ -432,22 +448,55 @@ func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []in
 		s := l.addSnapshot(b, seg, m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch)
 		b.gen[seg], b.target[seg] = gens[seg], s.Revision
 		l.r.stats.resyncs.Add(1)
-		if b.bytes >= replicateMaxBytes {
+		if b.bytes >= l.r.maxRequestBytes() {
 			return
 		}
 	}
 }
 
-// addSnapshot adds a whole copy of segment seg to b, sent as this node's copy under epoch: the replica
-// installs it only while the map names this process the partition's owner at that epoch.
+// addSnapshot adds to b a copy of segment seg, sent as this node's copy under epoch: the replica installs
+// it only while the map names this process the partition's owner at that epoch. A copy larger than what is
+// left of the request goes a piece at a time, from a snapshot taken once and kept until its last piece.
 func (l *replicaLink) addSnapshot(b *batch, seg int, epoch uint64) *segmentSnapshot {
-	s := l.r.takeSnapshot(seg, epoch)
-	b.req.Snapshots = append(b.req.Snapshots, *s)
-	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = epoch
-	for _, e := range s.Entries {
-		b.bytes += len(e.Key) + len(e.Value) + 32
+	l.lock()
+	o := l.outgoing[seg]
+	l.unlock()
+	if o == nil || o.snap.Epoch != epoch {
+		o = &outgoingSnapshot{snap: l.r.takeSnapshot(seg, epoch)}
+		l.lock()
+		l.outgoing[seg] = o
+		l.unlock()
 	}
-	return s
+	piece := *o.snap
+	piece.Part, piece.Entries = o.part, nil
+	for i := o.sent; i < len(o.snap.Entries); i++ {
+		size := entryBytes(&o.snap.Entries[i])
+		if len(piece.Entries) > 0 && b.bytes+size > l.r.maxRequestBytes() {
+			piece.More = true
+			break
+		}
+		piece.Entries = o.snap.Entries[o.sent : i+1]
+		b.bytes += size
+	}
+	b.req.Snapshots = append(b.req.Snapshots, piece)
+	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = epoch
+	return o.snap
+}
+
+// tookPieces advances the snapshots sent in pieces by what the replica took from b, and forgets those
+// finished or refused. Called with l.mu held.
+func (l *replicaLink) tookPieces(b *batch, took bool) {
+	for _, s := range b.req.Snapshots {
+		o := l.outgoing[s.Segment]
+		switch {
+		case o == nil || o.part != s.Part:
+		case took && s.More:
+			o.sent += len(s.Entries)
+			o.part++
+		default:
+			delete(l.outgoing, s.Segment)
+		}
+	}
 }
 
 func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
@@ -459,10 +508,17 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 		return
 	}
 	for _, op := range ops {
+		size := len(op.Key) + len(op.Value) + 48
+		if len(b.req.Ops) > 0 && b.bytes+size > l.r.maxRequestBytes() {
+			return // the rest goes in the next request: the reply tells how far the replica got
+		}
 		b.req.Ops = append(b.req.Ops, op)
-		b.bytes += len(op.Key) + len(op.Value) + 48
+		b.bytes += size
 	}
 }
+
+// maxRequestBytes bounds what one replication request carries, well within a frame.
+func (r *replication) maxRequestBytes() int { return min(replicateMaxBytes, r.n.cfg.MaxFrameSize/2) }
 
 // absorb records the replica's revisions and retires segments that are caught up and saw no new write
 // since the batch was planned.
@@ -486,11 +542,15 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 			l.resync[s] = resyncMark{resyncSnapshot, mark.epoch}
 		}
 	}
-	if reply.Status == StatusSuccess && (b.req.Incarnation == 0 || reply.Incarnation == b.req.Incarnation) {
+	took := reply.Status == StatusSuccess && (b.req.Incarnation == 0 || reply.Incarnation == b.req.Incarnation)
+	if took {
 		for _, s := range b.req.Snapshots {
-			delete(l.resync, s.Segment)
+			if !s.More {
+				delete(l.resync, s.Segment)
+			}
 		}
 	}
+	l.tookPieces(b, took)
 	for seg, rev := range reply.Revisions {
 		if l.resync[seg].step == 0 {
 			l.acked[seg] = rev

@@ -84,14 +84,21 @@ type replicateReply struct {
 	Snapshots []segmentSnapshot
 }
 
-// segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log.
+// segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log, or one piece of
+// it: a segment larger than one request travels in pieces numbered from 0, all but the last with More set,
+// and a replica installs it once it holds every piece.
 type segmentSnapshot struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Segment  int
 	Revision uint64
 	Epoch    uint64
 	Entries  []durability.Entry
+	Part     int
+	More     bool
 }
+
+// entryBytes is what an entry counts against a request's size limit.
+func entryBytes(e *durability.Entry) int { return len(e.Key) + len(e.Value) + 32 }
 
 // ReplicationStats counts what replication moved, for tests and operators.
 type ReplicationStats struct {
@@ -138,6 +145,8 @@ type replication struct {
 	links map[NodeID]*replicaLink
 	// joining lists, per partition, the replicas this owner is about to return to the in-sync set.
 	joining map[int]map[NodeID]*admission
+	// staged holds, per segment, the pieces of a snapshot received so far, until its last piece.
+	staged map[int]*segmentSnapshot
 }
 
 // admission is a replica on its way back into a partition's in-sync set, decided at the partition's epoch
@@ -161,6 +170,7 @@ func newReplication(n *Node) *replication {
 		incarnation: rand.Uint64() | 1,
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
+		staged:      map[int]*segmentSnapshot{},
 	}
 }
 
@@ -342,8 +352,14 @@ func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
 		if status, epoch := r.admit(s.Segment, s.Epoch, req.From); status != StatusSuccess {
 			return replicateReply{Status: status, Epoch: epoch, Segment: s.Segment}
 		}
-		r.installSnapshot(s)
-		reply.Revisions[s.Segment] = s.Revision
+		whole, ok := r.stage(s)
+		if !ok {
+			return replicateReply{Status: StatusInvalidRequest, Segment: s.Segment}
+		}
+		if whole != nil {
+			r.installSnapshot(whole)
+			reply.Revisions[s.Segment] = s.Revision
+		}
 	}
 	for i := range req.Ops {
 		op := &req.Ops[i]
@@ -427,6 +443,31 @@ func (r *replication) admit(segment int, epoch uint64, from NodeID) (Status, uin
 	return StatusSuccess, epoch
 }
 
+// stage adds piece s to the snapshot being received for its segment. It returns the whole snapshot once s
+// is its last piece, and false when s does not follow the pieces staged so far (the sender starts again).
+func (r *replication) stage(s *segmentSnapshot) (whole *segmentSnapshot, ok bool) {
+	if s.Part == 0 && !s.More {
+		return s, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	staged := r.staged[s.Segment]
+	switch {
+	case s.Part == 0:
+		staged = &segmentSnapshot{Segment: s.Segment, Revision: s.Revision, Epoch: s.Epoch}
+		r.staged[s.Segment] = staged
+	case staged == nil || staged.Revision != s.Revision || staged.Epoch != s.Epoch || staged.Part+1 != s.Part:
+		delete(r.staged, s.Segment)
+		return nil, false
+	}
+	staged.Part, staged.Entries = s.Part, append(staged.Entries, s.Entries...)
+	if s.More {
+		return nil, true
+	}
+	delete(r.staged, s.Segment)
+	return staged, true
+}
+
 // installSnapshot replaces a segment with the owner's snapshot, on disk too.
 func (r *replication) installSnapshot(s *segmentSnapshot) {
 	r.replaceSegment(s.Segment, s.Revision, s.Epoch, s.Entries)
@@ -453,6 +494,9 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
 	}
 	r.n.store.restore(seg, revision, keys, entries)
+	r.mu.Lock()
+	delete(r.staged, seg) // pieces of an older snapshot never complete this copy
+	r.mu.Unlock()
 	r.lines[seg].Store(epoch)
 	r.log.reset(seg)
 	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)

@@ -495,3 +495,86 @@ func TestReplicationBatchLimitKeepsTheRest(t *testing.T) {
 	}
 	assertReplicasMatch(t, c)
 }
+
+// TestLargeSegmentReachesRestartedReplica fills one segment, under one hash tag, with several times the
+// frame size, and restarts its replica with an op log too short to replay: the owner must send the segment
+// in pieces, and the replica must install it whole and return to the in-sync set.
+func TestLargeSegmentReachesRestartedReplica(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.MaxFrameSize = 1 << 20
+		cfg.MaxValueSize = 200 << 10
+		cfg.OpLogRetain = 4
+	}))
+	ctx := bg(t)
+	_, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	tag := "{big}" // every key below lands in the slot of its hash tag, in partition p
+	for i := 0; owner.layout.KeyPartition(tag) != p; i++ {
+		tag = fmt.Sprintf("{big%d}", i)
+	}
+	seg := owner.layout.KeySegment(tag)
+	value := bytes.Repeat([]byte("v"), 200<<10)
+	for i := range 24 { // 4.8 MiB: nearly five frames
+		if err := owner.Put(ctx, fmt.Sprintf("%s:%d", tag, i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := owner.ReplicationStats().SnapshotsSent
+	ri := c.indexOf(replica.id)
+	c.kill(ri)
+	replica = c.restart(ri)
+	waitFor(t, 30*time.Second, "the restarted replica back in sync with the whole segment", func() bool {
+		return slices.Contains(owner.ClusterMap().Runtime[p].InSync, replica.id) &&
+			replica.SegmentDigest(seg) == owner.SegmentDigest(seg)
+	})
+	if owner.ReplicationStats().SnapshotsSent == sent {
+		t.Fatal("the segment reached the replica without a snapshot: the test did not cover the pieces")
+	}
+}
+
+// TestSnapshotPiecesAssemble checks a replica's assembly of a snapshot sent in pieces: it completes only with
+// its last piece, in order, of one snapshot; a piece out of order is refused and drops what was staged, and
+// a new first piece starts over.
+func TestSnapshotPiecesAssemble(t *testing.T) {
+	r := &replication{staged: map[int]*segmentSnapshot{}}
+	piece := func(part int, more bool, rev uint64, keys ...string) *segmentSnapshot {
+		s := &segmentSnapshot{Segment: 7, Revision: rev, Epoch: 3, Part: part, More: more}
+		for _, k := range keys {
+			s.Entries = append(s.Entries, durability.Entry{Key: k})
+		}
+		return s
+	}
+	keysOf := func(s *segmentSnapshot) (out []string) {
+		for _, e := range s.Entries {
+			out = append(out, e.Key)
+		}
+		return out
+	}
+	if whole, ok := r.stage(piece(0, false, 9, "a")); !ok || whole == nil || !slices.Equal(keysOf(whole), []string{"a"}) {
+		t.Fatalf("a snapshot in one piece: %v, %v", whole, ok)
+	}
+	for _, s := range []*segmentSnapshot{piece(0, true, 9, "a"), piece(1, true, 9, "b")} {
+		if whole, ok := r.stage(s); !ok || whole != nil {
+			t.Fatalf("piece %d: %v, %v; want staged", s.Part, whole, ok)
+		}
+	}
+	if _, ok := r.stage(piece(1, false, 9, "c")); ok {
+		t.Fatal("a repeated piece number was accepted")
+	}
+	if _, ok := r.stage(piece(2, false, 9, "c")); ok {
+		t.Fatal("a piece was accepted after its snapshot's staging was dropped")
+	}
+	r.stage(piece(0, true, 10, "x"))
+	if _, ok := r.stage(piece(1, false, 9, "y")); ok {
+		t.Fatal("a piece of another snapshot (revision) was accepted")
+	}
+	r.stage(piece(0, true, 10, "x"))
+	r.stage(piece(1, true, 10, "y"))
+	whole, ok := r.stage(piece(2, false, 10, "z"))
+	if !ok || whole == nil || whole.Revision != 10 || !slices.Equal(keysOf(whole), []string{"x", "y", "z"}) {
+		t.Fatalf("three pieces: %+v, %v", whole, ok)
+	}
+	if len(r.staged) != 0 {
+		t.Fatalf("staging kept after the last piece: %v", r.staged)
+	}
+}
