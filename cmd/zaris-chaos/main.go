@@ -1,6 +1,7 @@
 // Command zaris-chaos certifies a cluster of real zaris server processes on loopback. It joins the cluster
 // as a lite member that all its clients call, kills, freezes and restarts servers on a seeded schedule
-// (-nemesis mixed), or kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), then
+// (-nemesis mixed), kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), or kills the
+// oldest server for good every few seconds and starts a new one in its place (-nemesis replace), then
 // checks what the clients saw: no acknowledged write lost, no get denying one, no phantom value, every key
 // linearizable. It prints the report and exits 1 if the cluster failed.
 package main
@@ -41,6 +42,11 @@ const (
 	cutShort     = 10 * time.Second // verification bound after an interrupt
 	maxValueSize = 1 << 20          // -value-size bound: the workload holds every value in memory
 	crashValue   = 1024             // ledger value size under -nemesis crash-restart unless -value-size says
+
+	// The servers' timeouts under -nemesis replace unless the flags say: a dead voter leaves the control
+	// plane, and a dead node's partitions move to the live ones, within seconds of its death.
+	replaceDeadServer = 2 * time.Second
+	replaceEviction   = 3 * time.Second
 )
 
 // splitBrainNote says which check of the in-process certification this command cannot make.
@@ -56,6 +62,9 @@ type options struct {
 	bin             string
 	dataDir         string
 	failoverTimeout time.Duration
+	deadServer      time.Duration // 0: the servers' default
+	eviction        time.Duration // 0: the servers' default
+	replaceEvery    time.Duration // mean pause between replacements under -nemesis replace
 	nemesis         string
 	valueSize       int
 	verbose         bool
@@ -84,8 +93,15 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "prebuilt zaris server binary (default: build ./cmd/zaris)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "root of the servers' data directories, one per node (default: memory only)")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 500*time.Millisecond, "the servers' --failover-timeout")
-	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts) or "+
-		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s)")
+	fs.DurationVar(&o.deadServer, "dead-server-timeout", 0, "the servers' --dead-server-timeout (default: theirs; "+
+		replaceDeadServer.String()+" with -nemesis "+nemesisReplace+")")
+	fs.DurationVar(&o.eviction, "eviction-timeout", 0, "the servers' --eviction-timeout (default: theirs; "+
+		replaceEviction.String()+" with -nemesis "+nemesisReplace+")")
+	fs.DurationVar(&o.replaceEvery, "replace-every", 10*time.Second, "mean pause between replacements under -nemesis "+
+		nemesisReplace+", each drawn within ±20%")
+	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts), "+
+		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s) or "+nemesisReplace+
+		" (the oldest server killed for good and a new one started, every -replace-every)")
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
@@ -100,6 +116,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if !isSet(fs, "value-size") && o.nemesis == nemesisCrashRestart {
 		o.valueSize = crashValue
+	}
+	if !isSet(fs, "dead-server-timeout") && o.nemesis == nemesisReplace {
+		o.deadServer = replaceDeadServer
+	}
+	if !isSet(fs, "eviction-timeout") && o.nemesis == nemesisReplace {
+		o.eviction = replaceEviction
 	}
 	return o, o.validate()
 }
@@ -118,10 +140,14 @@ func (o *options) validate() error {
 		return fmt.Errorf("-nodes %d: need at least 2", o.nodes)
 	case o.rf < 1 || o.rf > o.nodes:
 		return fmt.Errorf("-rf %d: need 1 to -nodes (%d)", o.rf, o.nodes)
-	case o.duration <= 0 || o.failoverTimeout <= 0:
-		return errors.New("-duration and -failover-timeout must be positive")
-	case o.nemesis != nemesisMixed && o.nemesis != nemesisCrashRestart:
-		return fmt.Errorf("-nemesis %q: want %s or %s", o.nemesis, nemesisMixed, nemesisCrashRestart)
+	case o.duration <= 0 || o.failoverTimeout <= 0 || o.replaceEvery <= 0:
+		return errors.New("-duration, -failover-timeout and -replace-every must be positive")
+	case o.deadServer < 0 || o.eviction < 0:
+		return errors.New("-dead-server-timeout and -eviction-timeout must not be negative")
+	case o.eviction > 0 && o.eviction < o.failoverTimeout:
+		return fmt.Errorf("-eviction-timeout %v: need at least -failover-timeout %v", o.eviction, o.failoverTimeout)
+	case !slices.Contains(nemeses, o.nemesis):
+		return fmt.Errorf("-nemesis %q: want one of %v", o.nemesis, nemeses)
 	case o.valueSize < 0 || o.valueSize > maxValueSize:
 		return fmt.Errorf("-value-size %d: need 0 to %d", o.valueSize, maxValueSize)
 	}
@@ -151,8 +177,8 @@ type harness struct {
 
 // run sets the cluster up, certifies it and tears it down, returning the exit code.
 func run(o options) int {
-	fmt.Printf("zaris-chaos: seed %d, %d nodes, rf %d, nemesis %s, faults for %v, failover timeout %v, %s, %s\n",
-		o.seed, o.nodes, o.rf, o.nemesis, o.duration, o.failoverTimeout, ledgerValues(o.valueSize), storage(o.dataDir))
+	fmt.Printf("zaris-chaos: seed %d, %d nodes, rf %d, nemesis %s, faults for %v, %s, %s, %s\n",
+		o.seed, o.nodes, o.rf, o.nemesis, o.duration, serverTimeouts(o), ledgerValues(o.valueSize), storage(o.dataDir))
 	h, err := newHarness(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zaris-chaos:", err)
@@ -173,6 +199,21 @@ func run(o options) int {
 		return 1
 	}
 	return 0
+}
+
+// serverTimeouts describes the timeouts the servers run with, and the replacement pace under -nemesis replace.
+func serverTimeouts(o options) string {
+	out := fmt.Sprintf("failover timeout %v", o.failoverTimeout)
+	if o.deadServer > 0 {
+		out += fmt.Sprintf(", dead-server timeout %v", o.deadServer)
+	}
+	if o.eviction > 0 {
+		out += fmt.Sprintf(", eviction timeout %v", o.eviction)
+	}
+	if o.nemesis == nemesisReplace {
+		out += fmt.Sprintf(", a replacement every %v ±20%%", o.replaceEvery)
+	}
+	return out
 }
 
 // ledgerValues describes the ledger writes' values.
@@ -202,11 +243,12 @@ func newHarness(o options) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	servers, err := newServers(o.nodes, o.dataDir)
+	servers, err := newServers(1, o.nodes, o.dataDir)
 	if err != nil {
 		return nil, err
 	}
-	h.c = &cluster{bin: bin, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout, servers: servers}
+	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
+		deadServer: o.deadServer, eviction: o.eviction, servers: servers}
 	return h, h.openLogs()
 }
 
@@ -380,6 +422,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	var work sync.WaitGroup
 	work.Go(func() { w.Run(workCtx) })
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
+	h.nem.replaceEvery = h.o.replaceEvery
 	h.nem.start = time.Now()
 	fmt.Printf("faults for %v:\n", h.o.duration)
 	faultCtx, stopFaults := context.WithTimeout(ctx, h.o.duration)
@@ -391,6 +434,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	stopWork()
 	work.Wait()
 	settled = h.settle(ctx, h.awaitHealthy, "every partition Healthy %v after the workload stopped") && settled
+	if h.o.nemesis == nemesisReplace {
+		settled = h.checkReplaced(ctx) && settled
+	}
 	if ctx.Err() != nil {
 		h.notes = append(h.notes, "interrupted: the run was cut short")
 		settled = false

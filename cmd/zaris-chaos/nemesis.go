@@ -21,6 +21,8 @@ type nemesis struct {
 	rng   *rand.Rand
 	out   io.Writer // steps are echoed here as they happen
 	start time.Time
+	// replaceEvery is the mean pause between replacements under -nemesis replace.
+	replaceEvery time.Duration
 
 	mu    sync.Mutex
 	steps []string
@@ -29,6 +31,8 @@ type nemesis struct {
 	// dead holds the incarnation of each killed process: a copy the map still lists on that incarnation
 	// is gone, until the map records the restarted process.
 	dead map[zaris.NodeID]uint64
+	// retired lists the servers replaced for good, in the order they were killed.
+	retired []retirement
 }
 
 // killEvent is one SIGKILL: when it was sent and the partitions the victim owned just before.
@@ -46,16 +50,23 @@ func newNemesis(c *cluster, lite *zaris.Node, seed uint64, out io.Writer) *nemes
 const (
 	nemesisMixed        = "mixed"         // kills, freezes and restarts at random, a killed server down for a while
 	nemesisCrashRestart = "crash-restart" // a kill every 1 to 2 s, each victim restarted within 0.5 s
+	nemesisReplace      = "replace"       // the oldest server killed for good and a new one started, every few s
 )
+
+// nemeses lists the fault schedules -nemesis accepts.
+var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace}
 
 // run injects faults on the schedule kind names until ctx ends. Every step draws the same numbers whatever
 // the cluster's state, so a seed replays the same schedule of choices.
 func (n *nemesis) run(ctx context.Context, kind string) {
-	if kind == nemesisCrashRestart {
+	switch kind {
+	case nemesisCrashRestart:
 		n.runCrashRestart(ctx)
-		return
+	case nemesisReplace:
+		n.runReplace(ctx)
+	default:
+		n.runMixed(ctx)
 	}
-	n.runMixed(ctx)
 }
 
 // runMixed injects a fault every 0.5 to 2.5 s: a kill, a freeze, or the restart of the server down.
@@ -127,7 +138,7 @@ func (n *nemesis) killOneOf(victims []*server, pick uint64, m *zaris.ClusterMap)
 // killable returns the running servers that own partitions and hold no partition's only live copy.
 func (n *nemesis) killable(m *zaris.ClusterMap) []*server {
 	var out []*server
-	for _, s := range n.c.servers {
+	for _, s := range n.c.list() {
 		id := zaris.NodeID(s.name)
 		if n.c.running(s) && m.OwnedBy(id) > 0 && n.othersHoldAll(m, id) {
 			out = append(out, s)
@@ -154,8 +165,9 @@ func (n *nemesis) othersHoldAll(m *zaris.ClusterMap, id zaris.NodeID) bool {
 // liveCopy reports whether the map's node r is a running server whose process is the one the map knows:
 // a restarted server the map has not recorded yet holds nothing.
 func (n *nemesis) liveCopy(m *zaris.ClusterMap, r zaris.NodeID) bool {
-	i := slices.IndexFunc(n.c.servers, func(s *server) bool { return s.name == string(r) })
-	if i < 0 || !n.c.running(n.c.servers[i]) {
+	servers := n.c.list()
+	i := slices.IndexFunc(servers, func(s *server) bool { return s.name == string(r) })
+	if i < 0 || !n.c.running(servers[i]) {
 		return false
 	}
 	n.mu.Lock()
@@ -164,8 +176,18 @@ func (n *nemesis) liveCopy(m *zaris.ClusterMap, r zaris.NodeID) bool {
 	return !killed || m.Nodes[r].Incarnation != inc
 }
 
-// kill SIGKILLs s, recording the partitions it owned under m.
+// kill SIGKILLs s, to be restarted later, recording the partitions it owned under m.
 func (n *nemesis) kill(s *server, m *zaris.ClusterMap) {
+	owned := n.sigkill(s, m)
+	n.mu.Lock()
+	n.down = s
+	n.mu.Unlock()
+	n.step("kill %s (owner of %d partitions)", s.name, owned)
+}
+
+// sigkill SIGKILLs s and records the kill: when, the partitions s owned under m, and the incarnation m
+// knows for it. It returns how many partitions s owned.
+func (n *nemesis) sigkill(s *server, m *zaris.ClusterMap) int {
 	id := zaris.NodeID(s.name)
 	var ev killEvent
 	for p, st := range m.Runtime {
@@ -177,10 +199,9 @@ func (n *nemesis) kill(s *server, m *zaris.ClusterMap) {
 	n.c.kill(s)
 	n.mu.Lock()
 	n.kills = append(n.kills, ev)
-	n.down = s
 	n.dead[id] = m.Nodes[id].Incarnation
 	n.mu.Unlock()
-	n.step("kill %s (owner of %d partitions)", s.name, len(ev.partitions))
+	return len(ev.partitions)
 }
 
 // freeze SIGSTOPs a random running server for hold, then SIGCONTs it: its lease must stop it serving, and
@@ -204,7 +225,7 @@ func (n *nemesis) freeze(ctx context.Context, pick uint64, hold time.Duration) {
 // or be frozen within the failure model.
 func (n *nemesis) stoppable(m *zaris.ClusterMap) []*server {
 	var out []*server
-	for _, s := range n.c.servers {
+	for _, s := range n.c.list() {
 		if n.c.running(s) && n.othersHoldAll(m, zaris.NodeID(s.name)) {
 			out = append(out, s)
 		}
@@ -261,7 +282,7 @@ func (n *nemesis) restartDown() {
 
 // healAll thaws every server and restarts the one that is down.
 func (n *nemesis) healAll() {
-	for _, s := range n.c.servers {
+	for _, s := range n.c.list() {
 		n.c.signal(s, syscall.SIGCONT, false)
 	}
 	n.restartDown()

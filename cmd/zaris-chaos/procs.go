@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +40,22 @@ type server struct {
 
 // cluster runs the server processes and knows how to start them again.
 type cluster struct {
-	bin      string
-	logDir   string // server logs go to <logDir>/<name>.log; "" sends them to stderr
-	nodes    int
-	rf       int
-	failover time.Duration
-	servers  []*server
+	bin        string
+	logDir     string // server logs go to <logDir>/<name>.log; "" sends them to stderr
+	dataRoot   string // each server's data directory is <dataRoot>/<name>; "" keeps them in memory
+	nodes      int
+	rf         int
+	failover   time.Duration
+	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
+	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
 
-	mu sync.Mutex // guards the servers' process fields
+	mu      sync.Mutex // guards servers, closed and the servers' process fields
+	servers []*server  // oldest first; a server added later is appended
+	closed  bool       // killAll ran: no process may start any more
 }
+
+// errClosed is start's answer once the harness has killed every server.
+var errClosed = errors.New("the cluster is shut down")
 
 // moduleRoot walks up from the working directory to the directory holding go.mod.
 func moduleRoot() (string, error) {
@@ -109,9 +117,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// newServers names the nodes zaris-1..zaris-n and gives each free gossip, data and RESP ports, and a
-// data directory under dataRoot when it is set.
-func newServers(n int, dataRoot string) ([]*server, error) {
+// newServers names the nodes zaris-first..zaris-(first+n-1) and gives each free gossip, data and RESP
+// ports, and a data directory under dataRoot when it is set.
+func newServers(first, n int, dataRoot string) ([]*server, error) {
 	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
@@ -119,7 +127,7 @@ func newServers(n int, dataRoot string) ([]*server, error) {
 	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
 	servers := make([]*server, n)
 	for i := range servers {
-		s := &server{name: "zaris-" + strconv.Itoa(i+1), gossip: addr(3 * i), data: addr(3*i + 1), resp: addr(3*i + 2)}
+		s := &server{name: "zaris-" + strconv.Itoa(first+i), gossip: addr(3 * i), data: addr(3*i + 1), resp: addr(3*i + 2)}
 		if dataRoot != "" {
 			s.dataDir = filepath.Join(dataRoot, s.name)
 		}
@@ -128,12 +136,38 @@ func newServers(n int, dataRoot string) ([]*server, error) {
 	return servers, nil
 }
 
+// list returns the servers, oldest first, as they are now.
+func (c *cluster) list() []*server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.servers)
+}
+
+// addServer makes a server with the next name, fresh ports and its own data directory under the data
+// root, and appends it to the cluster; it does not start it.
+func (c *cluster) addServer() (*server, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	made, err := newServers(len(c.servers)+1, 1, c.dataRoot)
+	if err != nil {
+		return nil, err
+	}
+	c.servers = append(c.servers, made[0])
+	return made[0], nil
+}
+
 // args are the command-line flags of s's process, joining through join.
 func (c *cluster) args(s *server, join []string) []string {
 	args := []string{
 		"--name", s.name, "--gossip-addr", s.gossip, "--data-addr", s.data, "--resp-addr", s.resp,
 		"--join", strings.Join(join, ","), "--bootstrap-expect", strconv.Itoa(c.nodes),
 		"--timing", "local", "--rf", strconv.Itoa(c.rf), "--failover-timeout", c.failover.String(),
+	}
+	if c.deadServer > 0 {
+		args = append(args, "--dead-server-timeout", c.deadServer.String())
+	}
+	if c.eviction > 0 {
+		args = append(args, "--eviction-timeout", c.eviction.String())
 	}
 	if s.dataDir != "" {
 		args = append(args, "--data-dir", s.dataDir)
@@ -165,7 +199,8 @@ func (c *cluster) logOutput(s *server) (*os.File, error) {
 }
 
 // start launches a process for s that joins through join. It runs in its own process group, so a Ctrl-C
-// at the terminal reaches only the harness, and it is killed if the harness dies.
+// at the terminal reaches only the harness, and it is killed if the harness dies. Once killAll has run it
+// starts nothing, so no process outlives the harness's shutdown.
 func (c *cluster) start(s *server, join []string) error {
 	out, err := c.logOutput(s)
 	if err != nil {
@@ -174,12 +209,18 @@ func (c *cluster) start(s *server, join []string) error {
 	cmd := exec.Command(c.bin, c.args(s, join)...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = childEnv(), out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	done := make(chan struct{})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.closeLog(out)
+		return fmt.Errorf("start %s: %w", s.name, errClosed)
+	}
 	if err := cmd.Start(); err != nil {
+		c.mu.Unlock()
 		c.closeLog(out)
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
-	done := make(chan struct{})
-	c.mu.Lock()
 	s.cmd, s.done, s.exitErr, s.expected = cmd, done, nil, false
 	c.mu.Unlock()
 	go c.reap(s, cmd, done, out)
@@ -260,7 +301,7 @@ func (c *cluster) wait(s *server) {
 // joinAddrs returns the gossip addresses of every server but skip, plus extra ones.
 func (c *cluster) joinAddrs(skip *server, extra ...string) []string {
 	var addrs []string
-	for _, s := range c.servers {
+	for _, s := range c.list() {
 		if s != skip {
 			addrs = append(addrs, s.gossip)
 		}
@@ -271,14 +312,15 @@ func (c *cluster) joinAddrs(skip *server, extra ...string) []string {
 // startAll launches every server: the first starts the cluster and, once its gossip port listens, the
 // others join through it.
 func (c *cluster) startAll(ctx context.Context) error {
-	first := c.servers[0]
+	servers := c.list()
+	first := servers[0]
 	if err := c.start(first, nil); err != nil {
 		return err
 	}
 	if err := awaitListening(ctx, first.gossip, settleBound); err != nil {
 		return fmt.Errorf("%s: %w", first.name, err)
 	}
-	for _, s := range c.servers[1:] {
+	for _, s := range servers[1:] {
 		if err := c.start(s, []string{first.gossip}); err != nil {
 			return err
 		}
@@ -307,7 +349,7 @@ func awaitListening(ctx context.Context, addr string, bound time.Duration) error
 func (c *cluster) awaitServing(ctx context.Context, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	for _, s := range c.servers {
+	for _, s := range c.list() {
 		for !clusterOK(ctx, s.resp) {
 			if !c.running(s) {
 				return fmt.Errorf("%s exited before serving: %v", s.name, c.exitErr(s))
@@ -349,13 +391,14 @@ func clusterOK(ctx context.Context, addr string) bool {
 // stopAll thaws every server and sends it SIGTERM (a graceful leave), killing those still running after
 // the grace period.
 func (c *cluster) stopAll() {
-	for _, s := range c.servers {
+	servers := c.list()
+	for _, s := range servers {
 		c.signal(s, syscall.SIGCONT, false)
 		c.signal(s, syscall.SIGTERM, true)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
-	for _, s := range c.servers {
+	for _, s := range servers {
 		c.mu.Lock()
 		done := s.done
 		c.mu.Unlock()
@@ -370,12 +413,17 @@ func (c *cluster) stopAll() {
 	}
 }
 
-// killAll SIGKILLs every server process still running and waits for them; it is safe to call any time.
+// killAll SIGKILLs every server process still running and waits for them; it is safe to call any time,
+// and no server starts after it.
 func (c *cluster) killAll() {
-	for _, s := range c.servers {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	servers := c.list()
+	for _, s := range servers {
 		c.signal(s, syscall.SIGKILL, true)
 	}
-	for _, s := range c.servers {
+	for _, s := range servers {
 		c.wait(s)
 	}
 }

@@ -42,6 +42,7 @@ type options struct {
 	joinTimeout     time.Duration
 	failoverTimeout time.Duration
 	deadServer      time.Duration
+	eviction        time.Duration
 }
 
 func main() {
@@ -81,6 +82,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", def.FailoverTimeout, "how long a failed owner must stay silent before its partitions fail over")
 	fs.DurationVar(&o.deadServer, "dead-server-timeout", def.DeadServerTimeout, "how long a failed member stays a control-plane server before a live one replaces it")
+	fs.DurationVar(&o.eviction, "eviction-timeout", def.EvictionTimeout, "how long a failed member keeps its partitions before they are rebalanced to the others; at least --failover-timeout")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -128,6 +130,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.DataDir = o.dataDir
 	cfg.FailoverTimeout = o.failoverTimeout
 	cfg.DeadServerTimeout = o.deadServer
+	cfg.EvictionTimeout = o.eviction
 	cfg.Logger = log
 	for _, addr := range strings.Split(o.join, ",") {
 		if addr = strings.TrimSpace(addr); addr != "" {

@@ -30,6 +30,16 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 		t.Fatalf("timing %+v", cfg.Timing)
 	case o.leaveTimeout != 10*time.Second:
 		t.Fatalf("leave timeout %v", o.leaveTimeout)
+	case cfg.EvictionTimeout != zaris.DefaultConfig().EvictionTimeout:
+		t.Fatalf("eviction timeout %v, want the library's default", cfg.EvictionTimeout)
+	}
+	o, err = parseOptions([]string{"--eviction-timeout", "3s", "--dead-server-timeout", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.config(nil); err != nil || cfg.EvictionTimeout != 3*time.Second || cfg.DeadServerTimeout != 2*time.Second {
+		t.Fatalf("--eviction-timeout 3s --dead-server-timeout 2s: eviction %v, dead server %v, %v", cfg.EvictionTimeout,
+			cfg.DeadServerTimeout, err)
 	}
 	bad, err := parseOptions([]string{"--timing", "fast"})
 	if err != nil {
