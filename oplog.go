@@ -8,20 +8,29 @@ import (
 )
 
 // opLog keeps the recent ops of every segment in memory, in revision order, so replicas that fall behind
-// can catch up by replay. It is bounded per segment; a replica behind the bound gets a segment snapshot.
+// can catch up by replay. It is bounded per segment, in ops and in bytes (each segment keeps at least its
+// newest op); a replica behind the bound gets a segment snapshot.
 type opLog struct {
-	retain   int // ops kept per segment
-	segments []segmentLog
+	retain      int // ops kept per segment
+	retainBytes int // bytes kept per segment
+	segments    []segmentLog
 }
 
 type segmentLog struct {
-	mu  sync.Mutex
-	ops []durability.Op // ascending, contiguous revisions
+	mu    sync.Mutex
+	ops   []durability.Op // ascending, contiguous revisions
+	bytes int             // opBytes of ops
 }
 
-func newOpLog(segments, retain int) *opLog {
-	return &opLog{retain: retain, segments: make([]segmentLog, segments)}
+// newOpLog returns a log for segments that keeps up to retain ops per segment and retainBytes in all,
+// shared equally by the segments.
+func newOpLog(segments, retain int, retainBytes int64) *opLog {
+	perSegment := int(max(1, retainBytes/int64(segments)))
+	return &opLog{retain: retain, retainBytes: perSegment, segments: make([]segmentLog, segments)}
 }
+
+// opBytes is what an op counts against the log's bound.
+func opBytes(op *durability.Op) int { return len(op.Key) + len(op.Value) + 48 }
 
 // errBehindLog says the requested revision is older than the log retains.
 var errBehindLog = errors.New("zaris: revision no longer in the op log")
@@ -32,12 +41,26 @@ func (l *opLog) append(op durability.Op) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if n := len(sl.ops); n > 0 && sl.ops[n-1].Revision+1 != op.Revision {
-		sl.ops = sl.ops[:0] // a restore jumped the revision: the old tail no longer leads here
-	}
-	if len(sl.ops) >= 2*l.retain {
-		sl.ops = append(sl.ops[:0], sl.ops[len(sl.ops)-l.retain:]...)
+		sl.drop(n) // a restore jumped the revision: the old tail no longer leads here
+		sl.bytes = 0
 	}
 	sl.ops = append(sl.ops, op)
+	sl.bytes += opBytes(&op)
+	n := 0
+	for kept := len(sl.ops); kept > 1 && (kept > l.retain || sl.bytes > l.retainBytes); kept-- {
+		sl.bytes -= opBytes(&sl.ops[n])
+		n++
+	}
+	sl.drop(n)
+}
+
+// drop forgets the oldest n ops, releasing their values at once. Called with sl.mu held.
+func (sl *segmentLog) drop(n int) {
+	if n == 0 {
+		return
+	}
+	clear(sl.ops[:n])
+	sl.ops = sl.ops[n:]
 }
 
 // after returns up to limit ops of segment with revisions after rev. It fails with errBehindLog when
@@ -66,6 +89,6 @@ func (l *opLog) after(segment int, rev uint64, limit int) ([]durability.Op, erro
 func (l *opLog) reset(segment int) {
 	sl := &l.segments[segment]
 	sl.mu.Lock()
-	sl.ops = nil
+	sl.ops, sl.bytes = nil, 0
 	sl.mu.Unlock()
 }

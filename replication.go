@@ -163,7 +163,7 @@ func (a *admission) pending(st PartitionState) bool {
 func newReplication(n *Node) *replication {
 	return &replication{
 		n:           n,
-		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain),
+		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain, n.cfg.OpLogRetainBytes),
 		fence:       make([]atomic.Uint64, n.layout.Partitions),
 		lines:       make([]atomic.Uint64, n.layout.Segments),
 		committed:   make([]atomic.Uint64, n.layout.Segments),

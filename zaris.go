@@ -179,6 +179,9 @@ type Config struct {
 	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
 	// replica further behind receives a segment snapshot.
 	OpLogRetain int
+	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
+	// keeps at least its newest op).
+	OpLogRetainBytes int64
 
 	Timing Timing
 	// Clock is the time source for TTLs. Default: the system clock.
@@ -234,6 +237,7 @@ func DefaultConfig() Config {
 		BatchParallelism:  runtime.GOMAXPROCS(0),
 		ReplicaAckTimeout: time.Second,
 		OpLogRetain:       4096,
+		OpLogRetainBytes:  256 << 20,
 		FailoverTimeout:   10 * time.Second,
 		EvictionTimeout:   time.Minute,
 		DeadServerTimeout: 30 * time.Second,
@@ -298,8 +302,8 @@ func (c *Config) validate() error {
 		return bad("WriteConcern %d is neither Sync nor Async", c.WriteConcern)
 	case c.ReplicaAckTimeout <= 0:
 		return bad("ReplicaAckTimeout must be positive")
-	case c.OpLogRetain < 1:
-		return bad("OpLogRetain %d must be at least 1", c.OpLogRetain)
+	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:
+		return bad("OpLogRetain %d and OpLogRetainBytes %d must be at least 1", c.OpLogRetain, c.OpLogRetainBytes)
 	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
 		return bad("FailoverTimeout and DeadServerTimeout must be positive")
 	case c.EvictionTimeout < c.FailoverTimeout:
