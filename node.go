@@ -64,9 +64,6 @@ type Node struct {
 	commits      sync.RWMutex
 	commitsEnded bool
 	left         atomic.Bool
-	// recognized is set while the committed map records this process's incarnation: a restarted node acts
-	// on ownership changes only from then on (see beforeCommit and ownsIn).
-	recognized atomic.Bool
 	// controlTicks counts the control loop's rounds.
 	controlTicks atomic.Uint64
 }
@@ -149,13 +146,11 @@ func (n *Node) start(ctx context.Context) error {
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
-// it: replication drops the copies it must not keep, and the node notes whether the map knows this process.
-// A restarted node first replays maps its previous process lived through; it acts only on changes made
-// once the map knew this process, since the copies it holds now came from the owners of today's map.
+// it: replication drops the copies it must not keep. A restarted node first replays maps its previous
+// process lived through; it acts only on changes made once the map knew this process, since the copies it
+// holds now came from the owners of today's map.
 func (n *Node) beforeCommit(old, next *ClusterMap) {
-	lived := n.recognized.Load()
-	n.recognized.Store(next.Nodes[n.id].Incarnation == n.repl.incarnation)
-	if lived {
+	if n.recordedIn(old) {
 		n.repl.onOwnershipChange(old, next)
 	}
 }
@@ -265,8 +260,11 @@ func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvR
 // ownsIn reports whether this process is partition p's active owner in m: the map names this node and
 // records this process, not a previous one, whose copies this one may not hold.
 func (n *Node) ownsIn(m *ClusterMap, p int) bool {
-	return m.Runtime[p].Owner == n.id && m.Nodes[n.id].Incarnation == n.repl.incarnation
+	return m.Runtime[p].Owner == n.id && n.recordedIn(m)
 }
+
+// recordedIn reports whether m records this process as the node's current one.
+func (n *Node) recordedIn(m *ClusterMap) bool { return m.Nodes[n.id].Incarnation == n.repl.incarnation }
 
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).

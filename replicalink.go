@@ -229,7 +229,7 @@ func (l *replicaLink) maybeRejoin() {
 // for it from before the check until the decision has applied or been voided; one it does not acknowledge
 // drops it, which voids the decision (see admission).
 func (l *replicaLink) rejoin(p int, st PartitionState) {
-	_, cancel := l.r.startAdmission(p, l.to, st)
+	cancel := l.r.startAdmission(p, l.to, st)
 	if !l.caughtUp(p, st.Epoch) {
 		cancel()
 		return

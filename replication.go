@@ -290,16 +290,16 @@ func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining
 }
 
 // startAdmission registers replica id as joining partition p, in state st, to its in-sync set; cancel
-// unregisters it, for an admission that was never proposed.
-func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (a *admission, cancel func()) {
-	a = &admission{epoch: st.Epoch, inSyncIndex: st.InSyncIndex}
+// unregisters it, for an admission that was never proposed or has applied.
+func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cancel func()) {
+	a := &admission{epoch: st.Epoch, inSyncIndex: st.InSyncIndex}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.joining[p] == nil {
 		r.joining[p] = map[NodeID]*admission{}
 	}
 	r.joining[p][id] = a
-	return a, func() {
+	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.joining[p][id] == a {
