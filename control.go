@@ -181,7 +181,7 @@ func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 // startRaft creates the consensus member of this node. Its state lives in memory.
 func (n *Node) startRaft(ln net.Listener) error {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raftID(n.id, n.repl.incarnation)
+	rc.LocalID = raftID(n.id, n.serverInc)
 	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
 	rc.ElectionTimeout = n.cfg.Timing.RaftElection
 	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
@@ -290,7 +290,7 @@ func (n *Node) maybeBootstrap() {
 		if i >= n.cfg.MaxVoters {
 			suffrage = raft.Nonvoter
 		}
-		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Incarnation), Address: raft.ServerAddress(m.DataAddr)})
+		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Server), Address: raft.ServerAddress(m.DataAddr)})
 	}
 	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		n.log.Warn("bootstrap control plane", "err", err)

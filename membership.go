@@ -20,6 +20,7 @@ const (
 	tagRF          = "rf"
 	tagFormed      = "formed"  // "1" once the member belongs to a control plane with a leader
 	tagIncarnation = "inc"     // random per process: a new value means the member restarted
+	tagServer      = "srv"     // the incarnation in the member's control-plane server ID (voters.go)
 	tagRESPAddr    = "resp"    // the RESP endpoint's advertised address; absent when the node serves none
 	tagLeaving     = "leaving" // "1" while the member drains its partitions before a graceful leave
 	tagLite        = "lite"    // "1" for a member that holds no partitions
@@ -32,8 +33,11 @@ type member struct {
 	RESPAddr string
 	// Incarnation identifies the member's process (see tagIncarnation).
 	Incarnation uint64
-	Status      serf.MemberStatus
-	Formed      bool
+	// Server identifies the member's control-plane server: its process's incarnation when it keeps its
+	// raft state in memory, fixed for the life of its data directory when it keeps it on disk.
+	Server uint64
+	Status serf.MemberStatus
+	Formed bool
 	// Leaving is set while the member drains before a graceful leave: it gets no new partitions.
 	Leaving bool
 	// Lite members hold no partitions (Config.Lite).
@@ -51,13 +55,14 @@ type membership struct {
 	mismatch error // why the last merge was refused, so Join can say it clearly
 }
 
-func clusterTags(cfg *Config, dataAddr string, incarnation uint64) map[string]string {
+func clusterTags(cfg *Config, dataAddr string, incarnation, server uint64) map[string]string {
 	tags := map[string]string{
 		tagDataAddr:    dataAddr,
 		tagSegments:    strconv.Itoa(cfg.Segments),
 		tagPartitions:  strconv.Itoa(cfg.Partitions),
 		tagRF:          strconv.Itoa(cfg.ReplicationFactor),
 		tagIncarnation: strconv.FormatUint(incarnation, 10),
+		tagServer:      strconv.FormatUint(server, 10),
 	}
 	if cfg.RESPAddr != "" {
 		tags[tagRESPAddr] = cfg.RESPAddr
@@ -68,7 +73,7 @@ func clusterTags(cfg *Config, dataAddr string, incarnation uint64) map[string]st
 	return tags
 }
 
-func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*membership, error) {
+func startMembership(cfg *Config, dataAddr string, incarnation, server uint64) (*membership, error) {
 	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -78,7 +83,7 @@ func startMembership(cfg *Config, dataAddr string, incarnation uint64) (*members
 		return nil, fmt.Errorf("%w: GossipAddr port %q", ErrInvalidConfig, portStr)
 	}
 	m := &membership{events: make(chan serf.Event, 256)}
-	tags := clusterTags(cfg, dataAddr, incarnation)
+	tags := clusterTags(cfg, dataAddr, incarnation, server)
 
 	ml := memberlist.DefaultLANConfig()
 	ml.Name = cfg.Name
@@ -182,6 +187,7 @@ func (m *membership) members() []member {
 			DataAddr:    sm.Tags[tagDataAddr],
 			RESPAddr:    sm.Tags[tagRESPAddr],
 			Incarnation: parseIncarnation(sm.Tags[tagIncarnation]),
+			Server:      parseIncarnation(sm.Tags[tagServer]),
 			Status:      sm.Status,
 			Formed:      sm.Tags[tagFormed] == "1",
 			Leaving:     sm.Tags[tagLeaving] == "1",

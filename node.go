@@ -38,6 +38,9 @@ type Node struct {
 	server    *transport.Server
 	raft      *raft.Raft
 	raftTrans *raft.NetworkTransport
+	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's
+	// state lives in memory, the data dir's (identity.go) when it lives on disk.
+	serverInc uint64
 	members   *membership
 	resp      *respServer // nil unless Config.RESPAddr is set
 	leaderCh  chan bool
@@ -98,6 +101,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
+	n.serverInc = n.repl.incarnation
 	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.beforeApply
@@ -124,7 +128,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
-	members, err := startMembership(&n.cfg, n.DataAddr(), n.repl.incarnation)
+	members, err := startMembership(&n.cfg, n.DataAddr(), n.repl.incarnation, n.serverInc)
 	if err != nil {
 		return err
 	}
@@ -239,7 +243,7 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		if err := decode(payload, &req); err != nil {
 			return nil, err
 		}
-		reply := n.repl.serveReplicate(&req)
+		reply := n.repl.serveReplicate(ctx, &req)
 		return encode(&reply)
 	case opPropose:
 		return n.serveProposal(payload)

@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,18 +12,67 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
+// DiskDurability says, for a node with a DataDir, how far a Sync write must have reached on every in-sync
+// copy's disk before it is acknowledged.
+type DiskDurability int
+
+const (
+	// DiskWritten acknowledges a write once every in-sync copy has handed it to the operating system (one
+	// write call for many ops, no fsync): it survives every process of the cluster killed at once, not
+	// every machine losing power. The default.
+	DiskWritten DiskDurability = iota
+	// DiskSynced acknowledges a write once every in-sync copy has flushed it to stable storage (one fsync
+	// for many ops): it survives every machine losing power.
+	DiskSynced
+	// DiskBehind writes the disk behind the acknowledgement: a write survives while one in-sync copy's
+	// process lives, as without a DataDir; the disk only shortens what a restarted node must fetch.
+	DiskBehind
+)
+
+func (d DiskDurability) String() string {
+	switch d {
+	case DiskWritten:
+		return "written"
+	case DiskSynced:
+		return "synced"
+	case DiskBehind:
+		return "behind"
+	}
+	return fmt.Sprintf("DiskDurability(%d)", int(d))
+}
+
+// MarshalText returns the name String gives.
+func (d DiskDurability) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses the name String gives: written, synced or behind.
+func (d *DiskDurability) UnmarshalText(b []byte) error {
+	for _, level := range []DiskDurability{DiskWritten, DiskSynced, DiskBehind} {
+		if string(b) == level.String() {
+			*d = level
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: disk durability %q is none of written, synced, behind", ErrInvalidConfig, b)
+}
+
 // diskLog writes a node's ops and segment snapshots to its durability store, off the hot path: writers
-// enqueue under their segment's lock (so a segment's ops keep their order) and one goroutine commits
-// them in batches, without syncing. A crash may lose the latest tail; the node then fetches it again
-// from the partition's owner.
+// enqueue under their segment's lock (so a segment's ops keep their order) and one goroutine commits them
+// in batches, each one write (and, under DiskSynced, one fsync) for every op queued meanwhile. Under
+// DiskWritten and DiskSynced an acknowledgement waits for the batch holding its op (await); under
+// DiskBehind a crash may lose the latest tail, which the node then fetches again from the owner.
 type diskLog struct {
 	store   durability.Store
 	n       *Node
+	waits   bool // acknowledgements wait for the disk
 	wake    chan struct{}
 	written atomic.Uint64 // ops committed
 
-	mu    sync.Mutex
-	queue []diskItem
+	mu      sync.Mutex
+	queue   []diskItem
+	queued  uint64        // items ever enqueued: the ticket of the latest
+	done    uint64        // tickets whose batch is committed (and synced)
+	failed  error         // the first write the store refused: the disk acknowledges nothing after it
+	flushed chan struct{} // closed, and replaced, whenever done moves
 }
 
 // diskItem is an op, or a snapshot of its segment's state up to its revision. A snapshot that replaces
@@ -37,18 +87,61 @@ type diskItem struct {
 
 // openDiskLog opens the Pebble store under dir.
 func openDiskLog(n *Node, dir string) (*diskLog, error) {
-	store, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{Logger: n.log})
+	level := n.cfg.DiskDurability
+	store, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{
+		Logger: n.log, NoFsync: level == DiskWritten, FS: n.cfg.diskFS})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: open data dir %s: %w", dir, err)
 	}
-	return &diskLog{store: store, n: n, wake: make(chan struct{}, 1)}, nil
+	return &diskLog{store: store, n: n, waits: level != DiskBehind, wake: make(chan struct{}, 1),
+		flushed: make(chan struct{})}, nil
 }
 
-func (d *diskLog) enqueue(item diskItem) {
+// enqueue queues item and returns its ticket, for await.
+func (d *diskLog) enqueue(item diskItem) uint64 {
 	d.mu.Lock()
 	d.queue = append(d.queue, item)
+	d.queued++
+	ticket := d.queued
 	d.mu.Unlock()
 	signal(d.wake)
+	return ticket
+}
+
+// mark returns the ticket of the latest item queued; nil-safe, for nodes without a DataDir.
+func (d *diskLog) mark() uint64 {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.queued
+}
+
+// await blocks until every item up to ticket is on disk as far as the node's DiskDurability asks; it
+// returns at once for nodes without a DataDir or under DiskBehind. After a refused write it fails.
+func (d *diskLog) await(ctx context.Context, ticket uint64) error {
+	if d == nil || !d.waits {
+		return nil
+	}
+	for {
+		d.mu.Lock()
+		done, failed, flushed := d.done, d.failed, d.flushed
+		d.mu.Unlock()
+		switch {
+		case failed != nil:
+			return failed
+		case done >= ticket:
+			return nil
+		}
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.n.stop:
+			return ErrClosed
+		}
+	}
 }
 
 // run commits queued items until the node stops, then drains what is left and closes the store.
@@ -68,39 +161,60 @@ func (d *diskLog) run() {
 	}
 }
 
-// flush commits the queue: runs of ops as one batch each, snapshots in their place between them.
+// flush commits the queue, syncs it when acknowledgements wait for it, and releases their waiters.
 func (d *diskLog) flush() {
 	d.mu.Lock()
-	items := d.queue
+	items, upTo := d.queue, d.queued
 	d.queue = nil
 	d.mu.Unlock()
+	err := d.commit(items)
+	if err == nil && d.waits && len(items) > 0 {
+		err = d.store.Sync()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil && d.failed == nil {
+		d.failed = fmt.Errorf("zaris: data dir refused a write: %w", err)
+		d.n.log.Error("data dir refused a write; this node acknowledges no more writes until it restarts", "err", err)
+	}
+	d.done = upTo
+	close(d.flushed)
+	d.flushed = make(chan struct{})
+}
+
+// commit writes items in order: runs of ops as one batch each, snapshots in their place between them. It
+// goes on past a refused write and returns the first error.
+func (d *diskLog) commit(items []diskItem) error {
+	var errs []error
 	var ops []durability.Op
 	for _, it := range items {
 		if it.snap == nil {
 			ops = append(ops, it.op)
 			continue
 		}
-		d.commitOps(ops)
+		errs = append(errs, d.commitOps(ops))
 		ops = ops[:0]
-		d.commitSnapshot(it.snap, it.replace)
+		errs = append(errs, d.commitSnapshot(it.snap, it.replace))
 	}
-	d.commitOps(ops)
+	errs = append(errs, d.commitOps(ops))
+	return errors.Join(errs...)
 }
 
-func (d *diskLog) commitOps(ops []durability.Op) {
+func (d *diskLog) commitOps(ops []durability.Op) error {
 	if len(ops) == 0 {
-		return
+		return nil
 	}
 	if err := d.store.Append(ops); err != nil {
 		d.n.log.Error("append to op log", "ops", len(ops), "err", err)
-		return
+		return err
 	}
 	d.written.Add(uint64(len(ops)))
+	return nil
 }
 
 // commitSnapshot saves a segment snapshot and drops the ops it covers; one that replaces the segment
 // first resets it, so the log resumes right after the snapshot whatever it held.
-func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) {
+func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) error {
 	var err error
 	if replace {
 		err = d.store.ResetSegment(s.Segment)
@@ -114,6 +228,7 @@ func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) {
 	if err != nil {
 		d.n.log.Error("save segment snapshot", "segment", s.Segment, "err", err)
 	}
+	return err
 }
 
 // load rebuilds the store from disk: each segment's snapshot, then the ops after it. It runs before the

@@ -232,6 +232,7 @@ func (r *replication) wakeWaiters() {
 // if that cannot be committed, the write fails.
 func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64) Status {
 	p := r.n.layout.SegmentPartition(segment)
+	ticket := r.n.disk.mark() // the write's op is queued for the disk by now
 	for {
 		// Admissions first: one that ended before this point has applied, or never will, in the map below.
 		joining := r.joiningFor(p)
@@ -245,6 +246,9 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 			return status
 		}
 		if len(lagging) == 0 {
+			if status := r.awaitDisk(ctx, ticket); status != StatusSuccess {
+				return status
+			}
 			r.confirm(segment, revision)
 			return status
 		}
@@ -253,6 +257,18 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
 			return StatusPartitionUnavailable
 		}
+	}
+}
+
+// awaitDisk waits until this node's disk holds every op queued up to ticket, as far as DiskDurability asks.
+func (r *replication) awaitDisk(ctx context.Context, ticket uint64) Status {
+	switch err := r.n.disk.await(ctx, ticket); {
+	case err == nil:
+		return StatusSuccess
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
+		return StatusOwnershipChanging
+	default:
+		return StatusPartitionUnavailable
 	}
 }
 
@@ -335,11 +351,25 @@ func (r *replication) proposeInSync(ctx context.Context, cmd *command) error {
 	return nil
 }
 
-// serveReplicate applies a replication request on a replica. A replica whose map is older than the
+// serveReplicate applies a replication request on a replica and answers once what it applied is on this
+// node's disk as far as DiskDurability asks: an owner that counts the acknowledgement counts a copy that
+// outlives this process. A replica whose disk refuses writes answers NotReady.
+func (r *replication) serveReplicate(ctx context.Context, req *replicateRequest) replicateReply {
+	reply := r.applyReplicate(req)
+	if len(req.Snapshots)+len(req.Ops) == 0 {
+		return reply
+	}
+	if err := r.n.disk.await(ctx, r.n.disk.mark()); err != nil {
+		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
+	}
+	return reply
+}
+
+// applyReplicate applies a replication request on a replica. A replica whose map is older than the
 // sender's for a partition answers NotReady and touches nothing: the change it has yet to apply may make it
 // discard its copy (a deposed owner does), and what it accepted or reported before that would be wrong. So
 // does one whose map does not record the sender's process, when the request would change or copy a segment.
-func (r *replication) serveReplicate(req *replicateRequest) replicateReply {
+func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 	if r.behind(req) || r.unknownSender(req) {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}

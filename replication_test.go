@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -180,7 +181,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	}
 	// A direct op with the stale epoch is refused as well.
 	seg := oldOwner.layout.KeySegment(key)
-	r := newOwner.repl.serveReplicate(&replicateRequest{From: oldOwner.id, FromIncarnation: oldOwner.repl.incarnation, Ops: []durability.Op{{
+	r := newOwner.repl.serveReplicate(context.Background(), &replicateRequest{From: oldOwner.id, FromIncarnation: oldOwner.repl.incarnation, Ops: []durability.Op{{
 		Segment: uint32(seg), Revision: newOwner.store.revision(seg) + 1, Epoch: before.Runtime[p].Epoch,
 		Kind: durability.OpPut, Key: key, Value: []byte("x"),
 	}}})

@@ -91,7 +91,7 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 		kept[s.ID] = s
 	}
 	for _, m := range sortedMembers(members) {
-		id := raftID(m.ID, m.Incarnation)
+		id := raftID(m.ID, m.Server)
 		if _, in := kept[id]; m.Status == serf.StatusAlive && m.DataAddr != "" && !in {
 			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: m.DataAddr, Why: "new process"})
 		}
@@ -101,13 +101,13 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 
 // staleServer says why server s no longer stands for a live process, or "" when it does.
 func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string {
-	name, incarnation := splitRaftID(s.ID)
+	name, server := splitRaftID(s.ID)
 	m, known := byName[name]
 	switch {
 	case !known || m.Status == serf.StatusLeft:
 		return "member left"
-	case m.Incarnation != incarnation:
-		return "member restarted as a new process"
+	case m.Server != server:
+		return "member restarted as a new server"
 	case m.Status == serf.StatusFailed && f.Dead(name):
 		return "member failed for DeadServerTimeout"
 	}
@@ -188,7 +188,7 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 		case serf.StatusFailed:
 			failed[m.ID] = true
 		case serf.StatusAlive:
-			alive[raftID(m.ID, m.Incarnation)] = true
+			alive[raftID(m.ID, m.Server)] = true
 		}
 	}
 	for id := range n.deadSince {
@@ -202,7 +202,7 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 		}
 	}
 	return serverFacts{
-		Leader:    raftID(n.id, n.repl.incarnation),
+		Leader:    raftID(n.id, n.serverInc),
 		MaxVoters: n.cfg.MaxVoters,
 		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id) >= n.cfg.DeadServerTimeout },
 		Stable: func(id raft.ServerID) bool {

@@ -22,7 +22,7 @@ func TestPlanServers(t *testing.T) {
 		return s
 	}
 	alive := func(name string, inc uint64) member {
-		return member{ID: NodeID(name), DataAddr: name + ":1", Incarnation: inc, Status: serf.StatusAlive}
+		return member{ID: NodeID(name), DataAddr: name + ":1", Incarnation: inc, Server: inc, Status: serf.StatusAlive}
 	}
 	with := func(m member, change func(*member)) member { change(&m); return m }
 	failed := func(name string, inc uint64) member {
@@ -50,9 +50,11 @@ func TestPlanServers(t *testing.T) {
 		{name: "a server with no member is removed", servers: three,
 			members: []member{alive("a", 1), alive("b", 1)},
 			want:    []string{"remove c#1"}},
-		{name: "a restarted process replaces its predecessor, which is removed first", servers: three,
+		{name: "a memory-only process restarted replaces its predecessor, which is removed first", servers: three,
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 2)},
 			want:    []string{"remove c#1", "add non-voter c#2"}},
+		{name: "a process restarted from its data dir is the same server", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Incarnation = 2 })}},
 		{name: "the leader is never removed", servers: three,
 			members: []member{failed("a", 1), alive("b", 1), alive("c", 1)}, dead: []NodeID{"a"}},
 		{name: "a new member joins as a non-voter", servers: three,

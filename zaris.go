@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -171,6 +172,10 @@ type Config struct {
 	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
 	DataDir string
+	// DiskDurability says how far a Sync write must reach on every in-sync copy's disk before it is
+	// acknowledged, with a DataDir: the operating system (DiskWritten, the default), stable storage
+	// (DiskSynced), or nowhere yet (DiskBehind).
+	DiskDurability DiskDurability
 	// DiskRetainBytes and DiskRetainAge bound a segment's op log on disk: past either, the segment is
 	// snapshotted and the ops the snapshot covers are dropped. DiskTrimInterval is how often that is checked.
 	DiskRetainBytes  int64
@@ -211,6 +216,9 @@ type Config struct {
 	// beforeApply, when set (by tests), runs on the control plane's apply goroutine before each new map is
 	// published; it may block to hold the node at an older map.
 	beforeApply func(next *ClusterMap)
+	// diskFS, when set (by tests), is the file system under DataDir, so that a test can freeze every node's
+	// disk at one instant as a kill of every process would.
+	diskFS vfs.FS
 	// gossipTransport, when set (by tests), wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
@@ -300,6 +308,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.WriteConcern != Sync && c.WriteConcern != Async:
 		return bad("WriteConcern %d is neither Sync nor Async", c.WriteConcern)
+	case c.DiskDurability < DiskWritten || c.DiskDurability > DiskBehind:
+		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
 	case c.ReplicaAckTimeout <= 0:
 		return bad("ReplicaAckTimeout must be positive")
 	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:

@@ -38,6 +38,11 @@ type PebbleOptions struct {
 	// MemTableSize bounds each in-memory write buffer in bytes; 0 means 32 MiB. Pebble may hold a
 	// few at once while flushing.
 	MemTableSize int64
+	// NoFsync makes Sync hand the log to the operating system without flushing it to stable storage:
+	// synced writes then survive the process being killed, not power loss, for the cost of a write call.
+	NoFsync bool
+	// FS is the file system the store lives on; nil means the operating system's.
+	FS vfs.FS
 }
 
 // Pebble is a Store on a Pebble database in one directory. The key layout is in pebble_keys.go.
@@ -82,7 +87,14 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	}
 	// The store wraps the file system itself rather than let Pebble do it: Pebble stops its disk health
 	// checker only in DB.Close, so a failed Open would leak the checker's goroutine.
-	diskFS, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
+	base := opts.FS
+	if base == nil {
+		base = vfs.Default
+	}
+	if opts.NoFsync {
+		base = walNoFsyncFS{base}
+	}
+	diskFS, fsCloser := vfs.WithDiskHealthChecks(base, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
 		logger.Warn("pebble: slow disk", "info", info.String())
 	})
 	cache := pebble.NewCache(orDefault(opts.CacheSize, defaultCacheSize))

@@ -33,6 +33,7 @@ type options struct {
 	join            string
 	bootstrapExpect int
 	dataDir         string
+	diskDurability  zaris.DiskDurability
 	rf              int
 	password        string
 	timing          string
@@ -74,6 +75,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of existing members; empty starts a new cluster")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "nodes that must be present before the first partition map is assigned")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the op logs and snapshots; empty keeps everything in memory")
+	fs.TextVar(&o.diskDurability, "disk-durability", zaris.DiskWritten, "with --data-dir, how far a write must reach on every copy's disk before it is acknowledged: "+
+		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
 	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
@@ -128,6 +131,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
 	cfg.DataDir = o.dataDir
+	cfg.DiskDurability = o.diskDurability
 	cfg.FailoverTimeout = o.failoverTimeout
 	cfg.DeadServerTimeout = o.deadServer
 	cfg.EvictionTimeout = o.eviction

@@ -30,6 +30,8 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 		t.Fatalf("timing %+v", cfg.Timing)
 	case o.leaveTimeout != 10*time.Second:
 		t.Fatalf("leave timeout %v", o.leaveTimeout)
+	case cfg.DiskDurability != zaris.DiskWritten:
+		t.Fatalf("disk durability %v, want written by default", cfg.DiskDurability)
 	case cfg.EvictionTimeout != zaris.DefaultConfig().EvictionTimeout:
 		t.Fatalf("eviction timeout %v, want the library's default", cfg.EvictionTimeout)
 	}
@@ -40,6 +42,12 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 	if cfg, err = o.config(nil); err != nil || cfg.EvictionTimeout != 3*time.Second || cfg.DeadServerTimeout != 2*time.Second {
 		t.Fatalf("--eviction-timeout 3s --dead-server-timeout 2s: eviction %v, dead server %v, %v", cfg.EvictionTimeout,
 			cfg.DeadServerTimeout, err)
+	}
+	if o, err = parseOptions([]string{"--disk-durability", "synced"}); err != nil || o.diskDurability != zaris.DiskSynced {
+		t.Fatalf("--disk-durability synced: %v, %v", o.diskDurability, err)
+	}
+	if _, err := parseOptions([]string{"--disk-durability", "fsync"}); err == nil {
+		t.Fatal("--disk-durability fsync accepted")
 	}
 	bad, err := parseOptions([]string{"--timing", "fast"})
 	if err != nil {
