@@ -29,7 +29,7 @@ const (
 	diskSlowThreshold = 5 * time.Second
 )
 
-// PebbleOptions configures OpenPebble.
+// PebbleOptions configures OpenPebble and OpenRaftStore.
 type PebbleOptions struct {
 	// Logger receives Pebble's own messages (routine ones at debug). Nil silences them.
 	Logger *slog.Logger
