@@ -55,4 +55,15 @@
 // come back as a prefix of what was appended. Other failures (a directory locked by another process,
 // permissions) are returned with the directory as context and do not wrap ErrCorrupt. Pebble's failures
 // to write its WAL or MANIFEST, which it treats as fatal, panic after being logged.
+//
+// # Raft store
+//
+// RaftStore keeps the control plane's raft state, hashicorp/raft's LogStore and StableStore, in a Pebble
+// database of its own, in another directory than the op-log store's. Unlike the op log, every write to
+// it (StoreLogs as one batch, DeleteRange as one range deletion, Set, SetUint64) is synced before it
+// returns: raft's safety rests on its log, term and vote being on stable storage before it answers a
+// peer. Entries are encoded compactly with a format-version byte (raftlog.go); the key layout is at the
+// top of raftstore.go. The first and last log index are kept in memory and found at open with a few
+// seeks; damage found there or in GetLog wraps ErrCorrupt. A key never set makes Get and GetUint64
+// fail with the message "not found", which raft recognises by its text.
 package durability

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // FuzzDecodeOp checks that DecodeOp never panics, fails only with ErrCorrupt, returns a suffix of its
@@ -52,6 +54,31 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		again, err := DecodeSnapshot(AppendSnapshot(nil, &s))
 		if err != nil || !sameSnapshot(again, s) {
 			t.Fatalf("round trip of %+v gave %+v, %v", s, again, err)
+		}
+	})
+}
+
+// FuzzRaftLogDecode checks that decodeRaftLog never panics, fails only with ErrCorrupt, leaves the log
+// alone when it fails, and that whatever it accepts re-encodes to the very same bytes.
+func FuzzRaftLogDecode(f *testing.F) {
+	for _, l := range codecRaftLogs() {
+		if len(l.Data) < 64 {
+			f.Add(appendRaftLog(nil, &l))
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l := raft.Log{Index: 77}
+		if err := decodeRaftLog(b, &l); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeRaftLog failed with %v, not ErrCorrupt", err)
+			}
+			if l.Index != 77 {
+				t.Fatalf("a failed decode changed the log to %+v", l)
+			}
+			return
+		}
+		if again := appendRaftLog(nil, &l); !bytes.Equal(again, b) {
+			t.Fatalf("%x decoded to %+v, which encodes as %x", b, l, again)
 		}
 	})
 }

@@ -29,7 +29,7 @@ const (
 	diskSlowThreshold = 5 * time.Second
 )
 
-// PebbleOptions configures OpenPebble.
+// PebbleOptions configures OpenPebble and OpenRaftStore.
 type PebbleOptions struct {
 	// Logger receives Pebble's own messages (routine ones at debug). Nil silences them.
 	Logger *slog.Logger
@@ -81,6 +81,24 @@ var _ Store = (*Pebble)(nil)
 // an error wrapping ErrCorrupt; other failures (permissions, a directory locked by another process) are
 // returned with the directory as context.
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
+	db, fsCloser, err := openDB(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pebble{db: db, dir: dir, fs: fsCloser}
+	if p.segs, err = loadIndex(db); err != nil {
+		_ = db.Close()
+		_ = fsCloser.Close()
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return p, nil
+}
+
+// openDB opens (or creates) a Pebble database in dir with this package's settings: the disk health
+// checker, the cache and memtable sizes of opts, and Pebble's messages and failures sent to opts.Logger.
+// Closing the database does not stop the health checker: the caller closes the returned io.Closer after
+// it. Errors are classified by openError.
+func openDB(dir string, opts PebbleOptions) (*pebble.DB, io.Closer, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -109,15 +127,9 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	})
 	if err != nil {
 		_ = fsCloser.Close()
-		return nil, openError(dir, err)
+		return nil, nil, openError(dir, err)
 	}
-	p := &Pebble{db: db, dir: dir, fs: fsCloser}
-	if p.segs, err = loadIndex(db); err != nil {
-		_ = db.Close()
-		_ = fsCloser.Close()
-		return nil, fmt.Errorf("open %s: %w", dir, err)
-	}
-	return p, nil
+	return db, fsCloser, nil
 }
 
 // orDefault returns v, or def when v is not positive.
