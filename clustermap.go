@@ -160,6 +160,9 @@ type command struct {
 	InSync []NodeID
 	// InSyncIndex is, for a cmdAdmit, the partition's InSyncIndex the admission was decided at.
 	InSyncIndex uint64
+	// Intact, for a cmdUpsertNode of a restarted process, says it reloaded every write its predecessor
+	// acknowledged: it stays in the in-sync sets.
+	Intact bool
 	// Source, for a cmdPromote, names a peer holding more than the new owner: the partition is Recovering
 	// until the owner has synced from it.
 	Source NodeID
@@ -172,7 +175,7 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	next.Index = index
 	switch cmd.Kind {
 	case cmdUpsertNode:
-		if old, ok := next.Nodes[cmd.Node.ID]; ok && old.Incarnation != 0 && old.Incarnation != cmd.Node.Incarnation {
+		if old, ok := next.Nodes[cmd.Node.ID]; ok && old.Incarnation != 0 && old.Incarnation != cmd.Node.Incarnation && !cmd.Intact {
 			next.dropFromInSync(cmd.Node.ID)
 		}
 		next.Nodes[cmd.Node.ID] = cmd.Node

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -178,7 +180,8 @@ func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 	return transport.DialMux(ctx, s.dialer, string(addr), muxRaft)
 }
 
-// startRaft creates the consensus member of this node. Its state lives in memory.
+// startRaft creates the consensus member of this node. Its log, term, vote and snapshots live in the data
+// dir when there is one, in memory otherwise.
 func (n *Node) startRaft(ln net.Listener) error {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raftID(n.id, n.serverInc)
@@ -195,13 +198,42 @@ func (n *Node) startRaft(ln net.Listener) error {
 		Timeout: 2 * time.Second,
 		Logger:  newHCLogger(n.cfg.Logger, "raft-net"),
 	})
-	r, err := raft.NewRaft(rc, n.fsm, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), n.raftTrans)
+	logs, stable, snaps, err := n.raftStores()
+	if err != nil {
+		n.raftTrans.Close()
+		return err
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.raftTrans)
 	if err != nil {
 		n.raftTrans.Close()
 		return fmt.Errorf("zaris: start control plane: %w", err)
 	}
 	n.raft = r
 	return nil
+}
+
+// raftSnapshotsRetained is how many control-plane snapshots a data dir keeps.
+const raftSnapshotsRetained = 2
+
+// raftStores returns the control plane's log, stable and snapshot stores: on disk under the data dir, in the
+// directories raft and raft-snapshots, or in memory without one. The disk stores fsync every write whatever
+// DiskDurability says: a voter must never forget its vote, not even in a power loss.
+func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
+	if n.cfg.DataDir == "" {
+		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
+	}
+	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{Logger: n.log, FS: n.cfg.diskFS})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft-snapshots"), raftSnapshotsRetained,
+		newHCLogger(n.cfg.Logger, "raft-snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, fmt.Errorf("zaris: open control-plane snapshots: %w", err)
+	}
+	n.raftStore = store
+	return store, store, snaps, nil
 }
 
 // runControl drives membership into the control plane. Every node runs it; only the leader decides.
@@ -364,7 +396,13 @@ func (n *Node) admit(m member, members []member) error {
 	if hold := n.cfg.holdRecognition; restarted && hold != nil && hold(m.ID) {
 		return nil
 	}
-	if restarted && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+	if restarted && m.Intact && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
+		n.log.Warn("owner restarted with intact copies; deciding its partitions again", "node", m.ID)
+		if done, err := n.resume(m.ID, members); err != nil || !done {
+			return err // until every partition is re-decided, the restarted process stays unknown
+		}
+	}
+	if restarted && !m.Intact && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
 		n.log.Warn("owner restarted; failing its partitions over", "node", m.ID)
 		if err := n.commit(&command{Kind: cmdRestarted, Node: NodeInfo{ID: m.ID}}); err != nil {
 			return err
@@ -376,7 +414,7 @@ func (n *Node) admit(m member, members []member) error {
 			return nil // some failover must wait; until it is done, the restarted process stays unknown
 		}
 	}
-	return n.commit(&command{Kind: cmdUpsertNode, Node: want})
+	return n.commit(&command{Kind: cmdUpsertNode, Node: want, Intact: m.Intact})
 }
 
 // retire hands the partitions of a member that left cleanly at once to their in-sync replicas (no

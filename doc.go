@@ -21,11 +21,14 @@
 // a committed, ordered command: two nodes never hand out the same epoch, and a minority side of a network
 // partition decides nothing. Every node applies each committed change and repoints its routing table.
 //
-// The raft servers follow membership. A server is a node's process: a restarted process has forgotten its
-// raft term and vote, so it joins as a new server and its predecessor is removed. A member that left, or
-// stayed failed for DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters
-// once they have stayed alive for Timing.ServerStabilization, keeping an odd number of voters up to
-// MaxVoters. A cluster whose first voters are all replaced, one at a time, keeps deciding.
+// With DataDir, raft's log, term, vote and snapshots are on disk (fsynced, whatever DiskDurability says), so
+// epochs only grow across any restart, every node at once included, and a full restart comes back with the
+// same map. The raft servers follow membership. A node with DataDir is one server for the life of its
+// directory; a memory-only process has forgotten its raft term and vote when it restarts, so it joins as a
+// new server and its predecessor is removed. A member that left, or stayed failed (or unknown to gossip) for
+// DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters once they have
+// stayed alive for Timing.ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster
+// whose first voters are all replaced, one at a time, keeps deciding.
 //
 // # Replication and write concerns
 //
@@ -85,11 +88,16 @@
 //     of the acknowledgement, and no replica enters the set without it: while a replica is being returned to
 //     the set, writes wait for it too, and one it does not acknowledge drops it first, which voids its
 //     return.
-//   - What an acknowledged Sync write survives: any sequence of process crashes and restarts, with or
-//     without DataDir, in which each partition keeps at least one live member of its in-sync set (the owner
-//     included) at every moment. A restarted process is not a copy until it is back in the set. It does not
-//     survive every copy of a partition dying at once (the data dir is written behind the acknowledgement),
-//     and an Async write survives only what reached a replica before the owner died.
+//   - What an acknowledged Sync write survives. Without DataDir (or with DiskBehind): any sequence of process
+//     crashes and restarts in which each partition keeps at least one live member of its in-sync set (the
+//     owner included) at every moment; a restarted process is not a copy until it is back in the set, and
+//     every copy dying at once loses what they held. With DataDir and DiskWritten (the default), the write
+//     was handed to the operating system by every in-sync copy before it was acknowledged: it survives any
+//     number of processes killed at once, the whole cluster included, as long as the machines keep their
+//     disks; a process that restarts from its data dir keeps its place in the in-sync sets. With
+//     DiskSynced every in-sync copy fsynced it (one fsync for many writes): it also survives every machine
+//     losing power. With ReplicationFactor 1 the owner's own disk is that copy. An Async write is
+//     acknowledged before any of this and survives only what reached a replica or a disk before the crash.
 //   - Under the Sync concern a read reveals only state that every in-sync replica holds: an owner that has
 //     applied a write its replicas lack answers a read of that segment once they have it, as the write
 //     itself waits, so no read returns a value a failover could then lose. Under Async reads never wait.
@@ -103,13 +111,16 @@
 //     Unavailable (ErrPartitionUnavailable, never a false ErrNotFound); the map keeps the nodes that held
 //     it, and the first of them to come back as the same process (one that was cut off, not restarted) is
 //     given it again. After EvictionTimeout it is recreated, empty, on a live node: what it held is lost,
-//     and reads then find nothing. A node that restarts leaves every in-sync set until it has caught up.
+//     and reads then find nothing. A node that restarts without an intact data dir leaves every in-sync set
+//     until it has caught up; an owner that restarts from one has each of its partitions decided again
+//     under a new epoch, given to the most caught-up of it and its in-sync replicas.
 //     Until the map records its new process, a restarted node acts as no partition's owner: it serves
 //     nothing and sends its replicas no op, probe or snapshot, even while it replays maps in which its
 //     previous process owned partitions; a replica changes its copy only on the word of the process its map
 //     names as the partition's owner at that epoch, and a resend of a whole segment decided under one epoch
-//     is dropped once the partition has left it. A deposed owner discards its copy and takes the new owner's. If an in-sync replica cannot be reached, the leader waits
-//     rather than declare the partition Unavailable.
+//     is dropped once the partition has left it. A deposed owner discards its copy and takes the new
+//     owner's. If an in-sync replica cannot be reached, the leader waits rather than declare the partition
+//     Unavailable.
 //   - Health: a partition is Degraded as soon as a copy falls out of the in-sync set. Once every assigned
 //     copy is back in sync and has stayed so for HealCooldown, the leader declares it Healthy under a new
 //     epoch, so a node that keeps dropping out and coming back causes one transition, not one per flap.

@@ -61,7 +61,17 @@ func (n *Node) answers(id NodeID) bool {
 // failOver promotes every partition actively owned by the dead node to its most caught-up live in-sync
 // replica, or leaves it Unavailable when there is none.
 func (n *Node) failOver(dead NodeID, members []member) error {
-	return n.promoteEach(n.partitionsWhere(func(st PartitionState) bool { return st.Owner == dead }), members, true)
+	_, err := n.promoteEach(n.partitionsWhere(func(st PartitionState) bool { return st.Owner == dead }), members, promotion{giveUp: true})
+	return err
+}
+
+// resume re-decides, under the next epoch, every partition a restarted owner with intact copies still owns:
+// its copy holds every write it acknowledged, but maybe not every write its replicas applied, so the most
+// caught-up of it and its live in-sync replicas takes the partition, syncing first from a peer that holds
+// more. It reports whether every partition was re-decided.
+func (n *Node) resume(owner NodeID, members []member) (bool, error) {
+	waiting, err := n.promoteEach(n.partitionsWhere(func(st PartitionState) bool { return st.Owner == owner }), members, promotion{withOwner: true})
+	return waiting == 0, err
 }
 
 // reviveLost gives each Unavailable partition back to a node that held every acknowledged write of it when
@@ -71,7 +81,8 @@ func (n *Node) reviveLost(members []member) error {
 	if len(lost) == 0 {
 		return nil
 	}
-	return n.promoteEach(lost, members, false)
+	_, err := n.promoteEach(lost, members, promotion{})
+	return err
 }
 
 // partitionsWhere lists the partitions whose state satisfies cond in the current map.
@@ -85,18 +96,27 @@ func (n *Node) partitionsWhere(cond func(PartitionState) bool) []int {
 	return parts
 }
 
+// promotion says whom promoteEach may choose, and what it does when it can choose no one.
+type promotion struct {
+	giveUp    bool // a partition with no in-sync replica left becomes Unavailable; otherwise it waits
+	withOwner bool // the current owner, restarted with intact copies, is a candidate too
+}
+
 // promoteEach promotes each partition of parts to its most caught-up live in-sync replica, with a source
-// to sync from first when a live peer holds more. With giveUp, a partition with no in-sync replica left
-// becomes Unavailable; without, it stays as it is. Each candidate is asked once for its revisions.
-func (n *Node) promoteEach(parts []int, members []member, giveUp bool) error {
+// to sync from first when a live peer holds more, and returns how many partitions it left to wait. Each
+// candidate is asked once for its revisions.
+func (n *Node) promoteEach(parts []int, members []member, how promotion) (waiting int, err error) {
 	alive := map[NodeID]bool{}
+	probe := &revisionProbe{n: n, answers: map[NodeID]probeAnswer{}, intact: map[NodeID]uint64{}}
 	for _, m := range members {
 		if m.Status == serf.StatusAlive {
 			alive[m.ID] = true
 		}
+		if m.Intact {
+			probe.intact[m.ID] = m.Incarnation
+		}
 	}
 	m := n.fsm.clusterMap()
-	probe := &revisionProbe{n: n, answers: map[NodeID]probeAnswer{}}
 	for _, p := range parts {
 		first, end := n.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
@@ -105,32 +125,37 @@ func (n *Node) promoteEach(parts []int, members []member, giveUp bool) error {
 	}
 	for _, p := range parts {
 		st := m.Runtime[p]
-		to, unsure := n.pickSuccessor(p, st, alive, probe)
-		if to == "" && (unsure || !giveUp) {
+		to, unsure := n.pickSuccessor(p, st, how.withOwner, alive, probe)
+		if to == "" && (unsure || !how.giveUp) {
 			if unsure {
 				n.log.Warn("failover waits: no live in-sync replica answered", "partition", p, "from", st.Owner)
 			}
+			waiting++
 			continue // try again at the next reconcile rather than give up a copy that may be intact
 		}
 		var source NodeID
 		if to != "" {
-			source = n.pickSource(p, st, to, alive, probe)
+			source = n.pickSource(p, st, to, how.withOwner, alive, probe)
 		}
 		n.log.Warn("failing over partition", "partition", p, "from", st.Owner, "to", to, "epoch", st.Epoch+1, "source", source)
 		cmd := &command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}, Source: source}
 		if err := n.commit(cmd); err != nil {
-			return err
+			return waiting, err
 		}
 	}
-	return nil
+	return waiting, nil
 }
 
 // pickSuccessor returns the live in-sync replica of p holding the most of it (by segment revisions). Only an
 // in-sync replica is sure to hold every acknowledged write. It returns "" when none is left, with unsure set
 // when some in-sync replica gossip calls alive did not answer: it may be intact behind a passing fault.
-func (n *Node) pickSuccessor(p int, st PartitionState, alive map[NodeID]bool, probe *revisionProbe) (best NodeID, unsure bool) {
+func (n *Node) pickSuccessor(p int, st PartitionState, withOwner bool, alive map[NodeID]bool, probe *revisionProbe) (best NodeID, unsure bool) {
 	var bestTotal uint64
-	for _, id := range st.InSync {
+	candidates := st.InSync
+	if withOwner && st.Owner != "" {
+		candidates = append([]NodeID{st.Owner}, st.InSync...)
+	}
+	for _, id := range candidates {
 		if !alive[id] {
 			continue
 		}
@@ -151,6 +176,9 @@ type revisionProbe struct {
 	n        *Node
 	segments []int
 	answers  map[NodeID]probeAnswer
+	// intact holds, per node, the process that membership says restarted with intact copies: it vouches
+	// for its copies before the map records it.
+	intact map[NodeID]uint64
 }
 
 type probeAnswer struct {
@@ -197,7 +225,7 @@ func (rp *revisionProbe) ask(id NodeID) probeAnswer {
 	switch {
 	case err != nil:
 		return probeAnswer{}
-	case reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation:
+	case reply.Incarnation != n.fsm.clusterMap().Nodes[id].Incarnation && reply.Incarnation != rp.intact[id]:
 		return probeAnswer{answered: true}
 	}
 	return probeAnswer{revisions: reply.Revisions, lines: reply.Lines, answered: true}

@@ -118,3 +118,29 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return errors.Join(d.Sync(), d.Close())
 }
+
+// durabilityFile records the DiskDurability of the latest process that ran on a data dir.
+const durabilityFile = "disk-durability"
+
+// recordDurability records level as this process's DiskDurability in dir and returns whether the previous
+// process waited for its disk before acknowledging: if it did, the directory holds every write it
+// acknowledged, and this process restarts with its copies intact.
+func recordDurability(dir string, level DiskDurability) (intact bool, err error) {
+	path := filepath.Join(dir, durabilityFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return false, fmt.Errorf("zaris: read %s: %w", path, err)
+	default:
+		var prior DiskDurability
+		if err := prior.UnmarshalText(bytes.TrimSpace(b)); err != nil {
+			return false, fmt.Errorf("zaris: %s: %w", path, err)
+		}
+		intact = prior != DiskBehind
+	}
+	if err := writeFileAtomic(path, []byte(level.String()+"\n")); err != nil {
+		return false, fmt.Errorf("zaris: record disk durability: %w", err)
+	}
+	return intact, nil
+}

@@ -21,6 +21,7 @@ const (
 	tagFormed      = "formed"  // "1" once the member belongs to a control plane with a leader
 	tagIncarnation = "inc"     // random per process: a new value means the member restarted
 	tagServer      = "srv"     // the incarnation in the member's control-plane server ID (voters.go)
+	tagIntact      = "intact"  // "1" when the process reloaded every write its predecessor acknowledged
 	tagRESPAddr    = "resp"    // the RESP endpoint's advertised address; absent when the node serves none
 	tagLeaving     = "leaving" // "1" while the member drains its partitions before a graceful leave
 	tagLite        = "lite"    // "1" for a member that holds no partitions
@@ -36,6 +37,9 @@ type member struct {
 	// Server identifies the member's control-plane server: its process's incarnation when it keeps its
 	// raft state in memory, fixed for the life of its data directory when it keeps it on disk.
 	Server uint64
+	// Intact is set when the process restarted from a data dir that holds every write its predecessor
+	// acknowledged, so that its copies stay in sync across the restart.
+	Intact bool
 	Status serf.MemberStatus
 	Formed bool
 	// Leaving is set while the member drains before a graceful leave: it gets no new partitions.
@@ -55,14 +59,23 @@ type membership struct {
 	mismatch error // why the last merge was refused, so Join can say it clearly
 }
 
-func clusterTags(cfg *Config, dataAddr string, incarnation, server uint64) map[string]string {
+// processTags describes a member's process in its tags.
+type processTags struct {
+	incarnation, server uint64
+	intact              bool
+}
+
+func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]string {
 	tags := map[string]string{
 		tagDataAddr:    dataAddr,
 		tagSegments:    strconv.Itoa(cfg.Segments),
 		tagPartitions:  strconv.Itoa(cfg.Partitions),
 		tagRF:          strconv.Itoa(cfg.ReplicationFactor),
-		tagIncarnation: strconv.FormatUint(incarnation, 10),
-		tagServer:      strconv.FormatUint(server, 10),
+		tagIncarnation: strconv.FormatUint(proc.incarnation, 10),
+		tagServer:      strconv.FormatUint(proc.server, 10),
+	}
+	if proc.intact {
+		tags[tagIntact] = "1"
 	}
 	if cfg.RESPAddr != "" {
 		tags[tagRESPAddr] = cfg.RESPAddr
@@ -73,7 +86,7 @@ func clusterTags(cfg *Config, dataAddr string, incarnation, server uint64) map[s
 	return tags
 }
 
-func startMembership(cfg *Config, dataAddr string, incarnation, server uint64) (*membership, error) {
+func startMembership(cfg *Config, dataAddr string, proc processTags) (*membership, error) {
 	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -83,7 +96,7 @@ func startMembership(cfg *Config, dataAddr string, incarnation, server uint64) (
 		return nil, fmt.Errorf("%w: GossipAddr port %q", ErrInvalidConfig, portStr)
 	}
 	m := &membership{events: make(chan serf.Event, 256)}
-	tags := clusterTags(cfg, dataAddr, incarnation, server)
+	tags := clusterTags(cfg, dataAddr, proc)
 
 	ml := memberlist.DefaultLANConfig()
 	ml.Name = cfg.Name
@@ -188,6 +201,7 @@ func (m *membership) members() []member {
 			RESPAddr:    sm.Tags[tagRESPAddr],
 			Incarnation: parseIncarnation(sm.Tags[tagIncarnation]),
 			Server:      parseIncarnation(sm.Tags[tagServer]),
+			Intact:      sm.Tags[tagIntact] == "1",
 			Status:      sm.Status,
 			Formed:      sm.Tags[tagFormed] == "1",
 			Leaving:     sm.Tags[tagLeaving] == "1",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -38,13 +39,17 @@ type Node struct {
 	server    *transport.Server
 	raft      *raft.Raft
 	raftTrans *raft.NetworkTransport
+	raftStore io.Closer // the control plane's log and stable store on disk; nil without a DataDir
 	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's
 	// state lives in memory, the data dir's (identity.go) when it lives on disk.
 	serverInc uint64
-	members   *membership
-	resp      *respServer // nil unless Config.RESPAddr is set
-	leaderCh  chan bool
-	kick      chan struct{}
+	// intact is set when this process reloaded a data dir whose previous process acknowledged only writes
+	// it had on disk: its copies hold every write that process acknowledged (DiskDurability).
+	intact   bool
+	members  *membership
+	resp     *respServer // nil unless Config.RESPAddr is set
+	leaderCh chan bool
+	kick     chan struct{}
 
 	// Touched only by the control loop.
 	bootstrapped bool
@@ -128,7 +133,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
-	members, err := startMembership(&n.cfg, n.DataAddr(), n.repl.incarnation, n.serverInc)
+	members, err := startMembership(&n.cfg, n.DataAddr(), n.processTags())
 	if err != nil {
 		return err
 	}
@@ -176,6 +181,15 @@ func (n *Node) recover() error {
 	if n.cfg.DataDir == "" {
 		return nil
 	}
+	ident, err := loadIdentity(n.cfg.DataDir, n.id)
+	if err != nil {
+		return err
+	}
+	n.serverInc = ident.Server // raft's state is on disk: the server outlives the process
+	intact, err := recordDurability(n.cfg.DataDir, n.cfg.DiskDurability)
+	if err != nil {
+		return err
+	}
 	disk, err := openDiskLog(n, n.cfg.DataDir)
 	if err != nil {
 		return err
@@ -185,7 +199,7 @@ func (n *Node) recover() error {
 		disk.store.Close()
 		return err
 	}
-	n.disk = disk
+	n.disk, n.intact = disk, intact
 	n.repl.stats.recoveredOps.Add(uint64(ops))
 	n.wg.Add(1)
 	go disk.run()
@@ -519,6 +533,9 @@ func (n *Node) Close() error {
 			n.raftTrans.CloseStreams()
 			errs = append(errs, n.raftTrans.Close())
 		}
+		if n.raftStore != nil {
+			errs = append(errs, n.raftStore.Close())
+		}
 		if n.members != nil {
 			errs = append(errs, n.members.shutdown())
 		}
@@ -543,4 +560,9 @@ func (n *Node) endCommits() {
 	n.commits.Lock()
 	n.commitsEnded = true
 	n.commits.Unlock()
+}
+
+// processTags describes this node's process to the other members.
+func (n *Node) processTags() processTags {
+	return processTags{incarnation: n.repl.incarnation, server: n.serverInc, intact: n.intact}
 }

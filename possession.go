@@ -41,13 +41,14 @@ func (rp *revisionProbe) moreOf(peer, holder NodeID, p int, lastEpoch uint64) []
 	return segs
 }
 
-// pickSource returns the live assigned peer of p, other than the chosen owner and the dead one, holding
-// the most segments beyond the owner's copy, or "" when none holds anything more.
-func (n *Node) pickSource(p int, st PartitionState, owner NodeID, alive map[NodeID]bool, probe *revisionProbe) NodeID {
+// pickSource returns the live assigned peer of p, other than the chosen owner and the previous one (unless
+// withOwner: it restarted and may be a source), holding the most segments beyond the owner's copy, or ""
+// when none holds anything more.
+func (n *Node) pickSource(p int, st PartitionState, owner NodeID, withOwner bool, alive map[NodeID]bool, probe *revisionProbe) NodeID {
 	var best NodeID
 	most := 0
 	for _, id := range n.fsm.clusterMap().Assignment[p] {
-		if id == owner || id == st.Owner || !alive[id] {
+		if id == owner || id == st.Owner && !withOwner || !alive[id] {
 			continue
 		}
 		if more := len(probe.moreOf(id, owner, p, st.Epoch)); more > most {

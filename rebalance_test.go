@@ -235,6 +235,22 @@ func (w *writer) check(ctx context.Context, i int) error {
 	return nil // a read that fails is no evidence either way
 }
 
+// assertReadBack checks that every node reads, for each key the writer got a write acknowledged on, the last
+// acknowledged value. Keys it never reached (a slow writer stopped early) are skipped.
+func (w *writer) assertReadBack(t *testing.T, nodes []*Node) {
+	t.Helper()
+	for i := range w.keys {
+		if w.acked[i] == 0 {
+			continue
+		}
+		for _, n := range nodes {
+			if got, err := n.Get(context.Background(), w.key(i)); err != nil || mustAtoi(got) != w.acked[i] {
+				t.Fatalf("get %s from %s = %q, %v; want the last acknowledged %d", w.key(i), n.id, got, err, w.acked[i])
+			}
+		}
+	}
+}
+
 func mustAtoi(b []byte) int {
 	v, err := strconv.Atoi(string(b))
 	if err != nil {
@@ -292,22 +308,11 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	final := c.currentMap()
 	assertBalanced(t, final, nodeIDs(c.live()))
 
-	ctx := context.Background()
 	var writes, retries int
 	var worst time.Duration
 	for _, w := range writers {
 		writes, retries, worst = writes+w.writes, retries+w.retries, max(worst, w.worstWrite)
-		for i := range w.keys {
-			if w.acked[i] == 0 {
-				continue
-			}
-			for _, n := range c.live() {
-				got, err := n.Get(ctx, w.key(i))
-				if err != nil || mustAtoi(got) != w.acked[i] {
-					t.Fatalf("get %s from %s = %q, %v; want the last acknowledged %d", w.key(i), n.id, got, err, w.acked[i])
-				}
-			}
-		}
+		w.assertReadBack(t, c.live())
 	}
 	assertReplicasMatch(t, c)
 	var sealed []time.Duration
@@ -418,7 +423,6 @@ func TestInterruptedMoveIsAbandoned(t *testing.T) {
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = time.Second
 	}))
-	ctx := context.Background()
 	w := &writer{node: c.node(0), keys: 64, stop: make(chan struct{}), done: make(chan struct{})}
 	w.acked = make([]int, w.keys)
 	go w.run()
@@ -437,12 +441,6 @@ func TestInterruptedMoveIsAbandoned(t *testing.T) {
 		t.Fatal(w.err)
 	}
 	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
-	for i := range w.keys {
-		for _, n := range c.live() {
-			if got, err := n.Get(ctx, w.key(i)); err != nil || mustAtoi(got) != w.acked[i] {
-				t.Fatalf("get %s from %s = %q, %v; want %d", w.key(i), n.id, got, err, w.acked[i])
-			}
-		}
-	}
+	w.assertReadBack(t, c.live())
 	assertReplicasMatch(t, c)
 }

@@ -66,7 +66,7 @@ type serverChange struct {
 type serverFacts struct {
 	Leader    raft.ServerID
 	MaxVoters int
-	// Dead reports whether a failed member has been failed for DeadServerTimeout.
+	// Dead reports whether a member has been failed, or unknown to gossip, for DeadServerTimeout.
 	Dead func(NodeID) bool
 	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
 	Stable func(raft.ServerID) bool
@@ -104,8 +104,12 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 	name, server := splitRaftID(s.ID)
 	m, known := byName[name]
 	switch {
-	case !known || m.Status == serf.StatusLeft:
+	case known && m.Status == serf.StatusLeft:
 		return "member left"
+	case !known && f.Dead(name):
+		return "member unknown for DeadServerTimeout"
+	case !known:
+		return "" // gossip may not have met it yet, after a restart of the leader
 	case m.Server != server:
 		return "member restarted as a new server"
 	case m.Status == serf.StatusFailed && f.Dead(name):
@@ -183,12 +187,19 @@ func (n *Node) followMembership(members []member) error {
 // leader's countdowns.
 func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts {
 	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
+	known := map[NodeID]bool{}
 	for _, m := range members {
+		known[m.ID] = true
 		switch m.Status {
 		case serf.StatusFailed:
 			failed[m.ID] = true
 		case serf.StatusAlive:
 			alive[raftID(m.ID, m.Server)] = true
+		}
+	}
+	for _, s := range servers { // a server whose member gossip does not know counts as failed
+		if name, _ := splitRaftID(s.ID); !known[name] {
+			failed[name] = true
 		}
 	}
 	for id := range n.deadSince {
