@@ -368,10 +368,13 @@ func ackedPuts(ops []chaos.Op, layout zaris.Layout) map[int][]chaos.Op {
 		}
 	}
 	for _, puts := range acked {
-		slices.SortFunc(puts, func(a, b chaos.Op) int { return a.End.Compare(b.End) })
+		slices.SortFunc(puts, byEnd)
 	}
 	return acked
 }
+
+// byEnd orders ops by end time.
+func byEnd(a, b chaos.Op) int { return a.End.Compare(b.End) }
 
 // gaps returns, per partition, the gaps longer than over between consecutive acknowledged puts ending
 // within [from, to]: while clients write continuously, such a gap is a window the partition took no write.

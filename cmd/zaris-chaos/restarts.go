@@ -150,8 +150,8 @@ func (n *nemesis) runRollingRestart(ctx, faults context.Context) {
 }
 
 // rollOver stops s as rollingStop says, once that loses no partition's last live copy, restarts it at
-// once and waits until the cluster has recovered: the map records the new process and every partition
-// is Healthy. A server left down by a failed restart is restarted instead.
+// once and waits until the cluster has recovered: the map has caught up and every partition is Healthy.
+// A server left down by a failed restart is restarted instead.
 func (n *nemesis) rollOver(ctx, faults context.Context, s *server) {
 	if n.isDown() {
 		n.restartDown()
@@ -306,11 +306,11 @@ func recoverySummary(rs []recovery) string {
 func (h *harness) noteRestarts() bool {
 	rs := h.nem.recoveryList()
 	if h.o.nemesis == nemesisFullRestart {
-		h.notes = append(h.notes, fmt.Sprintf("full restarts: %d; every partition writable after the last start: %s",
-			len(rs), recoverySummary(rs)))
+		h.notes = append(h.notes, fmt.Sprintf("full restarts: %d; every partition writable (a write to each "+
+			"acknowledged) after the last start: %s", len(rs), recoverySummary(rs)))
 	} else {
-		h.notes = append(h.notes, fmt.Sprintf("rolling restarts with %s: %s; map caught up and every partition Healthy after each: %s",
-			signalName(h.o.rollingStop), h.nem.restartTally(), recoverySummary(rs)))
+		h.notes = append(h.notes, fmt.Sprintf("rolling restarts with %s: %s; map caught up and every partition "+
+			"Healthy after each: %s", signalName(h.o.rollingStop), h.nem.restartTally(), recoverySummary(rs)))
 	}
 	if slices.ContainsFunc(rs, func(r recovery) bool { return r.err != nil }) {
 		h.notes = append(h.notes, fmt.Sprintf("the cluster did not recover from every restart within %v", settleBound))
@@ -337,7 +337,7 @@ func writeStalls(acked map[int][]chaos.Op, from, to time.Time) stalls {
 		closed[p] = append(slices.Clone(puts), end)
 		all = append(all, puts...)
 	}
-	slices.SortFunc(all, func(a, b chaos.Op) int { return a.End.Compare(b.End) })
+	slices.SortFunc(all, byEnd)
 	_, _, overall := chaos.Percentiles(gaps(map[int][]chaos.Op{0: append(all, end)}, from, to, 0))
 	each := gaps(closed, from, to, 0)
 	_, p99, longest := chaos.Percentiles(each)
