@@ -1,9 +1,13 @@
 // Command zaris-chaos certifies a cluster of real zaris server processes on loopback. It joins the cluster
 // as a lite member that all its clients call, kills, freezes and restarts servers on a seeded schedule
-// (-nemesis mixed), kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), or kills the
-// oldest server for good every few seconds and starts a new one in its place (-nemesis replace), then
-// checks what the clients saw: no acknowledged write lost, no get denying one, no phantom value, every key
-// linearizable. It prints the report and exits 1 if the cluster failed.
+// (-nemesis mixed), kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), kills the
+// oldest server for good every few seconds and starts a new one in its place (-nemesis replace), kills
+// every server at once every 8 to 12 s and restarts them all from their data directories (-nemesis
+// full-restart, which needs -data-dir), or restarts the servers one at a time, each once the cluster is
+// Healthy again (-nemesis rolling-restart). It then checks what the clients saw: no acknowledged write
+// lost, no get denying one, no phantom value, every key linearizable. It prints the report, with the
+// restart schedules' recovery times and write stalls, and exits 1 if the cluster failed or never
+// recovered.
 package main
 
 import (
@@ -65,6 +69,7 @@ type options struct {
 	deadServer      time.Duration // 0: the servers' default
 	eviction        time.Duration // 0: the servers' default
 	replaceEvery    time.Duration // mean pause between replacements under -nemesis replace
+	rollingStop     string        // how -nemesis rolling-restart stops a server: a key of rollingStops
 	nemesis         string
 	valueSize       int
 	verbose         bool
@@ -99,9 +104,14 @@ func parseOptions(args []string) (options, error) {
 		replaceEviction.String()+" with -nemesis "+nemesisReplace+")")
 	fs.DurationVar(&o.replaceEvery, "replace-every", 10*time.Second, "mean pause between replacements under -nemesis "+
 		nemesisReplace+", each drawn within ±20%")
+	fs.StringVar(&o.rollingStop, "rolling-stop", "kill", "how -nemesis "+nemesisRollingRestart+
+		" stops each server: kill (SIGKILL) or term (SIGTERM, a graceful leave)")
 	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts), "+
-		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s) or "+nemesisReplace+
-		" (the oldest server killed for good and a new one started, every -replace-every)")
+		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s), "+nemesisReplace+
+		" (the oldest server killed for good and a new one started, every -replace-every), "+nemesisFullRestart+
+		" (every 8-12 s all servers SIGKILLed at once and restarted within 0.5 s; needs -data-dir) or "+
+		nemesisRollingRestart+" (each server in turn stopped as -rolling-stop says and restarted at once, the next "+
+		"once every partition is Healthy)")
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
@@ -150,6 +160,11 @@ func (o *options) validate() error {
 		return fmt.Errorf("-nemesis %q: want one of %v", o.nemesis, nemeses)
 	case o.valueSize < 0 || o.valueSize > maxValueSize:
 		return fmt.Errorf("-value-size %d: need 0 to %d", o.valueSize, maxValueSize)
+	case rollingStops[o.rollingStop] == 0:
+		return fmt.Errorf("-rolling-stop %q: want kill or term", o.rollingStop)
+	case o.nemesis == nemesisFullRestart && o.dataDir == "":
+		return errors.New("-nemesis " + nemesisFullRestart + " needs -data-dir: servers that keep everything in " +
+			"memory lose every write when all of them die at once")
 	}
 	if o.dataDir != "" {
 		abs, err := filepath.Abs(o.dataDir)
@@ -201,7 +216,8 @@ func run(o options) int {
 	return 0
 }
 
-// serverTimeouts describes the timeouts the servers run with, and the replacement pace under -nemesis replace.
+// serverTimeouts describes the timeouts the servers run with, and the pace and manner of the replace and
+// restart schedules.
 func serverTimeouts(o options) string {
 	out := fmt.Sprintf("failover timeout %v", o.failoverTimeout)
 	if o.deadServer > 0 {
@@ -210,8 +226,13 @@ func serverTimeouts(o options) string {
 	if o.eviction > 0 {
 		out += fmt.Sprintf(", eviction timeout %v", o.eviction)
 	}
-	if o.nemesis == nemesisReplace {
+	switch o.nemesis {
+	case nemesisReplace:
 		out += fmt.Sprintf(", a replacement every %v ±20%%", o.replaceEvery)
+	case nemesisFullRestart:
+		out += fmt.Sprintf(", full restarts %v ±20%% after each recovery", fullRestartEvery)
+	case nemesisRollingRestart:
+		out += ", rolling restarts stopping each server with " + signalName(o.rollingStop)
 	}
 	return out
 }
@@ -422,26 +443,38 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	var work sync.WaitGroup
 	work.Go(func() { w.Run(workCtx) })
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
-	h.nem.replaceEvery = h.o.replaceEvery
+	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
+	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
 	fmt.Printf("faults for %v:\n", h.o.duration)
-	faultCtx, stopFaults := context.WithTimeout(ctx, h.o.duration)
-	h.nem.run(faultCtx, h.o.nemesis)
-	stopFaults()
+	h.nem.run(ctx, h.o.nemesis, h.o.duration)
 	h.nem.healAll()
 	healed := time.Now()
 	settled = h.settle(ctx, h.awaitWritable, "every partition writable %v after the final heal")
 	stopWork()
 	work.Wait()
-	settled = h.settle(ctx, h.awaitHealthy, "every partition Healthy %v after the workload stopped") && settled
+	settled = h.settleHealthy(ctx) && settled
 	if h.o.nemesis == nemesisReplace {
 		settled = h.checkReplaced(ctx) && settled
+	}
+	if restartSchedule(h.o.nemesis) {
+		settled = h.noteRestarts() && settled
 	}
 	if ctx.Err() != nil {
 		h.notes = append(h.notes, "interrupted: the run was cut short")
 		settled = false
 	}
 	return h.report(ctx, healed), settled
+}
+
+// settleHealthy waits until every partition is Healthy after the workload stopped. After restarts the map
+// must first have caught up with them (see settling): until then its health says nothing.
+func (h *harness) settleHealthy(ctx context.Context) bool {
+	if restartSchedule(h.o.nemesis) {
+		return h.settle(ctx, h.nem.awaitRecovered, "every server's current process in the map with copies assigned, "+
+			"no partition moving and every partition Healthy %v after the workload stopped")
+	}
+	return h.settle(ctx, h.awaitHealthy, "every partition Healthy %v after the workload stopped")
 }
 
 // settle runs one wait for the cluster's recovery and notes its outcome; it reports whether it succeeded.
@@ -504,6 +537,9 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
+	if restartSchedule(h.o.nemesis) {
+		h.notes = append(h.notes, writeStalls(acked, h.nem.start, healed).String())
+	}
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
 	if len(r.Ledger.LostKeys) > 0 {
 		r.Notes = append(r.Notes, "the lost keys named above are in partitions "+lostPartitions(r.Ledger.LostKeys, m.Layout()))
@@ -553,7 +589,7 @@ func (h *harness) read(ctx context.Context, key string) (string, bool, error) {
 // shutDown stops the servers with SIGTERM (a graceful leave), then the lite member leaves.
 func (h *harness) shutDown() {
 	fmt.Println("stopping the servers")
-	h.c.stopAll()
+	h.c.stop(h.c.list()...)
 	ctx, cancel := context.WithTimeout(context.Background(), liteLeave)
 	defer cancel()
 	// With every server gone none is left to confirm the lite member's removal, so that wait times out.

@@ -181,3 +181,36 @@ func TestSlotKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRestartOptions checks the restart schedules' options: -nemesis full-restart needs -data-dir,
+// and -rolling-stop takes kill (the default) or term.
+func TestParseRestartOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		nemesis     string
+		rollingStop string
+	}{
+		{[]string{"-nemesis", "rolling-restart"}, nemesisRollingRestart, "kill"},
+		{[]string{"-nemesis", "rolling-restart", "-rolling-stop", "term"}, nemesisRollingRestart, "term"},
+		{[]string{"-nemesis", "rolling-restart", "-data-dir", "d"}, nemesisRollingRestart, "kill"},
+		{[]string{"-nemesis", "full-restart", "-data-dir", "d"}, nemesisFullRestart, "kill"},
+	} {
+		o, err := parseOptions(tc.args)
+		if err != nil || o.nemesis != tc.nemesis || o.rollingStop != tc.rollingStop {
+			t.Errorf("parseOptions(%q) = nemesis %q, rolling stop %q, %v; want %q, %q", tc.args, o.nemesis, o.rollingStop,
+				err, tc.nemesis, tc.rollingStop)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"-nemesis", "full-restart"}, "needs -data-dir"},
+		{[]string{"-nemesis", "rolling-restart", "-rolling-stop", "hup"}, "-rolling-stop"},
+		{[]string{"-rolling-stop", ""}, "-rolling-stop"},
+	} {
+		if _, err := parseOptions(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseOptions(%q) = %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}

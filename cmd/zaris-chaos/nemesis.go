@@ -23,6 +23,11 @@ type nemesis struct {
 	start time.Time
 	// replaceEvery is the mean pause between replacements under -nemesis replace.
 	replaceEvery time.Duration
+	// rollingStop is how -nemesis rolling-restart stops a server: SIGKILL, or SIGTERM for a graceful leave.
+	rollingStop syscall.Signal
+	// awaitHealthy and awaitWritable wait, within settleBound, until every partition is Healthy or takes a
+	// write: the restart schedules measure the cluster's recovery with them.
+	awaitHealthy, awaitWritable func(context.Context) (time.Duration, error)
 
 	mu    sync.Mutex
 	steps []string
@@ -33,6 +38,10 @@ type nemesis struct {
 	dead map[zaris.NodeID]uint64
 	// retired lists the servers replaced for good, in the order they were killed.
 	retired []retirement
+	// recoveries are the cluster's recoveries from the restarts of -nemesis full-restart or rolling-restart.
+	recoveries []recovery
+	// restarts counts the restarts of each server under -nemesis rolling-restart.
+	restarts map[string]int
 }
 
 // killEvent is one SIGKILL: when it was sent and the partitions the victim owned just before.
@@ -43,29 +52,40 @@ type killEvent struct {
 
 // newNemesis returns a nemesis over c whose choices are drawn from seed.
 func newNemesis(c *cluster, lite *zaris.Node, seed uint64, out io.Writer) *nemesis {
-	return &nemesis{c: c, lite: lite, rng: rand.New(rand.NewPCG(seed, 1)), out: out, dead: map[zaris.NodeID]uint64{}}
+	return &nemesis{c: c, lite: lite, rng: rand.New(rand.NewPCG(seed, 1)), out: out, dead: map[zaris.NodeID]uint64{},
+		restarts: map[string]int{}}
 }
 
 // The fault schedules -nemesis selects.
 const (
-	nemesisMixed        = "mixed"         // kills, freezes and restarts at random, a killed server down for a while
-	nemesisCrashRestart = "crash-restart" // a kill every 1 to 2 s, each victim restarted within 0.5 s
-	nemesisReplace      = "replace"       // the oldest server killed for good and a new one started, every few s
+	nemesisMixed          = "mixed"           // kills, freezes and restarts at random, a killed server down for a while
+	nemesisCrashRestart   = "crash-restart"   // a kill every 1 to 2 s, each victim restarted within 0.5 s
+	nemesisReplace        = "replace"         // the oldest server killed for good and a new one started, every few s
+	nemesisFullRestart    = "full-restart"    // every server killed at once and all restarted, every few s
+	nemesisRollingRestart = "rolling-restart" // one server at a time restarted, the next once all is Healthy
 )
 
 // nemeses lists the fault schedules -nemesis accepts.
-var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace}
+var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace, nemesisFullRestart, nemesisRollingRestart}
 
-// run injects faults on the schedule kind names until ctx ends. Every step draws the same numbers whatever
-// the cluster's state, so a seed replays the same schedule of choices.
-func (n *nemesis) run(ctx context.Context, kind string) {
+// run injects faults on the schedule kind names for duration, or until ctx ends. Every step draws the same
+// numbers whatever the cluster's state, so a seed replays the same schedule of choices. The restart
+// schedules wait for the cluster to recover from their last restart even past the duration: only ctx
+// ends those waits, so each restart's recovery is measured in full.
+func (n *nemesis) run(ctx context.Context, kind string, duration time.Duration) {
+	faults, stop := context.WithTimeout(ctx, duration)
+	defer stop()
 	switch kind {
 	case nemesisCrashRestart:
-		n.runCrashRestart(ctx)
+		n.runCrashRestart(faults)
 	case nemesisReplace:
-		n.runReplace(ctx)
+		n.runReplace(faults)
+	case nemesisFullRestart:
+		n.runFullRestart(ctx, faults)
+	case nemesisRollingRestart:
+		n.runRollingRestart(ctx, faults)
 	default:
-		n.runMixed(ctx)
+		n.runMixed(faults)
 	}
 }
 
@@ -178,30 +198,52 @@ func (n *nemesis) liveCopy(m *zaris.ClusterMap, r zaris.NodeID) bool {
 
 // kill SIGKILLs s, to be restarted later, recording the partitions it owned under m.
 func (n *nemesis) kill(s *server, m *zaris.ClusterMap) {
-	owned := n.sigkill(s, m)
-	n.mu.Lock()
-	n.down = s
-	n.mu.Unlock()
+	owned := n.sigkill(m, s)
+	n.setDown(s)
 	n.step("kill %s (owner of %d partitions)", s.name, owned)
 }
 
-// sigkill SIGKILLs s and records the kill: when, the partitions s owned under m, and the incarnation m
-// knows for it. It returns how many partitions s owned.
-func (n *nemesis) sigkill(s *server, m *zaris.ClusterMap) int {
-	id := zaris.NodeID(s.name)
-	var ev killEvent
-	for p, st := range m.Runtime {
-		if st.Owner == id {
-			ev.partitions = append(ev.partitions, p)
-		}
-	}
+// setDown records s as the server down, to be restarted.
+func (n *nemesis) setDown(s *server) {
+	n.mu.Lock()
+	n.down = s
+	n.mu.Unlock()
+}
+
+// sigkill SIGKILLs the servers at the same instant, waits until they are gone and records the kill: when,
+// the partitions they owned under m, and the incarnations m knows for them. It returns how many
+// partitions they owned.
+func (n *nemesis) sigkill(m *zaris.ClusterMap, servers ...*server) int {
+	ev := killEvent{partitions: ownedBy(m, servers)}
 	ev.at = time.Now()
-	n.c.kill(s)
+	n.c.kill(servers...)
 	n.mu.Lock()
 	n.kills = append(n.kills, ev)
-	n.dead[id] = m.Nodes[id].Incarnation
 	n.mu.Unlock()
+	n.markGone(m, servers...)
 	return len(ev.partitions)
+}
+
+// ownedBy returns the partitions whose owner under m is one of the servers.
+func ownedBy(m *zaris.ClusterMap, servers []*server) []int {
+	var out []int
+	for p, st := range m.Runtime {
+		if slices.ContainsFunc(servers, func(s *server) bool { return st.Owner == zaris.NodeID(s.name) }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// markGone records the incarnations m knows for the servers, whose processes have ended: the copies the
+// map lists on those processes count for nothing until it records the servers' new ones.
+func (n *nemesis) markGone(m *zaris.ClusterMap, servers ...*server) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range servers {
+		id := zaris.NodeID(s.name)
+		n.dead[id] = m.Nodes[id].Incarnation
+	}
 }
 
 // freeze SIGSTOPs a random running server for hold, then SIGCONTs it: its lease must stop it serving, and
@@ -260,8 +302,7 @@ func (n *nemesis) isDown() bool {
 	return n.down != nil
 }
 
-// restartDown restarts the killed server, if any, with its name, ports and data directory; it joins
-// through the other servers and the lite member, which is always up.
+// restartDown restarts the server down, if any.
 func (n *nemesis) restartDown() {
 	n.mu.Lock()
 	s := n.down
@@ -270,14 +311,18 @@ func (n *nemesis) restartDown() {
 	if s == nil {
 		return
 	}
-	if err := n.c.start(s, n.c.joinAddrs(s, n.lite.GossipAddr())); err != nil {
-		n.mu.Lock()
-		n.down = s
-		n.mu.Unlock()
+	if err := n.restart(s); err != nil {
+		n.setDown(s)
 		n.step("restart %s failed: %v", s.name, err)
 		return
 	}
 	n.step("restart %s", s.name)
+}
+
+// restart starts a new process for s with its name, ports and data directory; it joins through the other
+// servers and the lite member, which is always up.
+func (n *nemesis) restart(s *server) error {
+	return n.c.start(s, n.c.joinAddrs(s, n.lite.GossipAddr()))
 }
 
 // healAll thaws every server and restarts the one that is down.
@@ -323,10 +368,13 @@ func ackedPuts(ops []chaos.Op, layout zaris.Layout) map[int][]chaos.Op {
 		}
 	}
 	for _, puts := range acked {
-		slices.SortFunc(puts, func(a, b chaos.Op) int { return a.End.Compare(b.End) })
+		slices.SortFunc(puts, byEnd)
 	}
 	return acked
 }
+
+// byEnd orders ops by end time.
+func byEnd(a, b chaos.Op) int { return a.End.Compare(b.End) }
 
 // gaps returns, per partition, the gaps longer than over between consecutive acknowledged puts ending
 // within [from, to]: while clients write continuously, such a gap is a window the partition took no write.

@@ -282,10 +282,14 @@ func (c *cluster) signal(s *server, sig syscall.Signal, expected bool) {
 	proc.Signal(sig)
 }
 
-// kill SIGKILLs s and waits until the process is gone.
-func (c *cluster) kill(s *server) {
-	c.signal(s, syscall.SIGKILL, true)
-	c.wait(s)
+// kill SIGKILLs the servers, all of them before waiting for any, and waits until their processes are gone.
+func (c *cluster) kill(servers ...*server) {
+	for _, s := range servers {
+		c.signal(s, syscall.SIGKILL, true)
+	}
+	for _, s := range servers {
+		c.wait(s)
+	}
 }
 
 // wait blocks until s's current process has exited, if it has one.
@@ -388,28 +392,37 @@ func clusterOK(ctx context.Context, addr string) bool {
 	}
 }
 
-// stopAll thaws every server and sends it SIGTERM (a graceful leave), killing those still running after
-// the grace period.
-func (c *cluster) stopAll() {
-	servers := c.list()
+// stop thaws the servers and sends them SIGTERM (a graceful leave), then waits for them to exit, killing
+// those still running after the grace period; it reports whether all exited by themselves in time.
+func (c *cluster) stop(servers ...*server) bool {
 	for _, s := range servers {
 		c.signal(s, syscall.SIGCONT, false)
 		c.signal(s, syscall.SIGTERM, true)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
+	exited := true
 	for _, s := range servers {
-		c.mu.Lock()
-		done := s.done
-		c.mu.Unlock()
-		if done == nil {
-			continue
-		}
-		select {
-		case <-done:
-		case <-ctx.Done():
-			c.kill(s)
-		}
+		exited = c.exitOrKill(ctx, s) && exited
+	}
+	return exited
+}
+
+// exitOrKill waits until s's process exits, killing it if ctx ends first; it reports whether it exited by
+// itself.
+func (c *cluster) exitOrKill(ctx context.Context, s *server) bool {
+	c.mu.Lock()
+	done := s.done
+	c.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		c.kill(s)
+		return false
 	}
 }
 
@@ -419,13 +432,7 @@ func (c *cluster) killAll() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	servers := c.list()
-	for _, s := range servers {
-		c.signal(s, syscall.SIGKILL, true)
-	}
-	for _, s := range servers {
-		c.wait(s)
-	}
+	c.kill(c.list()...)
 }
 
 // unexpectedExits lists the server processes that ended without the harness ending them.

@@ -55,7 +55,7 @@ func (n *nemesis) replaceOldest(ctx context.Context) {
 		n.step("no replacement: %v", err)
 		return
 	}
-	owned := n.sigkill(victim, m)
+	owned := n.sigkill(m, victim)
 	n.mu.Lock()
 	n.retired = append(n.retired, retirement{s: victim, held: holdsCopy(m, zaris.NodeID(victim.name))})
 	n.mu.Unlock()
