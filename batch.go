@@ -568,30 +568,42 @@ func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budge
 	return replies
 }
 
-// syncWaits collects, per segment, the highest revision a batch wrote under the Sync concern, so that the
-// batch waits for replicas once per segment rather than once per item.
+// syncWaits collects, per segment, the highest revision a batch wrote (or a read revealed) under the Sync
+// concern, so that the batch waits for replicas once per segment rather than once per item.
 type syncWaits struct {
-	mu    sync.Mutex
-	rev   map[int]uint64
-	items map[int][]int32
+	mu     sync.Mutex
+	rev    map[int]uint64
+	items  map[int][]int32
+	writes map[int]map[int32]bool // per segment, the items that wrote
 }
 
-func (w *syncWaits) add(seg int, rev uint64, item int32) {
+func (w *syncWaits) add(seg int, rev uint64, item int32, write bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.rev == nil {
-		w.rev, w.items = map[int]uint64{}, map[int][]int32{}
+		w.rev, w.items, w.writes = map[int]uint64{}, map[int][]int32{}, map[int]map[int32]bool{}
 	}
 	w.rev[seg] = max(w.rev[seg], rev)
 	w.items[seg] = append(w.items[seg], item)
+	if write {
+		if w.writes[seg] == nil {
+			w.writes[seg] = map[int32]bool{}
+		}
+		w.writes[seg][item] = true
+	}
 }
 
-// await waits for the replicas of every segment written; the writes of a segment whose replicas cannot
-// confirm get the failing status instead of success.
+// await waits for the replicas of every segment written; the items of a segment whose replicas cannot
+// confirm get the failing status instead of success, and only its writes when it is left with fewer
+// in-sync copies than MinInSync.
 func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply) {
 	for seg, rev := range w.rev {
-		if status := n.repl.awaitReplicas(ctx, seg, rev); status != StatusSuccess {
-			for _, i := range w.items[seg] {
+		status := n.repl.awaitReplicas(ctx, seg, rev, len(w.writes[seg]) > 0)
+		if status == StatusSuccess {
+			continue
+		}
+		for _, i := range w.items[seg] {
+			if status != StatusNotEnoughReplicas || w.writes[seg][i] {
 				replies[i].Reply = kvReply{Status: status}
 			}
 		}
@@ -656,9 +668,9 @@ func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *repl
 	if owned {
 		reply = n.applyStore(ctx, it.Op, seg, &it.Req)
 		if n.awaitsReplicas(it.Op, &it.Req, &reply) {
-			waits.add(seg, n.store.revision(seg), pos)
+			waits.add(seg, n.store.revision(seg), pos, true)
 		} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
-			waits.add(seg, rev, pos)
+			waits.add(seg, rev, pos, false)
 		}
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.

@@ -311,11 +311,11 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	reply := n.applyStore(ctx, op, seg, req)
 	if n.awaitsReplicas(op, req, &reply) {
-		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg)); status != StatusSuccess {
+		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg), true); status != StatusSuccess {
 			return kvReply{Status: status}
 		}
 	} else if rev, wait := n.unconfirmed(op, seg, &reply); wait {
-		if status := n.repl.awaitReplicas(ctx, seg, rev); status != StatusSuccess {
+		if status := n.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
 			return kvReply{Status: status}
 		}
 	}
@@ -339,6 +339,9 @@ func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) b
 	return reply.Status == StatusSuccess && !readOnly(op) && n.concern(req) == Sync
 }
 
+// enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
+func (n *Node) enoughInSync(st PartitionState) bool { return 1+len(st.InSync) >= n.cfg.MinInSync }
+
 func (n *Node) concern(req *kvRequest) WriteConcern {
 	if req.Concern != 0 {
 		return req.Concern
@@ -351,6 +354,9 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	if !readOnly(op) {
 		p := n.layout.SegmentPartition(seg)
+		if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
+			return kvReply{Status: StatusNotEnoughReplicas}
+		}
 		if !n.cut.enter(p) {
 			return kvReply{Status: StatusOwnershipChanging}
 		}

@@ -226,11 +226,12 @@ func (r *replication) wakeWaiters() {
 	}
 }
 
-// awaitReplicas blocks a Sync write at revision of segment until every in-sync replica of its partition,
-// and every replica being admitted to it, has applied it. A replica that does not answer within
-// ReplicaAckTimeout is dropped from the in-sync set by a committed decision before the write is acknowledged;
-// if that cannot be committed, the write fails.
-func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64) Status {
+// awaitReplicas blocks a Sync write (or a read revealing it) at revision of segment until every in-sync
+// replica of its partition, and every replica being admitted to it, has applied it, and this node's disk has
+// it as DiskDurability asks. A replica that does not answer within ReplicaAckTimeout is dropped from the
+// in-sync set by a committed decision before the write is acknowledged; if that cannot be committed, the
+// write fails, and so does a write left with fewer than MinInSync copies.
+func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64, write bool) Status {
 	p := r.n.layout.SegmentPartition(segment)
 	ticket := r.n.disk.mark() // the write's op is queued for the disk by now
 	for {
@@ -250,6 +251,9 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 				return status
 			}
 			r.confirm(segment, revision)
+			if write && !r.n.enoughInSync(st) {
+				return StatusNotEnoughReplicas
+			}
 			return status
 		}
 		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)

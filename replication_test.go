@@ -3,6 +3,7 @@ package zaris
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -577,5 +578,39 @@ func TestSnapshotPiecesAssemble(t *testing.T) {
 	}
 	if len(r.staged) != 0 {
 		t.Fatalf("staging kept after the last piece: %v", r.staged)
+	}
+}
+
+// TestMinInSync checks that with MinInSync 2 a Sync write is never acknowledged by the owner alone: once
+// the only replica is cut off, the write that finds it gone is not acknowledged, the next ones are refused
+// without being applied, reads still work, and writes succeed again once the replica is back in sync.
+func TestMinInSync(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.MinInSync = 2 }))
+	ctx := bg(t)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	layout := leader.ClusterMap().Layout()
+	key := keyInPartition(layout, "min", p)
+	if err := leader.Put(ctx, key, []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	c.faults.Partition(string(owner.id), string(replica.id))
+	err := owner.Put(ctx, key, []byte("cut"))
+	if !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("write that lost its only replica: %v, want ErrNotEnoughReplicas", err)
+	}
+	refused := keyInPartition(layout, "refused", p)
+	if err := owner.Put(ctx, refused, []byte("x")); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("write to a partition with one copy in sync: %v, want ErrNotEnoughReplicas", err)
+	}
+	if _, err := owner.Get(ctx, refused); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused write was applied: get = %v", err)
+	}
+	c.faults.HealAll()
+	waitFor(t, 20*time.Second, "the replica back in the in-sync set", func() bool {
+		return len(owner.ClusterMap().Runtime[p].InSync) == 1
+	})
+	if err := owner.Put(ctx, refused, []byte("x")); err != nil {
+		t.Fatalf("write once the replica is back: %v", err)
 	}
 }

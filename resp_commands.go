@@ -192,6 +192,8 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is not served")
 	case StatusNotReady:
 		c.wr.error("CLUSTERDOWN The cluster has no slot map yet")
+	case StatusNotEnoughReplicas:
+		c.wr.error("NOREPLICAS Not enough good replicas to write.")
 	default:
 		c.wr.error("ERR " + reply.Status.String())
 	}

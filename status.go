@@ -25,6 +25,9 @@ const (
 	StatusInvalidRequest
 	// StatusNotReady: the receiver has no cluster map yet.
 	StatusNotReady
+	// StatusNotEnoughReplicas: a Sync write found fewer in-sync copies than MinInSync; it was refused, or, if
+	// copies dropped out while it waited, not acknowledged.
+	StatusNotEnoughReplicas
 	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
 	// The sender sets it; it never travels.
 	StatusNoReply
@@ -40,6 +43,7 @@ var statusNames = [...]string{
 	StatusVersionMismatch:      "VersionMismatch",
 	StatusInvalidRequest:       "InvalidRequest",
 	StatusNotReady:             "NotReady",
+	StatusNotEnoughReplicas:    "NotEnoughReplicas",
 	StatusNoReply:              "NoReply",
 }
 
@@ -77,6 +81,8 @@ func (s Status) err() error {
 		return ErrInvalidRequest
 	case StatusNotReady:
 		return ErrNotReady
+	case StatusNotEnoughReplicas:
+		return ErrNotEnoughReplicas
 	case StatusNoReply:
 		return ErrNoReply
 	}

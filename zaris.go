@@ -25,6 +25,7 @@ var (
 	ErrOwnershipChanging    = errors.New("zaris: partition ownership is changing")
 	ErrReplicaWriteRejected = errors.New("zaris: write rejected by a replica (stale epoch)")
 	ErrPartitionUnavailable = errors.New("zaris: partition unavailable")
+	ErrNotEnoughReplicas    = errors.New("zaris: fewer in-sync copies than MinInSync")
 	ErrVersionMismatch      = errors.New("zaris: version mismatch")
 	ErrInvalidRequest       = errors.New("zaris: invalid request")
 	ErrNotReady             = errors.New("zaris: node has no cluster map yet")
@@ -149,6 +150,10 @@ type Config struct {
 	// WriteConcern says when writes are acknowledged (see Sync and Async); a write may override it.
 	// Default: Sync when ReplicationFactor >= 2.
 	WriteConcern WriteConcern
+	// MinInSync is the fewest in-sync copies, the owner included, a Sync write must reach: a write to a
+	// partition with fewer is refused with ErrNotEnoughReplicas rather than acknowledged by fewer copies.
+	// Default 1: the owner alone may acknowledge once its replicas are dropped. At most ReplicationFactor.
+	MinInSync int
 	// ReplicaAckTimeout bounds how long a Sync write waits for a replica before the owner asks the control
 	// plane to drop that replica from the in-sync set.
 	ReplicaAckTimeout time.Duration
@@ -244,6 +249,7 @@ func DefaultConfig() Config {
 		MaxFrameSize:      transport.DefaultMaxFrameSize,
 		BatchParallelism:  runtime.GOMAXPROCS(0),
 		ReplicaAckTimeout: time.Second,
+		MinInSync:         1,
 		OpLogRetain:       4096,
 		OpLogRetainBytes:  256 << 20,
 		FailoverTimeout:   10 * time.Second,
@@ -305,9 +311,14 @@ func (c *Config) validate() error {
 	if c.WriteConcern == 0 {
 		c.WriteConcern = Sync
 	}
+	if c.MinInSync == 0 {
+		c.MinInSync = 1
+	}
 	switch {
 	case c.WriteConcern != Sync && c.WriteConcern != Async:
 		return bad("WriteConcern %d is neither Sync nor Async", c.WriteConcern)
+	case c.MinInSync < 1 || c.MinInSync > c.ReplicationFactor:
+		return bad("MinInSync %d: need 1 to ReplicationFactor (%d)", c.MinInSync, c.ReplicationFactor)
 	case c.DiskDurability < DiskWritten || c.DiskDurability > DiskBehind:
 		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
 	case c.ReplicaAckTimeout <= 0:

@@ -34,6 +34,7 @@ type options struct {
 	bootstrapExpect int
 	dataDir         string
 	diskDurability  zaris.DiskDurability
+	minInSync       int
 	rf              int
 	password        string
 	timing          string
@@ -78,6 +79,7 @@ func parseOptions(args []string) (options, error) {
 	fs.TextVar(&o.diskDurability, "disk-durability", zaris.DiskWritten, "with --data-dir, how far a write must reach on every copy's disk before it is acknowledged: "+
 		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
+	fs.IntVar(&o.minInSync, "min-insync", def.MinInSync, "fewest in-sync copies, the owner included, a write must reach; fewer refuses it")
 	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -130,6 +132,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.RESPPassword = o.password
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
+	cfg.MinInSync = o.minInSync
 	cfg.DataDir = o.dataDir
 	cfg.DiskDurability = o.diskDurability
 	cfg.FailoverTimeout = o.failoverTimeout
