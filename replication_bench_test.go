@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/chaos"
 )
 
 // BenchmarkPutReplication compares, in one run, Put latency (serial) and throughput (parallel callers) on a
@@ -49,18 +52,25 @@ func BenchmarkPutDiskDurability(b *testing.B) {
 	}
 }
 
-// benchPuts measures Put latency (serial) and throughput (16 callers per core) through n, over 10,000 keys.
+// benchPuts measures Put latency (serial, with its p50 and p99) and throughput (16 callers per core)
+// through n, over 10,000 keys.
 func benchPuts(b *testing.B, name string, n *Node) {
 	ctx := context.Background()
 	value := make([]byte, 64)
 	b.Run(name+"/latency", func(b *testing.B) {
+		var took []time.Duration
 		i := 0
 		for b.Loop() {
+			start := time.Now()
 			if err := n.Put(ctx, fmt.Sprintf("k%d", i%10000), value); err != nil {
 				b.Fatal(err)
 			}
+			took = append(took, time.Since(start))
 			i++
 		}
+		p50, p99, _ := chaos.Percentiles(took)
+		b.ReportMetric(float64(p50.Microseconds()), "p50-us")
+		b.ReportMetric(float64(p99.Microseconds()), "p99-us")
 	})
 	b.Run(name+"/throughput", func(b *testing.B) {
 		var next atomic.Int64
