@@ -443,7 +443,7 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 	}
 	res := &b.results[r.Index]
 	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, r.Reply.Value, r.Reply.Status.err()
-	if r.Reply.Status.requiresRefresh() {
+	if r.Reply.redirects(b.n.router.current().m.Index) {
 		out.redirected = append(out.redirected, r.Index)
 		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)
 		out.goesAgain(b.items[r.Index].Key)

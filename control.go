@@ -216,13 +216,15 @@ func (n *Node) startRaft(ln net.Listener) error {
 const raftSnapshotsRetained = 2
 
 // raftStores returns the control plane's log, stable and snapshot stores: on disk under the data dir, in the
-// directories raft and raft-snapshots, or in memory without one. The disk stores fsync every write whatever
-// DiskDurability says: a voter must never forget its vote, not even in a power loss.
+// directories raft and raft-snapshots, or in memory without one. Every write of the log and the vote reaches
+// the disk before raft acts on it, as far as DiskDurability says: handed to the operating system under
+// DiskWritten (a killed process forgets nothing), fsynced under DiskSynced (nor does a power loss).
 func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.DataDir == "" {
 		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
 	}
-	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{Logger: n.log, FS: n.cfg.diskFS})
+	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{
+		Logger: n.log, FS: n.cfg.diskFS, NoFsync: n.cfg.DiskDurability != DiskSynced})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
 	}

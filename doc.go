@@ -21,9 +21,9 @@
 // a committed, ordered command: two nodes never hand out the same epoch, and a minority side of a network
 // partition decides nothing. Every node applies each committed change and repoints its routing table.
 //
-// With DataDir, raft's log, term, vote and snapshots are on disk (fsynced, whatever DiskDurability says), so
-// epochs only grow across any restart, every node at once included, and a full restart comes back with the
-// same map. The raft servers follow membership. A node with DataDir is one server for the life of its
+// With DataDir, raft's log, term, vote and snapshots are on disk (as durable as DiskDurability says: written
+// to the operating system, or fsynced under DiskSynced), so epochs only grow across any restart, every node
+// at once included, and a full restart comes back with the same map. The raft servers follow membership. A node with DataDir is one server for the life of its
 // directory; a memory-only process has forgotten its raft term and vote when it restarts, so it joins as a
 // new server and its predecessor is removed. A member that left, or stayed failed (or unknown to gossip) for
 // DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters once they have
@@ -110,8 +110,11 @@
 //     of its own and resends it whole when it is not. With no live in-sync replica the partition becomes
 //     Unavailable (ErrPartitionUnavailable, never a false ErrNotFound); the map keeps the nodes that held
 //     it, and the first of them to come back as the same process (one that was cut off, not restarted) is
-//     given it again. After EvictionTimeout it is recreated, empty, on a live node: what it held is lost,
-//     and reads then find nothing. A node that restarts without an intact data dir leaves every in-sync set
+//     given it again, or, with an intact data dir, restarted. After EvictionTimeout it is recreated, empty,
+//     on a live node: what it held is lost, and reads then find nothing. When a node that held it keeps its
+//     copies on disk (a DataDir with DiskWritten or DiskSynced), the partition waits for that node instead,
+//     which is not evicted meanwhile, for LostPartitionTimeout (a day by default), and recreating it empty
+//     after that is logged as an error. A node that restarts without an intact data dir leaves every in-sync set
 //     until it has caught up; an owner that restarts from one has each of its partitions decided again
 //     under a new epoch, given to the most caught-up of it and its in-sync replicas.
 //     Until the map records its new process, a restarted node acts as no partition's owner: it serves

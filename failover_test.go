@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -264,4 +265,55 @@ func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
 		}
 	}
 	c.waitHealthy(30 * time.Second)
+}
+
+// TestLostPartitionWaitsForItsDisk cuts an owner from its only replica, so it alone holds its latest
+// acknowledged write, then kills it: the partition is lost. Its copies are on its data dir, so the
+// partition is neither recreated empty on the live replica nor moved away when EvictionTimeout passes; once
+// the owner restarts from its data dir, it is given the partition back and the write is readable.
+func TestLostPartitionWaitsForItsDisk(t *testing.T) {
+	base := t.TempDir()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = time.Second
+	}))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	key := keyInPartition(leader.layout, "kept", p)
+	c.faults.Partition(string(owner.id), string(replica.id))
+	if err := owner.Put(ctx, key, []byte("only on the owner's disk")); err != nil {
+		t.Fatal(err)
+	}
+	ownerIdx := slices.Index(c.nodes, owner)
+	c.kill(ownerIdx)
+	c.faults.HealAll()
+	waitFor(t, 20*time.Second, "the dead owner's partition to be declared lost", func() bool {
+		return leader.ClusterMap().Runtime[p].Health == Unavailable
+	})
+	lostAt, ticks := time.Now(), leader.controlTicks.Load()
+	waitFor(t, 20*time.Second, "EvictionTimeout to pass on the leader's countdowns", func() bool {
+		return time.Since(lostAt) > 3*c.cfgs[0].EvictionTimeout && leader.controlTicks.Load() > ticks+10
+	})
+	m := leader.ClusterMap()
+	if st := m.Runtime[p]; st.Owner != "" || !slices.Contains(m.Assignment[p], owner.id) {
+		t.Fatalf("partition %d given up while its owner's disk held it: owner %q, assigned %v", p, st.Owner, m.Assignment[p])
+	}
+	back := c.restart(ownerIdx)
+	for _, n := range c.live() {
+		var got []byte
+		var err error
+		waitFor(t, 20*time.Second, "the partition served again through "+string(n.id), func() bool {
+			got, err = n.Get(ctx, key)
+			return !errors.Is(err, ErrPartitionUnavailable) && !errors.Is(err, ErrRetriesExhausted)
+		})
+		if err != nil || string(got) != "only on the owner's disk" {
+			t.Fatalf("get %q through %s = %q, %v", key, n.id, got, err)
+		}
+	}
+	if st := back.ClusterMap().Runtime[p]; st.Owner != back.id {
+		t.Fatalf("partition %d owned by %q after its owner came back, want %s", p, st.Owner, back.id)
+	}
 }

@@ -22,6 +22,7 @@ const (
 	tagIncarnation = "inc"     // random per process: a new value means the member restarted
 	tagServer      = "srv"     // the incarnation in the member's control-plane server ID (voters.go)
 	tagIntact      = "intact"  // "1" when the process reloaded every write its predecessor acknowledged
+	tagDurable     = "durable" // "1" when the process acknowledges only what its disk holds: its copies outlive it
 	tagRESPAddr    = "resp"    // the RESP endpoint's advertised address; absent when the node serves none
 	tagLeaving     = "leaving" // "1" while the member drains its partitions before a graceful leave
 	tagLite        = "lite"    // "1" for a member that holds no partitions
@@ -40,8 +41,11 @@ type member struct {
 	// Intact is set when the process restarted from a data dir that holds every write its predecessor
 	// acknowledged, so that its copies stay in sync across the restart.
 	Intact bool
-	Status serf.MemberStatus
-	Formed bool
+	// Durable is set when the process acknowledges writes only once its disk holds them (a DataDir, and a
+	// DiskDurability that waits): if it dies, its copies wait on its disk for it to come back.
+	Durable bool
+	Status  serf.MemberStatus
+	Formed  bool
 	// Leaving is set while the member drains before a graceful leave: it gets no new partitions.
 	Leaving bool
 	// Lite members hold no partitions (Config.Lite).
@@ -62,7 +66,7 @@ type membership struct {
 // processTags describes a member's process in its tags.
 type processTags struct {
 	incarnation, server uint64
-	intact              bool
+	intact, durable     bool
 }
 
 func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]string {
@@ -76,6 +80,9 @@ func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]stri
 	}
 	if proc.intact {
 		tags[tagIntact] = "1"
+	}
+	if proc.durable {
+		tags[tagDurable] = "1"
 	}
 	if cfg.RESPAddr != "" {
 		tags[tagRESPAddr] = cfg.RESPAddr
@@ -202,6 +209,7 @@ func (m *membership) members() []member {
 			Incarnation: parseIncarnation(sm.Tags[tagIncarnation]),
 			Server:      parseIncarnation(sm.Tags[tagServer]),
 			Intact:      sm.Tags[tagIntact] == "1",
+			Durable:     sm.Tags[tagDurable] == "1",
 			Status:      sm.Status,
 			Formed:      sm.Tags[tagFormed] == "1",
 			Leaving:     sm.Tags[tagLeaving] == "1",

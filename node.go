@@ -570,5 +570,6 @@ func (n *Node) endCommits() {
 
 // processTags describes this node's process to the other members.
 func (n *Node) processTags() processTags {
-	return processTags{incarnation: n.repl.incarnation, server: n.serverInc, intact: n.intact}
+	return processTags{incarnation: n.repl.incarnation, server: n.serverInc, intact: n.intact,
+		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind}
 }

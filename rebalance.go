@@ -45,23 +45,29 @@ func (n *Node) rebalance(members []member) error {
 	return n.advanceMoves(m)
 }
 
-// recreateLost gives each partition left Unavailable for EvictionTimeout, whose nodes are all still
-// members, to the first of them that is alive (restarted, say): the partition starts again empty there. (A partition whose
-// nodes are evicted is relocated by the plan instead.)
+// recreateLost gives each partition left Unavailable for its lost timeout, whose nodes are all still
+// members, to the first of them that is alive (restarted, say): the partition starts again empty there. (A
+// partition whose nodes are evicted is relocated by the plan instead.)
 func (n *Node) recreateLost(m *ClusterMap, members []member) error {
 	alive := func(id NodeID) bool {
 		return slices.ContainsFunc(members, func(mb member) bool { return mb.ID == id && mb.Status == serf.StatusAlive })
 	}
+	durable := durableMembers(members)
 	for p, st := range m.Runtime {
 		if st.Owner != "" || st.Target != nil {
 			delete(n.lostSince, p)
 			continue
 		}
 		i := slices.IndexFunc(m.Assignment[p], alive)
-		if n.lostSince.elapsed(p) < n.cfg.EvictionTimeout || i < 0 {
+		onDisk := heldOnDisk(st, durable)
+		if n.lostSince.elapsed(p) < n.lostTimeout(onDisk) || i < 0 {
 			continue
 		}
 		to := m.Assignment[p][i]
+		if onDisk {
+			n.log.Error("recreating lost partition EMPTY: giving up the acknowledged writes on the disks of the nodes that held it",
+				"partition", p, "held by", st.InSync, "waited", n.cfg.LostPartitionTimeout, "on", to)
+		}
 		n.log.Warn("recreating lost partition", "partition", p, "on", to, "epoch", st.Epoch+1)
 		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
 			return err
@@ -70,8 +76,42 @@ func (n *Node) recreateLost(m *ClusterMap, members []member) error {
 	return nil
 }
 
+// lostTimeout is how long a partition with no live in-sync copy waits before it is recreated empty: longer
+// when a node that held it keeps its copies on disk and may bring them back.
+func (n *Node) lostTimeout(heldOnDisk bool) time.Duration {
+	if heldOnDisk {
+		return n.cfg.LostPartitionTimeout
+	}
+	return n.cfg.EvictionTimeout
+}
+
+// durableMembers returns the members whose copies outlive their process.
+func durableMembers(members []member) map[NodeID]bool {
+	durable := map[NodeID]bool{}
+	for _, mb := range members {
+		if mb.Durable {
+			durable[mb.ID] = true
+		}
+	}
+	return durable
+}
+
+// heldOnDisk reports whether a lost partition in state st (no owner; its in-sync list keeps the nodes that
+// held every acknowledged write) was held by a node that keeps its copies on disk.
+func heldOnDisk(st PartitionState, durable map[NodeID]bool) bool {
+	return st.Owner == "" && slices.ContainsFunc(st.InSync, func(id NodeID) bool { return durable[id] })
+}
+
+// holdsLost reports whether node id is among the holders of a lost partition.
+func holdsLost(m *ClusterMap, id NodeID) bool {
+	return slices.ContainsFunc(m.Runtime, func(st PartitionState) bool {
+		return st.Owner == "" && slices.Contains(st.InSync, id)
+	})
+}
+
 // placeable returns, sorted, the map's nodes that may hold partitions: alive, not lite and not draining, or
-// failed for less than EvictionTimeout. It remembers since when each member has been failed.
+// failed for less than EvictionTimeout, or, holding a lost partition on its disk, for less than
+// LostPartitionTimeout. It remembers since when each member has been failed.
 func (n *Node) placeable(m *ClusterMap, members []member) []NodeID {
 	var ids []NodeID
 	failed := map[NodeID]bool{}
@@ -86,7 +126,9 @@ func (n *Node) placeable(m *ClusterMap, members []member) []NodeID {
 			}
 		case serf.StatusFailed:
 			failed[mb.ID] = true
-			if n.failedSince.elapsed(mb.ID) < n.cfg.EvictionTimeout {
+			failedFor := n.failedSince.elapsed(mb.ID)
+			awaited := mb.Durable && holdsLost(m, mb.ID)
+			if failedFor < n.cfg.EvictionTimeout || awaited && failedFor < n.cfg.LostPartitionTimeout {
 				ids = append(ids, mb.ID)
 			}
 		}

@@ -207,6 +207,44 @@ func (w *writer) run() {
 	}
 }
 
+// writerSet starts writers on nodes and stops them, failing the test if one saw a stale read or a write
+// that could not be acknowledged.
+type writerSet struct {
+	t    *testing.T
+	keys int
+
+	mu  sync.Mutex
+	all []*writer
+}
+
+// start starts a writer of its own keys on n.
+func (ws *writerSet) start(n *Node) *writer {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := &writer{id: len(ws.all), node: n, keys: ws.keys, stop: make(chan struct{}), done: make(chan struct{})}
+	w.acked = make([]int, w.keys)
+	ws.all = append(ws.all, w)
+	go w.run()
+	return w
+}
+
+// stop stops w and waits for it.
+func (ws *writerSet) stop(w *writer) {
+	ws.t.Helper()
+	close(w.stop)
+	<-w.done
+	if w.err != nil {
+		ws.t.Fatalf("writer %d on %s: %v", w.id, w.node.id, w.err)
+	}
+}
+
+// writers returns every writer started.
+func (ws *writerSet) writers() []*writer {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return slices.Clone(ws.all)
+}
+
 // put writes seq to key i until it is acknowledged; only a failure that outlasts the bound is an error.
 func (w *writer) put(ctx context.Context, i, seq int) error {
 	start := time.Now()
@@ -264,24 +302,8 @@ func mustAtoi(b []byte) int {
 // acknowledged write must be readable at the end, and the final map must be balanced.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	c := startCluster(t, 1, elastic())
-	var mu sync.Mutex
-	var writers []*writer
-	start := func(n *Node) *writer {
-		w := &writer{id: len(writers), node: n, keys: 40, stop: make(chan struct{}), done: make(chan struct{})}
-		w.acked = make([]int, w.keys)
-		mu.Lock()
-		writers = append(writers, w)
-		mu.Unlock()
-		go w.run()
-		return w
-	}
-	stopWriter := func(w *writer) {
-		close(w.stop)
-		<-w.done
-		if w.err != nil {
-			t.Fatalf("writer %d on %s: %v", w.id, w.node.id, w.err)
-		}
-	}
+	ws := &writerSet{t: t, keys: 40}
+	start, stopWriter := ws.start, ws.stop
 	byNode := map[NodeID]*writer{c.node(0).id: start(c.node(0))}
 	for range 4 {
 		n := c.add(1)
@@ -310,7 +332,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 
 	var writes, retries int
 	var worst time.Duration
-	for _, w := range writers {
+	for _, w := range ws.writers() {
 		writes, retries, worst = writes+w.writes, retries+w.retries, max(worst, w.worstWrite)
 		w.assertReadBack(t, c.live())
 	}

@@ -215,7 +215,7 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
 		}
 		reply, err := n.send(ctx, p, op, req)
-		if err != nil || !reply.Status.requiresRefresh() {
+		if err != nil || !reply.redirects(t.m.Index) {
 			return reply, err
 		}
 		n.stats.redirects.Add(1)
@@ -231,6 +231,20 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 		n.stats.retries.Add(1)
 		t = n.router.current()
 	}
+}
+
+// redirects reports whether reply, to a caller whose routing table is at map index, sends the caller
+// elsewhere or to try again rather than settle the operation: a status that asks for a newer map, or a
+// refusal from a node that has no map yet or answered from an older map than the caller's (a node that
+// just restarted answers from the maps it is still replaying). Such refusals were never applied.
+func (reply *kvReply) redirects(index uint64) bool {
+	switch reply.Status {
+	case StatusNotReady:
+		return true
+	case StatusPartitionUnavailable:
+		return reply.MapIndex != 0 && reply.MapIndex < index
+	}
+	return reply.Status.requiresRefresh()
 }
 
 // send delivers one key operation to p: in-process when p is this node, else one request on p's connection.

@@ -169,6 +169,11 @@ type Config struct {
 	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
 	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
 	EvictionTimeout time.Duration
+	// LostPartitionTimeout is how long a partition with no live in-sync copy waits, when one of the nodes
+	// that held it keeps its copies on disk (a DataDir with a DiskDurability that waits), for such a node to
+	// come back with them: that node is not evicted meanwhile. Past it, the partition is recreated empty and
+	// what it held is given up. At least EvictionTimeout.
+	LostPartitionTimeout time.Duration
 	// MaxMigrations bounds how many partitions a rebalance copies at once.
 	MaxMigrations int
 	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
@@ -233,36 +238,37 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Name:              host + "-" + strconv.Itoa(os.Getpid()),
-		GossipAddr:        "127.0.0.1:0",
-		DataAddr:          "127.0.0.1:0",
-		BootstrapExpect:   1,
-		Segments:          DefaultSegments,
-		Partitions:        DefaultPartitions,
-		ReplicationFactor: 2,
-		MaxVoters:         5,
-		PollInterval:      10 * time.Second,
-		MaxRetries:        3,
-		RetryBackoff:      2 * time.Millisecond,
-		ReapInterval:      time.Second,
-		MaxValueSize:      16 << 20,
-		MaxFrameSize:      transport.DefaultMaxFrameSize,
-		BatchParallelism:  runtime.GOMAXPROCS(0),
-		ReplicaAckTimeout: time.Second,
-		MinInSync:         1,
-		OpLogRetain:       4096,
-		OpLogRetainBytes:  256 << 20,
-		FailoverTimeout:   10 * time.Second,
-		EvictionTimeout:   time.Minute,
-		DeadServerTimeout: 30 * time.Second,
-		HealCooldown:      5 * time.Second,
-		MaxMigrations:     4,
-		CutoverTimeout:    time.Second,
-		DiskRetainBytes:   4 << 20,
-		DiskRetainAge:     10 * time.Minute,
-		DiskTrimInterval:  10 * time.Second,
-		Timing:            LANTiming(),
-		Clock:             systemClock{},
+		Name:                 host + "-" + strconv.Itoa(os.Getpid()),
+		GossipAddr:           "127.0.0.1:0",
+		DataAddr:             "127.0.0.1:0",
+		BootstrapExpect:      1,
+		Segments:             DefaultSegments,
+		Partitions:           DefaultPartitions,
+		ReplicationFactor:    2,
+		MaxVoters:            5,
+		PollInterval:         10 * time.Second,
+		MaxRetries:           3,
+		RetryBackoff:         2 * time.Millisecond,
+		ReapInterval:         time.Second,
+		MaxValueSize:         16 << 20,
+		MaxFrameSize:         transport.DefaultMaxFrameSize,
+		BatchParallelism:     runtime.GOMAXPROCS(0),
+		ReplicaAckTimeout:    time.Second,
+		MinInSync:            1,
+		OpLogRetain:          4096,
+		OpLogRetainBytes:     256 << 20,
+		FailoverTimeout:      10 * time.Second,
+		EvictionTimeout:      time.Minute,
+		LostPartitionTimeout: 24 * time.Hour,
+		DeadServerTimeout:    30 * time.Second,
+		HealCooldown:         5 * time.Second,
+		MaxMigrations:        4,
+		CutoverTimeout:       time.Second,
+		DiskRetainBytes:      4 << 20,
+		DiskRetainAge:        10 * time.Minute,
+		DiskTrimInterval:     10 * time.Second,
+		Timing:               LANTiming(),
+		Clock:                systemClock{},
 	}
 }
 
@@ -327,6 +333,8 @@ func (c *Config) validate() error {
 		return bad("OpLogRetain %d and OpLogRetainBytes %d must be at least 1", c.OpLogRetain, c.OpLogRetainBytes)
 	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
 		return bad("FailoverTimeout and DeadServerTimeout must be positive")
+	case c.LostPartitionTimeout < c.EvictionTimeout:
+		return bad("LostPartitionTimeout %v must be at least EvictionTimeout %v", c.LostPartitionTimeout, c.EvictionTimeout)
 	case c.EvictionTimeout < c.FailoverTimeout:
 		return bad("EvictionTimeout %v must be at least FailoverTimeout %v", c.EvictionTimeout, c.FailoverTimeout)
 	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0 || c.HealCooldown <= 0:

@@ -35,6 +35,7 @@ type options struct {
 	dataDir         string
 	diskDurability  zaris.DiskDurability
 	minInSync       int
+	lostPartition   time.Duration
 	rf              int
 	password        string
 	timing          string
@@ -87,6 +88,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", def.FailoverTimeout, "how long a failed owner must stay silent before its partitions fail over")
 	fs.DurationVar(&o.deadServer, "dead-server-timeout", def.DeadServerTimeout, "how long a failed member stays a control-plane server before a live one replaces it")
+	fs.DurationVar(&o.lostPartition, "lost-partition-timeout", def.LostPartitionTimeout, "how long a partition whose last copies are on a failed node's disk waits for that node before it is recreated empty")
 	fs.DurationVar(&o.eviction, "eviction-timeout", def.EvictionTimeout, "how long a failed member keeps its partitions before they are rebalanced to the others; at least --failover-timeout")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
 	if err := applyEnv(fs); err != nil {
@@ -138,6 +140,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.FailoverTimeout = o.failoverTimeout
 	cfg.DeadServerTimeout = o.deadServer
 	cfg.EvictionTimeout = o.eviction
+	cfg.LostPartitionTimeout = o.lostPartition
 	cfg.Logger = log
 	for _, addr := range strings.Split(o.join, ",") {
 		if addr = strings.TrimSpace(addr); addr != "" {
