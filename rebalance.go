@@ -45,44 +45,73 @@ func (n *Node) rebalance(members []member) error {
 	return n.advanceMoves(m)
 }
 
-// recreateLost gives each partition left Unavailable for its lost timeout, whose nodes are all still
-// members, to the first of them that is alive (restarted, say): the partition starts again empty there. (A
-// partition whose nodes are evicted is relocated by the plan instead.)
+// recreateLost carries out decideRecreations with the leader's countdowns of how long each partition has
+// been lost.
 func (n *Node) recreateLost(m *ClusterMap, members []member) error {
-	alive := func(id NodeID) bool {
-		return slices.ContainsFunc(members, func(mb member) bool { return mb.ID == id && mb.Status == serf.StatusAlive })
-	}
-	durable := durableMembers(members)
 	for p, st := range m.Runtime {
 		if st.Owner != "" || st.Target != nil {
 			delete(n.lostSince, p)
-			continue
 		}
-		i := slices.IndexFunc(m.Assignment[p], alive)
-		onDisk := heldOnDisk(st, durable)
-		if n.lostSince.elapsed(p) < n.lostTimeout(onDisk) || i < 0 {
-			continue
-		}
-		to := m.Assignment[p][i]
-		if onDisk {
+	}
+	lostFor := func(p int) time.Duration { return n.lostSince.elapsed(p) }
+	for _, r := range decideRecreations(m, members, lostFor, n.lostTimeouts()) {
+		st := m.Runtime[r.Partition]
+		if r.heldOnDisk {
 			n.log.Error("recreating lost partition EMPTY: giving up the acknowledged writes on the disks of the nodes that held it",
-				"partition", p, "held by", st.InSync, "waited", n.cfg.LostPartitionTimeout, "on", to)
+				"partition", r.Partition, "held by", st.InSync, "waited", n.cfg.LostPartitionTimeout, "on", r.Node.ID)
 		}
-		n.log.Warn("recreating lost partition", "partition", p, "on", to, "epoch", st.Epoch+1)
-		if err := n.commit(&command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}); err != nil {
+		n.log.Warn("recreating lost partition", "partition", r.Partition, "on", r.Node.ID, "epoch", st.Epoch+1)
+		if err := n.commit(&r.command); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// lostTimeout is how long a partition with no live in-sync copy waits before it is recreated empty: longer
-// when a node that held it keeps its copies on disk and may bring them back.
-func (n *Node) lostTimeout(heldOnDisk bool) time.Duration {
-	if heldOnDisk {
-		return n.cfg.LostPartitionTimeout
+// lostTimeouts says how long a partition with no live in-sync copy waits before it is recreated empty.
+type lostTimeouts struct {
+	Memory time.Duration // its holders kept their copies in memory: EvictionTimeout
+	Disk   time.Duration // a holder keeps its copies on disk and may bring them back: LostPartitionTimeout
+}
+
+func (n *Node) lostTimeouts() lostTimeouts {
+	return lostTimeouts{Memory: n.cfg.EvictionTimeout, Disk: n.cfg.LostPartitionTimeout}
+}
+
+// recreation is a decision to recreate a lost partition empty.
+type recreation struct {
+	command
+	heldOnDisk bool // a node that held it keeps its copies on disk: what it held is given up
+}
+
+// decideRecreations gives each partition lost for its timeout (no owner, no move under way), whose assigned
+// nodes include an alive member, to the first of them: the partition starts again empty there. (A
+// partition whose nodes are evicted is relocated by the plan instead.) It is a pure function of the map,
+// the members and how long each partition has been lost.
+func decideRecreations(m *ClusterMap, members []member, lostFor func(p int) time.Duration, wait lostTimeouts) []recreation {
+	alive := func(id NodeID) bool {
+		return slices.ContainsFunc(members, func(mb member) bool { return mb.ID == id && mb.Status == serf.StatusAlive })
 	}
-	return n.cfg.EvictionTimeout
+	durable := durableMembers(members)
+	var out []recreation
+	for p, st := range m.Runtime {
+		if st.Owner != "" || st.Target != nil {
+			continue
+		}
+		lost := lostFor(p) // counted from the first decision that saw it lost
+		i := slices.IndexFunc(m.Assignment[p], alive)
+		onDisk := heldOnDisk(st, durable)
+		timeout := wait.Memory
+		if onDisk {
+			timeout = wait.Disk
+		}
+		if i < 0 || lost < timeout {
+			continue
+		}
+		out = append(out, recreation{heldOnDisk: onDisk,
+			command: command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: m.Assignment[p][i]}}})
+	}
+	return out
 }
 
 // durableMembers returns the members whose copies outlive their process.
