@@ -225,24 +225,32 @@ func TestHealingWaitsForCooldown(t *testing.T) {
 	}
 }
 
-// TestLostPartitionReturnsWithItsOwner cuts an owner from its only replica, so it alone holds its latest
-// acknowledged write, then from everyone: the partition is declared lost (Unavailable). When the owner
-// comes back as the same process, it is given the partition again and the write is readable.
-func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
-	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+// writeOnOwnerAlone waits for c to be Healthy, cuts the owner of a partition the leader holds no copy of
+// from its only replica and writes value to a key of it, so that the owner alone holds that acknowledged
+// write: the replica is out of the in-sync set. The cut stays until the test heals it.
+func writeOnOwnerAlone(t *testing.T, c *testCluster, value string) (leader *Node, p int, owner *Node, key string) {
+	t.Helper()
 	c.waitHealthy(20 * time.Second)
-	ctx := bg(t)
 	leader, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]
-	key := keyInPartition(leader.layout, "kept", p)
-
+	key = keyInPartition(leader.layout, "kept", p)
 	c.faults.Partition(string(owner.id), string(replica.id))
-	if err := owner.Put(ctx, key, []byte("only on the owner")); err != nil {
+	if err := owner.Put(bg(t), key, []byte(value)); err != nil {
 		t.Fatal(err)
 	}
 	if st := leader.ClusterMap().Runtime[p]; len(st.InSync) != 0 {
 		t.Fatalf("in-sync set %v after a write the replica could not get; want it empty", st.InSync)
 	}
+	return leader, p, owner, key
+}
+
+// TestLostPartitionReturnsWithItsOwner cuts an owner from its only replica, so it alone holds its latest
+// acknowledged write, then from everyone: the partition is declared lost (Unavailable). When the owner
+// comes back as the same process, it is given the partition again and the write is readable.
+func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+	ctx := bg(t)
+	leader, p, owner, key := writeOnOwnerAlone(t, c, "only on the owner")
 	c.faults.Partition(string(owner.id), string(leader.id))
 	waitFor(t, 20*time.Second, "the cut-off owner's partition to be declared lost", func() bool {
 		return leader.ClusterMap().Runtime[p].Health == Unavailable
@@ -278,15 +286,8 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = time.Second
 	}))
-	c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
-	leader, p, nodes := c.awayFromLeader()
-	owner, replica := nodes[0], nodes[1]
-	key := keyInPartition(leader.layout, "kept", p)
-	c.faults.Partition(string(owner.id), string(replica.id))
-	if err := owner.Put(ctx, key, []byte("only on the owner's disk")); err != nil {
-		t.Fatal(err)
-	}
+	leader, p, owner, key := writeOnOwnerAlone(t, c, "only on the owner's disk")
 	ownerIdx := slices.Index(c.nodes, owner)
 	c.kill(ownerIdx)
 	c.faults.HealAll()
