@@ -156,9 +156,9 @@ func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
 // only by the peer outside the in-sync set, several times the frame size: the new owner must pull it in
 // pieces and recover it whole.
 func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
-	const values, valueSize = 24, 200 << 10 // 4.8 MiB: nearly five 1 MiB frames
+	const values, valueSize = 32, 16 << 10 // 512 KiB: four 128 KiB frames
 	s := newAheadSetup(t, func(cfg *Config) {
-		cfg.MaxFrameSize = 1 << 20
+		cfg.MaxFrameSize = 128 << 10
 		cfg.MaxValueSize = valueSize
 	})
 	ctx := bg(t)
@@ -171,9 +171,12 @@ func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the held-out replica to receive the large segment", func() bool {
-		return s.ahead.SegmentDigest(seg) == s.owner.SegmentDigest(seg)
+		return s.ahead.store.revision(seg) == s.owner.store.revision(seg)
 	})
 	want := s.ahead.SegmentDigest(seg)
+	if want != s.owner.SegmentDigest(seg) {
+		t.Fatalf("the held-out replica's copy %+v differs from the owner's %+v", want, s.owner.SegmentDigest(seg))
+	}
 	s.c.kill(s.ownerIdx)
 	s.c.faults.HealAll()
 	s.promoted(t)
