@@ -101,7 +101,7 @@ type pullKey struct {
 // or no piece has been asked for during idle.
 type heldPulls struct {
 	idle time.Duration
-	mu   sync.Mutex
+	mu   sync.Mutex // taken before a segment's lock, to take a snapshot, never after one
 	held map[pullKey]*heldPull
 }
 

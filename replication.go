@@ -86,7 +86,7 @@ type replicateReply struct {
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log, or one piece of
 // it: a segment larger than one request travels in pieces numbered from 0, all but the last with More set,
-// and a replica installs it once it holds every piece.
+// and a replica, or a Recovering owner pulling it, installs it once it holds every piece.
 type segmentSnapshot struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Segment  int
