@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -10,8 +11,10 @@ import (
 // Sync write. A live assigned peer outside the in-sync set may still hold more of the same history (writes
 // acknowledged Async, or not acknowledged at all). When one does, the new owner starts Recovering: it
 // serves nothing (clients get OwnershipChanging), copies from that peer (the partition's Source) each
-// segment the peer holds more of, and only then asks the leader to let it serve, Degraded. If the source
-// cannot be reached within FailoverTimeout the owner serves what it has: nothing acknowledged Sync is lost.
+// segment the peer holds more of, and only then asks the leader to let it serve, Degraded. A segment comes
+// in pieces, each within one replication request, all cut from one snapshot the source holds for the pull;
+// it replaces the owner's copy only once whole. If the source cannot be reached within FailoverTimeout the
+// owner serves what it has: nothing acknowledged Sync is lost.
 
 // holdsMore reports whether a copy of a segment at revision rev, following the history of the owner of
 // epoch line, extends the new owner's copy at ownRev, of line ownLine. Copies of one line are prefixes of
@@ -58,22 +61,100 @@ func (n *Node) pickSource(p int, st PartitionState, owner NodeID, withOwner bool
 	return best
 }
 
-// servePull answers a Recovering owner with this node's own copy of the segments it asks for, each tagged
-// with the line it follows. Only the partition's owner under this node's map may pull.
+// pullRequest asks a failover source for piece Part of its own copy of Segment. Part 0 starts a pull; each
+// later part continues the one snapshot the source took for it.
+type pullRequest struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Segment  int
+	Part     int
+}
+
+// servePull answers a Recovering owner with the piece it asks for of this node's own copy of a segment,
+// tagged with the line it follows. Only the partition's owner under this node's map may pull.
 func (r *replication) servePull(req *replicateRequest, reply replicateReply) replicateReply {
-	m := r.n.fsm.clusterMap()
-	for _, seg := range req.Pull {
-		if seg < 0 || seg >= r.n.layout.Segments {
-			return replicateReply{Status: StatusInvalidRequest}
-		}
-		p := r.n.layout.SegmentPartition(seg)
-		if st := m.Runtime[p]; st.Owner != req.From || st.Epoch != req.Epochs[p] {
-			return replicateReply{Status: StatusReplicaWriteRejected, Epoch: st.Epoch, Segment: seg}
-		}
-		s := r.takeSnapshot(seg, r.lines[seg].Load())
-		reply.Snapshots = append(reply.Snapshots, *s)
+	seg := req.Pull.Segment
+	if seg < 0 || seg >= r.n.layout.Segments || req.Pull.Part < 0 {
+		return replicateReply{Status: StatusInvalidRequest}
 	}
+	p := r.n.layout.SegmentPartition(seg)
+	key := pullKey{from: req.From, partition: p}
+	if st := r.n.fsm.clusterMap().Runtime[p]; st.Owner != req.From || st.Epoch != req.Epochs[p] {
+		r.pulls.release(key, nil)
+		return replicateReply{Status: StatusReplicaWriteRejected, Epoch: st.Epoch, Segment: seg}
+	}
+	piece := r.pulls.piece(key, *req.Pull, r.maxRequestBytes(), func() *segmentSnapshot {
+		return r.takeSnapshot(seg, r.lines[seg].Load())
+	})
+	reply.Snapshots = append(reply.Snapshots, piece)
 	return reply
+}
+
+// pullKey names a pull in progress: a Recovering owner pulls the segments of a partition one at a time.
+type pullKey struct {
+	from      NodeID
+	partition int
+}
+
+// heldPulls are the snapshots a failover source serves pulls from, a piece at a time, so that every piece
+// of a pull comes from one revision of the segment. It holds at most one per puller and partition, the
+// segment being pulled, until its last piece is served, the puller asks for another segment or is refused,
+// or no piece has been asked for during idle.
+type heldPulls struct {
+	idle time.Duration
+	mu   sync.Mutex // taken before a segment's lock, to take a snapshot, never after one
+	held map[pullKey]*heldPull
+}
+
+// heldPull is one pull's snapshot, with the timer that releases it once the puller stops asking.
+type heldPull struct {
+	out   outgoingSnapshot
+	timer *time.Timer
+}
+
+// piece returns the piece of segment want asks for, at most budget bytes unless one entry is larger. It
+// cuts it from the snapshot held for key when want continues it; otherwise (want starts a pull, or the
+// snapshot it continues was released) from a new one taken with take, starting over at part 0.
+func (h *heldPulls) piece(key pullKey, want pullRequest, budget int, take func() *segmentSnapshot) segmentSnapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := h.held[key]
+	if held == nil || want.Part == 0 || held.out.snap.Segment != want.Segment || held.out.part != want.Part {
+		held = h.holdLocked(key, take())
+	}
+	piece, _ := held.out.nextPiece(budget)
+	if !piece.More {
+		h.releaseLocked(key, held)
+		return piece
+	}
+	held.out.took(&piece)
+	held.timer.Reset(h.idle)
+	return piece
+}
+
+// holdLocked keeps snap for the pull named key, in place of whatever was held for it. Called with h.mu held.
+func (h *heldPulls) holdLocked(key pullKey, snap *segmentSnapshot) *heldPull {
+	h.releaseLocked(key, nil)
+	held := &heldPull{out: outgoingSnapshot{snap: snap}}
+	held.timer = time.AfterFunc(h.idle, func() { h.release(key, held) })
+	h.held[key] = held
+	return held
+}
+
+// release drops the snapshot held for key if it is held (any, when held is nil).
+func (h *heldPulls) release(key pullKey, held *heldPull) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseLocked(key, held)
+}
+
+// releaseLocked is release, called with h.mu held.
+func (h *heldPulls) releaseLocked(key pullKey, held *heldPull) {
+	cur := h.held[key]
+	if cur == nil || held != nil && cur != held {
+		return
+	}
+	cur.timer.Stop()
+	delete(h.held, key)
 }
 
 // syncFromSource runs on a Recovering owner: it copies from the partition's source every segment the
@@ -138,17 +219,19 @@ func (n *Node) holdsLess(s int, rev, line, epoch uint64) bool {
 	return holdsMore(rev, line, n.store.revision(s), n.repl.lines[s].Load(), epoch-1)
 }
 
-// pullSegment copies segment s from source if the copy is still of this node's line and ahead of it.
+// pullSegment copies segment s from source, a piece at a time, and installs it once whole if this node is
+// still the partition's owner under epoch and the copy is of its line and ahead of it. Until then this
+// node's copy is untouched.
 func (n *Node) pullSegment(source NodeID, s int, epoch uint64) error {
-	p := n.layout.SegmentPartition(s)
-	reply, _, err := n.callReplica(source, &replicateRequest{From: n.id, Epochs: map[int]uint64{p: epoch}, Pull: []int{s}}, n.cfg.ReplicaAckTimeout)
+	snap, err := n.repl.assemblePull(s, func(part int) (*segmentSnapshot, error) {
+		return n.pullPiece(source, s, epoch, part)
+	})
 	if err != nil {
 		return err
 	}
-	if reply.Status != StatusSuccess || len(reply.Snapshots) != 1 || reply.Snapshots[0].Segment != s {
-		return fmt.Errorf("zaris: source %s did not send segment %d (%s)", source, s, reply.Status)
+	if n.epochMoved(n.layout.SegmentPartition(s), epoch) {
+		return fmt.Errorf("zaris: segment %d pulled after its partition left epoch %d", s, epoch)
 	}
-	snap := &reply.Snapshots[0]
 	if !n.holdsLess(s, snap.Revision, snap.Epoch, epoch) {
 		return nil
 	}
@@ -156,4 +239,49 @@ func (n *Node) pullSegment(source NodeID, s int, epoch uint64) error {
 	n.repl.stats.pulledSegments.Add(1)
 	n.log.Info("copied a segment from the failover source", "segment", s, "source", source, "revision", snap.Revision)
 	return nil
+}
+
+// pullPiece asks source for piece part of its copy of segment s, as the partition's owner under epoch.
+func (n *Node) pullPiece(source NodeID, s int, epoch uint64, part int) (*segmentSnapshot, error) {
+	p := n.layout.SegmentPartition(s)
+	if n.epochMoved(p, epoch) {
+		return nil, fmt.Errorf("zaris: partition %d left epoch %d during a pull", p, epoch)
+	}
+	req := &replicateRequest{From: n.id, Epochs: map[int]uint64{p: epoch}, Pull: &pullRequest{Segment: s, Part: part}}
+	reply, _, err := n.callReplica(source, req, n.cfg.ReplicaAckTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if reply.Status != StatusSuccess || len(reply.Snapshots) != 1 {
+		return nil, fmt.Errorf("zaris: source %s did not send segment %d (%s)", source, s, reply.Status)
+	}
+	return &reply.Snapshots[0], nil
+}
+
+// assemblePull fetches segment seg a piece at a time, from part 0, and assembles the pieces as a replica
+// assembles those its owner sends (stage). It returns the whole snapshot, or the first error, having
+// dropped the pieces staged.
+func (r *replication) assemblePull(seg int, fetch func(part int) (*segmentSnapshot, error)) (*segmentSnapshot, error) {
+	for part := 0; ; {
+		piece, err := fetch(part)
+		if err == nil && piece.Segment != seg {
+			err = fmt.Errorf("zaris: asked for segment %d, got %d", seg, piece.Segment)
+		}
+		var whole *segmentSnapshot
+		if err == nil {
+			var ok bool
+			if whole, ok = r.stage(piece); !ok {
+				err = fmt.Errorf("zaris: piece %d of segment %d does not follow the pieces pulled", piece.Part, seg)
+			}
+		}
+		if err != nil {
+			r.unstage(seg)
+			return nil, err
+		}
+		r.stats.pulledPieces.Add(1)
+		if whole != nil {
+			return whole, nil
+		}
+		part = piece.Part + 1
+	}
 }

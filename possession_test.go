@@ -1,11 +1,15 @@
 package zaris
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // aheadSetup is a partition whose in-sync replica lags a peer outside the in-sync set: the owner's writes,
@@ -30,19 +34,19 @@ type heldReplica struct {
 	id NodeID
 }
 
-// newAheadSetup starts five nodes (RF 3) and builds the situation on a partition the leader has no copy
-// of, so the leader can fail it over while it reaches every other node.
-func newAheadSetup(t *testing.T) *aheadSetup {
+// newAheadSetup starts five nodes (RF 3), configured further by more, and builds the situation on a
+// partition the leader has no copy of, so the leader can fail it over while it reaches every other node.
+func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	s := &aheadSetup{}
 	var held atomic.Pointer[heldReplica]
 	hold := func(p int, replica NodeID) bool {
 		h := held.Load()
 		return h != nil && h.p == p && h.id == replica
 	}
-	s.c = startCluster(t, 5, replicated(3, func(cfg *Config) {
+	s.c = startCluster(t, 5, replicated(3, append([]func(*Config){func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
 		cfg.holdRejoin = hold
-	}))
+	}}, more...)...))
 	s.c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
 	var nodes []*Node
@@ -146,6 +150,126 @@ func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
 		}
 	}
 	s.sameCopies(t)
+}
+
+// TestFailoverPullsSegmentLargerThanFrame is TestFailoverPullsFromPeerHoldingMore with a segment, held
+// only by the peer outside the in-sync set, several times the frame size: the new owner must pull it in
+// pieces and recover it whole.
+func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
+	const values, valueSize = 32, 16 << 10 // 512 KiB: four 128 KiB frames
+	s := newAheadSetup(t, func(cfg *Config) {
+		cfg.MaxFrameSize = 128 << 10
+		cfg.MaxValueSize = valueSize
+	})
+	ctx := bg(t)
+	tag := hashTagIn(s.owner.layout, s.p)
+	seg := s.owner.layout.KeySegment(tag)
+	for i := range values { // the in-sync replica is still cut off: only the held-out copy gets these
+		value := bytes.Repeat([]byte{byte('a' + i)}, valueSize)
+		if err := s.owner.Put(ctx, fmt.Sprintf("%s:%d", tag, i), value, WithWriteConcern(Async)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the held-out replica to receive the large segment", func() bool {
+		return s.ahead.store.revision(seg) == s.owner.store.revision(seg)
+	})
+	want := s.ahead.SegmentDigest(seg)
+	if want != s.owner.SegmentDigest(seg) {
+		t.Fatalf("the held-out replica's copy %+v differs from the owner's %+v", want, s.owner.SegmentDigest(seg))
+	}
+	s.c.kill(s.ownerIdx)
+	s.c.faults.HealAll()
+	s.promoted(t)
+	waitFor(t, 5*time.Second, "the new owner to count its recovery", func() bool {
+		return s.inSync.ReplicationStats().Recoveries > 0
+	})
+	if got := s.inSync.SegmentDigest(seg); got != want {
+		t.Fatalf("new owner's copy of the large segment: %+v; the source held %+v", got, want)
+	}
+	st := s.inSync.ReplicationStats()
+	minPieces := values * valueSize / s.inSync.repl.maxRequestBytes()
+	if st.PulledSegments == 0 || st.PulledPieces <= st.PulledSegments || st.PulledPieces < uint64(minPieces) {
+		t.Fatalf("new owner pulled %d segments in %d pieces; want the large one in at least %d pieces",
+			st.PulledSegments, st.PulledPieces, minPieces)
+	}
+	s.sameCopies(t)
+}
+
+// TestPullPiecesAssemble pulls a segment of several pieces from a source whose copy changes during the
+// pull: the puller must assemble exactly the snapshot the pull started from, and the source must release
+// it after the last piece. A source that starts over mid-way (its snapshot released) still yields one
+// whole snapshot; a pull interrupted mid-way, or sent a piece out of order, yields nothing and leaves
+// nothing staged, and the source releases what it held once the puller stops asking.
+func TestPullPiecesAssemble(t *testing.T) {
+	const seg, entries, budget = 5, 40, 1000 // 135 bytes an entry: 7 a piece, 6 pieces
+	copyAt := func(rev uint64) *segmentSnapshot {
+		s := &segmentSnapshot{Segment: seg, Revision: rev, Epoch: 2}
+		for i := range entries {
+			s.Entries = append(s.Entries, durability.Entry{Key: fmt.Sprintf("k%02d", i),
+				Value: bytes.Repeat([]byte{byte(rev), byte(i)}, 50), Version: rev})
+		}
+		return s
+	}
+	source := &heldPulls{idle: time.Minute, held: map[pullKey]*heldPull{}}
+	rev := uint64(10)
+	take := func() *segmentSnapshot { rev++; return copyAt(rev) } // each snapshot sees a newer revision
+	key := pullKey{from: "owner", partition: 1}
+	serve := func(part int) (*segmentSnapshot, error) {
+		piece := source.piece(key, pullRequest{Segment: seg, Part: part}, budget, take)
+		return &piece, nil
+	}
+	pull := func(fetch func(part int) (*segmentSnapshot, error)) (*segmentSnapshot, uint64, error) {
+		puller := &replication{staged: map[int]*segmentSnapshot{}}
+		whole, err := puller.assemblePull(seg, fetch)
+		if len(puller.staged) != 0 {
+			t.Fatalf("pieces left staged: %v", puller.staged)
+		}
+		return whole, puller.stats.pulledPieces.Load(), err
+	}
+	held := func() int {
+		source.mu.Lock()
+		defer source.mu.Unlock()
+		return len(source.held)
+	}
+	expect := func(whole *segmentSnapshot, rev uint64, pieces, wantPieces uint64, err error) {
+		t.Helper()
+		if err != nil || whole == nil || whole.Revision != rev || !reflect.DeepEqual(whole.Entries, copyAt(rev).Entries) {
+			t.Fatalf("pulled %+v, %v; want the source's copy at revision %d", whole, err, rev)
+		}
+		if pieces != wantPieces || held() != 0 {
+			t.Fatalf("%d pieces, %d snapshots still held by the source; want %d pieces, none held", pieces, held(), wantPieces)
+		}
+	}
+
+	whole, pieces, err := pull(serve)
+	expect(whole, 11, pieces, 6, err)
+
+	whole, pieces, err = pull(func(part int) (*segmentSnapshot, error) {
+		if part == 3 && rev == 12 {
+			source.release(key, nil) // as after idle: the source starts over from a new snapshot
+		}
+		return serve(part)
+	})
+	expect(whole, 13, pieces, 3+6, err)
+
+	source.idle = 20 * time.Millisecond
+	if whole, _, err := pull(func(part int) (*segmentSnapshot, error) {
+		if part == 2 {
+			return nil, fmt.Errorf("source gone")
+		}
+		return serve(part)
+	}); err == nil || whole != nil {
+		t.Fatalf("interrupted pull: %+v, %v; want an error", whole, err)
+	}
+	waitFor(t, 5*time.Second, "the source to release the interrupted pull", func() bool { return held() == 0 })
+
+	if whole, _, err := pull(func(part int) (*segmentSnapshot, error) {
+		piece, err := serve(part)
+		piece.Part *= 2
+		return piece, err
+	}); err == nil || whole != nil {
+		t.Fatalf("pull sent pieces out of order: %+v, %v; want an error", whole, err)
+	}
 }
 
 // TestFailoverWithoutSourceResyncsReplicaAhead kills the same owner while the leader cannot reach the

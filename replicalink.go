@@ -467,17 +467,8 @@ func (l *replicaLink) addSnapshot(b *batch, seg int, epoch uint64) *segmentSnaps
 		l.outgoing[seg] = o
 		l.unlock()
 	}
-	piece := *o.snap
-	piece.Part, piece.Entries = o.part, nil
-	for i := o.sent; i < len(o.snap.Entries); i++ {
-		size := entryBytes(&o.snap.Entries[i])
-		if len(piece.Entries) > 0 && b.bytes+size > l.r.maxRequestBytes() {
-			piece.More = true
-			break
-		}
-		piece.Entries = o.snap.Entries[o.sent : i+1]
-		b.bytes += size
-	}
+	piece, size := o.nextPiece(l.r.maxRequestBytes() - b.bytes)
+	b.bytes += size
 	b.req.Snapshots = append(b.req.Snapshots, piece)
 	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = epoch
 	return o.snap
@@ -491,8 +482,7 @@ func (l *replicaLink) tookPieces(b *batch, took bool) {
 		switch {
 		case o == nil || o.part != s.Part:
 		case took && s.More:
-			o.sent += len(s.Entries)
-			o.part++
+			o.took(&s)
 		default:
 			delete(l.outgoing, s.Segment)
 		}

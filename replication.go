@@ -60,8 +60,8 @@ type replicateRequest struct {
 	// Epochs holds, per partition sent, the epoch under which the sender owns it now. Fencing checks it,
 	// not the epochs the ops were first written under: a new owner legitimately resends older ops.
 	Epochs map[int]uint64
-	// Pull asks for the replica's own copy of these segments: a Recovering owner syncing from its source.
-	Pull []int
+	// Pull asks for a piece of the replica's own copy of a segment: a Recovering owner syncing from its source.
+	Pull *pullRequest
 	// Incarnation is the replica's process the sender expects, 0 for any. A restarted replica applies no
 	// snapshot or op meant for its previous process, which the sender may have planned on what that one
 	// held; it answers the probes, and the sender learns of the restart.
@@ -80,13 +80,13 @@ type replicateReply struct {
 	Revisions   map[int]uint64
 	// Lines holds, for each probed segment, the epoch of the owner whose history the replica's copy follows.
 	Lines map[int]uint64
-	// Snapshots answers Pull.
+	// Snapshots answers Pull, with one piece.
 	Snapshots []segmentSnapshot
 }
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log, or one piece of
 // it: a segment larger than one request travels in pieces numbered from 0, all but the last with More set,
-// and a replica installs it once it holds every piece.
+// and a replica, or a Recovering owner pulling it, installs it once it holds every piece.
 type segmentSnapshot struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Segment  int
@@ -100,6 +100,29 @@ type segmentSnapshot struct {
 // entryBytes is what an entry counts against a request's size limit.
 func entryBytes(e *durability.Entry) int { return len(e.Key) + len(e.Value) + 32 }
 
+// nextPiece cuts the next piece of o's snapshot: the entries from where the receiver stands that fit in room
+// bytes, at least one, with More set when entries remain after them. It returns the piece and its size.
+func (o *outgoingSnapshot) nextPiece(room int) (piece segmentSnapshot, size int) {
+	piece = *o.snap
+	piece.Part, piece.Entries = o.part, nil
+	for i := o.sent; i < len(o.snap.Entries); i++ {
+		n := entryBytes(&o.snap.Entries[i])
+		if i > o.sent && size+n > room {
+			piece.More = true
+			break
+		}
+		piece.Entries = o.snap.Entries[o.sent : i+1]
+		size += n
+	}
+	return piece, size
+}
+
+// took moves o past piece, which the receiver has taken.
+func (o *outgoingSnapshot) took(piece *segmentSnapshot) {
+	o.sent += len(piece.Entries)
+	o.part++
+}
+
 // ReplicationStats counts what replication moved, for tests and operators.
 type ReplicationStats struct {
 	OpsSent, BytesSent, SnapshotsSent   uint64
@@ -108,8 +131,9 @@ type ReplicationStats struct {
 	// RecoveredOps counts ops replayed from the data dir at start.
 	RecoveredOps uint64
 	// Recoveries counts partitions this node served only after syncing, as a new owner, from a peer that
-	// held more than it did; PulledSegments counts the segments it copied from those peers.
-	Recoveries, PulledSegments uint64
+	// held more than it did; PulledSegments counts the segments it copied from those peers, PulledPieces
+	// the pieces they came in.
+	Recoveries, PulledSegments, PulledPieces uint64
 	// Resyncs counts whole segments resent to a replica whose copy may follow another history: after a
 	// failover to this node, or a restart of the replica.
 	Resyncs uint64
@@ -121,6 +145,7 @@ type replicationStats struct {
 	rejected, inSyncDecisions          atomic.Uint64
 	recoveredOps                       atomic.Uint64
 	recoveries, pulledSegments         atomic.Uint64
+	pulledPieces                       atomic.Uint64
 	resyncs                            atomic.Uint64
 }
 
@@ -147,6 +172,8 @@ type replication struct {
 	joining map[int]map[NodeID]*admission
 	// staged holds, per segment, the pieces of a snapshot received so far, until its last piece.
 	staged map[int]*segmentSnapshot
+	// pulls holds the snapshots this node serves Recovering owners' pulls from.
+	pulls heldPulls
 }
 
 // admission is a replica on its way back into a partition's in-sync set, decided at the partition's epoch
@@ -171,6 +198,7 @@ func newReplication(n *Node) *replication {
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
 		staged:      map[int]*segmentSnapshot{},
+		pulls:       heldPulls{idle: n.cfg.FailoverTimeout, held: map[pullKey]*heldPull{}},
 	}
 }
 
@@ -420,7 +448,7 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 			reply.Revisions[seg], reply.Lines[seg] = r.n.store.revision(seg), r.lines[seg].Load()
 		}
 	}
-	if len(req.Pull) > 0 {
+	if req.Pull != nil {
 		return r.servePull(req, reply)
 	}
 	return reply
@@ -442,7 +470,7 @@ func (r *replication) behind(req *replicateRequest) bool {
 // node's map does not record: a restarted node the map has not caught up with yet, or the previous process
 // of one it has. Either way the sender's copies are not the ones the map's decisions were made about.
 func (r *replication) unknownSender(req *replicateRequest) bool {
-	if len(req.Snapshots)+len(req.Ops)+len(req.Pull) == 0 {
+	if len(req.Snapshots)+len(req.Ops) == 0 && req.Pull == nil {
 		return false
 	}
 	return r.n.fsm.clusterMap().Nodes[req.From].Incarnation != req.FromIncarnation
@@ -502,6 +530,13 @@ func (r *replication) stage(s *segmentSnapshot) (whole *segmentSnapshot, ok bool
 	return staged, true
 }
 
+// unstage drops the pieces staged for segment seg.
+func (r *replication) unstage(seg int) {
+	r.mu.Lock()
+	delete(r.staged, seg)
+	r.mu.Unlock()
+}
+
 // installSnapshot replaces a segment with the owner's snapshot, on disk too.
 func (r *replication) installSnapshot(s *segmentSnapshot) {
 	r.replaceSegment(s.Segment, s.Revision, s.Epoch, s.Entries)
@@ -528,9 +563,7 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
 	}
 	r.n.store.restore(seg, revision, keys, entries)
-	r.mu.Lock()
-	delete(r.staged, seg) // pieces of an older snapshot never complete this copy
-	r.mu.Unlock()
+	r.unstage(seg) // pieces of an older snapshot never complete this copy
 	r.lines[seg].Store(epoch)
 	r.log.reset(seg)
 	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)
@@ -583,7 +616,7 @@ func (r *replication) snapshotStats() ReplicationStats {
 		OpsApplied: s.opsApplied.Load(), SnapshotsApplied: s.snapshotsApplied.Load(), Gaps: s.gaps.Load(),
 		RejectedStaleEpoch: s.rejected.Load(), InSyncDecisions: s.inSyncDecisions.Load(),
 		RecoveredOps: s.recoveredOps.Load(), Recoveries: s.recoveries.Load(), PulledSegments: s.pulledSegments.Load(),
-		Resyncs: s.resyncs.Load(),
+		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(),
 	}
 }
 

@@ -510,10 +510,7 @@ func TestLargeSegmentReachesRestartedReplica(t *testing.T) {
 	ctx := bg(t)
 	_, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]
-	tag := "{big}" // every key below lands in the slot of its hash tag, in partition p
-	for i := 0; owner.layout.KeyPartition(tag) != p; i++ {
-		tag = fmt.Sprintf("{big%d}", i)
-	}
+	tag := hashTagIn(owner.layout, p)
 	seg := owner.layout.KeySegment(tag)
 	value := bytes.Repeat([]byte("v"), 200<<10)
 	for i := range 24 { // 4.8 MiB: nearly five frames
@@ -532,6 +529,15 @@ func TestLargeSegmentReachesRestartedReplica(t *testing.T) {
 	if owner.ReplicationStats().SnapshotsSent == sent {
 		t.Fatal("the segment reached the replica without a snapshot: the test did not cover the pieces")
 	}
+}
+
+// hashTagIn returns a hash tag whose keys all land in one segment of partition p.
+func hashTagIn(layout Layout, p int) string {
+	tag := "{big}"
+	for i := 0; layout.KeyPartition(tag) != p; i++ {
+		tag = fmt.Sprintf("{big%d}", i)
+	}
+	return tag
 }
 
 // TestSnapshotPiecesAssemble checks a replica's assembly of a snapshot sent in pieces: it completes only with

@@ -345,7 +345,10 @@ func FuzzDecodeReplicateRequest(f *testing.F) {
 			Value: []byte("v"), ExpireAt: 5, Version: 4, Time: 6}}},
 		{From: "n3", Snapshots: []segmentSnapshot{{Segment: 1, Revision: 2, Epoch: 3,
 			Entries: []durability.Entry{{Key: "a", Value: []byte("b"), ExpireAt: 1, Version: 2}}}}},
-		{From: "n4", Epochs: map[int]uint64{2: 7}, Pull: []int{16, 17}},
+		{From: "n3", Snapshots: []segmentSnapshot{{Segment: 1, Revision: 2, Epoch: 3, Part: 4, More: true,
+			Entries: []durability.Entry{{Key: "c", Value: []byte("d")}}}}},
+		{From: "n4", Epochs: map[int]uint64{2: 7}, Pull: &pullRequest{Segment: 16, Part: 3}},
+		{From: "n5", Epochs: map[int]uint64{1: 2}, Pull: &pullRequest{Segment: -1, Part: -2}},
 	}
 	for i := range seeds {
 		b, err := encode(&seeds[i])
