@@ -306,9 +306,9 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 	for _, n := range c.live() {
 		var got []byte
 		var err error
-		waitFor(t, 20*time.Second, "the partition served again through "+string(n.id), func() bool {
+		waitFor(t, 20*time.Second, "an answer through "+string(n.id), func() bool {
 			got, err = n.Get(ctx, key)
-			return !errors.Is(err, ErrPartitionUnavailable) && !errors.Is(err, ErrRetriesExhausted)
+			return err == nil || errors.Is(err, ErrNotFound) // anything else: not served yet
 		})
 		if err != nil || string(got) != "only on the owner's disk" {
 			t.Fatalf("get %q through %s = %q, %v", key, n.id, got, err)
