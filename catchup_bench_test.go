@@ -81,7 +81,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			}
 			after := owner.ReplicationStats()
 			b.ReportMetric(float64(b.N*catchUpBenchKeys)/took.Seconds(), "ops/s")
-			b.ReportMetric(float64(payload)/took.Seconds()/(1<<20), "MB/s")
+			b.ReportMetric(float64(payload)/took.Seconds()/(1<<20), "MiB/s")
 			b.ReportMetric(float64(after.OpsFromDisk-before.OpsFromDisk)/float64(b.N), "disk-ops/op")
 			b.ReportMetric(float64(after.SnapshotsSent-before.SnapshotsSent)/float64(b.N), "snapshots/op")
 			c.stopAll()
