@@ -36,8 +36,10 @@
 // applies becomes an op with the next revision of its segment, tagged with the partition's epoch, and is
 // streamed to the replicas, which apply ops strictly in revision order. A replica refuses ops carrying an
 // epoch older than the newest it has seen for the partition (fencing), so a deposed owner cannot get a write
-// acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log, or a snapshot of
-// the segment when the log no longer reaches back that far. Replicas never serve clients; they answer Moved.
+// acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log in memory
+// (OpLogRetain) or, with DataDir, from its op log on disk (DiskRetainBytes, DiskRetainAge) for those memory no
+// longer holds; it gets a snapshot of the segment only when neither reaches back that far, or when its copy
+// may follow another history than the owner's. Replicas never serve clients; they answer Moved.
 //
 // Under the Sync write concern (the default), a write is acknowledged only once every replica in the
 // partition's in-sync set has applied it. A replica that stops answering for ReplicaAckTimeout is removed from
@@ -51,13 +53,13 @@
 // When a node joins, drains before a graceful Leave, or stays failed for EvictionTimeout, the raft leader
 // plans the next partition map with Assign, which moves as few partitions as it can and keeps copies and
 // primaries balanced. Each changed partition then moves on its own, at most MaxMigrations at a time: the
-// incoming nodes are fed snapshots and the op-log tail while the owner keeps serving; once they are all in
-// sync, an owner that hands over seals the partition (its requests get ErrOwnershipChanging, typically for
-// a few milliseconds), waits until the new owner holds every revision it has, and the move is committed
-// with the next epoch, after which the old owner answers Moved. If the hand-over cannot finish within
-// CutoverTimeout, the old owner keeps the partition under a new epoch and tries again later: it never
-// stops serving before another owner is committed. Migrations reports the moves under way. A node with
-// Config.Lite holds no partitions; it only routes.
+// incoming nodes are fed as lagging replicas are, from the op logs or by snapshots, while the owner keeps
+// serving; once they are all in sync, an owner that hands over seals the partition (its requests get
+// ErrOwnershipChanging, typically for a few milliseconds), waits until the new owner holds every revision it
+// has, and the move is committed with the next epoch, after which the old owner answers Moved. If the
+// hand-over cannot finish within CutoverTimeout, the old owner keeps the partition under a new epoch and
+// tries again later: it never stops serving before another owner is committed. Migrations reports the moves
+// under way. A node with Config.Lite holds no partitions; it only routes.
 //
 // # Batches
 //

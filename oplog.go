@@ -9,7 +9,7 @@ import (
 
 // opLog keeps the recent ops of every segment in memory, in revision order, so replicas that fall behind
 // can catch up by replay. It is bounded per segment, in ops and in bytes (each segment keeps at least its
-// newest op); a replica behind the bound gets a segment snapshot.
+// newest op); a replica behind the bound is fed from the durable log, or gets a segment snapshot.
 type opLog struct {
 	retain      int // ops kept per segment
 	retainBytes int // bytes kept per segment
@@ -18,6 +18,7 @@ type opLog struct {
 
 type segmentLog struct {
 	mu    sync.Mutex
+	base  uint64          // the revision ops follow: they hold base+1 onwards, and nothing older
 	ops   []durability.Op // ascending, contiguous revisions
 	bytes int             // opBytes of ops
 }
@@ -40,9 +41,9 @@ func (l *opLog) append(op durability.Op) {
 	sl := &l.segments[op.Segment]
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if n := len(sl.ops); n > 0 && sl.ops[n-1].Revision+1 != op.Revision {
-		sl.drop(n) // a restore jumped the revision: the old tail no longer leads here
-		sl.bytes = 0
+	if sl.base+uint64(len(sl.ops))+1 != op.Revision {
+		sl.drop(len(sl.ops)) // a restore jumped the revision: the old tail no longer leads here
+		sl.base, sl.bytes = op.Revision-1, 0
 	}
 	sl.ops = append(sl.ops, op)
 	sl.bytes += opBytes(&op)
@@ -61,34 +62,32 @@ func (sl *segmentLog) drop(n int) {
 	}
 	clear(sl.ops[:n])
 	sl.ops = sl.ops[n:]
+	sl.base += uint64(n)
 }
 
 // after returns up to limit ops of segment with revisions after rev. It fails with errBehindLog when
-// the log no longer reaches back to rev+1.
+// the log no longer reaches back to rev+1, even when it holds no op at all.
 func (l *opLog) after(segment int, rev uint64, limit int) ([]durability.Op, error) {
 	sl := &l.segments[segment]
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if len(sl.ops) == 0 {
-		return nil, nil
-	}
-	first := sl.ops[0].Revision
-	last := sl.ops[len(sl.ops)-1].Revision
+	last := sl.base + uint64(len(sl.ops))
 	switch {
 	case rev >= last:
 		return nil, nil
-	case rev+1 < first:
+	case rev < sl.base:
 		return nil, errBehindLog
 	}
-	start := int(rev + 1 - first)
+	start := int(rev - sl.base)
 	end := min(len(sl.ops), start+limit)
 	return append([]durability.Op(nil), sl.ops[start:end]...), nil
 }
 
-// reset forgets the segment's ops: after a snapshot restore the log starts again at the next revision.
-func (l *opLog) reset(segment int) {
+// reset forgets the segment's ops: the log starts again after revision, the one a snapshot was restored at
+// or a replay from disk reached.
+func (l *opLog) reset(segment int, revision uint64) {
 	sl := &l.segments[segment]
 	sl.mu.Lock()
-	sl.ops, sl.bytes = nil, 0
+	sl.base, sl.ops, sl.bytes = revision, nil, 0
 	sl.mu.Unlock()
 }

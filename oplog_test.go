@@ -50,3 +50,23 @@ func TestOpLogBounds(t *testing.T) {
 		t.Fatalf("after a jump: kept %d..%d in %d bytes", first, last, bytes)
 	}
 }
+
+// TestOpLogKnowsWhereItStarts checks that a log restarted after a revision, and holding no op yet, still
+// sends a replica behind that revision elsewhere instead of reporting nothing to send.
+func TestOpLogKnowsWhereItStarts(t *testing.T) {
+	l := newOpLog(1, 4, 1<<20)
+	l.reset(0, 10)
+	if _, err := l.after(0, 5, 100); !errors.Is(err, errBehindLog) {
+		t.Fatalf("an empty log restarted after revision 10 gives a replica at 5 %v, want errBehindLog", err)
+	}
+	if ops, err := l.after(0, 10, 100); err != nil || len(ops) != 0 {
+		t.Fatalf("a replica at the restart point gets %d ops, %v; want none", len(ops), err)
+	}
+	l.append(durability.Op{Segment: 0, Revision: 11, Key: "k"})
+	if ops, err := l.after(0, 10, 100); err != nil || len(ops) != 1 || ops[0].Revision != 11 {
+		t.Fatalf("a replica at the restart point gets %v, %v; want revision 11", ops, err)
+	}
+	if _, err := l.after(0, 9, 100); !errors.Is(err, errBehindLog) {
+		t.Fatalf("a replica behind the restart point gets %v, want errBehindLog", err)
+	}
+}

@@ -124,6 +124,12 @@ func (d *diskLog) await(ctx context.Context, ticket uint64) error {
 	if d == nil || !d.waits {
 		return nil
 	}
+	return d.flushedTo(ctx, ticket)
+}
+
+// flushedTo blocks until the batch holding ticket is committed (and synced, under DiskSynced). After a
+// refused write it fails.
+func (d *diskLog) flushedTo(ctx context.Context, ticket uint64) error {
 	for {
 		d.mu.Lock()
 		done, failed, flushed := d.done, d.failed, d.flushed
@@ -273,6 +279,7 @@ func (d *diskLog) loadSegment(seg int) (int, error) {
 	if len(ops) > 0 {
 		d.n.repl.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
 	}
+	d.n.repl.log.reset(seg, d.n.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
 	return len(ops), nil
 }
 
@@ -301,4 +308,66 @@ func (d *diskLog) needsTrim(seg int, now time.Time) bool {
 	}
 	oldest, err := d.store.Ops(uint32(seg), first-1, 1)
 	return err == nil && len(oldest) == 1 && now.Sub(time.Unix(0, oldest[0].Time)) > d.n.cfg.DiskRetainAge
+}
+
+// replacements counts the replacements of one segment's copy, begun and done. A copy is replaced in memory
+// first and on disk only once the disk log commits it, so a read of the disk log is of the copy in memory
+// only if no replacement was under way when the read started and none began before it ended.
+type replacements struct{ begun, done atomic.Uint64 }
+
+// opsAfter returns up to limit ops of segment seg after revision after, read up to about budget bytes: from
+// the op log in memory, or from the data dir's op log once memory no longer reaches back (fromDisk). It
+// fails with errBehindLog when neither reaches back, or when the disk may hold another copy than memory
+// (a replacement is under way): the replica then needs a snapshot.
+func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []durability.Op, fromDisk bool, err error) {
+	ops, err = r.log.after(seg, after, limit)
+	if !errors.Is(err, errBehindLog) || r.n.disk == nil {
+		return ops, false, err
+	}
+	c := &r.replaced[seg]
+	done := c.done.Load()
+	if c.begun.Load() != done {
+		return nil, false, errBehindLog
+	}
+	ops, err = r.n.disk.opsAfter(seg, after, limit, budget)
+	if err != nil && !errors.Is(err, durability.ErrTruncated) {
+		r.n.log.Debug("read the op log on disk", "segment", seg, "after", after, "err", err)
+	}
+	if err != nil || len(ops) == 0 || c.begun.Load() != done {
+		return nil, false, errBehindLog
+	}
+	return ops, true, nil
+}
+
+// diskReadOps is how many ops a catch-up read takes from the store at a time: a read bounded by bytes goes
+// past its budget by fewer than that many ops.
+const diskReadOps = 64
+
+// opsAfter returns up to limit ops of segment seg after revision after, and stops reading once they reach
+// budget bytes. It first waits until the store holds every item queued so far: the op log in memory drops
+// only ops already queued, so the ops returned run into it without a gap. It fails with
+// durability.ErrTruncated when the store no longer reaches back to after+1.
+func (d *diskLog) opsAfter(seg int, after uint64, limit, budget int) ([]durability.Op, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.n.cfg.ReplicaAckTimeout)
+	defer cancel()
+	if err := d.flushedTo(ctx, d.mark()); err != nil {
+		return nil, err
+	}
+	var ops []durability.Op
+	for bytes := 0; len(ops) < limit && (len(ops) == 0 || bytes < budget); {
+		want := min(diskReadOps, limit-len(ops))
+		chunk, err := d.store.Ops(uint32(seg), after, want)
+		if err != nil && len(ops) == 0 {
+			return nil, err
+		}
+		for i := range chunk {
+			bytes += opBytes(&chunk[i])
+		}
+		ops = append(ops, chunk...)
+		if err != nil || len(chunk) < want {
+			break // the store holds no more, or what was read so far is all it can give
+		}
+		after = chunk[len(chunk)-1].Revision
+	}
+	return ops, nil
 }

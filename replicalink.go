@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // errReplicaTimeout says a replica did not apply a write within ReplicaAckTimeout.
@@ -18,7 +20,8 @@ var errReplicaBehind = errors.New("zaris: replica has not caught up with the clu
 
 // replicaLink streams a partition owner's ops to one replica node, for every partition the node replicates
 // for this owner. Segments with news are marked dirty; the link sends what the replica lacks, in revision
-// order, from the op log, or a snapshot when the log no longer reaches back far enough.
+// order, from the op log in memory or else from the data dir's, or a snapshot when neither reaches back far
+// enough.
 type replicaLink struct {
 	r    *replication
 	to   NodeID
@@ -303,6 +306,7 @@ type batch struct {
 	gen    map[int]uint64 // dirty generation when the batch was planned
 	target map[int]uint64 // owner's revision when the batch was planned
 	bytes  int
+	disk   int // ops read from the data dir's op log
 }
 
 // sendOnce plans one request, sends it and absorbs the reply. After a failure the replica's revisions are
@@ -315,6 +319,7 @@ func (l *replicaLink) sendOnce() error {
 		return err
 	}
 	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
+	l.r.stats.opsFromDisk.Add(uint64(b.disk))
 	l.r.stats.bytesSent.Add(uint64(size))
 	for _, s := range b.req.Snapshots {
 		if !s.More {
@@ -366,8 +371,8 @@ func (l *replicaLink) forget() {
 	l.unlock()
 }
 
-// plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when the
-// log no longer reaches back. Every reply reports the replica's revision of each segment sent. Only the
+// plan picks the dirty segments and what each needs: the ops the replica lacks, or a snapshot when no op
+// log reaches back. Every reply reports the replica's revision of each segment sent. Only the
 // segments that fit in the request enter b.gen, so only they can be retired by its reply.
 func (l *replicaLink) plan() *batch {
 	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}},
@@ -418,14 +423,14 @@ func (l *replicaLink) plan() *batch {
 		b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch
 		b.gen[seg] = c.gen
 		b.target[seg] = l.r.n.store.revision(seg)
-		after := c.acked
-		if !c.known {
+		if c.known {
+			l.addOps(b, seg, c.acked)
+		} else {
 			// Probe, and optimistically send the latest op: an in-sync replica usually has everything
 			// before it, and if not, the reply tells where it stands.
 			b.req.Probe = append(b.req.Probe, seg)
-			after = max(b.target[seg], 1) - 1
+			l.addLatestOp(b, seg)
 		}
-		l.addOps(b, seg, after)
 		if len(b.req.Ops) >= replicateMaxOps || b.bytes >= l.r.maxRequestBytes() {
 			break
 		}
@@ -489,22 +494,43 @@ func (l *replicaLink) tookPieces(b *batch, took bool) {
 	}
 }
 
+// addOps adds to b the ops of seg after revision after, as many as the request has room for: from the op
+// log in memory, or from the data dir's for those memory no longer holds. When neither reaches back, it adds
+// a snapshot of the segment instead, if the request carries none yet.
 func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
-	ops, err := l.r.log.after(seg, after, replicateMaxOps-len(b.req.Ops))
+	ops, fromDisk, err := l.r.opsAfter(seg, after, replicateMaxOps-len(b.req.Ops), l.r.maxRequestBytes()-b.bytes)
 	if errors.Is(err, errBehindLog) {
 		if len(b.req.Snapshots) == 0 {
 			l.addSnapshot(b, seg, b.req.Epochs[l.r.n.layout.SegmentPartition(seg)])
 		}
 		return
 	}
-	for _, op := range ops {
-		size := len(op.Key) + len(op.Value) + 48
+	added := l.appendOps(b, ops)
+	if fromDisk {
+		b.disk += added
+	}
+}
+
+// addLatestOp adds to b the newest op of seg, when memory holds it, for a replica whose revision is not
+// known: it costs no read of the disk and no snapshot, since the replica may well have every op already.
+func (l *replicaLink) addLatestOp(b *batch, seg int) {
+	if ops, err := l.r.log.after(seg, max(b.target[seg], 1)-1, 1); err == nil {
+		l.appendOps(b, ops)
+	}
+}
+
+// appendOps adds ops to b while the request has room and returns how many it added: the rest goes in the
+// next request, and the reply tells how far the replica got.
+func (l *replicaLink) appendOps(b *batch, ops []durability.Op) int {
+	for i := range ops {
+		size := opBytes(&ops[i])
 		if len(b.req.Ops) > 0 && b.bytes+size > l.r.maxRequestBytes() {
-			return // the rest goes in the next request: the reply tells how far the replica got
+			return i
 		}
-		b.req.Ops = append(b.req.Ops, op)
+		b.req.Ops = append(b.req.Ops, ops[i])
 		b.bytes += size
 	}
+	return len(ops)
 }
 
 // maxRequestBytes bounds what one replication request carries, well within a frame.

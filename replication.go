@@ -137,6 +137,9 @@ type ReplicationStats struct {
 	// Resyncs counts whole segments resent to a replica whose copy may follow another history: after a
 	// failover to this node, or a restart of the replica.
 	Resyncs uint64
+	// OpsFromDisk counts the ops sent (among OpsSent) that were read from the data dir's op log: a replica
+	// behind the op log in memory catches up from there before it needs a snapshot.
+	OpsFromDisk uint64
 }
 
 type replicationStats struct {
@@ -146,7 +149,7 @@ type replicationStats struct {
 	recoveredOps                       atomic.Uint64
 	recoveries, pulledSegments         atomic.Uint64
 	pulledPieces                       atomic.Uint64
-	resyncs                            atomic.Uint64
+	resyncs, opsFromDisk               atomic.Uint64
 }
 
 // replication is a node's side of replication: links to the replicas of the partitions it owns, the
@@ -162,6 +165,8 @@ type replication struct {
 	lines []atomic.Uint64
 	// committed holds, per segment this node owns, a revision every in-sync replica holds (visibility.go).
 	committed []atomic.Uint64
+	// replaced counts, per segment, the replacements of this node's copy (replaceSegment).
+	replaced []replacements
 	// incarnation is random per process, so owners notice when a replica restarted.
 	incarnation uint64
 	stats       replicationStats
@@ -194,6 +199,7 @@ func newReplication(n *Node) *replication {
 		fence:       make([]atomic.Uint64, n.layout.Partitions),
 		lines:       make([]atomic.Uint64, n.layout.Segments),
 		committed:   make([]atomic.Uint64, n.layout.Segments),
+		replaced:    make([]replacements, n.layout.Segments),
 		incarnation: rand.Uint64() | 1,
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
@@ -547,6 +553,8 @@ func (r *replication) installSnapshot(s *segmentSnapshot) {
 // snapshot drops whatever the log held: the copy replaced may follow another history, at a higher
 // revision, and none of it may come back at restart.
 func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []durability.Entry) {
+	r.replaced[seg].begun.Add(1)
+	defer r.replaced[seg].done.Add(1)
 	r.installSnapshotEntries(seg, revision, epoch, snap)
 	if r.n.disk != nil {
 		r.n.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
@@ -565,7 +573,7 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 	r.n.store.restore(seg, revision, keys, entries)
 	r.unstage(seg) // pieces of an older snapshot never complete this copy
 	r.lines[seg].Store(epoch)
-	r.log.reset(seg)
+	r.log.reset(seg, revision)
 	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)
 }
 
@@ -616,7 +624,7 @@ func (r *replication) snapshotStats() ReplicationStats {
 		OpsApplied: s.opsApplied.Load(), SnapshotsApplied: s.snapshotsApplied.Load(), Gaps: s.gaps.Load(),
 		RejectedStaleEpoch: s.rejected.Load(), InSyncDecisions: s.inSyncDecisions.Load(),
 		RecoveredOps: s.recoveredOps.Load(), Recoveries: s.recoveries.Load(), PulledSegments: s.pulledSegments.Load(),
-		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(),
+		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(), OpsFromDisk: s.opsFromDisk.Load(),
 	}
 }
 

@@ -192,7 +192,7 @@ type Config struct {
 	DiskRetainAge    time.Duration
 	DiskTrimInterval time.Duration
 	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
-	// replica further behind receives a segment snapshot.
+	// replica further behind is fed from the op log on disk, with a DataDir, or else receives a snapshot.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
 	// keeps at least its newest op).
