@@ -203,6 +203,20 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 	})
 }
 
+// waitRecorded waits until every live node's map records n's process: until then a map can look Healthy
+// only because it has not yet acted on n's restart.
+func (c *testCluster) waitRecorded(n *Node, timeout time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, timeout, "the map to record "+string(n.id)+"'s process", func() bool {
+		for _, l := range c.live() {
+			if !n.recordedIn(l.ClusterMap()) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitHealthy waits until the map is stable and every partition is Healthy.
 func (c *testCluster) waitHealthy(timeout time.Duration) {
 	c.t.Helper()

@@ -218,7 +218,9 @@ func TestRollingRestart(t *testing.T) {
 			for i := range 3 {
 				ws.stop(byNode[i])
 				c.kill(i)
-				byNode[i] = ws.start(c.restart(i))
+				n := c.restart(i)
+				byNode[i] = ws.start(n)
+				c.waitRecorded(n, 30*time.Second)
 				c.waitHealthy(30 * time.Second)
 			}
 			for i := range 3 {
