@@ -62,7 +62,10 @@ func TestReadsAfterHandOverKeepReplicasInSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.add(1)
+	joiner := c.add(1)
+	waitFor(t, 30*time.Second, "the plan to give the joiner partitions", func() bool {
+		return slices.Contains(c.currentMap().plannedNodes(), joiner.id)
+	})
 	c.waitHealthy(30 * time.Second)
 	before := c.currentMap()
 	for _, k := range keys {
