@@ -184,7 +184,7 @@ func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 // dir when there is one, in memory otherwise.
 func (n *Node) startRaft(ln net.Listener) error {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raftID(n.id, n.serverInc)
+	rc.LocalID = n.serverID()
 	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
 	rc.ElectionTimeout = n.cfg.Timing.RaftElection
 	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -438,18 +439,16 @@ func (n *Node) Ready(ctx context.Context) error {
 // Leave departs gracefully. First it drains: the node stops taking partitions and rebalancing moves every
 // partition it owns or replicates to the other nodes, each cut over without losing a write. Then it hands
 // leadership over if it holds it, announces the departure, waits (bounded by ctx) until the control plane
-// has removed it, and closes. If ctx ends before the drain does, the node leaves anyway: the leader hands
-// what it still owns to in-sync replicas at once, as for a crash but without waiting for FailoverTimeout.
+// has removed it, handing leadership over again whenever it leads once more, and closes: it never stops as
+// leader while another node could lead. If ctx ends before the drain does, the node leaves anyway: the
+// leader hands what it still owns to in-sync replicas at once, as for a crash but without waiting for
+// FailoverTimeout.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
 	drained := n.drain(ctx)
-	if n.IsLeader() && n.hasOtherVoters() {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Warn("leadership transfer before leave", "err", err)
-		}
-	}
+	n.handOverLeadership()
 	err := n.members.leave()
 	if err == nil {
 		err = n.awaitRemoval(ctx)
@@ -486,26 +485,35 @@ func (n *Node) othersCanHold() bool {
 	return false
 }
 
-func (n *Node) hasOtherVoters() bool {
+// handOverLeadership asks the control plane to elect another voter if this node leads and another node has
+// a vote, and waits for the outcome (about an election timeout at most). A leaving node must not lead when
+// it stops: that would cost the cluster a full election with no leader, and every owner its lease.
+func (n *Node) handOverLeadership() {
 	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return false
+	if !n.IsLeader() || cf.Error() != nil || !n.othersVote(cf.Configuration()) {
+		return
 	}
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter && NodeID(s.ID) != n.id {
-			return true
-		}
+	if err := n.decide(func() raft.Future { return n.raft.LeadershipTransfer() }); err != nil {
+		n.log.Warn("leadership hand-over before leave", "err", err)
 	}
-	return false
 }
 
-// awaitRemoval waits until the control plane no longer lists this node, or there is no one else to do it.
+// awaitRemoval waits until the control plane no longer lists this node's server, or no other node has a vote
+// to remove it. Only a leader removes servers, never itself, so while this node leads (its hand-over did not
+// take, or it has won an election since) it hands leadership over again.
 func (n *Node) awaitRemoval(ctx context.Context) error {
 	tick := time.NewTicker(n.cfg.Timing.GossipInterval)
 	defer tick.Stop()
+	following := time.Now()
 	for {
 		cf := n.raft.GetConfiguration()
-		if cf.Error() != nil || !n.inConfiguration(cf.Configuration()) || !n.hasOtherVoters() {
+		if cf.Error() != nil || !n.isServerIn(cf.Configuration()) || !n.othersVote(cf.Configuration()) {
+			return nil
+		}
+		if n.IsLeader() {
+			n.handOverLeadership()
+			following = time.Now()
+		} else if n.forgotten(following) {
 			return nil
 		}
 		select {
@@ -516,13 +524,31 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 	}
 }
 
-func (n *Node) inConfiguration(c raft.Configuration) bool {
-	for _, s := range c.Servers {
-		if NodeID(s.ID) == n.id {
-			return true
-		}
+// forgotten reports whether no leader has contacted this follower for a heartbeat timeout since following
+// began. Either the leader has removed it (raft tells a removed server so only if its last, best-effort
+// replication to it gets through), or the others are electing a leader among themselves.
+func (n *Node) forgotten(following time.Time) bool {
+	last := n.raft.LastContact()
+	if last.Before(following) {
+		last = following
 	}
-	return false
+	return time.Since(last) >= n.cfg.Timing.RaftHeartbeat
+}
+
+// serverID is this process's identity in the control plane.
+func (n *Node) serverID() raft.ServerID { return raftID(n.id, n.serverInc) }
+
+// isServerIn reports whether configuration c lists this process's server.
+func (n *Node) isServerIn(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == n.serverID() })
+}
+
+// othersVote reports whether configuration c gives a vote to a server of another node.
+func (n *Node) othersVote(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool {
+		name, _ := splitRaftID(s.ID)
+		return s.Suffrage == raft.Voter && name != n.id
+	})
 }
 
 // Close stops the node at once; to the cluster it looks like a crash. It waits for every goroutine the node

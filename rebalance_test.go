@@ -173,22 +173,30 @@ func TestLeaveDrainsBeforeExit(t *testing.T) {
 	}
 }
 
-// writer is one client of the grow-and-shrink test: it writes increasing counters to its own keys
+// writer is one client of the load tests: it writes increasing counters to its own keys
 // through one node, retrying each write until it is acknowledged, and reads each key back.
 type writer struct {
-	id    int
-	node  *Node
-	keys  int
-	acked []int // per key, the last acknowledged counter
-	stop  chan struct{}
-	done  chan struct{}
-	err   error
+	id     int
+	node   *Node
+	keys   int
+	acked  []int       // per key, the last acknowledged counter
+	acks   []time.Time // when each write was acknowledged, in order
+	stop   chan struct{}
+	halted sync.Once
+	done   chan struct{}
+	err    error
 
 	writes, retries int
 	worstWrite      time.Duration
 }
 
 func (w *writer) key(i int) string { return fmt.Sprintf("w%d-%d", w.id, i) }
+
+// halt stops the writer, if it is still running, and waits until it has.
+func (w *writer) halt() {
+	w.halted.Do(func() { close(w.stop) })
+	<-w.done
+}
 
 func (w *writer) run() {
 	defer close(w.done)
@@ -254,6 +262,7 @@ func (w *writer) put(ctx context.Context, i, seq int) error {
 		err := w.node.Put(ctx, w.key(i), []byte(strconv.Itoa(seq)))
 		if err == nil {
 			w.acked[i] = seq
+			w.acks = append(w.acks, time.Now())
 			w.writes++
 			w.worstWrite = max(w.worstWrite, time.Since(start))
 			return nil

@@ -213,7 +213,7 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 		}
 	}
 	return serverFacts{
-		Leader:    raftID(n.id, n.serverInc),
+		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
 		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id) >= n.cfg.DeadServerTimeout },
 		Stable: func(id raft.ServerID) bool {

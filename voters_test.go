@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -195,4 +196,180 @@ func (c *testCluster) replaced(dead NodeID) bool {
 		}
 	}
 	return true
+}
+
+// TestLeaverFindsItsServer checks that a leaving node tells its own control-plane server, named by node and
+// process, from the servers of other nodes and from its predecessor's.
+func TestLeaverFindsItsServer(t *testing.T) {
+	n := &Node{id: "a", serverInc: 2}
+	server := func(name NodeID, inc uint64, s raft.ServerSuffrage) raft.Server {
+		return raft.Server{Suffrage: s, ID: raftID(name, inc)}
+	}
+	for _, tc := range []struct {
+		name           string
+		servers        []raft.Server
+		listed, others bool
+	}{
+		{"alone", []raft.Server{server("a", 2, raft.Voter)}, true, false},
+		{"with a voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Voter)}, true, true},
+		{"with a non-voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Nonvoter)}, true, false},
+		{"removed", []raft.Server{server("a", 1, raft.Voter), server("b", 1, raft.Voter)}, false, true},
+		{"beside its predecessor", []raft.Server{server("a", 1, raft.Voter), server("a", 2, raft.Voter)}, true, false},
+	} {
+		c := raft.Configuration{Servers: tc.servers}
+		if got := n.isServerIn(c); got != tc.listed {
+			t.Errorf("%s: isServerIn = %v, want %v", tc.name, got, tc.listed)
+		}
+		if got := n.othersVote(c); got != tc.others {
+			t.Errorf("%s: othersVote = %v, want %v", tc.name, got, tc.others)
+		}
+	}
+}
+
+// TestLeaderLeaveKeepsWritesFlowing makes the control-plane leader leave gracefully while three writers on
+// each other node write without pause. Owners' leases last half a heartbeat timeout, so an election after a
+// timeout (no follower starts one sooner) would stop every write for longer than a lease: leadership must
+// pass by hand-over. The leaver is given leadership straight back after its first hand-over, as when it wins
+// the next election, and must hand it over again rather than stop as leader. From the end of its drain
+// (moving partitions is not under test here) until every node takes writes again once the control plane
+// has dropped the leaver, no stretch without a write acknowledged anywhere may last a lease; and every
+// acknowledged write must be readable at the end.
+func TestLeaderLeaveKeepsWritesFlowing(t *testing.T) {
+	timing := LocalTiming()
+	failover := timing.RaftHeartbeat
+	lease := failover / 2
+	c := startCluster(t, 3, elastic(func(cfg *Config) { cfg.FailoverTimeout = failover }))
+	li := c.leader()
+	if li < 0 {
+		t.Fatal("no control-plane leader")
+	}
+	leaver := c.node(li)
+	var through []*Node
+	for _, n := range c.live() {
+		if n != leaver {
+			through = append(through, n, n, n)
+		}
+	}
+	writers := startWriters(t, through)
+	c.awaitWritable(t, 10*time.Second)
+	handedBack := make(chan error, 1)
+	go func() { handedBack <- c.giveLeadershipBack(leaver, 10*time.Second) }()
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		left <- leaver.Leave(ctx)
+	}()
+	waitFor(t, 20*time.Second, "the leaver to drain", func() bool { return !leaver.ClusterMap().holds(leaver.id) })
+	start := time.Now()
+	if err := <-left; err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	c.kill(li)
+	if err := <-handedBack; err != nil {
+		t.Fatalf("give leadership back to the leaver: %v", err)
+	}
+	c.awaitDropped(t, leaver, 10*time.Second)
+	c.awaitWritable(t, 10*time.Second)
+	end := time.Now()
+	gap := longestGap(stopWriters(t, writers), start, end)
+	t.Logf("longest stretch with no write acknowledged: %v of %v", gap, end.Sub(start))
+	if gap >= lease {
+		t.Fatalf("no write acknowledged for %v while the leader left; want less than a lease, %v", gap, lease)
+	}
+	c.waitHealthy(20 * time.Second)
+	for _, w := range writers {
+		w.assertReadBack(t, c.live())
+	}
+}
+
+// awaitDropped waits until a live leader's control-plane configuration no longer lists gone's server.
+func (c *testCluster) awaitDropped(t *testing.T, gone *Node, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "the control plane to drop "+string(gone.id), func() bool {
+		li := c.leader()
+		if li < 0 {
+			return false
+		}
+		cf := c.node(li).raft.GetConfiguration()
+		return cf.Error() == nil && !slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
+			return s.ID == raftID(gone.id, gone.serverInc)
+		})
+	})
+}
+
+// awaitWritable waits until a write through every live node is acknowledged.
+func (c *testCluster) awaitWritable(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	for _, n := range c.live() {
+		waitFor(t, timeout, "a write through "+string(n.id), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return n.Put(ctx, "writable-"+string(n.id), []byte("ok")) == nil
+		})
+	}
+}
+
+// startWriters starts a writer on each of nodes; the test's cleanup stops those still running.
+func startWriters(t *testing.T, nodes []*Node) []*writer {
+	var writers []*writer
+	for _, n := range nodes {
+		w := &writer{id: len(writers), node: n, keys: 40, stop: make(chan struct{}), done: make(chan struct{})}
+		w.acked = make([]int, w.keys)
+		writers = append(writers, w)
+		go w.run()
+	}
+	t.Cleanup(func() {
+		for _, w := range writers {
+			w.halt()
+		}
+	})
+	return writers
+}
+
+// stopWriters stops writers, fails the test if one of them failed, and returns the times of every write they
+// got acknowledged, sorted.
+func stopWriters(t *testing.T, writers []*writer) []time.Time {
+	t.Helper()
+	var acks []time.Time
+	for _, w := range writers {
+		w.halt()
+		if w.err != nil {
+			t.Fatalf("writer on %s: %v", w.node.id, w.err)
+		}
+		acks = append(acks, w.acks...)
+	}
+	slices.SortFunc(acks, time.Time.Compare)
+	return acks
+}
+
+// giveLeadershipBack waits until a node other than leaver leads the control plane and has it hand leadership
+// straight back to leaver.
+func (c *testCluster) giveLeadershipBack(leaver *Node, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if i := c.leader(); i >= 0 && c.node(i) != leaver {
+			id, addr := raftID(leaver.id, leaver.serverInc), raft.ServerAddress(leaver.DataAddr())
+			return c.node(i).raft.LeadershipTransferToServer(id, addr).Error()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("no node other than %s led within %v", leaver.id, timeout)
+}
+
+// longestGap returns the longest stretch of [from, to] in which none of acks falls; acks must be sorted.
+func longestGap(acks []time.Time, from, to time.Time) time.Duration {
+	var longest time.Duration
+	prev := from
+	for _, at := range acks {
+		if at.Before(from) {
+			continue
+		}
+		if at.After(to) {
+			break
+		}
+		longest = max(longest, at.Sub(prev))
+		prev = at
+	}
+	return max(longest, to.Sub(prev))
 }
