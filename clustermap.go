@@ -1,8 +1,10 @@
 package zaris
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 )
 
@@ -214,6 +216,17 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	}
 	next.noteInSyncChanges(m, index)
 	return next, nil
+}
+
+// errVoidDecision is the response to a committed command that changed nothing: it was decided against a
+// map that has moved on since.
+var errVoidDecision = errors.New("zaris: decision void: the map moved on")
+
+// sameAs reports whether m and o hold the same state, whatever their log indexes.
+func (m *ClusterMap) sameAs(o *ClusterMap) bool {
+	a, b := *m, *o
+	a.Index, b.Index = 0, 0
+	return reflect.DeepEqual(&a, &b)
 }
 
 // noteInSyncChanges stamps with index every partition whose in-sync set differs from prev's.

@@ -72,7 +72,11 @@ func (f *mapFSM) Apply(l *raft.Log) any {
 	if f.beforeApply != nil {
 		f.beforeApply(next)
 	}
+	prev := f.current.Load()
 	f.publish(next)
+	if next.sameAs(prev) {
+		return errVoidDecision
+	}
 	return nil
 }
 
@@ -350,97 +354,43 @@ func (n *Node) advertiseFormed() {
 }
 
 // reconcile makes the control plane agree with membership: the raft servers follow the members' processes
-// (voters.go), alive members become map nodes, the partitions of members that left or failed move, and the
-// first partition map is assigned once enough nodes are present. Runs on the leader only.
+// (voters.go), then the leader's rules (decide.go) decide commands against the current map, and reconcile
+// commits them, round after round while they change it. Runs on the leader only.
 func (n *Node) reconcile() error {
 	members := n.members.members()
 	if err := n.followMembership(members); err != nil {
 		return err
 	}
-	for _, m := range members {
-		var err error
-		switch m.Status {
-		case serf.StatusAlive:
-			err = n.admit(m, members)
-		case serf.StatusLeft:
-			err = n.retire(m, members)
+	silent := map[NodeID]bool{}
+	for range maxDecisionRounds {
+		m := n.fsm.clusterMap()
+		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: time.Now(),
+			Probe: n.newLiveProbe(m, members, silent), Held: n.cfg.holdRecognition}
+		decisions := n.decider.decide(v)
+		if len(decisions) == 0 {
+			return nil
 		}
-		if err != nil {
+		if err := n.commitDecisions(decisions); err != nil {
 			return err
 		}
-	}
-	if err := n.handleFailures(members); err != nil {
-		return err
-	}
-	if err := n.healPartitions(); err != nil {
-		return err
-	}
-	if err := n.assignFirstMap(members); err != nil {
-		return err
-	}
-	return n.rebalance(members)
-}
-
-// admit records an alive member in the map. A member that restarted (a new incarnation) may have lost what
-// it held: the partitions it still owns are failed over to in-sync replicas before the map records the new
-// incarnation, and until then the restarted node refuses to serve them. A partition with no in-sync replica
-// becomes Unavailable, as when its owner dies.
-func (n *Node) admit(m member, members []member) error {
-	if m.DataAddr == "" {
-		return nil
-	}
-	want := NodeInfo{ID: m.ID, DataAddr: m.DataAddr, RESPAddr: m.RESPAddr, Incarnation: m.Incarnation}
-	info, ok := n.fsm.clusterMap().Nodes[m.ID]
-	if ok && info == want {
-		return nil
-	}
-	restarted := ok && info.Incarnation != 0 && info.Incarnation != want.Incarnation
-	if hold := n.cfg.holdRecognition; restarted && hold != nil && hold(m.ID) {
-		return nil
-	}
-	if restarted && m.Intact && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		n.log.Warn("owner restarted with intact copies; deciding its partitions again", "node", m.ID)
-		if done, err := n.resume(m.ID, members); err != nil || !done {
-			return err // until every partition is re-decided, the restarted process stays unknown
-		}
-	}
-	if restarted && !m.Intact && n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		n.log.Warn("owner restarted; failing its partitions over", "node", m.ID)
-		if err := n.commit(&command{Kind: cmdRestarted, Node: NodeInfo{ID: m.ID}}); err != nil {
-			return err
-		}
-		if err := n.failOver(m.ID, members); err != nil {
-			return err
-		}
-		if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-			return nil // some failover must wait; until it is done, the restarted process stays unknown
-		}
-	}
-	return n.commit(&command{Kind: cmdUpsertNode, Node: want, Intact: m.Intact})
-}
-
-// retire hands the partitions of a member that left cleanly at once to their in-sync replicas (no
-// suspicion needed: it said goodbye); followMembership has removed it from the control plane.
-func (n *Node) retire(m member, members []member) error {
-	if n.fsm.clusterMap().OwnedBy(m.ID) > 0 {
-		return n.failOver(m.ID, members)
 	}
 	return nil
 }
 
-// assignFirstMap commits the first partition map once BootstrapExpect nodes are known to the map, over the
-// ones that may hold partitions. Nodes that join later get partitions by rebalancing.
-func (n *Node) assignFirstMap(members []member) error {
-	m := n.fsm.clusterMap()
-	if m.Version > 0 || len(m.Nodes) < n.cfg.BootstrapExpect {
-		return nil
+// maxDecisionRounds bounds the rounds of one reconcile; what is left waits for the next.
+const maxDecisionRounds = 4
+
+// commitDecisions commits decisions in order, and stops at the first that found the map moved on: the
+// rest were decided against a map that no longer is.
+func (n *Node) commitDecisions(decisions []decision) error {
+	for _, d := range decisions {
+		n.log.Log(context.Background(), d.level, d.why, d.attrs...)
+		_, void, err := n.apply(&d.command)
+		if err != nil || void {
+			return err
+		}
 	}
-	ids := n.placeable(m, members)
-	if len(ids) == 0 {
-		return nil
-	}
-	a := Assign(nil, ids, m.Partitions, m.ReplicationFactor)
-	return n.commit(&command{Kind: cmdAssign, Assignment: a})
+	return nil
 }
 
 // commit replicates one decision through the control plane and waits until it is applied here.
@@ -449,20 +399,27 @@ func (n *Node) commit(cmd *command) error {
 	return err
 }
 
-// commitAt is commit that also returns the decision's log index.
+// commitAt is commit that also returns the decision's log index. A void decision is not an error.
 func (n *Node) commitAt(cmd *command) (uint64, error) {
+	index, _, err := n.apply(cmd)
+	return index, err
+}
+
+// apply commits cmd and reports whether it was void: it changed nothing, the map having moved on since it
+// was decided.
+func (n *Node) apply(cmd *command) (index uint64, void bool, err error) {
 	data, err := encode(cmd)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var f raft.ApplyFuture
 	if err := n.decide(func() raft.Future { f = n.raft.Apply(data, applyTimeout); return f }); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if err, ok := f.Response().(error); ok {
-		return 0, err
+	if err, ok := f.Response().(error); ok && !errors.Is(err, errVoidDecision) {
+		return 0, false, err
 	}
-	return f.Index(), nil
+	return f.Index(), f.Response() == errVoidDecision, nil
 }
 
 // decide submits one request to the control plane and waits for its answer. Close waits for it before it

@@ -55,13 +55,10 @@ type Node struct {
 	// Touched only by the control loop.
 	bootstrapped bool
 	formed       bool
-	// The leader's countdowns.
-	suspects      countdowns[NodeID]        // failed owners that do not answer either
-	failedSince   countdowns[NodeID]        // failed members, towards eviction
-	lostSince     countdowns[int]           // Unavailable partitions, towards recreation
-	healableSince countdowns[int]           // Degraded partitions whose copies are all in sync, towards Healthy
-	deadSince     countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
-	stableSince   countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
+	// The leader's rules and countdowns.
+	decider     decider
+	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
+	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -86,21 +83,18 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
-		cfg:           cfg,
-		id:            NodeID(cfg.Name),
-		layout:        layout,
-		log:           cfg.Logger.With("node", cfg.Name),
-		dialer:        cfg.Dialer,
-		store:         newStore(layout.Segments, cfg.Clock),
-		leaderCh:      make(chan bool, 8),
-		kick:          make(chan struct{}, 1),
-		suspects:      countdowns[NodeID]{},
-		failedSince:   countdowns[NodeID]{},
-		lostSince:     countdowns[int]{},
-		healableSince: countdowns[int]{},
-		deadSince:     countdowns[NodeID]{},
-		stableSince:   countdowns[raft.ServerID]{},
-		stop:          make(chan struct{}),
+		cfg:         cfg,
+		id:          NodeID(cfg.Name),
+		layout:      layout,
+		log:         cfg.Logger.With("node", cfg.Name),
+		dialer:      cfg.Dialer,
+		store:       newStore(layout.Segments, cfg.Clock),
+		leaderCh:    make(chan bool, 8),
+		kick:        make(chan struct{}, 1),
+		decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
+		deadSince:   countdowns[NodeID]{},
+		stableSince: countdowns[raft.ServerID]{},
+		stop:        make(chan struct{}),
 	}
 	if n.dialer == nil {
 		n.dialer = &net.Dialer{}
@@ -387,14 +381,14 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 // countdowns remember since when each key has been in some state, for the leader's timeouts.
 type countdowns[K comparable] map[K]time.Time
 
-// elapsed starts key's countdown unless it runs already, and returns how long it has run (0 when it starts).
-func (c countdowns[K]) elapsed(key K) time.Duration {
+// elapsed starts key's countdown at now unless it runs already, and returns how long it has run at now.
+func (c countdowns[K]) elapsed(key K, now time.Time) time.Duration {
 	since, running := c[key]
 	if !running {
-		c[key] = time.Now()
+		c[key] = now
 		return 0
 	}
-	return time.Since(since)
+	return now.Sub(since)
 }
 
 // every runs fn each interval in a goroutine of its own until the node stops; Close waits for it.

@@ -27,40 +27,6 @@ func holdsMore(rev, line, ownRev, ownLine, lastEpoch uint64) bool {
 	return line == ownLine || ownRev == 0 && line == lastEpoch
 }
 
-// moreOf returns the segments of partition p where node peer holds more than node holder, according to
-// the probe's answers; lastEpoch is the epoch the dead owner held p under.
-func (rp *revisionProbe) moreOf(peer, holder NodeID, p int, lastEpoch uint64) []int {
-	a, b := rp.answer(peer), rp.answer(holder)
-	if a.revisions == nil || b.revisions == nil {
-		return nil
-	}
-	var segs []int
-	first, end := rp.n.layout.PartitionSegments(p)
-	for s := first; s < end; s++ {
-		if holdsMore(a.revisions[s], a.lines[s], b.revisions[s], b.lines[s], lastEpoch) {
-			segs = append(segs, s)
-		}
-	}
-	return segs
-}
-
-// pickSource returns the live assigned peer of p, other than the chosen owner and the previous one (unless
-// withOwner: it restarted and may be a source), holding the most segments beyond the owner's copy, or ""
-// when none holds anything more.
-func (n *Node) pickSource(p int, st PartitionState, owner NodeID, withOwner bool, alive map[NodeID]bool, probe *revisionProbe) NodeID {
-	var best NodeID
-	most := 0
-	for _, id := range n.fsm.clusterMap().Assignment[p] {
-		if id == owner || id == st.Owner && !withOwner || !alive[id] {
-			continue
-		}
-		if more := len(probe.moreOf(id, owner, p, st.Epoch)); more > most {
-			best, most = id, more
-		}
-	}
-	return best
-}
-
 // pullRequest asks a failover source for piece Part of its own copy of Segment. Part 0 starts a pull; each
 // later part continues the one snapshot the source took for it.
 type pullRequest struct {

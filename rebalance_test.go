@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/serf/serf"
 )
 
 // elastic is the config of the rebalancing tests: RF 2, Sync writes, a small layout so moves are quick.
@@ -476,56 +474,4 @@ func TestInterruptedMoveIsAbandoned(t *testing.T) {
 	assertBalanced(t, c.currentMap(), nodeIDs(c.live()))
 	w.assertReadBack(t, c.live())
 	assertReplicasMatch(t, c)
-}
-
-// TestDecideRecreations checks, one case per rule, when a lost partition is recreated empty: after
-// EvictionTimeout when the nodes that held it kept their copies in memory, after LostPartitionTimeout when
-// one keeps them on disk, and only on an alive assigned node.
-func TestDecideRecreations(t *testing.T) {
-	wait := lostTimeouts{Memory: time.Minute, Disk: time.Hour}
-	lostMap := func() *ClusterMap {
-		m := newClusterMap(Layout{Segments: 1, Partitions: 1}, 2)
-		m.Assignment[0] = []NodeID{"a", "b"}
-		m.Runtime[0] = PartitionState{Epoch: 7, Health: Unavailable, InSync: []NodeID{"a"}}
-		return m
-	}
-	mb := func(id NodeID, status serf.MemberStatus, durable bool) member {
-		return member{ID: id, Status: status, Durable: durable}
-	}
-	tests := []struct {
-		name    string
-		members []member
-		lostFor time.Duration
-		moving  bool
-		want    NodeID // "" for no recreation
-		onDisk  bool
-	}{
-		{name: "lost less than EvictionTimeout", lostFor: 59 * time.Second,
-			members: []member{mb("a", serf.StatusFailed, false), mb("b", serf.StatusAlive, false)}},
-		{name: "held in memory, lost for EvictionTimeout: recreated on the alive node", lostFor: time.Minute,
-			members: []member{mb("a", serf.StatusFailed, false), mb("b", serf.StatusAlive, false)}, want: "b"},
-		{name: "held on a failed node's disk: waits past EvictionTimeout", lostFor: 59 * time.Minute,
-			members: []member{mb("a", serf.StatusFailed, true), mb("b", serf.StatusAlive, false)}},
-		{name: "held on a failed node's disk for LostPartitionTimeout: given up", lostFor: time.Hour,
-			members: []member{mb("a", serf.StatusFailed, true), mb("b", serf.StatusAlive, false)}, want: "b", onDisk: true},
-		{name: "no assigned node alive", lostFor: 2 * time.Hour,
-			members: []member{mb("a", serf.StatusFailed, false), mb("b", serf.StatusFailed, false)}},
-		{name: "a move under way relocates it instead", lostFor: 2 * time.Hour, moving: true,
-			members: []member{mb("a", serf.StatusFailed, false), mb("b", serf.StatusAlive, false)}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			m := lostMap()
-			if tc.moving {
-				m.Runtime[0].Target = []NodeID{"b", "c"}
-			}
-			got := decideRecreations(m, tc.members, func(int) time.Duration { return tc.lostFor }, wait)
-			switch {
-			case tc.want == "" && len(got) != 0:
-				t.Fatalf("recreated on %s, want no recreation", got[0].Node.ID)
-			case tc.want != "" && (len(got) != 1 || got[0].Node.ID != tc.want || got[0].Epoch != 7 || got[0].heldOnDisk != tc.onDisk):
-				t.Fatalf("decisions %+v, want a recreation on %s at epoch 7, held on disk %v", got, tc.want, tc.onDisk)
-			}
-		})
-	}
 }

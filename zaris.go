@@ -436,3 +436,9 @@ func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutO
 	}
 	return n.Put(ctx, key, raw, opts...)
 }
+
+// leaderRules are the timeouts and limits a leader decides by.
+func (c *Config) leaderRules() leaderRules {
+	return leaderRules{FailoverTimeout: c.FailoverTimeout, HealCooldown: c.HealCooldown, EvictionTimeout: c.EvictionTimeout,
+		LostPartitionTimeout: c.LostPartitionTimeout, MaxMigrations: c.MaxMigrations, BootstrapExpect: c.BootstrapExpect}
+}
