@@ -69,6 +69,8 @@ type diskLog struct {
 
 	mu      sync.Mutex
 	queue   []diskItem
+	bytes   int64         // what queue holds, against Config.DiskQueueBytes
+	room    sync.Cond     // signalled, on mu, whenever the writer takes the queue
 	queued  uint64        // items ever enqueued: the ticket of the latest
 	done    uint64        // tickets whose batch is committed (and synced)
 	failed  error         // the first write the store refused: the disk acknowledges nothing after it
@@ -85,6 +87,18 @@ type diskItem struct {
 	replace bool
 }
 
+// size is what item counts against the queue's bound.
+func (it *diskItem) size() int64 {
+	if it.snap == nil {
+		return int64(opBytes(&it.op))
+	}
+	size := int64(64)
+	for i := range it.snap.Entries {
+		size += int64(len(it.snap.Entries[i].Key) + len(it.snap.Entries[i].Value) + 32)
+	}
+	return size
+}
+
 // openDiskLog opens the Pebble store under dir.
 func openDiskLog(n *Node, dir string) (*diskLog, error) {
 	level := n.cfg.DiskDurability
@@ -93,19 +107,39 @@ func openDiskLog(n *Node, dir string) (*diskLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zaris: open data dir %s: %w", dir, err)
 	}
-	return &diskLog{store: store, n: n, waits: level != DiskBehind, wake: make(chan struct{}, 1),
-		flushed: make(chan struct{})}, nil
+	return newDiskLog(store, n, level != DiskBehind), nil
 }
 
-// enqueue queues item and returns its ticket, for await.
+func newDiskLog(store durability.Store, n *Node, waits bool) *diskLog {
+	d := &diskLog{store: store, n: n, waits: waits, wake: make(chan struct{}, 1), flushed: make(chan struct{})}
+	d.room.L = &d.mu
+	return d
+}
+
+// enqueue queues item and returns its ticket, for await. While the queue holds DiskQueueBytes it waits
+// for the writer to take it, unless the node stops: the writer drains what is queued as it stops.
 func (d *diskLog) enqueue(item diskItem) uint64 {
+	size := item.size()
 	d.mu.Lock()
+	for d.bytes > 0 && d.bytes+size > d.n.cfg.DiskQueueBytes && !d.stopping() {
+		d.room.Wait()
+	}
 	d.queue = append(d.queue, item)
+	d.bytes += size
 	d.queued++
 	ticket := d.queued
 	d.mu.Unlock()
 	signal(d.wake)
 	return ticket
+}
+
+func (d *diskLog) stopping() bool {
+	select {
+	case <-d.n.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // mark returns the ticket of the latest item queued; nil-safe, for nodes without a DataDir.
@@ -171,7 +205,8 @@ func (d *diskLog) run() {
 func (d *diskLog) flush() {
 	d.mu.Lock()
 	items, upTo := d.queue, d.queued
-	d.queue = nil
+	d.queue, d.bytes = nil, 0
+	d.room.Broadcast()
 	d.mu.Unlock()
 	err := d.commit(items)
 	if err == nil && d.waits && len(items) > 0 {

@@ -191,6 +191,9 @@ type Config struct {
 	DiskRetainBytes  int64
 	DiskRetainAge    time.Duration
 	DiskTrimInterval time.Duration
+	// DiskQueueBytes bounds the ops and snapshots waiting to be written to the DataDir: writers wait while
+	// it is full (one item larger than it is written alone).
+	DiskQueueBytes int64
 	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
 	// replica further behind is fed from the op log on disk, with a DataDir, or else receives a snapshot.
 	OpLogRetain int
@@ -257,6 +260,7 @@ func DefaultConfig() Config {
 		MinInSync:            1,
 		OpLogRetain:          4096,
 		OpLogRetainBytes:     256 << 20,
+		DiskQueueBytes:       64 << 20,
 		FailoverTimeout:      10 * time.Second,
 		EvictionTimeout:      time.Minute,
 		LostPartitionTimeout: 24 * time.Hour,
@@ -329,6 +333,8 @@ func (c *Config) validate() error {
 		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
 	case c.ReplicaAckTimeout <= 0:
 		return bad("ReplicaAckTimeout must be positive")
+	case c.DiskQueueBytes < 1:
+		return bad("DiskQueueBytes %d must be at least 1", c.DiskQueueBytes)
 	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:
 		return bad("OpLogRetain %d and OpLogRetainBytes %d must be at least 1", c.OpLogRetain, c.OpLogRetainBytes)
 	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
