@@ -176,8 +176,9 @@ func (c *testCluster) leader() int {
 	return -1
 }
 
-// waitStable waits until every live node has a partition map that lists every live node, knows the same
-// leader, and has installed the same map in its routing table, and no partition is moving.
+// waitStable waits until every live node has the same partition map, knows the same leader, and has
+// installed that map in its routing table; the map records every live node's process and plans
+// partitions on every live node that may hold them, and no partition is moving.
 func (c *testCluster) waitStable(timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, timeout, "a stable cluster map", func() bool {
@@ -195,8 +196,8 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 			if m.Index != first.Index || n.leaderID() != leader || n.router.current().m.Index != m.Index {
 				return false
 			}
-			if _, admitted := first.Nodes[n.id]; !admitted {
-				return false // the leader has yet to commit this member: another map change is coming
+			if !n.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
+				return false // the leader has yet to act on this member: another map change is coming
 			}
 		}
 		return true
