@@ -42,6 +42,10 @@ func testConfig(name string) Config {
 	cfg.Timing = LocalTiming()
 	cfg.Logger = testLogger()
 	cfg.ReplicationFactor = 1
+	if secureSuite() {
+		cfg.TLS = suiteCA().peerConfig(name)
+		cfg.GossipKey = testGossipKey
+	}
 	return cfg
 }
 

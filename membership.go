@@ -113,6 +113,7 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	ml.ProbeInterval = cfg.Timing.ProbeInterval
 	ml.ProbeTimeout = cfg.Timing.ProbeTimeout
 	ml.SuspicionMult = cfg.Timing.SuspicionMult
+	ml.SecretKey = cfg.GossipKey
 	ml.Logger = slog.NewLogLogger(cfg.Logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "gossip")}), slog.LevelDebug)
 
 	sc := serf.DefaultConfig()

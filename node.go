@@ -99,6 +99,13 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if n.dialer == nil {
 		n.dialer = &net.Dialer{}
 	}
+	n.dialer = secureDialer(&cfg, n.dialer)
+	if cfg.TLS == nil {
+		n.log.Warn("peer connections are neither encrypted nor authenticated: any process reaching the data port is a peer (set Config.TLS)")
+	}
+	if cfg.GossipKey == nil {
+		n.log.Warn("gossip is neither encrypted nor authenticated: any process reaching the gossip port can join (set Config.GossipKey)")
+	}
 	n.router = newRouter(n)
 	n.repl = newReplication(n)
 	n.serverInc = n.repl.incarnation
@@ -214,7 +221,7 @@ func (n *Node) listen() error {
 		return fmt.Errorf("%w: DataAddr %q must name an address other nodes can reach", ErrInvalidConfig, n.cfg.DataAddr)
 	}
 	n.listener = ln
-	n.mux = transport.NewMux(ln)
+	n.mux = transport.NewMux(n.secureListener(ln))
 	n.server = transport.NewServer(transport.HandlerFunc(n.serveRequest), n.transportOptions())
 	dataLn := n.mux.Listener(muxData)
 	n.wg.Add(2)

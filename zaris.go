@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -208,6 +209,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Dialer opens data-plane and control-plane connections; a seam for fault injection. Default: net.Dialer.
 	Dialer transport.Dialer
+	// TLS, when set, makes every connection between nodes mutual TLS: each end presents its certificate
+	// (Certificates, or GetCertificate and GetClientCertificate) and checks the other's against RootCAs
+	// (ClientCAs for incoming ones, RootCAs when nil). Names are checked only if ServerName is set.
+	// PeerTLSFromFiles builds one from PEM files. Without it, any process that reaches DataAddr is a peer.
+	TLS *tls.Config
+	// GossipKey, when set, encrypts and authenticates gossip (16, 24 or 32 bytes: AES-128, -192 or -256);
+	// every member needs it. Without it, any process that reaches GossipAddr can join.
+	GossipKey []byte
 
 	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
@@ -333,6 +342,8 @@ func (c *Config) validate() error {
 		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
 	case c.ReplicaAckTimeout <= 0:
 		return bad("ReplicaAckTimeout must be positive")
+	case !validGossipKey(c.GossipKey):
+		return bad("GossipKey is %d bytes; it must be 16, 24 or 32", len(c.GossipKey))
 	case c.DiskQueueBytes < 1:
 		return bad("DiskQueueBytes %d must be at least 1", c.DiskQueueBytes)
 	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +39,10 @@ type options struct {
 	lostPartition   time.Duration
 	rf              int
 	password        string
+	tlsCert         string
+	tlsKey          string
+	tlsCA           string
+	gossipKey       string
 	timing          string
 	logLevel        string
 	leaveTimeout    time.Duration
@@ -82,6 +87,10 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
 	fs.IntVar(&o.minInSync, "min-insync", def.MinInSync, "fewest in-sync copies, the owner included, a write must reach; fewer refuses it")
 	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate this node presents to its peers (mutual TLS between nodes); read again when the file changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM certificates of the CA that signs every node's certificate")
+	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key of 16, 24 or 32 bytes that encrypts and authenticates gossip; every member needs it (prefer ZARIS_GOSSIP_KEY)")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
@@ -142,6 +151,9 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.EvictionTimeout = o.eviction
 	cfg.LostPartitionTimeout = o.lostPartition
 	cfg.Logger = log
+	if err := o.security(&cfg); err != nil {
+		return cfg, err
+	}
 	for _, addr := range strings.Split(o.join, ",") {
 		if addr = strings.TrimSpace(addr); addr != "" {
 			cfg.Join = append(cfg.Join, addr)
@@ -156,6 +168,28 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 		return cfg, fmt.Errorf("--timing %q: want lan or local", o.timing)
 	}
 	return cfg, nil
+}
+
+// security sets peer TLS and the gossip key from the options.
+func (o options) security(cfg *zaris.Config) error {
+	switch files := []string{o.tlsCert, o.tlsKey, o.tlsCA}; {
+	case o.tlsCert != "" && o.tlsKey != "" && o.tlsCA != "":
+		tlsCfg, err := zaris.PeerTLSFromFiles(o.tlsCert, o.tlsKey, o.tlsCA)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tlsCfg
+	case strings.Join(files, "") != "":
+		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together")
+	}
+	if o.gossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(o.gossipKey)
+		if err != nil {
+			return fmt.Errorf("--gossip-key: %w", err)
+		}
+		cfg.GossipKey = key
+	}
+	return nil
 }
 
 // run joins the cluster, serves until SIGTERM or SIGINT, then leaves gracefully.

@@ -61,3 +61,29 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 		t.Fatal("ZARIS_RF=two accepted")
 	}
 }
+
+// TestSecurityOptions checks that the gossip key comes from the environment and that the TLS files go
+// together.
+func TestSecurityOptions(t *testing.T) {
+	t.Setenv("ZARIS_GOSSIP_KEY", "MDEyMzQ1Njc4OWFiY2RlZg==") // 16 bytes
+	o, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cfg.GossipKey) != "0123456789abcdef" || cfg.TLS != nil {
+		t.Fatalf("gossip key %q, TLS %v", cfg.GossipKey, cfg.TLS)
+	}
+	for _, args := range [][]string{{"--tls-cert", "c.pem"}, {"--gossip-key", "not base64!"}, {"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "missing"}} {
+		o, err := parseOptions(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.config(nil); err == nil {
+			t.Fatalf("%q accepted", args)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package zaris
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Peer security. With Config.TLS set, every connection between nodes on the data port (the data plane and
+// the control plane's raft traffic) is mutual TLS: each end presents a certificate and checks the other's
+// against the cluster's CA, so a process without a certificate from that CA cannot send a single request.
+// Peers dial each other by address, so a certificate is checked against the CA, not against a host name,
+// unless the config names a ServerName. With Config.GossipKey set, gossip is encrypted and authenticated
+// with that key (serf's keyring), so a process without it can neither join nor disturb membership.
+
+// peerTLS returns the configs a node listens and dials with, derived from the user's one config.
+func peerTLS(c *tls.Config) (server, client *tls.Config) {
+	server = c.Clone()
+	server.ClientAuth = tls.RequireAndVerifyClientCert
+	if server.ClientCAs == nil {
+		server.ClientCAs = c.RootCAs
+	}
+	if server.MinVersion < tls.VersionTLS12 {
+		server.MinVersion = tls.VersionTLS12
+	}
+	client = c.Clone()
+	if client.MinVersion < tls.VersionTLS12 {
+		client.MinVersion = tls.VersionTLS12
+	}
+	if client.GetClientCertificate == nil && c.GetCertificate != nil && len(c.Certificates) == 0 {
+		get := c.GetCertificate
+		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return get(&tls.ClientHelloInfo{})
+		}
+	}
+	if client.ServerName == "" {
+		roots := c.RootCAs
+		client.InsecureSkipVerify = true // the chain is verified below, against the CA and not a host name
+		client.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeerChain(cs, roots) }
+	}
+	return server, client
+}
+
+// verifyPeerChain checks that a peer's certificate chains to roots and may serve TLS.
+func verifyPeerChain(cs tls.ConnectionState, roots *x509.CertPool) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("zaris: peer presented no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// tlsDialer dials peers through the inner dialer and runs the TLS handshake within the dial's context.
+type tlsDialer struct {
+	inner  transport.Dialer
+	config *tls.Config
+}
+
+func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	raw, err := d.inner.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, d.config)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("zaris: TLS handshake with %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// secureListener wraps the data port's listener in TLS when the config asks for it.
+func (n *Node) secureListener(ln net.Listener) net.Listener {
+	if n.cfg.TLS == nil {
+		return ln
+	}
+	server, _ := peerTLS(n.cfg.TLS)
+	return tls.NewListener(ln, server)
+}
+
+// secureDialer wraps d in TLS when the config asks for it.
+func secureDialer(cfg *Config, d transport.Dialer) transport.Dialer {
+	if cfg.TLS == nil {
+		return d
+	}
+	_, client := peerTLS(cfg.TLS)
+	return tlsDialer{inner: d, config: client}
+}
+
+// validGossipKey reports whether key has a length serf accepts: 16, 24 or 32 bytes (AES-128, -192, -256).
+func validGossipKey(key []byte) bool {
+	switch len(key) {
+	case 0, 16, 24, 32:
+		return true
+	}
+	return false
+}
+
+// PeerTLSFromFiles returns a Config.TLS that presents the certificate and key in PEM files certFile and
+// keyFile, and trusts the CA certificates in PEM file caFile. The certificate and key are read again when
+// either file changes, so they can be renewed without a restart; the CA is read once.
+func PeerTLSFromFiles(certFile, keyFile, caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("zaris: read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrInvalidConfig, caFile)
+	}
+	kp := &keyPairFiles{cert: certFile, key: keyFile}
+	if _, err := kp.current(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		RootCAs:        pool,
+		ClientCAs:      pool,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.current() },
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return kp.current()
+		},
+		MinVersion: tls.VersionTLS12,
+	}, nil
+}
+
+// keyPairFiles is a certificate and key read from files, read again when either file's modification time
+// or size changes.
+type keyPairFiles struct {
+	cert, key string
+
+	mu     sync.Mutex
+	loaded *tls.Certificate
+	stamp  [2]fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
+}
+
+// current returns the key pair, reading it again if the files changed. A renewal caught half-written
+// keeps the previous pair until both files load together.
+func (kp *keyPairFiles) current() (*tls.Certificate, error) {
+	c, errC := stampOf(kp.cert)
+	k, errK := stampOf(kp.key)
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	if err := errors.Join(errC, errK); err != nil {
+		if kp.loaded != nil {
+			return kp.loaded, nil
+		}
+		return nil, fmt.Errorf("zaris: read certificate: %w", err)
+	}
+	if kp.loaded != nil && kp.stamp == [2]fileStamp{c, k} {
+		return kp.loaded, nil
+	}
+	pair, err := tls.LoadX509KeyPair(kp.cert, kp.key)
+	if err != nil {
+		if kp.loaded != nil {
+			return kp.loaded, nil
+		}
+		return nil, fmt.Errorf("zaris: load certificate: %w", err)
+	}
+	kp.loaded, kp.stamp = &pair, [2]fileStamp{c, k}
+	return kp.loaded, nil
+}
+
+// Gossip key rotation, cluster-wide: install the new key on every member, make it the one they encrypt
+// with, then remove the old one. Each call asks every member and fails unless all of them answered.
+// Members that join later need the key in their GossipKey.
+
+// InstallGossipKey adds key to every member's keyring; they still encrypt with the key in use.
+func (n *Node) InstallGossipKey(key []byte) error {
+	return n.gossipKeyOp(key, (*serf.KeyManager).InstallKey)
+}
+
+// UseGossipKey makes key, already installed, the one every member encrypts with.
+func (n *Node) UseGossipKey(key []byte) error { return n.gossipKeyOp(key, (*serf.KeyManager).UseKey) }
+
+// RemoveGossipKey removes key, no longer in use, from every member's keyring.
+func (n *Node) RemoveGossipKey(key []byte) error {
+	return n.gossipKeyOp(key, (*serf.KeyManager).RemoveKey)
+}
+
+func (n *Node) gossipKeyOp(key []byte, op func(*serf.KeyManager, string) (*serf.KeyResponse, error)) error {
+	if n.cfg.GossipKey == nil {
+		return fmt.Errorf("%w: gossip keys need a GossipKey to start with", ErrInvalidConfig)
+	}
+	if len(key) == 0 || !validGossipKey(key) {
+		return fmt.Errorf("%w: gossip key of %d bytes; it must be 16, 24 or 32", ErrInvalidConfig, len(key))
+	}
+	resp, err := op(n.members.serf.KeyManager(), base64.StdEncoding.EncodeToString(key))
+	if err != nil {
+		return fmt.Errorf("zaris: gossip key change: %w", err)
+	}
+	if resp.NumErr > 0 || resp.NumResp < resp.NumNodes {
+		return fmt.Errorf("zaris: gossip key change: %d of %d members answered, %d failed: %v", resp.NumResp, resp.NumNodes, resp.NumErr, resp.Messages)
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package zaris
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/zaris-go/zaris/transport"
+)
+
+// testCA is a certificate authority for tests: it issues certificates for peers on loopback.
+type testCA struct {
+	t    testing.TB
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	der  []byte
+}
+
+func newTestCA(t testing.TB) *testCA {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	check := (&testCA{t: t}).check
+	check(err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "zaris test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	check(err)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{t: t, cert: cert, key: key, pool: pool, der: der}
+}
+
+var serials sync.Mutex
+var nextSerial int64 = 100
+
+// check fails the test that made the CA, or panics for the suite-wide one.
+func (ca *testCA) check(err error) {
+	switch {
+	case err == nil:
+	case ca.t != nil:
+		ca.t.Fatal(err)
+	default:
+		panic(err)
+	}
+}
+
+// issue returns a certificate and key for name, valid for both ends of a peer connection, and their PEM.
+func (ca *testCA) issue(name string) (tls.Certificate, []byte, []byte) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca.check(err)
+	serials.Lock()
+	nextSerial++
+	serial := nextSerial
+	serials.Unlock()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{name},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	ca.check(err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	ca.check(err)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	ca.check(err)
+	return pair, certPEM, keyPEM
+}
+
+// peerConfig returns a Config.TLS for a peer named name.
+func (ca *testCA) peerConfig(name string) *tls.Config {
+	pair, _, _ := ca.issue(name)
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.pool}
+}
+
+var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
+
+// suiteCA, with ZARIS_TEST_SECURE set, makes every test cluster's nodes TLS peers with a gossip key.
+var suiteCA = sync.OnceValue(func() *testCA { return newTestCA(nil) })
+
+func secureSuite() bool { return os.Getenv("ZARIS_TEST_SECURE") != "" }
+
+// secured makes every node of a cluster a TLS peer of ca with the test gossip key.
+func secured(ca *testCA, tweak func(*Config)) func(*Config) {
+	return func(cfg *Config) {
+		if tweak != nil {
+			tweak(cfg)
+		}
+		cfg.TLS = ca.peerConfig(cfg.Name)
+		cfg.GossipKey = testGossipKey
+	}
+}
+
+// TestPeerTLSRefusesStrangers runs a cluster with peer TLS and a gossip key, and checks that it serves,
+// while a client without a certificate, one with a certificate from another CA, and a raft peer without
+// one can neither write nor disturb the control plane.
+func TestPeerTLSRefusesStrangers(t *testing.T) {
+	ca := newTestCA(t)
+	c := startCluster(t, 3, secured(ca, replicated(2)))
+	ctx := bg(t)
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		if err := c.node(i%3).Put(ctx, key, []byte("v")); err != nil {
+			t.Fatalf("put %s over TLS: %v", key, err)
+		}
+	}
+	target := c.node(0)
+	key := c.keyOwnedBy("stranger", target)
+
+	// A plain client: the handshake expects a ClientHello, so not one request is served.
+	plain := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData})
+	defer plain.Close()
+	put := (&kvRequest{Key: key, Value: []byte("forged")}).marshal()
+	call, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := plain.Call(call, opPut, put); err == nil {
+		t.Fatal("a peer without TLS was served")
+	}
+	// A client with a certificate from another CA.
+	other := newTestCA(t)
+	forged := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData,
+		Dialer: secureDialer(&Config{TLS: other.peerConfig("intruder")}, &net.Dialer{})})
+	defer forged.Close()
+	if _, err := forged.Call(call, opPut, put); err == nil {
+		t.Fatal("a peer with a certificate from another CA was served")
+	}
+	if _, err := target.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get %s after the forged puts: %v, want not found", key, err)
+	}
+	// A raft peer without a certificate claims a much higher term.
+	term := target.raft.Stats()["term"]
+	if err := forgeRaftHeartbeat(target.DataAddr(), &net.Dialer{}); err == nil {
+		t.Fatal("a raft heartbeat without TLS was answered")
+	}
+	if now := target.raft.Stats()["term"]; now != term {
+		t.Fatalf("term moved from %s to %s after a forged heartbeat", term, now)
+	}
+	// A trusted peer's heartbeat does get through, so the check above can fail.
+	if err := forgeRaftHeartbeat(target.DataAddr(), secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})); err != nil {
+		t.Fatalf("a heartbeat from a trusted certificate: %v", err)
+	}
+}
+
+// forgeRaftHeartbeat sends one AppendEntries claiming term 1000 to the raft server at addr.
+func forgeRaftHeartbeat(addr string, d transport.Dialer) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	trans := raft.NewNetworkTransport(newRaftStream(ln, d), 1, time.Second, io.Discard)
+	defer trans.Close()
+	var resp raft.AppendEntriesResponse
+	return trans.AppendEntries("x", raft.ServerAddress(addr), &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ID: []byte("intruder"), Addr: []byte(ln.Addr().String())}, Term: 1000,
+	}, &resp)
+}
+
+// TestGossipKeyKeepsStrangersOut checks that a process without the cluster's gossip key cannot join, and
+// that a key rotated in by the members admits a process that has only the new key.
+func TestGossipKeyKeepsStrangersOut(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) { cfg.GossipKey = testGossipKey })
+	join := func(key []byte) error {
+		cfg := testConfig("stranger")
+		cfg.Join = []string{c.node(0).GossipAddr()}
+		cfg.GossipKey = key
+		cfg.Lite = true
+		ctx, cancel := context.WithTimeout(bg(t), 3*time.Second)
+		defer cancel()
+		n, err := Join(ctx, cfg)
+		if err == nil {
+			n.Close()
+		}
+		return err
+	}
+	if err := join(nil); err == nil {
+		t.Fatal("a process without the gossip key joined")
+	}
+	wrong := bytes.Repeat([]byte("k"), 32)
+	if err := join(wrong); err == nil {
+		t.Fatal("a process with another gossip key joined")
+	}
+	if got := len(c.node(0).members.members()); got != 2 {
+		t.Fatalf("membership lists %d members after the strangers, want 2", got)
+	}
+	next := bytes.Repeat([]byte("n"), 16)
+	for _, step := range []func([]byte) error{c.node(0).InstallGossipKey, c.node(0).UseGossipKey} {
+		if err := step(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.node(1).RemoveGossipKey(testGossipKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := join(testGossipKey); err == nil {
+		t.Fatal("a process with the removed gossip key joined")
+	}
+	if err := join(next); err != nil {
+		t.Fatalf("a process with the rotated-in gossip key: %v", err)
+	}
+}
+
+// TestPeerTLSFromFilesReloads checks that a renewed certificate is picked up from its files.
+func TestPeerTLSFromFilesReloads(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der}))
+	_, cert1, key1 := ca.issue("first")
+	write("node.pem", cert1)
+	write("node-key.pem", key1)
+	cfg, err := PeerTLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := func() string {
+		c, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(c.Certificate[0])
+		return leaf.Subject.CommonName
+	}
+	if got := name(); got != "first" {
+		t.Fatalf("certificate %q, want first", got)
+	}
+	_, cert2, key2 := ca.issue("renewed")
+	write("node.pem", cert2)
+	write("node-key.pem", key2)
+	later := time.Now().Add(time.Minute) // a renewal within the file system's time resolution still counts
+	for _, f := range []string{"node.pem", "node-key.pem"} {
+		if err := os.Chtimes(filepath.Join(dir, f), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := name(); got != "renewed" {
+		t.Fatalf("certificate %q after renewal, want renewed", got)
+	}
+	if _, err := PeerTLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "node.pem")+"x"); err == nil {
+		t.Fatal("a missing CA file was accepted")
+	}
+}
