@@ -361,11 +361,11 @@ func (n *Node) reconcile() error {
 	if err := n.followMembership(members); err != nil {
 		return err
 	}
-	silent := map[NodeID]bool{}
+	heard := map[NodeID]bool{}
 	for range maxDecisionRounds {
 		m := n.fsm.clusterMap()
 		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: time.Now(),
-			Probe: n.newLiveProbe(m, members, silent), Held: n.cfg.holdRecognition}
+			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.holdRecognition}
 		decisions := n.decider.decide(v)
 		if len(decisions) == 0 {
 			return nil

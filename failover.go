@@ -23,20 +23,20 @@ func (n *Node) answers(id NodeID) bool {
 }
 
 // liveProbe asks live nodes over the data transport what the leader's rules need to know; each node at
-// most once, for the segments of every partition it owns, replicates or is assigned. Nodes in silent did
-// not answer earlier in the same reconcile and are not asked again.
+// most once, for the segments of every partition it owns, replicates or is assigned. heard remembers, for
+// the rounds of one reconcile, which nodes answered a probe and which stayed silent.
 type liveProbe struct {
 	n       *Node
 	m       *ClusterMap
 	answers map[NodeID]probeAnswer
-	silent  map[NodeID]bool
+	heard   map[NodeID]bool
 	// intact holds, per node, the process that membership says restarted with intact copies: it vouches
 	// for its copies before the map records it.
 	intact map[NodeID]uint64
 }
 
-func (n *Node) newLiveProbe(m *ClusterMap, members []member, silent map[NodeID]bool) *liveProbe {
-	lp := &liveProbe{n: n, m: m, answers: map[NodeID]probeAnswer{}, silent: silent, intact: map[NodeID]uint64{}}
+func (n *Node) newLiveProbe(m *ClusterMap, members []member, heard map[NodeID]bool) *liveProbe {
+	lp := &liveProbe{n: n, m: m, answers: map[NodeID]probeAnswer{}, heard: heard, intact: map[NodeID]uint64{}}
 	for _, mb := range members {
 		if mb.Intact {
 			lp.intact[mb.ID] = mb.Incarnation
@@ -46,14 +46,12 @@ func (n *Node) newLiveProbe(m *ClusterMap, members []member, silent map[NodeID]b
 }
 
 func (lp *liveProbe) reachable(id NodeID) bool {
-	if lp.silent[id] {
-		return false
+	answered, asked := lp.heard[id]
+	if !asked {
+		answered = lp.n.answers(id)
+		lp.heard[id] = answered
 	}
-	if !lp.n.answers(id) {
-		lp.silent[id] = true
-		return false
-	}
-	return true
+	return answered
 }
 
 func (lp *liveProbe) copies(id NodeID) probeAnswer {
@@ -89,13 +87,13 @@ func (lp *liveProbe) ask(id NodeID) probeAnswer {
 		}
 		return a
 	}
-	if lp.silent[id] {
+	if answered, asked := lp.heard[id]; asked && !answered {
 		return probeAnswer{}
 	}
 	reply, _, err := n.callReplica(id, &replicateRequest{From: n.id, Probe: segs}, 2*n.cfg.Timing.ProbeTimeout)
+	lp.heard[id] = err == nil
 	switch {
 	case err != nil:
-		lp.silent[id] = true
 		return probeAnswer{}
 	case reply.Incarnation != lp.m.Nodes[id].Incarnation && reply.Incarnation != lp.intact[id]:
 		return probeAnswer{answered: true}
