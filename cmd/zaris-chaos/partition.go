@@ -270,25 +270,35 @@ func (n *nemesis) serverNames() []string {
 	return out
 }
 
-// killDuring SIGKILLs, during fault f, the server pick selects among those whose death the failure model
-// allows (see killable and stoppable), owners first, leaving out owners that f cuts from an in-sync
-// replica. Such an owner may drop that replica from the in-sync set and then acknowledge writes alone,
-// after the map this choice reads, so its death could lose them.
+// killDuring SIGKILLs, during fault f, the server pick selects among those whose death leaves every
+// partition they hold a copy that is live and keeps it through f (see keepsCopy), owners first. The map
+// does not yet show what f will do to it: a partition whose owner f cuts off is soon promoted to its
+// replica, which is then the only copy, and an owner cut from a replica soon drops it from the in-sync
+// set. Judged by the map alone, such a replica or owner would look safe to kill while it is not.
 func (n *nemesis) killDuring(f netFault, pick uint64) {
 	if n.isDown() {
 		n.step("no kill: a server is still down")
 		return
 	}
 	m := n.lite.ClusterMap()
-	uncut := func(ss []*server) []*server {
-		return slices.DeleteFunc(ss, func(s *server) bool { return cutFromInSync(m, f, zaris.NodeID(s.name)) })
+	side := majoritySide(f, n.serverNames())
+	var owners, others []*server
+	for _, s := range n.c.list() {
+		id := zaris.NodeID(s.name)
+		switch {
+		case !n.c.running(s) || !n.survivable(m, f, side, id):
+		case m.OwnedBy(id) > 0:
+			owners = append(owners, s)
+		default:
+			others = append(others, s)
+		}
 	}
-	victims := uncut(n.killable(m))
+	victims := owners
 	if len(victims) == 0 {
-		victims = uncut(n.stoppable(m))
+		victims = others
 	}
 	if len(victims) == 0 {
-		n.step("no kill: every server holds a partition's only live copy or owns one cut from its in-sync replica")
+		n.step("no kill: every server holds a copy that no other would keep through the fault")
 		return
 	}
 	n.kill(victims[pick%uint64(len(victims))], m)
@@ -297,20 +307,50 @@ func (n *nemesis) killDuring(f netFault, pick uint64) {
 	n.mu.Unlock()
 }
 
-// cutFromInSync reports whether f cuts, either way, some partition id owns under m from one of that
-// partition's in-sync replicas.
-func cutFromInSync(m *zaris.ClusterMap, f netFault, id zaris.NodeID) bool {
+// survivable reports whether every partition id holds under m (as owner or in-sync replica) has another
+// copy on a live process that keeps it through f.
+func (n *nemesis) survivable(m *zaris.ClusterMap, f netFault, side map[string]bool, id zaris.NodeID) bool {
 	for _, st := range m.Runtime {
-		if st.Owner != id {
-			continue
-		}
-		for _, r := range st.InSync {
-			if f.cuts(string(id), string(r)) || f.cuts(string(r), string(id)) {
-				return true
-			}
+		holders := append([]zaris.NodeID{st.Owner}, st.InSync...)
+		if slices.Contains(holders, id) && !slices.ContainsFunc(holders, func(h zaris.NodeID) bool {
+			return h != id && h != "" && n.liveCopy(m, h) && keepsCopy(f, side, st, h)
+		}) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// majoritySide returns the servers f leaves connected both ways to a majority of the servers, themselves
+// included: as far as the cuts tell, the side where the control plane goes on deciding.
+func majoritySide(f netFault, servers []string) map[string]bool {
+	side := map[string]bool{}
+	for _, a := range servers {
+		reached := 0
+		for _, b := range servers {
+			if a == b || (!f.cuts(a, b) && !f.cuts(b, a)) {
+				reached++
+			}
+		}
+		if 2*reached > len(servers) {
+			side[a] = true
+		}
+	}
+	return side
+}
+
+// keepsCopy reports whether holder h of a partition in state st keeps its copy through fault f: it is on
+// the majority side, and it is the owner, or the owner is not on that side (h may be promoted), or f
+// leaves it connected both ways to the owner, which would otherwise drop it from the in-sync set.
+func keepsCopy(f netFault, side map[string]bool, st zaris.PartitionState, h zaris.NodeID) bool {
+	owner := string(st.Owner)
+	switch {
+	case !side[string(h)]:
+		return false
+	case h == st.Owner || !side[owner]:
+		return true
+	}
+	return !f.cuts(owner, string(h)) && !f.cuts(string(h), owner)
 }
 
 // healNetwork removes every cut, if the servers run in namespaces and some cut is in place.

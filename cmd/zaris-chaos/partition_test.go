@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -224,22 +225,68 @@ func TestOneWayVariants(t *testing.T) {
 	}
 }
 
-// TestCutFromInSync checks the victims a fault rules out: an owner it cuts from an in-sync replica.
-func TestCutFromInSync(t *testing.T) {
-	m := ownersMap()
+// TestSurvivable checks the victims a fault allows, on the case that lost writes when the map alone
+// decided: zaris-2, owner of partition 0 with zaris-1 in sync, is isolated; the leader soon promotes
+// zaris-1, whose death would then leave no copy, though the map still shows zaris-2's.
+func TestSurvivable(t *testing.T) {
+	c := &cluster{}
+	for _, name := range fiveServers {
+		c.servers = append(c.servers, &server{name: name, done: make(chan struct{})}) // open: running
+	}
+	n := newNemesis(c, nil, 1, io.Discard)
+	nodes := map[zaris.NodeID]zaris.NodeInfo{}
+	for _, name := range fiveServers {
+		nodes[zaris.NodeID(name)] = zaris.NodeInfo{Incarnation: 1}
+	}
+	m := &zaris.ClusterMap{Nodes: nodes, Runtime: []zaris.PartitionState{
+		{Owner: "zaris-2", InSync: []zaris.NodeID{"zaris-1"}},
+		{Owner: "zaris-3", InSync: []zaris.NodeID{"zaris-4"}},
+	}}
 	for _, tc := range []struct {
-		drops []link
-		id    zaris.NodeID
-		want  bool
+		f    netFault
+		want []string
 	}{
-		{[]link{{"zaris-1", "zaris-4"}}, "zaris-1", true},
-		{[]link{{"zaris-2", "zaris-1"}}, "zaris-1", true},
-		{[]link{{"zaris-1", "zaris-3"}}, "zaris-1", false}, // zaris-3 holds no copy of zaris-1's partition
-		{[]link{{"zaris-1", "zaris-4"}}, "zaris-4", false}, // a replica: its owner keeps every write
-		{nil, "zaris-1", false},
+		{netFault{}, fiveServers},
+		{isolate("zaris-2", fiveServers), []string{"zaris-2", "zaris-3", "zaris-4", "zaris-5"}},
+		{netFault{drops: []link{{"zaris-2", "zaris-1"}}}, []string{"zaris-1", "zaris-3", "zaris-4", "zaris-5"}},
+		{netFault{drops: []link{{"zaris-1", "zaris-2"}}}, []string{"zaris-1", "zaris-3", "zaris-4", "zaris-5"}},
+		{split([]string{"zaris-3", "zaris-4", "zaris-1", "zaris-2", "zaris-5"}, 2), []string{"zaris-1", "zaris-2", "zaris-5"}},
 	} {
-		if got := cutFromInSync(m, netFault{drops: tc.drops}, tc.id); got != tc.want {
-			t.Errorf("cutFromInSync(%v, %s) = %v, want %v", tc.drops, tc.id, got, tc.want)
+		side := majoritySide(tc.f, fiveServers)
+		var got []string
+		for _, name := range fiveServers {
+			if n.survivable(m, tc.f, side, zaris.NodeID(name)) {
+				got = append(got, name)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: survivable %v, want %v", tc.f.desc, got, tc.want)
+		}
+	}
+}
+
+// TestMajoritySide checks which servers a fault leaves with the control plane.
+func TestMajoritySide(t *testing.T) {
+	for _, tc := range []struct {
+		f    netFault
+		want []string
+	}{
+		{netFault{}, fiveServers},
+		{isolate("zaris-3", fiveServers), []string{"zaris-1", "zaris-2", "zaris-4", "zaris-5"}},
+		{oneWay(fiveServers, 1), []string{"zaris-2", "zaris-3", "zaris-4", "zaris-5"}}, // zaris-1 unheard
+		{oneWay(fiveServers, 0), fiveServers},
+		{bridge("zaris-3", []string{"zaris-1", "zaris-2", "zaris-4", "zaris-5"}, 2), fiveServers},
+		{split(fiveServers, 2), []string{"zaris-3", "zaris-4", "zaris-5"}},
+	} {
+		side := majoritySide(tc.f, fiveServers)
+		var got []string
+		for _, name := range fiveServers {
+			if side[name] {
+				got = append(got, name)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: majority side %v, want %v", tc.f.desc, got, tc.want)
 		}
 	}
 }
