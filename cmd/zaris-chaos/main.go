@@ -15,7 +15,8 @@
 // to 6 s: a symmetric split, a one-way cut (one link, or all of a server's outgoing or incoming traffic),
 // the control-plane leader isolated, a partition's owner cut from its replicas, or a bridge (two sides
 // only one server reaches). In two faults of three it SIGKILLs a server during the fault, one whose death
-// leaves every partition a live in-sync copy, and restarts it 0.5 to 4 s later, before or after the heal.
+// leaves every partition it holds a live in-sync copy that the fault does not cut off (the failure model:
+// a copy cut off is soon dropped or deposed), and restarts it 0.5 to 4 s later, before or after the heal.
 // The lite member reaches every server throughout, as a client on another network would; its gossip
 // follows the cuts, so it relays no failure probe across them. Every cut is healed before verification,
 // and the namespaces are removed on exit, on interrupt too; a run killed before it could remove them has
@@ -36,6 +37,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -87,6 +89,7 @@ type options struct {
 	nemesis         string
 	valueSize       int
 	verbose         bool
+	serverLogLevel  string
 }
 
 func main() {
@@ -130,6 +133,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
+	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -287,7 +291,7 @@ func newHarness(o options) (*harness, error) {
 		return nil, err
 	}
 	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
-		deadServer: o.deadServer, eviction: o.eviction, servers: servers}
+		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
 	if err := h.openLogs(); err != nil {
 		h.destroyLab()
 		return nil, err
@@ -438,9 +442,34 @@ func (h *harness) awaitHealthy(ctx context.Context) (time.Duration, error) {
 			return time.Since(start), nil
 		}
 		if !chaos.Sleep(ctx, pollPause) {
-			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v: %w", unhealthy, settleBound, ctx.Err())
+			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v (%s): %w", unhealthy, settleBound,
+				describeUnhealthy(h.lite.ClusterMap(), maxDescribed), ctx.Err())
 		}
 	}
+}
+
+// maxDescribed bounds how many partitions a report describes.
+const maxDescribed = 5
+
+// describeUnhealthy describes up to limit partitions of m that are not Healthy: health, owner, epoch, in-sync
+// replicas and assigned nodes, where to start looking in the servers' logs.
+func describeUnhealthy(m *zaris.ClusterMap, limit int) string {
+	var out []string
+	for p, st := range m.Runtime {
+		if st.Owner != "" && st.Health == zaris.Healthy {
+			continue
+		}
+		if len(out) == limit {
+			return strings.Join(out, "; ") + "; ..."
+		}
+		var assigned []zaris.NodeID
+		if p < len(m.Assignment) {
+			assigned = m.Assignment[p]
+		}
+		out = append(out, fmt.Sprintf("partition %d %v, owner %q, epoch %d, in sync %v, assigned %v", p, st.Health,
+			st.Owner, st.Epoch, st.InSync, assigned))
+	}
+	return strings.Join(out, "; ")
 }
 
 // unhealthyPartitions counts the partitions of m that have no owner or are not Healthy; all of them

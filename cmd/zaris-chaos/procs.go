@@ -50,6 +50,7 @@ type cluster struct {
 	failover   time.Duration
 	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
 	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
+	logLevel   string        // the servers' --log-level; "" leaves their default
 
 	mu      sync.Mutex // guards servers, closed and the servers' process fields
 	servers []*server  // oldest first; a server added later is appended
@@ -193,6 +194,9 @@ func (c *cluster) args(s *server, join []string) []string {
 	}
 	if s.dataDir != "" {
 		args = append(args, "--data-dir", s.dataDir)
+	}
+	if c.logLevel != "" {
+		args = append(args, "--log-level", c.logLevel)
 	}
 	return args
 }
