@@ -41,6 +41,21 @@ func newTestLab(t *testing.T) *netLab {
 	return lab
 }
 
+// skipWithoutNamespaces skips the test where a network lab cannot be made, after removing the one it made.
+func skipWithoutNamespaces(t *testing.T) {
+	t.Helper()
+	lab, err := newNetLab()
+	if errors.Is(err, errNoNamespaces) {
+		t.Skipf("no network namespaces here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.destroy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNetLabCutsPackets checks the cuts on real namespaces with UDP packets: a one-way cut drops one
 // direction only, a split both, the lite member's gossip cut drops its gossip port both ways and nothing
 // else, and a heal restores every path.
@@ -210,7 +225,7 @@ func TestPartitionScenario(t *testing.T) {
 	if os.Getenv("ZARIS_CHAOS") == "" {
 		t.Skip("set ZARIS_CHAOS=1 to run a 20 s partition scenario against real processes")
 	}
-	newTestLab(t) // skips where namespaces cannot be made
+	skipWithoutNamespaces(t)
 	o, err := parseOptions([]string{"-nemesis", nemesisPartition, "-duration", "20s", "-seed", "2502"})
 	if err != nil {
 		t.Fatal(err)
