@@ -431,6 +431,10 @@ func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap() }
 // IsLeader reports whether this node currently leads the control plane.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// Leader returns the node this node believes leads the control plane, "" when it knows of none. Every
+// member follows the control plane, lite ones as non-voters, so any of them can tell.
+func (n *Node) Leader() NodeID { return n.leaderID() }
+
 // Ready waits until the cluster has assigned its first partition map, so operations can be routed.
 func (n *Node) Ready(ctx context.Context) error {
 	_, err := n.router.await(ctx)

@@ -3,11 +3,25 @@
 // (-nemesis mixed), kills one every 1 to 2 s and restarts it at once (-nemesis crash-restart), kills the
 // oldest server for good every few seconds and starts a new one in its place (-nemesis replace), kills
 // every server at once every 8 to 12 s and restarts them all from their data directories (-nemesis
-// full-restart, which needs -data-dir), or restarts the servers one at a time, each once the cluster is
-// Healthy again (-nemesis rolling-restart). It then checks what the clients saw: no acknowledged write
-// lost, no get denying one, no phantom value, every key linearizable. It prints the report, with the
-// restart schedules' recovery times and write stalls, and exits 1 if the cluster failed or never
-// recovered.
+// full-restart, which needs -data-dir), restarts the servers one at a time, each once the cluster is
+// Healthy again (-nemesis rolling-restart), or cuts the network between servers while it kills and
+// restarts them (-nemesis partition). It then checks what the clients saw: no acknowledged write lost, no
+// get denying one, no phantom value, every key linearizable. It prints the report, with the restart
+// schedules' recovery times and write stalls, and exits 1 if the cluster failed or never recovered.
+//
+// Under -nemesis partition each server runs in a network namespace of its own (named zch<pid>-<n>, on a
+// bridge zch<pid> in a private 10.217.k.0/24), which needs root and iproute2; without them the command
+// refuses to run that schedule. It makes one network fault at a time, 0.5 to 2 s after the last, held 2
+// to 6 s: a symmetric split, a one-way cut (one link, or all of a server's outgoing or incoming traffic),
+// the control-plane leader isolated, a partition's owner cut from its replicas, or a bridge (two sides
+// only one server reaches). In two faults of three it SIGKILLs a server during the fault, one whose death
+// leaves every partition it holds a live in-sync copy that the fault does not cut off (the failure model:
+// a copy cut off is soon dropped or deposed), and restarts it 0.5 to 4 s later, before or after the heal.
+// The lite member reaches every server throughout, as a client on another network would; its gossip
+// follows the cuts, so it relays no failure probe across them. Every cut is healed before verification,
+// and the namespaces are removed on exit, on interrupt too; a run killed before it could remove them has
+// them removed by the next. A seed replays the same draws; which servers they pick depends on the
+// cluster's map and leader at the time, as for the other schedules.
 package main
 
 import (
@@ -17,11 +31,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,6 +89,7 @@ type options struct {
 	nemesis         string
 	valueSize       int
 	verbose         bool
+	serverLogLevel  string
 }
 
 func main() {
@@ -109,12 +126,14 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts), "+
 		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s), "+nemesisReplace+
 		" (the oldest server killed for good and a new one started, every -replace-every), "+nemesisFullRestart+
-		" (every 8-12 s all servers SIGKILLed at once and restarted within 0.5 s; needs -data-dir) or "+
+		" (every 8-12 s all servers SIGKILLed at once and restarted within 0.5 s; needs -data-dir), "+
 		nemesisRollingRestart+" (each server in turn stopped as -rolling-stop says and restarted at once, the next "+
-		"once every partition is Healthy)")
+		"once every partition is Healthy), or "+nemesisPartition+" (network faults between servers, each in its own "+
+		"network namespace: "+describeFaults()+"; servers killed during them; needs root)")
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
+	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -181,6 +200,7 @@ type harness struct {
 	o       options
 	dir     string // temporary directory: the built binary and the logs
 	c       *cluster
+	lab     *netLab      // the servers' network namespaces under -nemesis partition; nil otherwise
 	log     *slog.Logger // the lite member's log
 	logFile *os.File     // nil with -v
 	lite    *zaris.Node
@@ -233,6 +253,8 @@ func serverTimeouts(o options) string {
 		out += fmt.Sprintf(", full restarts %v ±20%% after each recovery", fullRestartEvery)
 	case nemesisRollingRestart:
 		out += ", rolling restarts stopping each server with " + signalName(o.rollingStop)
+	case nemesisPartition:
+		out += ", each server in a network namespace of its own"
 	}
 	return out
 }
@@ -264,13 +286,46 @@ func newHarness(o options) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	servers, err := newServers(1, o.nodes, o.dataDir)
+	servers, err := h.newServers()
 	if err != nil {
 		return nil, err
 	}
 	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
-		deadServer: o.deadServer, eviction: o.eviction, servers: servers}
-	return h, h.openLogs()
+		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
+	if err := h.openLogs(); err != nil {
+		h.destroyLab()
+		return nil, err
+	}
+	return h, nil
+}
+
+// newServers makes the servers: on loopback with free ports, or under -nemesis partition each in a
+// network namespace of its own.
+func (h *harness) newServers() ([]*server, error) {
+	if h.o.nemesis != nemesisPartition {
+		return newServers(1, h.o.nodes, h.o.dataDir)
+	}
+	lab, err := newNetLab()
+	if err != nil {
+		return nil, err
+	}
+	h.lab = lab
+	servers, err := labServers(lab, 1, h.o.nodes, h.o.dataDir)
+	if err != nil {
+		h.destroyLab()
+		return nil, err
+	}
+	return servers, nil
+}
+
+// destroyLab removes the servers' namespaces and bridge, if there are any, and says when it cannot.
+func (h *harness) destroyLab() {
+	if h.lab == nil {
+		return
+	}
+	if err := h.lab.destroy(); err != nil {
+		fmt.Fprintln(os.Stderr, "zaris-chaos: removing the network namespaces:", err)
+	}
 }
 
 // serverBinary returns -bin, checked, or builds cmd/zaris into the temporary directory.
@@ -311,6 +366,7 @@ func (h *harness) interrupts() context.Context {
 		cancel()
 		<-sigs
 		h.c.killAll()
+		h.destroyLab()
 		os.Exit(130)
 	}()
 	return ctx
@@ -352,6 +408,10 @@ func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
 	cfg.MaxRetries = maxRetries
 	cfg.Join = h.c.joinAddrs(nil)
 	cfg.Logger = h.log
+	if h.lab != nil {
+		host := h.lab.hostAddr().String()
+		cfg.GossipAddr, cfg.DataAddr = net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0")
+	}
 	ctx, cancel := context.WithTimeout(ctx, settleBound)
 	defer cancel()
 	node, err := zaris.Join(ctx, cfg)
@@ -361,6 +421,12 @@ func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
 	if err := node.Ready(ctx); err != nil {
 		node.Close()
 		return nil, fmt.Errorf("lite member got no partition map: %w", err)
+	}
+	if h.lab != nil {
+		if err := h.lab.setLite(node.GossipAddr()); err != nil {
+			node.Close()
+			return nil, err
+		}
 	}
 	return node, nil
 }
@@ -376,9 +442,34 @@ func (h *harness) awaitHealthy(ctx context.Context) (time.Duration, error) {
 			return time.Since(start), nil
 		}
 		if !chaos.Sleep(ctx, pollPause) {
-			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v: %w", unhealthy, settleBound, ctx.Err())
+			return time.Since(start), fmt.Errorf("%d partitions not Healthy within %v (%s): %w", unhealthy, settleBound,
+				describeUnhealthy(h.lite.ClusterMap(), maxDescribed), ctx.Err())
 		}
 	}
+}
+
+// maxDescribed bounds how many partitions a report describes.
+const maxDescribed = 5
+
+// describeUnhealthy describes up to limit partitions of m that are not Healthy: health, owner, epoch, in-sync
+// replicas and assigned nodes, where to start looking in the servers' logs.
+func describeUnhealthy(m *zaris.ClusterMap, limit int) string {
+	var out []string
+	for p, st := range m.Runtime {
+		if st.Owner != "" && st.Health == zaris.Healthy {
+			continue
+		}
+		if len(out) == limit {
+			return strings.Join(out, "; ") + "; ..."
+		}
+		var assigned []zaris.NodeID
+		if p < len(m.Assignment) {
+			assigned = m.Assignment[p]
+		}
+		out = append(out, fmt.Sprintf("partition %d %v, owner %q, epoch %d, in sync %v, assigned %v", p, st.Health,
+			st.Owner, st.Epoch, st.InSync, assigned))
+	}
+	return strings.Join(out, "; ")
 }
 
 // unhealthyPartitions counts the partitions of m that have no owner or are not Healthy; all of them
@@ -444,6 +535,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	work.Go(func() { w.Run(workCtx) })
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
 	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
+	h.nem.net = h.lab
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
 	fmt.Printf("faults for %v:\n", h.o.duration)
@@ -460,6 +552,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	if restartSchedule(h.o.nemesis) {
 		settled = h.noteRestarts() && settled
 	}
+	if h.o.nemesis == nemesisPartition {
+		settled = h.noteNetwork() && settled
+	}
 	if ctx.Err() != nil {
 		h.notes = append(h.notes, "interrupted: the run was cut short")
 		settled = false
@@ -470,7 +565,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 // settleHealthy waits until every partition is Healthy after the workload stopped. After restarts the map
 // must first have caught up with them (see settling): until then its health says nothing.
 func (h *harness) settleHealthy(ctx context.Context) bool {
-	if restartSchedule(h.o.nemesis) {
+	if restartSchedule(h.o.nemesis) || h.o.nemesis == nemesisPartition {
 		return h.settle(ctx, h.nem.awaitRecovered, "every server's current process in the map with copies assigned, "+
 			"no partition moving and every partition Healthy %v after the workload stopped")
 	}
@@ -537,7 +632,7 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
-	if restartSchedule(h.o.nemesis) {
+	if restartSchedule(h.o.nemesis) || h.o.nemesis == nemesisPartition {
 		h.notes = append(h.notes, writeStalls(acked, h.nem.start, healed).String())
 	}
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
@@ -598,10 +693,11 @@ func (h *harness) shutDown() {
 	}
 }
 
-// tearDown kills whatever is still running, closes the lite member and removes the built binary; the
-// logs stay.
+// tearDown kills whatever is still running, removes the servers' namespaces, closes the lite member and
+// removes the built binary; the logs stay.
 func (h *harness) tearDown() {
 	h.c.killAll()
+	h.destroyLab()
 	if h.lite != nil {
 		h.lite.Close()
 	}

@@ -20,6 +20,7 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"-nemesis", "crash-restart"}, nemesisCrashRestart, crashValue},
 		{[]string{"-nemesis", "crash-restart", "-value-size", "0"}, nemesisCrashRestart, 0},
 		{[]string{"-value-size", "64"}, nemesisMixed, 64},
+		{[]string{"-nemesis", "partition"}, nemesisPartition, 0},
 	} {
 		o, err := parseOptions(tc.args)
 		if err != nil || o.nemesis != tc.nemesis || o.valueSize != tc.valueSize {

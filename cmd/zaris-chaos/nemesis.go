@@ -42,6 +42,14 @@ type nemesis struct {
 	recoveries []recovery
 	// restarts counts the restarts of each server under -nemesis rolling-restart.
 	restarts map[string]int
+
+	// net cuts the servers' network under -nemesis partition; nil otherwise.
+	net *netLab
+	// shapes counts the network faults made, by shape; killsInFaults the servers SIGKILLed during one.
+	shapes        map[string]int
+	killsInFaults int
+	// healFailed says the last heal of the network left some cut in place.
+	healFailed bool
 }
 
 // killEvent is one SIGKILL: when it was sent and the partitions the victim owned just before.
@@ -53,7 +61,7 @@ type killEvent struct {
 // newNemesis returns a nemesis over c whose choices are drawn from seed.
 func newNemesis(c *cluster, lite *zaris.Node, seed uint64, out io.Writer) *nemesis {
 	return &nemesis{c: c, lite: lite, rng: rand.New(rand.NewPCG(seed, 1)), out: out, dead: map[zaris.NodeID]uint64{},
-		restarts: map[string]int{}}
+		restarts: map[string]int{}, shapes: map[string]int{}}
 }
 
 // The fault schedules -nemesis selects.
@@ -63,10 +71,12 @@ const (
 	nemesisReplace        = "replace"         // the oldest server killed for good and a new one started, every few s
 	nemesisFullRestart    = "full-restart"    // every server killed at once and all restarted, every few s
 	nemesisRollingRestart = "rolling-restart" // one server at a time restarted, the next once all is Healthy
+	nemesisPartition      = "partition"       // network faults between servers, with kills during them
 )
 
 // nemeses lists the fault schedules -nemesis accepts.
-var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace, nemesisFullRestart, nemesisRollingRestart}
+var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace, nemesisFullRestart, nemesisRollingRestart,
+	nemesisPartition}
 
 // run injects faults on the schedule kind names for duration, or until ctx ends. Every step draws the same
 // numbers whatever the cluster's state, so a seed replays the same schedule of choices. The restart
@@ -84,6 +94,8 @@ func (n *nemesis) run(ctx context.Context, kind string, duration time.Duration) 
 		n.runFullRestart(ctx, faults)
 	case nemesisRollingRestart:
 		n.runRollingRestart(ctx, faults)
+	case nemesisPartition:
+		n.runPartition(faults)
 	default:
 		n.runMixed(faults)
 	}
@@ -325,8 +337,9 @@ func (n *nemesis) restart(s *server) error {
 	return n.c.start(s, n.c.joinAddrs(s, n.lite.GossipAddr()))
 }
 
-// healAll thaws every server and restarts the one that is down.
+// healAll heals the network, thaws every server and restarts the one that is down.
 func (n *nemesis) healAll() {
+	n.healNetwork()
 	for _, s := range n.c.list() {
 		n.c.signal(s, syscall.SIGCONT, false)
 	}

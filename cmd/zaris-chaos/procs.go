@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ type server struct {
 	name               string
 	gossip, data, resp string
 	dataDir            string
+	netns              string // the network namespace it runs in; "" for the root one
 	cmd                *exec.Cmd
 	done               chan struct{} // closed once the current process has exited
 	exitErr            error         // how the current process ended, set before done is closed
@@ -48,6 +50,7 @@ type cluster struct {
 	failover   time.Duration
 	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
 	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
+	logLevel   string        // the servers' --log-level; "" leaves their default
 
 	mu      sync.Mutex // guards servers, closed and the servers' process fields
 	servers []*server  // oldest first; a server added later is appended
@@ -136,6 +139,26 @@ func newServers(first, n int, dataRoot string) ([]*server, error) {
 	return servers, nil
 }
 
+// labServers names the nodes zaris-first..zaris-(first+n-1), each in a network namespace of lab with the
+// fixed ports on its own address, and a data directory under dataRoot when it is set.
+func labServers(lab *netLab, first, n int, dataRoot string) ([]*server, error) {
+	servers := make([]*server, n)
+	for i := range servers {
+		s := &server{name: "zaris-" + strconv.Itoa(first+i)}
+		ns, addr, err := lab.addServer(s.name, first+i)
+		if err != nil {
+			return nil, err
+		}
+		at := func(port int) string { return netip.AddrPortFrom(addr, uint16(port)).String() }
+		s.netns, s.gossip, s.data, s.resp = ns, at(labGossipPort), at(labDataPort), at(labRESPPort)
+		if dataRoot != "" {
+			s.dataDir = filepath.Join(dataRoot, s.name)
+		}
+		servers[i] = s
+	}
+	return servers, nil
+}
+
 // list returns the servers, oldest first, as they are now.
 func (c *cluster) list() []*server {
 	c.mu.Lock()
@@ -172,6 +195,9 @@ func (c *cluster) args(s *server, join []string) []string {
 	if s.dataDir != "" {
 		args = append(args, "--data-dir", s.dataDir)
 	}
+	if c.logLevel != "" {
+		args = append(args, "--log-level", c.logLevel)
+	}
 	return args
 }
 
@@ -206,7 +232,7 @@ func (c *cluster) start(s *server, join []string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.bin, c.args(s, join)...)
+	cmd := c.command(s, join)
 	cmd.Env, cmd.Stdout, cmd.Stderr = childEnv(), out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	done := make(chan struct{})
@@ -225,6 +251,15 @@ func (c *cluster) start(s *server, join []string) error {
 	c.mu.Unlock()
 	go c.reap(s, cmd, done, out)
 	return nil
+}
+
+// command returns the process of s: the server binary, run in s's network namespace when it has one.
+// ip netns exec replaces itself with the binary, so the process's pid is the server's and signals reach it.
+func (c *cluster) command(s *server, join []string) *exec.Cmd {
+	if s.netns == "" {
+		return exec.Command(c.bin, c.args(s, join)...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", s.netns, c.bin}, c.args(s, join)...)...)
 }
 
 // reap waits for a process of s to exit and records how it ended.
