@@ -8,6 +8,8 @@
 // restarts them (-nemesis partition). It then checks what the clients saw: no acknowledged write lost, no
 // get denying one, no phantom value, every key linearizable. It prints the report, with the restart
 // schedules' recovery times and write stalls, and exits 1 if the cluster failed or never recovered.
+// With -secure, every process, the lite member included, speaks mutual TLS under a CA the run makes, and
+// gossip is encrypted with a key the run draws.
 //
 // Under -nemesis partition each server runs in a network namespace of its own (named zch<pid>-<n>, on a
 // bridge zch<pid> in a private 10.217.k.0/24), which needs root and iproute2; without them the command
@@ -89,6 +91,7 @@ type options struct {
 	nemesis         string
 	valueSize       int
 	verbose         bool
+	secure          bool
 	serverLogLevel  string
 }
 
@@ -132,6 +135,7 @@ func parseOptions(args []string) (options, error) {
 		"network namespace: "+describeFaults()+"; servers killed during them; needs root)")
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
+	fs.BoolVar(&o.secure, "secure", false, "peers speak mutual TLS under a CA the run makes, and gossip is encrypted")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -292,6 +296,12 @@ func newHarness(o options) (*harness, error) {
 	}
 	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
 		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
+	if o.secure {
+		if h.c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
+			h.destroyLab()
+			return nil, fmt.Errorf("-secure: %w", err)
+		}
+	}
 	if err := h.openLogs(); err != nil {
 		h.destroyLab()
 		return nil, err
@@ -408,6 +418,11 @@ func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
 	cfg.MaxRetries = maxRetries
 	cfg.Join = h.c.joinAddrs(nil)
 	cfg.Logger = h.log
+	if h.c.pki != nil {
+		if err := h.c.pki.secure(&cfg); err != nil {
+			return nil, fmt.Errorf("-secure: %w", err)
+		}
+	}
 	if h.lab != nil {
 		host := h.lab.hostAddr().String()
 		cfg.GossipAddr, cfg.DataAddr = net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -213,5 +215,34 @@ func TestParseRestartOptions(t *testing.T) {
 		if _, err := parseOptions(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseOptions(%q) = %v, want an error about %s", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestSecureRun checks that -secure gives every server the flags and files of a secured peer, and the
+// lite member a TLS config and gossip key that load.
+func TestSecureRun(t *testing.T) {
+	p, err := newPKI(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := p.serverArgs("zaris-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "--gossip-key" {
+			continue
+		}
+		if _, err := os.Stat(args[i+1]); err != nil {
+			t.Fatalf("%s: %v", args[i], err)
+		}
+	}
+	if _, err := zaris.PeerTLSFromFiles(args[1], args[3], args[5]); err != nil {
+		t.Fatalf("the server's files do not load: %v", err)
+	}
+	cfg := zaris.DefaultConfig()
+	cfg.Name = "chaos-lite"
+	if err := p.secure(&cfg); err != nil || cfg.TLS == nil || len(cfg.GossipKey) != 32 {
+		t.Fatalf("lite member: TLS %v, gossip key of %d bytes, err %v", cfg.TLS != nil, len(cfg.GossipKey), err)
 	}
 }

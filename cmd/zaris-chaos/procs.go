@@ -51,6 +51,7 @@ type cluster struct {
 	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
 	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
 	logLevel   string        // the servers' --log-level; "" leaves their default
+	pki        *pki          // -secure: peer TLS and gossip key for every process; nil runs them open
 
 	mu      sync.Mutex // guards servers, closed and the servers' process fields
 	servers []*server  // oldest first; a server added later is appended
@@ -197,6 +198,13 @@ func (c *cluster) args(s *server, join []string) []string {
 	}
 	if c.logLevel != "" {
 		args = append(args, "--log-level", c.logLevel)
+	}
+	if c.pki != nil {
+		secure, err := c.pki.serverArgs(s.name)
+		if err != nil {
+			panic(err) // the harness's own files in its own directory
+		}
+		args = append(args, secure...)
 	}
 	return args
 }
