@@ -30,7 +30,7 @@ import (
 //     EvictionTimeout is no longer placeable, nor, after LostPartitionTimeout, one holding a lost partition
 //     on its disk.
 //   - recreate: a partition lost for EvictionTimeout (LostPartitionTimeout when a holder keeps it on disk)
-//     starts again empty on an alive assigned node.
+//     starts again empty on an alive assigned node, or on its target if it was moving.
 //   - move: copies start, at most MaxMigrations at once; moves whose owner stays settle once in sync.
 //
 // Each partition gets at most one decision per round. Every command names the epoch it was decided at and
@@ -417,35 +417,46 @@ func (r *round) placeable() []NodeID {
 }
 
 // recreateLost gives each partition lost for its timeout (no owner, no move under way), whose assigned
-// nodes include an alive member, to the first of them: the partition starts again empty there. (A
-// partition whose nodes are evicted is relocated by the plan instead.) A partition a node keeps on its
-// disk waits LostPartitionTimeout, since that node may come back with every acknowledged write.
+// nodes include an alive member, to the first of them: the partition starts again empty there. (A lost
+// partition that is moving settles on its target once given up: advanceMoves.)
 func (r *round) recreateLost() {
-	durable := durableMembers(r.Members)
 	for p, st := range r.Map.Runtime {
-		if st.Owner != "" || st.Target != nil {
+		if st.Owner != "" {
 			delete(r.clocks.lost, p)
 			continue
 		}
-		lostFor := r.clocks.lost.elapsed(p, r.Now) // counted from the first round that saw it lost
-		onDisk := heldOnDisk(st, durable)
-		timeout := r.rules.EvictionTimeout
-		if onDisk {
-			timeout = r.rules.LostPartitionTimeout
-		}
+		givenUp, onDisk := r.givenUp(p, st)
 		i := slices.IndexFunc(r.Map.Assignment[p], func(id NodeID) bool { return r.alive[id] })
-		if i < 0 || lostFor < timeout || r.decided[p] {
+		if st.Target != nil || i < 0 || !givenUp || r.decided[p] {
 			continue
 		}
-		to := r.Map.Assignment[p][i]
-		cmd := command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}}
-		if onDisk {
-			r.add(cmd, slog.LevelError, "recreating lost partition EMPTY: giving up the acknowledged writes on the disks of the nodes that held it",
-				"partition", p, "held by", st.InSync, "waited", timeout, "on", to, "epoch", st.Epoch+1)
-			continue
-		}
-		r.add(cmd, slog.LevelWarn, "recreating lost partition", "partition", p, "on", to, "epoch", st.Epoch+1)
+		r.add(command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: r.Map.Assignment[p][i]}},
+			r.giveUpLevel(onDisk), "recreating lost partition EMPTY", r.giveUpAttrs(p, st, onDisk, r.Map.Assignment[p][i])...)
 	}
+}
+
+// givenUp reports whether partition p, lost, has waited long enough for the nodes that held it: counted
+// from the first round that saw it lost, EvictionTimeout when they kept it in memory, LostPartitionTimeout
+// when one keeps it on disk, since that node may come back with every acknowledged write.
+func (r *round) givenUp(p int, st PartitionState) (givenUp, onDisk bool) {
+	lostFor := r.clocks.lost.elapsed(p, r.Now)
+	onDisk = heldOnDisk(st, durableMembers(r.Members))
+	timeout := r.rules.EvictionTimeout
+	if onDisk {
+		timeout = r.rules.LostPartitionTimeout
+	}
+	return lostFor >= timeout, onDisk
+}
+
+func (r *round) giveUpLevel(onDisk bool) slog.Level {
+	if onDisk {
+		return slog.LevelError // what the disks of its holders keep is given up
+	}
+	return slog.LevelWarn
+}
+
+func (r *round) giveUpAttrs(p int, st PartitionState, onDisk bool, to NodeID) []any {
+	return []any{"partition", p, "held by", st.InSync, "on disk", onDisk, "on", to, "epoch", st.Epoch + 1}
 }
 
 // durableMembers returns the members whose copies outlive their process.
@@ -473,7 +484,7 @@ func holdsLost(m *ClusterMap, id NodeID) bool {
 }
 
 // advanceMoves starts copies up to MaxMigrations and settles the moves that need no hand-over: those whose
-// owner stays, once every target node is in sync, and those with no owner at all (nothing left to copy).
+// owner stays, once every target node is in sync, and those with no owner at all once given up.
 // Moves whose owner changes are settled at the owner's request after its cut-over (cutover.go).
 func (r *round) advanceMoves() {
 	copying := 0
@@ -486,7 +497,11 @@ func (r *round) advanceMoves() {
 		switch {
 		case r.decided[p], st.Target == nil, st.Health == Recovering:
 		case st.Owner == "":
-			r.add(command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: st.Target[0]}}, slog.LevelInfo, "settling ownerless move", "partition", p)
+			// Nothing to copy: it settles on its target, empty, unless a node that held it may return.
+			if givenUp, onDisk := r.givenUp(p, st); givenUp || len(st.InSync) == 0 {
+				r.add(command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: st.Target[0]}},
+					r.giveUpLevel(onDisk), "settling lost partition EMPTY on its target", r.giveUpAttrs(p, st, onDisk, st.Target[0])...)
+			}
 		case st.From == nil:
 			if copying < r.rules.MaxMigrations {
 				r.add(command{Kind: cmdMigrate, Partition: p, Epoch: st.Epoch}, slog.LevelDebug, "starting move", "partition", p)

@@ -245,8 +245,14 @@ func TestDecideLostPartitions(t *testing.T) {
 			held: time.Hour, failedFor: time.Second, probe: silentA, want: []string{`promote p0 to "b" at 7`}},
 		{name: "no assigned node alive", setup: lost, held: 2 * time.Hour, failedFor: time.Second, probe: silentA,
 			members: []member{mbr("a", serf.StatusFailed), mbr("b", serf.StatusFailed), mbr("c", serf.StatusFailed)}},
-		{name: "a move under way relocates it instead", setup: func(m *ClusterMap) { lost(m); m.Runtime[0].Target = []NodeID{"b", "c", "a"} },
+		{name: "moving, it waits for its holder as long", setup: func(m *ClusterMap) { lost(m); m.Runtime[0].Target = []NodeID{"b", "c", "a"} },
+			members: aFailed(false), held: 59 * time.Second, probe: silentA},
+		{name: "moving, once given up it settles empty on its target", setup: func(m *ClusterMap) { lost(m); m.Runtime[0].Target = []NodeID{"b", "c", "a"} },
 			members: aFailed(false), held: time.Minute, failedFor: time.Second, probe: silentA, want: []string{"settle p0 on b"}},
+		{name: "moving, with no holder it settles at once", setup: func(m *ClusterMap) {
+			lost(m)
+			m.Runtime[0].InSync, m.Runtime[0].Target = nil, []NodeID{"b", "c", "a"}
+		}, members: aFailed(false), probe: silentA, want: []string{"settle p0 on b"}},
 	})
 }
 

@@ -139,15 +139,15 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 // tookOver prepares this node to serve partition p, which it owns in next and did not own before: it does
 // not know yet what its replicas confirm, and unless the partition was handed over, a replica may hold
 // writes of the previous owner that this node never had. Given a partition that had no owner left without
-// holding it, it starts again empty.
+// holding it, it starts again empty, whether by a recreation or by a move settled without an owner.
 func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) {
 	r.forgetConfirmed(p)
-	if handedOver(was, st) {
-		return
-	}
-	if was.Owner == "" && !slices.Contains(was.InSync, r.n.id) {
+	switch {
+	case was.Owner == "" && !slices.Contains(was.InSync, r.n.id):
 		r.discard(p, st.Epoch)
 		r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
+	case handedOver(was, st):
+		return
 	}
 	r.resyncReplicas(p, next)
 }
@@ -163,9 +163,9 @@ func (r *replication) resyncReplicas(p int, m *ClusterMap) {
 	}
 }
 
-// handedOver reports whether a partition went from was to st by a settled move that changed its owner.
+// handedOver reports whether a partition went from was to st by a settled move that an owner handed over.
 func handedOver(was, st PartitionState) bool {
-	return len(was.Target) > 0 && st.Target == nil && st.Owner == was.Target[0] && st.Epoch == was.Epoch+1
+	return was.Owner != "" && len(was.Target) > 0 && st.Target == nil && st.Owner == was.Target[0] && st.Epoch == was.Epoch+1
 }
 
 // discard empties this node's copy of partition p, in memory and on disk, and fences epochs before epoch.

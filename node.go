@@ -461,19 +461,32 @@ func (n *Node) Leave(ctx context.Context) error {
 	return errors.Join(drained, err, n.Close())
 }
 
-// drain waits until no partition is assigned to this node, once it has told the cluster it is leaving.
-// With no other member to take the partitions (the last one, or all leaving together) there is nothing to
-// drain to.
+// drain waits until no partition is assigned to this node, once it has told the cluster it is leaving. Only
+// an ended ctx, or a node closed meanwhile, cuts it short while the node may hold the only copies. With no
+// other member to take the partitions (the last one, or all leaving together) there is nothing to drain
+// to: the drain ends once no other member could hold them for FailoverTimeout while this node hears from
+// the control plane, so that an isolated or starved node, which sees no one, keeps waiting instead.
 func (n *Node) drain(ctx context.Context) error {
 	if n.fsm.clusterMap().Version == 0 || !n.othersCanHold() {
 		return nil
 	}
 	if err := n.members.markLeaving(); err != nil {
-		return fmt.Errorf("zaris: leave: announce drain: %w", err)
+		// The flag is set here already; only its broadcast was not confirmed in time. Gossip carries it.
+		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
-	for n.fsm.clusterMap().holds(n.id) && n.othersCanHold() { // they may all be leaving at once
-		if err := sleepCtx(ctx, n.cfg.Timing.RaftCommit); err != nil {
-			return fmt.Errorf("zaris: leave: partitions not drained: %w", err)
+	alone := countdowns[bool]{}
+	for n.fsm.clusterMap().holds(n.id) {
+		if n.othersCanHold() || !n.holdsLease() {
+			clear(alone)
+		} else if alone.elapsed(true, time.Now()) >= n.cfg.FailoverTimeout {
+			return nil
+		}
+		select {
+		case <-time.After(n.cfg.Timing.RaftCommit):
+		case <-ctx.Done():
+			return fmt.Errorf("zaris: leave: partitions not drained: %w", ctx.Err())
+		case <-n.stop:
+			return ErrClosed
 		}
 	}
 	return nil
