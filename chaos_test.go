@@ -60,6 +60,12 @@ type certRun struct {
 	rng    *rand.Rand
 	acks   *ackRecorder
 	ledger *chaos.Ledger
+	trace  *mapTrace
+	// control keeps the control plane's log lines, with ZARIS_CHAOS_DUMP.
+	control *controlLog
+	// history is what the clients saw; stopWork stops them and waits until they have.
+	history  *chaos.History
+	stopWork func()
 
 	// allowUnavailable is the certification's: a partition may end Unavailable if it says so.
 	allowUnavailable bool
@@ -166,6 +172,13 @@ func (cr *certRun) step(format string, args ...any) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.steps = append(cr.steps, fmt.Sprintf("%6.1fs ", time.Since(cr.start).Seconds())+fmt.Sprintf(format, args...))
+}
+
+// snapshotSteps returns the nemesis's steps so far.
+func (cr *certRun) snapshotSteps() []string {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return slices.Clone(cr.steps)
 }
 
 // liveIndexes returns the indexes of the nodes that are up.
@@ -440,7 +453,7 @@ func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { ret
 // runCertification runs one certification and returns its report.
 func runCertification(t *testing.T, cert certification) *chaos.Report {
 	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
-	acks := newAckRecorder()
+	acks, trace, control := newAckRecorder(), &mapTrace{start: time.Now()}, &controlLog{start: time.Now()}
 	c := startCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
 		cfg.WriteConcern = cert.concern
 		cfg.FailoverTimeout = 500 * time.Millisecond
@@ -448,13 +461,17 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		cfg.HealCooldown = 500 * time.Millisecond
 		cfg.MaxRetries = 6
 		cfg.observeAck = acks.observe
+		cfg.beforeApply = trace.observe
+		if os.Getenv("ZARIS_CHAOS_DUMP") != "" {
+			cfg.Logger = control.logger(cfg.Name)
+		}
 		if cert.config != nil {
 			cert.config(cfg)
 		}
 	}))
 	history, ledger := &chaos.History{}, &chaos.Ledger{}
-	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, down: map[int]bool{},
-		allowUnavailable: cert.allowUnavailable}
+	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, trace: trace,
+		control: control, down: map[int]bool{}, allowUnavailable: cert.allowUnavailable}
 	var picks sync.Map
 	w := &chaos.Workload{
 		Clients: cmp.Or(cert.clients, 10), Registers: 200, LedgerShare: cmp.Or(cert.ledgerShare, 0.3), ValueSize: cert.valueSize,
@@ -478,8 +495,11 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	workCtx, stopWork := context.WithCancel(context.Background())
 	var workDone sync.WaitGroup
 	workDone.Go(func() { w.Run(workCtx) })
+	cr.history, cr.stopWork = history, sync.OnceFunc(func() { stopWork(); workDone.Wait() })
 
 	cr.start = time.Now()
+	trace.begin(cr.start)
+	control.begin(cr.start)
 	faultCtx, stopFaults := context.WithTimeout(context.Background(), cert.duration)
 	cert.nemesis(faultCtx, cr)
 	stopFaults()
@@ -491,8 +511,7 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	cr.healed = time.Now()
 	cr.step("final heal")
 	writable := cr.everyPartitionWritable(60 * time.Second)
-	stopWork()
-	workDone.Wait()
+	cr.stopWork()
 	cr.awaitSettled(60 * time.Second)
 
 	return cr.report(cert, history, ledger, writable)
@@ -521,22 +540,45 @@ func (cr *certRun) awaitSettled(bound time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			cr.dumpState()
-			cr.t.Fatalf("%d partitions not settled %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
+			cr.unrecovered("%d partitions not settled %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// dumpState logs each node's view of the control plane and, when ZARIS_CHAOS_DUMP is set, writes every
-// goroutine's stack there: the evidence for a cluster that did not recover.
+// unrecovered fails a run whose cluster did not recover after the final heal: it stops the clients, dumps
+// the evidence and checks the history they recorded first, so that a cluster left down does not hide a
+// safety violation.
+func (cr *certRun) unrecovered(format string, args ...any) {
+	cr.stopWork()
+	cr.dumpState()
+	ops := cr.history.Ops()
+	lin := chaos.CheckLinearizable(ops, 60*time.Second)
+	for _, note := range dumpViolations(cr.t, ops, lin.ViolatingKeys) {
+		cr.t.Log(note)
+	}
+	cr.t.Logf("history so far: linearizable %v (violations on %v, %d false NotFound), %d phantoms, split brain %v",
+		lin.Ok, lin.ViolatingKeys, lin.FalseNotFound, len(chaos.Phantoms(ops)), cr.acks.splitBrain())
+	cr.t.Fatalf(format, args...)
+}
+
+// dumpState logs each node's view of the control plane and, when ZARIS_CHAOS_DUMP is set, writes there the
+// nemesis's steps, the map changes and every goroutine's stack: the evidence for a cluster that did not
+// recover.
 func (cr *certRun) dumpState() {
 	for _, n := range cr.c.live() {
-		cr.t.Logf("%s: leader %v, map index %d, raft applied %d", n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex())
+		stats := n.raft.Stats()
+		cr.t.Logf("%s: leader %v, map index %d, raft applied %d, state %s, term %s, last contact %s, servers %s",
+			n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex(), stats["state"], stats["term"],
+			stats["last_contact"], stats["latest_configuration"])
 	}
 	dir := os.Getenv("ZARIS_CHAOS_DUMP")
 	if dir == "" {
 		return
+	}
+	notes := append(dumpFaults(cr.t, cr.snapshotSteps()), cr.trace.dump(cr.t)...)
+	for _, note := range append(notes, cr.control.dump(cr.t)...) {
+		cr.t.Log(note)
 	}
 	path := filepath.Join(dir, "goroutines.txt")
 	f, err := os.Create(path)
@@ -567,8 +609,7 @@ func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 				break
 			}
 			if time.Now().After(deadline) {
-				cr.dumpState()
-				cr.t.Fatalf("partition %d not writable %v after the final heal: %v", p, bound, err)
+				cr.unrecovered("partition %d not writable %v after the final heal: %v; %s", p, bound, err, describePartition(cr.c.currentMap(), p))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -685,7 +726,9 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	r.Unavailable, r.Dishonest = cr.checkUnavailable()
 	r.Notes = append(r.Notes, fmt.Sprintf("every partition writable %v after the final heal", writable.Round(time.Millisecond)))
 	r.Notes = append(r.Notes, dumpViolations(cr.t, ops, r.Linear.ViolatingKeys)...)
-	r.Notes = append(r.Notes, dumpFaults(cr.t, cr.steps)...)
+	r.Notes = append(r.Notes, dumpFaults(cr.t, cr.snapshotSteps())...)
+	r.Notes = append(r.Notes, cr.trace.dump(cr.t)...)
+	r.Notes = append(r.Notes, cr.control.dump(cr.t)...)
 	if diff := replicaDifferences(cr.c); diff != "" {
 		r.Notes = append(r.Notes, "replicas differ: "+diff)
 		r.SplitBrain = append(r.SplitBrain, "replicas did not converge: "+diff)
