@@ -99,8 +99,8 @@ func (cr *certRun) rejoin(i int) {
 	cr.mu.Lock()
 	cr.left = slices.DeleteFunc(cr.left, func(j int) bool { return j == i })
 	cr.mu.Unlock()
-	n := cr.c.restart(i)
-	cr.step("rejoin %s: partitions move to it", n.id)
+	n := cr.startAgain(i)
+	cr.step("rejoin %s (its links healed): partitions move to it", n.id)
 }
 
 // movePhase is the moment of a move at which the nemesis kills.

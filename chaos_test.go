@@ -339,8 +339,18 @@ func (cr *certRun) restartOne() {
 	if i < 0 {
 		return
 	}
-	n := cr.c.restart(i)
-	cr.step("restart %s", n.id)
+	n := cr.startAgain(i)
+	cr.step("restart %s (its links healed)", n.id)
+}
+
+// startAgain starts a new process for node i, killed or left, with the faults on its links healed: a
+// starting process must reach a member to join.
+func (cr *certRun) startAgain(i int) *Node {
+	for _, j := range cr.liveIndexes() {
+		cr.c.faults.Heal(cr.name(i), cr.name(j))
+		cr.c.faults.Heal(cr.name(j), cr.name(i))
+	}
+	return cr.c.restart(i)
 }
 
 // names returns the names of the live nodes at the given indexes.
