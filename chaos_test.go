@@ -375,10 +375,6 @@ func randomNemesis(ctx context.Context, cr *certRun) {
 			cr.killAmidFaults()
 		case 2:
 			cr.restartOne()
-		case 8:
-			cr.rebalance()
-		case 9, 10:
-			cr.killDuringMove(ctx)
 		case 3:
 			if l := cr.c.leader(); l >= 0 {
 				for _, j := range live {
@@ -400,6 +396,10 @@ func randomNemesis(ctx context.Context, cr *certRun) {
 		case 7:
 			cr.c.faults.HealAll()
 			cr.step("heal")
+		case 8:
+			cr.rebalance()
+		case 9, 10:
+			cr.killDuringMove(ctx)
 		}
 	}
 }
@@ -636,31 +636,38 @@ func (cr *certRun) leftUnavailable(p int) bool {
 
 // beyondModel returns, for each partition the run took beyond the failure model, why: it is Unavailable,
 // none of the nodes the map keeps as holders of its acknowledged writes is alive as the process the map
-// records, and the nemesis killed a node holding it. Every in-sync copy of it then died, which the failure
-// model does not cover; it happens when a kill races a decision that shrinks the in-sync set. Such a
-// partition may stay Unavailable, and reads of it must say so.
+// records, and every node the map named as a holder when the partition lost its owner was killed by the
+// nemesis while holding it. Every in-sync copy of it then died, which the failure model does not cover; it
+// happens when a kill races a decision that shrinks the in-sync set. Such a partition may stay Unavailable,
+// and reads of it must say so. A holder that left, or died otherwise, is no excuse.
 func (cr *certRun) beyondModel(m *ClusterMap) map[int]string {
 	out := map[int]string{}
 	for p, st := range m.Runtime {
 		if st.Health != Unavailable || len(cr.liveCopies(m, st)) > 0 {
 			continue
 		}
-		if killed := cr.killedHolding(p); len(killed) > 0 {
-			out[p] = fmt.Sprintf("partition %d Unavailable at epoch %d: no holder of it alive (%v); the nemesis killed %s holding it",
-				p, st.Epoch, st.InSync, strings.Join(killed, ", "))
+		holders := cr.trace.lostHolders(p)
+		killed := cr.killedHolding(p, holders)
+		if len(holders) > 0 && len(killed) == len(holders) {
+			out[p] = fmt.Sprintf("partition %d Unavailable at epoch %d: its holders %v all died, killed by the nemesis holding it (%s)",
+				p, st.Epoch, holders, strings.Join(killed, ", "))
 		}
 	}
 	return out
 }
 
-// killedHolding describes the kills of nodes that held a copy of partition p.
-func (cr *certRun) killedHolding(p int) []string {
+// killedHolding describes, for each of ids that the nemesis killed while it held a copy of partition p,
+// its last such kill.
+func (cr *certRun) killedHolding(p int, ids []NodeID) []string {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	var out []string
-	for _, ev := range cr.kills {
-		if slices.Contains(ev.held, p) {
-			out = append(out, fmt.Sprintf("%s at %.1fs", ev.id, ev.at.Sub(cr.start).Seconds()))
+	for _, id := range ids {
+		for i := len(cr.kills) - 1; i >= 0; i-- {
+			if ev := cr.kills[i]; ev.id == id && slices.Contains(ev.held, p) {
+				out = append(out, fmt.Sprintf("%s at %.1fs", id, ev.at.Sub(cr.start).Seconds()))
+				break
+			}
 		}
 	}
 	return out

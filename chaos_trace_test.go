@@ -24,6 +24,9 @@ type mapTrace struct {
 	mu    sync.Mutex
 	last  *ClusterMap
 	lines []string
+	// lost holds, per partition that lost its owner with no in-sync replica to take over, the nodes the map
+	// then kept as the holders of its acknowledged writes, at the latest such loss.
+	lost map[int][]NodeID
 }
 
 // observe is the nodes' Config.beforeApply: it records how next differs from the last map recorded.
@@ -42,6 +45,12 @@ func (tr *mapTrace) observe(next *ClusterMap) {
 	for p, st := range next.Runtime {
 		if was := prev.Runtime[p]; !samePartitionState(was, st) || !slices.Equal(prev.Assignment[p], next.Assignment[p]) {
 			tr.lines = append(tr.lines, fmt.Sprintf("%s partition %d: %s -> %s", at, p, describePartition(prev, p), describePartition(next, p)))
+		}
+		if prev.Runtime[p].Owner != "" && st.Owner == "" && st.Health == Unavailable {
+			if tr.lost == nil {
+				tr.lost = map[int][]NodeID{}
+			}
+			tr.lost[p] = slices.Clone(st.InSync)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(next.Nodes)) {
@@ -68,6 +77,14 @@ func describePartition(m *ClusterMap, p int) string {
 		s += " source " + string(st.Source)
 	}
 	return s + "}"
+}
+
+// lostHolders returns the nodes the map kept as holders of partition p's acknowledged writes when p last
+// lost its owner with no in-sync replica to take over, or nil when it never did.
+func (tr *mapTrace) lostHolders(p int) []NodeID {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.lost[p]
 }
 
 // begin makes the times recorded from now on relative to start, the nemesis's first step.
