@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,13 +21,15 @@ import (
 )
 
 // The chaos certification: five in-process nodes, clients writing a ledger of unique keys and doing get/put
-// on a few hundred registers through every node, while a seeded nemesis kills owners, isolates the leader,
-// cuts owners from their replicas and partitions the network one way and as a bridge. Then everything heals,
-// every partition must become writable again, and the history is checked: no acknowledged write lost, no
-// phantom value, every key linearizable, never two owners acknowledging writes under one partition epoch,
-// replicas equal. A second certification crashes and restarts nodes in quick succession, one at a time,
-// under writes of 1 KiB values. ZARIS_CHAOS_SEED replays a run; ZARIS_CHAOS_DURATION sets how long the
-// faults last.
+// on a few hundred registers through every node, while a seeded nemesis kills owners (in calm moments and
+// amid network faults), isolates the leader, cuts owners from their replicas, partitions the network one
+// way and as a bridge, makes a node leave gracefully or join again so that partitions move, and kills the
+// owner handing a partition over, the node taking it or the leader while it moves (chaos_moves_test.go).
+// Then everything heals, every partition must become writable again, and the history is checked: no
+// acknowledged write lost, no phantom value, every key linearizable, never two owners acknowledging writes
+// under one partition epoch, replicas equal. A second certification crashes and restarts nodes in quick
+// succession, one at a time, under writes of 1 KiB values. ZARIS_CHAOS_SEED replays a run;
+// ZARIS_CHAOS_DURATION sets how long the faults last.
 
 // certification is one run's setup.
 type certification struct {
@@ -57,6 +60,12 @@ type certRun struct {
 	rng    *rand.Rand
 	acks   *ackRecorder
 	ledger *chaos.Ledger
+	trace  *mapTrace
+	// control keeps the control plane's log lines, with ZARIS_CHAOS_DUMP.
+	control *controlLog
+	// history is what the clients saw; stopWork stops them and waits until they have.
+	history  *chaos.History
+	stopWork func()
 
 	// allowUnavailable is the certification's: a partition may end Unavailable if it says so.
 	allowUnavailable bool
@@ -67,12 +76,18 @@ type certRun struct {
 	down   map[int]bool
 	start  time.Time
 	healed time.Time
+	// leaving is the graceful Leave under way, if any; left lists the nodes that have left, to join again.
+	leaving *leaveRun
+	left    []int
 }
 
-// killEvent is an owner killed by the nemesis, with the epochs of the partitions it owned.
+// killEvent is a node killed by the nemesis, with the epochs of the partitions it owned and the partitions
+// it held a copy of (as owner or in-sync replica) in the newest map just before.
 type killEvent struct {
 	at     time.Time
+	id     NodeID
 	epochs map[int]uint64
+	held   []int
 }
 
 // ackRecorder records, from the owners themselves, every acknowledged write: who acknowledged it, in which
@@ -159,6 +174,13 @@ func (cr *certRun) step(format string, args ...any) {
 	cr.steps = append(cr.steps, fmt.Sprintf("%6.1fs ", time.Since(cr.start).Seconds())+fmt.Sprintf(format, args...))
 }
 
+// snapshotSteps returns the nemesis's steps so far.
+func (cr *certRun) snapshotSteps() []string {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return slices.Clone(cr.steps)
+}
+
 // liveIndexes returns the indexes of the nodes that are up.
 func (cr *certRun) liveIndexes() []int {
 	cr.c.mu.Lock()
@@ -172,17 +194,12 @@ func (cr *certRun) liveIndexes() []int {
 	return out
 }
 
-// killOwner kills a random live node that owns partitions, within the failure model of RF 2: one failure
-// at a time. A network fault can make a replica fall out of the in-sync set at any moment, leaving its owner
-// the only copy, so the network is healed first and the kill waits (up to 5 s) until every partition is
-// Healthy; a node that is the only in-sync copy of some partition is never killed. With a node already
-// down it restarts that one instead.
+// killOwner kills a random live node that owns partitions in a calm moment, within the failure model of
+// RF 2: one failure at a time. The network is healed first and the kill waits (up to 5 s) until every
+// partition is Healthy; a node that is the only in-sync copy of some partition is never killed. With a
+// node already down it restarts that one instead.
 func (cr *certRun) killOwner() {
-	cr.mu.Lock()
-	down := len(cr.down)
-	cr.mu.Unlock()
-	if down > 0 {
-		cr.restartOne()
+	if cr.restartDown() {
 		return
 	}
 	cr.c.faults.HealAll()
@@ -199,6 +216,38 @@ func (cr *certRun) killOwner() {
 	cr.killOwnerAt(victims[cr.rng.IntN(len(victims))])
 }
 
+// killAmidFaults kills a random live node, an owner when it can, leaving every network fault in place, so
+// that the kill meets partitions, replicas cut off from their owner and an isolated leader. The victim is
+// chosen from the newest map, the one the leader acts on: a node that holds the only live in-sync copy of
+// some partition there is never killed. A fault can still shrink an in-sync set while the kill happens (an
+// owner's drop of a replica it cannot reach, proposed before the kill, may commit after it); a partition
+// whose every in-sync copy so died is beyond the failure model (beyondModel). With a node already down it
+// restarts that one instead.
+func (cr *certRun) killAmidFaults() {
+	if cr.restartDown() {
+		return
+	}
+	victims := cr.victims()
+	if len(victims) == 0 {
+		cr.step("no kill amid faults: every node holds the only in-sync copy of some partition")
+		return
+	}
+	cr.killOwnerAt(victims[cr.rng.IntN(len(victims))])
+}
+
+// restartDown restarts a node the nemesis killed, if one is down, and reports whether it did: one failure
+// at a time.
+func (cr *certRun) restartDown() bool {
+	cr.mu.Lock()
+	down := len(cr.down)
+	cr.mu.Unlock()
+	if down == 0 {
+		return false
+	}
+	cr.restartOne()
+	return true
+}
+
 // allHealthy waits up to bound for every partition to be Healthy and reports whether they became so.
 func (cr *certRun) allHealthy(bound time.Duration) bool {
 	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -209,8 +258,8 @@ func (cr *certRun) allHealthy(bound time.Duration) bool {
 	return false
 }
 
-// victims returns the live nodes whose death stays within the failure model; those that own partitions
-// when there are any, since an owner's death is the one that moves partitions.
+// victims returns the live nodes whose death stays within the failure model by the newest map; those that
+// own partitions when there are any, since an owner's death is the one that moves partitions.
 func (cr *certRun) victims() []int {
 	var owners, others []int
 	m := cr.c.currentMap()
@@ -230,7 +279,7 @@ func (cr *certRun) victims() []int {
 }
 
 // killable reports whether killing id leaves every partition it holds a copy of (as owner or in-sync
-// replica) another live copy: RF 2's one-failure model.
+// replica) another live copy in the newest map, the one the leader acts on: RF 2's one-failure model.
 func (cr *certRun) killable(id NodeID) bool {
 	m := cr.c.currentMap()
 	for _, st := range m.Runtime {
@@ -239,6 +288,29 @@ func (cr *certRun) killable(id NodeID) bool {
 		}
 	}
 	return true
+}
+
+// heldBy lists the partitions of which id is a live copy in m: their owner or an in-sync replica.
+func (cr *certRun) heldBy(m *ClusterMap, id NodeID) []int {
+	var out []int
+	for p, st := range m.Runtime {
+		if slices.Contains(cr.liveCopies(m, st), id) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// bare lists the partitions among parts that have no live in-sync copy in the newest map.
+func (cr *certRun) bare(parts []int) []int {
+	m := cr.c.currentMap()
+	var out []int
+	for _, p := range parts {
+		if len(cr.liveCopies(m, m.Runtime[p])) == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // liveCopies returns the owner and in-sync replicas of a partition that are up as the process the map
@@ -267,15 +339,26 @@ func (cr *certRun) restartOne() {
 	if i < 0 {
 		return
 	}
-	n := cr.c.restart(i)
-	cr.step("restart %s", n.id)
+	n := cr.startAgain(i)
+	cr.step("restart %s (its links healed)", n.id)
+}
+
+// startAgain starts a new process for node i, killed or left, with the faults on its links healed: a
+// starting process must reach a member to join.
+func (cr *certRun) startAgain(i int) *Node {
+	for _, j := range cr.liveIndexes() {
+		cr.c.faults.Heal(cr.name(i), cr.name(j))
+		cr.c.faults.Heal(cr.name(j), cr.name(i))
+	}
+	return cr.c.restart(i)
 }
 
 // names returns the names of the live nodes at the given indexes.
 func (cr *certRun) name(i int) string { return cr.c.cfgs[i].Name }
 
 // randomNemesis is the certification's fault schedule: every 0.5 to 2.5 s one of the faults below, healed a
-// few steps later or at the end.
+// few steps later or at the end. Kills come in calm moments, amid the network faults, and while partitions
+// move (chaos_moves_test.go).
 func randomNemesis(ctx context.Context, cr *certRun) {
 	for {
 		select {
@@ -285,9 +368,11 @@ func randomNemesis(ctx context.Context, cr *certRun) {
 		}
 		live := cr.liveIndexes()
 		a, b := live[cr.rng.IntN(len(live))], live[cr.rng.IntN(len(live))]
-		switch cr.rng.IntN(8) {
-		case 0, 1:
+		switch cr.rng.IntN(11) {
+		case 0:
 			cr.killOwner()
+		case 1:
+			cr.killAmidFaults()
 		case 2:
 			cr.restartOne()
 		case 3:
@@ -311,6 +396,10 @@ func randomNemesis(ctx context.Context, cr *certRun) {
 		case 7:
 			cr.c.faults.HealAll()
 			cr.step("heal")
+		case 8:
+			cr.rebalance()
+		case 9, 10:
+			cr.killDuringMove(ctx)
 		}
 	}
 }
@@ -374,7 +463,7 @@ func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { ret
 // runCertification runs one certification and returns its report.
 func runCertification(t *testing.T, cert certification) *chaos.Report {
 	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
-	acks := newAckRecorder()
+	acks, trace, control := newAckRecorder(), &mapTrace{start: time.Now()}, &controlLog{start: time.Now()}
 	c := startCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
 		cfg.WriteConcern = cert.concern
 		cfg.FailoverTimeout = 500 * time.Millisecond
@@ -382,13 +471,17 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		cfg.HealCooldown = 500 * time.Millisecond
 		cfg.MaxRetries = 6
 		cfg.observeAck = acks.observe
+		cfg.beforeApply = trace.observe
+		if os.Getenv("ZARIS_CHAOS_DUMP") != "" {
+			cfg.Logger = control.logger(cfg.Name)
+		}
 		if cert.config != nil {
 			cert.config(cfg)
 		}
 	}))
 	history, ledger := &chaos.History{}, &chaos.Ledger{}
-	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, down: map[int]bool{},
-		allowUnavailable: cert.allowUnavailable}
+	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, trace: trace,
+		control: control, down: map[int]bool{}, allowUnavailable: cert.allowUnavailable}
 	var picks sync.Map
 	w := &chaos.Workload{
 		Clients: cmp.Or(cert.clients, 10), Registers: 200, LedgerShare: cmp.Or(cert.ledgerShare, 0.3), ValueSize: cert.valueSize,
@@ -412,8 +505,11 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	workCtx, stopWork := context.WithCancel(context.Background())
 	var workDone sync.WaitGroup
 	workDone.Go(func() { w.Run(workCtx) })
+	cr.history, cr.stopWork = history, sync.OnceFunc(func() { stopWork(); workDone.Wait() })
 
 	cr.start = time.Now()
+	trace.begin(cr.start)
+	control.begin(cr.start)
 	faultCtx, stopFaults := context.WithTimeout(context.Background(), cert.duration)
 	cert.nemesis(faultCtx, cr)
 	stopFaults()
@@ -421,19 +517,21 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	for len(cr.down) > 0 {
 		cr.restartOne()
 	}
+	cr.awaitLeave(60 * time.Second)
 	cr.healed = time.Now()
 	cr.step("final heal")
 	writable := cr.everyPartitionWritable(60 * time.Second)
-	stopWork()
-	workDone.Wait()
+	cr.stopWork()
 	cr.awaitSettled(60 * time.Second)
 
 	return cr.report(cert, history, ledger, writable)
 }
 
-// settled reports whether a partition is where the run may end: Healthy, or Unavailable when allowed.
-func (cr *certRun) settled(st PartitionState) bool {
-	return st.Health == Healthy || cr.allowUnavailable && st.Health == Unavailable
+// settled reports whether partition p is where the run may end in map m: Healthy, or Unavailable when
+// allowed or beyond the failure model.
+func (cr *certRun) settled(m *ClusterMap, p int) bool {
+	st := m.Runtime[p]
+	return st.Health == Healthy || st.Health == Unavailable && (cr.allowUnavailable || cr.beyondModel(m)[p] != "")
 }
 
 // awaitSettled waits until every partition is settled, and otherwise fails naming those that are not.
@@ -443,7 +541,7 @@ func (cr *certRun) awaitSettled(bound time.Duration) {
 		var sick []string
 		m := cr.c.currentMap()
 		for p, st := range m.Runtime {
-			if !cr.settled(st) {
+			if !cr.settled(m, p) {
 				sick = append(sick, fmt.Sprintf("%d %+v assigned %v", p, st, m.Assignment[p]))
 			}
 		}
@@ -452,22 +550,45 @@ func (cr *certRun) awaitSettled(bound time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			cr.dumpState()
-			cr.t.Fatalf("%d partitions not settled %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
+			cr.unrecovered("%d partitions not settled %v after the final heal: %v", len(sick), bound, sick[:min(5, len(sick))])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// dumpState logs each node's view of the control plane and, when ZARIS_CHAOS_DUMP is set, writes every
-// goroutine's stack there: the evidence for a cluster that did not recover.
+// unrecovered fails a run whose cluster did not recover after the final heal: it stops the clients, dumps
+// the evidence and checks the history they recorded first, so that a cluster left down does not hide a
+// safety violation.
+func (cr *certRun) unrecovered(format string, args ...any) {
+	cr.stopWork()
+	cr.dumpState()
+	ops := cr.history.Ops()
+	lin := chaos.CheckLinearizable(ops, 60*time.Second)
+	for _, note := range dumpViolations(cr.t, ops, lin.ViolatingKeys) {
+		cr.t.Log(note)
+	}
+	cr.t.Logf("history so far: linearizable %v (violations on %v, %d false NotFound), %d phantoms, split brain %v",
+		lin.Ok, lin.ViolatingKeys, lin.FalseNotFound, len(chaos.Phantoms(ops)), cr.acks.splitBrain())
+	cr.t.Fatalf(format, args...)
+}
+
+// dumpState logs each node's view of the control plane and, when ZARIS_CHAOS_DUMP is set, writes there the
+// nemesis's steps, the map changes and every goroutine's stack: the evidence for a cluster that did not
+// recover.
 func (cr *certRun) dumpState() {
 	for _, n := range cr.c.live() {
-		cr.t.Logf("%s: leader %v, map index %d, raft applied %d", n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex())
+		stats := n.raft.Stats()
+		cr.t.Logf("%s: leader %v, map index %d, raft applied %d, state %s, term %s, last contact %s, servers %s",
+			n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex(), stats["state"], stats["term"],
+			stats["last_contact"], stats["latest_configuration"])
 	}
 	dir := os.Getenv("ZARIS_CHAOS_DUMP")
 	if dir == "" {
 		return
+	}
+	notes := append(dumpFaults(cr.t, cr.snapshotSteps()), cr.trace.dump(cr.t)...)
+	for _, note := range append(notes, cr.control.dump(cr.t)...) {
+		cr.t.Log(note)
 	}
 	path := filepath.Join(dir, "goroutines.txt")
 	f, err := os.Create(path)
@@ -498,8 +619,7 @@ func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 				break
 			}
 			if time.Now().After(deadline) {
-				cr.dumpState()
-				cr.t.Fatalf("partition %d not writable %v after the final heal: %v", p, bound, err)
+				cr.unrecovered("partition %d not writable %v after the final heal: %v; %s", p, bound, err, describePartition(cr.c.currentMap(), p))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -507,9 +627,50 @@ func (cr *certRun) everyPartitionWritable(bound time.Duration) time.Duration {
 	return time.Since(cr.healed)
 }
 
-// leftUnavailable reports whether partition p is Unavailable in a run that allows it to end so.
+// leftUnavailable reports whether partition p is Unavailable in a run that allows it to end so, or beyond
+// the failure model.
 func (cr *certRun) leftUnavailable(p int) bool {
-	return cr.allowUnavailable && cr.c.currentMap().Runtime[p].Health == Unavailable
+	m := cr.c.currentMap()
+	return m.Runtime[p].Health == Unavailable && (cr.allowUnavailable || cr.beyondModel(m)[p] != "")
+}
+
+// beyondModel returns, for each partition the run took beyond the failure model, why: it is Unavailable,
+// none of the nodes the map keeps as holders of its acknowledged writes is alive as the process the map
+// records, and every node the map named as a holder when the partition lost its owner was killed by the
+// nemesis while holding it. Every in-sync copy of it then died, which the failure model does not cover; it
+// happens when a kill races a decision that shrinks the in-sync set. Such a partition may stay Unavailable,
+// and reads of it must say so. A holder that left, or died otherwise, is no excuse.
+func (cr *certRun) beyondModel(m *ClusterMap) map[int]string {
+	out := map[int]string{}
+	for p, st := range m.Runtime {
+		if st.Health != Unavailable || len(cr.liveCopies(m, st)) > 0 {
+			continue
+		}
+		holders := cr.trace.lostHolders(p)
+		killed := cr.killedHolding(p, holders)
+		if len(holders) > 0 && len(killed) == len(holders) {
+			out[p] = fmt.Sprintf("partition %d Unavailable at epoch %d: its holders %v all died, killed by the nemesis holding it (%s)",
+				p, st.Epoch, holders, strings.Join(killed, ", "))
+		}
+	}
+	return out
+}
+
+// killedHolding describes, for each of ids that the nemesis killed while it held a copy of partition p,
+// its last such kill.
+func (cr *certRun) killedHolding(p int, ids []NodeID) []string {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		for i := len(cr.kills) - 1; i >= 0; i-- {
+			if ev := cr.kills[i]; ev.id == id && slices.Contains(ev.held, p) {
+				out = append(out, fmt.Sprintf("%s at %.1fs", id, ev.at.Sub(cr.start).Seconds()))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // checkUnavailable returns the partitions left Unavailable and, for each live node that answers a read in
@@ -553,15 +714,23 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 		r.Outcomes[kind+" "+op.Outcome.String()]++
 	}
 	reader := cr.c.live()[0]
+	final := cr.c.currentMap()
+	beyond := cr.beyondModel(final)
 	r.Ledger = ledger.Verify(context.Background(), func(ctx context.Context, key string) (string, bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		v, err := reader.Get(ctx, key)
-		if errors.Is(err, ErrNotFound) {
+		switch {
+		case errors.Is(err, ErrNotFound):
 			return "", false, nil
+		case errors.Is(err, ErrPartitionUnavailable) && beyond[final.Layout().KeyPartition(key)] != "":
+			return "", false, fmt.Errorf("%w: %w", chaos.ErrOutsideFailureModel, err)
 		}
 		return string(v), err == nil, err
 	})
+	for _, p := range slices.Sorted(maps.Keys(beyond)) {
+		r.BeyondModel = append(r.BeyondModel, beyond[p])
+	}
 	for _, ev := range cr.kills {
 		for p, epoch := range ev.epochs {
 			if d, ok := cr.acks.failoverTime(p, epoch, ev.at); ok {
@@ -574,6 +743,9 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 	r.Unavailable, r.Dishonest = cr.checkUnavailable()
 	r.Notes = append(r.Notes, fmt.Sprintf("every partition writable %v after the final heal", writable.Round(time.Millisecond)))
 	r.Notes = append(r.Notes, dumpViolations(cr.t, ops, r.Linear.ViolatingKeys)...)
+	r.Notes = append(r.Notes, dumpFaults(cr.t, cr.snapshotSteps())...)
+	r.Notes = append(r.Notes, cr.trace.dump(cr.t)...)
+	r.Notes = append(r.Notes, cr.control.dump(cr.t)...)
 	if diff := replicaDifferences(cr.c); diff != "" {
 		r.Notes = append(r.Notes, "replicas differ: "+diff)
 		r.SplitBrain = append(r.SplitBrain, "replicas did not converge: "+diff)
@@ -660,6 +832,21 @@ func dumpViolations(t *testing.T, ops []chaos.Op, keys []string) []string {
 		notes = append(notes, "history of "+k+" written to "+path)
 	}
 	return notes
+}
+
+// dumpFaults writes every nemesis step to a file in ZARIS_CHAOS_DUMP, when set (the report prints only the
+// first ones), and returns a note naming it.
+func dumpFaults(t *testing.T, steps []string) []string {
+	dir := os.Getenv("ZARIS_CHAOS_DUMP")
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, "faults.txt")
+	if err := os.WriteFile(path, []byte(strings.Join(steps, "\n")+"\n"), 0o644); err != nil {
+		t.Errorf("dump faults: %v", err)
+		return nil
+	}
+	return []string{"every fault written to " + path}
 }
 
 func logReport(t *testing.T, r *chaos.Report) {
@@ -751,10 +938,11 @@ func (cr *certRun) replicaOf(owner, not NodeID) (NodeID, []int) {
 	return best, held[best]
 }
 
-// killOwnerAt kills node i, recording the partitions it owned.
+// killOwnerAt kills node i, recording the partitions it owned and held, and ends its Leave if it was
+// leaving. It notes the partitions the kill left with no live in-sync copy: an in-sync set shrank during it.
 func (cr *certRun) killOwnerAt(i int) {
 	n := cr.c.node(i)
-	ev := killEvent{epochs: map[int]uint64{}, at: time.Now()}
+	ev := killEvent{id: n.id, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
 	for p, st := range n.ClusterMap().Runtime {
 		if st.Owner == n.id {
 			ev.epochs[p] = st.Epoch
@@ -764,8 +952,15 @@ func (cr *certRun) killOwnerAt(i int) {
 	cr.mu.Lock()
 	cr.kills = append(cr.kills, ev)
 	cr.down[i] = true
+	leaving := cr.leaving
 	cr.mu.Unlock()
+	if leaving != nil && leaving.n == n {
+		leaving.cancel()
+	}
 	cr.step("kill %s (owner of %d partitions)", n.id, len(ev.epochs))
+	if bare := cr.bare(ev.held); len(bare) > 0 {
+		cr.step("  partitions %v have no live in-sync copy left after the kill of %s", bare, n.id)
+	}
 }
 
 // crashRestartNemesis crashes one live node every 1 to 2 s (Close, no Leave) and starts a fresh process

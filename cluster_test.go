@@ -168,6 +168,18 @@ func (c *testCluster) kill(i int) {
 	}
 }
 
+// forget drops node i, which has closed itself (a graceful Leave), if it is still process n, and reports
+// whether it was: a process restarted in its place stays.
+func (c *testCluster) forget(i int, n *Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= len(c.nodes) || c.nodes[i] != n { // stopped at cleanup, or restarted
+		return false
+	}
+	c.nodes[i] = nil
+	return true
+}
+
 // leader returns the index of the node that leads the control plane, or -1.
 func (c *testCluster) leader() int {
 	c.mu.Lock()

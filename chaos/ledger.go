@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"errors"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +16,12 @@ const (
 	readPause   = 20 * time.Millisecond // pause between reads of a key
 	maxLostKeys = 20                    // lost keys named in a LedgerResult
 )
+
+// ErrOutsideFailureModel is what a Verify read returns, wrapped or not, for a key it cannot read because the
+// faults destroyed every copy of it, beyond what the system under test promises to survive. Such a key is
+// counted apart, neither read back nor lost; a key that reads as not found or with another value is lost
+// all the same.
+var ErrOutsideFailureModel = errors.New("chaos: every copy of the key died, beyond the failure model")
 
 // ledgerState is how far a ledger write got, as the client saw it.
 type ledgerState uint8
@@ -47,6 +54,7 @@ type LedgerResult struct {
 	NotFound   int      // of the lost keys, those read back as not found (false NotFound)
 	Phantom    int      // unknown keys holding a value that was never written to them
 	Unreadable int      // keys whose every read failed
+	Destroyed  int      // keys unreadable because every copy of them died (ErrOutsideFailureModel)
 	LostKeys   []string // the first lost keys, at most 20
 }
 
@@ -142,7 +150,7 @@ func readBack(ctx context.Context, read func(context.Context, string) (string, b
 	var r readResult
 	for attempt := 0; ; attempt++ {
 		r.value, r.found, r.err = read(ctx, key)
-		if r.err == nil || attempt == readRetries || !Sleep(ctx, readPause) {
+		if r.err == nil || errors.Is(r.err, ErrOutsideFailureModel) || attempt == readRetries || !Sleep(ctx, readPause) {
 			return r
 		}
 	}
@@ -156,6 +164,8 @@ func (r *LedgerResult) add(c claim, got readResult) {
 		r.Unknown++
 	}
 	switch {
+	case errors.Is(got.err, ErrOutsideFailureModel):
+		r.Destroyed++
 	case got.err != nil:
 		r.Unreadable++
 	case c.acked && (!got.found || got.value != c.value):

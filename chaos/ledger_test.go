@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ func TestLedgerVerify(t *testing.T) {
 	write("acked-wrong", l.Ack)
 	write("acked-unreadable", l.Ack)
 	write("acked-flaky", l.Ack)
+	write("acked-beyond", l.Ack)
+	write("acked-beyond-missing", l.Ack)
 	write("unknown-absent", l.Unknown)
 	write("unknown-present", l.Unknown)
 	write("unknown-wrong", l.Unknown)
@@ -38,6 +41,8 @@ func TestLedgerVerify(t *testing.T) {
 	read := func(_ context.Context, key string) (string, bool, error) {
 		reads = append(reads, key)
 		switch key {
+		case "acked-beyond":
+			return "", false, fmt.Errorf("unavailable: %w", ErrOutsideFailureModel)
 		case "acked-unreadable":
 			return "", false, errors.New("unavailable")
 		case "acked-flaky":
@@ -50,8 +55,8 @@ func TestLedgerVerify(t *testing.T) {
 	}
 
 	res := l.Verify(context.Background(), read)
-	want := LedgerResult{Acked: 5, Unknown: 3, Lost: 2, NotFound: 1, Phantom: 1, Unreadable: 1,
-		LostKeys: []string{"acked-missing", "acked-wrong"}}
+	want := LedgerResult{Acked: 7, Unknown: 3, Lost: 3, NotFound: 2, Phantom: 1, Unreadable: 1, Destroyed: 1,
+		LostKeys: []string{"acked-beyond-missing", "acked-missing", "acked-wrong"}}
 	if !equalLedgerResults(res, want) {
 		t.Fatalf("Verify = %+v, want %+v", res, want)
 	}
@@ -62,6 +67,9 @@ func TestLedgerVerify(t *testing.T) {
 	}
 	if n := count(reads, "acked-unreadable"); n != 1+readRetries {
 		t.Errorf("unreadable key read %d times, want %d", n, 1+readRetries)
+	}
+	if n := count(reads, "acked-beyond"); n != 1 {
+		t.Errorf("key beyond the failure model read %d times, want 1: no retry brings it back", n)
 	}
 }
 
@@ -99,7 +107,7 @@ func TestLedgerValue(t *testing.T) {
 
 func equalLedgerResults(a, b LedgerResult) bool {
 	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.NotFound == b.NotFound &&
-		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && slices.Equal(a.LostKeys, b.LostKeys)
+		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && a.Destroyed == b.Destroyed && slices.Equal(a.LostKeys, b.LostKeys)
 }
 
 func count(items []string, s string) int {

@@ -29,11 +29,13 @@ type Report struct {
 	SplitBrain     []string        // descriptions of (partition, epoch) acknowledged by two owners
 	Unavailable    []int           // partitions left Unavailable at the end, when the run allows it
 	Dishonest      []string        // partitions whose answers at the end contradict their health
+	BeyondModel    []string        // partitions every copy of which died, beyond the failure model, and why
 	Faults         []string        // the nemesis steps, in order, with times
 	Notes          []string
 }
 
-// Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable, no get
+// Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable (keys whose
+// every copy died, beyond the failure model, may be unreadable, and nothing more), no get
 // denying an acknowledged write, every key proven linearizable (a timed-out check proves nothing), no split
 // brain and no partition answering against its health.
 func (r *Report) Passed() bool {
@@ -59,6 +61,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "unavailable at the end: partitions %v\n", r.Unavailable)
 	}
 	printList(w, "dishonest partitions", r.Dishonest, math.MaxInt)
+	printList(w, "beyond the failure model", r.BeyondModel, math.MaxInt)
 	printList(w, "faults", r.Faults, maxFaultLines)
 	printList(w, "notes", r.Notes, math.MaxInt)
 }
@@ -66,8 +69,9 @@ func (r *Report) Print(w io.Writer) {
 // printChecks writes the durability and linearizability verdicts.
 func (r *Report) printChecks(w io.Writer) {
 	l := r.Ledger
-	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found, %d wrong value), phantom %d, unreadable %d\n",
-		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Lost-l.NotFound, l.Phantom, l.Unreadable)
+	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found, %d wrong value), phantom %d, unreadable %d, "+
+		"unreadable beyond the failure model %d\n",
+		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Lost-l.NotFound, l.Phantom, l.Unreadable, l.Destroyed)
 	if len(l.LostKeys) > 0 {
 		fmt.Fprintf(w, "lost keys: %s\n", strings.Join(l.LostKeys, ", "))
 	}

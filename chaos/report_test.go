@@ -25,6 +25,10 @@ func TestReportPrint(t *testing.T) {
 	unproven.Linear = LinearizabilityResult{Keys: 3, Ops: 12, Unknown: true}
 	unavailable := passing
 	unavailable.Unavailable = []int{7}
+	beyond := passing
+	beyond.Unavailable = []int{7}
+	beyond.Ledger = LedgerResult{Acked: 5, Destroyed: 2}
+	beyond.BeyondModel = []string{"partition 7: every copy died"}
 	dishonest := unavailable
 	dishonest.Dishonest = []string{"partition 7 is Unavailable but a read answered not found"}
 
@@ -40,6 +44,7 @@ func TestReportPrint(t *testing.T) {
 		{"unproven", unproven, "FAIL", "not proven"},
 		{"honestly unavailable", unavailable, "PASS", "unavailable at the end: partitions [7]"},
 		{"dishonest", dishonest, "FAIL", "dishonest partitions (1)"},
+		{"beyond the failure model", beyond, "PASS", "unreadable beyond the failure model 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
