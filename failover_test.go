@@ -2,10 +2,12 @@ package zaris
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -316,5 +318,122 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 	}
 	if st := back.ClusterMap().Runtime[p]; st.Owner != back.id {
 		t.Fatalf("partition %d owned by %q after its owner came back, want %s", p, st.Owner, back.id)
+	}
+}
+
+// TestMovingPartitionWaitsForItsCutOffReplica checks that a partition that a rebalance plans to move to a joining
+// node loses its owner while its only in-sync replica is cut off from the others. The replica is alive and
+// holds every acknowledged write, so the partition may be unavailable meanwhile, but once the replica is
+// reachable again every acknowledged write must be readable.
+func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
+	var held atomic.Value // the joining node, kept out of every in-sync set so that no move settles
+	held.Store(NodeID(""))
+	c := startCluster(t, 5, elastic(func(cfg *Config) {
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = time.Hour
+		cfg.ReplicaAckTimeout = time.Second
+		cfg.holdRejoin = func(_ int, replica NodeID) bool { return replica == held.Load().(NodeID) }
+	}))
+	held.Store(NodeID("node-5"))
+	joiner := c.add(1)
+	var p int
+	var owner, replica NodeID
+	waitFor(t, 20*time.Second, "a partition planned to move to the joiner, away from the leader", func() bool {
+		l := c.leader()
+		if l < 0 {
+			return false
+		}
+		leader := c.node(l).id
+		m := c.currentMap()
+		for q, st := range m.Runtime {
+			if st.Target == nil || st.Target[0] != joiner.id || len(st.InSync) != 1 {
+				continue
+			}
+			owner, replica = st.Owner, st.InSync[0]
+			if owner != leader && replica != leader {
+				p = q
+				return true
+			}
+		}
+		return false
+	})
+	c.faults.Blackhole(string(owner), string(joiner.id)) // the joiner gets none of the writes below
+	layout := c.currentMap().Layout()
+	ctx := context.Background()
+	var keys []string
+	for i := range 20 {
+		key := keyInPartition(layout, fmt.Sprintf("moving-%d-", i), p)
+		waitFor(t, 10*time.Second, "put "+key+" acknowledged", func() bool {
+			return c.nodeByID(owner).Put(ctx, key, []byte(key)) == nil
+		})
+		keys = append(keys, key)
+	}
+	waitFor(t, 10*time.Second, "the replica in sync", func() bool {
+		return slices.Equal(c.currentMap().Runtime[p].InSync, []NodeID{replica})
+	})
+	for _, n := range c.live() {
+		if n.id != replica {
+			c.faults.Partition(string(replica), string(n.id))
+		}
+	}
+	var trace []string
+	stopTrace := make(chan struct{})
+	traced := make(chan struct{})
+	go func() {
+		defer close(traced)
+		var last string
+		for {
+			select {
+			case <-stopTrace:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			m := c.currentMap()
+			st := m.Runtime[p]
+			cur := fmt.Sprintf("%+v assigned %v", st, m.Assignment[p])
+			if cur != last {
+				trace = append(trace, fmt.Sprintf("index %d: %s", m.Index, cur))
+				last = cur
+			}
+		}
+	}()
+	c.kill(c.indexOf(owner))
+	t.Logf("partition %d: owner %s killed, in-sync replica %s cut off, planned target %v", p, owner, replica, c.currentMap().Runtime[p].Target)
+	waitFor(t, 20*time.Second, "the leader to act on the dead owner", func() bool { return c.currentMap().Runtime[p].Owner != owner })
+	// The partition should now wait for its replica; give the leader 3 s to decide otherwise.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && c.currentMap().Runtime[p].Owner == ""; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("partition %d after the failover: %+v", p, c.currentMap().Runtime[p])
+	c.faults.HealAll()
+	var reader *Node
+	waitFor(t, 10*time.Second, "a leader", func() bool {
+		l := c.leader()
+		if l >= 0 {
+			reader = c.node(l)
+		}
+		return reader != nil
+	})
+	probe := keyInPartition(layout, "probe-", p)
+	waitFor(t, 30*time.Second, "the partition to serve again", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := reader.Get(cctx, probe)
+		return err == nil || errors.Is(err, ErrNotFound)
+	})
+	t.Logf("partition %d once served: %+v assigned %v", p, c.currentMap().Runtime[p], c.currentMap().Assignment[p])
+	close(stopTrace)
+	<-traced
+	for _, l := range trace {
+		t.Log(l)
+	}
+	var lost []string
+	for _, k := range keys {
+		if v, err := reader.Get(ctx, k); err != nil || string(v) != k {
+			lost = append(lost, fmt.Sprintf("%s: %q, %v", k, v, err))
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("%d of %d acknowledged writes lost, although their in-sync replica %s stayed alive: %v", len(lost), len(keys), replica, lost[:min(3, len(lost))])
 	}
 }
