@@ -212,6 +212,10 @@ func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, boo
 	case StatusSuccess, StatusNotFound:
 		return reply, true
 	case StatusInvalidRequest:
+		if op == opIncr && reply.Int == incrOverflowed {
+			c.wr.error("ERR increment or decrement would overflow")
+			return reply, false
+		}
 		if op == opIncr {
 			c.notInteger()
 			return reply, false
