@@ -27,6 +27,7 @@ type respServer struct {
 	ctx      context.Context // cancelled on close, so work for a connection stops with the node
 	cancel   context.CancelFunc
 	nextID   atomic.Int64
+	members  atomic.Pointer[membership] // set once the node gossips; CLUSTER NODES leaves out departed members
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}

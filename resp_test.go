@@ -717,3 +717,51 @@ func TestRESPRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestRESPClusterNodesAfterLeave checks that a member that left the cluster is no longer listed by CLUSTER
+// NODES, SHARDS and INFO, and that one that crashed is listed as failed until it is evicted.
+func TestRESPClusterNodesAfterLeave(t *testing.T) {
+	c := startRESPCluster(t, 4, elastic())
+	ctx := bg(t)
+	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})
+	defer client.Close()
+	nodeLines := func() []string {
+		out, err := client.ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(out), "\n")
+	}
+	if lines := nodeLines(); len(lines) != 4 {
+		t.Fatalf("CLUSTER NODES before the leave: %q", lines)
+	}
+	leaver := c.node(3)
+	leaveCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := leaver.Leave(leaveCtx); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(3)
+	gone := respNodeID(leaver.id)
+	waitFor(t, 20*time.Second, "CLUSTER NODES without the member that left", func() bool {
+		lines := nodeLines()
+		return len(lines) == 3 && !strings.Contains(strings.Join(lines, "\n"), gone)
+	})
+	if shards, err := client.ClusterShards(ctx).Result(); err != nil || len(shards) != 3 {
+		t.Fatalf("CLUSTER SHARDS after the leave: %d shards, %v", len(shards), err)
+	}
+	if info := client.ClusterInfo(ctx).Val(); !strings.Contains(info, "cluster_known_nodes:3\r\n") {
+		t.Fatalf("CLUSTER INFO after the leave: %q", info)
+	}
+
+	crashed := c.node(2)
+	c.kill(2)
+	waitFor(t, 20*time.Second, "CLUSTER NODES to flag the crashed member", func() bool {
+		for _, line := range nodeLines() {
+			if strings.HasPrefix(line, respNodeID(crashed.id)+" ") {
+				return strings.Contains(line, " master,fail ") && strings.Contains(line, " disconnected")
+			}
+		}
+		return false
+	})
+}
