@@ -22,7 +22,7 @@ func withRESP(cfg *Config) { cfg.RESPAddr = "127.0.0.1:0" }
 
 // startRESPCluster starts n nodes with RESP endpoints and waits until every node's map knows every
 // endpoint, so CLUSTER SLOTS covers the whole key space.
-func startRESPCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+func startRESPCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	c := startCluster(t, n, func(cfg *Config) {
 		withRESP(cfg)
@@ -400,7 +400,6 @@ func TestRESPBadInput(t *testing.T) {
 	addr := owner.RESPAddr()
 
 	protocolErrors := map[string]string{
-		"bulk over the value limit":  "*2\r\n$3\r\nGET\r\n$4097\r\n",
 		"huge bulk length":           "*2\r\n$3\r\nGET\r\n$99999999999999999999\r\n",
 		"negative bulk length":       "*2\r\n$3\r\nGET\r\n$-5\r\n",
 		"huge multibulk count":       "*9223372036854775807\r\n",
@@ -434,6 +433,7 @@ func TestRESPBadInput(t *testing.T) {
 		{"unknown command with binary name", respCmd("\x00\r\n"), "-ERR unknown command '???', with args beginning with: "},
 		{"noauth needs a password", respCmd("AUTH", "x"), "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
 		{"protocol 4", respCmd("HELLO", "4"), "-NOPROTO unsupported protocol version"},
+		{"bulk over the value limit", respCmd("SET", "k", strings.Repeat("v", 4097)), "-ERR argument of 4097 bytes exceeds the maximum value size (4096 bytes)"},
 	}
 	for _, tc := range replies {
 		t.Run(tc.name, func(t *testing.T) {
@@ -523,7 +523,7 @@ func TestRESPAuth(t *testing.T) {
 	r := dialRaw(t, addr)
 	steps := []struct{ input, want string }{
 		{respCmd("GET", "k"), "-NOAUTH Authentication required."},
-		{respCmd("HELLO", "3"), "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
+		{respCmd("HELLO", "3"), "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
 		{respCmd("AUTH", "wrong"), "-WRONGPASS invalid username-password pair or user is disabled."},
 		{respCmd("AUTH", "default", "s3cret"), "+OK"},
 		{respCmd("SET", "k", "v"), "+OK"},
@@ -558,12 +558,21 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readAll parses every command of src; it returns them (copied) and the error that ended the stream.
+// rejectedMark starts the entry readAll records for a command the reader refused.
+const rejectedMark = "\x00rejected"
+
+// readAll parses every command of src; it returns them (copied, a refused command as rejectedMark and its
+// error) and the error that ended the stream.
 func readAll(src io.Reader, lim respLimits) ([][]string, error) {
-	rd := newRESPReader(src, lim)
+	rd := newRESPReader(src, lim, nil)
 	var out [][]string
 	for {
 		args, err := rd.next()
+		var rejected *respRejection
+		if errors.As(err, &rejected) {
+			out = append(out, []string{rejectedMark, rejected.msg})
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -585,7 +594,7 @@ func readAll(src io.Reader, lim respLimits) ([][]string, error) {
 }
 
 func TestRESPReaderStreaming(t *testing.T) {
-	lim := newRESPLimits(1 << 20)
+	lim := newRESPLimits(1<<20, 4<<20)
 	big := strings.Repeat("x", 300<<10)
 	input := respCmd("SET", "k", big) + "PING  hello\r\n\r\n" + "*0\r\n" + respCmd("GET", "k") + "*-1\r\n" + respCmd("ECHO", "")
 	want := [][]string{{"SET", "k", big}, {"PING", "hello"}, {"GET", "k"}, {"ECHO", ""}}
@@ -597,6 +606,46 @@ func TestRESPReaderStreaming(t *testing.T) {
 	}
 }
 
+// TestRESPInlineSplit checks inline commands split as Redis splits them (TestRESPMatchesRedis compares with
+// a real server where one is installed).
+func TestRESPInlineSplit(t *testing.T) {
+	cases := []struct {
+		line string
+		want []string // nil: unbalanced quotes
+	}{
+		{`SET "a b" c`, []string{"SET", "a b", "c"}},
+		{`  GET   k  `, []string{"GET", "k"}},
+		{`SET 'it\'s' v`, []string{"SET", "it's", "v"}},
+		{`ECHO 'a\nb'`, []string{"ECHO", `a\nb`}},
+		{`ECHO "a\nb\t\r\b\a\q\\\""`, []string{"ECHO", "a\nb\t\r\b\aq\\\""}},
+		{`ECHO "\x41\x6a\x4" "\xzz"`, []string{"ECHO", "Ajx4", "xzz"}},
+		{`SET x"y z" 1`, []string{"SET", "xy z", "1"}},
+		{`ECHO "" ''`, []string{"ECHO", "", ""}},
+		{"ECHO a\x00b c", []string{"ECHO", "a"}},
+		{"\v\fECHO b\vc", []string{"ECHO", "b\vc"}},
+		{`GET "abc`, nil},
+		{`GET 'abc`, nil},
+		{`GET "a"b`, nil},
+		{`GET 'a'b`, nil},
+		{`GET "a\`, nil},
+		{"GET \"a\x00\"", nil},
+	}
+	for _, tc := range cases {
+		line := []byte(tc.line)
+		var got []string
+		err := splitInline(line, func(start, end int) error {
+			got = append(got, string(line[start:end]))
+			return nil
+		})
+		switch {
+		case tc.want == nil && !errors.Is(err, errRESPProtocol):
+			t.Errorf("%q: %q, %v; want unbalanced quotes", tc.line, got, err)
+		case tc.want != nil && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("%q: %q, %v; want %q", tc.line, got, err, tc.want)
+		}
+	}
+}
+
 // FuzzRESPReader checks that any input, delivered in any chunking, parses the same way, never breaks the
 // limits, and that every parsed command survives a round trip through its canonical encoding.
 func FuzzRESPReader(f *testing.F) {
@@ -604,6 +653,8 @@ func FuzzRESPReader(f *testing.F) {
 	f.Add([]byte("PING\r\n\r\n*0\r\n*-1\r\n"), uint8(3))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$99999999999\r\n"), uint8(5))
 	f.Add([]byte("*1\r\n$-1\r\n"), uint8(2))
+	f.Add([]byte("SET \"a b\" 'c\\'d' \"\\x41\\n\"\r\nGET \"a\r\n"), uint8(4))
+	f.Add([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n"+strings.Repeat("v", 100)+"\r\nPING\r\n"), uint8(9))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		lim := respLimits{maxBulk: 64, maxArgs: 8, maxInline: 128, maxQuery: 512}
 		whole, errWhole := readAll(bytes.NewReader(data), lim)
@@ -617,6 +668,9 @@ func FuzzRESPReader(f *testing.F) {
 			}
 		}
 		for _, cmd := range whole {
+			if cmd[0] == rejectedMark {
+				continue
+			}
 			again, err := readAll(strings.NewReader(respCmd(cmd...)), lim)
 			if !errors.Is(err, io.EOF) || len(again) != 1 || !slices.Equal(again[0], cmd) {
 				t.Fatalf("round trip of %q gave %q, %v", cmd, again, err)
