@@ -276,7 +276,8 @@ type RESPUser struct {
 	Disabled bool
 	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
 	ReadOnly bool
-	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key.
+	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
+	// list: none.
 	Keys []string
 }
 

@@ -38,6 +38,16 @@ type options struct {
 	lostPartition   time.Duration
 	rf              int
 	password        string
+	aclFile         string
+	tls             tlsFiles
+	respTLS         bool
+	respClientAuth  bool
+	maxClients      int
+	idleTimeout     time.Duration
+	commandTimeout  time.Duration
+	authTimeout     time.Duration
+	maxValueSize    int
+	maxQueryBuffer  int
 	timing          string
 	logLevel        string
 	leaveTimeout    time.Duration
@@ -81,7 +91,19 @@ func parseOptions(args []string) (options, error) {
 		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
 	fs.IntVar(&o.minInSync, "min-insync", def.MinInSync, "fewest in-sync copies, the owner included, a write must reach; fewer refuses it")
-	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
+	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO (the user \"default\"); empty: none")
+	fs.StringVar(&o.aclFile, "acl-file", "", "file of RESP users, one a line as in Redis's ACL files: user <name> on|off >password ~pattern +@all|+@read")
+	fs.StringVar(&o.tls.cert, "tls-cert", "", "PEM file of this node's TLS certificate (reloaded when it changes)")
+	fs.StringVar(&o.tls.key, "tls-key", "", "PEM file of the private key of --tls-cert")
+	fs.StringVar(&o.tls.ca, "tls-ca", "", "PEM file of the CA that signs the cluster's certificates")
+	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with --tls-cert and --tls-key (clients: redis-cli --tls)")
+	fs.BoolVar(&o.respClientAuth, "resp-tls-client-auth", false, "with --resp-tls, accept only RESP clients with a certificate signed by --tls-ca")
+	fs.IntVar(&o.maxClients, "max-clients", def.RESPMaxClients, "RESP connections open at once; one more is refused")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", def.RESPIdleTimeout, "close a RESP connection idle this long (0: never)")
+	fs.DurationVar(&o.commandTimeout, "command-timeout", def.RESPCommandTimeout, "close a RESP connection whose command is still incomplete this long after it began (0: never)")
+	fs.DurationVar(&o.authTimeout, "auth-timeout", def.RESPAuthTimeout, "close a RESP connection not logged in this long after it opened, when a password is needed (0: never)")
+	fs.IntVar(&o.maxValueSize, "max-value-size", def.MaxValueSize, "largest value, in bytes; larger ones are refused with an error")
+	fs.IntVar(&o.maxQueryBuffer, "max-query-buffer", 0, "bytes one RESP command may take in memory (0: twice --max-value-size plus 1 MiB)")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
@@ -132,6 +154,13 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.DataAddr = o.dataAddr
 	cfg.RESPAddr = o.respAddr
 	cfg.RESPPassword = o.password
+	cfg.RESPMaxClients = o.maxClients
+	cfg.RESPIdleTimeout = o.idleTimeout
+	cfg.RESPCommandTimeout = o.commandTimeout
+	cfg.RESPAuthTimeout = o.authTimeout
+	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
+	cfg.MaxValueSize = o.maxValueSize
+	cfg.MaxFrameSize = max(cfg.MaxFrameSize, o.maxValueSize+64<<10) // a value must fit in a data-plane frame
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
 	cfg.MinInSync = o.minInSync
@@ -147,6 +176,9 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 			cfg.Join = append(cfg.Join, addr)
 		}
 	}
+	if err := o.respSecurity(&cfg); err != nil {
+		return cfg, err
+	}
 	switch o.timing {
 	case "lan":
 		cfg.Timing = zaris.LANTiming()
@@ -156,6 +188,29 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 		return cfg, fmt.Errorf("--timing %q: want lan or local", o.timing)
 	}
 	return cfg, nil
+}
+
+// respSecurity sets the RESP endpoint's users and TLS from the options.
+func (o options) respSecurity(cfg *zaris.Config) error {
+	if o.aclFile != "" {
+		users, err := loadACLFile(o.aclFile)
+		if err != nil {
+			return err
+		}
+		cfg.RESPUsers = users
+	}
+	if o.respClientAuth && !o.respTLS {
+		return errors.New("--resp-tls-client-auth needs --resp-tls")
+	}
+	if !o.respTLS {
+		return nil
+	}
+	certs, err := newCertStore(o.tls)
+	if err != nil {
+		return err
+	}
+	cfg.RESPTLS, err = certs.serverConfig(o.respClientAuth)
+	return err
 }
 
 // run joins the cluster, serves until SIGTERM or SIGINT, then leaves gracefully.
