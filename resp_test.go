@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -680,44 +681,62 @@ func FuzzRESPReader(f *testing.F) {
 }
 
 // BenchmarkRESPPipeline measures the endpoint's cost per command: batches of 16 pipelined SETs or GETs of
-// 64-byte values over one loopback connection to a single node.
+// 64-byte values over one loopback connection to a single node, over plain TCP and over TLS in one run.
 func BenchmarkRESPPipeline(b *testing.B) {
-	c := startCluster(b, 1, func(cfg *Config) { withRESP(cfg); cfg.Dialer = nil })
-	conn, err := net.Dial("tcp", c.node(0).RESPAddr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	rd := bufio.NewReader(conn)
-	value := strings.Repeat("v", 64)
-	for _, op := range []string{"SET", "GET"} {
-		var batch strings.Builder
-		for i := range 16 {
-			args := []string{op, fmt.Sprintf("key:%06d", i)}
-			if op == "SET" {
-				args = append(args, value)
+	pki := newTestPKI(b)
+	for _, transport := range []string{"tcp", "tls"} {
+		c := startCluster(b, 1, func(cfg *Config) {
+			withRESP(cfg)
+			cfg.Dialer = nil
+			if transport == "tls" {
+				cfg.RESPTLS = pki.serverConfig(false)
 			}
-			batch.WriteString(respCmd(args...))
-		}
-		payload := []byte(batch.String())
-		b.Run(op, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := conn.Write(payload); err != nil {
-					b.Fatal(err)
-				}
-				for range 16 {
-					line, err := rd.ReadSlice('\n')
-					if err != nil {
-						b.Fatal(err)
-					}
-					if line[0] == '$' {
-						rd.Discard(len(value) + 2)
-					}
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/cmd")
 		})
+		var conn net.Conn
+		var err error
+		if transport == "tls" {
+			conn, err = tls.Dial("tcp", c.node(0).RESPAddr(), pki.clientConfig(false))
+		} else {
+			conn, err = net.Dial("tcp", c.node(0).RESPAddr())
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		for _, op := range []string{"SET", "GET"} {
+			b.Run(transport+"/"+op, func(b *testing.B) { benchPipelined(b, conn, rd, op) })
+		}
 	}
+}
+
+// benchPipelined sends batches of 16 op commands and reads their replies.
+func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
+	value := strings.Repeat("v", 64)
+	var batch strings.Builder
+	for i := range 16 {
+		args := []string{op, fmt.Sprintf("key:%06d", i)}
+		if op == "SET" {
+			args = append(args, value)
+		}
+		batch.WriteString(respCmd(args...))
+	}
+	payload := []byte(batch.String())
+	for b.Loop() {
+		if _, err := conn.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+		for range 16 {
+			line, err := rd.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if line[0] == '$' {
+				rd.Discard(len(value) + 2)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/cmd")
 }
 
 // TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
