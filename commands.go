@@ -132,8 +132,11 @@ func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest)
 func (n *Node) applyKeyCommand(op transport.Op, seg int, req *kvRequest) kvReply {
 	switch op {
 	case opIncr:
-		v, ok := n.store.incr(seg, req.Key, req.Delta)
-		if !ok {
+		v, err := n.store.incr(seg, req.Key, req.Delta)
+		switch {
+		case err == errIncrOverflow:
+			return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+		case err != nil:
 			return kvReply{Status: StatusInvalidRequest}
 		}
 		return kvReply{Status: StatusSuccess, Int: v}
@@ -182,28 +185,40 @@ func foundReply(found bool) kvReply {
 	return kvReply{Status: StatusNotFound}
 }
 
-// incr adds delta to key's integer value (a missing key counts as 0), keeping its expiry. It reports false,
-// writing nothing, when the value is not a canonical decimal int64 or the sum overflows.
-func (s *store) incr(segment int, key string, delta int64) (int64, bool) {
+// Why an increment was refused: the value is not an integer, or the sum would overflow. The reply to a
+// refused increment is StatusInvalidRequest, with Int set to incrOverflowed for the second, so that the
+// RESP endpoint can answer as Redis does.
+var (
+	errIncrNotInteger = errors.New("not an integer")
+	errIncrOverflow   = errors.New("overflow")
+)
+
+const incrOverflowed = 1
+
+// incr adds delta to key's integer value (a missing key counts as 0), keeping its expiry. It writes
+// nothing, and says why, when the value is not a canonical decimal int64 or the sum overflows.
+func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 	var result int64
-	ok := true
+	var err error
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var base int64
 		var expireAt int64
 		if cur != nil {
-			base, ok = parseCanonicalInt(cur.value)
+			var ok bool
+			if base, ok = parseCanonicalInt(cur.value); !ok {
+				err = errIncrNotInteger
+				return nil, false
+			}
 			expireAt = cur.expireAt
 		}
-		if ok && addOverflows(base, delta) {
-			ok = false
-		}
-		if !ok {
+		if addOverflows(base, delta) {
+			err = errIncrOverflow
 			return nil, false
 		}
 		result = base + delta
 		return &entry{value: strconv.AppendInt(nil, result, 10), expireAt: expireAt}, true
 	})
-	return result, ok
+	return result, err
 }
 
 // parseCanonicalInt parses b as an int64 written the way strconv.FormatInt writes it: no sign but a leading

@@ -140,6 +140,9 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.members = members
+	if n.resp != nil {
+		n.resp.members.Store(members)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hashicorp/serf/serf"
 )
 
 // respNodeID is the 40-hex-digit node id Redis Cluster clients expect, derived from the node's name so it is
@@ -53,10 +55,37 @@ type respNode struct {
 	busPort int
 	epoch   uint64
 	slots   []slotRange
+	failed  bool // gossip reports it failed
+}
+
+// memberStates says what gossip knows of each member: absent, it left long ago or was never seen.
+type memberStates map[NodeID]serf.MemberStatus
+
+// memberStates returns the members' states as gossip sees them, or nil before the node gossips.
+func (s *respServer) memberStates() memberStates {
+	ms := s.members.Load()
+	if ms == nil {
+		return nil
+	}
+	out := memberStates{}
+	for _, mb := range ms.members() {
+		out[mb.ID] = mb.Status
+	}
+	return out
+}
+
+// departed reports whether gossip says id left the cluster, or no longer knows it.
+func (st memberStates) departed(id NodeID) bool {
+	if st == nil {
+		return false
+	}
+	status, known := st[id]
+	return !known || status == serf.StatusLeft
 }
 
 // respNodes lists the members of m with a RESP endpoint, sorted by name, with the slot ranges they serve.
-func respNodes(m *ClusterMap, ranges []slotRange) []respNode {
+// A member that departed (states) is left out unless it still serves slots.
+func respNodes(m *ClusterMap, ranges []slotRange, states memberStates) []respNode {
 	byID := map[NodeID]*respNode{}
 	var out []respNode
 	for _, info := range m.Nodes {
@@ -65,7 +94,8 @@ func respNodes(m *ClusterMap, ranges []slotRange) []respNode {
 			continue
 		}
 		_, bus, _ := splitHostPort(info.DataAddr)
-		out = append(out, respNode{id: info.ID, host: host, port: port, busPort: bus})
+		out = append(out, respNode{id: info.ID, host: host, port: port, busPort: bus,
+			failed: states[info.ID] == serf.StatusFailed})
 	}
 	slices.SortFunc(out, func(a, b respNode) int { return strings.Compare(string(a.id), string(b.id)) })
 	for i := range out {
@@ -81,7 +111,7 @@ func respNodes(m *ClusterMap, ranges []slotRange) []respNode {
 			n.epoch = max(n.epoch, m.Runtime[p].Epoch)
 		}
 	}
-	return out
+	return slices.DeleteFunc(out, func(n respNode) bool { return len(n.slots) == 0 && states.departed(n.id) })
 }
 
 func splitHostPort(addr string) (string, int, bool) {
@@ -134,7 +164,7 @@ func (c *respConn) clusterSlots() {
 // clusterShards writes CLUSTER SHARDS: one shard per node, each with its slot ranges and the node itself.
 func (c *respConn) clusterShards() {
 	m := c.srv.n.fsm.clusterMap()
-	nodes := respNodes(m, slotRanges(m))
+	nodes := respNodes(m, slotRanges(m), c.srv.memberStates())
 	c.wr.array(len(nodes))
 	for _, n := range nodes {
 		c.wr.mapOf(2)
@@ -147,7 +177,11 @@ func (c *respConn) clusterShards() {
 		c.wr.bulkString("nodes")
 		c.wr.array(1)
 		c.wr.mapOf(7)
-		for _, kv := range [][2]string{{"id", respNodeID(n.id)}, {"ip", n.host}, {"endpoint", n.host}, {"role", "master"}, {"health", "online"}} {
+		health := "online"
+		if n.failed {
+			health = "fail"
+		}
+		for _, kv := range [][2]string{{"id", respNodeID(n.id)}, {"ip", n.host}, {"endpoint", n.host}, {"role", "master"}, {"health", health}} {
 			c.wr.bulkString(kv[0])
 			c.wr.bulkString(kv[1])
 		}
@@ -162,13 +196,16 @@ func (c *respConn) clusterShards() {
 func (c *respConn) clusterNodes() {
 	m := c.srv.n.fsm.clusterMap()
 	var b strings.Builder
-	for _, n := range respNodes(m, slotRanges(m)) {
-		flags := "master"
-		if n.id == c.srv.n.id {
+	for _, n := range respNodes(m, slotRanges(m), c.srv.memberStates()) {
+		flags, link := "master", "connected"
+		switch {
+		case n.id == c.srv.n.id:
 			flags = "myself,master"
+		case n.failed:
+			flags, link = "master,fail", "disconnected"
 		}
 		b.WriteString(respNodeID(n.id) + " " + net.JoinHostPort(n.host, strconv.Itoa(n.port)) + "@" + strconv.Itoa(n.busPort) +
-			" " + flags + " - 0 0 " + strconv.FormatUint(n.epoch, 10) + " connected")
+			" " + flags + " - 0 0 " + strconv.FormatUint(n.epoch, 10) + " " + link)
 		for _, r := range n.slots {
 			b.WriteString(" " + strconv.Itoa(int(r.first)))
 			if r.last != r.first {
@@ -184,7 +221,7 @@ func (c *respConn) clusterNodes() {
 func (c *respConn) clusterInfo() {
 	m := c.srv.n.fsm.clusterMap()
 	ranges := slotRanges(m)
-	nodes := respNodes(m, ranges)
+	nodes := respNodes(m, ranges, c.srv.memberStates())
 	served, size := 0, 0
 	for _, r := range ranges {
 		served += int(r.last-r.first) + 1

@@ -2,11 +2,10 @@ package zaris
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"fmt"
 	"math"
 	"os"
-	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +27,34 @@ type respCommand struct {
 	step     int
 	acl      []string
 	noAuth   bool // may run before AUTH
+	parent   bool // has subcommands, which permissions name as parent|sub
 	run      func(c *respConn, args [][]byte)
+}
+
+func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
+
+// fullName names the command as ACL errors do: "config|get" for a subcommand.
+func (cmd *respCommand) fullName(args [][]byte) string {
+	if cmd.parent && len(args) > 1 {
+		return cmd.name + "|" + strings.ToLower(clip(args[1], 64))
+	}
+	return cmd.name
+}
+
+// keys returns the key arguments of a command that has some.
+func (cmd *respCommand) keys(args [][]byte) [][]byte {
+	if cmd.firstKey == 0 {
+		return nil
+	}
+	last := cmd.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	var out [][]byte
+	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.step {
+		out = append(out, args[i])
+	}
+	return out
 }
 
 func (cmd *respCommand) arityOK(n int) bool {
@@ -68,11 +94,11 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
 		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
 		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
-		{name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
-		{name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
-		{name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
+		{parent: true, name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
+		{parent: true, name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
+		{parent: true, name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
 		{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
-		{name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
+		{parent: true, name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
 		{name: "readonly", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "readwrite", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "asking", arity: 1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
@@ -85,16 +111,22 @@ func buildRESPCommands() map[string]*respCommand {
 	return table
 }
 
-// dispatch runs one command: lookup, arity, authentication, then the command itself.
+// dispatch runs one command: HTTP refusal, lookup, arity, authentication, permissions, then the command
+// itself.
 func (s *respServer) dispatch(c *respConn, args [][]byte) {
+	if isHTTPInput(args[0]) {
+		c.refuseHTTP()
+		return
+	}
 	cmd := s.lookup(args[0])
 	switch {
 	case cmd == nil:
 		c.wr.error(unknownCommandMessage(args))
 	case !cmd.arityOK(len(args)):
 		c.wr.error("ERR wrong number of arguments for '" + cmd.name + "' command")
-	case !c.authed && !cmd.noAuth:
+	case c.user == nil && !cmd.noAuth:
 		c.wr.error("NOAUTH Authentication required.")
+	case c.user != nil && !c.checkPermissions(cmd, args):
 	default:
 		cmd.run(c, args)
 	}
@@ -212,6 +244,10 @@ func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, boo
 	case StatusSuccess, StatusNotFound:
 		return reply, true
 	case StatusInvalidRequest:
+		if op == opIncr && reply.Int == incrOverflowed {
+			c.wr.error("ERR increment or decrement would overflow")
+			return reply, false
+		}
 		if op == opIncr {
 			c.notInteger()
 			return reply, false
@@ -511,92 +547,6 @@ func (c *respConn) cmdSelect(args [][]byte) {
 	}
 }
 
-// checkPassword compares in constant time; the only user is "default".
-func (c *respConn) checkPassword(user, pass []byte) bool {
-	ok := subtle.ConstantTimeCompare(pass, []byte(c.srv.password)) == 1
-	return ok && (user == nil || string(user) == "default")
-}
-
-func (c *respConn) cmdAuth(args [][]byte) {
-	if len(args) > 3 {
-		c.syntaxError()
-		return
-	}
-	if c.srv.password == "" {
-		c.wr.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-		return
-	}
-	var user []byte
-	if len(args) == 3 {
-		user = args[1]
-	}
-	if !c.checkPassword(user, args[len(args)-1]) {
-		c.wr.error("WRONGPASS invalid username-password pair or user is disabled.")
-		return
-	}
-	c.authed = true
-	c.wr.ok()
-}
-
-// cmdHello serves HELLO [protover [AUTH user pass] [SETNAME name]]: it switches RESP2/RESP3 and describes
-// the server.
-func (c *respConn) cmdHello(args [][]byte) {
-	proto := c.wr.proto
-	if len(args) > 1 {
-		v, ok := parseCanonicalInt(args[1])
-		if !ok {
-			c.wr.error("ERR Protocol version is not an integer or out of range")
-			return
-		}
-		if v != 2 && v != 3 {
-			c.wr.error("NOPROTO unsupported protocol version")
-			return
-		}
-		proto = int(v)
-	}
-	name, authed, ok := c.helloOptions(args[min(2, len(args)):])
-	if !ok {
-		return
-	}
-	if !authed {
-		c.wr.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
-		return
-	}
-	c.authed = true
-	if name != nil {
-		c.name = string(name)
-	}
-	c.wr.proto = proto
-	c.helloReply()
-}
-
-// helloOptions reads HELLO's AUTH and SETNAME options; it writes the error itself when one is wrong.
-func (c *respConn) helloOptions(opts [][]byte) (name []byte, authed, ok bool) {
-	authed = c.authed
-	for i := 0; i < len(opts); i++ {
-		switch {
-		case isSubcommand(opts[i], "AUTH") && i+2 < len(opts):
-			if !c.checkPassword(opts[i+1], opts[i+2]) {
-				c.wr.error("WRONGPASS invalid username-password pair or user is disabled.")
-				return nil, false, false
-			}
-			authed = true
-			i += 2
-		case isSubcommand(opts[i], "SETNAME") && i+1 < len(opts):
-			if !validClientName(opts[i+1]) {
-				c.wr.error("ERR Client names cannot contain spaces, newlines or special characters.")
-				return nil, false, false
-			}
-			name = opts[i+1]
-			i++
-		default:
-			c.wr.error(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opts[i], 64)))
-			return nil, false, false
-		}
-	}
-	return name, authed, true
-}
-
 func (c *respConn) helloReply() {
 	c.wr.mapOf(7)
 	c.wr.bulkString("server")
@@ -715,18 +665,22 @@ func (c *respConn) writeCommandInfo(cmd *respCommand) {
 	c.wr.array(0) // subcommands
 }
 
-// respConfig answers CONFIG GET with harmless values, so tools that read settings at start-up carry on.
+// respConfig answers CONFIG GET with the endpoint's real limits and harmless values for the rest, so tools
+// that read settings at start-up carry on. requirepass is given, as Redis gives it, to a logged-in client.
 func (c *respConn) respConfig() [][2]string {
+	s := c.srv
 	return [][2]string{
 		{"appendonly", "no"},
 		{"save", ""},
 		{"databases", "1"},
 		{"maxmemory", "0"},
 		{"maxmemory-policy", "noeviction"},
-		{"timeout", "0"},
+		{"timeout", strconv.FormatInt(int64(s.timeouts.idle/time.Second), 10)},
+		{"maxclients", strconv.Itoa(s.maxClients)},
 		{"cluster-enabled", "yes"},
-		{"proto-max-bulk-len", strconv.Itoa(c.srv.limits.maxBulk)},
-		{"requirepass", ""},
+		{"proto-max-bulk-len", strconv.Itoa(s.limits.maxBulk)},
+		{"client-query-buffer-limit", strconv.Itoa(s.limits.maxQuery)},
+		{"requirepass", s.n.cfg.RESPPassword},
 	}
 }
 
@@ -736,7 +690,7 @@ func (c *respConn) cmdConfig(args [][]byte) {
 		var match [][2]string
 		for _, kv := range c.respConfig() {
 			for _, pattern := range args[2:] {
-				if ok, _ := path.Match(strings.ToLower(string(pattern)), kv[0]); ok {
+				if globMatch(pattern, []byte(kv[0]), true) {
 					match = append(match, kv)
 					break
 				}

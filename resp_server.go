@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,22 +12,29 @@ import (
 	"time"
 )
 
-// respMaxClients bounds the RESP connections a node keeps open at once.
-const respMaxClients = 10_000
-
 // respServer is a node's Redis Cluster endpoint. It serves every key through the node's own ownership
 // check: keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
 type respServer struct {
-	n        *Node
-	ln       net.Listener
-	addr     string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
-	limits   respLimits
-	password string
-	commands map[string]*respCommand
-	ctx      context.Context // cancelled on close, so work for a connection stops with the node
-	cancel   context.CancelFunc
-	nextID   atomic.Int64
+	n           *Node
+	ln          net.Listener
+	addr        string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
+	tls         bool
+	limits      respLimits // of an authenticated client
+	preAuth     respLimits // of a client that has not logged in yet
+	budget      *respBudget
+	timeouts    respTimeouts
+	slack       time.Duration // how late a read deadline may be moved (respTimeouts.slack)
+	maxClients  int
+	acl         *respACL
+	throttle    *authThrottle
+	commands    map[string]*respCommand
+	ctx         context.Context // cancelled on close, so work for a connection stops with the node
+	cancel      context.CancelFunc
+	nextID      atomic.Int64
+	members     atomic.Pointer[membership] // set once the node gossips; CLUSTER NODES leaves out departed members
+	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
+	turningAway atomic.Int32               // refused connections being told why
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -45,24 +53,41 @@ func (n *Node) startRESP() error {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &respServer{
-		n:        n,
-		ln:       ln,
-		addr:     addr,
-		limits:   newRESPLimits(n.cfg.MaxValueSize),
-		password: n.cfg.RESPPassword,
-		commands: respCommandTable,
-		ctx:      ctx,
-		cancel:   cancel,
-		conns:    map[*respConn]struct{}{},
+	s := newRESPServer(n, addr)
+	if n.cfg.RESPTLS != nil {
+		ln = tls.NewListener(ln, n.cfg.RESPTLS)
+		s.tls = true
 	}
+	s.ln = ln
 	n.resp = s
 	n.cfg.RESPAddr = addr
 	s.wg.Add(1)
 	go s.accept()
-	n.log.Info("serving RESP", "addr", addr)
+	n.log.Info("serving RESP", "addr", addr, "tls", s.tls, "auth", s.acl.required())
 	return nil
+}
+
+// newRESPServer returns the endpoint of n, advertised as addr, with no listener yet.
+func newRESPServer(n *Node, addr string) *respServer {
+	cfg := &n.cfg
+	ctx, cancel := context.WithCancel(context.Background())
+	timeouts := respTimeouts{idle: cfg.RESPIdleTimeout, command: cfg.RESPCommandTimeout, auth: cfg.RESPAuthTimeout}
+	return &respServer{
+		n:          n,
+		addr:       addr,
+		limits:     newRESPLimits(cfg.MaxValueSize, cfg.RESPMaxQueryBuffer),
+		preAuth:    preAuthRESPLimits(),
+		budget:     newRESPBudget(cfg.RESPMaxQueryBufferTotal),
+		timeouts:   timeouts,
+		slack:      timeouts.slack(),
+		maxClients: cfg.RESPMaxClients,
+		acl:        newRESPACL(cfg.RESPPassword, cfg.RESPUsers),
+		throttle:   newAuthThrottle(),
+		commands:   respCommandTable,
+		ctx:        ctx,
+		cancel:     cancel,
+		conns:      map[*respConn]struct{}{},
+	}
 }
 
 // advertisedAddr is the address clients are told to use: the bound one, or, when bound to every interface,
@@ -110,29 +135,64 @@ func (s *respServer) accept() {
 
 // admit starts serving conn, unless the server is closing or full.
 func (s *respServer) admit(conn net.Conn) {
-	c := newRESPConn(s, conn)
+	c, reason := s.open(conn)
+	switch {
+	case c != nil:
+		go c.serve()
+	case reason == "":
+		conn.Close()
+	default:
+		s.turnAway(conn, reason)
+	}
+}
+
+// open registers a new connection, or says why it may not have one ("" when the server is closing). A
+// connection needs a slot under RESPMaxClients and its first read buffer from the budget.
+func (s *respServer) open(conn net.Conn) (*respConn, string) {
 	s.mu.Lock()
-	closed, full := s.closed, len(s.conns) >= respMaxClients
-	if !closed && !full {
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, ""
+	case len(s.conns) >= s.maxClients:
+		return nil, "ERR max number of clients reached"
+	case !s.budget.reserve(respInitialBuffer):
+		return nil, "ERR max number of clients reached (query buffers full)"
 	}
-	s.mu.Unlock()
-	if full && !closed {
-		conn.Write([]byte("-ERR max number of clients reached\r\n"))
-	}
-	if closed || full {
+	c := newRESPConn(s, conn)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c, ""
+}
+
+// respMaxTurningAway bounds the refused connections being told why at once; beyond, they are just closed.
+const respMaxTurningAway = 64
+
+// turnAway tells a refused client why and closes it, in the background and within a second, so a client
+// that does not read (or a TLS handshake that never ends) cannot hold up accepting others.
+func (s *respServer) turnAway(conn net.Conn, reason string) {
+	if s.turningAway.Add(1) > respMaxTurningAway {
+		s.turningAway.Add(-1)
 		conn.Close()
 		return
 	}
-	go c.serve()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.turningAway.Add(-1)
+		conn.SetDeadline(time.Now().Add(time.Second))
+		conn.Write([]byte("-" + reason + "\r\n"))
+		conn.Close()
+	}()
 }
 
+// drop forgets a connection that stopped being served and gives its buffers back.
 func (s *respServer) drop(c *respConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 	c.conn.Close()
+	c.rd.close()
 	s.wg.Done()
 }
 
@@ -165,32 +225,56 @@ type respConn struct {
 	wr     *respWriter
 	id     int64
 	name   string
-	authed bool
+	user   *respUser // nil until the client logs in
+	opened time.Time
 	quit   bool
+	hangUp bool // close at once, dropping the replies not sent yet
+
+	authFailures  int
+	deadline      time.Time // the read deadline last set
+	partialSince  time.Time // when the command now half-received began to wait
+	completedSeen uint64    // rd.completed when partialSince was set
 }
 
 func newRESPConn(s *respServer, conn net.Conn) *respConn {
-	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), authed: s.password == ""}
+	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: s.acl.initialUser(), opened: time.Now()}
 	sock := newSocketIO(conn)
-	c.rd = newRESPReader(sock, s.limits)
-	c.wr = newRESPWriter(sock)
-	c.rd.onBlock = c.wr.flush // replies of a pipeline go out together, once its input is drained
+	lim := s.limits
+	if c.user == nil {
+		lim = s.preAuth
+	}
+	c.rd = newRESPReader(sock, lim, s.budget)
+	c.wr = newRESPWriter(&deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle})
+	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
 	return c
 }
 
-// serve reads and runs commands until the client quits, the connection fails or the input breaks the
-// protocol (answered with an error, then closed).
+// logIn makes u the connection's user; an authenticated client gets the larger limits.
+func (c *respConn) logIn(u *respUser) {
+	c.user = u
+	c.rd.lim = c.srv.limits
+}
+
+// serve reads and runs commands until the client quits, the connection fails or times out, or the input
+// breaks the protocol (answered with an error, then closed). A refused command is answered and skipped.
 func (c *respConn) serve() {
 	defer c.srv.drop(c)
 	for !c.quit && c.wr.err == nil {
 		args, err := c.rd.next()
+		var rejected *respRejection
+		switch {
+		case errors.As(err, &rejected):
+			c.wr.error(rejected.msg)
+			continue
+		case errors.Is(err, errRESPProtocol):
+			c.wr.error("ERR " + err.Error())
+		}
 		if err != nil {
-			if errors.Is(err, errRESPProtocol) {
-				c.wr.error("ERR " + err.Error())
-			}
 			break
 		}
 		c.srv.dispatch(c, args)
 	}
-	c.wr.flush()
+	if !c.hangUp {
+		c.wr.flush()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,7 @@ func withRESP(cfg *Config) { cfg.RESPAddr = "127.0.0.1:0" }
 
 // startRESPCluster starts n nodes with RESP endpoints and waits until every node's map knows every
 // endpoint, so CLUSTER SLOTS covers the whole key space.
-func startRESPCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+func startRESPCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	c := startCluster(t, n, func(cfg *Config) {
 		withRESP(cfg)
@@ -400,7 +401,6 @@ func TestRESPBadInput(t *testing.T) {
 	addr := owner.RESPAddr()
 
 	protocolErrors := map[string]string{
-		"bulk over the value limit":  "*2\r\n$3\r\nGET\r\n$4097\r\n",
 		"huge bulk length":           "*2\r\n$3\r\nGET\r\n$99999999999999999999\r\n",
 		"negative bulk length":       "*2\r\n$3\r\nGET\r\n$-5\r\n",
 		"huge multibulk count":       "*9223372036854775807\r\n",
@@ -434,6 +434,7 @@ func TestRESPBadInput(t *testing.T) {
 		{"unknown command with binary name", respCmd("\x00\r\n"), "-ERR unknown command '???', with args beginning with: "},
 		{"noauth needs a password", respCmd("AUTH", "x"), "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
 		{"protocol 4", respCmd("HELLO", "4"), "-NOPROTO unsupported protocol version"},
+		{"bulk over the value limit", respCmd("SET", "k", strings.Repeat("v", 4097)), "-ERR argument of 4097 bytes exceeds the maximum value size (4096 bytes)"},
 	}
 	for _, tc := range replies {
 		t.Run(tc.name, func(t *testing.T) {
@@ -523,7 +524,7 @@ func TestRESPAuth(t *testing.T) {
 	r := dialRaw(t, addr)
 	steps := []struct{ input, want string }{
 		{respCmd("GET", "k"), "-NOAUTH Authentication required."},
-		{respCmd("HELLO", "3"), "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
+		{respCmd("HELLO", "3"), "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
 		{respCmd("AUTH", "wrong"), "-WRONGPASS invalid username-password pair or user is disabled."},
 		{respCmd("AUTH", "default", "s3cret"), "+OK"},
 		{respCmd("SET", "k", "v"), "+OK"},
@@ -558,12 +559,21 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readAll parses every command of src; it returns them (copied) and the error that ended the stream.
+// rejectedMark starts the entry readAll records for a command the reader refused.
+const rejectedMark = "\x00rejected"
+
+// readAll parses every command of src; it returns them (copied, a refused command as rejectedMark and its
+// error) and the error that ended the stream.
 func readAll(src io.Reader, lim respLimits) ([][]string, error) {
-	rd := newRESPReader(src, lim)
+	rd := newRESPReader(src, lim, nil)
 	var out [][]string
 	for {
 		args, err := rd.next()
+		var rejected *respRejection
+		if errors.As(err, &rejected) {
+			out = append(out, []string{rejectedMark, rejected.msg})
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -585,7 +595,7 @@ func readAll(src io.Reader, lim respLimits) ([][]string, error) {
 }
 
 func TestRESPReaderStreaming(t *testing.T) {
-	lim := newRESPLimits(1 << 20)
+	lim := newRESPLimits(1<<20, 4<<20)
 	big := strings.Repeat("x", 300<<10)
 	input := respCmd("SET", "k", big) + "PING  hello\r\n\r\n" + "*0\r\n" + respCmd("GET", "k") + "*-1\r\n" + respCmd("ECHO", "")
 	want := [][]string{{"SET", "k", big}, {"PING", "hello"}, {"GET", "k"}, {"ECHO", ""}}
@@ -597,6 +607,46 @@ func TestRESPReaderStreaming(t *testing.T) {
 	}
 }
 
+// TestRESPInlineSplit checks inline commands split as Redis splits them (TestRESPMatchesRedis compares with
+// a real server where one is installed).
+func TestRESPInlineSplit(t *testing.T) {
+	cases := []struct {
+		line string
+		want []string // nil: unbalanced quotes
+	}{
+		{`SET "a b" c`, []string{"SET", "a b", "c"}},
+		{`  GET   k  `, []string{"GET", "k"}},
+		{`SET 'it\'s' v`, []string{"SET", "it's", "v"}},
+		{`ECHO 'a\nb'`, []string{"ECHO", `a\nb`}},
+		{`ECHO "a\nb\t\r\b\a\q\\\""`, []string{"ECHO", "a\nb\t\r\b\aq\\\""}},
+		{`ECHO "\x41\x6a\x4" "\xzz"`, []string{"ECHO", "Ajx4", "xzz"}},
+		{`SET x"y z" 1`, []string{"SET", "xy z", "1"}},
+		{`ECHO "" ''`, []string{"ECHO", "", ""}},
+		{"ECHO a\x00b c", []string{"ECHO", "a"}},
+		{"\v\fECHO b\vc", []string{"ECHO", "b\vc"}},
+		{`GET "abc`, nil},
+		{`GET 'abc`, nil},
+		{`GET "a"b`, nil},
+		{`GET 'a'b`, nil},
+		{`GET "a\`, nil},
+		{"GET \"a\x00\"", nil},
+	}
+	for _, tc := range cases {
+		line := []byte(tc.line)
+		var got []string
+		err := splitInline(line, func(start, end int) error {
+			got = append(got, string(line[start:end]))
+			return nil
+		})
+		switch {
+		case tc.want == nil && !errors.Is(err, errRESPProtocol):
+			t.Errorf("%q: %q, %v; want unbalanced quotes", tc.line, got, err)
+		case tc.want != nil && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("%q: %q, %v; want %q", tc.line, got, err, tc.want)
+		}
+	}
+}
+
 // FuzzRESPReader checks that any input, delivered in any chunking, parses the same way, never breaks the
 // limits, and that every parsed command survives a round trip through its canonical encoding.
 func FuzzRESPReader(f *testing.F) {
@@ -604,6 +654,8 @@ func FuzzRESPReader(f *testing.F) {
 	f.Add([]byte("PING\r\n\r\n*0\r\n*-1\r\n"), uint8(3))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$99999999999\r\n"), uint8(5))
 	f.Add([]byte("*1\r\n$-1\r\n"), uint8(2))
+	f.Add([]byte("SET \"a b\" 'c\\'d' \"\\x41\\n\"\r\nGET \"a\r\n"), uint8(4))
+	f.Add([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n"+strings.Repeat("v", 100)+"\r\nPING\r\n"), uint8(9))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		lim := respLimits{maxBulk: 64, maxArgs: 8, maxInline: 128, maxQuery: 512}
 		whole, errWhole := readAll(bytes.NewReader(data), lim)
@@ -617,6 +669,9 @@ func FuzzRESPReader(f *testing.F) {
 			}
 		}
 		for _, cmd := range whole {
+			if cmd[0] == rejectedMark {
+				continue
+			}
 			again, err := readAll(strings.NewReader(respCmd(cmd...)), lim)
 			if !errors.Is(err, io.EOF) || len(again) != 1 || !slices.Equal(again[0], cmd) {
 				t.Fatalf("round trip of %q gave %q, %v", cmd, again, err)
@@ -626,44 +681,62 @@ func FuzzRESPReader(f *testing.F) {
 }
 
 // BenchmarkRESPPipeline measures the endpoint's cost per command: batches of 16 pipelined SETs or GETs of
-// 64-byte values over one loopback connection to a single node.
+// 64-byte values over one loopback connection to a single node, over plain TCP and over TLS in one run.
 func BenchmarkRESPPipeline(b *testing.B) {
-	c := startCluster(b, 1, func(cfg *Config) { withRESP(cfg); cfg.Dialer = nil })
-	conn, err := net.Dial("tcp", c.node(0).RESPAddr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	rd := bufio.NewReader(conn)
-	value := strings.Repeat("v", 64)
-	for _, op := range []string{"SET", "GET"} {
-		var batch strings.Builder
-		for i := range 16 {
-			args := []string{op, fmt.Sprintf("key:%06d", i)}
-			if op == "SET" {
-				args = append(args, value)
+	pki := newTestPKI(b)
+	for _, transport := range []string{"tcp", "tls"} {
+		c := startCluster(b, 1, func(cfg *Config) {
+			withRESP(cfg)
+			cfg.Dialer = nil
+			if transport == "tls" {
+				cfg.RESPTLS = pki.serverConfig(false)
 			}
-			batch.WriteString(respCmd(args...))
-		}
-		payload := []byte(batch.String())
-		b.Run(op, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := conn.Write(payload); err != nil {
-					b.Fatal(err)
-				}
-				for range 16 {
-					line, err := rd.ReadSlice('\n')
-					if err != nil {
-						b.Fatal(err)
-					}
-					if line[0] == '$' {
-						rd.Discard(len(value) + 2)
-					}
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/cmd")
 		})
+		var conn net.Conn
+		var err error
+		if transport == "tls" {
+			conn, err = tls.Dial("tcp", c.node(0).RESPAddr(), pki.clientConfig(false))
+		} else {
+			conn, err = net.Dial("tcp", c.node(0).RESPAddr())
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		for _, op := range []string{"SET", "GET"} {
+			b.Run(transport+"/"+op, func(b *testing.B) { benchPipelined(b, conn, rd, op) })
+		}
 	}
+}
+
+// benchPipelined sends batches of 16 op commands and reads their replies.
+func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
+	value := strings.Repeat("v", 64)
+	var batch strings.Builder
+	for i := range 16 {
+		args := []string{op, fmt.Sprintf("key:%06d", i)}
+		if op == "SET" {
+			args = append(args, value)
+		}
+		batch.WriteString(respCmd(args...))
+	}
+	payload := []byte(batch.String())
+	for b.Loop() {
+		if _, err := conn.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+		for range 16 {
+			line, err := rd.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if line[0] == '$' {
+				rd.Discard(len(value) + 2)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/cmd")
 }
 
 // TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
@@ -716,4 +789,52 @@ func TestRESPRefusals(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.reply.Status, got, tc.want)
 		}
 	}
+}
+
+// TestRESPClusterNodesAfterLeave checks that a member that left the cluster is no longer listed by CLUSTER
+// NODES, SHARDS and INFO, and that one that crashed is listed as failed until it is evicted.
+func TestRESPClusterNodesAfterLeave(t *testing.T) {
+	c := startRESPCluster(t, 4, elastic())
+	ctx := bg(t)
+	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})
+	defer client.Close()
+	nodeLines := func() []string {
+		out, err := client.ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(out), "\n")
+	}
+	if lines := nodeLines(); len(lines) != 4 {
+		t.Fatalf("CLUSTER NODES before the leave: %q", lines)
+	}
+	leaver := c.node(3)
+	leaveCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := leaver.Leave(leaveCtx); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(3)
+	gone := respNodeID(leaver.id)
+	waitFor(t, 20*time.Second, "CLUSTER NODES without the member that left", func() bool {
+		lines := nodeLines()
+		return len(lines) == 3 && !strings.Contains(strings.Join(lines, "\n"), gone)
+	})
+	if shards, err := client.ClusterShards(ctx).Result(); err != nil || len(shards) != 3 {
+		t.Fatalf("CLUSTER SHARDS after the leave: %d shards, %v", len(shards), err)
+	}
+	if info := client.ClusterInfo(ctx).Val(); !strings.Contains(info, "cluster_known_nodes:3\r\n") {
+		t.Fatalf("CLUSTER INFO after the leave: %q", info)
+	}
+
+	crashed := c.node(2)
+	c.kill(2)
+	waitFor(t, 20*time.Second, "CLUSTER NODES to flag the crashed member", func() bool {
+		for _, line := range nodeLines() {
+			if strings.HasPrefix(line, respNodeID(crashed.id)+" ") {
+				return strings.Contains(line, " master,fail ") && strings.Contains(line, " disconnected")
+			}
+		}
+		return false
+	})
 }

@@ -111,17 +111,21 @@ func validGossipKey(key []byte) bool {
 	return false
 }
 
-// PeerTLSFromFiles returns a Config.TLS that presents the certificate and key in PEM files certFile and
-// keyFile, and trusts the CA certificates in PEM file caFile. The certificate and key are read again when
-// either file changes, so they can be renewed without a restart; the CA is read once.
-func PeerTLSFromFiles(certFile, keyFile, caFile string) (*tls.Config, error) {
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("zaris: read CA file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrInvalidConfig, caFile)
+// TLSFromFiles returns a TLS config that presents the certificate and key in PEM files certFile and
+// keyFile, and trusts the CA certificates in PEM file caFile (Config.TLS needs one; a RESP endpoint whose
+// clients bring no certificate does not: caFile ""). The certificate and key are read again when either
+// file changes, so they can be renewed without a restart; the CA is read once.
+func TLSFromFiles(certFile, keyFile, caFile string) (*tls.Config, error) {
+	var pool *x509.CertPool
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("zaris: read CA file: %w", err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrInvalidConfig, caFile)
+		}
 	}
 	kp := &keyPairFiles{cert: certFile, key: keyFile}
 	if _, err := kp.current(); err != nil {

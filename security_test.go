@@ -223,8 +223,8 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	}
 }
 
-// TestPeerTLSFromFilesReloads checks that a renewed certificate is picked up from its files.
-func TestPeerTLSFromFilesReloads(t *testing.T) {
+// TestTLSFromFilesReloads checks that a renewed certificate is picked up from its files.
+func TestTLSFromFilesReloads(t *testing.T) {
 	ca := newTestCA(t)
 	dir := t.TempDir()
 	write := func(name string, data []byte) {
@@ -236,7 +236,7 @@ func TestPeerTLSFromFilesReloads(t *testing.T) {
 	_, cert1, key1 := ca.issue("first")
 	write("node.pem", cert1)
 	write("node-key.pem", key1)
-	cfg, err := PeerTLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca.pem"))
+	cfg, err := TLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestPeerTLSFromFilesReloads(t *testing.T) {
 	if got := name(); got != "renewed" {
 		t.Fatalf("certificate %q after renewal, want renewed", got)
 	}
-	if _, err := PeerTLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "node.pem")+"x"); err == nil {
+	if _, err := TLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "node.pem")+"x"); err == nil {
 		t.Fatal("a missing CA file was accepted")
 	}
 }

@@ -212,7 +212,7 @@ type Config struct {
 	// TLS, when set, makes every connection between nodes mutual TLS: each end presents its certificate
 	// (Certificates, or GetCertificate and GetClientCertificate) and checks the other's against RootCAs
 	// (ClientCAs for incoming ones, RootCAs when nil). Names are checked only if ServerName is set.
-	// PeerTLSFromFiles builds one from PEM files. Without it, any process that reaches DataAddr is a peer.
+	// TLSFromFiles builds one from PEM files. Without it, any process that reaches DataAddr is a peer.
 	TLS *tls.Config
 	// GossipKey, when set, encrypts and authenticates gossip (16, 24 or 32 bytes: AES-128, -192 or -256);
 	// every member needs it. Without it, any process that reaches GossipAddr can join.
@@ -221,8 +221,35 @@ type Config struct {
 	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
 	RESPAddr string
-	// RESPPassword, when set, must be given with AUTH or HELLO before other RESP commands.
+	// RESPPassword, when set, is the password of the user "default" (Redis's requirepass): it must be given
+	// with AUTH or HELLO before other RESP commands.
 	RESPPassword string
+	// RESPUsers are further RESP users (Redis 6+ ACL users), logged in with AUTH name password or HELLO ...
+	// AUTH name password. A user named "default" replaces the built-in one (then RESPPassword must be empty);
+	// a disabled "default" makes every client log in as a named user.
+	RESPUsers []RESPUser
+	// RESPTLS, when set, serves the RESP endpoint over TLS with this configuration (certificate, and client
+	// certificates if its ClientAuth asks for them); nil serves plain TCP.
+	RESPTLS *tls.Config
+	// RESPMaxClients bounds the RESP connections open at once; one more is told so and closed.
+	RESPMaxClients int
+	// RESPIdleTimeout closes a RESP connection that sends nothing, or reads none of its replies, for this long.
+	// Zero: never.
+	RESPIdleTimeout time.Duration
+	// RESPCommandTimeout closes a RESP connection whose command is still incomplete this long after its
+	// first bytes came (a client trickling a command to hold the connection). Zero: never.
+	RESPCommandTimeout time.Duration
+	// RESPAuthTimeout closes a RESP connection that has not authenticated this long after it connected, when
+	// the endpoint asks for authentication. Zero: never.
+	RESPAuthTimeout time.Duration
+	// RESPMaxQueryBuffer bounds the memory one authenticated client's command may take (its bytes plus a
+	// little per argument); a larger command is read past and refused with an error. Zero: twice
+	// MaxValueSize plus 1 MiB. Before authentication a command has at most 10 arguments of 16 KiB, as in Redis.
+	RESPMaxQueryBuffer int
+	// RESPMaxQueryBufferTotal bounds the memory the query buffers of all RESP connections take together; a
+	// connection is refused, or its command refused, rather than pass it. Zero: 512 MiB or four
+	// RESPMaxQueryBuffer, whichever is larger.
+	RESPMaxQueryBufferTotal int64
 
 	// observeAck, when set (by tests), is told of every write this node acknowledged as owner, with the
 	// partition and the epoch it owned it under.
@@ -244,6 +271,22 @@ type Config struct {
 	// gossipTransport, when set (by tests), wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+}
+
+// RESPUser is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
+// password or HELLO 3 AUTH name password.
+type RESPUser struct {
+	Name string
+	// Passwords lists the passwords that log the user in; NoPass lets any password do.
+	Passwords []string
+	NoPass    bool
+	// Disabled users cannot log in (Redis's "off").
+	Disabled bool
+	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
+	ReadOnly bool
+	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
+	// list: none.
+	Keys []string
 }
 
 // DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
@@ -280,6 +323,10 @@ func DefaultConfig() Config {
 		DiskRetainBytes:      4 << 20,
 		DiskRetainAge:        10 * time.Minute,
 		DiskTrimInterval:     10 * time.Second,
+		RESPMaxClients:       10_000,
+		RESPIdleTimeout:      5 * time.Minute,
+		RESPCommandTimeout:   time.Minute,
+		RESPAuthTimeout:      10 * time.Second,
 		Timing:               LANTiming(),
 		Clock:                systemClock{},
 	}
@@ -342,6 +389,8 @@ func (c *Config) validate() error {
 		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
 	case c.ReplicaAckTimeout <= 0:
 		return bad("ReplicaAckTimeout must be positive")
+	case c.TLS != nil && c.TLS.RootCAs == nil && c.TLS.ClientCAs == nil:
+		return bad("TLS needs RootCAs: the cluster's CA, which every peer's certificate must chain to")
 	case !validGossipKey(c.GossipKey):
 		return bad("GossipKey is %d bytes; it must be 16, 24 or 32", len(c.GossipKey))
 	case c.DiskQueueBytes < 1:
@@ -359,11 +408,43 @@ func (c *Config) validate() error {
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
 	}
+	if err := c.validateRESP(); err != nil {
+		return err
+	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// validateRESP checks the RESP endpoint's limits and users and fills the limits derived from others.
+func (c *Config) validateRESP() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if c.RESPMaxQueryBuffer == 0 {
+		c.RESPMaxQueryBuffer = 2*c.MaxValueSize + 1<<20
+	}
+	if c.RESPMaxQueryBufferTotal == 0 {
+		c.RESPMaxQueryBufferTotal = max(512<<20, 4*int64(c.RESPMaxQueryBuffer))
+	}
+	switch {
+	case c.RESPMaxClients < 1:
+		return bad("RESPMaxClients %d must be at least 1", c.RESPMaxClients)
+	case c.RESPIdleTimeout < 0 || c.RESPCommandTimeout < 0 || c.RESPAuthTimeout < 0:
+		return bad("RESPIdleTimeout, RESPCommandTimeout and RESPAuthTimeout must not be negative")
+	case c.RESPMaxQueryBuffer < c.MaxValueSize+respPreAuthMaxQuery:
+		return bad("RESPMaxQueryBuffer %d must be at least MaxValueSize plus 256 KiB (%d)", c.RESPMaxQueryBuffer,
+			c.MaxValueSize+respPreAuthMaxQuery)
+	case c.RESPMaxQueryBufferTotal < int64(c.RESPMaxQueryBuffer):
+		return bad("RESPMaxQueryBufferTotal %d must be at least RESPMaxQueryBuffer %d", c.RESPMaxQueryBufferTotal,
+			c.RESPMaxQueryBuffer)
+	}
+	if err := validateRESPUsers(c.RESPUsers, c.RESPPassword); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

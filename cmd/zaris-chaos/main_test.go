@@ -237,7 +237,7 @@ func TestSecureRun(t *testing.T) {
 			t.Fatalf("%s: %v", args[i], err)
 		}
 	}
-	if _, err := zaris.PeerTLSFromFiles(args[1], args[3], args[5]); err != nil {
+	if _, err := zaris.TLSFromFiles(args[1], args[3], args[5]); err != nil {
 		t.Fatalf("the server's files do not load: %v", err)
 	}
 	cfg := zaris.DefaultConfig()

@@ -112,7 +112,7 @@ func (p *pki) secure(cfg *zaris.Config) error {
 		return err
 	}
 	var tlsCfg *tls.Config
-	if tlsCfg, err = zaris.PeerTLSFromFiles(cert, key, p.caFile()); err != nil {
+	if tlsCfg, err = zaris.TLSFromFiles(cert, key, p.caFile()); err != nil {
 		return err
 	}
 	cfg.TLS, cfg.GossipKey = tlsCfg, p.gossipKey

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -25,6 +26,12 @@ import (
 	"github.com/zaris-go/zaris"
 )
 
+// tlsFiles are the PEM files of the node's certificate, its private key and the CA that signs the
+// cluster's certificates (--tls-cert, --tls-key, --tls-ca), shared by the peers' TLS and the RESP port's.
+type tlsFiles struct {
+	cert, key, ca string
+}
+
 // options are the server's settings, from flags and environment.
 type options struct {
 	name            string
@@ -39,9 +46,16 @@ type options struct {
 	lostPartition   time.Duration
 	rf              int
 	password        string
-	tlsCert         string
-	tlsKey          string
-	tlsCA           string
+	aclFile         string
+	tls             tlsFiles
+	respTLS         bool
+	respClientAuth  bool
+	maxClients      int
+	idleTimeout     time.Duration
+	commandTimeout  time.Duration
+	authTimeout     time.Duration
+	maxValueSize    int
+	maxQueryBuffer  int
 	gossipKey       string
 	timing          string
 	logLevel        string
@@ -86,10 +100,19 @@ func parseOptions(args []string) (options, error) {
 		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
 	fs.IntVar(&o.minInSync, "min-insync", def.MinInSync, "fewest in-sync copies, the owner included, a write must reach; fewer refuses it")
-	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO; empty: none")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate this node presents to its peers (mutual TLS between nodes); read again when the file changes")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM certificates of the CA that signs every node's certificate")
+	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO (the user \"default\"); empty: none")
+	fs.StringVar(&o.aclFile, "acl-file", "", "file of RESP users, one a line as in Redis's ACL files: user <name> on|off >password ~pattern +@all|+@read")
+	fs.StringVar(&o.tls.cert, "tls-cert", "", "PEM file of this node's certificate: with --tls-ca, its peers and it speak mutual TLS; with --resp-tls, RESP clients too (read again when the file changes)")
+	fs.StringVar(&o.tls.key, "tls-key", "", "PEM file of the private key of --tls-cert")
+	fs.StringVar(&o.tls.ca, "tls-ca", "", "PEM file of the CA that signs every node's certificate (and, with --resp-tls-client-auth, the RESP clients')")
+	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with --tls-cert and --tls-key (clients: redis-cli --tls)")
+	fs.BoolVar(&o.respClientAuth, "resp-tls-client-auth", false, "with --resp-tls, accept only RESP clients with a certificate signed by --tls-ca")
+	fs.IntVar(&o.maxClients, "max-clients", def.RESPMaxClients, "RESP connections open at once; one more is refused")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", def.RESPIdleTimeout, "close a RESP connection idle this long (0: never)")
+	fs.DurationVar(&o.commandTimeout, "command-timeout", def.RESPCommandTimeout, "close a RESP connection whose command is still incomplete this long after it began (0: never)")
+	fs.DurationVar(&o.authTimeout, "auth-timeout", def.RESPAuthTimeout, "close a RESP connection not logged in this long after it opened, when a password is needed (0: never)")
+	fs.IntVar(&o.maxValueSize, "max-value-size", def.MaxValueSize, "largest value, in bytes; larger ones are refused with an error")
+	fs.IntVar(&o.maxQueryBuffer, "max-query-buffer", 0, "bytes one RESP command may take in memory (0: twice --max-value-size plus 1 MiB)")
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key of 16, 24 or 32 bytes that encrypts and authenticates gossip; every member needs it (prefer ZARIS_GOSSIP_KEY)")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -141,6 +164,13 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.DataAddr = o.dataAddr
 	cfg.RESPAddr = o.respAddr
 	cfg.RESPPassword = o.password
+	cfg.RESPMaxClients = o.maxClients
+	cfg.RESPIdleTimeout = o.idleTimeout
+	cfg.RESPCommandTimeout = o.commandTimeout
+	cfg.RESPAuthTimeout = o.authTimeout
+	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
+	cfg.MaxValueSize = o.maxValueSize
+	cfg.MaxFrameSize = max(cfg.MaxFrameSize, o.maxValueSize+64<<10) // a value must fit in a data-plane frame
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
 	cfg.MinInSync = o.minInSync
@@ -159,6 +189,9 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 			cfg.Join = append(cfg.Join, addr)
 		}
 	}
+	if err := o.respSecurity(&cfg); err != nil {
+		return cfg, err
+	}
 	switch o.timing {
 	case "lan":
 		cfg.Timing = zaris.LANTiming()
@@ -170,17 +203,22 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	return cfg, nil
 }
 
-// security sets peer TLS and the gossip key from the options.
+// security sets peer TLS and the gossip key from the options: peers speak mutual TLS when the node has a
+// certificate and the cluster's CA.
 func (o options) security(cfg *zaris.Config) error {
-	switch files := []string{o.tlsCert, o.tlsKey, o.tlsCA}; {
-	case o.tlsCert != "" && o.tlsKey != "" && o.tlsCA != "":
-		tlsCfg, err := zaris.PeerTLSFromFiles(o.tlsCert, o.tlsKey, o.tlsCA)
+	switch f := o.tls; {
+	case f.cert != "" && f.key != "" && f.ca != "":
+		tlsCfg, err := zaris.TLSFromFiles(f.cert, f.key, f.ca)
 		if err != nil {
 			return err
 		}
 		cfg.TLS = tlsCfg
-	case strings.Join(files, "") != "":
-		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together")
+	case (f.cert != "") != (f.key != ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case f.ca != "" && f.cert == "":
+		return errors.New("--tls-ca needs --tls-cert and --tls-key")
+	case f.cert != "" && !o.respTLS:
+		return errors.New("--tls-cert without --tls-ca secures nothing: peers need the CA, RESP needs --resp-tls")
 	}
 	if o.gossipKey != "" {
 		key, err := base64.StdEncoding.DecodeString(o.gossipKey)
@@ -188,6 +226,42 @@ func (o options) security(cfg *zaris.Config) error {
 			return fmt.Errorf("--gossip-key: %w", err)
 		}
 		cfg.GossipKey = key
+	}
+	return nil
+}
+
+// respSecurity sets the RESP endpoint's users and TLS from the options.
+func (o options) respSecurity(cfg *zaris.Config) error {
+	if o.aclFile != "" {
+		users, err := loadACLFile(o.aclFile)
+		if err != nil {
+			return err
+		}
+		cfg.RESPUsers = users
+	}
+	if o.respClientAuth && !o.respTLS {
+		return errors.New("--resp-tls-client-auth needs --resp-tls")
+	}
+	if !o.respTLS {
+		return nil
+	}
+	if o.tls.cert == "" || o.tls.key == "" {
+		return errors.New("--resp-tls needs --tls-cert and --tls-key")
+	}
+	if o.respClientAuth && o.tls.ca == "" {
+		return errors.New("--resp-tls-client-auth needs --tls-ca")
+	}
+	base := cfg.TLS
+	if base == nil {
+		var err error
+		if base, err = zaris.TLSFromFiles(o.tls.cert, o.tls.key, o.tls.ca); err != nil {
+			return err
+		}
+	}
+	cfg.RESPTLS = base.Clone()
+	cfg.RESPTLS.ClientAuth = tls.NoClientCert
+	if o.respClientAuth {
+		cfg.RESPTLS.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return nil
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris"
+)
+
+// pkiFiles writes, in dir, a CA (ca.pem) and certificates for 127.0.0.1 signed by it: name.pem and
+// name.key for each name. It returns the CA's pool.
+func pkiFiles(t *testing.T, dir string, names ...string) *x509.CertPool {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER)
+	for i, name := range names {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, _ := x509.MarshalECPrivateKey(key)
+		writePEM(t, filepath.Join(dir, name+".pem"), "CERTIFICATE", der)
+		writePEM(t, filepath.Join(dir, name+".key"), "EC PRIVATE KEY", keyDER)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return pool
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResourceLimitOptions(t *testing.T) {
+	o, err := parseOptions([]string{"--max-clients", "50", "--idle-timeout", "30s", "--command-timeout", "5s",
+		"--auth-timeout", "2s", "--max-value-size", "100000000", "--max-query-buffer", "300000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cfg.RESPMaxClients != 50, cfg.RESPIdleTimeout != 30*time.Second, cfg.RESPCommandTimeout != 5*time.Second,
+		cfg.RESPAuthTimeout != 2*time.Second, cfg.RESPMaxQueryBuffer != 300000000:
+		t.Fatalf("limits not applied: %+v", o)
+	case cfg.MaxValueSize != 100000000 || cfg.MaxFrameSize < cfg.MaxValueSize+512:
+		t.Fatalf("--max-value-size 100000000: MaxValueSize %d, MaxFrameSize %d", cfg.MaxValueSize, cfg.MaxFrameSize)
+	}
+	def := zaris.DefaultConfig()
+	o, _ = parseOptions(nil)
+	if cfg, _ := o.config(nil); cfg.RESPMaxClients != def.RESPMaxClients || cfg.RESPIdleTimeout != def.RESPIdleTimeout ||
+		cfg.MaxValueSize != def.MaxValueSize || cfg.MaxFrameSize != def.MaxFrameSize {
+		t.Fatalf("defaults differ from the library's: %+v", cfg)
+	}
+}
+
+func TestTLSAndACLOptionErrors(t *testing.T) {
+	dir := t.TempDir()
+	pkiFiles(t, dir, "node")
+	cert, key := "--tls-cert="+filepath.Join(dir, "node.pem"), "--tls-key="+filepath.Join(dir, "node.key")
+	bad := map[string][]string{
+		"client auth without TLS":   {"--resp-tls-client-auth"},
+		"TLS without a certificate": {"--resp-tls"},
+		"client auth without a CA":  {"--resp-tls", "--resp-tls-client-auth", cert, key},
+		"missing key file":          {"--resp-tls", cert, "--tls-key=" + filepath.Join(dir, "none.key")},
+		"key of another cert":       {"--resp-tls", cert, "--tls-key=" + filepath.Join(dir, "ca.pem")},
+		"missing ACL file":          {"--acl-file=" + filepath.Join(dir, "none.acl")},
+	}
+	for name, args := range bad {
+		o, err := parseOptions(args)
+		if err == nil {
+			_, err = o.config(nil)
+		}
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, line := range []string{
+		"alice on >pw ~* +@all",        // no "user"
+		"user alice on >pw ~*",         // no command rule
+		"user alice on >pw ~* +@write", // not supported
+		"user alice on >pw ~* -@all",
+		"user",
+	} {
+		if _, err := parseACLUser(strings.Fields(line)); err == nil {
+			t.Errorf("ACL line %q accepted", line)
+		}
+	}
+}
+
+func TestACLFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.acl")
+	content := "# users\n\nuser default off\nuser app on >one >two <one ~app:* ~jobs:* +@all\n" +
+		"user reader on nopass allkeys +@read\nuser dormant >x resetpass allcommands resetkeys\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	users, err := loadACLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []zaris.RESPUser{
+		{Name: "default", Disabled: true, Keys: []string{}},
+		{Name: "app", Passwords: []string{"two"}, Keys: []string{"app:*", "jobs:*"}},
+		{Name: "reader", NoPass: true, ReadOnly: true, Keys: []string{"*"}},
+		{Name: "dormant", Disabled: true, Keys: []string{}},
+	}
+	if len(users) != len(want) {
+		t.Fatalf("%d users, want %d: %+v", len(users), len(want), users)
+	}
+	for i, u := range users {
+		w := want[i]
+		if u.Name != w.Name || u.Disabled != w.Disabled || u.NoPass != w.NoPass || u.ReadOnly != w.ReadOnly ||
+			!slices.Equal(u.Passwords, w.Passwords) || !slices.Equal(u.Keys, w.Keys) || (u.Keys == nil) != (w.Keys == nil) {
+			t.Errorf("user %d = %+v, want %+v", i, u, w)
+		}
+	}
+}
+
+// TestSecuredServer starts a node from command-line options with TLS, client certificates and an ACL
+// file, and logs in to it with go-redis over TLS.
+func TestSecuredServer(t *testing.T) {
+	dir := t.TempDir()
+	pool := pkiFiles(t, dir, "node", "client")
+	acl := filepath.Join(dir, "users.acl")
+	if err := os.WriteFile(acl, []byte("user app on >app-pw ~* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
+		"--timing", "local", "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
+		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node.key"), "--tls-ca", filepath.Join(dir, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := zaris.Join(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	clientCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}
+	for _, login := range [][2]string{{"app", "app-pw"}, {"", "admin-pw"}} {
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.RESPAddr()}, Username: login[0],
+			Password: login[1], TLSConfig: tlsCfg})
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			err = client.Set(ctx, "k", login[1], 0).Err()
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // the first slot map may not be committed yet
+		}
+		client.Close()
+		if err != nil {
+			t.Fatalf("SET as %q over TLS: %v", login[0], err)
+		}
+	}
+	noCert := redis.NewClient(&redis.Options{Addr: node.RESPAddr(), Password: "admin-pw", TLSConfig: &tls.Config{RootCAs: pool}, MaxRetries: -1})
+	defer noCert.Close()
+	if err := noCert.Ping(ctx).Err(); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+}

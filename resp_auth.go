@@ -1,0 +1,354 @@
+package zaris
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// respUser is a RESP user as the endpoint checks it: passwords kept as SHA-256 digests, compared in
+// constant time.
+type respUser struct {
+	name     string
+	digests  [][sha256.Size]byte
+	nopass   bool
+	disabled bool
+	readOnly bool
+	keys     []string // glob patterns; nil: every key
+}
+
+func newRESPUser(u RESPUser) *respUser {
+	ru := &respUser{name: u.Name, nopass: u.NoPass, disabled: u.Disabled, readOnly: u.ReadOnly, keys: u.Keys}
+	for _, p := range u.Passwords {
+		ru.digests = append(ru.digests, sha256.Sum256([]byte(p)))
+	}
+	return ru
+}
+
+// respACL holds the endpoint's users, "default" among them.
+type respACL struct {
+	users map[string]*respUser
+	decoy *respUser // checked when the name is unknown, so a wrong name costs what a wrong password does
+}
+
+// newRESPACL builds the users: "default" has password (none: any password, as Redis's nopass) unless users
+// defines it.
+func newRESPACL(password string, users []RESPUser) *respACL {
+	acl := &respACL{users: map[string]*respUser{}, decoy: newRESPUser(RESPUser{Passwords: []string{"\x00"}})}
+	def := RESPUser{Name: "default", NoPass: password == ""}
+	if password != "" {
+		def.Passwords = []string{password}
+	}
+	acl.users[def.Name] = newRESPUser(def)
+	for _, u := range users {
+		acl.users[u.Name] = newRESPUser(u)
+	}
+	return acl
+}
+
+// initialUser is the user a new connection is logged in as: "default" when it needs no password.
+func (a *respACL) initialUser() *respUser {
+	if d := a.users["default"]; d.nopass && !d.disabled {
+		return d
+	}
+	return nil
+}
+
+// required reports whether clients must log in before they run commands.
+func (a *respACL) required() bool { return a.initialUser() == nil }
+
+// authenticate returns the user name logs in as with pass, or nil. Every stored digest of the user is
+// compared, in constant time, whatever the outcome.
+func (a *respACL) authenticate(name, pass []byte) *respUser {
+	u, known := a.users[string(name)]
+	if !known {
+		u = a.decoy
+	}
+	sum := sha256.Sum256(pass)
+	match := 0
+	for _, d := range u.digests {
+		match |= subtle.ConstantTimeCompare(sum[:], d[:])
+	}
+	if !known || u.disabled || (match == 0 && !u.nopass) {
+		return nil
+	}
+	return u
+}
+
+// validateRESPUsers checks RESPUsers: named, once each, "default" defined by one of RESPPassword and
+// RESPUsers only.
+func validateRESPUsers(users []RESPUser, password string) error {
+	seen := map[string]bool{}
+	for _, u := range users {
+		switch {
+		case u.Name == "" || strings.ContainsFunc(u.Name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			return fmt.Errorf("RESPUsers: user name %q must be non-empty, without spaces or control characters", u.Name)
+		case seen[u.Name]:
+			return fmt.Errorf("RESPUsers: user %q defined twice", u.Name)
+		case u.Name == "default" && password != "":
+			return errors.New("RESPUsers defines user \"default\" and RESPPassword is set: set one of them")
+		case u.NoPass && len(u.Passwords) > 0:
+			return fmt.Errorf("RESPUsers: user %q has passwords and NoPass", u.Name)
+		case containsEmpty(u.Keys):
+			return fmt.Errorf("RESPUsers: user %q has an empty key pattern", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	return nil
+}
+
+func containsEmpty(list []string) bool {
+	for _, s := range list {
+		if s == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// mayRun reports whether u may run cmd: a read-only user runs nothing that writes or administers.
+func (u *respUser) mayRun(cmd *respCommand) bool {
+	return !u.readOnly || !cmd.hasFlag("write") && !cmd.hasFlag("admin")
+}
+
+// mayAccess reports whether every key of the command args matches one of u's key patterns.
+func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
+	if u.keys == nil || cmd.firstKey == 0 {
+		return true
+	}
+	for _, key := range cmd.keys(args) {
+		if !matchesAny(u.keys, key) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchesAny(patterns []string, key []byte) bool {
+	for _, p := range patterns {
+		if globMatch([]byte(p), key, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPermissions writes the NOPERM error Redis gives, and reports false, when the user may not run the
+// command on its keys.
+func (c *respConn) checkPermissions(cmd *respCommand, args [][]byte) bool {
+	switch {
+	case !c.user.mayRun(cmd):
+		c.wr.error("NOPERM this user has no permissions to run the '" + cmd.fullName(args) + "' command")
+	case !c.user.mayAccess(cmd, args):
+		c.wr.error("NOPERM this user has no permissions to access one of the keys used as arguments")
+	default:
+		return true
+	}
+	return false
+}
+
+// Password guessing is slowed per source address: each may fail authFailureBurst times at once, then once
+// per authFailureInterval; a client that would have to wait more than authMaxWait is disconnected without
+// its password being checked. A connection is also closed after authFailuresPerConn failures.
+const (
+	authFailureBurst    = 10
+	authFailureInterval = 20 * time.Millisecond
+	authMaxWait         = time.Second
+	authFailuresPerConn = 10
+	authTrackedAddrs    = 1 << 16 // beyond, the addresses not seen lately share one record
+)
+
+// authThrottle books login attempts per source address (a generic cell rate algorithm): an attempt is
+// booked before the password is checked, so parallel connections from one address queue behind one
+// another, and is given back when it succeeds.
+type authThrottle struct {
+	burst    int
+	interval time.Duration // zero: no throttling
+	maxWait  time.Duration
+
+	mu  sync.Mutex
+	due map[string]time.Time // when the address's booked attempts are all paid off
+}
+
+func newAuthThrottle() *authThrottle {
+	return &authThrottle{burst: authFailureBurst, interval: authFailureInterval, maxWait: authMaxWait, due: map[string]time.Time{}}
+}
+
+// book books an attempt from addr at now: it returns how long the client must wait before its password is
+// checked, or false when it should be disconnected instead.
+func (t *authThrottle) book(addr string, now time.Time) (time.Duration, bool) {
+	if t.interval <= 0 {
+		return 0, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	addr = t.track(addr, now)
+	due := t.due[addr]
+	if due.Before(now) {
+		due = now
+	}
+	wait := due.Sub(now) - time.Duration(t.burst-1)*t.interval
+	if wait > t.maxWait {
+		return 0, false
+	}
+	t.due[addr] = due.Add(t.interval)
+	return max(wait, 0), true
+}
+
+// refund gives back the attempt a successful login booked.
+func (t *authThrottle) refund(addr string) {
+	if t.interval <= 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if due, ok := t.due[addr]; ok {
+		t.due[addr] = due.Add(-t.interval)
+	}
+}
+
+// track returns the key addr is booked under: itself, or, when too many addresses owe attempts, a shared one.
+func (t *authThrottle) track(addr string, now time.Time) string {
+	if _, ok := t.due[addr]; ok || len(t.due) < authTrackedAddrs {
+		return addr
+	}
+	for a, due := range t.due {
+		if due.Before(now) {
+			delete(t.due, a)
+		}
+	}
+	if len(t.due) < authTrackedAddrs {
+		return addr
+	}
+	return ""
+}
+
+// sourceAddr is the address a connection's login attempts are booked under: its remote IP.
+func (c *respConn) sourceAddr() string {
+	host, _, err := net.SplitHostPort(c.conn.RemoteAddr().String())
+	if err != nil {
+		return c.conn.RemoteAddr().String()
+	}
+	return host
+}
+
+// logInAs checks a user name and password, throttled, and logs the connection in. On failure it writes
+// WRONGPASS, or hangs up on a client that failed too often, and reports false.
+func (c *respConn) logInAs(name, pass []byte) bool {
+	addr := c.sourceAddr()
+	wait, ok := c.srv.throttle.book(addr, time.Now())
+	if !ok || !c.pause(wait) {
+		c.hangUp, c.quit = true, true
+		return false
+	}
+	u := c.srv.acl.authenticate(name, pass)
+	if u == nil {
+		c.authFailures++
+		c.wr.error("WRONGPASS invalid username-password pair or user is disabled.")
+		if c.authFailures >= authFailuresPerConn {
+			c.quit = true
+		}
+		return false
+	}
+	c.srv.throttle.refund(addr)
+	c.logIn(u)
+	return true
+}
+
+// pause waits d, unless the server closes first; it reports whether the wait ran its course.
+func (c *respConn) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.srv.ctx.Done():
+		return false
+	}
+}
+
+// cmdAuth serves AUTH password (user "default") and AUTH user password.
+func (c *respConn) cmdAuth(args [][]byte) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return
+	}
+	user := []byte("default")
+	if len(args) == 3 {
+		user = args[1]
+	} else if c.srv.acl.users["default"].nopass {
+		c.wr.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return
+	}
+	if c.logInAs(user, args[len(args)-1]) {
+		c.wr.ok()
+	}
+}
+
+// cmdHello serves HELLO [protover [AUTH user pass] [SETNAME name]]: it logs in, switches RESP2/RESP3 and
+// describes the server. As in Redis, options are checked first, then the login, then the name.
+func (c *respConn) cmdHello(args [][]byte) {
+	proto := c.wr.proto
+	if len(args) > 1 {
+		v, ok := parseCanonicalInt(args[1])
+		if !ok {
+			c.wr.error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.wr.error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = int(v)
+	}
+	opts, ok := c.helloOptions(args[min(2, len(args)):])
+	switch {
+	case !ok:
+		return
+	case opts.user != nil && !c.logInAs(opts.user, opts.pass):
+		return
+	case c.user == nil:
+		c.wr.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	case opts.name != nil && !validClientName(opts.name):
+		c.wr.error("ERR Client names cannot contain spaces, newlines or special characters.")
+		return
+	}
+	if opts.name != nil {
+		c.name = string(opts.name)
+	}
+	c.wr.proto = proto
+	c.helloReply()
+}
+
+// helloArgs are HELLO's options.
+type helloArgs struct {
+	user, pass, name []byte
+}
+
+// helloOptions reads HELLO's AUTH and SETNAME options; it writes the error itself when one is wrong.
+func (c *respConn) helloOptions(opts [][]byte) (helloArgs, bool) {
+	var h helloArgs
+	for i := 0; i < len(opts); i++ {
+		switch {
+		case isSubcommand(opts[i], "AUTH") && i+2 < len(opts):
+			h.user, h.pass = opts[i+1], opts[i+2]
+			i += 2
+		case isSubcommand(opts[i], "SETNAME") && i+1 < len(opts):
+			h.name = opts[i+1]
+			i++
+		default:
+			c.wr.error(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opts[i], 64)))
+			return h, false
+		}
+	}
+	return h, true
+}

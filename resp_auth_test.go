@@ -1,0 +1,247 @@
+package zaris
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRESPAuthBruteForce guesses passwords as fast as the endpoint lets it: one connection is closed after
+// authFailuresPerConn failures, many connections from one address together get about one answer per
+// authFailureInterval after a burst, and another address logs in at once meanwhile.
+func TestRESPAuthBruteForce(t *testing.T) {
+	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPPassword = "right" })
+	addr := c.node(0).RESPAddr()
+
+	t.Run("one connection", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		r.send(strings.Repeat(respCmd("AUTH", "wrong"), 1000))
+		for i := range authFailuresPerConn {
+			if got := r.line(); !strings.HasPrefix(got, "-WRONGPASS") {
+				t.Fatalf("attempt %d: %q", i, got)
+			}
+		}
+		r.expectClosed()
+	})
+
+	t.Run("many connections", func(t *testing.T) {
+		const window = 600 * time.Millisecond
+		var answered atomic.Int64
+		end := time.Now().Add(window)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					guessUntilClosed(addr, end, &answered)
+				}
+			}()
+		}
+		other := loginTime(t, "127.0.0.2:0", addr, "right")
+		wg.Wait()
+		limit := int64(authFailureBurst) + int64(window/authFailureInterval) + 20
+		if n := answered.Load(); n < authFailureBurst || n > limit {
+			t.Fatalf("%d wrong passwords answered in %v from one address; want %d to %d", n, window, authFailureBurst, limit)
+		}
+		if other > 200*time.Millisecond {
+			t.Fatalf("a login from another address took %v while 127.0.0.1 was throttled", other)
+		}
+		waitFor(t, 5*time.Second, "the throttled address to log in again", func() bool {
+			return loginTime(t, "127.0.0.1:0", addr, "right") >= 0
+		})
+	})
+}
+
+// guessUntilClosed sends wrong passwords on one connection until it is closed or end passes, counting the
+// answers received before end.
+func guessUntilClosed(addr string, end time.Time, answered *atomic.Int64) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(end.Add(2 * authMaxWait))
+	rd := bufio.NewReader(conn)
+	for time.Now().Before(end) {
+		if _, err := conn.Write([]byte(respCmd("AUTH", "wrong"))); err != nil {
+			return
+		}
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(line, "-WRONGPASS") && time.Now().Before(end) {
+			answered.Add(1)
+		}
+	}
+}
+
+// loginTime logs in from local address from and returns how long it took, or -1 if it failed.
+func loginTime(t *testing.T, from, addr, password string) time.Duration {
+	t.Helper()
+	local, err := net.ResolveTCPAddr("tcp", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := conn.Write([]byte(respCmd("AUTH", password))); err != nil {
+		return -1
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || line != "+OK\r\n" {
+		return -1
+	}
+	return time.Since(start)
+}
+
+// TestRESPUsers drives ACL users with go-redis over both protocols, and checks that a disabled "default"
+// makes every client log in as a named user.
+func TestRESPUsers(t *testing.T) {
+	c := startRESPCluster(t, 3, func(cfg *Config) {
+		cfg.RESPUsers = []RESPUser{
+			{Name: "default", Disabled: true},
+			{Name: "writer", Passwords: []string{"w"}},
+			{Name: "reader", Passwords: []string{"r"}, ReadOnly: true, Keys: []string{"app:*"}},
+		}
+	})
+	addr := c.node(0).RESPAddr()
+	for _, proto := range []int{2, 3} {
+		ctx := bg(t)
+		writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, Protocol: proto, Username: "writer", Password: "w"})
+		defer writer.Close()
+		reader := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, Protocol: proto, Username: "reader", Password: "r"})
+		defer reader.Close()
+		for i := range 50 {
+			key := "app:" + string(rune('a'+i%26)) + strings.Repeat("x", i)
+			if err := writer.Set(ctx, key, "v", 0).Err(); err != nil {
+				t.Fatalf("RESP%d writer SET %s: %v", proto, key, err)
+			}
+			if got, err := reader.Get(ctx, key).Result(); err != nil || got != "v" {
+				t.Fatalf("RESP%d reader GET %s = %q, %v", proto, key, got, err)
+			}
+		}
+		if err := reader.Set(ctx, "app:x", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Fatalf("RESP%d read-only SET: %v", proto, err)
+		}
+		if err := reader.Get(ctx, "other").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Fatalf("RESP%d GET outside the key patterns: %v", proto, err)
+		}
+		wrong := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, Username: "writer", Password: "bad"})
+		if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Fatalf("RESP%d wrong password: %v", proto, err)
+		}
+		wrong.Close()
+	}
+	r := dialRaw(t, addr)
+	for _, s := range []struct{ input, want string }{
+		{respCmd("GET", "k"), "-NOAUTH Authentication required."},
+		{respCmd("AUTH", "anything"), "-WRONGPASS invalid username-password pair or user is disabled."},
+		{respCmd("AUTH", "writer", "w"), "+OK"},
+		{respCmd("CONFIG", "GET", "requirepass"), "*2"},
+	} {
+		r.send(s.input)
+		if got := r.line(); got != s.want {
+			t.Fatalf("%q: %q, want %q", s.input, got, s.want)
+		}
+	}
+}
+
+// TestRESPUsersConfig checks that Join refuses users it could not serve as configured.
+func TestRESPUsersConfig(t *testing.T) {
+	for name, tweak := range map[string]func(*Config){
+		"default twice":       func(cfg *Config) { cfg.RESPPassword = "pw"; cfg.RESPUsers = []RESPUser{{Name: "default"}} },
+		"duplicate":           func(cfg *Config) { cfg.RESPUsers = []RESPUser{{Name: "a"}, {Name: "a"}} },
+		"space in a name":     func(cfg *Config) { cfg.RESPUsers = []RESPUser{{Name: "a b"}} },
+		"nopass and password": func(cfg *Config) { cfg.RESPUsers = []RESPUser{{Name: "a", NoPass: true, Passwords: []string{"x"}}} },
+		"empty key pattern":   func(cfg *Config) { cfg.RESPUsers = []RESPUser{{Name: "a", Keys: []string{""}}} },
+		"no clients":          func(cfg *Config) { cfg.RESPMaxClients = 0 },
+		"small query buffer":  func(cfg *Config) { cfg.RESPMaxQueryBuffer = cfg.MaxValueSize },
+		"total under one":     func(cfg *Config) { cfg.RESPMaxQueryBuffer = 64 << 20; cfg.RESPMaxQueryBufferTotal = 32 << 20 },
+		"negative timeout":    func(cfg *Config) { cfg.RESPIdleTimeout = -time.Second },
+	} {
+		cfg := testConfig("bad-" + strings.ReplaceAll(name, " ", "-"))
+		tweak(&cfg)
+		if err := cfg.validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: validate = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+// TestRESPRefusesHTTP posts, as a web page could make a browser do, a body of RESP commands to the RESP
+// port: the connection is closed at the request line and nothing is stored.
+func TestRESPRefusesHTTP(t *testing.T) {
+	c := startRESPCluster(t, 1, nil)
+	node := c.node(0)
+	client := &http.Client{Timeout: 5 * time.Second}
+	bodies := map[string]string{
+		"multibulk": respCmd("SET", "posted", "x") + respCmd("SET", "posted2", "x"),
+		"inline":    "SET posted x\r\nSET posted2 x\r\n",
+	}
+	for name, body := range bodies {
+		resp, err := client.Post("http://"+node.RESPAddr()+"/", "text/plain", strings.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s: the POST got an HTTP response %q", name, resp.Status)
+		}
+	}
+	r := dialRaw(t, node.RESPAddr())
+	r.send("GET / HTTP/1.1\r\n")
+	if got := r.line(); got != "-ERR wrong number of arguments for 'get' command" {
+		t.Fatalf("HTTP GET request line: %q", got)
+	}
+	r.send("Host: example.com\r\n\r\n" + respCmd("SET", "posted", "x"))
+	r.expectClosed()
+	for _, key := range []string{"posted", "posted2"} {
+		if _, err := node.Get(bg(t), key); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("key %s after the HTTP requests: %v", key, err)
+		}
+	}
+}
+
+// TestRESPGlob checks key-pattern matching against Redis's rules.
+func TestRESPGlob(t *testing.T) {
+	cases := []struct {
+		pattern, s   string
+		nocase, want bool
+	}{
+		{"*", "", false, true},
+		{"app:*", "app:", false, true},
+		{"app:*", "ap", false, false},
+		{"a*b*c", "aXXbYYc", false, true},
+		{"a*b*c", "aXXbYY", false, false},
+		{"a?c", "abc", false, true},
+		{"a?c", "ac", false, false},
+		{"[abc]x", "bx", false, true},
+		{"[^abc]x", "bx", false, false},
+		{"[a-c]x", "cx", false, true},
+		{"[c-a]x", "bx", false, true},
+		{"[a\\]]", "]", false, true},
+		{"a\\*", "a*", false, true},
+		{"a\\*", "ab", false, false},
+		{"path/*", "path/a/b", false, true},
+		{"REQUIRE*", "requirepass", true, true},
+		{"REQUIRE*", "requirepass", false, false},
+		{"[A-Z]equirepass", "requirepass", true, true},
+	}
+	for _, tc := range cases {
+		if got := globMatch([]byte(tc.pattern), []byte(tc.s), tc.nocase); got != tc.want {
+			t.Errorf("globMatch(%q, %q, nocase=%v) = %v", tc.pattern, tc.s, tc.nocase, got)
+		}
+	}
+}

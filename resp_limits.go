@@ -1,0 +1,133 @@
+package zaris
+
+import (
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// respBudget is the memory the query buffers of every RESP connection may hold together. A reader reserves
+// before it grows and releases as it shrinks or closes, so the sum never passes the limit.
+type respBudget struct {
+	limit int64
+	used  atomic.Int64
+	peak  atomic.Int64 // the most ever held at once, for tests
+}
+
+func newRESPBudget(limit int64) *respBudget { return &respBudget{limit: limit} }
+
+// reserve counts n more bytes and reports true, or counts nothing and reports false when the sum would pass
+// the limit. A nil budget is unbounded.
+func (b *respBudget) reserve(n int) bool {
+	if b == nil {
+		return true
+	}
+	used := b.used.Add(int64(n))
+	if used > b.limit {
+		b.used.Add(-int64(n))
+		return false
+	}
+	for p := b.peak.Load(); used > p && !b.peak.CompareAndSwap(p, used); p = b.peak.Load() {
+	}
+	return true
+}
+
+// release gives n reserved bytes back.
+func (b *respBudget) release(n int) {
+	if b != nil {
+		b.used.Add(-int64(n))
+	}
+}
+
+// respTimeouts are the times after which a connection is closed (zero: never).
+type respTimeouts struct {
+	idle    time.Duration // nothing sent, or no reply read
+	command time.Duration // a command incomplete since its first bytes came
+	auth    time.Duration // not logged in since the connection opened, when a login is needed
+}
+
+// slack is how far a read deadline may lag behind the ideal one before it is moved: setting a deadline
+// costs a timer update, and a connection closed a sixteenth of its shortest timeout early does no harm.
+func (t respTimeouts) slack() time.Duration {
+	shortest := time.Duration(0)
+	for _, d := range []time.Duration{t.idle, t.command, t.auth} {
+		if d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	return deadlineSlack(shortest)
+}
+
+// deadlineSlack is how far a deadline for timeout may lag behind the ideal one before it is moved.
+func deadlineSlack(timeout time.Duration) time.Duration { return min(timeout/16, time.Second) }
+
+// beforeRead runs before every read that may block: it sends the replies waiting and sets the read deadline.
+func (c *respConn) beforeRead() error {
+	if err := c.wr.flush(); err != nil {
+		return err
+	}
+	deadline := c.readDeadline(time.Now())
+	keep := deadline.Equal(c.deadline) || !deadline.IsZero() && !c.deadline.IsZero() &&
+		!deadline.Before(c.deadline) && deadline.Sub(c.deadline) <= c.srv.slack
+	if keep {
+		return nil
+	}
+	c.deadline = deadline
+	return c.conn.SetReadDeadline(deadline)
+}
+
+// readDeadline is when the next read gives up: RESPIdleTimeout from now, RESPCommandTimeout after a
+// half-received command began to wait, RESPAuthTimeout after a connection that must log in opened,
+// whichever comes first. Zero: never.
+func (c *respConn) readDeadline(now time.Time) time.Time {
+	t := c.srv.timeouts
+	var deadline time.Time
+	if t.idle > 0 {
+		deadline = now.Add(t.idle)
+	}
+	if c.rd.midCommand() && t.command > 0 {
+		if c.partialSince.IsZero() || c.rd.completed != c.completedSeen {
+			c.partialSince, c.completedSeen = now, c.rd.completed
+		}
+		deadline = earliest(deadline, c.partialSince.Add(t.command))
+	} else {
+		c.partialSince = time.Time{}
+	}
+	if c.user == nil && t.auth > 0 {
+		deadline = earliest(deadline, c.opened.Add(t.auth))
+	}
+	return deadline
+}
+
+// earliest returns the earlier of two deadlines, where zero means none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// midCommand reports whether part of a command has arrived (or is being read past) but not all of it.
+func (rd *respReader) midCommand() bool { return rd.w > rd.r || rd.pending > 0 }
+
+// deadlineWriter moves a connection's write deadline forward before each write, so a client that reads
+// none of its replies is closed after the idle timeout instead of holding its goroutine for ever.
+type deadlineWriter struct {
+	conn     net.Conn
+	dst      io.Writer
+	timeout  time.Duration
+	deadline time.Time
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if d.timeout > 0 {
+		if want := time.Now().Add(d.timeout); want.Sub(d.deadline) > deadlineSlack(d.timeout) {
+			if err := d.conn.SetWriteDeadline(want); err != nil {
+				return 0, err
+			}
+			d.deadline = want
+		}
+	}
+	return d.dst.Write(p)
+}

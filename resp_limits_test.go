@@ -1,0 +1,247 @@
+package zaris
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRESPIdleConnectionsClosed fills the endpoint with idle connections: one more is refused as Redis
+// refuses it, the idle ones are closed once RESPIdleTimeout has passed, and then a real client gets in.
+func TestRESPIdleConnectionsClosed(t *testing.T) {
+	const maxClients, idle = 8, 2 * time.Second
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPMaxClients = maxClients
+		cfg.RESPIdleTimeout = idle
+	})
+	node, addr := c.node(0), c.node(0).RESPAddr()
+	opened := time.Now()
+	conns := make([]*rawConn, maxClients)
+	for i := range conns {
+		conns[i] = dialRaw(t, addr)
+	}
+	waitFor(t, 5*time.Second, "every idle connection admitted", func() bool { return node.resp.clients() == maxClients })
+
+	extra := dialRaw(t, addr)
+	if got := extra.line(); got != "-ERR max number of clients reached" {
+		t.Fatalf("connection over RESPMaxClients: %q", got)
+	}
+	extra.expectClosed()
+
+	for _, r := range conns {
+		r.expectClosed()
+	}
+	if elapsed := time.Since(opened); elapsed < idle*15/16 {
+		t.Fatalf("idle connections closed after %v, before the %v timeout", elapsed, idle)
+	}
+	waitFor(t, 5*time.Second, "no connection left", func() bool { return node.resp.clients() == 0 })
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	if err := client.Set(bg(t), "after-idle", "v", 0).Err(); err != nil {
+		t.Fatalf("a real client after the idle ones were closed: %v", err)
+	}
+}
+
+// TestRESPTrickleCut checks RESPCommandTimeout: a command trickled a byte at a time is cut off and never
+// runs, while a client whose commands keep completing is served however long it stays mid-command.
+func TestRESPTrickleCut(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPCommandTimeout = timeout
+		cfg.RESPIdleTimeout = time.Minute
+	})
+	node, addr := c.node(0), c.node(0).RESPAddr()
+
+	t.Run("trickle", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		cmd := []byte(respCmd("SET", "trickled", strings.Repeat("v", 64)))
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // one byte every 20 ms: the whole command would take about 2 s
+			defer wg.Done()
+			for _, b := range cmd[:len(cmd)-1] {
+				if _, err := r.conn.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		r.expectClosed()
+		elapsed := time.Since(start)
+		wg.Wait()
+		if elapsed < timeout*15/16 || elapsed > 10*timeout {
+			t.Fatalf("trickling client closed after %v, want about %v", elapsed, timeout)
+		}
+		if _, err := node.Get(bg(t), "trickled"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the trickled command ran: %v", err)
+		}
+	})
+	t.Run("steady pipeline", func(t *testing.T) {
+		r := dialRaw(t, addr)
+		// Every write ends in the middle of a PING but completes the one before: the client progresses.
+		r.send("PI")
+		pings := 0
+		for start := time.Now(); time.Since(start) < 3*timeout; pings++ {
+			time.Sleep(timeout / 5)
+			r.send("NG\r\nPI")
+		}
+		r.send("NG\r\n")
+		for i := range pings + 1 {
+			if got := r.line(); got != "+PONG" {
+				t.Fatalf("reply %d of %d: %q", i, pings+1, got)
+			}
+		}
+	})
+}
+
+// TestRESPAuthTimeout checks that a client that does not log in within RESPAuthTimeout is closed, however
+// busy it keeps the connection, and that a logged-in one is not.
+func TestRESPAuthTimeout(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPPassword = "pw"
+		cfg.RESPAuthTimeout = timeout
+	})
+	addr := c.node(0).RESPAddr()
+	loggedIn := dialRaw(t, addr)
+	loggedIn.send(respCmd("AUTH", "pw"))
+	if got := loggedIn.line(); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	r := dialRaw(t, addr)
+	start := time.Now()
+	for {
+		if _, err := r.conn.Write([]byte(respCmd("PING"))); err != nil {
+			break
+		}
+		line, err := r.rd.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if line != "-NOAUTH Authentication required.\r\n" {
+			t.Fatalf("PING before AUTH: %q", line)
+		}
+		time.Sleep(timeout / 8)
+	}
+	if elapsed := time.Since(start); elapsed < timeout*15/16 || elapsed > 10*timeout {
+		t.Fatalf("client that never logged in closed after %v, want about %v", elapsed, timeout)
+	}
+	loggedIn.send(respCmd("PING"))
+	if got := loggedIn.line(); got != "+PONG" {
+		t.Fatalf("logged-in client after the timeout: %q", got)
+	}
+}
+
+// TestRESPUnreadRepliesClosed checks that a client that sends commands but reads none of the replies is
+// closed after RESPIdleTimeout rather than holding its connection for ever.
+func TestRESPUnreadRepliesClosed(t *testing.T) {
+	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPIdleTimeout = 500 * time.Millisecond })
+	node := c.node(0)
+	if err := node.Put(bg(t), "big", make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, node.RESPAddr())
+	r.send(strings.Repeat(respCmd("GET", "big"), 200)) // 200 MiB of replies, never read
+	waitFor(t, 10*time.Second, "the server to close the connection", func() bool { return node.resp.clients() == 0 })
+}
+
+// TestRESPPreAuthMemoryBounded sends, from many connections that have not logged in, the largest command
+// Redis lets such a client start, unfinished: each holds at most 256 KiB, whatever it announces.
+func TestRESPPreAuthMemoryBounded(t *testing.T) {
+	const conns = 24
+	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPPassword = "pw" })
+	node := c.node(0)
+	arg := strings.Repeat("x", respPreAuthMaxBulk)
+	partial := "*10\r\n" + strings.Repeat("$16384\r\n"+arg+"\r\n", 9) + "$16384\r\n" + arg[:8<<10]
+	for range conns {
+		dialRaw(t, node.RESPAddr()).send(partial)
+	}
+	waitFor(t, 10*time.Second, "every connection to buffer its command", func() bool {
+		return node.resp.budget.used.Load() >= conns*(128<<10)
+	})
+	perConn := int64(respPreAuthMaxQuery + respMaxHeaderLine + 16*respArgOverhead)
+	if peak := node.resp.budget.peak.Load(); peak > conns*perConn {
+		t.Fatalf("%d unauthenticated connections hold %d bytes, more than %d each", conns, peak, perConn)
+	}
+	for name, input := range map[string]string{
+		"bulk":      "*2\r\n$3\r\nGET\r\n$67108864\r\n",
+		"arguments": "*11\r\n",
+	} {
+		r := dialRaw(t, node.RESPAddr())
+		r.send(input)
+		if got := r.line(); !strings.HasPrefix(got, "-ERR Protocol error: unauthenticated") {
+			t.Fatalf("%s over the pre-auth limit: %q", name, got)
+		}
+		r.expectClosed()
+	}
+}
+
+// TestRESPQueryBuffersBounded sends large unfinished commands from many authenticated connections: their
+// buffers together never pass RESPMaxQueryBufferTotal, the commands that did not fit are refused with an
+// error once sent whole, the others run, and every byte is given back when the connections close.
+func TestRESPQueryBuffersBounded(t *testing.T) {
+	const conns, valueSize, total = 16, 1 << 20, 8 << 20
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.MaxValueSize = valueSize
+		cfg.RESPMaxQueryBufferTotal = total
+	})
+	node := c.node(0)
+	budget := node.resp.budget
+	raws := make([]*rawConn, conns)
+	tails := make([]string, conns)
+	value := strings.Repeat("v", valueSize)
+	for i := range raws {
+		raws[i] = dialRaw(t, node.RESPAddr())
+		cmd := respCmd("SET", fmt.Sprintf("large-%d", i), value)
+		cut := len(cmd) - 100<<10
+		raws[i].send(cmd[:cut])
+		tails[i] = cmd[cut:]
+	}
+	waitFor(t, 20*time.Second, "the buffers to fill the budget", func() bool { return budget.used.Load() >= total/2 })
+
+	stored, refused := 0, 0
+	for i, r := range raws {
+		r.send(tails[i])
+		switch got := r.line(); got {
+		case "+OK":
+			stored++
+		case "-ERR the server's query buffers are full; try again later":
+			refused++
+		default:
+			t.Fatalf("SET of a large value: %q", got)
+		}
+	}
+	if stored == 0 || refused == 0 {
+		t.Fatalf("%d large SETs stored and %d refused; want both, the budget holding about half", stored, refused)
+	}
+	if peak := budget.peak.Load(); peak > total {
+		t.Fatalf("query buffers peaked at %d bytes, over the %d limit", peak, total)
+	}
+	for _, r := range raws {
+		r.conn.Close()
+	}
+	waitFor(t, 10*time.Second, "every buffer given back", func() bool { return budget.used.Load() == 0 })
+
+	client := redis.NewClient(&redis.Options{Addr: node.RESPAddr()})
+	defer client.Close()
+	if err := client.Set(bg(t), "large", value, 0).Err(); err != nil {
+		t.Fatalf("a value of MaxValueSize once the buffers are free: %v", err)
+	}
+	r := dialRaw(t, node.RESPAddr())
+	for _, tc := range []struct{ input, want string }{
+		{respCmd("SET", "k", value+"x"), "-ERR argument of 1048577 bytes exceeds the maximum value size (1048576 bytes)"},
+		{respCmd("MSET", "{m}1", value, "{m}2", value, "{m}3", value), "-ERR command exceeds the query buffer limit (3145728 bytes)"},
+		{respCmd("PING"), "+PONG"},
+	} {
+		r.send(tc.input)
+		if got := r.line(); got != tc.want {
+			t.Fatalf("reply %q, want %q", got, tc.want)
+		}
+	}
+}

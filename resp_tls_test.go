@@ -1,0 +1,219 @@
+package zaris
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// testPKI is a certificate authority made for one test, with a server certificate for 127.0.0.1 and
+// localhost and a client certificate, all signed by it.
+type testPKI struct {
+	pool   *x509.CertPool
+	caPEM  []byte
+	server tls.Certificate
+	client tls.Certificate
+	// PEM encodings, for tools that read files.
+	serverCertPEM, serverKeyPEM []byte
+	clientCertPEM, clientKeyPEM []byte
+}
+
+func newTestPKI(t testing.TB) *testPKI {
+	t.Helper()
+	caKey := newTestKey(t)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "zaris test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	p := &testPKI{pool: x509.NewCertPool(), caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	p.pool.AddCert(ca)
+	p.server, p.serverCertPEM, p.serverKeyPEM = issueTestCert(t, ca, caKey, 2, x509.ExtKeyUsageServerAuth)
+	p.client, p.clientCertPEM, p.clientKeyPEM = issueTestCert(t, ca, caKey, 3, x509.ExtKeyUsageClientAuth)
+	return p
+}
+
+func newTestKey(t testing.TB) *ecdsa.PrivateKey {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// issueTestCert signs a certificate for 127.0.0.1 and localhost with the given use.
+func issueTestCert(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, serial int64, use x509.ExtKeyUsage) (tls.Certificate, []byte, []byte) {
+	t.Helper()
+	key := newTestKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "zaris test " + strconv.FormatInt(serial, 10)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{use},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certPEM, keyPEM
+}
+
+// serverConfig is the RESP endpoint's TLS configuration, asking for client certificates when clientAuth.
+func (p *testPKI) serverConfig(clientAuth bool) *tls.Config {
+	cfg := &tls.Config{Certificates: []tls.Certificate{p.server}, MinVersion: tls.VersionTLS12}
+	if clientAuth {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientCAs = p.pool
+	}
+	return cfg
+}
+
+// clientConfig trusts the test CA and, with cert, presents the client certificate.
+func (p *testPKI) clientConfig(cert bool) *tls.Config {
+	cfg := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
+	if cert {
+		cfg.Certificates = []tls.Certificate{p.client}
+	}
+	return cfg
+}
+
+// TestRESPTLS runs a three-node cluster whose RESP endpoints speak only TLS: the go-redis ClusterClient
+// reads the slot map, follows MOVED and runs every kind of command over TLS, a plain-text client gets
+// nothing, and with client authentication a client without a certificate from the CA cannot connect.
+func TestRESPTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	c := startRESPCluster(t, 3, func(cfg *Config) {
+		cfg.RESPTLS = pki.serverConfig(false)
+		cfg.RESPPassword = "pw"
+	})
+	ctx := bg(t)
+	for _, proto := range []int{2, 3} {
+		client := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: []string{c.node(0).RESPAddr()}, Protocol: proto, Password: "pw",
+			TLSConfig: pki.clientConfig(false), MaxRedirects: 8,
+		})
+		defer client.Close()
+		prefix := "tls" + strconv.Itoa(proto) + ":"
+		checkSetGet(t, ctx, client, prefix)
+		checkPipeline(t, ctx, client, prefix)
+		checkHashTag(t, ctx, client, prefix)
+		checkIntrospection(t, ctx, client, c)
+	}
+	_, other := ownerOf(c, "tls-moved")
+	direct := redis.NewClient(&redis.Options{Addr: other.RESPAddr(), Password: "pw", TLSConfig: pki.clientConfig(false)})
+	defer direct.Close()
+	if err := direct.Get(ctx, "tls-moved").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Fatalf("GET on a node that does not own the key, over TLS: %v", err)
+	}
+
+	plain := dialRaw(t, c.node(0).RESPAddr())
+	plain.send(respCmd("PING"))
+	plain.expectClosed()
+
+	t.Run("client auth", func(t *testing.T) {
+		mutual := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPTLS = pki.serverConfig(true) })
+		addr := mutual.node(0).RESPAddr()
+		with := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: pki.clientConfig(true), MaxRetries: -1})
+		defer with.Close()
+		if err := with.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatalf("client with a certificate: %v", err)
+		}
+		without := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: pki.clientConfig(false), MaxRetries: -1})
+		defer without.Close()
+		if err := without.Ping(ctx).Err(); err == nil {
+			t.Fatal("a client without a certificate was served")
+		}
+		stranger := newTestPKI(t)
+		foreign := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: &tls.Config{RootCAs: pki.pool,
+			Certificates: []tls.Certificate{stranger.client}}, MaxRetries: -1})
+		defer foreign.Close()
+		if err := foreign.Ping(ctx).Err(); err == nil {
+			t.Fatal("a client with a certificate from another CA was served")
+		}
+	})
+}
+
+// TestRESPTLSRedisCLI drives a TLS endpoint with redis-cli --tls, in cluster mode so that it follows
+// MOVED over TLS too. Without redis-cli the test is skipped, unless ZARIS_NEED_REDIS is set.
+func TestRESPTLSRedisCLI(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("ZARIS_NEED_REDIS") != "" {
+			t.Fatal("redis-cli is not installed (apt-get install redis-tools)")
+		}
+		t.Skip("redis-cli is not installed")
+	}
+	pki := newTestPKI(t)
+	dir := t.TempDir()
+	files := map[string][]byte{"ca.pem": pki.caPEM, "client.pem": pki.clientCertPEM, "client.key": pki.clientKeyPEM}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := startRESPCluster(t, 3, func(cfg *Config) { cfg.RESPTLS = pki.serverConfig(true) })
+	run := func(node *Node, args ...string) string {
+		t.Helper()
+		host, port, _ := net.SplitHostPort(node.RESPAddr())
+		argv := append([]string{"--tls", "--cacert", filepath.Join(dir, "ca.pem"), "--cert", filepath.Join(dir, "client.pem"),
+			"--key", filepath.Join(dir, "client.key"), "-h", host, "-p", port, "-c"}, args...)
+		out, err := exec.Command(cli, argv...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %q: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for i := range 20 {
+		key := "cli-" + strconv.Itoa(i)
+		if got := run(c.node(i%3), "set", key, "v"+strconv.Itoa(i)); got != "OK" {
+			t.Fatalf("redis-cli --tls set %s: %q", key, got)
+		}
+		if got := run(c.node((i+1)%3), "get", key); got != "v"+strconv.Itoa(i) {
+			t.Fatalf("redis-cli --tls get %s: %q", key, got)
+		}
+	}
+	if got := run(c.node(0), "cluster", "info"); !strings.Contains(got, "cluster_state:ok") {
+		t.Fatalf("redis-cli --tls cluster info: %q", got)
+	}
+	if got := run(c.node(1), "cluster", "nodes"); strings.Count(got, "master") != 3 {
+		t.Fatalf("redis-cli --tls cluster nodes: %q", got)
+	}
+}
