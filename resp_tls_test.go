@@ -1,14 +1,9 @@
 package zaris
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,66 +28,11 @@ type testPKI struct {
 }
 
 func newTestPKI(t testing.TB) *testPKI {
-	t.Helper()
-	caKey := newTestKey(t)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "zaris test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p := &testPKI{pool: x509.NewCertPool(), caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.pool.AddCert(ca)
-	p.server, p.serverCertPEM, p.serverKeyPEM = issueTestCert(t, ca, caKey, 2, x509.ExtKeyUsageServerAuth)
-	p.client, p.clientCertPEM, p.clientKeyPEM = issueTestCert(t, ca, caKey, 3, x509.ExtKeyUsageClientAuth)
+	ca := newTestCA(t)
+	p := &testPKI{pool: ca.pool, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})}
+	p.server, p.serverCertPEM, p.serverKeyPEM = ca.issue("localhost")
+	p.client, p.clientCertPEM, p.clientKeyPEM = ca.issue("client")
 	return p
-}
-
-func newTestKey(t testing.TB) *ecdsa.PrivateKey {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-// issueTestCert signs a certificate for 127.0.0.1 and localhost with the given use.
-func issueTestCert(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, serial int64, use x509.ExtKeyUsage) (tls.Certificate, []byte, []byte) {
-	t.Helper()
-	key := newTestKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "zaris test " + strconv.FormatInt(serial, 10)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{use},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, certPEM, keyPEM
 }
 
 // serverConfig is the RESP endpoint's TLS configuration, asking for client certificates when clientAuth.
