@@ -43,7 +43,10 @@
 //     (ErrFrameTimeout); time spent waiting for MaxBufferedBytes does not count.
 //   - WriteTimeout: every write must complete within it, on either side, or the connection is cut; a peer
 //     that reads no answers is thus cut off.
-
+//
+// Streams of other protocols on a Mux, which no Server reads, are bounded by LimitListener; the Mux itself
+// holds at most DefaultMaxHandshakes connections waiting for their first byte.
+//
 // # What an error says about the request
 //
 //   - nil or *RemoteError: the peer's handler ran and answered.
