@@ -28,6 +28,10 @@ const (
 	muxRaft byte = 'R'
 )
 
+// DefaultRaftMaxConns is the default of Config.RaftMaxConns. A node accepts few control-plane streams (the
+// leader's pipeline and pooled connections, candidates' vote requests: a handful per voter), far fewer.
+const DefaultRaftMaxConns = 128
+
 // applyTimeout bounds how long the leader waits to commit one control decision.
 const applyTimeout = 5 * time.Second
 

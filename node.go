@@ -129,7 +129,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.listen(); err != nil {
 		return err
 	}
-	if err := n.startRaft(n.mux.Listener(muxRaft)); err != nil {
+	if err := n.startRaft(n.raftListener()); err != nil {
 		return err
 	}
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
@@ -230,13 +230,31 @@ func (n *Node) listen() error {
 	return nil
 }
 
+// transportOptions are the data plane's options, for its server and its clients.
 func (n *Node) transportOptions() transport.Options {
 	return transport.Options{
-		MaxFrameSize: n.cfg.MaxFrameSize,
-		Dialer:       n.dialer,
-		MuxByte:      muxData,
-		Logger:       n.log,
+		MaxFrameSize:     n.cfg.MaxFrameSize,
+		Dialer:           n.dialer,
+		MuxByte:          muxData,
+		Logger:           n.log,
+		MaxConns:         n.cfg.DataMaxConns,
+		MaxRequests:      n.cfg.DataMaxRequests,
+		MaxConnRequests:  n.cfg.DataMaxConnRequests,
+		MaxBufferedBytes: n.cfg.DataMaxBufferedBytes,
+		IdleTimeout:      n.cfg.DataIdleTimeout,
+		ReadTimeout:      n.cfg.DataReadTimeout,
+		WriteTimeout:     n.cfg.DataWriteTimeout,
 	}
+}
+
+// raftListener is the control plane's share of the data port, within bounds of its own: raft keeps its
+// streams open and quiet between uses, so only one that never speaks is closed.
+func (n *Node) raftListener() net.Listener {
+	return transport.LimitListener(n.mux.Listener(muxRaft), transport.StreamLimits{
+		MaxConns:         n.cfg.RaftMaxConns,
+		FirstByteTimeout: n.cfg.DataIdleTimeout,
+		WriteTimeout:     n.cfg.DataWriteTimeout,
+	})
 }
 
 // serveRequest is the data-plane handler.

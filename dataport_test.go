@@ -1,0 +1,85 @@
+package zaris
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// peerClientStats sums the counters of n's clients to its peers.
+func peerClientStats(n *Node) transport.ClientStats {
+	n.router.mu.Lock()
+	defer n.router.mu.Unlock()
+	var sum transport.ClientStats
+	for _, p := range n.router.peers {
+		if p.local {
+			continue
+		}
+		st := p.client.Stats()
+		sum.Calls += st.Calls
+		sum.ConnLosses += st.ConnLosses
+		sum.IdleClosed += st.IdleClosed
+	}
+	return sum
+}
+
+// Data-port connections idle past DataIdleTimeout are closed and redialled without a failed call, and the
+// control plane's streams, quiet between uses, are left alone.
+func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.ReplicationFactor = 2
+		cfg.DataIdleTimeout = idle
+	})
+	c.waitHealthy(20 * time.Second)
+	term := c.node(0).raft.Stats()["term"]
+	ctx := bg(t)
+	writeAll := func(round int) {
+		for _, from := range c.live() {
+			for _, owner := range c.live() {
+				key := c.keyOwnedBy(fmt.Sprintf("idle-%d-%s-", round, from.Name()), owner)
+				if err := from.Put(ctx, key, []byte("v")); err != nil {
+					t.Fatalf("round %d: put %s from %s: %v", round, key, from.Name(), err)
+				}
+			}
+		}
+	}
+	for round := range 3 {
+		writeAll(round)
+		waitFor(t, 10*time.Second, "idle data connections closed", func() bool {
+			for _, n := range c.live() {
+				if n.server.Stats().Conns != 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, n := range c.live() {
+		if st := peerClientStats(n); st.ConnLosses != 0 || st.IdleClosed == 0 {
+			t.Fatalf("%s's peer clients: %+v: idle closes must be seen, and not as losses", n.Name(), st)
+		}
+	}
+	if now := c.node(0).raft.Stats()["term"]; now != term {
+		t.Fatalf("the control plane was disturbed: term %s -> %s", term, now)
+	}
+}
+
+// A control-plane stream that never speaks is closed after DataIdleTimeout, as a data-plane connection is.
+func TestSilentRaftStreamIsClosed(t *testing.T) {
+	c := startCluster(t, 1, func(cfg *Config) { cfg.DataIdleTimeout = 100 * time.Millisecond })
+	n := c.node(0)
+	conn, err := transport.DialMux(bg(t), n.dialer, n.DataAddr(), muxRaft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a silent control-plane stream stayed open: %v", err)
+	}
+}
