@@ -1,16 +1,58 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zaris-go/zaris/transport"
 )
 
-// peerClientStats sums the counters of n's clients to its peers.
+// Both nodes fill each other's data-port caps with Sync writes at once. Each write's handler waits for the
+// other node's copy, so the replication requests must still get through to the node whose caps are full.
+func TestSaturatedDataPortsKeepReplicating(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) {
+		cfg.ReplicationFactor = 2
+		cfg.DataMaxConnRequests = 2
+		cfg.DataMaxRequests = 2
+	})
+	c.waitHealthy(20 * time.Second)
+	const writers, writes = 16, 20
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for _, pair := range [][2]*Node{{c.node(0), c.node(1)}, {c.node(1), c.node(0)}} {
+		from, owner := pair[0], pair[1]
+		for w := range writers {
+			key := c.keyOwnedBy(fmt.Sprintf("%s-%d-", from.Name(), w), owner)
+			wg.Go(func() {
+				for i := range writes {
+					if err := from.Put(ctx, key, []byte{byte(i)}); err != nil {
+						errs <- fmt.Errorf("put %s from %s: %w", key, from.Name(), err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, n := range c.live() {
+		if d := n.ReplicationStats().InSyncDecisions; d != 0 {
+			t.Fatalf("%s dropped replicas %d times: their acknowledgements were stuck behind full caps", n.Name(), d)
+		}
+	}
+}
+
+// peerClientStats sums the counters of n's clients to its peers, both lanes.
 func peerClientStats(n *Node) transport.ClientStats {
 	n.router.mu.Lock()
 	defer n.router.mu.Unlock()
@@ -19,10 +61,12 @@ func peerClientStats(n *Node) transport.ClientStats {
 		if p.local {
 			continue
 		}
-		st := p.client.Stats()
-		sum.Calls += st.Calls
-		sum.ConnLosses += st.ConnLosses
-		sum.IdleClosed += st.IdleClosed
+		for _, c := range []*transport.Client{p.client, p.internal} {
+			st := c.Stats()
+			sum.Calls += st.Calls
+			sum.ConnLosses += st.ConnLosses
+			sum.IdleClosed += st.IdleClosed
+		}
 	}
 	return sum
 }
