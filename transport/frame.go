@@ -123,7 +123,7 @@ type frameReader struct {
 	conn    readDeadliner   // where read deadlines are set; nil: none
 	timeout time.Duration   // how long the rest of a frame may take once it has begun; zero: no limit
 	armed   time.Time       // the read deadline set on conn
-	budget  *byteBudget     // claimed by each frame until its caller releases it; nil: none
+	budget  *semaphore      // claimed by each frame until its caller releases it; nil: none
 	ctx     context.Context // bounds waits for the budget
 }
 
@@ -142,18 +142,22 @@ func (fr *frameReader) withTimeout(conn readDeadliner, timeout time.Duration) *f
 
 // withBudget makes every frame claim its length from b before its body is read, waiting while the claim
 // does not fit or until ctx ends. The caller releases the claim of each frame next returns.
-func (fr *frameReader) withBudget(ctx context.Context, b *byteBudget) *frameReader {
+func (fr *frameReader) withBudget(ctx context.Context, b *semaphore) *frameReader {
 	fr.ctx, fr.budget = ctx, b
 	return fr
 }
 
-// await waits until the next frame's first byte has arrived, or until passes (zero: no limit), when it
-// fails with a timeout that leaves the reader usable.
+// buffered reports whether bytes of the next frame have already arrived.
+func (fr *frameReader) buffered() bool { return fr.r.Buffered() > 0 }
+
+// await waits until the next frame's first byte has arrived. A non-zero until bounds the wait, which then
+// fails with a timeout that leaves the reader usable; it may end sooner, as a deadline already set, not
+// after until and still ahead, is kept rather than updated on every read.
 func (fr *frameReader) await(until time.Time) error {
 	if fr.r.Buffered() > 0 {
 		return nil
 	}
-	if err := fr.arm(until); err != nil {
+	if err := fr.armBy(until); err != nil {
 		return err
 	}
 	_, err := fr.r.Peek(1)
@@ -215,6 +219,15 @@ func (fr *frameReader) armFor(n int) error {
 		return nil
 	}
 	return fr.arm(time.Now().Add(fr.timeout))
+}
+
+// armBy sets a read deadline no later than t, or none for a zero t, keeping a deadline already set that
+// is not after t and still ahead.
+func (fr *frameReader) armBy(t time.Time) error {
+	if !t.IsZero() && !fr.armed.IsZero() && !fr.armed.After(t) && fr.armed.After(time.Now()) {
+		return nil
+	}
+	return fr.arm(t)
 }
 
 // arm sets the connection's read deadline, unless it is already set there.

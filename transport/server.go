@@ -67,8 +67,8 @@ type Server struct {
 	ctx      context.Context // ends at Close; parent of every connection context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // connection, handler and refusal goroutines
-	requests chan struct{}  // a token per request in progress over all connections
-	budget   *byteBudget    // claimed by request frames from their length prefix until their handler starts
+	requests *semaphore     // a unit per request in progress over all connections
+	budget   *semaphore     // claimed by request frames from their length prefix until their handler starts
 	stats    serverStats
 
 	mu        sync.Mutex
@@ -89,8 +89,8 @@ func NewServer(h Handler, opts Options) *Server {
 		log:       opts.Logger,
 		ctx:       ctx,
 		cancel:    cancel,
-		requests:  make(chan struct{}, opts.MaxRequests),
-		budget:    newByteBudget(opts.MaxBufferedBytes),
+		requests:  newSemaphore(int64(opts.MaxRequests)),
+		budget:    newSemaphore(opts.MaxBufferedBytes),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*serverConn]struct{}),
 		refusing:  make(map[net.Conn]struct{}),
@@ -103,9 +103,10 @@ func (s *Server) Stats() ServerStats {
 	conns := len(s.conns)
 	s.mu.Unlock()
 	buffered, waiting := s.budget.state()
+	requests, _ := s.requests.state()
 	return ServerStats{
 		Conns:         conns,
-		Requests:      len(s.requests),
+		Requests:      int(requests),
 		BufferedBytes: buffered,
 		WaitingFrames: waiting,
 		Accepted:      s.stats.accepted.Load(),
@@ -171,7 +172,7 @@ func (s *Server) start(conn net.Conn) {
 		srv:    s,
 		conn:   conn,
 		w:      newFrameWriter(conn, &writeStats{}, s.opts.WriteTimeout),
-		slots:  make(chan struct{}, s.opts.MaxConnRequests),
+		freed:  make(chan struct{}, 1),
 		ctx:    ctx,
 		cancel: cancel,
 	}

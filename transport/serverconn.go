@@ -15,8 +15,9 @@ type serverConn struct {
 	conn     net.Conn
 	w        *frameWriter
 	fr       *frameReader
-	slots    chan struct{}   // a token per request of this connection in progress
-	lastDone atomic.Int64    // when the connection started or a request last ended, in Unix nanoseconds
+	lastDone atomic.Int64    // when the connection started or last had no request in progress, in Unix nanoseconds
+	full     atomic.Bool     // the reader waits for one of MaxConnRequests requests to end
+	freed    chan struct{}   // a request ended while the reader waited; buffered, so no wake-up is lost
 	ctx      context.Context // ends when the connection closes; handlers run under it
 	cancel   context.CancelFunc
 	once     sync.Once
@@ -69,7 +70,7 @@ func (sc *serverConn) nextRequest() (envelope, int, error) {
 // progress or arrived for IdleTimeout.
 func (sc *serverConn) awaitFrame() error {
 	idle := sc.srv.opts.IdleTimeout
-	if idle == 0 {
+	if idle == 0 || sc.fr.buffered() {
 		return sc.fr.await(time.Time{})
 	}
 	for {
@@ -91,25 +92,36 @@ func (sc *serverConn) idleSince() time.Time {
 	return time.Unix(0, sc.lastDone.Load())
 }
 
-// admit takes a request slot on the connection, then one on the server, waiting for each.
+// admit waits until fewer than MaxConnRequests requests of the connection are in progress, then for a
+// place among the server's MaxRequests.
 func (sc *serverConn) admit() error {
-	if !acquire(sc.slots, sc.ctx.Done()) {
-		return ErrClosed
+	limit := int64(sc.srv.opts.MaxConnRequests)
+	for sc.w.active.Load() >= limit { // only this goroutine raises active
+		sc.full.Store(true)
+		if sc.w.active.Load() < limit {
+			break
+		}
+		select {
+		case <-sc.freed:
+		case <-sc.ctx.Done():
+			return ErrClosed
+		}
 	}
-	if !acquire(sc.srv.requests, sc.ctx.Done()) {
-		<-sc.slots
-		return ErrClosed
-	}
-	return nil
+	sc.full.Store(false)
+	return sc.srv.requests.acquire(sc.ctx, 1)
 }
 
-// acquire puts a token in slots, waiting for room until done is closed.
-func acquire(slots chan<- struct{}, done <-chan struct{}) bool {
-	select {
-	case slots <- struct{}{}:
-		return true
-	case <-done:
-		return false
+// done records the end of a request: its places are freed for the next, and the time if it was the last.
+func (sc *serverConn) done() {
+	if sc.w.active.Add(-1) == 0 {
+		sc.lastDone.Store(time.Now().UnixNano())
+	}
+	sc.srv.requests.release(1)
+	if sc.full.Load() {
+		select {
+		case sc.freed <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -120,10 +132,7 @@ func (sc *serverConn) serve(req envelope) {
 	if err := sc.w.write(sc.ctx, kind, req.id, req.op, resp); err != nil {
 		sc.close(err) // the connection is gone: there is nobody left to answer
 	}
-	sc.lastDone.Store(time.Now().UnixNano())
-	sc.w.active.Add(-1)
-	<-sc.srv.requests
-	<-sc.slots
+	sc.done()
 }
 
 // handle runs the handler and returns the frame kind and payload of its answer.
