@@ -359,7 +359,11 @@ func (cc *clientConn) readLoop() {
 
 // nextResponse waits, without a deadline, for the next frame a server sends and decodes it.
 func nextResponse(fr *frameReader) (envelope, error) {
-	if err := fr.await(time.Time{}); err != nil {
+	err := fr.await(time.Time{})
+	for isTimeout(err) { // a frame deadline kept from an earlier frame passed: wait on without one
+		err = fr.await(time.Time{})
+	}
+	if err != nil {
 		return envelope{}, err
 	}
 	body, err := fr.next()

@@ -151,8 +151,8 @@ func (fr *frameReader) withBudget(ctx context.Context, b *semaphore) *frameReade
 func (fr *frameReader) buffered() bool { return fr.r.Buffered() > 0 }
 
 // await waits until the next frame's first byte has arrived. A non-zero until bounds the wait, which then
-// fails with a timeout that leaves the reader usable; it may end sooner, as a deadline already set, not
-// after until and still ahead, is kept rather than updated on every read.
+// fails with a timeout that leaves the reader usable. The wait may also time out sooner, on a deadline set
+// earlier and kept (see armBy): callers then wait again.
 func (fr *frameReader) await(until time.Time) error {
 	if fr.r.Buffered() > 0 {
 		return nil
@@ -218,13 +218,25 @@ func (fr *frameReader) armFor(n int) error {
 	if fr.conn == nil || fr.timeout == 0 || fr.r.Buffered() >= n {
 		return nil
 	}
-	return fr.arm(time.Now().Add(fr.timeout))
+	now := time.Now()
+	if grants(fr.armed, now, fr.timeout) {
+		return nil
+	}
+	return fr.arm(now.Add(fr.timeout))
 }
 
-// armBy sets a read deadline no later than t, or none for a zero t, keeping a deadline already set that
-// is not after t and still ahead.
+// grants reports whether deadline d, set earlier for a wait of timeout, grants one that starts now
+// between three quarters of timeout and all of it: close enough to keep it rather than pay for a timer
+// update on every read or write.
+func grants(d, now time.Time, timeout time.Duration) bool {
+	left := d.Sub(now)
+	return !d.IsZero() && left >= timeout-timeout/4 && left <= timeout
+}
+
+// armBy makes the read deadline no later than t, where a zero t needs none. A deadline already set that is
+// still ahead, and not after t, is kept: updating it on every read would cost a timer update each time.
 func (fr *frameReader) armBy(t time.Time) error {
-	if !t.IsZero() && !fr.armed.IsZero() && !fr.armed.After(t) && fr.armed.After(time.Now()) {
+	if !fr.armed.IsZero() && (t.IsZero() || !fr.armed.After(t)) && fr.armed.After(time.Now()) {
 		return nil
 	}
 	return fr.arm(t)

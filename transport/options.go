@@ -68,10 +68,12 @@ type Options struct {
 	IdleTimeout time.Duration
 
 	// ReadTimeout bounds how long the rest of a frame may take once its first byte has arrived; a slower
-	// frame closes the connection (ErrFrameTimeout). Both sides.
+	// frame closes the connection (ErrFrameTimeout). Both sides. A deadline set for an earlier frame is
+	// kept while it grants the next at least three quarters of ReadTimeout, sparing a timer update per read.
 	ReadTimeout time.Duration
 
-	// WriteTimeout bounds one write to a connection: a peer that stops reading is cut off. Both sides.
+	// WriteTimeout bounds one write to a connection: a peer that stops reading is cut off. Both sides. As
+	// with ReadTimeout, each write is granted between three quarters of it and all of it.
 	WriteTimeout time.Duration
 }
 

@@ -70,15 +70,16 @@ func (sc *serverConn) nextRequest() (envelope, int, error) {
 // progress or arrived for IdleTimeout.
 func (sc *serverConn) awaitFrame() error {
 	idle := sc.srv.opts.IdleTimeout
-	if idle == 0 || sc.fr.buffered() {
-		return sc.fr.await(time.Time{})
-	}
 	for {
-		err := sc.fr.await(sc.idleSince().Add(idle))
+		var until time.Time
+		if idle > 0 && !sc.fr.buffered() {
+			until = sc.idleSince().Add(idle)
+		}
+		err := sc.fr.await(until)
 		if !isTimeout(err) {
 			return err
 		}
-		if time.Since(sc.idleSince()) >= idle {
+		if idle > 0 && time.Since(sc.idleSince()) >= idle {
 			return errIdle
 		}
 	}

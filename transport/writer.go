@@ -39,6 +39,7 @@ type frameWriter struct {
 	conn    net.Conn
 	stats   *writeStats
 	timeout time.Duration // bounds each write call on conn; zero: no limit
+	armed   time.Time     // the write deadline set on conn; kept by whoever holds the flush duty
 	wake    chan struct{} // hands the flush duty to run
 	stop    chan struct{} // closed by close
 
@@ -157,10 +158,12 @@ func (w *frameWriter) flush() error {
 	}
 }
 
-// writeBatch hands one batch to the connection, within the write timeout.
+// writeBatch hands one batch to the connection, within the write timeout: the deadline set for an
+// earlier batch is kept while it grants this one at least three quarters of the timeout.
 func (w *frameWriter) writeBatch(batch []byte) error {
-	if w.timeout > 0 {
-		if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+	if now := time.Now(); w.timeout > 0 && !grants(w.armed, now, w.timeout) {
+		w.armed = now.Add(w.timeout)
+		if err := w.conn.SetWriteDeadline(w.armed); err != nil {
 			return err
 		}
 	}
