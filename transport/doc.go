@@ -44,6 +44,9 @@
 //   - WriteTimeout: every write must complete within it, on either side, or the connection is cut; a peer
 //     that reads no answers is thus cut off.
 //
+// Both timeouts grant between three quarters of their value and all of it: a deadline set for an earlier
+// frame or write is kept while it grants that much, sparing a timer update per read and per write.
+//
 // Streams of other protocols on a Mux, which no Server reads, are bounded by LimitListener; the Mux itself
 // holds at most DefaultMaxHandshakes connections waiting for their first byte.
 //
