@@ -22,11 +22,21 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// The first byte a connection sends on the shared data port says which protocol it speaks.
+// The first byte a connection sends on the shared data port says which protocol it speaks. Node-to-node
+// requests travel in two lanes, each its own connection and Server with caps of its own: muxData carries
+// callers' key and batch requests, whose handlers may wait on other nodes (a Sync write waits for its
+// replicas); muxInternal carries what such waits depend on (replication, proposals to the leader, map
+// fetches), whose handlers never call another node. A node whose data lane is full thus still reads the
+// replication acknowledgements that will free it.
 const (
-	muxData byte = 'D'
-	muxRaft byte = 'R'
+	muxData     byte = 'D'
+	muxInternal byte = 'I'
+	muxRaft     byte = 'R'
 )
+
+// DefaultRaftMaxConns is the default of Config.RaftMaxConns, far above the few control-plane streams a node
+// accepts: the leader's pipeline and pooled connections and candidates' vote requests, a handful per voter.
+const DefaultRaftMaxConns = 128
 
 // applyTimeout bounds how long the leader waits to commit one control decision.
 const applyTimeout = 5 * time.Second
@@ -499,7 +509,7 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	resp, err := p.client.Call(ctx, opPropose, payload)
+	resp, err := p.internal.Call(ctx, opPropose, payload)
 	if err != nil {
 		return 0, fmt.Errorf("zaris: propose to leader %s: %w", leader, err)
 	}

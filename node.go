@@ -37,7 +37,8 @@ type Node struct {
 
 	listener  net.Listener
 	mux       *transport.Mux
-	server    *transport.Server
+	server    *transport.Server // the data lane (muxData)
+	internal  *transport.Server // the internal lane (muxInternal)
 	raft      *raft.Raft
 	raftTrans *raft.NetworkTransport
 	raftStore io.Closer // the control plane's log and stable store on disk; nil without a DataDir
@@ -129,7 +130,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.listen(); err != nil {
 		return err
 	}
-	if err := n.startRaft(n.mux.Listener(muxRaft)); err != nil {
+	if err := n.startRaft(n.raftListener()); err != nil {
 		return err
 	}
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
@@ -225,24 +226,44 @@ func (n *Node) listen() error {
 	}
 	n.listener = ln
 	n.mux = transport.NewMux(n.secureListener(ln))
-	n.server = transport.NewServer(transport.HandlerFunc(n.serveRequest), n.transportOptions())
-	dataLn := n.mux.Listener(muxData)
-	n.wg.Add(2)
+	n.server = transport.NewServer(transport.HandlerFunc(n.serveRequest), n.transportOptions(muxData))
+	n.internal = transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal))
+	dataLn, internalLn := n.mux.Listener(muxData), n.mux.Listener(muxInternal)
+	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.mux.Serve() }()
 	go func() { defer n.wg.Done(); n.server.Serve(dataLn) }()
+	go func() { defer n.wg.Done(); n.internal.Serve(internalLn) }()
 	return nil
 }
 
-func (n *Node) transportOptions() transport.Options {
+// transportOptions are the options of the data port's lane that lane names, for servers and clients.
+func (n *Node) transportOptions(lane byte) transport.Options {
 	return transport.Options{
-		MaxFrameSize: n.cfg.MaxFrameSize,
-		Dialer:       n.dialer,
-		MuxByte:      muxData,
-		Logger:       n.log,
+		MaxFrameSize:     n.cfg.MaxFrameSize,
+		Dialer:           n.dialer,
+		MuxByte:          lane,
+		Logger:           n.log,
+		MaxConns:         n.cfg.DataMaxConns,
+		MaxRequests:      n.cfg.DataMaxRequests,
+		MaxConnRequests:  n.cfg.DataMaxConnRequests,
+		MaxBufferedBytes: n.cfg.DataMaxBufferedBytes,
+		IdleTimeout:      n.cfg.DataIdleTimeout,
+		ReadTimeout:      n.cfg.DataReadTimeout,
+		WriteTimeout:     n.cfg.DataWriteTimeout,
 	}
 }
 
-// serveRequest is the data-plane handler.
+// raftListener is the control plane's share of the data port, within bounds of its own: raft keeps its
+// streams open and quiet between uses, so only one that never speaks is closed.
+func (n *Node) raftListener() net.Listener {
+	return transport.LimitListener(n.mux.Listener(muxRaft), transport.StreamLimits{
+		MaxConns:         n.cfg.RaftMaxConns,
+		FirstByteTimeout: n.cfg.DataIdleTimeout,
+		WriteTimeout:     n.cfg.DataWriteTimeout,
+	})
+}
+
+// serveRequest is the handler of the data lane: callers' key and batch requests.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch op {
 	case opGet, opPut, opDelete, opIncr, opExpire, opPersist, opTTL, opExists, opPutIf:
@@ -253,10 +274,17 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		n.stats.served.Add(1)
 		reply := n.serveKV(ctx, op, &req)
 		return reply.marshal(), nil
-	case opGetMap:
-		return encode(n.fsm.clusterMap())
 	case opBatch:
 		return n.serveBatch(ctx, payload)
+	}
+	return nil, fmt.Errorf("zaris: unknown operation %d", op)
+}
+
+// serveInternal is the handler of the internal lane: requests that never wait on another node.
+func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
+	switch op {
+	case opGetMap:
+		return encode(n.fsm.clusterMap())
 	case opReplicate:
 		var req replicateRequest
 		if err := decode(payload, &req); err != nil {
@@ -593,7 +621,7 @@ func (n *Node) Close() error {
 			errs = append(errs, n.members.shutdown())
 		}
 		if n.server != nil {
-			errs = append(errs, n.server.Close())
+			errs = append(errs, n.server.Close(), n.internal.Close())
 		}
 		if n.mux != nil {
 			errs = append(errs, n.mux.Close())

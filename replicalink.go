@@ -349,7 +349,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	resp, err := p.client.Call(ctx, opReplicate, payload)
+	resp, err := p.internal.Call(ctx, opReplicate, payload)
 	if err != nil {
 		return nil, 0, err
 	}

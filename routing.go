@@ -12,11 +12,21 @@ import (
 
 // peer is the one connection this node keeps to another node, or the node itself (local: served in-process).
 type peer struct {
-	id     NodeID
-	addr   string
-	local  bool
-	client *transport.Client
-	sent   atomic.Uint64 // key requests sent over client
+	id       NodeID
+	addr     string
+	local    bool
+	client   *transport.Client // the data lane: key and batch requests
+	internal *transport.Client // the internal lane: replication, proposals, maps (see muxInternal)
+	sent     atomic.Uint64     // key requests sent over client
+}
+
+// close closes the peer's connections; a local peer has none.
+func (p *peer) close() {
+	if p.local {
+		return
+	}
+	p.client.Close()
+	p.internal.Close()
 }
 
 // routingTable is an immutable routing snapshot: segment -> the peer of its partition's active owner,
@@ -130,10 +140,11 @@ func (r *router) peerFor(m *ClusterMap, id NodeID) *peer {
 	}
 	p := &peer{id: id, addr: info.DataAddr, local: id == r.n.id}
 	if !p.local {
-		p.client = transport.NewClient(info.DataAddr, r.n.transportOptions())
+		p.client = transport.NewClient(info.DataAddr, r.n.transportOptions(muxData))
+		p.internal = transport.NewClient(info.DataAddr, r.n.transportOptions(muxInternal))
 	}
-	if prev := r.peers[id]; prev != nil && prev.client != nil {
-		prev.client.Close()
+	if prev := r.peers[id]; prev != nil {
+		prev.close()
 	}
 	r.peers[id] = p
 	return p
@@ -188,9 +199,7 @@ func (r *router) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.peers {
-		if p.client != nil {
-			p.client.Close()
-		}
+		p.close()
 	}
 }
 
@@ -276,7 +285,7 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if p.local {
 		return n.fsm.clusterMap(), nil
 	}
-	resp, err := p.client.Call(ctx, opGetMap, nil)
+	resp, err := p.internal.Call(ctx, opGetMap, nil)
 	if err != nil {
 		return nil, err
 	}

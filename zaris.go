@@ -146,6 +146,25 @@ type Config struct {
 	MaxValueSize int
 	// MaxFrameSize bounds one data-plane frame, in bytes.
 	MaxFrameSize int
+	// DataMaxConns caps the data-plane connections the data port serves at once; one more is refused at
+	// once. Each peer needs one, so it bounds the cluster's size as well as what strangers can open.
+	DataMaxConns int
+	// DataMaxRequests caps the data-plane requests this node serves at once, DataMaxConnRequests those of
+	// one connection (one peer). A connection at either cap is not read until a request ends: its peer
+	// waits instead of this node growing without bound.
+	DataMaxRequests, DataMaxConnRequests int
+	// DataMaxBufferedBytes caps the request bytes held between a frame's length prefix and the start of
+	// its handler, over all data-plane connections. At least MaxFrameSize.
+	DataMaxBufferedBytes int64
+	// DataIdleTimeout closes a data-plane connection with no request for that long (peers redial when they
+	// next need one), and a control-plane stream that has sent nothing for that long since it opened.
+	DataIdleTimeout time.Duration
+	// DataReadTimeout bounds how long the rest of a data-plane frame may take once its first byte has
+	// arrived; DataWriteTimeout bounds each write on the data port, so that a peer that stops reading is cut
+	// off.
+	DataReadTimeout, DataWriteTimeout time.Duration
+	// RaftMaxConns caps the control-plane streams this node accepts at once.
+	RaftMaxConns int
 	// BatchParallelism bounds how many items of one batch request this node serves at once. Default: GOMAXPROCS.
 	BatchParallelism int
 	// WriteConcern says when writes are acknowledged (see Sync and Async); a write may override it.
@@ -307,6 +326,14 @@ func DefaultConfig() Config {
 		ReapInterval:         time.Second,
 		MaxValueSize:         16 << 20,
 		MaxFrameSize:         transport.DefaultMaxFrameSize,
+		DataMaxConns:         transport.DefaultMaxConns,
+		DataMaxRequests:      transport.DefaultMaxRequests,
+		DataMaxConnRequests:  transport.DefaultMaxConnRequests,
+		DataMaxBufferedBytes: transport.DefaultMaxBufferedBytes,
+		DataIdleTimeout:      transport.DefaultIdleTimeout,
+		DataReadTimeout:      transport.DefaultReadTimeout,
+		DataWriteTimeout:     transport.DefaultWriteTimeout,
+		RaftMaxConns:         DefaultRaftMaxConns,
 		BatchParallelism:     runtime.GOMAXPROCS(0),
 		ReplicaAckTimeout:    time.Second,
 		MinInSync:            1,
@@ -366,6 +393,15 @@ func (c *Config) validate() error {
 		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
 	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
 		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
+	case c.DataMaxConns < 1 || c.RaftMaxConns < 1:
+		return bad("DataMaxConns %d and RaftMaxConns %d must be at least 1", c.DataMaxConns, c.RaftMaxConns)
+	case c.DataMaxConnRequests < 1 || c.DataMaxRequests < c.DataMaxConnRequests:
+		return bad("DataMaxConnRequests %d must be at least 1 and DataMaxRequests %d at least as many",
+			c.DataMaxConnRequests, c.DataMaxRequests)
+	case c.DataMaxBufferedBytes < int64(c.MaxFrameSize):
+		return bad("DataMaxBufferedBytes %d must be at least MaxFrameSize %d", c.DataMaxBufferedBytes, c.MaxFrameSize)
+	case c.DataIdleTimeout <= 0 || c.DataReadTimeout <= 0 || c.DataWriteTimeout <= 0:
+		return bad("DataIdleTimeout, DataReadTimeout and DataWriteTimeout must be positive")
 	case c.BatchParallelism < 1:
 		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
 	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||

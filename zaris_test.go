@@ -415,6 +415,12 @@ func TestConfigValidation(t *testing.T) {
 		{"value over frame", func(c *Config) { c.MaxValueSize = c.MaxFrameSize }},
 		{"zero timing", func(c *Config) { c.Timing.RaftCommit = 0 }},
 		{"unspecified data host", func(c *Config) { c.DataAddr = "0.0.0.0:0" }},
+		{"no data connections", func(c *Config) { c.DataMaxConns = 0 }},
+		{"no raft connections", func(c *Config) { c.RaftMaxConns = 0 }},
+		{"per-connection cap over the node's", func(c *Config) { c.DataMaxConnRequests = c.DataMaxRequests + 1 }},
+		{"buffer under a frame", func(c *Config) { c.DataMaxBufferedBytes = int64(c.MaxFrameSize) - 1 }},
+		{"no idle timeout", func(c *Config) { c.DataIdleTimeout = 0 }},
+		{"no write timeout", func(c *Config) { c.DataWriteTimeout = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig("invalid")

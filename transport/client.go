@@ -20,7 +20,8 @@ type ClientStats struct {
 	BytesWritten  uint64 // bytes written to the network
 	Dials         uint64 // dial attempts
 	DialFailures  uint64 // dial attempts that failed
-	ConnLosses    uint64 // established connections that failed (not counting Close)
+	ConnLosses    uint64 // established connections that failed (not counting Close or IdleClosed)
+	IdleClosed    uint64 // connections the peer closed after they stayed idle
 }
 
 type clientStats struct {
@@ -29,6 +30,7 @@ type clientStats struct {
 	dials        atomic.Uint64
 	dialFailures atomic.Uint64
 	connLosses   atomic.Uint64
+	idleClosed   atomic.Uint64
 }
 
 // Client is one multiplexed connection to one peer address. It dials lazily on the first Call and redials
@@ -78,6 +80,7 @@ func (c *Client) Stats() ClientStats {
 		Dials:         c.stats.dials.Load(),
 		DialFailures:  c.stats.dialFailures.Load(),
 		ConnLosses:    c.stats.connLosses.Load(),
+		IdleClosed:    c.stats.idleClosed.Load(),
 	}
 }
 
@@ -92,7 +95,8 @@ func (c *Client) Call(ctx context.Context, op Op, payload []byte) ([]byte, error
 		return nil, fmt.Errorf("%w: request payload of %d bytes exceeds %d (MaxFrameSize %d less envelope)",
 			ErrFrameTooLarge, len(payload), c.opts.maxPayload(), c.opts.MaxFrameSize)
 	}
-	// A connection can fail between connect and send; the request was then not sent, so try once more.
+	// A connection can fail between connect and send, or its server can say it read nothing more; the
+	// request was then not sent, so try once more.
 	for attempt := 0; ; attempt++ {
 		cc, err := c.connect(ctx)
 		if err != nil {
@@ -216,7 +220,7 @@ func (c *Client) startConn(conn net.Conn) *clientConn {
 	cc := &clientConn{
 		client: c,
 		conn:   conn,
-		w:      newFrameWriter(conn, &c.stats.writeStats),
+		w:      newFrameWriter(conn, &c.stats.writeStats, c.opts.WriteTimeout),
 		calls:  make(map[uint64]*call),
 	}
 	c.wg.Add(2)
@@ -225,16 +229,22 @@ func (c *Client) startConn(conn net.Conn) *clientConn {
 	return cc
 }
 
-// connLost forgets a failed connection. A connection that answered at least once lets the next Call
-// redial at once; one that died before answering counts as a failed dial, so a peer that accepts and then
-// drops connections is not hammered.
+// connLost forgets a failed connection. A connection that answered at least once, or that its server
+// closed for idleness, lets the next Call redial at once; one that died before answering counts as a
+// failed dial, so a peer that accepts and then drops or refuses connections is not hammered.
 func (c *Client) connLost(cc *clientConn, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == cc {
 		c.conn = nil
 	}
-	if errors.Is(cause, ErrClosed) {
+	switch {
+	case errors.Is(cause, ErrClosed):
+		return
+	case errors.Is(cause, errIdleClosed):
+		c.stats.idleClosed.Add(1)
+		c.failures, c.retryAt, c.lastErr = 0, time.Time{}, cause
+		c.log.Debug("transport: peer closed the idle connection")
 		return
 	}
 	c.stats.connLosses.Add(1)
@@ -258,6 +268,7 @@ type call struct {
 type result struct {
 	payload []byte
 	err     error
+	unsent  bool // the peer never read the request
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
@@ -290,7 +301,7 @@ func (cc *clientConn) call(ctx context.Context, op Op, payload []byte) (resp []b
 	select {
 	case r := <-cl.done:
 		callPool.Put(cl)
-		return r.payload, true, r.err
+		return r.payload, !r.unsent, r.err
 	case <-ctx.Done():
 		cc.abandon(id, cl)
 		return nil, true, ctx.Err()
@@ -327,27 +338,60 @@ func (cc *clientConn) abandon(id uint64, cl *call) {
 	callPool.Put(cl)
 }
 
-// readLoop delivers responses until the connection fails.
+// readLoop delivers responses until the connection fails or its server says it reads no more.
 func (cc *clientConn) readLoop() {
 	defer cc.client.wg.Done()
-	fr := newFrameReader(cc.conn, cc.client.opts.MaxFrameSize)
+	fr := newFrameReader(cc.conn, cc.client.opts.MaxFrameSize).withTimeout(cc.conn, cc.client.opts.ReadTimeout)
 	for {
-		body, err := fr.next()
+		env, err := nextResponse(fr)
 		if err != nil {
 			cc.fail(err)
 			return
 		}
-		env, err := decodeEnvelope(body)
-		if err == nil && env.kind == kindRequest {
-			err = malformed("request sent to a client", nil)
-		}
-		if err != nil {
-			cc.fail(err)
+		if env.kind == kindGoAway {
+			cc.fail(goAwayCause(env.op))
 			return
 		}
 		cc.answered.Store(true)
 		cc.deliver(env)
 	}
+}
+
+// nextResponse waits, without a deadline, for the next frame a server sends and decodes it.
+func nextResponse(fr *frameReader) (envelope, error) {
+	err := fr.await(time.Time{})
+	for isTimeout(err) { // a frame deadline kept from an earlier frame passed: wait on without one
+		err = fr.await(time.Time{})
+	}
+	if err != nil {
+		return envelope{}, err
+	}
+	body, err := fr.next()
+	if err != nil {
+		return envelope{}, err
+	}
+	env, err := decodeEnvelope(body)
+	if err == nil && env.kind == kindRequest {
+		err = malformed("request sent to a client", nil)
+	}
+	return env, err
+}
+
+// goAwayCause is the error a goaway fails its connection with.
+func goAwayCause(reason Op) error {
+	switch reason {
+	case goAwayIdle:
+		return errIdleClosed
+	case goAwayBusy:
+		return ErrTooManyConns
+	}
+	return errGoAway
+}
+
+// unsentAfter reports whether a connection that failed with cause certainly did not deliver the calls
+// still waiting on it: its server said it read nothing more, having answered all it had read.
+func unsentAfter(cause error) bool {
+	return errors.Is(cause, errIdleClosed) || errors.Is(cause, ErrTooManyConns) || errors.Is(cause, errGoAway)
 }
 
 // deliver hands a response to its call, or drops it if the caller has gone.
@@ -375,7 +419,8 @@ func (cc *clientConn) writeLoop() {
 	}
 }
 
-// fail closes the connection once and fails every call in flight on it with a ConnError.
+// fail closes the connection once and fails every call in flight on it: with a ConnError, or, when its
+// server said it read nothing more, as unsent, so that Call retries them on a new connection.
 func (cc *clientConn) fail(cause error) {
 	cc.mu.Lock()
 	calls := cc.calls
@@ -388,9 +433,12 @@ func (cc *clientConn) fail(cause error) {
 
 	cc.w.close(cause)
 	cc.conn.Close()
-	lost := &ConnError{Addr: cc.client.addr, Err: cause}
-	for _, cl := range calls {
-		cl.done <- result{err: lost}
+	cc.client.connLost(cc, cause) // before the calls learn: a retry must not find this connection
+	failed := result{err: &ConnError{Addr: cc.client.addr, Err: cause}}
+	if unsentAfter(cause) {
+		failed = result{err: cause, unsent: true}
 	}
-	cc.client.connLost(cc, cause)
+	for _, cl := range calls {
+		cl.done <- failed
+	}
 }

@@ -4,12 +4,17 @@
 // # Wire format
 //
 // Each frame is a 4-byte big-endian body length followed by the body, a msgpack array
-// [kind, request id, op, payload]: kind is 1 (request), 2 (response) or 3 (error, payload is the handler's
-// message as text); the id is a uint64 chosen by the client and echoed by the server; op is a uint16 the
-// layer above defines; the payload is msgpack bin. A body longer than MaxFrameSize, or one that is not
-// exactly such an array, closes the connection (ErrFrameTooLarge, ErrMalformedFrame). Bodies are read
+// [kind, request id, op, payload]: kind is 1 (request), 2 (response), 3 (error, payload is the handler's
+// message as text) or 4 (goaway, below); the id is a uint64 chosen by the client and echoed by the server;
+// op is a uint16 the layer above defines; the payload is msgpack bin. A body longer than MaxFrameSize, or
+// one that is not exactly such an array, closes the connection (ErrFrameTooLarge, ErrMalformedFrame); a
+// length prefix above MaxFrameSize is refused before any of its body is read. Bodies are read
 // incrementally, so a bare length prefix makes a peer allocate at most 64 KiB, or twice what has actually
 // arrived.
+//
+// A server that stops reading a connection it would otherwise keep sends a goaway, whose op says why
+// (1: idle, 2: too many connections), after the answers to every request it has read, then hangs up. Every
+// call still waiting on that connection was therefore never read.
 //
 // # Connections
 //
@@ -20,11 +25,36 @@
 // together in the next (see ClientStats.Flushes and FramesWritten). The server runs each request in its
 // own goroutine. Behind a Mux, clients set Options.MuxByte.
 //
+// # Bounds
+//
+// A Server holds what its peers send within its Options, whoever they are (see ServerStats):
+//
+//   - MaxConns connections; one more is sent a goaway at once.
+//   - MaxConnRequests requests in progress per connection and MaxRequests per Server. A request beyond
+//     either waits, and its connection is not read meanwhile: a peer pipelining faster than the handlers
+//     answer fills its own socket, not the server's memory. Answers queue behind a connection's writer up
+//     to 4 MiB; beyond, handlers wait, holding their request slots.
+//   - MaxBufferedBytes of request frames being read or waiting for a handler: each frame claims its length
+//     when its prefix arrives and its connection is not read on until the claim fits. With the read
+//     buffer of 32 KiB per connection, a Server holds at most MaxConns*32 KiB + MaxBufferedBytes of
+//     requests that no handler has taken yet.
+//   - IdleTimeout: a connection with no request in progress or arriving for that long is sent a goaway.
+//   - ReadTimeout: a frame must arrive whole within it of its first byte, or the connection is cut
+//     (ErrFrameTimeout); time spent waiting for MaxBufferedBytes does not count.
+//   - WriteTimeout: every write must complete within it, on either side, or the connection is cut; a peer
+//     that reads no answers is thus cut off.
+//
+// Both timeouts grant between three quarters of their value and all of it: a deadline set for an earlier
+// frame or write is kept while it grants that much, sparing a timer update per read and per write.
+//
+// Streams of other protocols on a Mux, which no Server reads, are bounded by LimitListener; the Mux itself
+// holds at most DefaultMaxHandshakes connections waiting for their first byte.
+//
 // # What an error says about the request
 //
 //   - nil or *RemoteError: the peer's handler ran and answered.
-//   - ErrUnreachable (*DialError): certainly not sent. The dial failed, or the Client is backing off after
-//     recent failures.
+//   - ErrUnreachable (*DialError): certainly not sent. The dial failed, the server refused the connection
+//     (ErrTooManyConns), or the Client is backing off after recent failures.
 //   - ErrFrameTooLarge from Call: certainly not sent; the connection is unaffected.
 //   - ErrClosed on its own: the Client was closed before the call; not sent.
 //   - ErrConnectionLost (*ConnError): the connection failed after the request was queued; it may or may not
@@ -36,7 +66,9 @@
 // context; the dial itself is bounded by Options.DialTimeout. After a lost connection the next Call
 // redials at once if the connection had answered anything; otherwise dials back off exponentially (with
 // jitter) between Options.RedialMin and RedialMax, and Calls during the backoff fail at once with a
-// DialError rather than queueing behind it.
+// DialError rather than queueing behind it. Calls caught by a goaway were never read: after an idle close
+// Call sends them again at once on a new connection; after a refusal the Client backs off, and they fail
+// with a DialError for ErrTooManyConns.
 //
 // # Faults
 //

@@ -21,6 +21,24 @@ var (
 
 	// ErrMalformedFrame means a frame body is not a valid envelope.
 	ErrMalformedFrame = errors.New("transport: malformed frame")
+
+	// ErrTooManyConns means the peer refused the connection because it already serves Options.MaxConns.
+	// Nothing sent on that connection was read.
+	ErrTooManyConns = errors.New("transport: peer serves too many connections")
+
+	// ErrFrameTimeout means a frame did not arrive whole within Options.ReadTimeout of its first byte.
+	ErrFrameTimeout = errors.New("transport: frame timed out")
+
+	// errIdleClosed is why a connection closed by its server for idleness fails; the calls still on it
+	// were never read, so they are retried on a new connection.
+	errIdleClosed = errors.New("transport: peer closed the idle connection")
+
+	// errGoAway is why a connection fails when its server says it reads no more for a reason this side
+	// does not know; the calls still on it were never read.
+	errGoAway = errors.New("transport: peer stopped reading the connection")
+
+	// errIdle ends a server connection that stayed idle for Options.IdleTimeout.
+	errIdle = errors.New("transport: connection idle")
 )
 
 // ConnError reports a call whose connection failed after the request was handed to it. The outcome on the

@@ -164,11 +164,6 @@ func dialFaulty(t *testing.T, f *Faults) net.Conn {
 	return conn
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 func TestFaultConnStallsHonourDeadlineHealAndClose(t *testing.T) {
 	f := NewFaults()
 	conn := dialFaulty(t, f)

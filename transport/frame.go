@@ -2,10 +2,14 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -34,6 +38,13 @@ const (
 	kindRequest  uint8 = 1
 	kindResponse uint8 = 2
 	kindError    uint8 = 3 // payload is the handler's error message
+	kindGoAway   uint8 = 4 // server to client: nothing more is read from this connection; op says why
+)
+
+// Why a server sends kindGoAway. Every request it read before has been answered ahead of the goaway.
+const (
+	goAwayIdle Op = 1 // the connection stayed idle for IdleTimeout
+	goAwayBusy Op = 2 // the server already serves MaxConns connections; nothing was read
 )
 
 // envelope is the decoded body of one frame: msgpack [kind, id, op, payload].
@@ -77,7 +88,7 @@ func decodeEnvelope(body []byte) (envelope, error) {
 	if e.kind, rest, err = msgp.ReadUint8Bytes(rest); err != nil {
 		return e, malformed("kind", err)
 	}
-	if e.kind < kindRequest || e.kind > kindError {
+	if e.kind < kindRequest || e.kind > kindGoAway {
 		return e, malformed(fmt.Sprintf("unknown kind %d", e.kind), nil)
 	}
 	if e.id, rest, err = msgp.ReadUint64Bytes(rest); err != nil {
@@ -101,29 +112,155 @@ func decodeEnvelope(body []byte) (envelope, error) {
 	return e, nil
 }
 
-// frameReader reads length-prefixed frames from a connection, refusing any longer than max.
+// frameReader reads length-prefixed frames from a connection, refusing any longer than max. With limits
+// set, it also bounds how long a frame may take to arrive and makes every frame claim its length from a
+// budget shared with other readers.
 type frameReader struct {
 	r      *bufio.Reader
 	max    int
 	prefix [lengthPrefixSize]byte
+
+	conn    readDeadliner   // where read deadlines are set; nil: none
+	timeout time.Duration   // how long the rest of a frame may take once it has begun; zero: no limit
+	armed   time.Time       // the read deadline set on conn
+	budget  *semaphore      // claimed by each frame until its caller releases it; nil: none
+	ctx     context.Context // bounds waits for the budget
 }
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 func newFrameReader(r io.Reader, max int) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, readBufferSize), max: max}
 }
 
-// next returns the body of the next frame in a new buffer the caller owns. It returns io.EOF only at a
-// frame boundary.
+// withTimeout makes every frame arrive whole within timeout (zero: no limit) of the moment it is found
+// incomplete, read deadlines being set on conn.
+func (fr *frameReader) withTimeout(conn readDeadliner, timeout time.Duration) *frameReader {
+	fr.conn, fr.timeout = conn, timeout
+	return fr
+}
+
+// withBudget makes every frame claim its length from b before its body is read, waiting while the claim
+// does not fit or until ctx ends. The caller releases the claim of each frame next returns.
+func (fr *frameReader) withBudget(ctx context.Context, b *semaphore) *frameReader {
+	fr.ctx, fr.budget = ctx, b
+	return fr
+}
+
+// buffered reports whether bytes of the next frame have already arrived.
+func (fr *frameReader) buffered() bool { return fr.r.Buffered() > 0 }
+
+// await waits until the next frame's first byte has arrived. A non-zero until bounds the wait, which then
+// fails with a timeout that leaves the reader usable. The wait may also time out sooner, on a deadline set
+// earlier and kept (see armBy): callers then wait again.
+func (fr *frameReader) await(until time.Time) error {
+	if fr.r.Buffered() > 0 {
+		return nil
+	}
+	if err := fr.armBy(until); err != nil {
+		return err
+	}
+	_, err := fr.r.Peek(1)
+	return err
+}
+
+// next returns the body of the next frame in a new buffer the caller owns, and with a budget, the claim
+// of len(body) bytes to release. It returns io.EOF only at a frame boundary.
 func (fr *frameReader) next() ([]byte, error) {
-	if _, err := io.ReadFull(fr.r, fr.prefix[:]); err != nil {
+	if err := fr.armFor(lengthPrefixSize); err != nil {
 		return nil, err
+	}
+	if _, err := io.ReadFull(fr.r, fr.prefix[:]); err != nil {
+		return nil, fr.timedOut(err)
 	}
 	size := binary.BigEndian.Uint32(fr.prefix[:])
 	if uint64(size) > uint64(fr.max) {
 		return nil, frameTooLarge(int(size), fr.max)
 	}
-	return readBody(fr.r, int(size))
+	if err := fr.claim(int(size)); err != nil {
+		return nil, err
+	}
+	body, err := fr.readBody(int(size))
+	if err != nil {
+		fr.release(int(size))
+		return nil, err
+	}
+	return body, nil
 }
+
+// readBody reads a body of size bytes, within the frame timeout when they have not all arrived yet.
+func (fr *frameReader) readBody(size int) ([]byte, error) {
+	if err := fr.armFor(size); err != nil {
+		return nil, err
+	}
+	body, err := readBody(fr.r, size)
+	return body, fr.timedOut(err)
+}
+
+// claim takes n bytes from the budget, if any.
+func (fr *frameReader) claim(n int) error {
+	if fr.budget == nil {
+		return nil
+	}
+	return fr.budget.acquire(fr.ctx, int64(n))
+}
+
+// release returns the claim of a frame of n bytes.
+func (fr *frameReader) release(n int) {
+	if fr.budget != nil {
+		fr.budget.release(int64(n))
+	}
+}
+
+// armFor starts the frame timeout when fewer than n bytes are buffered, so that reading them will wait on
+// the connection; reads served from the buffer need no deadline.
+func (fr *frameReader) armFor(n int) error {
+	if fr.conn == nil || fr.timeout == 0 || fr.r.Buffered() >= n {
+		return nil
+	}
+	now := time.Now()
+	if grants(fr.armed, now, fr.timeout) {
+		return nil
+	}
+	return fr.arm(now.Add(fr.timeout))
+}
+
+// grants reports whether deadline d, set earlier for a wait of timeout, grants one that starts now
+// between three quarters of timeout and all of it: close enough to keep it rather than pay for a timer
+// update on every read or write.
+func grants(d, now time.Time, timeout time.Duration) bool {
+	left := d.Sub(now)
+	return !d.IsZero() && left >= timeout-timeout/4 && left <= timeout
+}
+
+// armBy makes the read deadline no later than t, where a zero t needs none. A deadline already set that is
+// still ahead, and not after t, is kept: updating it on every read would cost a timer update each time.
+func (fr *frameReader) armBy(t time.Time) error {
+	if !fr.armed.IsZero() && (t.IsZero() || !fr.armed.After(t)) && fr.armed.After(time.Now()) {
+		return nil
+	}
+	return fr.arm(t)
+}
+
+// arm sets the connection's read deadline, unless it is already set there.
+func (fr *frameReader) arm(t time.Time) error {
+	if fr.conn == nil || t.Equal(fr.armed) {
+		return nil
+	}
+	fr.armed = t
+	return fr.conn.SetReadDeadline(t)
+}
+
+// timedOut names a deadline passing inside a frame for what it is.
+func (fr *frameReader) timedOut(err error) error {
+	if isTimeout(err) {
+		return fmt.Errorf("%w: not whole within %v: %w", ErrFrameTimeout, fr.timeout, err)
+	}
+	return err
+}
+
+// isTimeout reports whether err is a deadline passing.
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // readBody reads exactly size bytes. Bodies above bodyChunk grow with the bytes that actually arrive.
 func readBody(r io.Reader, size int) ([]byte, error) {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"runtime"
 	"testing"
+	"time"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -17,6 +19,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		{kind: kindError, id: 128, op: 128, payload: []byte("boom")},
 		{kind: kindRequest, id: math.MaxUint32 + 1, op: math.MaxUint16, payload: bytes.Repeat([]byte{7}, 300)},
 		{kind: kindRequest, id: math.MaxUint64, op: 1, payload: bytes.Repeat([]byte{9}, 70_000)},
+		{kind: kindGoAway, id: 0, op: goAwayIdle},
 	}
 	var stream []byte
 	for _, e := range envelopes {
@@ -91,6 +94,43 @@ func TestBodyGrowsWithArrivingBytes(t *testing.T) {
 	}
 }
 
+func TestAwaitTimeoutLosesNothing(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	fr := newFrameReader(server, DefaultMaxFrameSize).withTimeout(server, time.Minute)
+	if err := fr.await(time.Now().Add(10 * time.Millisecond)); !isTimeout(err) {
+		t.Fatalf("await on a silent connection: %v, want a timeout", err)
+	}
+	want := envelope{kind: kindRequest, id: 9, op: 3, payload: []byte("after the timeout")}
+	go client.Write(appendFrame(nil, want))
+	if err := fr.await(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := fr.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeEnvelope(body); err != nil || !sameEnvelope(got, want) {
+		t.Fatalf("got %+v, %v: want %+v", got, err, want)
+	}
+}
+
+func TestIncompleteFrameTimesOut(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	fr := newFrameReader(server, DefaultMaxFrameSize).withTimeout(server, 20*time.Millisecond)
+	frame := appendFrame(nil, envelope{kind: kindRequest, id: 1, op: 1, payload: []byte("cut short")})
+	go client.Write(frame[:len(frame)-1])
+	if err := fr.await(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.next(); !errors.Is(err, ErrFrameTimeout) {
+		t.Fatalf("got %v, want ErrFrameTimeout", err)
+	}
+}
+
 // repeatReader yields data over and over.
 type repeatReader struct {
 	data []byte
@@ -119,6 +159,8 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(appendFrame(nil, envelope{kind: kindError, id: math.MaxUint64, op: math.MaxUint16}))
 	f.Add([]byte{0, 0, 0, 1, 0xc0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add(appendFrame(nil, envelope{kind: kindGoAway, op: goAwayBusy}))
+	f.Add(appendFrame(nil, envelope{kind: kindGoAway + 1, id: 1, op: goAwayIdle}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr := newFrameReader(bytes.NewReader(data), maxFrame)
 		for {

@@ -90,3 +90,15 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	}
 	return conn, err
 }
+
+// waitUntil polls cond until it holds, failing the test after testTimeout.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

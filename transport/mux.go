@@ -10,14 +10,20 @@ import (
 	"time"
 )
 
-// DefaultHandshakeTimeout is how long a Mux waits for a new connection's first byte.
-const DefaultHandshakeTimeout = 5 * time.Second
+const (
+	// DefaultHandshakeTimeout is how long a Mux waits for a new connection's first byte.
+	DefaultHandshakeTimeout = 5 * time.Second
+
+	// DefaultMaxHandshakes caps the connections a Mux holds while waiting for their first byte.
+	DefaultMaxHandshakes = 1024
+)
 
 // Mux shares one listener between several protocols. A dialer picks the protocol with the first byte it
 // sends (see DialMux); the Mux consumes that byte and hands the connection to the matching Listener.
 type Mux struct {
 	ln      net.Listener
 	timeout time.Duration
+	maxWait int // connections awaiting their first byte at most; more are closed at once
 	log     *slog.Logger
 	done    chan struct{} // closed at shutdown
 	once    sync.Once
@@ -37,6 +43,11 @@ func WithHandshakeTimeout(d time.Duration) MuxOption {
 	return func(m *Mux) { m.timeout = d }
 }
 
+// WithMaxHandshakes caps the connections waiting for their first byte; one more is closed at once.
+func WithMaxHandshakes(n int) MuxOption {
+	return func(m *Mux) { m.maxWait = n }
+}
+
 // WithMuxLogger sets where the Mux reports dropped connections.
 func WithMuxLogger(l *slog.Logger) MuxOption {
 	return func(m *Mux) { m.log = l }
@@ -47,6 +58,7 @@ func NewMux(ln net.Listener, opts ...MuxOption) *Mux {
 	m := &Mux{
 		ln:      ln,
 		timeout: DefaultHandshakeTimeout,
+		maxWait: DefaultMaxHandshakes,
 		done:    make(chan struct{}),
 		subs:    make(map[byte]*muxListener),
 		waiting: make(map[net.Conn]struct{}),
@@ -73,8 +85,8 @@ func (m *Mux) Listener(first byte) net.Listener {
 	return l
 }
 
-// Serve accepts connections and routes each by its first byte; unknown bytes and connections silent for
-// the handshake timeout are closed. It returns nil after Close. When the underlying listener fails, Serve
+// Serve accepts connections and routes each by its first byte; unknown bytes, connections silent for the
+// handshake timeout and connections beyond the cap on handshakes are closed. It returns nil after Close. When the underlying listener fails, Serve
 // shuts the Mux down, so every Listener's Accept fails too, and returns the error.
 func (m *Mux) Serve() error {
 	var pause time.Duration
@@ -82,11 +94,17 @@ func (m *Mux) Serve() error {
 		conn, err := m.ln.Accept()
 		if err == nil {
 			pause = 0
-			if !m.track(conn) {
+			admitted, closed := m.track(conn)
+			switch {
+			case closed:
 				conn.Close()
 				return nil
+			case !admitted:
+				m.log.Debug("transport: mux closing connection: too many handshakes", "remote", conn.RemoteAddr().String())
+				conn.Close()
+			default:
+				go m.route(conn)
 			}
-			go m.route(conn)
 			continue
 		}
 		if m.isClosed() {
@@ -137,16 +155,20 @@ func (m *Mux) isClosed() bool {
 	return m.closed
 }
 
-// track records a connection awaiting its first byte and counts its routing goroutine.
-func (m *Mux) track(conn net.Conn) bool {
+// track records a connection awaiting its first byte and counts its routing goroutine, unless the Mux is
+// closed or already holds as many handshakes as it allows.
+func (m *Mux) track(conn net.Conn) (admitted, closed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return false
+	switch {
+	case m.closed:
+		return false, true
+	case m.maxWait > 0 && len(m.waiting) >= m.maxWait:
+		return false, false
 	}
 	m.waiting[conn] = struct{}{}
 	m.wg.Add(1)
-	return true
+	return true, false
 }
 
 // route reads a connection's first byte and hands it to the matching Listener.

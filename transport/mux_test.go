@@ -166,3 +166,23 @@ func TestDialMuxHonoursContext(t *testing.T) {
 		t.Fatal("DialMux with a cancelled context succeeded")
 	}
 }
+
+func TestMuxCapsHandshakes(t *testing.T) {
+	_, addr := startMux(t, WithMaxHandshakes(2), WithHandshakeTimeout(testTimeout))
+	silent := make([]net.Conn, 2)
+	for i := range silent {
+		silent[i] = dialRaw(t, addr)
+	}
+	extra := dialRaw(t, addr)
+	if n, err := extra.Read(make([]byte, 1)); n != 0 || isTimeout(err) {
+		t.Fatalf("a connection beyond the cap on handshakes was kept: %d bytes, %v", n, err)
+	}
+	silent[0].Close()
+	waitUntil(t, "a place frees for a new handshake", func() bool {
+		conn := dialRaw(t, addr)
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := conn.Read(make([]byte, 1))
+		return isTimeout(err) // held for its first byte, not closed
+	})
+}

@@ -12,6 +12,14 @@ const (
 	DefaultDialTimeout = 2 * time.Second
 	DefaultRedialMin   = 10 * time.Millisecond
 	DefaultRedialMax   = time.Second
+
+	DefaultMaxConns         = 1024
+	DefaultMaxRequests      = 4096
+	DefaultMaxConnRequests  = 256
+	DefaultMaxBufferedBytes = 256 << 20
+	DefaultIdleTimeout      = time.Minute
+	DefaultReadTimeout      = 30 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
 )
 
 // Dialer opens connections. It is the seam where tests inject faults; *net.Dialer satisfies it.
@@ -40,7 +48,37 @@ type Options struct {
 
 	// Logger receives connection-level events. Nil discards them.
 	Logger *slog.Logger
+
+	// MaxConns caps the connections a Server serves at once. One more is refused at once, its client told
+	// that nothing it sent was read (ErrTooManyConns).
+	MaxConns int
+
+	// MaxRequests caps the requests a Server handles at once over all its connections, MaxConnRequests
+	// those of one connection. A connection at either cap is not read until one of its requests ends, so
+	// its peer feels backpressure instead of the server growing a goroutine per request.
+	MaxRequests, MaxConnRequests int
+
+	// MaxBufferedBytes caps the request bytes a Server holds between a frame's length prefix and the start
+	// of its handler, over all connections: each frame claims its length as its prefix arrives, and its
+	// connection is not read further until the claim fits. Raised to MaxFrameSize when smaller.
+	MaxBufferedBytes int64
+
+	// IdleTimeout closes a server connection once no request has been in progress or arrived for that
+	// long. The server first tells its client, which then knows that nothing it sent later was read.
+	IdleTimeout time.Duration
+
+	// ReadTimeout bounds how long the rest of a frame may take once its first byte has arrived; a slower
+	// frame closes the connection (ErrFrameTimeout). Both sides. A deadline set for an earlier frame is
+	// kept while it grants the next at least three quarters of ReadTimeout, sparing a timer update per read.
+	ReadTimeout time.Duration
+
+	// WriteTimeout bounds one write to a connection: a peer that stops reading is cut off. Both sides. As
+	// with ReadTimeout, each write is granted between three quarters of it and all of it.
+	WriteTimeout time.Duration
 }
+
+// NoTimeout, as IdleTimeout, ReadTimeout or WriteTimeout, disables that timeout.
+const NoTimeout time.Duration = -1
 
 func (o Options) withDefaults() Options {
 	if o.MaxFrameSize <= 0 {
@@ -61,7 +99,46 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return o.withLimitDefaults()
+}
+
+// withLimitDefaults fills the server limits and the timeouts.
+func (o Options) withLimitDefaults() Options {
+	o.MaxConns = positiveOr(o.MaxConns, DefaultMaxConns)
+	o.MaxRequests = positiveOr(o.MaxRequests, DefaultMaxRequests)
+	o.MaxConnRequests = positiveOr(o.MaxConnRequests, DefaultMaxConnRequests)
+	o.MaxBufferedBytes = max(positiveOr(o.MaxBufferedBytes, DefaultMaxBufferedBytes), int64(o.MaxFrameSize))
+	o.IdleTimeout = timeoutOr(o.IdleTimeout, DefaultIdleTimeout)
+	o.ReadTimeout = timeoutOr(o.ReadTimeout, DefaultReadTimeout)
+	o.WriteTimeout = timeoutOr(o.WriteTimeout, DefaultWriteTimeout)
 	return o
+}
+
+// positiveOr returns v, or def when v is not positive.
+func positiveOr[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// timeoutOr returns d, def when d is zero, and zero (no timeout) when d is negative.
+func timeoutOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// deadlineAfter returns when a wait of d starting now ends; the zero time, meaning never, when d is zero.
+func deadlineAfter(d time.Duration) time.Time {
+	if d == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }
 
 // maxPayload is the largest payload that always fits in a frame.

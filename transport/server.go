@@ -3,9 +3,11 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,9 +15,10 @@ import (
 type Op uint16
 
 // Handler serves requests. Requests arriving on one connection are served concurrently, each in its own
-// goroutine (the callers' concurrency is the only bound), and their responses are written as they complete. The payload belongs to the handler; the
-// returned slice is copied before the response is written, so the handler may reuse it afterwards.
-// ctx ends when the connection fails or the Server closes; Server.Close waits for handlers to return.
+// goroutine, up to Options.MaxConnRequests per connection and MaxRequests per Server, and their responses
+// are written as they complete. The payload belongs to the handler; the returned slice is copied before
+// the response is written, so the handler may reuse it afterwards. ctx ends when the connection fails or
+// the Server closes; Server.Close waits for handlers to return.
 type Handler interface {
 	ServeRequest(ctx context.Context, op Op, payload []byte) ([]byte, error)
 }
@@ -28,22 +31,55 @@ func (f HandlerFunc) ServeRequest(ctx context.Context, op Op, payload []byte) ([
 	return f(ctx, op, payload)
 }
 
-// Server answers data-plane requests on any number of listeners and connections.
+const (
+	// lingerTimeout bounds how long a server keeps reading, and discarding, a connection it has told it
+	// reads no more: closing with unread bytes would reset the connection, and the reset could destroy
+	// the goaway before the client reads it.
+	lingerTimeout = time.Second
+
+	// maxRefusing bounds the refused connections being told so at once; beyond it they are closed bare.
+	maxRefusing = 64
+)
+
+// ServerStats describe a Server's connections and what they hold, against the limits in Options.
+type ServerStats struct {
+	Conns         int    // connections being served, at most MaxConns
+	Requests      int    // requests being handled, at most MaxRequests
+	BufferedBytes int64  // bytes claimed by request frames being read or awaiting a handler, at most MaxBufferedBytes
+	WaitingFrames int    // frames whose connection is not read until their claim fits in MaxBufferedBytes
+	Accepted      uint64 // connections served since the Server started
+	Refused       uint64 // connections refused because MaxConns were being served
+	IdleClosed    uint64 // connections closed after IdleTimeout without a request
+	TimedOut      uint64 // connections cut because a frame outlasted ReadTimeout or a write WriteTimeout
+}
+
+type serverStats struct {
+	accepted, refused, idleClosed, timedOut atomic.Uint64
+}
+
+// Server answers data-plane requests on any number of listeners and connections, within the bounds of its
+// Options: connections served, requests in progress, bytes being read, and the time a frame, a write or
+// an idle connection may take.
 type Server struct {
-	handler Handler
-	opts    Options
-	log     *slog.Logger
-	ctx     context.Context // ends at Close; parent of every connection context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // connection and handler goroutines
+	handler  Handler
+	opts     Options
+	log      *slog.Logger
+	ctx      context.Context // ends at Close; parent of every connection context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // connection, handler and refusal goroutines
+	requests *semaphore     // a unit per request in progress over all connections
+	budget   *semaphore     // claimed by request frames from their length prefix until their handler starts
+	stats    serverStats
 
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
+	refusing  map[net.Conn]struct{} // refused connections being told so
 }
 
-// NewServer returns a Server that passes requests to h. Only MaxFrameSize and Logger are used from opts.
+// NewServer returns a Server that passes requests to h. The Dialer, DialTimeout, Redial and MuxByte
+// fields of opts are not used.
 func NewServer(h Handler, opts Options) *Server {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,8 +89,30 @@ func NewServer(h Handler, opts Options) *Server {
 		log:       opts.Logger,
 		ctx:       ctx,
 		cancel:    cancel,
+		requests:  newSemaphore(int64(opts.MaxRequests)),
+		budget:    newSemaphore(opts.MaxBufferedBytes),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*serverConn]struct{}),
+		refusing:  make(map[net.Conn]struct{}),
+	}
+}
+
+// Stats returns a snapshot of the Server's connections and counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	conns := len(s.conns)
+	s.mu.Unlock()
+	buffered, waiting := s.budget.state()
+	requests, _ := s.requests.state()
+	return ServerStats{
+		Conns:         conns,
+		Requests:      int(requests),
+		BufferedBytes: buffered,
+		WaitingFrames: waiting,
+		Accepted:      s.stats.accepted.Load(),
+		Refused:       s.stats.refused.Load(),
+		IdleClosed:    s.stats.idleClosed.Load(),
+		TimedOut:      s.stats.timedOut.Load(),
 	}
 }
 
@@ -92,25 +150,79 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // ServeConn serves one already-accepted connection, for instance one handed over by a Mux. It does not
 // block: the connection is served by goroutines the Server tracks, and Close closes it and waits for them.
+// A connection beyond MaxConns is refused at once.
 func (s *Server) ServeConn(conn net.Conn) {
 	setNoDelay(conn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	switch {
+	case s.closed:
 		conn.Close()
-		return
+	case len(s.conns) >= s.opts.MaxConns:
+		s.refuse(conn)
+	default:
+		s.start(conn)
 	}
+}
+
+// start begins serving conn. Callers hold s.mu.
+func (s *Server) start(conn net.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	sc := &serverConn{
 		srv:    s,
 		conn:   conn,
-		w:      newFrameWriter(conn, &writeStats{}),
+		w:      newFrameWriter(conn, &writeStats{}, s.opts.WriteTimeout),
+		freed:  make(chan struct{}, 1),
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	sc.fr = newFrameReader(conn, s.opts.MaxFrameSize).
+		withTimeout(conn, s.opts.ReadTimeout).
+		withBudget(ctx, s.budget)
+	sc.lastDone.Store(time.Now().UnixNano())
 	s.conns[sc] = struct{}{}
+	s.stats.accepted.Add(1)
 	s.wg.Add(1)
 	go sc.readLoop()
+}
+
+// refuse turns conn away, telling its client that nothing it sent was read, unless too many refusals
+// are already under way. Callers hold s.mu.
+func (s *Server) refuse(conn net.Conn) {
+	s.stats.refused.Add(1)
+	if len(s.refusing) >= maxRefusing {
+		conn.Close()
+		return
+	}
+	s.log.Debug("transport: refusing connection: too many", "remote", conn.RemoteAddr().String(), "max", s.opts.MaxConns)
+	s.refusing[conn] = struct{}{}
+	s.wg.Add(1)
+	go s.tellRefused(conn)
+}
+
+// tellRefused sends conn a goaway and hangs up.
+func (s *Server) tellRefused(conn net.Conn) {
+	defer s.wg.Done()
+	if err := conn.SetWriteDeadline(time.Now().Add(lingerTimeout)); err == nil {
+		if _, err := conn.Write(appendFrame(nil, envelope{kind: kindGoAway, op: goAwayBusy})); err == nil {
+			hangUp(conn)
+		}
+	}
+	conn.Close()
+	s.mu.Lock()
+	delete(s.refusing, conn)
+	s.mu.Unlock()
+}
+
+// hangUp closes the writing side of conn, then reads and discards what the peer still sends until it
+// closes too or lingerTimeout passes.
+func hangUp(conn net.Conn) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(lingerTimeout)); err == nil {
+		_, _ = io.Copy(io.Discard, conn)
+	}
 }
 
 // Close closes every listener and connection, cancels handler contexts and waits for every goroutine the
@@ -129,6 +241,9 @@ func (s *Server) Close() error {
 	conns := make([]*serverConn, 0, len(s.conns))
 	for sc := range s.conns {
 		conns = append(conns, sc)
+	}
+	for conn := range s.refusing {
+		conn.Close()
 	}
 	s.mu.Unlock()
 
@@ -165,80 +280,9 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// serverConn is one connection being served.
-type serverConn struct {
-	srv    *Server
-	conn   net.Conn
-	w      *frameWriter
-	ctx    context.Context // ends when the connection closes; handlers run under it
-	cancel context.CancelFunc
-	once   sync.Once
-}
-
-// readLoop reads requests and starts a handler goroutine for each, until the connection fails.
-func (sc *serverConn) readLoop() {
-	defer sc.srv.wg.Done()
-	fr := newFrameReader(sc.conn, sc.srv.opts.MaxFrameSize)
-	for {
-		body, err := fr.next()
-		if err != nil {
-			sc.close(err)
-			return
-		}
-		req, err := decodeEnvelope(body)
-		if err == nil && req.kind != kindRequest {
-			err = malformed("response sent to a server", nil)
-		}
-		if err != nil {
-			sc.close(err)
-			return
-		}
-		sc.srv.wg.Add(1)
-		sc.w.active.Add(1)
-		go sc.serve(req)
-	}
-}
-
-// serve runs the handler for one request and writes its response, coalesced with its neighbours'.
-func (sc *serverConn) serve(req envelope) {
-	defer sc.srv.wg.Done()
-	kind := kindResponse
-	resp, err := sc.srv.handler.ServeRequest(sc.ctx, req.op, req.payload)
-	if err == nil && len(resp) > sc.srv.opts.maxPayload() {
-		err = frameTooLarge(len(resp)+EnvelopeOverhead, sc.srv.opts.MaxFrameSize)
-	}
-	if err != nil {
-		kind, resp = kindError, []byte(err.Error())
-		if len(resp) > sc.srv.opts.maxPayload() {
-			resp = resp[:sc.srv.opts.maxPayload()]
-		}
-	}
-	if err := sc.w.write(sc.ctx, kind, req.id, req.op, resp); err != nil {
-		sc.close(err) // the connection is gone: there is nobody left to answer
-	}
-	sc.w.active.Add(-1)
-}
-
-// close shuts the connection once: it ends the handler context, stops the writer and forgets the
-// connection.
-func (sc *serverConn) close(cause error) {
-	sc.once.Do(func() {
-		sc.w.close(cause) // first, so that handlers cut short below cannot answer
-		sc.conn.Close()
-		sc.cancel()
-		sc.srv.mu.Lock()
-		delete(sc.srv.conns, sc)
-		sc.srv.mu.Unlock()
-		sc.logClose(cause)
-	})
-}
-
-// logClose reports protocol violations loudly and ordinary hang-ups quietly.
-func (sc *serverConn) logClose(cause error) {
-	remote := sc.conn.RemoteAddr().String()
-	if errors.Is(cause, ErrFrameTooLarge) || errors.Is(cause, ErrMalformedFrame) {
-		sc.srv.log.Warn("transport: closing connection", "remote", remote, "err", cause)
-		return
-	}
-	sc.srv.log.Debug("transport: connection closed", "remote", remote, "err", cause)
+// forget removes a closed connection.
+func (s *Server) forget(sc *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, sc)
 }

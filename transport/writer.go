@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -35,10 +36,12 @@ type writeStats struct {
 // running run does the writing. A server's senders are its own handler goroutines, which may block, so
 // they write with write and hold the duty themselves, saving a goroutine hand-off per response.
 type frameWriter struct {
-	conn  net.Conn
-	stats *writeStats
-	wake  chan struct{} // hands the flush duty to run
-	stop  chan struct{} // closed by close
+	conn    net.Conn
+	stats   *writeStats
+	timeout time.Duration // bounds each write call on conn; zero: no limit
+	armed   time.Time     // the write deadline set on conn; kept by whoever holds the flush duty
+	wake    chan struct{} // hands the flush duty to run
+	stop    chan struct{} // closed by close
 
 	// active counts requests in progress on the connection (client: awaiting a response; server: being
 	// handled). Its owner keeps it; the writer reads it as a hint that more frames are coming.
@@ -51,14 +54,18 @@ type frameWriter struct {
 	flushing bool          // the flush duty is taken; frames queued meanwhile are the holder's to write
 	err      error         // set by close; later sends fail with it
 	room     chan struct{} // closed when pending is taken; created by senders waiting for room
+	idle     chan struct{} // closed when the flush duty is released; created by drain
 }
 
-func newFrameWriter(conn net.Conn, stats *writeStats) *frameWriter {
+// newFrameWriter returns a writer on conn whose every write call must complete within timeout (zero: no
+// limit), so that a peer that stops reading cannot hold a writer for ever.
+func newFrameWriter(conn net.Conn, stats *writeStats, timeout time.Duration) *frameWriter {
 	return &frameWriter{
-		conn:  conn,
-		stats: stats,
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
+		conn:    conn,
+		stats:   stats,
+		timeout: timeout,
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
 	}
 }
 
@@ -144,11 +151,41 @@ func (w *frameWriter) flush() error {
 		if batch = w.next(batch); batch == nil {
 			return nil
 		}
-		if _, err := w.conn.Write(batch); err != nil {
+		if err := w.writeBatch(batch); err != nil {
 			w.close(err)
 			return err
 		}
 	}
+}
+
+// writeBatch hands one batch to the connection, within the write timeout: the deadline set for an
+// earlier batch is kept while it grants this one at least three quarters of the timeout.
+func (w *frameWriter) writeBatch(batch []byte) error {
+	if now := time.Now(); w.timeout > 0 && !grants(w.armed, now, w.timeout) {
+		w.armed = now.Add(w.timeout)
+		if err := w.conn.SetWriteDeadline(w.armed); err != nil {
+			return err
+		}
+	}
+	_, err := w.conn.Write(batch)
+	return err
+}
+
+// drain waits until every frame queued so far has been handed to the connection, and fails if the
+// writer closed first.
+func (w *frameWriter) drain() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && w.flushing {
+		if w.idle == nil {
+			w.idle = make(chan struct{})
+		}
+		idle := w.idle
+		w.mu.Unlock()
+		<-idle
+		w.mu.Lock()
+	}
+	return w.err
 }
 
 // next keeps the written batch for reuse and returns the pending frames as the next batch, installing an
@@ -161,6 +198,7 @@ func (w *frameWriter) next(written []byte) []byte {
 	}
 	if len(w.pending) == 0 || w.err != nil {
 		w.flushing = false
+		w.signalIdle()
 		return nil
 	}
 	batch := w.pending
@@ -184,12 +222,21 @@ func (w *frameWriter) close(err error) {
 	w.pending = nil
 	close(w.stop)
 	w.signalRoom()
+	w.signalIdle()
 }
 
 func (w *frameWriter) closeErr() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// signalIdle wakes drain. Callers hold w.mu.
+func (w *frameWriter) signalIdle() {
+	if w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
 }
 
 // signalRoom wakes senders waiting for room. Callers hold w.mu.

@@ -65,6 +65,13 @@ type options struct {
 	failoverTimeout time.Duration
 	deadServer      time.Duration
 	eviction        time.Duration
+	dataPort        dataPortOptions
+}
+
+// dataPortOptions bound what the data port's peers may hold on this node.
+type dataPortOptions struct {
+	maxConns, maxRequests int
+	idle, read, write     time.Duration
 }
 
 func main() {
@@ -123,6 +130,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.lostPartition, "lost-partition-timeout", def.LostPartitionTimeout, "how long a partition whose last copies are on a failed node's disk waits for that node before it is recreated empty")
 	fs.DurationVar(&o.eviction, "eviction-timeout", def.EvictionTimeout, "how long a failed member keeps its partitions before they are rebalanced to the others; at least --failover-timeout")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
+	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
 	}
@@ -133,6 +141,25 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	return o, nil
+}
+
+// register declares the data port's flags, with the library's defaults.
+func (d *dataPortOptions) register(fs *flag.FlagSet, def zaris.Config) {
+	fs.IntVar(&d.maxConns, "data-max-conns", def.DataMaxConns, "data-plane connections the data port serves at once; more are refused (each peer needs one)")
+	fs.IntVar(&d.maxRequests, "data-max-requests", def.DataMaxRequests, "data-plane requests served at once; beyond, peers wait")
+	fs.DurationVar(&d.idle, "data-idle-timeout", def.DataIdleTimeout, "closes a data-port connection idle for this long; peers redial when they need it")
+	fs.DurationVar(&d.read, "data-read-timeout", def.DataReadTimeout, "how long the rest of a data-port frame may take once its first byte has arrived")
+	fs.DurationVar(&d.write, "data-write-timeout", def.DataWriteTimeout, "cuts a data-port peer that does not take a write within this long")
+}
+
+// apply sets the data port's bounds in cfg; a per-peer cap above the node's is lowered to it.
+func (d dataPortOptions) apply(cfg *zaris.Config) {
+	cfg.DataMaxConns = d.maxConns
+	cfg.DataMaxRequests = d.maxRequests
+	cfg.DataMaxConnRequests = min(cfg.DataMaxConnRequests, d.maxRequests)
+	cfg.DataIdleTimeout = d.idle
+	cfg.DataReadTimeout = d.read
+	cfg.DataWriteTimeout = d.write
 }
 
 // applyEnv sets every flag whose environment variable is present; command-line flags parsed afterwards win.
@@ -180,6 +207,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.DeadServerTimeout = o.deadServer
 	cfg.EvictionTimeout = o.eviction
 	cfg.LostPartitionTimeout = o.lostPartition
+	o.dataPort.apply(&cfg)
 	cfg.Logger = log
 	if err := o.security(&cfg); err != nil {
 		return cfg, err

@@ -43,6 +43,16 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 		t.Fatalf("--eviction-timeout 3s --dead-server-timeout 2s: eviction %v, dead server %v, %v", cfg.EvictionTimeout,
 			cfg.DeadServerTimeout, err)
 	}
+	o, err = parseOptions([]string{"--data-max-conns", "64", "--data-max-requests", "100", "--data-idle-timeout", "5s",
+		"--data-read-timeout", "2s", "--data-write-timeout", "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.config(nil); err != nil || cfg.DataMaxConns != 64 || cfg.DataMaxRequests != 100 ||
+		cfg.DataMaxConnRequests != 100 || cfg.DataIdleTimeout != 5*time.Second || cfg.DataReadTimeout != 2*time.Second ||
+		cfg.DataWriteTimeout != 3*time.Second {
+		t.Fatalf("data port flags: %+v, %v", cfg, err)
+	}
 	if o, err = parseOptions([]string{"--disk-durability", "synced"}); err != nil || o.diskDurability != zaris.DiskSynced {
 		t.Fatalf("--disk-durability synced: %v, %v", o.diskDurability, err)
 	}
