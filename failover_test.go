@@ -437,3 +437,26 @@ func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged writes lost, although their in-sync replica %s stayed alive: %v", len(lost), len(keys), replica, lost[:min(3, len(lost))])
 	}
 }
+
+// TestLeaveWaitsWhileCutOff starts a graceful Leave on a node cut off from every other one: it sees no other
+// member alive, but neither does it hear from the control plane, so that is no proof that no one could take
+// its partitions. It keeps draining until its context ends, and says so, rather than leave at once with
+// copies no one else may hold.
+func TestLeaveWaitsWhileCutOff(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = 500 * time.Millisecond }))
+	leaver := c.node((c.leader() + 1) % 3)
+	defer c.faults.HealAll()
+	for _, n := range c.live() {
+		if n != leaver {
+			c.faults.Partition(string(leaver.id), string(n.id))
+		}
+	}
+	waitFor(t, 10*time.Second, "the cut-off node to see no other member", func() bool { return !leaver.othersCanHold() })
+	ctx, cancel := context.WithTimeout(bg(t), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := leaver.Leave(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Leave of a cut-off node after %v: %v, want it to wait for its context", time.Since(start).Round(time.Millisecond), err)
+	}
+}

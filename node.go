@@ -495,21 +495,21 @@ func (n *Node) Leave(ctx context.Context) error {
 // drain waits until no partition is assigned to this node, once it has told the cluster it is leaving. Only
 // an ended ctx, or a node closed meanwhile, cuts it short while the node may hold the only copies. With no
 // other member to take the partitions (the last one, or all leaving together) there is nothing to drain
-// to: the drain ends once no other member could hold them for FailoverTimeout while this node hears from
-// the control plane, so that an isolated or starved node, which sees no one, keeps waiting instead.
+// to: the drain ends once the node is alone, at once when it starts so, or for FailoverTimeout (the
+// others may be leaving too). An isolated or starved node, which sees no one, keeps waiting instead.
 func (n *Node) drain(ctx context.Context) error {
-	if n.fsm.clusterMap().Version == 0 || !n.othersCanHold() {
+	if n.fsm.clusterMap().Version == 0 || n.alone() {
 		return nil
 	}
 	if err := n.members.markLeaving(); err != nil {
 		// The flag is set here already; only its broadcast was not confirmed in time. Gossip carries it.
 		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
-	alone := countdowns[bool]{}
+	lonely := countdowns[bool]{}
 	for n.fsm.clusterMap().holds(n.id) {
-		if n.othersCanHold() || !n.holdsLease() {
-			clear(alone)
-		} else if alone.elapsed(true, time.Now()) >= n.cfg.FailoverTimeout {
+		if !n.alone() {
+			clear(lonely)
+		} else if lonely.elapsed(true, time.Now()) >= n.cfg.FailoverTimeout {
 			return nil
 		}
 		select {
@@ -522,6 +522,10 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 	return nil
 }
+
+// alone reports whether no other member could take this node's partitions, as far as a node that hears
+// from the control plane can tell: one that does not may only be cut off from the others.
+func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
 
 // othersCanHold reports whether another live member, not leaving itself, could take partitions.
 func (n *Node) othersCanHold() bool {
