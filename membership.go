@@ -241,7 +241,13 @@ func (m *membership) setFlag(tag string) error {
 	return m.serf.SetTags(next)
 }
 
-func (m *membership) leave() error { return m.serf.Leave() }
+// leave announces a graceful departure; after shutdown there is no one to announce it to.
+func (m *membership) leave() error {
+	if m.serf.State() == serf.SerfShutdown {
+		return ErrClosed
+	}
+	return m.serf.Leave()
+}
 
 func (m *membership) shutdown() error { return m.serf.Shutdown() }
 

@@ -484,6 +484,9 @@ func (n *Node) Leave(ctx context.Context) error {
 		return ErrClosed
 	}
 	drained := n.drain(ctx)
+	if errors.Is(drained, ErrClosed) {
+		return drained // closed meanwhile: there is nothing left to leave with
+	}
 	n.handOverLeadership()
 	err := n.members.leave()
 	if err == nil {
