@@ -446,20 +446,7 @@ func TestWritesAreCoalesced(t *testing.T) {
 }
 
 func TestCallsGiveUpWhenPeerStopsReading(t *testing.T) {
-	ln := listen(t)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	hold := make(chan struct{})
-	defer close(hold)
-	wg.Go(func() { // accept one connection and never read from it
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		<-hold
-		conn.Close()
-	})
+	ln := silentPeer(t)
 	c := newClient(t, ln.Addr().String(), Options{})
 	payload := make([]byte, 1<<20)
 	errs := make(chan error, 16)
@@ -481,4 +468,21 @@ func TestCallsGiveUpWhenPeerStopsReading(t *testing.T) {
 	} else {
 		t.Logf("%d of %d bytes handed to the connection", st.BytesWritten, cap(errs)*len(payload))
 	}
+}
+
+// silentPeer listens for one connection that it accepts and never reads from, until the test ends.
+func silentPeer(t *testing.T) net.Listener {
+	ln := listen(t)
+	var wg sync.WaitGroup
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold); ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		<-hold
+		conn.Close()
+	})
+	return ln
 }

@@ -349,20 +349,7 @@ func TestConnectionsBeyondCapRefused(t *testing.T) {
 }
 
 func TestClientCutsPeerThatStopsReading(t *testing.T) {
-	ln := listen(t)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	hold := make(chan struct{})
-	defer close(hold)
-	wg.Go(func() { // accept one connection and never read from it
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		<-hold
-		conn.Close()
-	})
+	ln := silentPeer(t)
 	c := newClient(t, ln.Addr().String(), Options{WriteTimeout: 100 * time.Millisecond})
 	payload := make([]byte, 1<<20)
 	errs := make(chan error, 16)
