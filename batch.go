@@ -82,11 +82,6 @@ type KeyValue struct {
 	Value []byte
 }
 
-// ErrNoReply marks a batch item that got no answer from its owner: the request failed in transit, or
-// the context ended first. The wrapped cause says which, and names the node; a write may or may not have
-// been applied.
-var ErrNoReply = errors.New("zaris: no reply from the owner")
-
 // ExecuteBatch runs a mix of gets, puts and deletes with one request per owner node, sent in parallel, and
 // returns one result per item, sorted by Index (items with equal Index keep their order). Items of one key
 // are applied on its owner in that order, so a get after a put of the same key sees the put. Each item

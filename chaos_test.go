@@ -470,8 +470,8 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		cfg.EvictionTimeout = time.Hour // nodes come back; the map itself does not change
 		cfg.HealCooldown = 500 * time.Millisecond
 		cfg.MaxRetries = 6
-		cfg.observeAck = acks.observe
-		cfg.beforeApply = trace.observe
+		cfg.hooks.observeAck = acks.observe
+		cfg.hooks.beforeApply = trace.observe
 		if os.Getenv("ZARIS_CHAOS_DUMP") != "" {
 			cfg.Logger = control.logger(cfg.Name)
 		}

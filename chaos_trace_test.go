@@ -29,7 +29,7 @@ type mapTrace struct {
 	lost map[int][]NodeID
 }
 
-// observe is the nodes' Config.beforeApply: it records how next differs from the last map recorded.
+// observe is the nodes' beforeApply hook: it records how next differs from the last map recorded.
 func (tr *mapTrace) observe(next *ClusterMap) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

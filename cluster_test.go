@@ -86,7 +86,7 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	cfg.BootstrapExpect = bootstrapExpect
 	cfg.Join = seeds
 	cfg.Dialer = c.faults.Dialer(name, nil)
-	cfg.gossipTransport = c.faults.GossipTransport
+	cfg.hooks.gossipTransport = c.faults.GossipTransport
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}

@@ -11,14 +11,6 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// Errors of the key commands; match them with errors.Is.
-var (
-	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
-	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
-	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because the condition failed.
-	ErrConditionNotMet = errors.New("zaris: put condition not met")
-)
-
 // NoExpiry is what TTL reports for a key that exists and never expires.
 const NoExpiry time.Duration = -1
 

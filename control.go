@@ -48,7 +48,7 @@ type mapFSM struct {
 	current      atomic.Pointer[ClusterMap]
 	beforeCommit func(old, next *ClusterMap)
 	onCommit     func(old, next *ClusterMap)
-	beforeApply  func(next *ClusterMap) // Config.beforeApply
+	beforeApply  func(next *ClusterMap) // testHooks.beforeApply
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever a new map is published
@@ -238,7 +238,7 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
 	}
 	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{
-		Logger: n.log, FS: n.cfg.diskFS, NoFsync: n.cfg.DiskDurability != DiskSynced})
+		Logger: n.log, FS: n.cfg.hooks.diskFS, NoFsync: n.cfg.DiskDurability != DiskSynced})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
 	}
@@ -375,7 +375,7 @@ func (n *Node) reconcile() error {
 	for range maxDecisionRounds {
 		m := n.fsm.clusterMap()
 		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: time.Now(),
-			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.holdRecognition}
+			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.hooks.holdRecognition}
 		decisions := n.decider.decide(v)
 		if len(decisions) == 0 {
 			return nil

@@ -59,20 +59,20 @@ func (h *restartHooks) watch(p int, replica NodeID) {
 // install wires the hooks into cfg.
 func (h *restartHooks) install(cfg *Config) {
 	name := NodeID(cfg.Name)
-	cfg.holdRejoin = func(p int, replica NodeID) bool {
+	cfg.hooks.holdRejoin = func(p int, replica NodeID) bool {
 		if int64(p) != h.partition.Load() {
 			// A node held at an old map would wait on its own apply to admit a replica elsewhere.
 			return name == h.paused.Load()
 		}
 		return h.holdJoin.Load() && replica == h.rejoiner.Load()
 	}
-	cfg.holdRecognition = func(id NodeID) bool { return id == h.unrecognized.Load() }
-	cfg.beforeApply = func(next *ClusterMap) {
+	cfg.hooks.holdRecognition = func(id NodeID) bool { return id == h.unrecognized.Load() }
+	cfg.hooks.beforeApply = func(next *ClusterMap) {
 		if name == h.paused.Load() && next.Index > h.pauseAfter.Load() {
 			<-h.resume
 		}
 	}
-	cfg.beforeAdmit = func(p int, replica NodeID) {
+	cfg.hooks.beforeAdmit = func(p int, replica NodeID) {
 		if int64(p) != h.partition.Load() {
 			return
 		}

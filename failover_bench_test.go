@@ -31,7 +31,7 @@ func benchmarkFailover(b *testing.B, timings func(*Config)) {
 	c := startCluster(b, 5, replicated(2, func(cfg *Config) {
 		cfg.Dialer = nil
 		cfg.HealCooldown = 200 * time.Millisecond
-		cfg.observeAck = acks.observe
+		cfg.hooks.observeAck = acks.observe
 		timings(cfg)
 	}))
 	layout := c.currentMap().Layout()

@@ -332,7 +332,7 @@ func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = time.Hour
 		cfg.ReplicaAckTimeout = time.Second
-		cfg.holdRejoin = func(_ int, replica NodeID) bool { return replica == held.Load().(NodeID) }
+		cfg.hooks.holdRejoin = func(_ int, replica NodeID) bool { return replica == held.Load().(NodeID) }
 	}))
 	held.Store(NodeID("node-5"))
 	joiner := c.add(1)

@@ -23,7 +23,7 @@ func killableCluster(t *testing.T, rf int, level DiskDurability, sw *killfs.Swit
 		cfg.WriteConcern = Sync
 		cfg.DataDir = filepath.Join(base, cfg.Name)
 		cfg.DiskDurability = level
-		cfg.diskFS = killfs.FS(vfs.Default, sw)
+		cfg.hooks.diskFS = killfs.FS(vfs.Default, sw)
 		cfg.FailoverTimeout = time.Second
 	}))
 }
@@ -161,7 +161,7 @@ func TestFullRestart(t *testing.T) {
 		c.kill(i)
 	}
 	for i := 0; i < 3; i++ {
-		c.cfgs[i].diskFS = nil // the disks as the kill left them
+		c.cfgs[i].hooks.diskFS = nil // the disks as the kill left them
 	}
 	var lastStart time.Time
 	for i := 0; i < 3; i++ {

@@ -127,12 +127,12 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
 	sc.BroadcastTimeout = 10 * cfg.Timing.GossipInterval
 	sc.Logger = ml.Logger
-	if cfg.gossipTransport != nil {
+	if cfg.hooks.gossipTransport != nil {
 		nt, err := newNetTransport(ml)
 		if err != nil {
 			return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
 		}
-		ml.Transport = cfg.gossipTransport(cfg.Name, nt)
+		ml.Transport = cfg.hooks.gossipTransport(cfg.Name, nt)
 	}
 	s, err := serf.Create(sc)
 	if err != nil {

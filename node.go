@@ -79,7 +79,8 @@ type Node struct {
 // cluster when cfg.Join is empty). It returns once the node is a member; operations wait until the cluster
 // has assigned its first partition map (see Ready).
 func Join(ctx context.Context, cfg Config) (*Node, error) {
-	if err := cfg.validate(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
@@ -112,7 +113,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.serverInc = n.repl.incarnation
 	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
-	n.fsm.beforeApply = cfg.beforeApply
+	n.fsm.beforeApply = cfg.hooks.beforeApply
 	n.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
@@ -352,17 +353,17 @@ func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvReq
 			return kvReply{Status: status}
 		}
 	}
-	if n.cfg.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
+	if n.cfg.hooks.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
 		n.observeAck(seg)
 	}
 	return reply
 }
 
-// observeAck tells Config.observeAck that a write to seg is being acknowledged.
+// observeAck tells the observeAck test hook that a write to seg is being acknowledged.
 func (n *Node) observeAck(seg int) {
 	p := n.layout.SegmentPartition(seg)
 	if st := n.fsm.clusterMap().Runtime[p]; st.Owner == n.id {
-		n.cfg.observeAck(n.id, p, st.Epoch)
+		n.cfg.hooks.observeAck(n.id, p, st.Epoch)
 	}
 }
 

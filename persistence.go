@@ -103,7 +103,7 @@ func (it *diskItem) size() int64 {
 func openDiskLog(n *Node, dir string) (*diskLog, error) {
 	level := n.cfg.DiskDurability
 	store, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{
-		Logger: n.log, NoFsync: level == DiskWritten, FS: n.cfg.diskFS})
+		Logger: n.log, NoFsync: level == DiskWritten, FS: n.cfg.hooks.diskFS})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: open data dir %s: %w", dir, err)
 	}

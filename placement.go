@@ -2,7 +2,6 @@ package zaris
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,9 +21,6 @@ const (
 
 	slotBits = 14 // NumSlots == 1 << slotBits
 )
-
-// ErrInvalidLayout is returned, wrapped with the offending values, for a segment or partition count out of range.
-var ErrInvalidLayout = errors.New("zaris: invalid layout")
 
 // KeySlot returns the Redis Cluster slot of key: byte for byte what CLUSTER KEYSLOT returns. When key holds a
 // hash tag (the bytes between its first '{' and the first '}' after it, if there is at least one), only the tag

@@ -45,7 +45,7 @@ func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	}
 	s.c = startCluster(t, 5, replicated(3, append([]func(*Config){func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
-		cfg.holdRejoin = hold
+		cfg.hooks.holdRejoin = hold
 	}}, more...)...))
 	s.c.waitHealthy(20 * time.Second)
 	ctx := bg(t)

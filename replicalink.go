@@ -218,7 +218,7 @@ func (l *replicaLink) maybeRejoin() {
 		if !l.r.n.ownsIn(m, p) || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
 			continue
 		}
-		if hold := l.r.n.cfg.holdRejoin; hold != nil && hold(p, l.to) {
+		if hold := l.r.n.cfg.hooks.holdRejoin; hold != nil && hold(p, l.to) {
 			continue
 		}
 		l.rejoin(p, st)
@@ -237,7 +237,7 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 		cancel()
 		return
 	}
-	if hook := l.r.n.cfg.beforeAdmit; hook != nil {
+	if hook := l.r.n.cfg.hooks.beforeAdmit; hook != nil {
 		hook(p, l.to)
 	}
 	ctx, stop := context.WithTimeout(context.Background(), applyTimeout)

@@ -177,7 +177,7 @@ func TestRESPUsersConfig(t *testing.T) {
 	} {
 		cfg := testConfig("bad-" + strings.ReplaceAll(name, " ", "-"))
 		tweak(&cfg)
-		if err := cfg.validate(); !errors.Is(err, ErrInvalidConfig) {
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: validate = %v, want ErrInvalidConfig", name, err)
 		}
 	}

@@ -425,6 +425,9 @@ func TestConfigValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig("invalid")
 			tc.tweak(&cfg)
+			if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate = %v; want ErrInvalidConfig", err)
+			}
 			n, err := Join(bg(t), cfg)
 			if err == nil {
 				n.Close()
@@ -434,6 +437,29 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatalf("err = %v; want ErrInvalidConfig", err)
 			}
 		})
+	}
+}
+
+// TestConfigDefaults checks that Validate changes nothing and that a Config holding only what it must
+// (the zero values of fields that have a default) is as valid as DefaultConfig.
+func TestConfigDefaults(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.WriteConcern, cfg.MinInSync, cfg.Clock, cfg.Logger = 0, 0, nil, nil
+	before := fmt.Sprintf("%+v", cfg)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate with defaulted zero fields: %v", err)
+	}
+	if after := fmt.Sprintf("%+v", cfg); after != before {
+		t.Fatalf("Validate changed the config:\n%s\n%s", before, after)
+	}
+	filled := cfg.withDefaults()
+	if filled.WriteConcern != Sync || filled.MinInSync != 1 || filled.Clock == nil || filled.Logger == nil ||
+		filled.RESPMaxQueryBuffer != 2*cfg.MaxValueSize+1<<20 {
+		t.Fatalf("withDefaults left a default unfilled: %+v", filled)
+	}
+	cfg.MinInSync = cfg.ReplicationFactor + 1
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("MinInSync over ReplicationFactor: Validate = %v; want ErrInvalidConfig", err)
 	}
 }
 

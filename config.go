@@ -1,0 +1,469 @@
+package zaris
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/memberlist"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Timing holds the membership and consensus timings. LANTiming suits real networks; LocalTiming suits a
+// cluster on one machine (tests, demos), where it detects failures and elects leaders in a fraction of a second.
+type Timing struct {
+	RaftHeartbeat   time.Duration // follower waits this long without a leader before an election
+	RaftElection    time.Duration // candidate waits this long before a new election
+	RaftLeaderLease time.Duration // a leader steps down after this long without a quorum
+	RaftCommit      time.Duration // upper bound on delaying a commit to batch it
+	GossipInterval  time.Duration // how often gossip messages are sent
+	ProbeInterval   time.Duration // how often a random member is probed
+	ProbeTimeout    time.Duration // how long to wait for a probe's ack
+	Reconcile       time.Duration // how often the leader reconciles membership into the control plane
+	// SuspicionMult scales how long a suspected member has to refute the suspicion before gossip reports
+	// it failed (in probe intervals, grown slowly with the cluster's size).
+	SuspicionMult int
+	// Reconnect is how often gossip tries to reach the members it reported failed: after a network
+	// partition heals, both sides see each other again within about this long.
+	Reconnect time.Duration
+	// ServerStabilization is how long a new control-plane server must stay alive before it may vote.
+	ServerStabilization time.Duration
+}
+
+// LANTiming returns timings for a cluster on a local-area network.
+func LANTiming() Timing {
+	return Timing{
+		RaftHeartbeat:   time.Second,
+		RaftElection:    time.Second,
+		RaftLeaderLease: 500 * time.Millisecond,
+		RaftCommit:      50 * time.Millisecond,
+		GossipInterval:  200 * time.Millisecond,
+		ProbeInterval:   time.Second,
+		ProbeTimeout:    500 * time.Millisecond,
+		Reconcile:       time.Second,
+		SuspicionMult:   4,
+		Reconnect:       5 * time.Second,
+
+		ServerStabilization: 10 * time.Second,
+	}
+}
+
+// LocalTiming returns timings for a cluster whose nodes share one machine.
+func LocalTiming() Timing {
+	return Timing{
+		RaftHeartbeat:   150 * time.Millisecond,
+		RaftElection:    150 * time.Millisecond,
+		RaftLeaderLease: 100 * time.Millisecond,
+		RaftCommit:      5 * time.Millisecond,
+		GossipInterval:  50 * time.Millisecond,
+		ProbeInterval:   200 * time.Millisecond,
+		ProbeTimeout:    100 * time.Millisecond,
+		Reconcile:       200 * time.Millisecond,
+		SuspicionMult:   2,
+		Reconnect:       500 * time.Millisecond,
+
+		ServerStabilization: 500 * time.Millisecond,
+	}
+}
+
+// Config describes a node. Start from DefaultConfig; Join validates it.
+type Config struct {
+	// Name identifies the node in the cluster; it must be unique. Default: host name plus process id.
+	Name string
+	// GossipAddr is the host:port for membership gossip (UDP and TCP). Port 0 picks a free port.
+	GossipAddr string
+	// DataAddr is the host:port of the one TCP port shared by the data plane and the control plane.
+	// Port 0 picks a free port. The host must be an address other members can reach.
+	DataAddr string
+	// Join lists gossip addresses of existing members; empty starts a new cluster.
+	Join []string
+	// BootstrapExpect is how many nodes must be present before the first partition map is assigned.
+	BootstrapExpect int
+	// Lite makes a member that holds no partitions: it takes part in the cluster and routes every key to
+	// its owner in one hop, for processes that use the map without storing any of it.
+	Lite bool
+
+	// Segments, Partitions and ReplicationFactor are fixed at cluster creation; every member must agree.
+	Segments          int
+	Partitions        int
+	ReplicationFactor int
+
+	// MaxVoters caps the consensus voters (odd numbers are best); other members follow as non-voters.
+	MaxVoters int
+	// PollInterval is the backstop refresh of the routing table.
+	PollInterval time.Duration
+	// MaxRetries bounds the retries of one operation after replies that say the map is stale.
+	MaxRetries int
+	// RetryBackoff is the first pause between such retries; it doubles each time.
+	RetryBackoff time.Duration
+	// ReapInterval is how often expired entries are reclaimed.
+	ReapInterval time.Duration
+	// MaxValueSize bounds a stored value, in bytes.
+	MaxValueSize int
+	// MaxFrameSize bounds one data-plane frame, in bytes.
+	MaxFrameSize int
+	// DataMaxConns caps the data-plane connections the data port serves at once; one more is refused at
+	// once. Each peer needs one, so it bounds the cluster's size as well as what strangers can open.
+	DataMaxConns int
+	// DataMaxRequests caps the data-plane requests this node serves at once, DataMaxConnRequests those of
+	// one connection (one peer). A connection at either cap is not read until a request ends: its peer
+	// waits instead of this node growing without bound.
+	DataMaxRequests, DataMaxConnRequests int
+	// DataMaxBufferedBytes caps the request bytes held between a frame's length prefix and the start of
+	// its handler, over all data-plane connections. At least MaxFrameSize.
+	DataMaxBufferedBytes int64
+	// DataIdleTimeout closes a data-plane connection with no request for that long (peers redial when they
+	// next need one), and a control-plane stream that has sent nothing for that long since it opened.
+	DataIdleTimeout time.Duration
+	// DataReadTimeout bounds how long the rest of a data-plane frame may take once its first byte has
+	// arrived; DataWriteTimeout bounds each write on the data port, so that a peer that stops reading is cut
+	// off.
+	DataReadTimeout, DataWriteTimeout time.Duration
+	// RaftMaxConns caps the control-plane streams this node accepts at once.
+	RaftMaxConns int
+	// BatchParallelism bounds how many items of one batch request this node serves at once. Default: GOMAXPROCS.
+	BatchParallelism int
+	// WriteConcern says when writes are acknowledged (see Sync and Async); a write may override it.
+	// Default: Sync when ReplicationFactor >= 2.
+	WriteConcern WriteConcern
+	// MinInSync is the fewest in-sync copies, the owner included, a Sync write must reach: a write to a
+	// partition with fewer is refused with ErrNotEnoughReplicas rather than acknowledged by fewer copies.
+	// Default 1: the owner alone may acknowledge once its replicas are dropped. At most ReplicationFactor.
+	MinInSync int
+	// ReplicaAckTimeout bounds how long a Sync write waits for a replica before the owner asks the control
+	// plane to drop that replica from the in-sync set.
+	ReplicaAckTimeout time.Duration
+	// FailoverTimeout is how long an active owner must stay silent, after gossip reports it failed and a
+	// direct check confirms it, before its partitions are promoted to replicas.
+	FailoverTimeout time.Duration
+	// HealCooldown is how long a Degraded partition's copies must all stay in sync before the leader
+	// declares it Healthy again (under a new epoch).
+	HealCooldown time.Duration
+	// DeadServerTimeout is how long a member may stay failed before its process leaves the control plane's
+	// servers (a voter is replaced by a stable non-voter); it may come back later as a new server.
+	DeadServerTimeout time.Duration
+	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
+	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
+	EvictionTimeout time.Duration
+	// LostPartitionTimeout is how long a partition with no live in-sync copy waits, when one of the nodes
+	// that held it keeps its copies on disk (a DataDir with a DiskDurability that waits), for such a node to
+	// come back with them: that node is not evicted meanwhile. Past it, the partition is recreated empty and
+	// what it held is given up. At least EvictionTimeout.
+	LostPartitionTimeout time.Duration
+	// MaxMigrations bounds how many partitions a rebalance copies at once.
+	MaxMigrations int
+	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
+	// owner takes the last ops; past it, the owner keeps the partition and tries again later.
+	CutoverTimeout time.Duration
+	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
+	// reloads its data and fetches only what it missed. Empty: memory only.
+	DataDir string
+	// DiskDurability says how far a Sync write must reach on every in-sync copy's disk before it is
+	// acknowledged, with a DataDir: the operating system (DiskWritten, the default), stable storage
+	// (DiskSynced), or nowhere yet (DiskBehind).
+	DiskDurability DiskDurability
+	// DiskRetainBytes and DiskRetainAge bound a segment's op log on disk: past either, the segment is
+	// snapshotted and the ops the snapshot covers are dropped. DiskTrimInterval is how often that is checked.
+	DiskRetainBytes  int64
+	DiskRetainAge    time.Duration
+	DiskTrimInterval time.Duration
+	// DiskQueueBytes bounds the ops and snapshots waiting to be written to the DataDir: writers wait while
+	// it is full (one item larger than it is written alone).
+	DiskQueueBytes int64
+	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
+	// replica further behind is fed from the op log on disk, with a DataDir, or else receives a snapshot.
+	OpLogRetain int
+	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
+	// keeps at least its newest op).
+	OpLogRetainBytes int64
+
+	Timing Timing
+	// Clock is the time source for TTLs. Default: the system clock.
+	Clock Clock
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+	// Dialer opens data-plane and control-plane connections; a seam for fault injection. Default: net.Dialer.
+	Dialer transport.Dialer
+	// TLS, when set, makes every connection between nodes mutual TLS: each end presents its certificate
+	// (Certificates, or GetCertificate and GetClientCertificate) and checks the other's against RootCAs
+	// (ClientCAs for incoming ones, RootCAs when nil). Names are checked only if ServerName is set.
+	// TLSFromFiles builds one from PEM files. Without it, any process that reaches DataAddr is a peer.
+	TLS *tls.Config
+	// GossipKey, when set, encrypts and authenticates gossip (16, 24 or 32 bytes: AES-128, -192 or -256);
+	// every member needs it. Without it, any process that reaches GossipAddr can join.
+	GossipKey []byte
+
+	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
+	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
+	RESPAddr string
+	// RESPPassword, when set, is the password of the user "default" (Redis's requirepass): it must be given
+	// with AUTH or HELLO before other RESP commands.
+	RESPPassword string
+	// RESPUsers are further RESP users (Redis 6+ ACL users), logged in with AUTH name password or HELLO ...
+	// AUTH name password. A user named "default" replaces the built-in one (then RESPPassword must be empty);
+	// a disabled "default" makes every client log in as a named user.
+	RESPUsers []RESPUser
+	// RESPTLS, when set, serves the RESP endpoint over TLS with this configuration (certificate, and client
+	// certificates if its ClientAuth asks for them); nil serves plain TCP.
+	RESPTLS *tls.Config
+	// RESPMaxClients bounds the RESP connections open at once; one more is told so and closed.
+	RESPMaxClients int
+	// RESPIdleTimeout closes a RESP connection that sends nothing, or reads none of its replies, for this long.
+	// Zero: never.
+	RESPIdleTimeout time.Duration
+	// RESPCommandTimeout closes a RESP connection whose command is still incomplete this long after its
+	// first bytes came (a client trickling a command to hold the connection). Zero: never.
+	RESPCommandTimeout time.Duration
+	// RESPAuthTimeout closes a RESP connection that has not authenticated this long after it connected, when
+	// the endpoint asks for authentication. Zero: never.
+	RESPAuthTimeout time.Duration
+	// RESPMaxQueryBuffer bounds the memory one authenticated client's command may take (its bytes plus a
+	// little per argument); a larger command is read past and refused with an error. Zero: twice
+	// MaxValueSize plus 1 MiB. Before authentication a command has at most 10 arguments of 16 KiB, as in Redis.
+	RESPMaxQueryBuffer int
+	// RESPMaxQueryBufferTotal bounds the memory the query buffers of all RESP connections take together; a
+	// connection is refused, or its command refused, rather than pass it. Zero: 512 MiB or four
+	// RESPMaxQueryBuffer, whichever is larger.
+	RESPMaxQueryBufferTotal int64
+
+	// hooks are seams for tests; all nil in production.
+	hooks testHooks
+}
+
+// RESPUser is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
+// password or HELLO 3 AUTH name password.
+type RESPUser struct {
+	Name string
+	// Passwords lists the passwords that log the user in; NoPass lets any password do.
+	Passwords []string
+	NoPass    bool
+	// Disabled users cannot log in (Redis's "off").
+	Disabled bool
+	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
+	ReadOnly bool
+	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
+	// list: none.
+	Keys []string
+}
+
+// DefaultConfig returns a Config with every default filled in; set Name, addresses and Join as needed.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:                 host + "-" + strconv.Itoa(os.Getpid()),
+		GossipAddr:           "127.0.0.1:0",
+		DataAddr:             "127.0.0.1:0",
+		BootstrapExpect:      1,
+		Segments:             DefaultSegments,
+		Partitions:           DefaultPartitions,
+		ReplicationFactor:    2,
+		MaxVoters:            5,
+		PollInterval:         10 * time.Second,
+		MaxRetries:           3,
+		RetryBackoff:         2 * time.Millisecond,
+		ReapInterval:         time.Second,
+		MaxValueSize:         16 << 20,
+		MaxFrameSize:         transport.DefaultMaxFrameSize,
+		DataMaxConns:         transport.DefaultMaxConns,
+		DataMaxRequests:      transport.DefaultMaxRequests,
+		DataMaxConnRequests:  transport.DefaultMaxConnRequests,
+		DataMaxBufferedBytes: transport.DefaultMaxBufferedBytes,
+		DataIdleTimeout:      transport.DefaultIdleTimeout,
+		DataReadTimeout:      transport.DefaultReadTimeout,
+		DataWriteTimeout:     transport.DefaultWriteTimeout,
+		RaftMaxConns:         DefaultRaftMaxConns,
+		BatchParallelism:     runtime.GOMAXPROCS(0),
+		ReplicaAckTimeout:    time.Second,
+		MinInSync:            1,
+		OpLogRetain:          4096,
+		OpLogRetainBytes:     256 << 20,
+		DiskQueueBytes:       64 << 20,
+		FailoverTimeout:      10 * time.Second,
+		EvictionTimeout:      time.Minute,
+		LostPartitionTimeout: 24 * time.Hour,
+		DeadServerTimeout:    30 * time.Second,
+		HealCooldown:         5 * time.Second,
+		MaxMigrations:        4,
+		CutoverTimeout:       time.Second,
+		DiskRetainBytes:      4 << 20,
+		DiskRetainAge:        10 * time.Minute,
+		DiskTrimInterval:     10 * time.Second,
+		RESPMaxClients:       10_000,
+		RESPIdleTimeout:      5 * time.Minute,
+		RESPCommandTimeout:   time.Minute,
+		RESPAuthTimeout:      10 * time.Second,
+		Timing:               LANTiming(),
+		Clock:                systemClock{},
+	}
+}
+
+// withDefaults returns c with the zero fields that have a default filled in: a Config built by hand
+// from a few fields works as one from DefaultConfig would.
+func (c Config) withDefaults() Config {
+	if c.WriteConcern == 0 {
+		c.WriteConcern = Sync
+	}
+	if c.MinInSync == 0 {
+		c.MinInSync = 1
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RESPMaxQueryBuffer == 0 {
+		c.RESPMaxQueryBuffer = 2*c.MaxValueSize + 1<<20
+	}
+	if c.RESPMaxQueryBufferTotal == 0 {
+		c.RESPMaxQueryBufferTotal = max(512<<20, 4*int64(c.RESPMaxQueryBuffer))
+	}
+	return c
+}
+
+// Validate reports the first setting of c that Join would refuse, as an error matching ErrInvalidConfig.
+// Zero fields that have a default count as that default. It changes nothing.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if c.Name == "" {
+		return bad("Name is empty")
+	}
+	for _, a := range []struct{ name, addr string }{{"GossipAddr", c.GossipAddr}, {"DataAddr", c.DataAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return bad("%s %q: %v", a.name, a.addr, err)
+		}
+	}
+	if host, _, _ := net.SplitHostPort(c.DataAddr); host == "" || net.ParseIP(host).IsUnspecified() {
+		return bad("DataAddr %q: the host must be an address other members can reach", c.DataAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.RESPAddr); c.RESPAddr != "" && err != nil {
+		return bad("RESPAddr %q: %v", c.RESPAddr, err)
+	}
+	if _, err := NewLayout(c.Segments, c.Partitions); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case c.ReplicationFactor < 1:
+		return bad("ReplicationFactor %d must be at least 1", c.ReplicationFactor)
+	case c.BootstrapExpect < 1:
+		return bad("BootstrapExpect %d must be at least 1", c.BootstrapExpect)
+	case c.MaxVoters < 1:
+		return bad("MaxVoters %d must be at least 1", c.MaxVoters)
+	case c.MaxRetries < 0:
+		return bad("MaxRetries %d must not be negative", c.MaxRetries)
+	case c.PollInterval <= 0 || c.ReapInterval <= 0 || c.RetryBackoff <= 0:
+		return bad("PollInterval, ReapInterval and RetryBackoff must be positive")
+	case c.MaxFrameSize < 1024:
+		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
+	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
+		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
+	case c.DataMaxConns < 1 || c.RaftMaxConns < 1:
+		return bad("DataMaxConns %d and RaftMaxConns %d must be at least 1", c.DataMaxConns, c.RaftMaxConns)
+	case c.DataMaxConnRequests < 1 || c.DataMaxRequests < c.DataMaxConnRequests:
+		return bad("DataMaxConnRequests %d must be at least 1 and DataMaxRequests %d at least as many",
+			c.DataMaxConnRequests, c.DataMaxRequests)
+	case c.DataMaxBufferedBytes < int64(c.MaxFrameSize):
+		return bad("DataMaxBufferedBytes %d must be at least MaxFrameSize %d", c.DataMaxBufferedBytes, c.MaxFrameSize)
+	case c.DataIdleTimeout <= 0 || c.DataReadTimeout <= 0 || c.DataWriteTimeout <= 0:
+		return bad("DataIdleTimeout, DataReadTimeout and DataWriteTimeout must be positive")
+	case c.BatchParallelism < 1:
+		return bad("BatchParallelism %d must be at least 1", c.BatchParallelism)
+	case c.Timing.RaftHeartbeat <= 0 || c.Timing.RaftElection <= 0 || c.Timing.RaftLeaderLease <= 0 ||
+		c.Timing.RaftCommit <= 0 || c.Timing.GossipInterval <= 0 || c.Timing.ProbeInterval <= 0 ||
+		c.Timing.ProbeTimeout <= 0 || c.Timing.Reconcile <= 0 || c.Timing.SuspicionMult <= 0 || c.Timing.Reconnect <= 0 ||
+		c.Timing.ServerStabilization <= 0:
+		return bad("every Timing field must be positive")
+	}
+	switch {
+	case c.WriteConcern != Sync && c.WriteConcern != Async:
+		return bad("WriteConcern %d is neither Sync nor Async", c.WriteConcern)
+	case c.MinInSync < 1 || c.MinInSync > c.ReplicationFactor:
+		return bad("MinInSync %d: need 1 to ReplicationFactor (%d)", c.MinInSync, c.ReplicationFactor)
+	case c.DiskDurability < DiskWritten || c.DiskDurability > DiskBehind:
+		return bad("DiskDurability %d is none of DiskWritten, DiskSynced, DiskBehind", c.DiskDurability)
+	case c.ReplicaAckTimeout <= 0:
+		return bad("ReplicaAckTimeout must be positive")
+	case c.TLS != nil && c.TLS.RootCAs == nil && c.TLS.ClientCAs == nil:
+		return bad("TLS needs RootCAs: the cluster's CA, which every peer's certificate must chain to")
+	case !validGossipKey(c.GossipKey):
+		return bad("GossipKey is %d bytes; it must be 16, 24 or 32", len(c.GossipKey))
+	case c.DiskQueueBytes < 1:
+		return bad("DiskQueueBytes %d must be at least 1", c.DiskQueueBytes)
+	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:
+		return bad("OpLogRetain %d and OpLogRetainBytes %d must be at least 1", c.OpLogRetain, c.OpLogRetainBytes)
+	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
+		return bad("FailoverTimeout and DeadServerTimeout must be positive")
+	case c.LostPartitionTimeout < c.EvictionTimeout:
+		return bad("LostPartitionTimeout %v must be at least EvictionTimeout %v", c.LostPartitionTimeout, c.EvictionTimeout)
+	case c.EvictionTimeout < c.FailoverTimeout:
+		return bad("EvictionTimeout %v must be at least FailoverTimeout %v", c.EvictionTimeout, c.FailoverTimeout)
+	case c.MaxMigrations < 1 || c.CutoverTimeout <= 0 || c.HealCooldown <= 0:
+		return bad("MaxMigrations, CutoverTimeout and HealCooldown must be positive")
+	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
+		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
+	}
+	return c.validateRESP()
+}
+
+// validateRESP checks the RESP endpoint's limits and users.
+func (c *Config) validateRESP() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.RESPMaxClients < 1:
+		return bad("RESPMaxClients %d must be at least 1", c.RESPMaxClients)
+	case c.RESPIdleTimeout < 0 || c.RESPCommandTimeout < 0 || c.RESPAuthTimeout < 0:
+		return bad("RESPIdleTimeout, RESPCommandTimeout and RESPAuthTimeout must not be negative")
+	case c.RESPMaxQueryBuffer < c.MaxValueSize+respPreAuthMaxQuery:
+		return bad("RESPMaxQueryBuffer %d must be at least MaxValueSize plus 256 KiB (%d)", c.RESPMaxQueryBuffer,
+			c.MaxValueSize+respPreAuthMaxQuery)
+	case c.RESPMaxQueryBufferTotal < int64(c.RESPMaxQueryBuffer):
+		return bad("RESPMaxQueryBufferTotal %d must be at least RESPMaxQueryBuffer %d", c.RESPMaxQueryBufferTotal,
+			c.RESPMaxQueryBuffer)
+	}
+	if err := validateRESPUsers(c.RESPUsers, c.RESPPassword); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// leaderRules are the timeouts and limits a leader decides by.
+func (c *Config) leaderRules() leaderRules {
+	return leaderRules{FailoverTimeout: c.FailoverTimeout, HealCooldown: c.HealCooldown, EvictionTimeout: c.EvictionTimeout,
+		LostPartitionTimeout: c.LostPartitionTimeout, MaxMigrations: c.MaxMigrations, BootstrapExpect: c.BootstrapExpect}
+}
+
+// testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
+type testHooks struct {
+	// observeAck, when set, is told of every write this node acknowledged as owner, with the
+	// partition and the epoch it owned it under.
+	observeAck func(owner NodeID, partition int, epoch uint64)
+	// holdRejoin, when set, keeps a replica out of a partition's in-sync set while it returns true.
+	holdRejoin func(partition int, replica NodeID) bool
+	// beforeAdmit, when set, runs after an owner found a replica caught up and before it proposes
+	// the replica's return to the partition's in-sync set.
+	beforeAdmit func(partition int, replica NodeID)
+	// holdRecognition, when set, keeps the leader from recording a restarted member's new process
+	// while it returns true.
+	holdRecognition func(id NodeID) bool
+	// beforeApply, when set, runs on the control plane's apply goroutine before each new map is
+	// published; it may block to hold the node at an older map.
+	beforeApply func(next *ClusterMap)
+	// diskFS, when set, is the file system under DataDir, so that a test can freeze every node's
+	// disk at one instant as a kill of every process would.
+	diskFS vfs.FS
+	// gossipTransport, when set, wraps the gossip layer's network transport for node name, so that
+	// faults can cut gossip as well as data and control-plane links.
+	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+}

@@ -1,0 +1,49 @@
+package zaris
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Node methods; match them with errors.Is.
+var (
+	ErrNotFound             = errors.New("zaris: key not found")
+	ErrMoved                = errors.New("zaris: partition owned by another node")
+	ErrOwnershipChanging    = errors.New("zaris: partition ownership is changing")
+	ErrReplicaWriteRejected = errors.New("zaris: write rejected by a replica (stale epoch)")
+	ErrPartitionUnavailable = errors.New("zaris: partition unavailable")
+	ErrNotEnoughReplicas    = errors.New("zaris: fewer in-sync copies than MinInSync")
+	ErrVersionMismatch      = errors.New("zaris: version mismatch")
+	ErrInvalidRequest       = errors.New("zaris: invalid request")
+	ErrNotReady             = errors.New("zaris: node has no cluster map yet")
+	ErrValueTooLarge        = errors.New("zaris: value too large")
+	ErrRetriesExhausted     = errors.New("zaris: routing retries exhausted")
+	ErrClosed               = errors.New("zaris: node closed")
+	ErrInvalidConfig        = errors.New("zaris: invalid config")
+	ErrClusterMismatch      = errors.New("zaris: cluster parameters differ")
+	ErrDecode               = errors.New("zaris: value does not decode")
+	ErrInvalidLayout        = errors.New("zaris: invalid layout")
+	// ErrNoReply marks a batch item that got no answer from its owner: the request failed in transit, or the
+	// context ended first. The wrapped cause says which and names the node; a write may or may not have been
+	// applied.
+	ErrNoReply = errors.New("zaris: no reply from the owner")
+	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
+	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
+	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.
+	ErrConditionNotMet = errors.New("zaris: put condition not met")
+)
+
+// RoutingError reports an operation that kept landing on non-owners until its retries ran out.
+type RoutingError struct {
+	Partition int
+	Attempts  int
+	Last      Status
+}
+
+func (e *RoutingError) Error() string {
+	return fmt.Sprintf("zaris: partition %d: last reply %s after %d attempts: routing retries exhausted",
+		e.Partition, e.Last, e.Attempts)
+}
+
+// Unwrap lets errors.Is match both ErrRetriesExhausted and the last status's sentinel.
+func (e *RoutingError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Last.err()} }
