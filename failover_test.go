@@ -53,7 +53,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		if now.Epoch <= st.Epoch || now.Health != Degraded || now.Owner != st.InSync[0] {
 			t.Fatalf("partition %d after failover: %+v; before: %+v", p, now, st)
 		}
-		if !slicesEqual(after.Assignment[p], before.Assignment[p]) {
+		if !slices.Equal(after.Assignment[p], before.Assignment[p]) {
 			t.Fatalf("partition %d: failover changed the partition map", p)
 		}
 	}
@@ -117,18 +117,6 @@ func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
 			t.Fatalf("after leave %s = %q, %v", key, got, err)
 		}
 	}
-}
-
-func slicesEqual(a, b []NodeID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestOwnerCutOffFromControlPlaneStopsServing isolates an owner from every other node while it could still
