@@ -251,7 +251,7 @@ func (cr *certRun) restartDown() bool {
 // allHealthy waits up to bound for every partition to be Healthy and reports whether they became so.
 func (cr *certRun) allHealthy(bound time.Duration) bool {
 	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if !slices.ContainsFunc(cr.c.currentMap().Runtime, func(st PartitionState) bool { return st.Health != Healthy }) {
+		if cr.c.allHealthy() {
 			return true
 		}
 	}

@@ -238,15 +238,13 @@ func (c *testCluster) waitRecorded(n *Node, timeout time.Duration) {
 func (c *testCluster) waitHealthy(timeout time.Duration) {
 	c.t.Helper()
 	c.waitStable(timeout)
-	waitFor(c.t, timeout, "every partition Healthy", func() bool {
-		for _, st := range c.currentMap().Runtime {
-			if st.Health != Healthy {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(c.t, timeout, "every partition Healthy", c.allHealthy)
 	c.waitStable(timeout)
+}
+
+// allHealthy reports whether every partition of the current map is Healthy.
+func (c *testCluster) allHealthy() bool {
+	return !slices.ContainsFunc(c.currentMap().Runtime, func(st PartitionState) bool { return st.Health != Healthy })
 }
 
 func (c *testCluster) stopAll() {

@@ -74,15 +74,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	waitFor(t, 10*time.Second, "the control plane to record the restarted process", func() bool {
 		return c.currentMap().Nodes[dead].Incarnation == back.repl.incarnation
 	})
-	waitFor(t, 30*time.Second, "every partition Healthy again", func() bool {
-		m := c.currentMap()
-		for _, st := range m.Runtime {
-			if st.Health != Healthy {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, 30*time.Second, "every partition Healthy again", c.allHealthy)
 	assertReplicasMatch(t, c)
 }
 
