@@ -2,54 +2,45 @@ package zaris
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris/internal/pki"
 )
 
 // testPKI is a certificate authority made for one test, with a server certificate for 127.0.0.1 and
-// localhost and a client certificate, all signed by it.
+// localhost and a client certificate, both signed by it.
 type testPKI struct {
-	pool   *x509.CertPool
-	caPEM  []byte
-	server tls.Certificate
-	client tls.Certificate
-	// PEM encodings, for tools that read files.
-	serverCertPEM, serverKeyPEM []byte
-	clientCertPEM, clientKeyPEM []byte
+	*testCA
+	server, client pki.Cert
 }
 
 func newTestPKI(t testing.TB) *testPKI {
 	ca := newTestCA(t)
-	p := &testPKI{pool: ca.pool, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})}
-	p.server, p.serverCertPEM, p.serverKeyPEM = ca.issue("localhost")
-	p.client, p.clientCertPEM, p.clientKeyPEM = ca.issue("client")
-	return p
+	return &testPKI{testCA: ca, server: ca.issue("localhost"), client: ca.issue("client")}
 }
 
 // serverConfig is the RESP endpoint's TLS configuration, asking for client certificates when clientAuth.
 func (p *testPKI) serverConfig(clientAuth bool) *tls.Config {
-	cfg := &tls.Config{Certificates: []tls.Certificate{p.server}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{Certificates: []tls.Certificate{p.server.TLS}, MinVersion: tls.VersionTLS12}
 	if clientAuth {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		cfg.ClientCAs = p.pool
+		cfg.ClientCAs = p.Pool()
 	}
 	return cfg
 }
 
 // clientConfig trusts the test CA and, with cert, presents the client certificate.
 func (p *testPKI) clientConfig(cert bool) *tls.Config {
-	cfg := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: p.Pool(), MinVersion: tls.VersionTLS12}
 	if cert {
-		cfg.Certificates = []tls.Certificate{p.client}
+		cfg.Certificates = []tls.Certificate{p.client.TLS}
 	}
 	return cfg
 }
@@ -58,16 +49,16 @@ func (p *testPKI) clientConfig(cert bool) *tls.Config {
 // reads the slot map, follows MOVED and runs every kind of command over TLS, a plain-text client gets
 // nothing, and with client authentication a client without a certificate from the CA cannot connect.
 func TestRESPTLS(t *testing.T) {
-	pki := newTestPKI(t)
+	certs := newTestPKI(t)
 	c := startRESPCluster(t, 3, func(cfg *Config) {
-		cfg.RESPTLS = pki.serverConfig(false)
+		cfg.RESPTLS = certs.serverConfig(false)
 		cfg.RESPPassword = "pw"
 	})
 	ctx := bg(t)
 	for _, proto := range []int{2, 3} {
 		client := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: []string{c.node(0).RESPAddr()}, Protocol: proto, Password: "pw",
-			TLSConfig: pki.clientConfig(false), MaxRedirects: 8,
+			TLSConfig: certs.clientConfig(false), MaxRedirects: 8,
 		})
 		defer client.Close()
 		prefix := "tls" + strconv.Itoa(proto) + ":"
@@ -77,7 +68,7 @@ func TestRESPTLS(t *testing.T) {
 		checkIntrospection(t, ctx, client, c)
 	}
 	_, other := ownerOf(c, "tls-moved")
-	direct := redis.NewClient(&redis.Options{Addr: other.RESPAddr(), Password: "pw", TLSConfig: pki.clientConfig(false)})
+	direct := redis.NewClient(&redis.Options{Addr: other.RESPAddr(), Password: "pw", TLSConfig: certs.clientConfig(false)})
 	defer direct.Close()
 	if err := direct.Get(ctx, "tls-moved").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
 		t.Fatalf("GET on a node that does not own the key, over TLS: %v", err)
@@ -88,21 +79,21 @@ func TestRESPTLS(t *testing.T) {
 	plain.expectClosed()
 
 	t.Run("client auth", func(t *testing.T) {
-		mutual := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPTLS = pki.serverConfig(true) })
+		mutual := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPTLS = certs.serverConfig(true) })
 		addr := mutual.node(0).RESPAddr()
-		with := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: pki.clientConfig(true), MaxRetries: -1})
+		with := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: certs.clientConfig(true), MaxRetries: -1})
 		defer with.Close()
 		if err := with.Set(ctx, "k", "v", 0).Err(); err != nil {
 			t.Fatalf("client with a certificate: %v", err)
 		}
-		without := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: pki.clientConfig(false), MaxRetries: -1})
+		without := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: certs.clientConfig(false), MaxRetries: -1})
 		defer without.Close()
 		if err := without.Ping(ctx).Err(); err == nil {
 			t.Fatal("a client without a certificate was served")
 		}
 		stranger := newTestPKI(t)
-		foreign := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: &tls.Config{RootCAs: pki.pool,
-			Certificates: []tls.Certificate{stranger.client}}, MaxRetries: -1})
+		foreign := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: &tls.Config{RootCAs: certs.Pool(),
+			Certificates: []tls.Certificate{stranger.client.TLS}}, MaxRetries: -1})
 		defer foreign.Close()
 		if err := foreign.Ping(ctx).Err(); err == nil {
 			t.Fatal("a client with a certificate from another CA was served")
@@ -120,20 +111,21 @@ func TestRESPTLSRedisCLI(t *testing.T) {
 		}
 		t.Skip("redis-cli is not installed")
 	}
-	pki := newTestPKI(t)
+	certs := newTestPKI(t)
 	dir := t.TempDir()
-	files := map[string][]byte{"ca.pem": pki.caPEM, "client.pem": pki.clientCertPEM, "client.key": pki.clientKeyPEM}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	caFile, err := certs.WriteFile(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c := startRESPCluster(t, 3, func(cfg *Config) { cfg.RESPTLS = pki.serverConfig(true) })
+	certFile, keyFile, err := certs.client.WriteFiles(dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startRESPCluster(t, 3, func(cfg *Config) { cfg.RESPTLS = certs.serverConfig(true) })
 	run := func(node *Node, args ...string) string {
 		t.Helper()
 		host, port, _ := net.SplitHostPort(node.RESPAddr())
-		argv := append([]string{"--tls", "--cacert", filepath.Join(dir, "ca.pem"), "--cert", filepath.Join(dir, "client.pem"),
-			"--key", filepath.Join(dir, "client.key"), "-h", host, "-p", port, "-c"}, args...)
+		argv := append([]string{"--tls", "--cacert", caFile, "--cert", certFile, "--key", keyFile, "-h", host, "-p", port, "-c"}, args...)
 		out, err := exec.Command(cli, argv...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("redis-cli %q: %v: %s", args, err, out)

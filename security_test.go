@@ -3,17 +3,11 @@ package zaris
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,39 +16,25 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/zaris-go/zaris/internal/pki"
 	"github.com/zaris-go/zaris/transport"
 )
 
-// testCA is a certificate authority for tests: it issues certificates for peers on loopback.
+// testCA is a certificate authority for tests that fails the test, or panics for the suite-wide one, when
+// it cannot issue.
 type testCA struct {
-	t    testing.TB
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-	der  []byte
+	*pki.CA
+	t testing.TB
 }
 
 func newTestCA(t testing.TB) *testCA {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	check := (&testCA{t: t}).check
-	check(err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "zaris test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	check(err)
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{t: t, cert: cert, key: key, pool: pool, der: der}
+	ca := &testCA{t: t}
+	var err error
+	ca.CA, err = pki.New()
+	ca.check(err)
+	return ca
 }
 
-var serials sync.Mutex
-var nextSerial int64 = 100
-
-// check fails the test that made the CA, or panics for the suite-wide one.
 func (ca *testCA) check(err error) {
 	switch {
 	case err == nil:
@@ -65,36 +45,16 @@ func (ca *testCA) check(err error) {
 	}
 }
 
-// issue returns a certificate and key for name, valid for both ends of a peer connection, and their PEM.
-func (ca *testCA) issue(name string) (tls.Certificate, []byte, []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// issue returns a certificate for name, valid for both ends of a peer connection.
+func (ca *testCA) issue(name string) pki.Cert {
+	c, err := ca.Issue(name)
 	ca.check(err)
-	serials.Lock()
-	nextSerial++
-	serial := nextSerial
-	serials.Unlock()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{name},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	ca.check(err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	ca.check(err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	ca.check(err)
-	return pair, certPEM, keyPEM
+	return c
 }
 
 // peerConfig returns a Config.TLS for a peer named name.
 func (ca *testCA) peerConfig(name string) *tls.Config {
-	pair, _, _ := ca.issue(name)
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.pool}
+	return &tls.Config{Certificates: []tls.Certificate{ca.issue(name).TLS}, RootCAs: ca.Pool()}
 }
 
 var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
@@ -227,16 +187,19 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 func TestTLSFromFilesReloads(t *testing.T) {
 	ca := newTestCA(t)
 	dir := t.TempDir()
-	write := func(name string, data []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	caFile, err := ca.WriteFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(c pki.Cert) (string, string) {
+		certFile, keyFile, err := c.WriteFiles(dir, "node")
+		if err != nil {
 			t.Fatal(err)
 		}
+		return certFile, keyFile
 	}
-	write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der}))
-	_, cert1, key1 := ca.issue("first")
-	write("node.pem", cert1)
-	write("node-key.pem", key1)
-	cfg, err := TLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca.pem"))
+	certFile, keyFile := write(ca.issue("first"))
+	cfg, err := TLSFromFiles(certFile, keyFile, caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,19 +214,17 @@ func TestTLSFromFilesReloads(t *testing.T) {
 	if got := name(); got != "first" {
 		t.Fatalf("certificate %q, want first", got)
 	}
-	_, cert2, key2 := ca.issue("renewed")
-	write("node.pem", cert2)
-	write("node-key.pem", key2)
+	write(ca.issue("renewed"))
 	later := time.Now().Add(time.Minute) // a renewal within the file system's time resolution still counts
-	for _, f := range []string{"node.pem", "node-key.pem"} {
-		if err := os.Chtimes(filepath.Join(dir, f), later, later); err != nil {
+	for _, f := range []string{certFile, keyFile} {
+		if err := os.Chtimes(f, later, later); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := name(); got != "renewed" {
 		t.Fatalf("certificate %q after renewal, want renewed", got)
 	}
-	if _, err := TLSFromFiles(filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "node.pem")+"x"); err == nil {
+	if _, err := TLSFromFiles(certFile, keyFile, filepath.Join(dir, "none.pem")); err == nil {
 		t.Fatal("a missing CA file was accepted")
 	}
 }

@@ -297,7 +297,7 @@ func newHarness(o options) (*harness, error) {
 	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
 		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
 	if o.secure {
-		if h.c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
+		if h.c.pki, err = newCredentials(filepath.Join(dir, "pki")); err != nil {
 			h.destroyLab()
 			return nil, fmt.Errorf("-secure: %w", err)
 		}

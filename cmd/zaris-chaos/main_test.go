@@ -221,7 +221,7 @@ func TestParseRestartOptions(t *testing.T) {
 // TestSecureRun checks that -secure gives every server the flags and files of a secured peer, and the
 // lite member a TLS config and gossip key that load.
 func TestSecureRun(t *testing.T) {
-	p, err := newPKI(filepath.Join(t.TempDir(), "pki"))
+	p, err := newCredentials(filepath.Join(t.TempDir(), "pki"))
 	if err != nil {
 		t.Fatal(err)
 	}

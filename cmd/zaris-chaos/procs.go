@@ -51,7 +51,7 @@ type cluster struct {
 	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
 	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
 	logLevel   string        // the servers' --log-level; "" leaves their default
-	pki        *pki          // -secure: peer TLS and gossip key for every process; nil runs them open
+	pki        *credentials  // -secure: peer TLS and gossip key for every process; nil runs them open
 
 	mu      sync.Mutex // guards servers, closed and the servers' process fields
 	servers []*server  // oldest first; a server added later is appended

@@ -2,15 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,46 +14,30 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaris-go/zaris"
+	"github.com/zaris-go/zaris/internal/pki"
 )
 
-// pkiFiles writes, in dir, a CA (ca.pem) and certificates for 127.0.0.1 signed by it: name.pem and
-// name.key for each name. It returns the CA's pool.
+// pkiFiles writes, in dir, a CA (ca.pem) and certificates signed by it: name.pem and name-key.pem for
+// each name. It returns the CA's pool.
 func pkiFiles(t *testing.T, dir string, names ...string) *x509.CertPool {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := pki.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER)
-	for i, name := range names {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if _, err := ca.WriteFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		cert, err := ca.Issue(name)
+		if err == nil {
+			_, _, err = cert.WriteFiles(dir, name)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		keyDER, _ := x509.MarshalECPrivateKey(key)
-		writePEM(t, filepath.Join(dir, name+".pem"), "CERTIFICATE", der)
-		writePEM(t, filepath.Join(dir, name+".key"), "EC PRIVATE KEY", keyDER)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return pool
-}
-
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return ca.Pool()
 }
 
 func TestResourceLimitOptions(t *testing.T) {
@@ -91,7 +68,7 @@ func TestResourceLimitOptions(t *testing.T) {
 func TestTLSAndACLOptionErrors(t *testing.T) {
 	dir := t.TempDir()
 	pkiFiles(t, dir, "node")
-	cert, key := "--tls-cert="+filepath.Join(dir, "node.pem"), "--tls-key="+filepath.Join(dir, "node.key")
+	cert, key := "--tls-cert="+filepath.Join(dir, "node.pem"), "--tls-key="+filepath.Join(dir, "node-key.pem")
 	bad := map[string][]string{
 		"client auth without TLS":   {"--resp-tls-client-auth"},
 		"TLS without a certificate": {"--resp-tls"},
@@ -162,7 +139,7 @@ func TestSecuredServer(t *testing.T) {
 	}
 	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
 		"--timing", "local", "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
-		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node.key"), "--tls-ca", filepath.Join(dir, "ca.pem")})
+		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +154,7 @@ func TestSecuredServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	clientCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"))
+	clientCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
