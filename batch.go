@@ -24,9 +24,6 @@ const (
 	BatchDelete                    // remove the key, as Delete; NotFound if it held no value
 )
 
-// batchOps maps a BatchOp to the key operation the owner applies.
-var batchOps = [...]transport.Op{BatchGet: opGet, BatchPut: opPut, BatchDelete: opDelete}
-
 func (op BatchOp) String() string {
 	switch op {
 	case BatchGet:
@@ -250,7 +247,7 @@ func (b *batchRun) admit() []int {
 	pending := make([]int, 0, len(b.items))
 	for seq, it := range b.items {
 		switch {
-		case it.Op < BatchGet || it.Op > BatchDelete:
+		case batchOps[it.Op] == 0:
 			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: unknown batch op %d", ErrInvalidRequest, it.Key, it.Op))
 		case it.Op == BatchPut && len(it.Value) > b.n.cfg.MaxValueSize:
 			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: %d bytes, limit %d",

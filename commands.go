@@ -119,64 +119,6 @@ func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest)
 	return reply.Status == StatusSuccess, reply.Status.err()
 }
 
-// applyKeyCommand runs one of the key commands of this file on the local store; the caller has checked
-// ownership. Every mutation goes through store.update.
-func (n *Node) applyKeyCommand(op transport.Op, seg int, req *kvRequest) kvReply {
-	switch op {
-	case opIncr:
-		v, err := n.store.incr(seg, req.Key, req.Delta)
-		switch {
-		case err == errIncrOverflow:
-			return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
-		case err != nil:
-			return kvReply{Status: StatusInvalidRequest}
-		}
-		return kvReply{Status: StatusSuccess, Int: v}
-	case opExpire:
-		return foundReply(n.store.expire(seg, req.Key, time.Duration(req.TTL)))
-	case opPersist:
-		existed, dropped := n.store.persist(seg, req.Key)
-		reply := foundReply(existed)
-		if dropped {
-			reply.Int = 1
-		}
-		return reply
-	case opTTL:
-		ttl, ok := n.store.ttl(seg, req.Key)
-		reply := foundReply(ok)
-		reply.Int = int64(ttl)
-		return reply
-	case opExists:
-		_, _, ok := n.store.get(seg, req.Key)
-		return foundReply(ok)
-	case opPutIf:
-		return n.applyPutIf(seg, req)
-	}
-	return kvReply{Status: StatusInvalidRequest}
-}
-
-func (n *Node) applyPutIf(seg int, req *kvRequest) kvReply {
-	if len(req.Value) > n.cfg.MaxValueSize || req.Cond&(condIfAbsent|condIfExists) == condIfAbsent|condIfExists {
-		return kvReply{Status: StatusInvalidRequest}
-	}
-	prev, written := n.store.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
-	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
-	if written {
-		reply.Int = 1
-	}
-	if prev != nil && req.Cond&condReturnPrev != 0 {
-		reply.Value = prev.value
-	}
-	return reply
-}
-
-func foundReply(found bool) kvReply {
-	if found {
-		return kvReply{Status: StatusSuccess}
-	}
-	return kvReply{Status: StatusNotFound}
-}
-
 // Why an increment was refused: the value is not an integer, or the sum would overflow. The reply to a
 // refused increment is StatusInvalidRequest, with Int set to incrOverflowed for the second, so that the
 // RESP endpoint can answer as Redis does.

@@ -266,8 +266,8 @@ func (n *Node) raftListener() net.Listener {
 
 // serveRequest is the handler of the data lane: callers' key and batch requests.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
-	switch op {
-	case opGet, opPut, opDelete, opIncr, opExpire, opPersist, opTTL, opExists, opPutIf:
+	switch {
+	case lookupKeyOp(op) != nil:
 		var req kvRequest
 		if err := req.decodeMsg(payload); err != nil { // req.Value aliases payload, which is ours alone
 			return (&kvReply{Status: StatusInvalidRequest}).marshal(), nil
@@ -275,7 +275,7 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		n.stats.served.Add(1)
 		reply := n.serveKV(ctx, op, &req)
 		return reply.marshal(), nil
-	case opBatch:
+	case op == opBatch:
 		return n.serveBatch(ctx, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
@@ -386,7 +386,11 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
-	if !readOnly(op) {
+	k := lookupKeyOp(op)
+	if k == nil {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	if !k.readOnly {
 		p := n.layout.SegmentPartition(seg)
 		if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
 			return kvReply{Status: StatusNotEnoughReplicas}
@@ -396,25 +400,7 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 		}
 		defer n.cut.leave(p)
 	}
-	switch op {
-	case opGet:
-		value, version, ok := n.store.get(seg, req.Key)
-		if !ok {
-			return kvReply{Status: StatusNotFound}
-		}
-		return kvReply{Status: StatusSuccess, Value: value, Version: version}
-	case opPut:
-		if len(req.Value) > n.cfg.MaxValueSize {
-			return kvReply{Status: StatusInvalidRequest}
-		}
-		return kvReply{Status: StatusSuccess, Version: n.store.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
-	case opDelete:
-		if !n.store.remove(seg, req.Key) {
-			return kvReply{Status: StatusNotFound}
-		}
-		return kvReply{Status: StatusSuccess}
-	}
-	return n.applyKeyCommand(op, seg, req)
+	return k.apply(n.store, seg, *req, opLimits{maxValueSize: n.cfg.MaxValueSize})
 }
 
 // countdowns remember since when each key has been in some state, for the leader's timeouts.

@@ -271,7 +271,7 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 	p.sent.Add(1)
 	resp, err := p.client.Call(ctx, op, req.marshal())
 	if err != nil {
-		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opNames[op], p.id, p.addr, err)
+		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opName(op), p.id, p.addr, err)
 	}
 	var reply kvReply
 	if err := reply.decodeMsg(resp); err != nil { // reply.Value aliases resp, which is ours alone

@@ -22,7 +22,8 @@ func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision u
 // revealsState reports whether the reply tells something about the stored state without having written:
 // a read, a not-found answer, or a conditional put that found its condition false.
 func revealsState(op transport.Op, reply *kvReply) bool {
-	return readOnly(op) || reply.Status == StatusNotFound || op == opPutIf && reply.Status == StatusSuccess && reply.Int == 0
+	k := lookupKeyOp(op)
+	return k != nil && k.reveals.reveals(reply)
 }
 
 // confirm records that every in-sync replica holds segment up to revision.

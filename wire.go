@@ -9,7 +9,8 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// Data-plane operations. The numbers are part of the wire format: append, never renumber.
+// Data-plane operations. The numbers are part of the wire format: append, never renumber. Each key
+// operation is declared in keyOps (operations.go).
 const (
 	opGet transport.Op = iota + 1
 	opPut
@@ -21,9 +22,6 @@ const (
 const (
 	opBatch transport.Op = 5
 )
-
-var opNames = map[transport.Op]string{opGet: "get", opPut: "put", opDelete: "delete", opGetMap: "getmap",
-	opIncr: "incr", opExpire: "expire", opPersist: "persist", opTTL: "ttl", opExists: "exists", opPutIf: "putif"}
 
 // Key commands beyond get, put and delete (commands.go). Numbers 10 to 19 are theirs.
 const (
@@ -65,16 +63,6 @@ type kvReply struct {
 	MapIndex uint64
 	Int      int64 // opIncr: the new value; opTTL: nanoseconds left, or -1 without expiry; opPersist: 1 if dropped
 	Existed  bool  // opPutIf: the key had a live value (then Value holds it, if asked for)
-}
-
-// readOnly reports whether op never writes, so it never waits for replicas nor for a sealed partition. A
-// switch rather than a map: every request asks, on the hot path.
-func readOnly(op transport.Op) bool {
-	switch op {
-	case opGet, opTTL, opExists:
-		return true
-	}
-	return false
 }
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }

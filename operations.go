@@ -1,0 +1,182 @@
+package zaris
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// keyOperation declares one key operation: what the owner serving it needs to know, and how it runs on
+// the local store.
+type keyOperation struct {
+	name     string
+	readOnly bool       // never writes, so it never waits for replicas nor for a sealed partition
+	reveals  revelation // which replies tell the stored state (visibility.go)
+	batch    BatchOp    // the batch item operation that runs it; 0 if none
+	resp     []string   // the RESP commands that run it (resp_commands.go)
+	apply    applyFunc
+}
+
+// applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
+// for a write, that the partition is not sealed. Every mutation goes through store.update. The request is
+// passed by value: through a function value a pointer would escape, costing every request an allocation.
+type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
+
+// opLimits are the limits of Config that key operations enforce.
+type opLimits struct {
+	maxValueSize int
+}
+
+// keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
+// operation up here, so it is an array rather than a map.
+var keyOps = [...]keyOperation{
+	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget"}, apply: applyGet},
+	opPut:     {name: "put", reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
+	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
+	opIncr:    {name: "incr", reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
+	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire"}, apply: applyExpire},
+	opPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
+	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
+	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists"}, apply: applyExists},
+	opPutIf:   {name: "putif", reveals: revealsUnmetCondition, resp: []string{"set"}, apply: applyPutIf},
+}
+
+// lookupKeyOp returns the key operation numbered op, or nil if op is not one.
+func lookupKeyOp(op transport.Op) *keyOperation {
+	if int(op) < len(keyOps) && keyOps[op].apply != nil {
+		return &keyOps[op]
+	}
+	return nil
+}
+
+// readOnly reports whether op is a key operation that never writes.
+func readOnly(op transport.Op) bool {
+	k := lookupKeyOp(op)
+	return k != nil && k.readOnly
+}
+
+// opName names op in errors and logs.
+func opName(op transport.Op) string {
+	if k := lookupKeyOp(op); k != nil {
+		return k.name
+	}
+	return "operation " + strconv.Itoa(int(op))
+}
+
+// batchOps maps a BatchOp to the key operation the owner applies, 0 for none, as the key operations
+// declare it.
+var batchOps = batchOpsOf(keyOps[:])
+
+func batchOpsOf(ops []keyOperation) (byBatch [1 << 8]transport.Op) {
+	for op, k := range ops {
+		if k.batch != 0 {
+			byBatch[k.batch] = transport.Op(op)
+		}
+	}
+	return byBatch
+}
+
+// revelation says which replies of a key operation tell something about the stored state without having
+// written: under the Sync concern those wait until the in-sync replicas hold that state (visibility.go).
+type revelation uint8
+
+const (
+	revealsAlways         revelation = iota + 1 // every reply: the operation reads
+	revealsNotFound                             // a not-found reply: the write found nothing to change
+	revealsUnmetCondition                       // a not-found reply, or a success that wrote nothing
+)
+
+func (r revelation) reveals(reply *kvReply) bool {
+	switch {
+	case r == revealsAlways, reply.Status == StatusNotFound:
+		return true
+	case r == revealsUnmetCondition:
+		return reply.Status == StatusSuccess && reply.Int == 0
+	}
+	return false
+}
+
+func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	value, version, ok := s.get(seg, req.Key)
+	if !ok {
+		return kvReply{Status: StatusNotFound}
+	}
+	return kvReply{Status: StatusSuccess, Value: value, Version: version}
+}
+
+func applyPut(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if len(req.Value) > lim.maxValueSize {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	return kvReply{Status: StatusSuccess, Version: s.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
+}
+
+func applyDelete(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	return foundReply(s.remove(seg, req.Key))
+}
+
+// applyIncr answers a refused increment with StatusInvalidRequest, and Int set to incrOverflowed when the
+// sum would overflow.
+func applyIncr(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	v, err := s.incr(seg, req.Key, req.Delta)
+	switch {
+	case errors.Is(err, errIncrOverflow):
+		return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+	case err != nil:
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	return kvReply{Status: StatusSuccess, Int: v}
+}
+
+func applyExpire(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	return foundReply(s.expire(seg, req.Key, time.Duration(req.TTL)))
+}
+
+// applyPersist sets Int to 1 when it dropped an expiry.
+func applyPersist(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	existed, dropped := s.persist(seg, req.Key)
+	reply := foundReply(existed)
+	if dropped {
+		reply.Int = 1
+	}
+	return reply
+}
+
+// applyTTL sets Int to the nanoseconds left, or to NoExpiry.
+func applyTTL(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	ttl, ok := s.ttl(seg, req.Key)
+	reply := foundReply(ok)
+	reply.Int = int64(ttl)
+	return reply
+}
+
+func applyExists(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	_, _, ok := s.get(seg, req.Key)
+	return foundReply(ok)
+}
+
+// applyPutIf sets Int to 1 when it wrote, Existed when the key had a live value, and Value to that value
+// when asked to return it. Asking for both IfAbsent and IfExists is invalid.
+func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if len(req.Value) > lim.maxValueSize || req.Cond&(condIfAbsent|condIfExists) == condIfAbsent|condIfExists {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
+	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
+	if written {
+		reply.Int = 1
+	}
+	if prev != nil && req.Cond&condReturnPrev != 0 {
+		reply.Value = prev.value
+	}
+	return reply
+}
+
+func foundReply(found bool) kvReply {
+	if found {
+		return kvReply{Status: StatusSuccess}
+	}
+	return kvReply{Status: StatusNotFound}
+}

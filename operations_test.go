@@ -1,0 +1,463 @@
+package zaris
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// wireOps pins every operation number: they are the wire format, so a renumbering must fail here.
+var wireOps = []struct {
+	name   string
+	op     transport.Op
+	number transport.Op
+	key    bool // a key operation, declared in keyOps
+}{
+	{"opGet", opGet, 1, true},
+	{"opPut", opPut, 2, true},
+	{"opDelete", opDelete, 3, true},
+	{"opGetMap", opGetMap, 4, false},
+	{"opBatch", opBatch, 5, false},
+	{"opIncr", opIncr, 10, true},
+	{"opExpire", opExpire, 11, true},
+	{"opPersist", opPersist, 12, true},
+	{"opTTL", opTTL, 13, true},
+	{"opExists", opExists, 14, true},
+	{"opPutIf", opPutIf, 15, true},
+	{"opReplicate", opReplicate, 20, false},
+	{"opPropose", opPropose, 21, false},
+}
+
+func TestOperationWireNumbers(t *testing.T) {
+	declared := opConstants(t)
+	pinned := map[string]bool{}
+	numbers := map[transport.Op]string{}
+	for _, w := range wireOps {
+		pinned[w.name] = true
+		if w.op != w.number {
+			t.Errorf("%s = %d, the wire format says %d", w.name, w.op, w.number)
+		}
+		if other, dup := numbers[w.op]; dup {
+			t.Errorf("%s and %s share number %d", w.name, other, w.op)
+		}
+		numbers[w.op] = w.name
+		if !slices.Contains(declared, w.name) {
+			t.Errorf("%s is pinned but not declared as a transport.Op constant", w.name)
+		}
+		if isKey := lookupKeyOp(w.op) != nil; isKey != w.key {
+			t.Errorf("%s: in keyOps = %v, want %v", w.name, isKey, w.key)
+		}
+	}
+	for _, name := range declared {
+		if !pinned[name] {
+			t.Errorf("operation constant %s has no pinned wire number in wireOps", name)
+		}
+	}
+	if len(declared) < len(wireOps) {
+		t.Errorf("found %d operation constants in the sources, %d pinned", len(declared), len(wireOps))
+	}
+}
+
+// opConstants returns the names of the transport.Op constants the package's sources declare.
+func opConstants(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			if gen, ok := decl.(*ast.GenDecl); ok && gen.Tok == token.CONST {
+				names = append(names, opSpecs(gen)...)
+			}
+		}
+	}
+	return names
+}
+
+// opSpecs returns the names of the transport.Op constants of one const block, following iota's implicit
+// repetition of the previous type.
+func opSpecs(gen *ast.GenDecl) []string {
+	var names []string
+	typ := ""
+	for _, spec := range gen.Specs {
+		vs := spec.(*ast.ValueSpec)
+		switch {
+		case vs.Type != nil:
+			typ = types.ExprString(vs.Type)
+		case len(vs.Values) == 1:
+			typ = ""
+			if call, ok := vs.Values[0].(*ast.CallExpr); ok {
+				typ = types.ExprString(call.Fun)
+			}
+		}
+		if typ != "transport.Op" {
+			continue
+		}
+		for _, name := range vs.Names {
+			names = append(names, name.Name)
+		}
+	}
+	return names
+}
+
+func TestKeyOperationsDeclared(t *testing.T) {
+	names := map[string]transport.Op{}
+	count := 0
+	for i := range keyOps {
+		op, k := transport.Op(i), &keyOps[i]
+		if k.apply == nil {
+			if k.name != "" || k.readOnly || k.reveals != 0 || k.batch != 0 || k.resp != nil {
+				t.Errorf("keyOps[%d] (%q) is declared without an apply function", i, k.name)
+			}
+			continue
+		}
+		count++
+		if k.name == "" {
+			t.Errorf("operation %d has no name", op)
+		}
+		if other, dup := names[k.name]; dup {
+			t.Errorf("operations %d and %d are both named %q", other, op, k.name)
+		}
+		names[k.name] = op
+		if opName(op) != k.name {
+			t.Errorf("opName(%d) = %q, want %q", op, opName(op), k.name)
+		}
+		if k.reveals < revealsAlways || k.reveals > revealsUnmetCondition {
+			t.Errorf("%s: reveals = %d, not a revelation", k.name, k.reveals)
+		}
+		if k.readOnly != (k.reveals == revealsAlways) {
+			t.Errorf("%s: readOnly = %v but reveals = %d: a read reveals every reply, a write not", k.name, k.readOnly, k.reveals)
+		}
+		if readOnly(op) != k.readOnly {
+			t.Errorf("readOnly(%s) = %v, want %v", k.name, readOnly(op), k.readOnly)
+		}
+	}
+	want := 0
+	for _, w := range wireOps {
+		if w.key {
+			want++
+		}
+	}
+	if count != want {
+		t.Errorf("%d key operations declared, %d pinned", count, want)
+	}
+	if opName(opBatch) != "operation 5" || opName(999) != "operation 999" {
+		t.Errorf("opName of operations that are not key ones: %q, %q", opName(opBatch), opName(999))
+	}
+	if lookupKeyOp(transport.Op(len(keyOps))) != nil || lookupKeyOp(math.MaxUint16) != nil || lookupKeyOp(0) != nil {
+		t.Error("lookupKeyOp found an operation beyond those declared")
+	}
+}
+
+// TestBatchOperations checks that each batch item operation runs the key operation of the same name, and
+// that no other does.
+func TestBatchOperations(t *testing.T) {
+	mapped := 0
+	for b := range len(batchOps) {
+		op := batchOps[b]
+		if op == 0 {
+			continue
+		}
+		mapped++
+		k := lookupKeyOp(op)
+		if k == nil {
+			t.Errorf("%v runs operation %d, which is not a key operation", BatchOp(b), op)
+			continue
+		}
+		if strings.ToLower(BatchOp(b).String()) != k.name {
+			t.Errorf("%v runs %q", BatchOp(b), k.name)
+		}
+	}
+	if mapped != int(BatchDelete) || batchOps[BatchGet] != opGet || batchOps[BatchPut] != opPut || batchOps[BatchDelete] != opDelete {
+		t.Errorf("batch operations map to %v, want get, put, delete", batchOps[:BatchDelete+1])
+	}
+}
+
+// TestKeyOperationsRESPBindings checks that each RESP command an operation names exists and is flagged
+// read-only or write as the operation is, and that every RESP command with keys names its operation.
+func TestKeyOperationsRESPBindings(t *testing.T) {
+	bound := map[string]bool{}
+	for _, k := range keyOps {
+		for _, name := range k.resp {
+			bound[name] = true
+			cmd, ok := respCommandTable[name]
+			if !ok {
+				t.Errorf("%s: RESP command %q does not exist", k.name, name)
+				continue
+			}
+			flag := "write"
+			if k.readOnly {
+				flag = "readonly"
+			}
+			if !cmd.hasFlag(flag) {
+				t.Errorf("%s: RESP command %q is not flagged %s: %v", k.name, name, flag, cmd.flags)
+			}
+		}
+	}
+	for name, cmd := range respCommandTable {
+		if cmd.firstKey != 0 && !bound[name] {
+			t.Errorf("RESP command %q takes keys but no key operation names it", name)
+		}
+	}
+}
+
+// opFixtures gives each key operation a store state and a request under which it succeeds, writing if it is
+// a write.
+var opFixtures = map[transport.Op]struct {
+	setup func(s *store)
+	req   kvRequest
+}{
+	opGet:     {putKey("k", "v", 0), kvRequest{Key: "k"}},
+	opPut:     {nil, kvRequest{Key: "k", Value: []byte("v")}},
+	opDelete:  {putKey("k", "v", 0), kvRequest{Key: "k"}},
+	opIncr:    {putKey("k", "41", 0), kvRequest{Key: "k", Delta: 1}},
+	opExpire:  {putKey("k", "v", 0), kvRequest{Key: "k", TTL: int64(time.Hour)}},
+	opPersist: {putKey("k", "v", time.Hour), kvRequest{Key: "k"}},
+	opTTL:     {putKey("k", "v", time.Hour), kvRequest{Key: "k"}},
+	opExists:  {putKey("k", "v", 0), kvRequest{Key: "k"}},
+	opPutIf:   {putKey("k", "v", 0), kvRequest{Key: "k", Value: []byte("w"), Cond: condIfExists}},
+}
+
+func putKey(key, value string, ttl time.Duration) func(s *store) {
+	return func(s *store) { s.put(0, key, []byte(value), ttl) }
+}
+
+func newTestStore() (*store, *manualClock) {
+	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	return newStore(4, clock), clock
+}
+
+var testLimits = opLimits{maxValueSize: 8}
+
+// TestKeyOperationsWriteOrNot applies every operation to a bare store: a write moves the segment's
+// revision once, a read-only operation never moves it, whatever the state it meets.
+func TestKeyOperationsWriteOrNot(t *testing.T) {
+	for i := range keyOps {
+		op, k := transport.Op(i), &keyOps[i]
+		if k.apply == nil {
+			continue
+		}
+		fx, ok := opFixtures[op]
+		if !ok {
+			t.Errorf("%s has no fixture in opFixtures", k.name)
+			continue
+		}
+		s, _ := newTestStore()
+		if fx.setup != nil {
+			fx.setup(s)
+		}
+		before := s.revision(0)
+		req := fx.req
+		if reply := k.apply(s, 0, req, testLimits); reply.Status != StatusSuccess {
+			t.Errorf("%s on its fixture: %v", k.name, reply.Status)
+		}
+		moved := s.revision(0) - before
+		switch {
+		case k.readOnly && moved != 0:
+			t.Errorf("read-only %s moved the revision by %d", k.name, moved)
+		case !k.readOnly && moved != 1:
+			t.Errorf("write %s moved the revision by %d, want 1", k.name, moved)
+		}
+		if !k.readOnly {
+			continue
+		}
+		for _, other := range opFixtures { // every state and request the fixtures know
+			s, _ := newTestStore()
+			if other.setup != nil {
+				other.setup(s)
+			}
+			before, req := s.revision(0), other.req
+			k.apply(s, 0, req, testLimits)
+			if s.revision(0) != before {
+				t.Errorf("read-only %s wrote on request %+v", k.name, other.req)
+			}
+		}
+	}
+}
+
+// TestApplyFunctions runs each operation's apply function against a bare store, without a cluster.
+func TestApplyFunctions(t *testing.T) {
+	type stored struct {
+		value string // "" for no live value
+		ttl   time.Duration
+	}
+	cases := []struct {
+		name  string
+		op    transport.Op
+		setup func(s *store, clock *manualClock)
+		req   kvRequest
+		want  kvReply
+		after *stored // the key's state after, when the case checks it
+	}{
+		{name: "get missing", op: opGet, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+		{name: "get", op: opGet, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Version: 1}},
+		{name: "get expired", op: opGet, setup: putThen("k", "v", time.Second, 2*time.Second), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusNotFound}},
+
+		{name: "put", op: opPut, req: kvRequest{Key: "k", Value: []byte("v"), TTL: int64(time.Hour)},
+			want: kvReply{Status: StatusSuccess, Version: 1}, after: &stored{"v", time.Hour}},
+		{name: "put over", op: opPut, setup: put("k", "v", 0), req: kvRequest{Key: "k", Value: []byte("w")},
+			want: kvReply{Status: StatusSuccess, Version: 2}, after: &stored{"w", NoExpiry}},
+		{name: "put too large", op: opPut, req: kvRequest{Key: "k", Value: []byte("123456789")},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+
+		{name: "delete", op: opDelete, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess}, after: &stored{}},
+		{name: "delete missing", op: opDelete, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+
+		{name: "incr missing", op: opIncr, req: kvRequest{Key: "k", Delta: -3},
+			want: kvReply{Status: StatusSuccess, Int: -3}, after: &stored{"-3", NoExpiry}},
+		{name: "incr keeps ttl", op: opIncr, setup: put("k", "41", time.Hour), req: kvRequest{Key: "k", Delta: 1},
+			want: kvReply{Status: StatusSuccess, Int: 42}, after: &stored{"42", time.Hour}},
+		{name: "incr not canonical", op: opIncr, setup: put("k", "01", 0), req: kvRequest{Key: "k", Delta: 1},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{"01", NoExpiry}},
+		{name: "incr overflow", op: opIncr, setup: put("k", strconv.FormatInt(math.MaxInt64, 10), 0), req: kvRequest{Key: "k", Delta: 1},
+			want: kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}},
+
+		{name: "expire", op: opExpire, setup: put("k", "v", 0), req: kvRequest{Key: "k", TTL: int64(time.Minute)},
+			want: kvReply{Status: StatusSuccess}, after: &stored{"v", time.Minute}},
+		{name: "expire missing", op: opExpire, req: kvRequest{Key: "k", TTL: int64(time.Minute)},
+			want: kvReply{Status: StatusNotFound}, after: &stored{}},
+		{name: "expire non-positive deletes", op: opExpire, setup: put("k", "v", 0), req: kvRequest{Key: "k", TTL: -1},
+			want: kvReply{Status: StatusSuccess}, after: &stored{}},
+
+		{name: "persist", op: opPersist, setup: put("k", "v", time.Hour), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Int: 1}, after: &stored{"v", NoExpiry}},
+		{name: "persist without expiry", op: opPersist, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess}},
+		{name: "persist missing", op: opPersist, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+
+		{name: "ttl", op: opTTL, setup: putThen("k", "v", time.Hour, 10*time.Minute), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Int: int64(50 * time.Minute)}},
+		{name: "ttl without expiry", op: opTTL, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Int: int64(NoExpiry)}},
+		{name: "ttl missing", op: opTTL, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+
+		{name: "exists", op: opExists, setup: put("k", "v", 0), req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess}},
+		{name: "exists missing", op: opExists, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+
+		{name: "putif absent", op: opPutIf, req: kvRequest{Key: "k", Value: []byte("v"), Cond: condIfAbsent},
+			want: kvReply{Status: StatusSuccess, Int: 1}, after: &stored{"v", NoExpiry}},
+		{name: "putif absent unmet", op: opPutIf, setup: put("k", "v", 0), req: kvRequest{Key: "k", Value: []byte("w"), Cond: condIfAbsent | condReturnPrev},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Existed: true}, after: &stored{"v", NoExpiry}},
+		{name: "putif exists unmet", op: opPutIf, req: kvRequest{Key: "k", Value: []byte("w"), Cond: condIfExists},
+			want: kvReply{Status: StatusSuccess}, after: &stored{}},
+		{name: "putif keepttl swap", op: opPutIf, setup: put("k", "v", time.Hour), req: kvRequest{Key: "k", Value: []byte("w"), Cond: condIfExists | condKeepTTL | condReturnPrev},
+			want: kvReply{Status: StatusSuccess, Int: 1, Value: []byte("v"), Existed: true}, after: &stored{"w", time.Hour}},
+		{name: "putif both conditions", op: opPutIf, req: kvRequest{Key: "k", Value: []byte("v"), Cond: condIfAbsent | condIfExists},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+		{name: "putif too large", op: opPutIf, req: kvRequest{Key: "k", Value: []byte("123456789")},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+	}
+	tested := map[transport.Op]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tested[tc.op] = true
+			s, clock := newTestStore()
+			if tc.setup != nil {
+				tc.setup(s, clock)
+			}
+			req := tc.req
+			got := lookupKeyOp(tc.op).apply(s, 0, req, testLimits)
+			if got.Status != tc.want.Status || !bytes.Equal(got.Value, tc.want.Value) || got.Version != tc.want.Version ||
+				got.Int != tc.want.Int || got.Existed != tc.want.Existed {
+				t.Errorf("reply = %+v, want %+v", got, tc.want)
+			}
+			if tc.after == nil {
+				return
+			}
+			value, _, ok := s.get(0, "k")
+			ttl, _ := s.ttl(0, "k")
+			if (tc.after.value == "") == ok || string(value) != tc.after.value || ok && ttl != tc.after.ttl {
+				t.Errorf("stored %q (live %v, ttl %v), want %q (ttl %v)", value, ok, ttl, tc.after.value, tc.after.ttl)
+			}
+		})
+	}
+	for i, k := range keyOps {
+		if k.apply != nil && !tested[transport.Op(i)] {
+			t.Errorf("%s has no case", k.name)
+		}
+	}
+}
+
+func put(key, value string, ttl time.Duration) func(*store, *manualClock) {
+	return func(s *store, _ *manualClock) { s.put(0, key, []byte(value), ttl) }
+}
+
+// putThen puts key and lets the clock run for elapsed.
+func putThen(key, value string, ttl, elapsed time.Duration) func(*store, *manualClock) {
+	return func(s *store, clock *manualClock) {
+		s.put(0, key, []byte(value), ttl)
+		clock.Advance(elapsed)
+	}
+}
+
+func TestRevealsState(t *testing.T) {
+	success, notFound, written := kvReply{Status: StatusSuccess}, kvReply{Status: StatusNotFound}, kvReply{Status: StatusSuccess, Int: 1}
+	cases := []struct {
+		op    transport.Op
+		reply kvReply
+		want  bool
+	}{
+		{opGet, success, true},
+		{opGet, notFound, true},
+		{opTTL, written, true},
+		{opExists, notFound, true},
+		{opPut, success, false},
+		{opDelete, success, false},
+		{opDelete, notFound, true},
+		{opExpire, notFound, true},
+		{opPersist, success, false},
+		{opIncr, success, false},
+		{opIncr, kvReply{Status: StatusInvalidRequest}, false},
+		{opPutIf, written, false},
+		{opPutIf, success, true}, // the condition was false: nothing written
+		{opPutIf, kvReply{Status: StatusInvalidRequest}, false},
+		{opBatch, notFound, false},
+		{999, success, false},
+	}
+	for _, tc := range cases {
+		if got := revealsState(tc.op, &tc.reply); got != tc.want {
+			t.Errorf("revealsState(%s, %v, Int %d) = %v, want %v", opName(tc.op), tc.reply.Status, tc.reply.Int, got, tc.want)
+		}
+	}
+}
+
+// TestKeyOperationDispatchAllocations checks that looking an operation up and running a read allocates
+// nothing, not even the request it is given: every request does it.
+func TestKeyOperationDispatchAllocations(t *testing.T) {
+	s, _ := newTestStore()
+	s.put(0, "k", []byte("v"), 0)
+	allocs := testing.AllocsPerRun(100, func() {
+		req := kvRequest{Key: "k"}
+		reply := lookupKeyOp(opGet).apply(s, 0, req, testLimits)
+		if !readOnly(opGet) || !revealsState(opGet, &reply) || reply.Status != StatusSuccess {
+			t.Fatal("get did not read")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("dispatching a get allocates %v times", allocs)
+	}
+}
