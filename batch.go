@@ -79,69 +79,6 @@ type KeyValue struct {
 	Value []byte
 }
 
-// ExecuteBatch runs a mix of gets, puts and deletes with one request per owner node, sent in parallel, and
-// returns one result per item, sorted by Index (items with equal Index keep their order). Items of one key
-// are applied on its owner in that order, so a get after a put of the same key sees the put. Each item
-// succeeds or fails on its own: the batch is not a transaction, and partial success is normal. Items
-// refused because this node's routing table was stale are re-planned against a refreshed table and resent,
-// within Config.MaxRetries. The error is only for a call that could not start: a context already done, a
-// closed node, or no cluster map before ctx ends.
-func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
-	select {
-	case <-n.stop:
-		return nil, ErrClosed
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(items) == 0 {
-		return []BatchResult{}, nil
-	}
-	t, err := n.router.await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	b := newBatchRun(n, items)
-	b.run(ctx, t)
-	return b.results, nil
-}
-
-// GetMany reads keys in one batch; result i is for keys[i].
-func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	items := make([]BatchItem, len(keys))
-	for i, key := range keys {
-		items[i] = BatchItem{Index: i, Op: BatchGet, Key: key}
-	}
-	return n.ExecuteBatch(ctx, items)
-}
-
-// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies
-// (to every entry); conditions and write concerns are refused with ErrInvalidRequest.
-func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
-	var o putOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.cond != 0 || o.concern != 0 {
-		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
-	}
-	items := make([]BatchItem, len(entries))
-	for i, e := range entries {
-		items[i] = BatchItem{Index: i, Op: BatchPut, Key: e.Key, Value: e.Value, TTL: o.ttl}
-	}
-	return n.ExecuteBatch(ctx, items)
-}
-
-// DeleteMany removes keys in one batch; result i is for keys[i], with ErrNotFound if it held no value.
-func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	items := make([]BatchItem, len(keys))
-	for i, key := range keys {
-		items[i] = BatchItem{Index: i, Op: BatchDelete, Key: key}
-	}
-	return n.ExecuteBatch(ctx, items)
-}
-
 // TypedResult is the outcome of one key of GetManyTyped.
 type TypedResult[T any] struct {
 	Index   int
@@ -152,23 +89,6 @@ type TypedResult[T any] struct {
 	// Err is nil exactly when the value was read and decoded; a value that does not decode fails with
 	// ErrDecode, its Status still the owner's StatusSuccess.
 	Err error
-}
-
-// GetManyTyped reads keys in one batch and decodes each msgpack value into a T, as GetTyped does; result i
-// is for keys[i].
-func GetManyTyped[T any](ctx context.Context, n *Node, keys []string) ([]TypedResult[T], error) {
-	raw, err := n.GetMany(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TypedResult[T], len(raw))
-	for i, r := range raw {
-		out[i] = TypedResult[T]{Index: r.Index, Key: r.Key, Status: r.Status, Version: r.Version, Err: r.Err}
-		if r.Err == nil {
-			out[i].Value, out[i].Err = decodeValue[T](r.Key, r.Value)
-		}
-	}
-	return out, nil
 }
 
 // batchRun is one ExecuteBatch call on the sending side. Items are held sorted by Index, and an item's

@@ -35,61 +35,6 @@ func IfExists() PutOption { return func(o *putOptions) { o.cond |= condIfExists 
 // KeepTTL makes a Put keep the key's current expiry (none if the key is new) instead of setting one.
 func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } }
 
-// Incr adds delta to the integer stored under key and returns the result. A missing key counts as 0; the
-// key's expiry is kept. A value that is not a decimal integer, or a sum that overflows, fails with
-// ErrNotInteger and leaves the value alone.
-func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
-	reply, err := n.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
-	if err != nil {
-		return 0, err
-	}
-	if reply.Status == StatusInvalidRequest {
-		return 0, ErrNotInteger
-	}
-	return reply.Int, reply.Status.err()
-}
-
-// Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
-// the key at once.
-func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return n.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
-}
-
-// Persist removes key's expiry and reports whether there was one to remove.
-func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
-	reply, err := n.execute(ctx, opPersist, &kvRequest{Key: key})
-	if err != nil || reply.Status == StatusNotFound {
-		return false, err
-	}
-	return reply.Int == 1, reply.Status.err()
-}
-
-// Exists reports whether key has a live value, without fetching it.
-func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
-	return n.existsAfter(ctx, opExists, &kvRequest{Key: key})
-}
-
-// TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
-// ErrNotFound when the key does not exist.
-func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
-	reply, err := n.execute(ctx, opTTL, &kvRequest{Key: key})
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(reply.Int), reply.Status.err()
-}
-
-// Swap stores value under key, as Put does with the same options, and returns the value it replaced;
-// existed is false when there was none. When an IfAbsent or IfExists condition fails, nothing is written,
-// the current value is still returned and err matches ErrConditionNotMet.
-func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
-	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
-	if err != nil {
-		return nil, false, err
-	}
-	return reply.Value, reply.Existed, putIfErr(reply)
-}
-
 // putIf sends a conditional put; Put uses it when an option asks for a condition or for KeepTTL.
 func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, opts []PutOption) (kvReply, error) {
 	if len(value) > n.cfg.MaxValueSize {

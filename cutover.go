@@ -199,10 +199,3 @@ type CutoverStats struct {
 	// until this node applied the settled move.
 	Sealed []time.Duration
 }
-
-// CutoverStats returns this node's cut-over counters.
-func (n *Node) CutoverStats() CutoverStats {
-	n.cut.mu.Lock()
-	defer n.cut.mu.Unlock()
-	return CutoverStats{CutOvers: n.cut.done.Load(), Reclaimed: n.cut.reclaimed.Load(), Sealed: slices.Clone(n.cut.sealTimes)}
-}

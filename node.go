@@ -434,54 +434,6 @@ func (n *Node) every(interval time.Duration, fn func()) {
 	}()
 }
 
-// Name returns the node's name in the cluster.
-func (n *Node) Name() NodeID { return n.id }
-
-// DataAddr returns the address of the node's shared data and control port.
-func (n *Node) DataAddr() string { return n.listener.Addr().String() }
-
-// GossipAddr returns the address other nodes can pass in Config.Join to join through this node.
-func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
-
-// ClusterMap returns the latest committed cluster map this node knows. It must not be modified.
-func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap() }
-
-// IsLeader reports whether this node currently leads the control plane.
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
-
-// Leader returns the node this node believes leads the control plane, "" when it knows of none. Every
-// member follows the control plane, lite ones as non-voters, so any of them can tell.
-func (n *Node) Leader() NodeID { return n.leaderID() }
-
-// Ready waits until the cluster has assigned its first partition map, so operations can be routed.
-func (n *Node) Ready(ctx context.Context) error {
-	_, err := n.router.await(ctx)
-	return err
-}
-
-// Leave departs gracefully. First it drains: the node stops taking partitions and rebalancing moves every
-// partition it owns or replicates to the other nodes, each cut over without losing a write. Then it hands
-// leadership over if it holds it, announces the departure, waits (bounded by ctx) until the control plane
-// has removed it, handing leadership over again whenever it leads once more, and closes: it never stops as
-// leader while another node could lead. If ctx ends before the drain does, the node leaves anyway: the
-// leader hands what it still owns to in-sync replicas at once, as for a crash but without waiting for
-// FailoverTimeout.
-func (n *Node) Leave(ctx context.Context) error {
-	if !n.left.CompareAndSwap(false, true) {
-		return ErrClosed
-	}
-	drained := n.drain(ctx)
-	if errors.Is(drained, ErrClosed) {
-		return drained // closed meanwhile: there is nothing left to leave with
-	}
-	n.handOverLeadership()
-	err := n.members.leave()
-	if err == nil {
-		err = n.awaitRemoval(ctx)
-	}
-	return errors.Join(drained, err, n.Close())
-}
-
 // drain waits until no partition is assigned to this node, once it has told the cluster it is leaving. Only
 // an ended ctx, or a node closed meanwhile, cuts it short while the node may hold the only copies. With no
 // other member to take the partitions (the last one, or all leaving together) there is nothing to drain

@@ -72,30 +72,3 @@ type Migration struct {
 	// Synced of Incoming target nodes hold the whole partition; at Synced == Incoming it cuts over.
 	Synced, Incoming int
 }
-
-// Migrations lists the partitions being moved, as this node's map knows them; empty when the cluster is
-// balanced.
-func (n *Node) Migrations() []Migration {
-	m := n.fsm.clusterMap()
-	var out []Migration
-	for p, st := range m.Runtime {
-		if st.Target == nil {
-			continue
-		}
-		mg := Migration{Partition: p, From: m.Assignment[p], To: st.Target, Copying: st.From != nil}
-		if mg.Copying {
-			mg.From = st.From
-		}
-		for _, id := range st.Target {
-			if slices.Contains(mg.From, id) {
-				continue
-			}
-			mg.Incoming++
-			if mg.Copying && (id == st.Owner || slices.Contains(st.InSync, id)) {
-				mg.Synced++
-			}
-		}
-		out = append(out, mg)
-	}
-	return out
-}

@@ -627,9 +627,3 @@ func (r *replication) snapshotStats() ReplicationStats {
 		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(), OpsFromDisk: s.opsFromDisk.Load(),
 	}
 }
-
-// ReplicationStats returns this node's replication counters.
-func (n *Node) ReplicationStats() ReplicationStats { return n.repl.snapshotStats() }
-
-// SegmentDigest summarises this node's copy of a segment, to compare replicas with their owner.
-func (n *Node) SegmentDigest(segment int) Digest { return n.store.digest(segment) }

@@ -100,14 +100,6 @@ func advertisedAddr(bound *net.TCPAddr, dataAddr string) string {
 	return net.JoinHostPort(host, strconv.Itoa(bound.Port))
 }
 
-// RESPAddr returns the address of the node's RESP endpoint as advertised to clients, or "" when it has none.
-func (n *Node) RESPAddr() string {
-	if n.resp == nil {
-		return ""
-	}
-	return n.resp.addr
-}
-
 // accept admits connections until the listener closes. Other accept errors (out of file descriptors, say)
 // are waited out with a growing pause rather than ending the endpoint.
 func (s *respServer) accept() {

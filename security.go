@@ -196,19 +196,6 @@ func (kp *keyPairFiles) current() (*tls.Certificate, error) {
 // with, then remove the old one. Each call asks every member and fails unless all of them answered.
 // Members that join later need the key in their GossipKey.
 
-// InstallGossipKey adds key to every member's keyring; they still encrypt with the key in use.
-func (n *Node) InstallGossipKey(key []byte) error {
-	return n.gossipKeyOp(key, (*serf.KeyManager).InstallKey)
-}
-
-// UseGossipKey makes key, already installed, the one every member encrypts with.
-func (n *Node) UseGossipKey(key []byte) error { return n.gossipKeyOp(key, (*serf.KeyManager).UseKey) }
-
-// RemoveGossipKey removes key, no longer in use, from every member's keyring.
-func (n *Node) RemoveGossipKey(key []byte) error {
-	return n.gossipKeyOp(key, (*serf.KeyManager).RemoveKey)
-}
-
 func (n *Node) gossipKeyOp(key []byte, op func(*serf.KeyManager, string) (*serf.KeyResponse, error)) error {
 	if n.cfg.GossipKey == nil {
 		return fmt.Errorf("%w: gossip keys need a GossipKey to start with", ErrInvalidConfig)

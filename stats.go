@@ -33,28 +33,3 @@ type nodeStats struct {
 	refreshes     [3]atomic.Uint64 // indexed by refreshCause
 	coalesced     atomic.Uint64
 }
-
-// Stats returns a snapshot of the node's counters.
-func (n *Node) Stats() Stats {
-	s := Stats{
-		RequestsSent:      map[NodeID]uint64{},
-		LocalOps:          n.stats.localOps.Load(),
-		RequestsServed:    n.stats.served.Load(),
-		BatchItemsServed:  n.stats.batchItems.Load(),
-		RedirectsSent:     n.stats.redirectsSent.Load(),
-		RedirectsReceived: n.stats.redirects.Load(),
-		Retries:           n.stats.retries.Load(),
-	}
-	s.Refreshes.Push = n.stats.refreshes[causePush].Load()
-	s.Refreshes.Poll = n.stats.refreshes[causePoll].Load()
-	s.Refreshes.React = n.stats.refreshes[causeReact].Load()
-	s.Refreshes.Coalesced = n.stats.coalesced.Load()
-	n.router.mu.Lock()
-	for id, p := range n.router.peers {
-		if !p.local {
-			s.RequestsSent[id] += p.sent.Load()
-		}
-	}
-	n.router.mu.Unlock()
-	return s
-}

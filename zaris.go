@@ -2,9 +2,13 @@ package zaris
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -92,4 +96,273 @@ func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutO
 		return fmt.Errorf("zaris: encode value for key %q: %w", key, err)
 	}
 	return n.Put(ctx, key, raw, opts...)
+}
+
+// Incr adds delta to the integer stored under key and returns the result. A missing key counts as 0; the
+// key's expiry is kept. A value that is not a decimal integer, or a sum that overflows, fails with
+// ErrNotInteger and leaves the value alone.
+func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
+	reply, err := n.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, ErrNotInteger
+	}
+	return reply.Int, reply.Status.err()
+}
+
+// Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
+// the key at once.
+func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	return n.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
+}
+
+// Persist removes key's expiry and reports whether there was one to remove.
+func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
+	reply, err := n.execute(ctx, opPersist, &kvRequest{Key: key})
+	if err != nil || reply.Status == StatusNotFound {
+		return false, err
+	}
+	return reply.Int == 1, reply.Status.err()
+}
+
+// Exists reports whether key has a live value, without fetching it.
+func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
+	return n.existsAfter(ctx, opExists, &kvRequest{Key: key})
+}
+
+// TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
+// ErrNotFound when the key does not exist.
+func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
+	reply, err := n.execute(ctx, opTTL, &kvRequest{Key: key})
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(reply.Int), reply.Status.err()
+}
+
+// Swap stores value under key, as Put does with the same options, and returns the value it replaced;
+// existed is false when there was none. When an IfAbsent or IfExists condition fails, nothing is written,
+// the current value is still returned and err matches ErrConditionNotMet.
+func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
+	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return reply.Value, reply.Existed, putIfErr(reply)
+}
+
+// ExecuteBatch runs a mix of gets, puts and deletes with one request per owner node, sent in parallel, and
+// returns one result per item, sorted by Index (items with equal Index keep their order). Items of one key
+// are applied on its owner in that order, so a get after a put of the same key sees the put. Each item
+// succeeds or fails on its own: the batch is not a transaction, and partial success is normal. Items
+// refused because this node's routing table was stale are re-planned against a refreshed table and resent,
+// within Config.MaxRetries. The error is only for a call that could not start: a context already done, a
+// closed node, or no cluster map before ctx ends.
+func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
+	select {
+	case <-n.stop:
+		return nil, ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return []BatchResult{}, nil
+	}
+	t, err := n.router.await(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := newBatchRun(n, items)
+	b.run(ctx, t)
+	return b.results, nil
+}
+
+// GetMany reads keys in one batch; result i is for keys[i].
+func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
+	items := make([]BatchItem, len(keys))
+	for i, key := range keys {
+		items[i] = BatchItem{Index: i, Op: BatchGet, Key: key}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies
+// (to every entry); conditions and write concerns are refused with ErrInvalidRequest.
+func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.cond != 0 || o.concern != 0 {
+		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
+	}
+	items := make([]BatchItem, len(entries))
+	for i, e := range entries {
+		items[i] = BatchItem{Index: i, Op: BatchPut, Key: e.Key, Value: e.Value, TTL: o.ttl}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// DeleteMany removes keys in one batch; result i is for keys[i], with ErrNotFound if it held no value.
+func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, error) {
+	items := make([]BatchItem, len(keys))
+	for i, key := range keys {
+		items[i] = BatchItem{Index: i, Op: BatchDelete, Key: key}
+	}
+	return n.ExecuteBatch(ctx, items)
+}
+
+// GetManyTyped reads keys in one batch and decodes each msgpack value into a T, as GetTyped does; result i
+// is for keys[i].
+func GetManyTyped[T any](ctx context.Context, n *Node, keys []string) ([]TypedResult[T], error) {
+	raw, err := n.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TypedResult[T], len(raw))
+	for i, r := range raw {
+		out[i] = TypedResult[T]{Index: r.Index, Key: r.Key, Status: r.Status, Version: r.Version, Err: r.Err}
+		if r.Err == nil {
+			out[i].Value, out[i].Err = decodeValue[T](r.Key, r.Value)
+		}
+	}
+	return out, nil
+}
+
+// Name returns the node's name in the cluster.
+func (n *Node) Name() NodeID { return n.id }
+
+// DataAddr returns the address of the node's shared data and control port.
+func (n *Node) DataAddr() string { return n.listener.Addr().String() }
+
+// GossipAddr returns the address other nodes can pass in Config.Join to join through this node.
+func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
+
+// ClusterMap returns the latest committed cluster map this node knows. It must not be modified.
+func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap() }
+
+// IsLeader reports whether this node currently leads the control plane.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the node this node believes leads the control plane, "" when it knows of none. Every
+// member follows the control plane, lite ones as non-voters, so any of them can tell.
+func (n *Node) Leader() NodeID { return n.leaderID() }
+
+// Ready waits until the cluster has assigned its first partition map, so operations can be routed.
+func (n *Node) Ready(ctx context.Context) error {
+	_, err := n.router.await(ctx)
+	return err
+}
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	s := Stats{
+		RequestsSent:      map[NodeID]uint64{},
+		LocalOps:          n.stats.localOps.Load(),
+		RequestsServed:    n.stats.served.Load(),
+		BatchItemsServed:  n.stats.batchItems.Load(),
+		RedirectsSent:     n.stats.redirectsSent.Load(),
+		RedirectsReceived: n.stats.redirects.Load(),
+		Retries:           n.stats.retries.Load(),
+	}
+	s.Refreshes.Push = n.stats.refreshes[causePush].Load()
+	s.Refreshes.Poll = n.stats.refreshes[causePoll].Load()
+	s.Refreshes.React = n.stats.refreshes[causeReact].Load()
+	s.Refreshes.Coalesced = n.stats.coalesced.Load()
+	n.router.mu.Lock()
+	for id, p := range n.router.peers {
+		if !p.local {
+			s.RequestsSent[id] += p.sent.Load()
+		}
+	}
+	n.router.mu.Unlock()
+	return s
+}
+
+// ReplicationStats returns this node's replication counters.
+func (n *Node) ReplicationStats() ReplicationStats { return n.repl.snapshotStats() }
+
+// SegmentDigest summarises this node's copy of a segment, to compare replicas with their owner.
+func (n *Node) SegmentDigest(segment int) Digest { return n.store.digest(segment) }
+
+// CutoverStats returns this node's cut-over counters.
+func (n *Node) CutoverStats() CutoverStats {
+	n.cut.mu.Lock()
+	defer n.cut.mu.Unlock()
+	return CutoverStats{CutOvers: n.cut.done.Load(), Reclaimed: n.cut.reclaimed.Load(), Sealed: slices.Clone(n.cut.sealTimes)}
+}
+
+// Migrations lists the partitions being moved, as this node's map knows them; empty when the cluster is
+// balanced.
+func (n *Node) Migrations() []Migration {
+	m := n.fsm.clusterMap()
+	var out []Migration
+	for p, st := range m.Runtime {
+		if st.Target == nil {
+			continue
+		}
+		mg := Migration{Partition: p, From: m.Assignment[p], To: st.Target, Copying: st.From != nil}
+		if mg.Copying {
+			mg.From = st.From
+		}
+		for _, id := range st.Target {
+			if slices.Contains(mg.From, id) {
+				continue
+			}
+			mg.Incoming++
+			if mg.Copying && (id == st.Owner || slices.Contains(st.InSync, id)) {
+				mg.Synced++
+			}
+		}
+		out = append(out, mg)
+	}
+	return out
+}
+
+// RESPAddr returns the address of the node's RESP endpoint as advertised to clients, or "" when it has none.
+func (n *Node) RESPAddr() string {
+	if n.resp == nil {
+		return ""
+	}
+	return n.resp.addr
+}
+
+// InstallGossipKey adds key to every member's keyring; they still encrypt with the key in use.
+func (n *Node) InstallGossipKey(key []byte) error {
+	return n.gossipKeyOp(key, (*serf.KeyManager).InstallKey)
+}
+
+// UseGossipKey makes key, already installed, the one every member encrypts with.
+func (n *Node) UseGossipKey(key []byte) error { return n.gossipKeyOp(key, (*serf.KeyManager).UseKey) }
+
+// RemoveGossipKey removes key, no longer in use, from every member's keyring.
+func (n *Node) RemoveGossipKey(key []byte) error {
+	return n.gossipKeyOp(key, (*serf.KeyManager).RemoveKey)
+}
+
+// Leave departs gracefully. First it drains: the node stops taking partitions and rebalancing moves every
+// partition it owns or replicates to the other nodes, each cut over without losing a write. Then it hands
+// leadership over if it holds it, announces the departure, waits (bounded by ctx) until the control plane
+// has removed it, handing leadership over again whenever it leads once more, and closes: it never stops as
+// leader while another node could lead. If ctx ends before the drain does, the node leaves anyway: the
+// leader hands what it still owns to in-sync replicas at once, as for a crash but without waiting for
+// FailoverTimeout.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.left.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	drained := n.drain(ctx)
+	if errors.Is(drained, ErrClosed) {
+		return drained // closed meanwhile: there is nothing left to leave with
+	}
+	n.handOverLeadership()
+	err := n.members.leave()
+	if err == nil {
+		err = n.awaitRemoval(ctx)
+	}
+	return errors.Join(drained, err, n.Close())
 }
