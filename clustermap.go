@@ -126,6 +126,10 @@ func (m *ClusterMap) clone() *ClusterMap {
 		c.Assignment[i] = slices.Clone(nodes)
 	}
 	c.Runtime = slices.Clone(m.Runtime)
+	for i := range c.Runtime {
+		st := &c.Runtime[i]
+		st.InSync, st.Target, st.From = slices.Clone(st.InSync), slices.Clone(st.Target), slices.Clone(st.From)
+	}
 	return &c
 }
 

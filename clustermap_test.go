@@ -95,3 +95,21 @@ func TestInSyncIndexFollowsEveryChange(t *testing.T) {
 		t.Fatalf("a change elsewhere moved the in-sync index to %d", next.Runtime[0].InSyncIndex)
 	}
 }
+
+// TestClusterMapCloneIsDeep checks that a clone, what Node.ClusterMap hands out, shares nothing the caller
+// could change with the map it came from.
+func TestClusterMapCloneIsDeep(t *testing.T) {
+	m := inSyncMap()
+	m.Nodes["a"] = NodeInfo{ID: "a"}
+	m.Runtime[0].Target, m.Runtime[0].From = []NodeID{"a", "b"}, []NodeID{"c"}
+	c := m.clone()
+	c.Nodes["x"] = NodeInfo{ID: "x"}
+	c.Assignment[0][0] = "x"
+	c.Runtime[0].Owner = "x"
+	c.Runtime[0].InSync[0], c.Runtime[0].Target[0], c.Runtime[0].From[0] = "x", "x", "x"
+	st := m.Runtime[0]
+	if len(m.Nodes) != 1 || m.Assignment[0][0] != "a" || st.Owner != "a" || st.InSync[0] != "b" ||
+		st.Target[0] != "a" || st.From[0] != "c" {
+		t.Fatalf("changing the clone changed the map: %+v", m)
+	}
+}

@@ -242,8 +242,9 @@ func (n *Node) DataAddr() string { return n.listener.Addr().String() }
 // GossipAddr returns the address other nodes can pass in Config.Join to join through this node.
 func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
 
-// ClusterMap returns the latest committed cluster map this node knows. It must not be modified.
-func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap() }
+// ClusterMap returns a copy of the latest committed cluster map this node knows: the caller may keep or
+// change it without touching the node.
+func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap().clone() }
 
 // IsLeader reports whether this node currently leads the control plane.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
