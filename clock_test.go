@@ -1,6 +1,8 @@
 package zaris
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -170,4 +172,29 @@ func advanceUntil(t *testing.T, clock *clocktest.Manual, step time.Duration, wha
 		clock.Advance(step)
 		return false
 	})
+}
+
+// TestClockTimeoutContext checks that a timeout context on a manual clock ends exactly when its timeout
+// has passed on the clock, with the cause a deadline, and that cancelling it disarms its timer.
+func TestClockTimeoutContext(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	ctx, cancel := timeoutContext(clock, time.Second)
+	defer cancel()
+	clock.Advance(time.Second - time.Nanosecond)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("context ended before its timeout: %v", err)
+	}
+	clock.Advance(time.Nanosecond)
+	if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("context at its timeout: cause %v; want %v", err, context.DeadlineExceeded)
+	}
+
+	_, cancel = timeoutContext(clock, time.Second)
+	if clock.Armed() != 1 {
+		t.Fatalf("%d timers armed for one timeout context", clock.Armed())
+	}
+	cancel()
+	if clock.Armed() != 0 {
+		t.Fatalf("%d timers armed after cancel", clock.Armed())
+	}
 }
