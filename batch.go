@@ -152,7 +152,7 @@ func (b *batchRun) run(ctx context.Context, t *routingTable) {
 		var refreshed bool
 		pending, refreshed = b.replan(ctx, t, outcomes)
 		if !refreshed && b.anyRedirected(outcomes) && len(pending) > 0 {
-			if err := sleepCtx(ctx, backoff); err != nil {
+			if err := sleepCtx(ctx, b.n.cfg.Clock, backoff); err != nil {
 				b.abandon(pending, err)
 				return
 			}

@@ -185,7 +185,7 @@ type Config struct {
 	OpLogRetainBytes int64
 
 	Timing Timing
-	// Clock is the time source for TTLs. Default: the system clock.
+	// Clock is the time source for TTLs and the node's own timers (see Clock). Default: the system clock.
 	Clock Clock
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger

@@ -255,7 +255,7 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 // runControl drives membership into the control plane. Every node runs it; only the leader decides.
 func (n *Node) runControl() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.Timing.Reconcile)
+	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	for {
 		n.controlTicks.Add(1)
@@ -272,7 +272,7 @@ func (n *Node) runControl() {
 			return
 		case <-n.kick:
 		case <-n.leaderCh:
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
@@ -374,7 +374,7 @@ func (n *Node) reconcile() error {
 	heard := map[NodeID]bool{}
 	for range maxDecisionRounds {
 		m := n.fsm.clusterMap()
-		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: time.Now(),
+		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: n.cfg.Clock.Now(),
 			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.hooks.holdRecognition}
 		decisions := n.decider.decide(v)
 		if len(decisions) == 0 {

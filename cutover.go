@@ -72,14 +72,14 @@ func (c *cutovers) wake() { signal(c.kick) }
 // reconcile tick.
 func (n *Node) runCutovers() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.Timing.Reconcile)
+	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-n.cut.kick:
-		case <-tick.C:
+		case <-tick.C():
 		}
 		m := n.fsm.clusterMap()
 		for p, st := range m.Runtime {
@@ -89,7 +89,7 @@ func (n *Node) runCutovers() {
 				n.startWorker(p, func() { n.syncFromSource(p, st) })
 			case st.targetInSync() && st.Target[0] != n.id:
 				n.startWorker(p, func() {
-					if !time.Now().Before(n.cut.retryAt[p]) {
+					if !n.cfg.Clock.Now().Before(n.cut.retryAt[p]) {
 						n.cutOver(p, st)
 					}
 				})
@@ -120,7 +120,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	if n.epochMoved(p, st.Epoch) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CutoverTimeout)
+	ctx, cancel := timeoutContext(n.cfg.Clock, n.cfg.CutoverTimeout)
 	err := n.drainTo(ctx, p, st.Epoch, to)
 	if err == nil {
 		err = n.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
@@ -133,7 +133,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 		return
 	}
 	n.cut.failures[p]++
-	n.cut.retryAt[p] = time.Now().Add(n.cfg.Timing.Reconcile << min(n.cut.failures[p], 5))
+	n.cut.retryAt[p] = n.cfg.Clock.Now().Add(n.cfg.Timing.Reconcile << min(n.cut.failures[p], 5))
 	n.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
 	n.reclaim(p, st.Epoch)
 }
@@ -151,12 +151,13 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 		if link.caughtUp(p, epoch) {
 			return nil
 		}
+		wait := n.cfg.Clock.NewTimer(n.cfg.RetryBackoff)
 		select {
 		case <-progress:
-		case <-time.After(n.cfg.RetryBackoff):
+		case <-wait.C():
 		case <-ctx.Done():
-			return ctx.Err()
 		}
+		wait.Stop()
 	}
 }
 
@@ -171,7 +172,7 @@ func (n *Node) reclaim(p int, epoch uint64) {
 			n.cut.reclaimed.Add(1)
 			continue
 		}
-		if sleepStop(n.stop, n.cfg.Timing.Reconcile) {
+		if sleepStop(n.cfg.Clock, n.stop, n.cfg.Timing.Reconcile) {
 			return
 		}
 	}

@@ -421,13 +421,13 @@ func (n *Node) every(interval time.Duration, fn func()) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		tick := time.NewTicker(interval)
+		tick := n.cfg.Clock.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			select {
 			case <-n.stop:
 				return
-			case <-tick.C:
+			case <-tick.C():
 				fn()
 			}
 		}
@@ -451,14 +451,17 @@ func (n *Node) drain(ctx context.Context) error {
 	for n.fsm.clusterMap().holds(n.id) {
 		if !n.alone() {
 			clear(lonely)
-		} else if lonely.elapsed(true, time.Now()) >= n.cfg.FailoverTimeout {
+		} else if lonely.elapsed(true, n.cfg.Clock.Now()) >= n.cfg.FailoverTimeout {
 			return nil
 		}
+		wait := n.cfg.Clock.NewTimer(n.cfg.Timing.RaftCommit)
 		select {
-		case <-time.After(n.cfg.Timing.RaftCommit):
+		case <-wait.C():
 		case <-ctx.Done():
+			wait.Stop()
 			return fmt.Errorf("zaris: leave: partitions not drained: %w", ctx.Err())
 		case <-n.stop:
+			wait.Stop()
 			return ErrClosed
 		}
 	}
@@ -497,9 +500,9 @@ func (n *Node) handOverLeadership() {
 // to remove it. Only a leader removes servers, never itself, so while this node leads (its hand-over did not
 // take, or it has won an election since) it hands leadership over again.
 func (n *Node) awaitRemoval(ctx context.Context) error {
-	tick := time.NewTicker(n.cfg.Timing.GossipInterval)
+	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.GossipInterval)
 	defer tick.Stop()
-	following := time.Now()
+	following := time.Now() // compared with raft's last contact, a wall-clock time
 	for {
 		cf := n.raft.GetConfiguration()
 		if cf.Error() != nil || !n.isServerIn(cf.Configuration()) || !n.othersVote(cf.Configuration()) {
@@ -514,7 +517,7 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("zaris: leave: control plane did not remove %s: %w", n.id, ctx.Err())
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

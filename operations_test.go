@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -243,8 +244,8 @@ func putKey(key, value string, ttl time.Duration) func(s *store) {
 	return func(s *store) { s.put(0, key, []byte(value), ttl) }
 }
 
-func newTestStore() (*store, *manualClock) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+func newTestStore() (*store, *clocktest.Manual) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	return newStore(4, clock), clock
 }
 
@@ -305,7 +306,7 @@ func TestApplyFunctions(t *testing.T) {
 	cases := []struct {
 		name  string
 		op    transport.Op
-		setup func(s *store, clock *manualClock)
+		setup func(s *store, clock *clocktest.Manual)
 		req   kvRequest
 		want  kvReply
 		after *stored // the key's state after, when the case checks it
@@ -402,13 +403,13 @@ func TestApplyFunctions(t *testing.T) {
 	}
 }
 
-func put(key, value string, ttl time.Duration) func(*store, *manualClock) {
-	return func(s *store, _ *manualClock) { s.put(0, key, []byte(value), ttl) }
+func put(key, value string, ttl time.Duration) func(*store, *clocktest.Manual) {
+	return func(s *store, _ *clocktest.Manual) { s.put(0, key, []byte(value), ttl) }
 }
 
 // putThen puts key and lets the clock run for elapsed.
-func putThen(key, value string, ttl, elapsed time.Duration) func(*store, *manualClock) {
-	return func(s *store, clock *manualClock) {
+func putThen(key, value string, ttl, elapsed time.Duration) func(*store, *clocktest.Manual) {
+	return func(s *store, clock *clocktest.Manual) {
 		s.put(0, key, []byte(value), ttl)
 		clock.Advance(elapsed)
 	}

@@ -66,15 +66,16 @@ type pullKey struct {
 // segment being pulled, until its last piece is served, the puller asks for another segment or is refused,
 // or no piece has been asked for during idle.
 type heldPulls struct {
-	idle time.Duration
-	mu   sync.Mutex // taken before a segment's lock, to take a snapshot, never after one
-	held map[pullKey]*heldPull
+	idle  time.Duration
+	clock Clock
+	mu    sync.Mutex // taken before a segment's lock, to take a snapshot, never after one
+	held  map[pullKey]*heldPull
 }
 
 // heldPull is one pull's snapshot, with the timer that releases it once the puller stops asking.
 type heldPull struct {
 	out   outgoingSnapshot
-	timer *time.Timer
+	timer Timer
 }
 
 // piece returns the piece of segment want asks for, at most budget bytes unless one entry is larger. It
@@ -101,7 +102,7 @@ func (h *heldPulls) piece(key pullKey, want pullRequest, budget int, take func()
 func (h *heldPulls) holdLocked(key pullKey, snap *segmentSnapshot) *heldPull {
 	h.releaseLocked(key, nil)
 	held := &heldPull{out: outgoingSnapshot{snap: snap}}
-	held.timer = time.AfterFunc(h.idle, func() { h.release(key, held) })
+	held.timer = h.clock.AfterFunc(h.idle, func() { h.release(key, held) })
 	h.held[key] = held
 	return held
 }
@@ -127,12 +128,12 @@ func (h *heldPulls) releaseLocked(key pullKey, held *heldPull) {
 // source holds more of, then asks the leader to let it serve. It gives up on the source after
 // FailoverTimeout and serves what it has.
 func (n *Node) syncFromSource(p int, st PartitionState) {
-	giveUp := time.Now().Add(n.cfg.FailoverTimeout)
+	giveUp := n.cfg.Clock.Now().Add(n.cfg.FailoverTimeout)
 	for !n.epochMoved(p, st.Epoch) {
 		err := n.pullFrom(st.Source, p, st.Epoch)
-		if err != nil && time.Now().Before(giveUp) {
+		if err != nil && n.cfg.Clock.Now().Before(giveUp) {
 			n.log.Debug("sync from source", "partition", p, "source", st.Source, "err", err)
-			if sleepStop(n.stop, n.cfg.RetryBackoff) {
+			if sleepStop(n.cfg.Clock, n.stop, n.cfg.RetryBackoff) {
 				return
 			}
 			continue
@@ -147,7 +148,7 @@ func (n *Node) syncFromSource(p int, st PartitionState) {
 			n.repl.stats.recoveries.Add(1)
 			return
 		}
-		if sleepStop(n.stop, n.cfg.Timing.Reconcile) {
+		if sleepStop(n.cfg.Clock, n.stop, n.cfg.Timing.Reconcile) {
 			return
 		}
 	}

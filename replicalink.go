@@ -120,7 +120,7 @@ func (l *replicaLink) markResync(s int, mark resyncMark) {
 // awaitAcked waits until the replica has applied segment up to revision, or until no committed decision
 // expects it to: it is not in the partition's in-sync set and not being admitted to it (a, when not nil).
 func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time, a *admission) error {
-	timer := time.NewTimer(time.Until(deadline))
+	timer := l.r.n.cfg.Clock.NewTimer(deadline.Sub(l.r.n.cfg.Clock.Now()))
 	defer timer.Stop()
 	l.lock()
 	if _, known := l.acked[segment]; !known {
@@ -146,7 +146,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		}
 		select {
 		case <-progress:
-		case <-timer.C:
+		case <-timer.C():
 			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -197,7 +197,7 @@ func (l *replicaLink) sendPending() (stopped bool) {
 	for l.hasWork() {
 		if err := l.sendOnce(); err != nil {
 			l.r.n.log.Debug("replicate", "to", l.to, "err", err)
-			if sleepStop(l.r.n.stop, backoff) {
+			if sleepStop(l.r.n.cfg.Clock, l.r.n.stop, backoff) {
 				return true
 			}
 			backoff = min(2*backoff, time.Second)
@@ -634,14 +634,14 @@ func (l *replicaLink) prefixes(reply *replicateReply) map[int]bool {
 	return prefix
 }
 
-// sleepStop sleeps for d and reports whether stop closed meanwhile.
-func sleepStop(stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleepStop sleeps for d on clock c and reports whether stop closed meanwhile.
+func sleepStop(c Clock, stop <-chan struct{}, d time.Duration) bool {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-stop:
 		return true
-	case <-t.C:
+	case <-t.C():
 		return false
 	}
 }

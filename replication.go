@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/zaris-go/zaris/durability"
 )
@@ -204,7 +203,7 @@ func newReplication(n *Node) *replication {
 		links:       map[NodeID]*replicaLink{},
 		joining:     map[int]map[NodeID]*admission{},
 		staged:      map[int]*segmentSnapshot{},
-		pulls:       heldPulls{idle: n.cfg.FailoverTimeout, held: map[pullKey]*heldPull{}},
+		pulls:       heldPulls{idle: n.cfg.FailoverTimeout, clock: n.cfg.Clock, held: map[pullKey]*heldPull{}},
 	}
 }
 
@@ -313,7 +312,7 @@ func (r *replication) awaitDisk(ctx context.Context, ticket uint64) Status {
 // waitCopies waits for each in-sync replica of a partition in state st, and each replica being admitted, to
 // apply revision; it returns the replicas that timed out.
 func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining map[NodeID]*admission, segment int, revision uint64) ([]NodeID, Status) {
-	deadline := time.Now().Add(r.n.cfg.ReplicaAckTimeout)
+	deadline := r.n.cfg.Clock.Now().Add(r.n.cfg.ReplicaAckTimeout)
 	var lagging []NodeID
 	await := func(id NodeID, a *admission) Status {
 		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline, a); {

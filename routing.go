@@ -232,7 +232,7 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 			return kvReply{}, &RoutingError{Partition: part, Attempts: attempt, Last: reply.Status}
 		}
 		if !n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
-			if err := sleepCtx(ctx, backoff); err != nil {
+			if err := sleepCtx(ctx, n.cfg.Clock, backoff); err != nil {
 				return kvReply{}, err
 			}
 			backoff *= 2
@@ -296,11 +296,12 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	return &m, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+// sleepCtx sleeps for d on clock c, or until ctx ends.
+func sleepCtx(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// Clock tells the time. The store reads it for TTLs; tests substitute a manual clock.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // entry is one stored value. expireAt is a Unix time in nanoseconds; zero means no expiry.
 type entry struct {
 	value    []byte

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
@@ -216,9 +215,9 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 	return serverFacts{
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
-		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, time.Now()) >= n.cfg.DeadServerTimeout },
+		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.DeadServerTimeout },
 		Stable: func(id raft.ServerID) bool {
-			return alive[id] && n.stableSince.elapsed(id, time.Now()) >= n.cfg.Timing.ServerStabilization
+			return alive[id] && n.stableSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.Timing.ServerStabilization
 		},
 	}
 }

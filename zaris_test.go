@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -258,21 +259,8 @@ func TestMapConvergesAndSurvivesLeaderDeath(t *testing.T) {
 	}
 }
 
-// manualClock is a Clock that moves only when told.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestTTLExpiresAndIsReclaimed(t *testing.T) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c := startCluster(t, 2, func(cfg *Config) {
 		cfg.Clock = clock
 		cfg.ReapInterval = 5 * time.Millisecond

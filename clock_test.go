@@ -1,0 +1,200 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/internal/clocktest"
+)
+
+// TestClockFailoverAtFailoverTimeout kills an owner, with the nodes' shared clock standing still, and runs
+// the leader's reconcile rounds while the clock creeps up to just short of FailoverTimeout: no round fails
+// a partition over. The first round once the clock reaches FailoverTimeout fails every one of them over.
+func TestClockFailoverAtFailoverTimeout(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.Clock = clock }))
+	timeout := c.cfgs[0].FailoverTimeout
+	if timeout >= c.cfgs[0].EvictionTimeout || timeout >= c.cfgs[0].DeadServerTimeout {
+		t.Fatalf("FailoverTimeout %v must come before eviction and server removal for this test", timeout)
+	}
+	leader := c.node(c.leader())
+	victim := (c.leader() + 1) % 3
+	dead := c.node(victim).id
+	before := leader.ClusterMap()
+	owned := before.OwnedBy(dead)
+	if owned == 0 {
+		t.Fatal("the victim owns nothing")
+	}
+
+	c.kill(victim)
+	waitFor(t, 20*time.Second, "gossip to report the victim failed", func() bool {
+		return memberStatus(leader, dead) == serf.StatusFailed
+	})
+	reconcileRound(t, leader) // the suspicion starts now, on the clock
+
+	const steps = 5
+	for i := 1; i <= steps; i++ {
+		step := timeout / steps
+		if i == steps {
+			step -= time.Nanosecond
+		}
+		clock.Advance(step)
+		reconcileRound(t, leader)
+		reconcileRound(t, leader)
+		if got := leader.ClusterMap().OwnedBy(dead); got != owned {
+			t.Fatalf("%v of FailoverTimeout %v on the clock: the dead owner holds %d partitions; want all %d",
+				time.Duration(i)*timeout/steps, timeout, got, owned)
+		}
+	}
+
+	clock.Advance(time.Nanosecond)
+	reconcileRound(t, leader)
+	after := leader.ClusterMap()
+	moved := 0
+	for p, st := range before.Runtime {
+		if st.Owner == dead && after.Runtime[p].Owner != dead && after.Runtime[p].Owner != "" {
+			moved++
+		}
+	}
+	if moved != owned || after.OwnedBy(dead) != 0 {
+		t.Fatalf("one round at FailoverTimeout moved %d of the dead owner's %d partitions (%d left to it)",
+			moved, owned, after.OwnedBy(dead))
+	}
+}
+
+// TestClockHealAtHealCooldown makes a partition Degraded by cutting its replica off during a write, lets
+// the replica catch up and return to the in-sync set with the clock standing still, then runs the
+// leader's reconcile rounds while the clock creeps up to just short of HealCooldown: the partition stays
+// Degraded. The first round once the clock reaches HealCooldown heals it, under one new epoch.
+func TestClockHealAtHealCooldown(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	var holdRejoin atomic.Bool
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.Clock = clock
+		cfg.HealCooldown = 5 * time.Second
+		cfg.hooks.holdRejoin = func(int, NodeID) bool { return holdRejoin.Load() }
+	}))
+	cooldown := c.cfgs[0].HealCooldown
+	c.waitHealthy(20 * time.Second)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	key := keyInPartition(leader.layout, "heal", p)
+
+	// The write waits ReplicaAckTimeout on the clock for the cut-off replica, then drops it.
+	holdRejoin.Store(true)
+	c.faults.Partition(string(owner.id), string(replica.id))
+	written := make(chan error, 1)
+	go func() { written <- owner.Put(bg(t), key, []byte("v")) }()
+	var err error
+	advanceUntil(t, clock, c.cfgs[0].ReplicaAckTimeout/3, "the write to drop its replica", func() bool {
+		select {
+		case err = <-written:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := leader.ClusterMap().Runtime[p]; st.Health != Degraded || slices.Contains(st.InSync, replica.id) {
+		t.Fatalf("partition %d after its replica timed out: %+v; want Degraded without %s", p, st, replica.id)
+	}
+
+	// The link retries on the clock's backoff until the replica has the write; rejoining is held meanwhile.
+	c.faults.HealAll()
+	seg := leader.layout.KeySegment(key)
+	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
+		_, _, ok := replica.store.get(seg, key)
+		return ok
+	})
+
+	// From here the clock stands still until the partition is healable and the leader has seen it so.
+	holdRejoin.Store(false)
+	waitFor(t, 20*time.Second, "the replica back in the in-sync set", func() bool {
+		owner.wakeControl() // nudges the link to the replica, which then rejoins it
+		return slices.Contains(leader.ClusterMap().Runtime[p].InSync, replica.id)
+	})
+	reconcileRound(t, leader) // the cool-down starts now, on the clock
+	degraded := leader.ClusterMap().Runtime[p]
+	if degraded.Health != Degraded {
+		t.Fatalf("partition %d is %v once its replica is back; want Degraded until the cool-down ends", p, degraded.Health)
+	}
+
+	const steps = 5
+	for i := 1; i <= steps; i++ {
+		step := cooldown / steps
+		if i == steps {
+			step -= time.Nanosecond
+		}
+		clock.Advance(step)
+		reconcileRound(t, leader)
+		reconcileRound(t, leader)
+		if st := leader.ClusterMap().Runtime[p]; st.Health != Degraded || st.Epoch != degraded.Epoch {
+			t.Fatalf("%v of HealCooldown %v on the clock: partition %d is %v at epoch %d; want Degraded at %d",
+				time.Duration(i)*cooldown/steps, cooldown, p, st.Health, st.Epoch, degraded.Epoch)
+		}
+	}
+
+	clock.Advance(time.Nanosecond)
+	reconcileRound(t, leader)
+	if st := leader.ClusterMap().Runtime[p]; st.Health != Healthy || st.Epoch != degraded.Epoch+1 {
+		t.Fatalf("one round at HealCooldown: partition %d is %v at epoch %d; want Healthy at %d",
+			p, st.Health, st.Epoch, degraded.Epoch+1)
+	}
+}
+
+// reconcileRound makes n's control loop run a whole round that starts after the call. The loop counts a
+// round as it starts it, so once the count has gone up twice, the first of the two rounds has ended.
+func reconcileRound(t *testing.T, n *Node) {
+	t.Helper()
+	start := n.controlTicks.Load()
+	for want := start + 1; want <= start+2; want++ {
+		n.wakeControl()
+		waitFor(t, 10*time.Second, "a reconcile round", func() bool { return n.controlTicks.Load() >= want })
+	}
+}
+
+// advanceUntil moves clock forward by step at a time, letting the nodes act between steps, until cond
+// holds.
+func advanceUntil(t *testing.T, clock *clocktest.Manual, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, 20*time.Second, what, func() bool {
+		if cond() {
+			return true
+		}
+		clock.Advance(step)
+		return false
+	})
+}
+
+// TestClockTimeoutContext checks that a timeout context on a manual clock ends exactly when its timeout
+// has passed on the clock, with the cause a deadline, and that cancelling it disarms its timer.
+func TestClockTimeoutContext(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	ctx, cancel := timeoutContext(clock, time.Second)
+	defer cancel()
+	clock.Advance(time.Second - time.Nanosecond)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("context ended before its timeout: %v", err)
+	}
+	clock.Advance(time.Nanosecond)
+	if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("context at its timeout: cause %v; want %v", err, context.DeadlineExceeded)
+	}
+
+	_, cancel = timeoutContext(clock, time.Second)
+	if clock.Armed() != 1 {
+		t.Fatalf("%d timers armed for one timeout context", clock.Armed())
+	}
+	cancel()
+	if clock.Armed() != 0 {
+		t.Fatalf("%d timers armed after cancel", clock.Armed())
+	}
+}
