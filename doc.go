@@ -81,6 +81,42 @@
 // would; it never forwards. CLUSTER SLOTS, SHARDS and NODES describe the live runtime map. Multi-key
 // commands need all their keys in one slot (use a hash tag), as in Redis Cluster.
 //
+// # Architecture
+//
+// A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go):
+//
+//   - the store (store.go): the partitions' entries in memory, with a revision per segment; every write
+//     goes through store.update, which hands the replication engine the resulting op.
+//   - the key operations (operations.go): one table declaring each operation once, with its name, whether
+//     it writes, what its replies reveal, its batch and RESP bindings and its apply function on the store.
+//   - the router (routing.go): the routing table built from the committed map, repointed on every commit
+//     (push), refreshed on a stale-map reply (react) and by a backstop poll; it sends each operation to its
+//     owner in one hop.
+//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go): the op log in
+//     memory and on disk, one link per replica that streams ops, probes and snapshots in revision order,
+//     fencing by epoch on the replica side, and the in-sync set.
+//   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
+//     membership.go): gossip membership, the raft group whose state is the cluster map, the leader's rules
+//     as a pure function of a view (decide.go) and the executor that commits them.
+//   - the batch engine (batch.go) and the RESP endpoint (resp_*.go).
+//
+// The public API is in zaris.go, configuration in config.go, errors in errors.go, the wire format in
+// wire.go, kv_wire.go and batch_wire.go, time in clock.go.
+//
+// A Get: Node.Get (zaris.go) calls execute (routing.go), which picks the owner from the routing table and
+// sends the request over the data plane (transport/), or serves it in process when the owner is this
+// node. The owner's serveRequest and serveKV (node.go) check that it actively owns the partition under
+// a live lease, look the operation up (operations.go) and apply it to the store; under the Sync concern
+// the reply waits until every in-sync replica holds what it reveals (visibility.go). A Moved reply
+// makes execute refresh its table and retry.
+//
+// A Put follows the same path to the owner, whose store.update (store.go) records the op through
+// replication.recordWrite (replication.go) in the op log (oplog.go) and the disk queue (persistence.go)
+// and marks the segment dirty on each replica's link. The link (replicalink.go) sends the ops in revision
+// order; the replica's serveReplicate (replication.go) checks the epoch and applies them. The owner's
+// awaitReplicas returns once every in-sync replica acknowledged the revision (and, with a DataDir, wrote
+// it), and only then is the Put acknowledged.
+//
 // # Consistency guarantees, as of this version
 //
 //   - A key has exactly one active owner at a time in the committed map, and every read and write of the key
