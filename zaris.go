@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -290,6 +291,9 @@ type Config struct {
 	// gossipTransport, when set (by tests), wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	// network, when set (by tests), carries the data port, the control plane and gossip in memory instead of
+	// on sockets, and is the dialer when Dialer is nil. The RESP endpoint stays on a socket.
+	network *memnet.Network
 }
 
 // RESPUser is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
