@@ -11,7 +11,7 @@ import (
 // so about a quarter of the keys are its own.
 func BenchmarkBatch(b *testing.B) {
 	// The plain dialer: fault injection is for tests, not for measuring.
-	c := startCluster(b, 4, func(cfg *Config) { cfg.Dialer = nil })
+	c := startSocketCluster(b, 4, func(cfg *Config) { cfg.Dialer = nil })
 	ctx := context.Background()
 	caller := c.node(0)
 	keys := make([]string, 1000)

@@ -12,7 +12,7 @@ import (
 // table, encoding, ownership check, store) with a raw transport round trip carrying the same bytes.
 func BenchmarkRemoteOps(b *testing.B) {
 	// The plain dialer: fault injection is for tests, not for measuring.
-	c := startCluster(b, 2, func(cfg *Config) { cfg.Dialer = nil })
+	c := startSocketCluster(b, 2, func(cfg *Config) { cfg.Dialer = nil })
 	ctx := context.Background()
 	caller, owner := c.node(0), c.node(1)
 	key := c.keyOwnedBy("bench-key", owner)

@@ -31,7 +31,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	}{{"disk-log", false}, {"snapshot", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			base := b.TempDir()
-			c := startCluster(b, 3, func(cfg *Config) {
+			c := startSocketCluster(b, 3, func(cfg *Config) {
 				cfg.Dialer = nil
 				cfg.ReplicationFactor = 2
 				cfg.WriteConcern = Async

@@ -464,7 +464,7 @@ func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { ret
 func runCertification(t *testing.T, cert certification) *chaos.Report {
 	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
 	acks, trace, control := newAckRecorder(), &mapTrace{start: time.Now()}, &controlLog{start: time.Now()}
-	c := startCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
+	c := startSocketCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
 		cfg.WriteConcern = cert.concern
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = time.Hour // nodes come back; the map itself does not change

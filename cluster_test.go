@@ -11,15 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
 )
 
-// testCluster is the one in-process cluster helper of the multi-node tests: it starts N nodes on loopback
-// with fast timings, waits for a stable map, injects faults between them and stops them all at cleanup.
+// testCluster is the one in-process cluster helper of the multi-node tests: it starts N nodes on an
+// in-memory network (or on loopback sockets) with fast timings, waits for a stable map, injects faults
+// between them and stops them all at cleanup.
 type testCluster struct {
 	t      testing.TB
 	faults *transport.Faults
-	tweak  func(*Config)
+	// network carries the nodes' data, control-plane and gossip links; nil puts them on loopback sockets.
+	network *memnet.Network
+	tweak   func(*Config)
 
 	mu    sync.Mutex
 	nodes []*Node  // nil once stopped
@@ -49,10 +53,24 @@ func testConfig(name string) Config {
 	return cfg
 }
 
-// startCluster starts n nodes that bootstrap together and waits until every node has the same map.
+// startCluster starts n nodes that bootstrap together on an in-memory network of their own and waits until
+// every node has the same map.
 func startCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, faults: transport.NewFaults(), tweak: tweak}
+	return startClusterOn(t, memnet.New(), n, tweak)
+}
+
+// startSocketCluster is startCluster on loopback sockets, for tests of what a real port does or of how the
+// system performs on one, and for clusters that processes outside the test must reach.
+func startSocketCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	return startClusterOn(t, nil, n, tweak)
+}
+
+// startClusterOn starts n nodes on network, or on loopback sockets when it is nil.
+func startClusterOn(t testing.TB, network *memnet.Network, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, faults: transport.NewFaults(), network: network, tweak: tweak}
 	t.Cleanup(c.stopAll)
 	for i := 0; i < n; i++ {
 		c.add(n)
@@ -85,7 +103,8 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	cfg := testConfig(name)
 	cfg.BootstrapExpect = bootstrapExpect
 	cfg.Join = seeds
-	cfg.Dialer = c.faults.Dialer(name, nil)
+	cfg.hooks.network = c.network
+	cfg.Dialer = c.faults.Dialer(name, c.baseDialer())
 	cfg.hooks.gossipTransport = c.faults.GossipTransport
 	if c.tweak != nil {
 		c.tweak(&cfg)
@@ -106,6 +125,14 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	c.cfgs = append(c.cfgs, cfg)
 	c.mu.Unlock()
 	return n
+}
+
+// baseDialer is what the cluster's fault injection dials through: the in-memory network, or nil for sockets.
+func (c *testCluster) baseDialer() transport.Dialer {
+	if c.network == nil {
+		return nil
+	}
+	return c.network
 }
 
 // restart starts node i again after kill, with its name, addresses and data directory.

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/memberlist"
 
+	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -466,4 +467,7 @@ type testHooks struct {
 	// gossipTransport, when set, wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	// network, when set, carries the data port, the control plane and gossip in memory instead of on
+	// sockets, and is the dialer when Dialer is nil. The RESP endpoint stays on a socket.
+	network *memnet.Network
 }

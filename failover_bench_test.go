@@ -28,7 +28,7 @@ func BenchmarkFailover(b *testing.B) {
 
 func benchmarkFailover(b *testing.B, timings func(*Config)) {
 	acks := newAckRecorder()
-	c := startCluster(b, 5, replicated(2, func(cfg *Config) {
+	c := startSocketCluster(b, 5, replicated(2, func(cfg *Config) {
 		cfg.Dialer = nil
 		cfg.HealCooldown = 200 * time.Millisecond
 		cfg.hooks.observeAck = acks.observe

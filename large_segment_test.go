@@ -20,7 +20,7 @@ func TestSegment256MiBReachesRestartedReplica(t *testing.T) {
 		t.Skip("copies a 256 MiB segment and needs about 1 GiB of heap: set ZARIS_LARGE=1 to run it")
 	}
 	const values, valueSize = 256, 1 << 20
-	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+	c := startSocketCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.OpLogRetain = 4
 		cfg.ReplicaAckTimeout = 5 * time.Second // a loaded machine may take a while over a 4 MiB piece
 	}))

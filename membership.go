@@ -127,12 +127,8 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
 	sc.BroadcastTimeout = 10 * cfg.Timing.GossipInterval
 	sc.Logger = ml.Logger
-	if cfg.hooks.gossipTransport != nil {
-		nt, err := newNetTransport(ml)
-		if err != nil {
-			return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
-		}
-		ml.Transport = cfg.hooks.gossipTransport(cfg.Name, nt)
+	if err := setGossipTransport(cfg, ml); err != nil {
+		return nil, fmt.Errorf("zaris: start membership on %s: %w", cfg.GossipAddr, err)
 	}
 	s, err := serf.Create(sc)
 	if err != nil {
@@ -145,6 +141,35 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	local := s.Memberlist().LocalNode()
 	m.addr = net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
 	return m, nil
+}
+
+// setGossipTransport gives memberlist a transport of its own when cfg asks for one: bound on the in-memory
+// network, or memberlist's default bound here, and wrapped by cfg.hooks.gossipTransport. Otherwise memberlist binds
+// its default itself.
+func setGossipTransport(cfg *Config, ml *memberlist.Config) error {
+	var base memberlist.NodeAwareTransport
+	switch {
+	case cfg.hooks.network != nil:
+		mt, err := cfg.hooks.network.GossipTransport(cfg.GossipAddr)
+		if err != nil {
+			return err
+		}
+		ml.BindPort, ml.AdvertisePort = mt.Port(), mt.Port()
+		base = mt
+	case cfg.hooks.gossipTransport != nil:
+		nt, err := newNetTransport(ml)
+		if err != nil {
+			return err
+		}
+		base = nt
+	default:
+		return nil
+	}
+	if cfg.hooks.gossipTransport != nil {
+		base = cfg.hooks.gossipTransport(cfg.Name, base)
+	}
+	ml.Transport = base
+	return nil
 }
 
 // newNetTransport binds memberlist's default transport as memberlist.Create would, so that it can be wrapped:

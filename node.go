@@ -99,7 +99,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		stop:        make(chan struct{}),
 	}
 	if n.dialer == nil {
-		n.dialer = &net.Dialer{}
+		n.dialer = defaultDialer(&cfg)
 	}
 	n.dialer = secureDialer(&cfg, n.dialer)
 	if cfg.TLS == nil {
@@ -217,7 +217,7 @@ func (n *Node) recover() error {
 
 // listen opens the shared data port: the data plane and the control plane, told apart by their first byte.
 func (n *Node) listen() error {
-	ln, err := net.Listen("tcp", n.cfg.DataAddr)
+	ln, err := listenData(&n.cfg)
 	if err != nil {
 		return fmt.Errorf("zaris: listen on %s: %w", n.cfg.DataAddr, err)
 	}
@@ -235,6 +235,22 @@ func (n *Node) listen() error {
 	go func() { defer n.wg.Done(); n.server.Serve(dataLn) }()
 	go func() { defer n.wg.Done(); n.internal.Serve(internalLn) }()
 	return nil
+}
+
+// listenData binds the data port: on the configured in-memory network, if any, else on a TCP socket.
+func listenData(cfg *Config) (net.Listener, error) {
+	if cfg.hooks.network != nil {
+		return cfg.hooks.network.Listen(cfg.DataAddr)
+	}
+	return net.Listen("tcp", cfg.DataAddr)
+}
+
+// defaultDialer is the dialer of a Config without one: the in-memory network's, if any, else a net.Dialer.
+func defaultDialer(cfg *Config) transport.Dialer {
+	if cfg.hooks.network != nil {
+		return cfg.hooks.network
+	}
+	return &net.Dialer{}
 }
 
 // transportOptions are the options of the data port's lane that lane names, for servers and clients.

@@ -15,7 +15,7 @@ import (
 // the owner applied the settled move) and the latency of every write meanwhile: its tail is the cut-over as
 // clients see it, redirect and retry included.
 func BenchmarkCutover(b *testing.B) {
-	c := startCluster(b, 3, elastic(func(cfg *Config) { cfg.Dialer = nil }))
+	c := startSocketCluster(b, 3, elastic(func(cfg *Config) { cfg.Dialer = nil }))
 	layout := c.currentMap().Layout()
 	client := c.node(0)
 	stop := make(chan struct{})

@@ -20,7 +20,7 @@ func BenchmarkPutReplication(b *testing.B) {
 		rf      int
 		concern WriteConcern
 	}{{"rf1", 1, Async}, {"rf2-sync", 2, Sync}, {"rf2-async", 2, Async}} {
-		c := startCluster(b, 3, func(cfg *Config) {
+		c := startSocketCluster(b, 3, func(cfg *Config) {
 			cfg.Dialer = nil
 			cfg.ReplicationFactor = tc.rf
 			cfg.WriteConcern = tc.concern
@@ -39,7 +39,7 @@ func BenchmarkPutDiskDurability(b *testing.B) {
 		level DiskDurability
 	}{{"memory", false, 0}, {"behind", true, DiskBehind}, {"written", true, DiskWritten}, {"synced", true, DiskSynced}} {
 		dir := b.TempDir()
-		c := startCluster(b, 3, func(cfg *Config) {
+		c := startSocketCluster(b, 3, func(cfg *Config) {
 			cfg.Dialer = nil
 			cfg.ReplicationFactor = 2
 			if tc.disk {

@@ -685,7 +685,7 @@ func FuzzRESPReader(f *testing.F) {
 func BenchmarkRESPPipeline(b *testing.B) {
 	pki := newTestPKI(b)
 	for _, transport := range []string{"tcp", "tls"} {
-		c := startCluster(b, 1, func(cfg *Config) {
+		c := startSocketCluster(b, 1, func(cfg *Config) {
 			withRESP(cfg)
 			cfg.Dialer = nil
 			if transport == "tls" {

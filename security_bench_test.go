@@ -10,7 +10,7 @@ func BenchmarkPeerTLS(b *testing.B) {
 		name   string
 		secure bool
 	}{{"plain", false}, {"tls", true}} {
-		c := startCluster(b, 3, func(cfg *Config) {
+		c := startSocketCluster(b, 3, func(cfg *Config) {
 			cfg.Dialer = nil
 			cfg.ReplicationFactor = 2
 			cfg.TLS, cfg.GossipKey = nil, nil

@@ -80,7 +80,7 @@ func secured(ca *testCA, tweak func(*Config)) func(*Config) {
 // one can neither write nor disturb the control plane.
 func TestPeerTLSRefusesStrangers(t *testing.T) {
 	ca := newTestCA(t)
-	c := startCluster(t, 3, secured(ca, replicated(2)))
+	c := startSocketCluster(t, 3, secured(ca, replicated(2)))
 	ctx := bg(t)
 	for i := range 50 {
 		key := fmt.Sprintf("k%d", i)
@@ -142,7 +142,7 @@ func forgeRaftHeartbeat(addr string, d transport.Dialer) error {
 // TestGossipKeyKeepsStrangersOut checks that a process without the cluster's gossip key cannot join, and
 // that a key rotated in by the members admits a process that has only the new key.
 func TestGossipKeyKeepsStrangersOut(t *testing.T) {
-	c := startCluster(t, 2, func(cfg *Config) { cfg.GossipKey = testGossipKey })
+	c := startSocketCluster(t, 2, func(cfg *Config) { cfg.GossipKey = testGossipKey })
 	join := func(key []byte) error {
 		cfg := testConfig("stranger")
 		cfg.Join = []string{c.node(0).GossipAddr()}

@@ -371,6 +371,7 @@ func TestJoinRefusesMismatchedParameters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig("odd-" + tc.name)
+			cfg.hooks.network = c.network
 			cfg.Join = []string{seed}
 			tc.tweak(&cfg)
 			n, err := Join(bg(t), cfg)
