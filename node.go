@@ -325,6 +325,9 @@ func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvR
 	return n.applyKV(ctx, op, seg, req)
 }
 
+// keyCount counts the keys held on this node, owned or replicated.
+func (n *Node) keyCount() int { return n.store.len() }
+
 // ownsIn reports whether this process is partition p's active owner in m: the map names this node and
 // records this process, not a previous one, whose copies this one may not hold.
 func (n *Node) ownsIn(m *ClusterMap, p int) bool {

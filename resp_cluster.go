@@ -138,7 +138,7 @@ func (c *respConn) cmdCluster(args [][]byte) {
 	case isSubcommand(sub, "KEYSLOT") && len(args) == 3:
 		c.wr.int(int64(KeySlotBytes(args[2])))
 	case (isSubcommand(sub, "MYID") || isSubcommand(sub, "MYSHARDID")) && len(args) == 2:
-		c.wr.bulkString(respNodeID(c.srv.n.id))
+		c.wr.bulkString(respNodeID(c.srv.id))
 	default:
 		c.unknownSubcommand("cluster", sub)
 	}
@@ -146,7 +146,7 @@ func (c *respConn) cmdCluster(args [][]byte) {
 
 // clusterSlots writes CLUSTER SLOTS: per slot range, its bounds and its node (host, port, id).
 func (c *respConn) clusterSlots() {
-	m := c.srv.n.fsm.clusterMap()
+	m := c.srv.clusterMap()
 	ranges := slotRanges(m)
 	c.wr.array(len(ranges))
 	for _, r := range ranges {
@@ -163,7 +163,7 @@ func (c *respConn) clusterSlots() {
 
 // clusterShards writes CLUSTER SHARDS: one shard per node, each with its slot ranges and the node itself.
 func (c *respConn) clusterShards() {
-	m := c.srv.n.fsm.clusterMap()
+	m := c.srv.clusterMap()
 	nodes := respNodes(m, slotRanges(m), c.srv.memberStates())
 	c.wr.array(len(nodes))
 	for _, n := range nodes {
@@ -194,12 +194,12 @@ func (c *respConn) clusterShards() {
 
 // clusterNodes writes CLUSTER NODES: one line per node in Redis's format.
 func (c *respConn) clusterNodes() {
-	m := c.srv.n.fsm.clusterMap()
+	m := c.srv.clusterMap()
 	var b strings.Builder
 	for _, n := range respNodes(m, slotRanges(m), c.srv.memberStates()) {
 		flags, link := "master", "connected"
 		switch {
-		case n.id == c.srv.n.id:
+		case n.id == c.srv.id:
 			flags = "myself,master"
 		case n.failed:
 			flags, link = "master,fail", "disconnected"
@@ -219,7 +219,7 @@ func (c *respConn) clusterNodes() {
 
 // clusterInfo writes CLUSTER INFO. The state is ok when every slot is served by a node with a RESP endpoint.
 func (c *respConn) clusterInfo() {
-	m := c.srv.n.fsm.clusterMap()
+	m := c.srv.clusterMap()
 	ranges := slotRanges(m)
 	nodes := respNodes(m, ranges, c.srv.memberStates())
 	served, size := 0, 0
@@ -232,7 +232,7 @@ func (c *respConn) clusterInfo() {
 			size++
 		}
 		epoch = max(epoch, n.epoch)
-		if n.id == c.srv.n.id {
+		if n.id == c.srv.id {
 			myEpoch = n.epoch
 		}
 	}

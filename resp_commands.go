@@ -189,7 +189,7 @@ func (c *respConn) unknownSubcommand(cmd string, sub []byte) {
 // ownKey checks that this node actively owns key's partition and returns its segment; otherwise it writes
 // the redirect or refusal and reports false.
 func (c *respConn) ownKey(key string) (int, bool) {
-	seg, refusal, owned := c.srv.n.checkOwner(key)
+	seg, refusal, owned := c.srv.owner.checkOwner(key)
 	if !owned {
 		c.refuse(KeySlot(key), refusal)
 	}
@@ -233,13 +233,13 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 
 // respAddrOf returns the RESP address the committed map records for id.
 func (s *respServer) respAddrOf(id NodeID) string {
-	return s.n.fsm.clusterMap().Nodes[id].RESPAddr
+	return s.clusterMap().Nodes[id].RESPAddr
 }
 
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
 // (the node lost the partition meanwhile) is written as a refusal and reported false.
 func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
-	reply := c.srv.n.applyKV(c.srv.ctx, op, seg, req)
+	reply := c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
 	switch reply.Status {
 	case StatusSuccess, StatusNotFound:
 		return reply, true
@@ -364,7 +364,7 @@ func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
 	}
 	ttl := time.Duration(n) * scale
 	if unit == "EXAT" || unit == "PXAT" {
-		ttl = max(time.Duration(n*int64(scale)-c.srv.n.cfg.Clock.Now().UnixNano()), 1)
+		ttl = max(time.Duration(n*int64(scale)-c.srv.clock.Now().UnixNano()), 1)
 	}
 	return ttl, true
 }
@@ -680,7 +680,7 @@ func (c *respConn) respConfig() [][2]string {
 		{"cluster-enabled", "yes"},
 		{"proto-max-bulk-len", strconv.Itoa(s.limits.maxBulk)},
 		{"client-query-buffer-limit", strconv.Itoa(s.limits.maxQuery)},
-		{"requirepass", s.n.cfg.RESPPassword},
+		{"requirepass", s.password},
 	}
 }
 
@@ -711,13 +711,12 @@ func (c *respConn) cmdConfig(args [][]byte) {
 }
 
 func (c *respConn) cmdInfo([][]byte) {
-	n := c.srv.n
 	_, port, _ := splitHostPort(c.srv.addr)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:cluster\r\nzaris_node:%s\r\nprocess_id:%d\r\ntcp_port:%d\r\n",
-		respVersion, n.id, os.Getpid(), port)
+		respVersion, c.srv.id, os.Getpid(), port)
 	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\n", c.srv.clients())
 	fmt.Fprintf(&b, "\r\n# Cluster\r\ncluster_enabled:1\r\n")
-	fmt.Fprintf(&b, "\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", n.store.len())
+	fmt.Fprintf(&b, "\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", c.srv.owner.keyCount())
 	c.wr.bulkString(b.String())
 }

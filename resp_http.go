@@ -21,7 +21,7 @@ func (c *respConn) refuseHTTP() {
 	now := time.Now().UnixNano()
 	last := c.srv.lastAlarm.Load()
 	if now-last >= int64(httpAlarmEvery) && c.srv.lastAlarm.CompareAndSwap(last, now) {
-		c.srv.n.log.Warn("possible security attack: HTTP input (POST or Host:) on the RESP port; connection closed",
+		c.srv.log.Warn("possible security attack: HTTP input (POST or Host:) on the RESP port; connection closed",
 			"remote", c.conn.RemoteAddr().String())
 	}
 }

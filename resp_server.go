@@ -5,18 +5,26 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // respServer is a node's Redis Cluster endpoint. It serves every key through the node's own ownership
 // check: keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
 type respServer struct {
-	n           *Node
+	owner       keyOwner
+	id          NodeID
+	clusterMap  func() *ClusterMap // the latest committed map
+	clock       Clock
+	log         *slog.Logger
+	password    string // Config.RESPPassword, for CONFIG GET requirepass
 	ln          net.Listener
 	addr        string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
 	tls         bool
@@ -53,27 +61,42 @@ func (n *Node) startRESP() error {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	s := newRESPServer(n, addr)
+	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true
 	}
-	s.ln = ln
 	n.resp = s
 	n.cfg.RESPAddr = addr
-	s.wg.Add(1)
-	go s.accept()
+	s.serve(ln)
 	n.log.Info("serving RESP", "addr", addr, "tls", s.tls, "auth", s.acl.required())
 	return nil
 }
 
-// newRESPServer returns the endpoint of n, advertised as addr, with no listener yet.
-func newRESPServer(n *Node, addr string) *respServer {
-	cfg := &n.cfg
+// keyOwner serves key operations on the partitions this node actively owns: the RESP endpoint answers
+// the keys it owns through it and MOVED for the others.
+type keyOwner interface {
+	// checkOwner returns key's segment if this node actively owns its partition, and otherwise the reply
+	// that refuses the request.
+	checkOwner(key string) (segment int, refusal kvReply, owned bool)
+	// applyKV runs one key operation on an owned segment, waiting for the replicas as the concern asks.
+	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
+	// keyCount counts the keys held on this node, owned or replicated.
+	keyCount() int
+}
+
+// newRESPServer returns the endpoint of node id, serving keys through owner and describing the cluster from
+// clusterMap, advertised as addr, with no listener yet.
+func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *ClusterMap, log *slog.Logger, addr string) *respServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	timeouts := respTimeouts{idle: cfg.RESPIdleTimeout, command: cfg.RESPCommandTimeout, auth: cfg.RESPAuthTimeout}
 	return &respServer{
-		n:          n,
+		owner:      owner,
+		id:         id,
+		clusterMap: clusterMap,
+		clock:      cfg.Clock,
+		log:        log,
+		password:   cfg.RESPPassword,
 		addr:       addr,
 		limits:     newRESPLimits(cfg.MaxValueSize, cfg.RESPMaxQueryBuffer),
 		preAuth:    preAuthRESPLimits(),
@@ -88,6 +111,13 @@ func newRESPServer(n *Node, addr string) *respServer {
 		cancel:     cancel,
 		conns:      map[*respConn]struct{}{},
 	}
+}
+
+// serve accepts connections on ln, in the background, until close.
+func (s *respServer) serve(ln net.Listener) {
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
 }
 
 // advertisedAddr is the address clients are told to use: the bound one, or, when bound to every interface,
@@ -115,7 +145,7 @@ func (s *respServer) accept() {
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		s.n.log.Warn("RESP accept", "err", err, "retry_in", pause)
+		s.log.Warn("RESP accept", "err", err, "retry_in", pause)
 		select {
 		case <-s.ctx.Done():
 			return

@@ -1,0 +1,94 @@
+package zaris
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// storeOwner is a keyOwner over a bare store that owns the slots below half of the key space and knows
+// node "b" at otherAddr as the owner of the rest: enough to run the RESP endpoint without a cluster.
+type storeOwner struct {
+	layout Layout
+	store  *store
+}
+
+func (o *storeOwner) owns(key string) bool { return KeySlot(key) < NumSlots/2 }
+
+func (o *storeOwner) checkOwner(key string) (int, kvReply, bool) {
+	seg := o.layout.KeySegment(key)
+	if !o.owns(key) {
+		return seg, kvReply{Status: StatusMoved, Owner: "b", Epoch: 1, MapIndex: 1}, false
+	}
+	return seg, kvReply{}, true
+}
+
+func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+	return lookupKeyOp(op).apply(o.store, seg, *req, opLimits{maxValueSize: 1 << 20})
+}
+
+func (o *storeOwner) keyCount() int { return o.store.len() }
+
+// TestRESPServerAlone runs the RESP endpoint on a bare store, without a node: owned keys are served from
+// the store, the others are answered MOVED to the owner the map names, and INFO counts the store's keys.
+func TestRESPServerAlone(t *testing.T) {
+	layout, _ := NewLayout(64, 8)
+	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+	m := newClusterMap(layout, 1)
+	m.Version = 1
+	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"}}
+	cfg := DefaultConfig().withDefaults()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
+	s.serve(ln)
+	t.Cleanup(func() { s.close() })
+
+	var mine, theirs string
+	for i := 0; mine == "" || theirs == ""; i++ {
+		key := fmt.Sprintf("k%d", i)
+		if owner.owns(key) {
+			mine = key
+		} else {
+			theirs = key
+		}
+	}
+	c := dialRaw(t, ln.Addr().String())
+	for _, step := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SET", mine, "v1"}, "+OK"},
+		{[]string{"GET", mine}, "$2"},
+		{[]string{"INCR", mine}, "-ERR value is not an integer or out of range"},
+		{[]string{"GET", theirs}, fmt.Sprintf("-MOVED %d 127.0.0.1:7002", KeySlot(theirs))},
+		{[]string{"SET", theirs, "v"}, fmt.Sprintf("-MOVED %d 127.0.0.1:7002", KeySlot(theirs))},
+	} {
+		c.send(respCmd(step.cmd...))
+		if got := c.line(); got != step.want {
+			t.Fatalf("%v: got %q; want %q", step.cmd, got, step.want)
+		}
+		if step.want == "$2" {
+			if got := c.line(); got != "v1" {
+				t.Fatalf("GET %s = %q; want v1", mine, got)
+			}
+		}
+	}
+	if got := owner.store.len(); got != 1 {
+		t.Fatalf("the store holds %d keys; want 1: a refused write reached it", got)
+	}
+	c.send(respCmd("INFO"))
+	keyspace := c.line()
+	for !strings.HasPrefix(keyspace, "db0:") {
+		keyspace = c.line()
+	}
+	if keyspace != "db0:keys=1,expires=0,avg_ttl=0" {
+		t.Fatalf("INFO keyspace = %q; want the store's one key", keyspace)
+	}
+}
