@@ -107,7 +107,17 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.GossipKey == nil {
 		n.log.Warn("gossip is neither encrypted nor authenticated: any process reaching the gossip port can join (set Config.GossipKey)")
 	}
-	n.router = newRouter(n)
+	n.router = newRouter(routerConfig{
+		id:          n.id,
+		committed:   func() *ClusterMap { return n.fsm.clusterMap() },
+		leader:      n.leaderID,
+		fetch:       n.fetchMap,
+		dialOptions: n.transportOptions,
+		pollTimeout: cfg.PollInterval,
+		stop:        n.stop,
+		log:         n.log,
+		stats:       &n.stats.routingStats,
+	})
 	n.repl = newReplication(n)
 	n.serverInc = n.repl.incarnation
 	n.cut = newCutovers(layout.Partitions)
