@@ -57,9 +57,9 @@ type routingStats struct {
 
 // routerConfig is what a router needs from its node.
 type routerConfig struct {
-	id        NodeID
-	committed func() *ClusterMap // the map this node has committed
-	leader    func() NodeID      // the control plane's leader, "" when unknown
+	id         NodeID
+	clusterMap func() *ClusterMap // the map this node has committed
+	leader     func() NodeID      // the control plane's leader, "" when unknown
 	// fetch asks a peer for its committed map.
 	fetch func(ctx context.Context, p *peer) (*ClusterMap, error)
 	// dialOptions are the transport options of a lane, for the connections to peers.
@@ -201,7 +201,7 @@ func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used 
 
 // pollOnce is the backstop, run every PollInterval: it fetches the leader's map in case a push was missed.
 func (r *router) pollOnce() {
-	m := r.committed()
+	m := r.clusterMap()
 	if leader := r.leader(); leader != "" && leader != r.id {
 		r.mu.Lock()
 		p := r.peers[leader]
@@ -335,7 +335,7 @@ func (r *router) peerByID(id NodeID) *peer {
 	if id == "" {
 		return nil
 	}
-	m := r.committed()
+	m := r.clusterMap()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.peerFor(m, id)

@@ -31,7 +31,7 @@ func newRouterFixture(t *testing.T, id NodeID) *routerFixture {
 	f := &routerFixture{stop: make(chan struct{}), remote: map[NodeID]*ClusterMap{}}
 	f.r = newRouter(routerConfig{
 		id:          id,
-		committed:   func() *ClusterMap { f.mu.Lock(); defer f.mu.Unlock(); return f.committed },
+		clusterMap:  func() *ClusterMap { f.mu.Lock(); defer f.mu.Unlock(); return f.committed },
 		leader:      func() NodeID { f.mu.Lock(); defer f.mu.Unlock(); return f.leader },
 		fetch:       f.fetch,
 		dialOptions: func(lane byte) transport.Options { return transport.Options{MuxByte: lane} },
