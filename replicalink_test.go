@@ -115,10 +115,10 @@ func replicatedMap(epoch uint64, owner, replica *replication) *ClusterMap {
 	return m
 }
 
-// TestReplicaLinkSendsOpsInRevisionOrder checks the owner side's ordering: concurrent writes to several
+// TestReplicationSendsOpsInRevisionOrder checks the owner side's ordering: concurrent writes to several
 // segments reach the replica each exactly once, every segment's ops in revision order with none skipped,
 // and a Sync wait returns only once the replica holds the write.
-func TestReplicaLinkSendsOpsInRevisionOrder(t *testing.T) {
+func TestReplicationSendsOpsInRevisionOrder(t *testing.T) {
 	const segments, writes = 4, 200
 	net := newReplicaNet()
 	var clusterMap atomic.Pointer[ClusterMap]
@@ -188,11 +188,11 @@ func TestReplicaLinkSendsOpsInRevisionOrder(t *testing.T) {
 	}
 }
 
-// TestReplicaRefusesOlderEpoch checks fencing without a cluster. The replica's map gives the partition
+// TestReplicationRefusesOlderEpoch checks fencing without a cluster. The replica's map gives the partition
 // back to its owner at epoch 3 while the owner still acts on epoch 1: the replica refuses ops carrying the
 // older epoch, and ops at the new epoch from any node but its owner, and applies none of them. The owner's
 // Sync write fails with ReplicaWriteRejected, after which its link stops sending.
-func TestReplicaRefusesOlderEpoch(t *testing.T) {
+func TestReplicationRefusesOlderEpoch(t *testing.T) {
 	net := newReplicaNet()
 	var ownerMap, replicaMap atomic.Pointer[ClusterMap]
 	owner, replica := net.add(t, "a", &ownerMap), net.add(t, "b", &replicaMap)
