@@ -116,22 +116,22 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	}
 	for p, st := range next.Runtime {
 		was := old.Runtime[p]
-		if st.Owner == r.n.id && was.Owner != r.n.id {
+		if st.Owner == r.id && was.Owner != r.id {
 			r.tookOver(p, was, st, next)
 			continue
 		}
-		holder := st.Owner == "" && slices.Contains(st.InSync, r.n.id) // of a lost partition; it may serve again
-		assigned := slices.Contains(next.Assignment[p], r.n.id) || st.Owner == r.n.id || holder
+		holder := st.Owner == "" && slices.Contains(st.InSync, r.id) // of a lost partition; it may serve again
+		assigned := slices.Contains(next.Assignment[p], r.id) || st.Owner == r.id || holder
 		switch {
-		case !assigned && (was.Owner == r.n.id || slices.Contains(old.Assignment[p], r.n.id)):
+		case !assigned && (was.Owner == r.id || slices.Contains(old.Assignment[p], r.id)):
 			r.discard(p, st.Epoch)
-			r.n.log.Debug("partition moved away; copy dropped", "partition", p)
-		case was.Owner != r.n.id || st.Owner == r.n.id || st.Epoch == was.Epoch || handedOver(was, st):
+			r.log.Debug("partition moved away; copy dropped", "partition", p)
+		case was.Owner != r.id || st.Owner == r.id || st.Epoch == was.Epoch || handedOver(was, st):
 		case holder:
-			r.n.log.Warn("partition lost while this node was cut off; keeping its copy to serve it again", "partition", p)
+			r.log.Warn("partition lost while this node was cut off; keeping its copy to serve it again", "partition", p)
 		default:
 			r.discard(p, st.Epoch)
-			r.n.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
+			r.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
 		}
 	}
 }
@@ -143,9 +143,9 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) {
 	r.forgetConfirmed(p)
 	switch {
-	case was.Owner == "" && !slices.Contains(was.InSync, r.n.id):
+	case was.Owner == "" && !slices.Contains(was.InSync, r.id):
 		r.discard(p, st.Epoch)
-		r.n.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
+		r.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
 	case handedOver(was, st):
 		return
 	}
@@ -157,7 +157,7 @@ func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) 
 // land on top of another one.
 func (r *replication) resyncReplicas(p int, m *ClusterMap) {
 	for _, id := range m.Assignment[p] {
-		if id != r.n.id {
+		if id != r.id {
 			r.link(id).resyncPartition(p, m.Runtime[p].Epoch)
 		}
 	}
@@ -170,7 +170,7 @@ func handedOver(was, st PartitionState) bool {
 
 // discard empties this node's copy of partition p, in memory and on disk, and fences epochs before epoch.
 func (r *replication) discard(p int, epoch uint64) {
-	first, end := r.n.layout.PartitionSegments(p)
+	first, end := r.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
 		r.replaceSegment(s, 0, epoch, nil)
 	}
@@ -179,14 +179,14 @@ func (r *replication) discard(p int, epoch uint64) {
 // nudgeReplicas wakes the link to every assigned replica of the partitions this node owns, even when no
 // write comes: a link then checks whether its replica restarted and whether a lagging one has caught up.
 func (r *replication) nudgeReplicas() {
-	m := r.n.fsm.clusterMap()
+	m := r.clusterMap()
 	seen := map[NodeID]bool{}
 	for p, st := range m.Runtime {
-		if st.Owner != r.n.id {
+		if st.Owner != r.id {
 			continue
 		}
 		for _, id := range m.Assignment[p] {
-			if id != r.n.id && !seen[id] {
+			if id != r.id && !seen[id] {
 				seen[id] = true
 				r.link(id).nudge()
 			}

@@ -108,8 +108,29 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.GossipKey == nil {
 		n.log.Warn("gossip is neither encrypted nor authenticated: any process reaching the gossip port can join (set Config.GossipKey)")
 	}
-	n.router = newRouter(n)
-	n.repl = newReplication(n)
+	n.router = newRouter(routerConfig{
+		id:          n.id,
+		clusterMap:  func() *ClusterMap { return n.fsm.clusterMap() },
+		leader:      n.leaderID,
+		fetch:       n.fetchMap,
+		dialOptions: n.transportOptions,
+		pollTimeout: cfg.PollInterval,
+		stop:        n.stop,
+		log:         n.log,
+		stats:       &n.stats.routingStats,
+	})
+	n.repl = newReplication(replicationConfig{
+		id:         n.id,
+		layout:     layout,
+		cfg:        &n.cfg,
+		store:      n.store,
+		clusterMap: func() *ClusterMap { return n.fsm.clusterMap() },
+		call:       n.callReplica,
+		propose:    n.propose,
+		stop:       n.stop,
+		wg:         &n.wg,
+		log:        n.log,
+	})
 	n.serverInc = n.repl.incarnation
 	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
@@ -207,6 +228,7 @@ func (n *Node) recover() error {
 		return err
 	}
 	n.disk, n.intact = disk, intact
+	n.repl.disk = disk
 	n.repl.stats.recoveredOps.Add(uint64(ops))
 	n.wg.Add(1)
 	go disk.run()
@@ -328,14 +350,11 @@ func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvR
 // keyCount counts the keys held on this node, owned or replicated.
 func (n *Node) keyCount() int { return n.store.len() }
 
-// ownsIn reports whether this process is partition p's active owner in m: the map names this node and
-// records this process, not a previous one, whose copies this one may not hold.
-func (n *Node) ownsIn(m *ClusterMap, p int) bool {
-	return m.Runtime[p].Owner == n.id && n.recordedIn(m)
-}
+// ownsIn reports whether this process is partition p's active owner in m (see replication.ownsIn).
+func (n *Node) ownsIn(m *ClusterMap, p int) bool { return n.repl.ownsIn(m, p) }
 
 // recordedIn reports whether m records this process as the node's current one.
-func (n *Node) recordedIn(m *ClusterMap) bool { return m.Nodes[n.id].Incarnation == n.repl.incarnation }
+func (n *Node) recordedIn(m *ClusterMap) bool { return n.repl.recordedIn(m) }
 
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
@@ -393,7 +412,7 @@ func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) b
 }
 
 // enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
-func (n *Node) enoughInSync(st PartitionState) bool { return 1+len(st.InSync) >= n.cfg.MinInSync }
+func (n *Node) enoughInSync(st PartitionState) bool { return n.repl.enoughInSync(st) }
 
 func (n *Node) concern(req *kvRequest) WriteConcern {
 	if req.Concern != 0 {

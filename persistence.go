@@ -314,7 +314,7 @@ func (d *diskLog) loadSegment(seg int) (int, error) {
 	if len(ops) > 0 {
 		d.n.repl.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
 	}
-	d.n.repl.log.reset(seg, d.n.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
+	d.n.repl.oplog.reset(seg, d.n.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
 	return len(ops), nil
 }
 
@@ -355,8 +355,8 @@ type replacements struct{ begun, done atomic.Uint64 }
 // fails with errBehindLog when neither reaches back, or when the disk may hold another copy than memory
 // (a replacement is under way): the replica then needs a snapshot.
 func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []durability.Op, fromDisk bool, err error) {
-	ops, err = r.log.after(seg, after, limit)
-	if !errors.Is(err, errBehindLog) || r.n.disk == nil {
+	ops, err = r.oplog.after(seg, after, limit)
+	if !errors.Is(err, errBehindLog) || r.disk == nil {
 		return ops, false, err
 	}
 	c := &r.replaced[seg]
@@ -364,9 +364,9 @@ func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []
 	if c.begun.Load() != done {
 		return nil, false, errBehindLog
 	}
-	ops, err = r.n.disk.opsAfter(seg, after, limit, budget)
+	ops, err = r.disk.opsAfter(seg, after, limit, budget)
 	if err != nil && !errors.Is(err, durability.ErrTruncated) {
-		r.n.log.Debug("read the op log on disk", "segment", seg, "after", after, "err", err)
+		r.log.Debug("read the op log on disk", "segment", seg, "after", after, "err", err)
 	}
 	if err != nil || len(ops) == 0 || c.begun.Load() != done {
 		return nil, false, errBehindLog

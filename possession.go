@@ -39,12 +39,12 @@ type pullRequest struct {
 // tagged with the line it follows. Only the partition's owner under this node's map may pull.
 func (r *replication) servePull(req *replicateRequest, reply replicateReply) replicateReply {
 	seg := req.Pull.Segment
-	if seg < 0 || seg >= r.n.layout.Segments || req.Pull.Part < 0 {
+	if seg < 0 || seg >= r.layout.Segments || req.Pull.Part < 0 {
 		return replicateReply{Status: StatusInvalidRequest}
 	}
-	p := r.n.layout.SegmentPartition(seg)
+	p := r.layout.SegmentPartition(seg)
 	key := pullKey{from: req.From, partition: p}
-	if st := r.n.fsm.clusterMap().Runtime[p]; st.Owner != req.From || st.Epoch != req.Epochs[p] {
+	if st := r.clusterMap().Runtime[p]; st.Owner != req.From || st.Epoch != req.Epochs[p] {
 		r.pulls.release(key, nil)
 		return replicateReply{Status: StatusReplicaWriteRejected, Epoch: st.Epoch, Segment: seg}
 	}

@@ -104,7 +104,7 @@ func (l *replicaLink) resyncPartition(p int, epoch uint64) {
 
 // probePartition puts every segment of partition p at the first step of a resync. Called with l.mu held.
 func (l *replicaLink) probePartition(p int, epoch uint64) {
-	first, end := l.r.n.layout.PartitionSegments(p)
+	first, end := l.r.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
 		l.markResync(s, resyncMark{resyncProbe, epoch})
 	}
@@ -120,7 +120,7 @@ func (l *replicaLink) markResync(s int, mark resyncMark) {
 // awaitAcked waits until the replica has applied segment up to revision, or until no committed decision
 // expects it to: it is not in the partition's in-sync set and not being admitted to it (a, when not nil).
 func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint64, deadline time.Time, a *admission) error {
-	timer := l.r.n.cfg.Clock.NewTimer(deadline.Sub(l.r.n.cfg.Clock.Now()))
+	timer := l.r.cfg.Clock.NewTimer(deadline.Sub(l.r.cfg.Clock.Now()))
 	defer timer.Stop()
 	l.lock()
 	if _, known := l.acked[segment]; !known {
@@ -150,7 +150,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-l.r.n.stop:
+		case <-l.r.stop:
 			return ErrClosed
 		}
 	}
@@ -160,10 +160,10 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 // replica must still hold the write: the map lists it in the partition's in-sync set, or its admission a
 // may still apply.
 func (l *replicaLink) expected(segment int, a *admission) (owner, needed bool) {
-	m := l.r.n.fsm.clusterMap()
-	p := l.r.n.layout.SegmentPartition(segment)
+	m := l.r.clusterMap()
+	p := l.r.layout.SegmentPartition(segment)
 	st := m.Runtime[p]
-	return l.r.n.ownsIn(m, p), slices.Contains(st.InSync, l.to) || a != nil && a.pending(st)
+	return l.r.ownsIn(m, p), slices.Contains(st.InSync, l.to) || a != nil && a.pending(st)
 }
 
 // wakeWaiters makes the writes waiting on this link look at the map again.
@@ -176,10 +176,10 @@ func (l *replicaLink) wakeWaiters() {
 
 // run sends until the node stops.
 func (l *replicaLink) run() {
-	defer l.r.n.wg.Done()
+	defer l.r.wg.Done()
 	for {
 		select {
-		case <-l.r.n.stop:
+		case <-l.r.stop:
 			return
 		case <-l.wake:
 		}
@@ -193,17 +193,17 @@ func (l *replicaLink) run() {
 // sendPending sends until the replica has every segment marked dirty, retrying with backoff; it reports
 // whether the node stopped meanwhile.
 func (l *replicaLink) sendPending() (stopped bool) {
-	backoff := l.r.n.cfg.RetryBackoff
+	backoff := l.r.cfg.RetryBackoff
 	for l.hasWork() {
 		if err := l.sendOnce(); err != nil {
-			l.r.n.log.Debug("replicate", "to", l.to, "err", err)
-			if sleepStop(l.r.n.cfg.Clock, l.r.n.stop, backoff) {
+			l.r.log.Debug("replicate", "to", l.to, "err", err)
+			if sleepStop(l.r.cfg.Clock, l.r.stop, backoff) {
 				return true
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = l.r.n.cfg.RetryBackoff
+		backoff = l.r.cfg.RetryBackoff
 	}
 	return false
 }
@@ -213,12 +213,12 @@ func (l *replicaLink) sendPending() (stopped bool) {
 // unknown are probed first. Between two partitions it sends what writes wait for, so that the admissions
 // of many partitions do not hold up the writes of any.
 func (l *replicaLink) maybeRejoin() {
-	m := l.r.n.fsm.clusterMap()
+	m := l.r.clusterMap()
 	for p, st := range m.Runtime {
-		if !l.r.n.ownsIn(m, p) || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
+		if !l.r.ownsIn(m, p) || st.Health == Recovering || slices.Contains(st.InSync, l.to) || !slices.Contains(m.Assignment[p], l.to) {
 			continue
 		}
-		if hold := l.r.n.cfg.hooks.holdRejoin; hold != nil && hold(p, l.to) {
+		if hold := l.r.cfg.hooks.holdRejoin; hold != nil && hold(p, l.to) {
 			continue
 		}
 		l.rejoin(p, st)
@@ -237,14 +237,14 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 		cancel()
 		return
 	}
-	if hook := l.r.n.cfg.hooks.beforeAdmit; hook != nil {
+	if hook := l.r.cfg.hooks.beforeAdmit; hook != nil {
 		hook(p, l.to)
 	}
 	ctx, stop := context.WithTimeout(context.Background(), applyTimeout)
 	defer stop()
 	if err := l.r.admitReplica(ctx, p, st, l.to); err != nil {
 		// The decision may still apply: writes go on waiting for the replica until the map moves past it.
-		l.r.n.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
+		l.r.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
 		return
 	}
 	cancel() // applied, or void: the map has moved past the point it was decided at
@@ -253,11 +253,11 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 // caughtUp asks the replica for its revisions of partition p's segments, owned at epoch, and reports whether
 // it has every one up to the owner's; the segments it lacks are marked dirty so the link feeds them.
 func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
-	first, end := l.r.n.layout.PartitionSegments(p)
+	first, end := l.r.layout.PartitionSegments(p)
 	target := make([]uint64, end-first)
-	req := replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{p: epoch}}
+	req := replicateRequest{From: l.r.id, Epochs: map[int]uint64{p: epoch}}
 	for s := first; s < end; s++ {
-		target[s-first] = l.r.n.store.revision(s)
+		target[s-first] = l.r.store.revision(s)
 		req.Probe = append(req.Probe, s)
 	}
 	reply, _, err := l.call(&req)
@@ -279,11 +279,11 @@ func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
 }
 
 func (l *replicaLink) hasWork() bool {
-	m := l.r.n.fsm.clusterMap()
+	m := l.r.clusterMap()
 	l.lock()
 	defer l.unlock()
 	for seg := range l.dirty {
-		if !l.isFenced(seg) && m.Runtime[l.r.n.layout.SegmentPartition(seg)].Health != Recovering {
+		if !l.isFenced(seg) && m.Runtime[l.r.layout.SegmentPartition(seg)].Health != Recovering {
 			return true
 		}
 	}
@@ -293,11 +293,11 @@ func (l *replicaLink) hasWork() bool {
 // isFenced reports whether the replica has refused this node's epoch for the segment's partition, and
 // this node has not since become its owner under that epoch or a newer one. Called with l.mu held.
 func (l *replicaLink) isFenced(segment int) bool {
-	p := l.r.n.layout.SegmentPartition(segment)
+	p := l.r.layout.SegmentPartition(segment)
 	seen, ok := l.fenced[p]
 	// An epoch names one owner: if this node owns the partition under the epoch the replica saw, or a
 	// later one, it has not been deposed (a heal or a reclaim gave it a new epoch the replica learnt first).
-	return ok && l.r.n.fsm.clusterMap().Runtime[p].Epoch < seen
+	return ok && l.r.clusterMap().Runtime[p].Epoch < seen
 }
 
 // batch is one request in the making, with what it takes to retire its segments from the dirty set.
@@ -332,7 +332,7 @@ func (l *replicaLink) sendOnce() error {
 
 // call sends one replication request to the replica and returns its reply and the request's size.
 func (l *replicaLink) call(req *replicateRequest) (*replicateReply, int, error) {
-	return l.r.n.callReplica(l.to, req, l.r.n.cfg.ReplicaAckTimeout)
+	return l.r.call(l.to, req, l.r.cfg.ReplicaAckTimeout)
 }
 
 // callReplica sends one replication request (ops, a snapshot, probes, or nothing at all as a liveness
@@ -375,7 +375,7 @@ func (l *replicaLink) forget() {
 // log reaches back. Every reply reports the replica's revision of each segment sent. Only the
 // segments that fit in the request enter b.gen, so only they can be retired by its reply.
 func (l *replicaLink) plan() *batch {
-	b := &batch{req: replicateRequest{From: l.r.n.id, Epochs: map[int]uint64{}},
+	b := &batch{req: replicateRequest{From: l.r.id, Epochs: map[int]uint64{}},
 		gen: map[int]uint64{}, target: map[int]uint64{}}
 	type candidate struct {
 		gen, acked uint64
@@ -387,10 +387,10 @@ func (l *replicaLink) plan() *batch {
 	b.req.Incarnation = l.incarnation
 	// Load the map under the lock: a segment marked dirty before this point was written under this map or
 	// an older one, so a partition this node has just taken over is never mistaken for one it lost.
-	m := l.r.n.fsm.clusterMap()
+	m := l.r.clusterMap()
 	for seg, gen := range l.dirty {
-		p := l.r.n.layout.SegmentPartition(seg)
-		if !l.r.n.ownsIn(m, p) {
+		p := l.r.layout.SegmentPartition(seg)
+		if !l.r.ownsIn(m, p) {
 			delete(l.dirty, seg) // not ours to replicate, or not yet: the map does not know this process
 			delete(l.resync, seg)
 			delete(l.outgoing, seg)
@@ -420,9 +420,9 @@ func (l *replicaLink) plan() *batch {
 		return b
 	}
 	for seg, c := range candidates {
-		b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch
+		b.req.Epochs[l.r.layout.SegmentPartition(seg)] = m.Runtime[l.r.layout.SegmentPartition(seg)].Epoch
 		b.gen[seg] = c.gen
-		b.target[seg] = l.r.n.store.revision(seg)
+		b.target[seg] = l.r.store.revision(seg)
 		if c.known {
 			l.addOps(b, seg, c.acked)
 		} else {
@@ -443,14 +443,14 @@ func (l *replicaLink) plan() *batch {
 // snapshots; a probed segment found to share this node's history is then fed ops as usual.
 func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []int) {
 	for _, seg := range probes {
-		p := l.r.n.layout.SegmentPartition(seg)
+		p := l.r.layout.SegmentPartition(seg)
 		b.req.Probe = append(b.req.Probe, seg)
 		b.req.Epochs[p] = m.Runtime[p].Epoch
 	}
 	gens := b.gen
 	b.gen = map[int]uint64{}
 	for _, seg := range snapshots {
-		s := l.addSnapshot(b, seg, m.Runtime[l.r.n.layout.SegmentPartition(seg)].Epoch)
+		s := l.addSnapshot(b, seg, m.Runtime[l.r.layout.SegmentPartition(seg)].Epoch)
 		b.gen[seg], b.target[seg] = gens[seg], s.Revision
 		l.r.stats.resyncs.Add(1)
 		if b.bytes >= l.r.maxRequestBytes() {
@@ -475,7 +475,7 @@ func (l *replicaLink) addSnapshot(b *batch, seg int, epoch uint64) *segmentSnaps
 	piece, size := o.nextPiece(l.r.maxRequestBytes() - b.bytes)
 	b.bytes += size
 	b.req.Snapshots = append(b.req.Snapshots, piece)
-	b.req.Epochs[l.r.n.layout.SegmentPartition(seg)] = epoch
+	b.req.Epochs[l.r.layout.SegmentPartition(seg)] = epoch
 	return o.snap
 }
 
@@ -501,7 +501,7 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 	ops, fromDisk, err := l.r.opsAfter(seg, after, replicateMaxOps-len(b.req.Ops), l.r.maxRequestBytes()-b.bytes)
 	if errors.Is(err, errBehindLog) {
 		if len(b.req.Snapshots) == 0 {
-			l.addSnapshot(b, seg, b.req.Epochs[l.r.n.layout.SegmentPartition(seg)])
+			l.addSnapshot(b, seg, b.req.Epochs[l.r.layout.SegmentPartition(seg)])
 		}
 		return
 	}
@@ -514,7 +514,7 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 // addLatestOp adds to b the newest op of seg, when memory holds it, for a replica whose revision is not
 // known: it costs no read of the disk and no snapshot, since the replica may well have every op already.
 func (l *replicaLink) addLatestOp(b *batch, seg int) {
-	if ops, err := l.r.log.after(seg, max(b.target[seg], 1)-1, 1); err == nil {
+	if ops, err := l.r.oplog.after(seg, max(b.target[seg], 1)-1, 1); err == nil {
 		l.appendOps(b, ops)
 	}
 }
@@ -534,7 +534,7 @@ func (l *replicaLink) appendOps(b *batch, ops []durability.Op) int {
 }
 
 // maxRequestBytes bounds what one replication request carries, well within a frame.
-func (r *replication) maxRequestBytes() int { return min(replicateMaxBytes, r.n.cfg.MaxFrameSize/2) }
+func (r *replication) maxRequestBytes() int { return min(replicateMaxBytes, r.cfg.MaxFrameSize/2) }
 
 // absorb records the replica's revisions and retires segments that are caught up and saw no new write
 // since the batch was planned.
@@ -543,7 +543,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	l.lock()
 	defer l.unlock()
 	if reply.Status == StatusReplicaWriteRejected {
-		l.fenced[l.r.n.layout.SegmentPartition(reply.Segment)] = reply.Epoch
+		l.fenced[l.r.layout.SegmentPartition(reply.Segment)] = reply.Epoch
 	}
 	l.noteIncarnation(reply.Incarnation)
 	for s, epoch := range ahead {
@@ -593,9 +593,9 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 	if !restarted {
 		return
 	}
-	m := l.r.n.fsm.clusterMap()
+	m := l.r.clusterMap()
 	for p, st := range m.Runtime {
-		if l.r.n.ownsIn(m, p) && slices.Contains(m.Assignment[p], l.to) {
+		if l.r.ownsIn(m, p) && slices.Contains(m.Assignment[p], l.to) {
 			l.probePartition(p, st.Epoch)
 		}
 	}
@@ -606,14 +606,14 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 // replica may reload one from its data dir), so it must be resent whole. Called without l.mu: it takes
 // segment locks.
 func (l *replicaLink) aheadOfOwner(reply *replicateReply) map[int]uint64 {
-	m := l.r.n.fsm.clusterMap()
+	m := l.r.clusterMap()
 	ahead := map[int]uint64{}
 	for seg, rev := range reply.Revisions {
-		if seg < 0 || seg >= l.r.n.layout.Segments {
+		if seg < 0 || seg >= l.r.layout.Segments {
 			continue
 		}
-		p := l.r.n.layout.SegmentPartition(seg)
-		if l.r.n.ownsIn(m, p) && rev > l.r.n.store.revision(seg) {
+		p := l.r.layout.SegmentPartition(seg)
+		if l.r.ownsIn(m, p) && rev > l.r.store.revision(seg) {
 			ahead[seg] = m.Runtime[p].Epoch
 		}
 	}
@@ -625,11 +625,11 @@ func (l *replicaLink) aheadOfOwner(reply *replicateReply) map[int]uint64 {
 func (l *replicaLink) prefixes(reply *replicateReply) map[int]bool {
 	prefix := map[int]bool{}
 	for s, line := range reply.Lines {
-		if s < 0 || s >= l.r.n.layout.Segments {
+		if s < 0 || s >= l.r.layout.Segments {
 			continue
 		}
 		rev := reply.Revisions[s]
-		prefix[s] = rev == 0 || line != 0 && line == l.r.lines[s].Load() && rev <= l.r.n.store.revision(s)
+		prefix[s] = rev == 0 || line != 0 && line == l.r.lines[s].Load() && rev <= l.r.store.revision(s)
 	}
 	return prefix
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zaris-go/zaris/durability"
 )
@@ -151,11 +153,28 @@ type replicationStats struct {
 	resyncs, opsFromDisk               atomic.Uint64
 }
 
+// replicationConfig is what replication needs from its node.
+type replicationConfig struct {
+	id         NodeID
+	layout     Layout
+	cfg        *Config
+	store      *store
+	clusterMap func() *ClusterMap // the map this node has committed
+	// call sends one replication request to a node and returns its reply and the request's encoded size.
+	call func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
+	// propose commits a control-plane decision: a replica's admission to, or drop from, an in-sync set.
+	propose func(ctx context.Context, cmd *command) error
+	stop    <-chan struct{}
+	wg      *sync.WaitGroup // counts the links' goroutines
+	log     *slog.Logger
+}
+
 // replication is a node's side of replication: links to the replicas of the partitions it owns, the
 // fence (highest epoch seen) of the partitions it replicates, and the op log.
 type replication struct {
-	n     *Node
-	log   *opLog
+	replicationConfig
+	oplog *opLog
+	disk  *diskLog        // nil without a data dir; set once, before the node serves
 	fence []atomic.Uint64 // per partition
 	// lines holds, per segment, the epoch of the owner whose history this node's copy follows: the epoch
 	// it wrote under as owner, or its sender's. Two copies of one line are prefixes of that owner's history,
@@ -191,46 +210,63 @@ func (a *admission) pending(st PartitionState) bool {
 	return st.Epoch == a.epoch && st.InSyncIndex == a.inSyncIndex
 }
 
-func newReplication(n *Node) *replication {
+func newReplication(c replicationConfig) *replication {
+	segments := c.layout.Segments
 	return &replication{
-		n:           n,
-		log:         newOpLog(n.layout.Segments, n.cfg.OpLogRetain, n.cfg.OpLogRetainBytes),
-		fence:       make([]atomic.Uint64, n.layout.Partitions),
-		lines:       make([]atomic.Uint64, n.layout.Segments),
-		committed:   make([]atomic.Uint64, n.layout.Segments),
-		replaced:    make([]replacements, n.layout.Segments),
-		incarnation: rand.Uint64() | 1,
-		links:       map[NodeID]*replicaLink{},
-		joining:     map[int]map[NodeID]*admission{},
-		staged:      map[int]*segmentSnapshot{},
-		pulls:       heldPulls{idle: n.cfg.FailoverTimeout, clock: n.cfg.Clock, held: map[pullKey]*heldPull{}},
+		replicationConfig: c,
+		oplog:             newOpLog(segments, c.cfg.OpLogRetain, c.cfg.OpLogRetainBytes),
+		fence:             make([]atomic.Uint64, c.layout.Partitions),
+		lines:             make([]atomic.Uint64, segments),
+		committed:         make([]atomic.Uint64, segments),
+		replaced:          make([]replacements, segments),
+		incarnation:       rand.Uint64() | 1,
+		links:             map[NodeID]*replicaLink{},
+		joining:           map[int]map[NodeID]*admission{},
+		staged:            map[int]*segmentSnapshot{},
+		pulls:             heldPulls{idle: c.cfg.FailoverTimeout, clock: c.cfg.Clock, held: map[pullKey]*heldPull{}},
 	}
+}
+
+// recordedIn reports whether m records this process as the node's current one.
+func (r *replication) recordedIn(m *ClusterMap) bool {
+	return m.Nodes[r.id].Incarnation == r.incarnation
+}
+
+// ownsIn reports whether this process is partition p's active owner in m: the map names this node and
+// records this process, not a previous one, whose copies this one may not hold.
+func (r *replication) ownsIn(m *ClusterMap, p int) bool {
+	return m.Runtime[p].Owner == r.id && r.recordedIn(m)
+}
+
+// enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
+func (r *replication) enoughInSync(st PartitionState) bool {
+	return 1+len(st.InSync) >= r.cfg.MinInSync
 }
 
 // recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
 // tells the links of the partition's replicas that the segment has news.
 func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry) {
-	p := r.n.layout.SegmentPartition(segment)
-	m := r.n.fsm.clusterMap()
+	p := r.layout.SegmentPartition(segment)
+	m := r.clusterMap()
 	owned := epoch == 0
 	if owned {
 		epoch = m.Runtime[p].Epoch
 	}
 	r.lines[segment].Store(epoch)
 	op := durability.Op{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
-		Kind: durability.OpDelete, Time: r.n.cfg.Clock.Now().UnixNano()}
+		Kind: durability.OpDelete, Time: r.cfg.Clock.Now().UnixNano()}
 	if next != nil {
 		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
 	}
-	r.log.append(op)
-	if r.n.disk != nil {
-		r.n.disk.enqueue(diskItem{op: op})
+	r.oplog.append(op)
+	if r.disk != nil {
+		r.disk.enqueue(diskItem{op: op})
 	}
 	if !owned {
 		return
 	}
 	for _, id := range m.Assignment[p] {
-		if id != r.n.id {
+		if id != r.id {
 			r.link(id).markDirty(segment)
 		}
 	}
@@ -244,7 +280,7 @@ func (r *replication) link(id NodeID) *replicaLink {
 	if l == nil {
 		l = newReplicaLink(r, id)
 		r.links[id] = l
-		r.n.wg.Add(1)
+		r.wg.Add(1)
 		go l.run()
 	}
 	return l
@@ -265,13 +301,13 @@ func (r *replication) wakeWaiters() {
 // in-sync set by a committed decision before the write is acknowledged; if that cannot be committed, the
 // write fails, and so does a write left with fewer than MinInSync copies.
 func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64, write bool) Status {
-	p := r.n.layout.SegmentPartition(segment)
-	ticket := r.n.disk.mark() // the write's op is queued for the disk by now
+	p := r.layout.SegmentPartition(segment)
+	ticket := r.disk.mark() // the write's op is queued for the disk by now
 	for {
 		// Admissions first: one that ended before this point has applied, or never will, in the map below.
 		joining := r.joiningFor(p)
-		m := r.n.fsm.clusterMap()
-		if !r.n.ownsIn(m, p) {
+		m := r.clusterMap()
+		if !r.ownsIn(m, p) {
 			return StatusOwnershipChanging
 		}
 		st := m.Runtime[p]
@@ -284,14 +320,14 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 				return status
 			}
 			r.confirm(segment, revision)
-			if write && !r.n.enoughInSync(st) {
+			if write && !r.enoughInSync(st) {
 				return StatusNotEnoughReplicas
 			}
 			return status
 		}
-		r.n.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)
+		r.log.Info("replicas lagging; dropping them from the in-sync set", "partition", p, "replicas", lagging)
 		if err := r.dropReplicas(ctx, p, st.Epoch, lagging); err != nil {
-			r.n.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
+			r.log.Warn("drop lagging replicas from the in-sync set", "partition", p, "replicas", lagging, "err", err)
 			return StatusPartitionUnavailable
 		}
 	}
@@ -299,7 +335,7 @@ func (r *replication) awaitReplicas(ctx context.Context, segment int, revision u
 
 // awaitDisk waits until this node's disk holds every op queued up to ticket, as far as DiskDurability asks.
 func (r *replication) awaitDisk(ctx context.Context, ticket uint64) Status {
-	switch err := r.n.disk.await(ctx, ticket); {
+	switch err := r.disk.await(ctx, ticket); {
 	case err == nil:
 		return StatusSuccess
 	case ctx.Err() != nil, errors.Is(err, ErrClosed):
@@ -312,7 +348,7 @@ func (r *replication) awaitDisk(ctx context.Context, ticket uint64) Status {
 // waitCopies waits for each in-sync replica of a partition in state st, and each replica being admitted, to
 // apply revision; it returns the replicas that timed out.
 func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining map[NodeID]*admission, segment int, revision uint64) ([]NodeID, Status) {
-	deadline := r.n.cfg.Clock.Now().Add(r.n.cfg.ReplicaAckTimeout)
+	deadline := r.cfg.Clock.Now().Add(r.cfg.ReplicaAckTimeout)
 	var lagging []NodeID
 	await := func(id NodeID, a *admission) Status {
 		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline, a); {
@@ -363,7 +399,7 @@ func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cance
 
 // joiningFor returns the admissions to partition p that may still apply; it forgets the others.
 func (r *replication) joiningFor(p int) map[NodeID]*admission {
-	st := r.n.fsm.clusterMap().Runtime[p]
+	st := r.clusterMap().Runtime[p]
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	maps.DeleteFunc(r.joining[p], func(_ NodeID, a *admission) bool { return !a.pending(st) })
@@ -381,7 +417,7 @@ func (r *replication) dropReplicas(ctx context.Context, p int, epoch uint64, lag
 }
 
 func (r *replication) proposeInSync(ctx context.Context, cmd *command) error {
-	if err := r.n.propose(ctx, cmd); err != nil {
+	if err := r.propose(ctx, cmd); err != nil {
 		return err
 	}
 	r.stats.inSyncDecisions.Add(1)
@@ -396,7 +432,7 @@ func (r *replication) serveReplicate(ctx context.Context, req *replicateRequest)
 	if len(req.Snapshots)+len(req.Ops) == 0 {
 		return reply
 	}
-	if err := r.n.disk.await(ctx, r.n.disk.mark()); err != nil {
+	if err := r.disk.await(ctx, r.disk.mark()); err != nil {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}
 	return reply
@@ -431,13 +467,13 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 	for i := range req.Ops {
 		op := &req.Ops[i]
 		seg := int(op.Segment)
-		if status, epoch := r.admit(seg, req.senderEpoch(seg, op.Epoch, r.n.layout), req.From); status != StatusSuccess {
+		if status, epoch := r.admit(seg, req.senderEpoch(seg, op.Epoch, r.layout), req.From); status != StatusSuccess {
 			reply.Status, reply.Epoch, reply.Segment = status, epoch, seg
 			return reply
 		}
 		// The op is recorded under its sender's epoch, the line this copy now follows (see lines).
-		line := req.senderEpoch(seg, op.Epoch, r.n.layout)
-		applied, have := r.n.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op))
+		line := req.senderEpoch(seg, op.Epoch, r.layout)
+		applied, have := r.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op))
 		if applied {
 			r.stats.opsApplied.Add(1)
 		} else if op.Revision > have+1 {
@@ -446,11 +482,11 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 		reply.Revisions[seg] = have
 	}
 	for _, seg := range req.Probe {
-		if seg >= 0 && seg < r.n.layout.Segments {
+		if seg >= 0 && seg < r.layout.Segments {
 			if reply.Lines == nil {
 				reply.Lines = map[int]uint64{}
 			}
-			reply.Revisions[seg], reply.Lines[seg] = r.n.store.revision(seg), r.lines[seg].Load()
+			reply.Revisions[seg], reply.Lines[seg] = r.store.revision(seg), r.lines[seg].Load()
 		}
 	}
 	if req.Pull != nil {
@@ -462,7 +498,7 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 // behind reports whether the sender owns one of the request's partitions under an epoch this node's map has
 // not reached yet.
 func (r *replication) behind(req *replicateRequest) bool {
-	m := r.n.fsm.clusterMap()
+	m := r.clusterMap()
 	for p, epoch := range req.Epochs {
 		if p >= 0 && p < len(m.Runtime) && epoch > m.Runtime[p].Epoch {
 			return true
@@ -478,7 +514,7 @@ func (r *replication) unknownSender(req *replicateRequest) bool {
 	if len(req.Snapshots)+len(req.Ops) == 0 && req.Pull == nil {
 		return false
 	}
-	return r.n.fsm.clusterMap().Nodes[req.From].Incarnation != req.FromIncarnation
+	return r.clusterMap().Nodes[req.From].Incarnation != req.FromIncarnation
 }
 
 // senderEpoch is the epoch the sender claims for segment's partition, or fallback when it names none.
@@ -496,13 +532,13 @@ func (req *replicateRequest) senderEpoch(segment int, fallback uint64, layout La
 // has seen for the partition, or if the map does not name from the partition's owner at that epoch (this
 // node itself, say). An epoch names one owner, so a copy is never replaced from anyone else.
 func (r *replication) admit(segment int, epoch uint64, from NodeID) (Status, uint64) {
-	if segment < 0 || segment >= r.n.layout.Segments {
+	if segment < 0 || segment >= r.layout.Segments {
 		return StatusInvalidRequest, 0
 	}
-	p := r.n.layout.SegmentPartition(segment)
-	st := r.n.fsm.clusterMap().Runtime[p]
+	p := r.layout.SegmentPartition(segment)
+	st := r.clusterMap().Runtime[p]
 	seen := max(st.Epoch, r.fence[p].Load())
-	if epoch < seen || st.Owner != from || from == r.n.id {
+	if epoch < seen || st.Owner != from || from == r.id {
 		r.stats.rejected.Add(1)
 		return StatusReplicaWriteRejected, seen
 	}
@@ -555,8 +591,8 @@ func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []dur
 	r.replaced[seg].begun.Add(1)
 	defer r.replaced[seg].done.Add(1)
 	r.installSnapshotEntries(seg, revision, epoch, snap)
-	if r.n.disk != nil {
-		r.n.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
+	if r.disk != nil {
+		r.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
 			Segment: uint32(seg), Revision: revision, Epoch: epoch, Entries: snap}})
 	}
 }
@@ -569,11 +605,11 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 		keys[i] = e.Key
 		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
 	}
-	r.n.store.restore(seg, revision, keys, entries)
+	r.store.restore(seg, revision, keys, entries)
 	r.unstage(seg) // pieces of an older snapshot never complete this copy
 	r.lines[seg].Store(epoch)
-	r.log.reset(seg, revision)
-	r.raiseFence(r.n.layout.SegmentPartition(seg), epoch)
+	r.oplog.reset(seg, revision)
+	r.raiseFence(r.layout.SegmentPartition(seg), epoch)
 }
 
 // raiseFence records that epoch was seen for partition p.
@@ -601,7 +637,7 @@ func entryOf(op *durability.Op) *entry {
 
 // takeSnapshot copies a segment, as this node's copy under epoch.
 func (r *replication) takeSnapshot(segment int, epoch uint64) *segmentSnapshot {
-	rev, keys, entries := r.n.store.snapshot(segment)
+	rev, keys, entries := r.store.snapshot(segment)
 	s := &segmentSnapshot{
 		Segment:  segment,
 		Revision: rev,

@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +48,31 @@ const (
 	causeReact                     // a reply said this node's map was stale
 )
 
+// routingStats counts the routing table's installs by cause, and the reactive refreshes that found the
+// table already fresh because a concurrent one had just installed it.
+type routingStats struct {
+	refreshes [3]atomic.Uint64 // indexed by refreshCause
+	coalesced atomic.Uint64
+}
+
+// routerConfig is what a router needs from its node.
+type routerConfig struct {
+	id         NodeID
+	clusterMap func() *ClusterMap // the map this node has committed
+	leader     func() NodeID      // the control plane's leader, "" when unknown
+	// fetch asks a peer for its committed map.
+	fetch func(ctx context.Context, p *peer) (*ClusterMap, error)
+	// dialOptions are the transport options of a lane, for the connections to peers.
+	dialOptions func(lane byte) transport.Options
+	pollTimeout time.Duration // bounds one backstop fetch from the leader
+	stop        <-chan struct{}
+	log         *slog.Logger
+	stats       *routingStats
+}
+
 // router keeps the routing table honest by push, poll and react, and swaps it atomically.
 type router struct {
-	n     *Node
+	routerConfig
 	table atomic.Pointer[routingTable]
 	ready chan struct{} // closed once a table with an assigned partition map is installed
 
@@ -59,8 +82,8 @@ type router struct {
 	refreshMu sync.Mutex // one reactive refresh at a time; the others find the map already fresh
 }
 
-func newRouter(n *Node) *router {
-	return &router{n: n, ready: make(chan struct{}), peers: map[NodeID]*peer{}}
+func newRouter(cfg routerConfig) *router {
+	return &router{routerConfig: cfg, ready: make(chan struct{}), peers: map[NodeID]*peer{}}
 }
 
 func (r *router) current() *routingTable { return r.table.Load() }
@@ -75,7 +98,7 @@ func (r *router) await(ctx context.Context) (*routingTable, error) {
 	select {
 	case <-r.ready:
 		return r.current(), nil
-	case <-r.n.stop:
+	case <-r.stop:
 		return nil, ErrClosed
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
@@ -91,7 +114,7 @@ func (r *router) install(m *ClusterMap, cause refreshCause) bool {
 		return false
 	}
 	r.table.Store(r.build(old, m))
-	r.n.stats.refreshes[cause].Add(1)
+	r.stats.refreshes[cause].Add(1)
 	if m.Version > 0 {
 		select {
 		case <-r.ready:
@@ -138,10 +161,10 @@ func (r *router) peerFor(m *ClusterMap, id NodeID) *peer {
 	if !known {
 		return nil
 	}
-	p := &peer{id: id, addr: info.DataAddr, local: id == r.n.id}
+	p := &peer{id: id, addr: info.DataAddr, local: id == r.id}
 	if !p.local {
-		p.client = transport.NewClient(info.DataAddr, r.n.transportOptions(muxData))
-		p.internal = transport.NewClient(info.DataAddr, r.n.transportOptions(muxInternal))
+		p.client = transport.NewClient(info.DataAddr, r.dialOptions(muxData))
+		p.internal = transport.NewClient(info.DataAddr, r.dialOptions(muxInternal))
 	}
 	if prev := r.peers[id]; prev != nil {
 		prev.close()
@@ -156,7 +179,7 @@ func (r *router) peerFor(m *ClusterMap, id NodeID) *peer {
 // is behind and the caller should back off.
 func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used *routingTable) bool {
 	if r.current() != used {
-		r.n.stats.coalesced.Add(1)
+		r.stats.coalesced.Add(1)
 		return true
 	}
 	if theirs <= used.m.Index {
@@ -165,12 +188,12 @@ func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used 
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	if r.current() != used {
-		r.n.stats.coalesced.Add(1)
+		r.stats.coalesced.Add(1)
 		return true
 	}
-	m, err := r.n.fetchMap(ctx, p)
+	m, err := r.fetch(ctx, p)
 	if err != nil {
-		r.n.log.Debug("refresh routing table", "from", p.id, "err", err)
+		r.log.Debug("refresh routing table", "from", p.id, "err", err)
 		return false
 	}
 	return r.install(m, causeReact)
@@ -178,14 +201,14 @@ func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used 
 
 // pollOnce is the backstop, run every PollInterval: it fetches the leader's map in case a push was missed.
 func (r *router) pollOnce() {
-	m := r.n.fsm.clusterMap()
-	if leader := r.n.leaderID(); leader != "" && leader != r.n.id {
+	m := r.clusterMap()
+	if leader := r.leader(); leader != "" && leader != r.id {
 		r.mu.Lock()
 		p := r.peers[leader]
 		r.mu.Unlock()
 		if p != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), r.n.cfg.PollInterval)
-			fetched, err := r.n.fetchMap(ctx, p)
+			ctx, cancel := context.WithTimeout(context.Background(), r.pollTimeout)
+			fetched, err := r.fetch(ctx, p)
 			cancel()
 			if err == nil && fetched.Index > m.Index {
 				m = fetched
@@ -313,7 +336,7 @@ func (r *router) peerByID(id NodeID) *peer {
 	if id == "" {
 		return nil
 	}
-	m := r.n.fsm.clusterMap()
+	m := r.clusterMap()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.peerFor(m, id)

@@ -30,6 +30,5 @@ type nodeStats struct {
 	redirectsSent atomic.Uint64
 	redirects     atomic.Uint64
 	retries       atomic.Uint64
-	refreshes     [3]atomic.Uint64 // indexed by refreshCause
-	coalesced     atomic.Uint64
+	routingStats
 }

@@ -39,7 +39,7 @@ func (r *replication) confirm(segment int, revision uint64) {
 // forgetConfirmed drops what this node knew to be confirmed of partition p: it has just become its owner,
 // and its in-sync replicas have yet to show what they hold.
 func (r *replication) forgetConfirmed(p int) {
-	first, end := r.n.layout.PartitionSegments(p)
+	first, end := r.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
 		r.committed[s].Store(0)
 	}

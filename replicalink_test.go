@@ -1,0 +1,239 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// replicaNet wires replication engines to each other in-process, without a cluster: a request travels
+// encoded, as on the wire, and each request a node receives is recorded.
+type replicaNet struct {
+	mu       sync.Mutex
+	engines  map[NodeID]*replication
+	received map[NodeID][]replicateRequest
+	proposed []command
+}
+
+func newReplicaNet() *replicaNet {
+	return &replicaNet{engines: map[NodeID]*replication{}, received: map[NodeID][]replicateRequest{}}
+}
+
+// add starts an engine for node id whose committed map is whatever clusterMap holds. It stops with the test.
+func (net *replicaNet) add(t *testing.T, id NodeID, clusterMap *atomic.Pointer[ClusterMap]) *replication {
+	cfg := DefaultConfig()
+	cfg.ReplicaAckTimeout = 10 * time.Second
+	layout := Layout{Segments: 8, Partitions: 4}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	st := newStore(layout.Segments, cfg.Clock)
+	r := newReplication(replicationConfig{
+		id:         id,
+		layout:     layout,
+		cfg:        &cfg,
+		store:      st,
+		clusterMap: clusterMap.Load,
+		call:       net.caller(id),
+		propose:    net.propose,
+		stop:       stop,
+		wg:         &wg,
+		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	st.onWrite = r.recordWrite
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	net.mu.Lock()
+	net.engines[id] = r
+	net.mu.Unlock()
+	return r
+}
+
+// caller is node from's way to reach a replica, as Node.callReplica is over the network.
+func (net *replicaNet) caller(from NodeID) func(NodeID, *replicateRequest, time.Duration) (*replicateReply, int, error) {
+	return func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
+		net.mu.Lock()
+		sender, to := net.engines[from], net.engines[id]
+		net.mu.Unlock()
+		if to == nil {
+			return nil, 0, fmt.Errorf("no node %s", id)
+		}
+		req.FromIncarnation = sender.incarnation
+		payload, err := encode(req)
+		if err != nil {
+			return nil, 0, err
+		}
+		var delivered replicateRequest
+		if err := decode(payload, &delivered); err != nil {
+			return nil, 0, err
+		}
+		net.mu.Lock()
+		net.received[id] = append(net.received[id], delivered)
+		net.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		reply := to.serveReplicate(ctx, &delivered)
+		if reply.Status == StatusNotReady {
+			return nil, 0, fmt.Errorf("%w: %s", errReplicaBehind, id)
+		}
+		return &reply, len(payload), nil
+	}
+}
+
+func (net *replicaNet) propose(_ context.Context, cmd *command) error {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	net.proposed = append(net.proposed, *cmd)
+	return errors.New("no control plane")
+}
+
+// requestsTo returns the requests id has received so far.
+func (net *replicaNet) requestsTo(id NodeID) []replicateRequest {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	return append([]replicateRequest(nil), net.received[id]...)
+}
+
+// replicatedMap returns an assigned map in which owner owns every partition at epoch with replica in sync,
+// and records each engine's process.
+func replicatedMap(epoch uint64, owner, replica *replication) *ClusterMap {
+	m := newClusterMap(owner.layout, 2)
+	m.Index, m.Version = epoch, 1
+	for _, r := range []*replication{owner, replica} {
+		m.Nodes[r.id] = NodeInfo{ID: r.id, Incarnation: r.incarnation}
+	}
+	for p := range m.Runtime {
+		m.Assignment[p] = []NodeID{owner.id, replica.id}
+		m.Runtime[p] = PartitionState{Owner: owner.id, Epoch: epoch, Health: Healthy, InSync: []NodeID{replica.id}}
+	}
+	return m
+}
+
+// TestReplicationSendsOpsInRevisionOrder checks the owner side's ordering: concurrent writes to several
+// segments reach the replica each exactly once, every segment's ops in revision order with none skipped,
+// and a Sync wait returns only once the replica holds the write.
+func TestReplicationSendsOpsInRevisionOrder(t *testing.T) {
+	const segments, writes = 4, 200
+	net := newReplicaNet()
+	var clusterMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &clusterMap), net.add(t, "b", &clusterMap)
+	clusterMap.Store(replicatedMap(1, owner, replica))
+	ctx := context.Background()
+
+	// One write per segment first, so that the link knows where the replica stands and sends no probe.
+	for seg := range segments {
+		rev := owner.store.put(seg, "first", []byte("v"), 0)
+		if status := owner.awaitReplicas(ctx, seg, rev, true); status != StatusSuccess {
+			t.Fatalf("segment %d: first write %v", seg, status)
+		}
+	}
+	var wg sync.WaitGroup
+	for seg := range segments {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range writes {
+				rev := owner.store.put(seg, fmt.Sprintf("k%d", i%17), []byte(fmt.Sprint(i)), 0)
+				if i%50 == 49 {
+					if status := owner.awaitReplicas(ctx, seg, rev, true); status != StatusSuccess {
+						t.Errorf("segment %d revision %d: %v", seg, rev, status)
+						return
+					}
+					if have := replica.store.revision(seg); have < rev {
+						t.Errorf("segment %d: acknowledged revision %d while the replica has %d", seg, rev, have)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	sent := map[int][]uint64{}
+	for _, req := range net.requestsTo("b") {
+		if len(req.Snapshots) != 0 {
+			t.Fatalf("a snapshot was sent to a replica that lacked no op: %+v", req.Snapshots)
+		}
+		for _, op := range req.Ops {
+			sent[int(op.Segment)] = append(sent[int(op.Segment)], op.Revision)
+		}
+	}
+	for seg := range segments {
+		revs := sent[seg]
+		if len(revs) != writes+1 {
+			t.Errorf("segment %d: %d ops sent; want %d, each once", seg, len(revs), writes+1)
+		}
+		for i, rev := range revs {
+			if rev != uint64(i+1) {
+				t.Fatalf("segment %d: op %d sent at revision %d; want %d (sent %v)", seg, i, rev, i+1, revs)
+			}
+		}
+		if owner.store.digest(seg) != replica.store.digest(seg) {
+			t.Errorf("segment %d differs between owner and replica", seg)
+		}
+	}
+	if got := replica.stats.gaps.Load(); got != 0 {
+		t.Errorf("the replica saw %d gaps", got)
+	}
+	if got, want := owner.stats.opsSent.Load(), uint64(segments*(writes+1)); got != want {
+		t.Errorf("%d ops sent; want %d", got, want)
+	}
+	if len(net.proposed) != 0 {
+		t.Errorf("control decisions proposed for an in-sync replica: %+v", net.proposed)
+	}
+}
+
+// TestReplicationRefusesOlderEpoch checks fencing without a cluster. The replica's map gives the partition
+// back to its owner at epoch 3 while the owner still acts on epoch 1: the replica refuses ops carrying the
+// older epoch, and ops at the new epoch from any node but its owner, and applies none of them. The owner's
+// Sync write fails with ReplicaWriteRejected, after which its link stops sending.
+func TestReplicationRefusesOlderEpoch(t *testing.T) {
+	net := newReplicaNet()
+	var ownerMap, replicaMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &ownerMap), net.add(t, "b", &replicaMap)
+	ownerMap.Store(replicatedMap(1, owner, replica))
+	replicaMap.Store(replicatedMap(3, owner, replica))
+	const seg = 3
+	p := owner.layout.SegmentPartition(seg)
+	serve := func(from NodeID, epoch uint64, seg int) replicateReply {
+		req := replicateRequest{From: from, FromIncarnation: replicaMap.Load().Nodes[from].Incarnation, Epochs: map[int]uint64{p: epoch},
+			Ops: []durability.Op{{Segment: uint32(seg), Revision: 1, Epoch: epoch, Kind: durability.OpPut, Key: "k", Value: []byte("v")}}}
+		return replica.serveReplicate(context.Background(), &req)
+	}
+	if reply := serve("a", 1, seg); reply.Status != StatusReplicaWriteRejected || reply.Epoch != 3 || reply.Segment != seg {
+		t.Fatalf("an op at epoch 1 under epoch 3: %+v; want ReplicaWriteRejected at epoch 3", reply)
+	}
+	if reply := serve("c", 3, seg); reply.Status != StatusReplicaWriteRejected {
+		t.Fatalf("an op at epoch 3 from a node that is not its owner: %+v; want ReplicaWriteRejected", reply)
+	}
+	if got := replica.stats.rejected.Load(); got != 2 {
+		t.Fatalf("%d rejections counted; want 2", got)
+	}
+	if reply := serve("a", 3, seg-1); reply.Status != StatusSuccess || reply.Revisions[seg-1] != 1 {
+		t.Fatalf("an op from the owner at its epoch: %+v; want applied", reply)
+	}
+
+	rev := owner.store.put(seg, "k", []byte("w"), 0)
+	if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusReplicaWriteRejected {
+		t.Fatalf("the deposed owner's Sync write: %v; want ReplicaWriteRejected", status)
+	}
+	if got := replica.stats.rejected.Load(); got < 3 {
+		t.Fatalf("%d rejections counted; want the link's too", got)
+	}
+	if have := replica.store.revision(seg); have != 0 {
+		t.Fatalf("the replica applied the deposed owner's ops: revision %d", have)
+	}
+	link := owner.link("b")
+	owner.store.put(seg, "k", []byte("x"), 0)
+	if link.hasWork() {
+		t.Fatal("the link has work for a partition the replica fenced it from")
+	}
+	if len(net.proposed) != 0 {
+		t.Errorf("control decisions proposed: %+v", net.proposed)
+	}
+}
