@@ -246,16 +246,15 @@ func samePrimary(x, y []NodeID) bool {
 // Assign computes the partition map of partitions partitions over nodes with replication factor rf.
 //
 // Every partition gets min(rf, number of distinct nodes) distinct nodes, the first being its preferred primary.
-// Copies per node differ by at most one across nodes, and so do primaries per node. Among all maps with those
-// properties, Assign returns one that keeps the most copies of prev, so that the fewest copies must be built on
-// a new node; over the holders it picks, it keeps the most primaries of prev, and a primary that must move goes
-// to a node that held the partition before where it can. A node joining a balanced map takes its fair share of
-// copies, each from a node over its new quota; a node leaving has only its copies re-homed, unless the balance
-// forces one more exchange (possible only with few partitions per node).
+// Copies per node differ by at most one across nodes, and so do primaries per node. Among such maps, Assign
+// returns one that keeps the most copies of prev (the fewest copies to build), then the most primaries of prev.
+// A primary that must move goes, where it can, to a node that held the partition before. A joining node takes
+// its fair share of copies from nodes over their new quota. A leaving node has only its own copies re-homed,
+// unless the balance forces one more exchange (possible only with few partitions per node).
 //
 // The result depends only on prev, on the set of nodes (not their order or repetitions), on partitions and on
-// rf. prev may be nil, or list nodes that are gone (they are ignored); a prev of another length is treated as
-// nil. With no nodes or rf < 1 every partition is empty; with partitions < 1 the map is empty.
+// rf. Nodes of prev that are gone are ignored, and a prev of another length counts as nil. With no nodes or
+// rf < 1 every partition is empty. With partitions < 1 the map is empty.
 func Assign(prev Assignment, nodes []NodeID, partitions, rf int) Assignment {
 	if partitions < 1 {
 		return Assignment{}
@@ -335,10 +334,9 @@ func placeCopies(before previousMap, nodes, copies int) *balancer {
 	return b
 }
 
-// steerOrphans sets the fill preferences of b so that a partition that lost its primary (the node left, or
-// gave the copy up) gets a holder able to take one more primary without unbalancing the primaries, when no
-// holder it kept can. Copies cost the same wherever they go; this only spares placePrimaries from moving other
-// partitions' primaries to make room.
+// steerOrphans sets the fill preferences of b so that a partition that lost its primary, and kept no holder
+// able to take one more primary, gets such a holder. It changes no copy's cost: it only spares placePrimaries
+// from moving other partitions' primaries to make room.
 func steerOrphans(b *balancer, before previousMap, share []int) {
 	room := slices.Clone(share)
 	for p, n := range before.primary {
@@ -377,11 +375,10 @@ func steerOrphans(b *balancer, before previousMap, share []int) {
 	}
 }
 
-// copyKeepOrder lists, per node, the previous copies it holds by keep priority, and how many of them are firm
-// (kept before any other); it also returns each node's expected share of primaries in the new map. Firm are a
-// node's previous primaries up to its share; then come its replicas, then its surplus primaries. A node over
-// its copy quota thus gives up its surplus primaries before replicas, and a newcomer can take those primaries
-// with their copies instead of a second node having to hand a primary over.
+// copyKeepOrder lists, per node, the previous copies it holds by keep priority and how many of them are firm
+// (kept before any other), and returns each node's expected share of primaries in the new map. The order is:
+// previous primaries up to the share (firm), replicas, then surplus primaries. A node over its copy quota thus
+// gives up surplus primaries first, and a newcomer takes them with their copies, sparing a second handover.
 func copyKeepOrder(before previousMap, nodes int) (order [][]int, firm, share []int) {
 	primaries := make([][]int, nodes)
 	replicas := make([][]int, nodes)
@@ -570,12 +567,11 @@ func (b *balancer) unplace(p, n int) {
 	b.missing++
 }
 
-// keep places as many kept units as possible. order[n] lists node n's kept arcs by priority; its first firm[n]
-// entries are taken before all others (firm may be nil). The floor+1 quotas go to the nodes with the most kept
-// arcs, then the most firm ones. Nodes choose in index order, and a node over its quota prefers to keep the
-// partitions that earlier nodes already gave up a unit of, so that the losses fall on distinct partitions and
-// one newcomer can take them all. Augmenting paths over kept arcs alone then make the number of kept units
-// maximal, whatever the greedy pass did.
+// keep places as many kept units as possible. order[n] lists node n's kept arcs by priority, and its first
+// firm[n] entries are taken before all others (firm may be nil). The floor+1 quotas go to the nodes with the
+// most kept arcs, then the most firm ones. A greedy pass lets nodes choose in index order, each over its quota
+// preferring partitions that earlier nodes already gave a unit up of, so losses fall on distinct partitions
+// and one newcomer can take them all. Augmenting paths over kept arcs then make the kept units maximal.
 func (b *balancer) keep(order [][]int, firm []int) {
 	quota := make([]int, b.nodes)
 	for i, n := range mostFirst(order, firm) {
