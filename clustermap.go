@@ -61,7 +61,7 @@ type PartitionState struct {
 	InSyncIndex uint64
 	// Target is where a rebalance moves the partition (preferred primary first), nil when it stays put.
 	// While the move copies, Assignment holds the nodes it had (listed in From) plus the incoming ones, so
-	// the owner feeds them like any replica; the move settles once they are all in sync.
+	// the owner feeds them like any replica. The move settles once they are all in sync.
 	Target []NodeID
 	From   []NodeID
 	// Source is, while the partition is Recovering, the peer whose copy holds more than the new owner's:

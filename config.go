@@ -146,10 +146,10 @@ type Config struct {
 	// declares it Healthy again (under a new epoch).
 	HealCooldown time.Duration
 	// DeadServerTimeout is how long a member may stay failed before its process leaves the control plane's
-	// servers (a voter is replaced by a stable non-voter); it may come back later as a new server.
+	// servers, a voter being replaced by a stable non-voter. It may come back later as a new server.
 	DeadServerTimeout time.Duration
 	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
-	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
+	// other nodes. A partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
 	EvictionTimeout time.Duration
 	// LostPartitionTimeout is how long a partition with no live in-sync copy waits for a node that kept
 	// its copy on disk (a DataDir with a DiskDurability that waits) to come back; that node is not evicted
@@ -158,7 +158,7 @@ type Config struct {
 	// MaxMigrations bounds how many partitions a rebalance copies at once.
 	MaxMigrations int
 	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
-	// owner takes the last ops; past it, the owner keeps the partition and tries again later.
+	// owner takes the last ops. Past it, the owner keeps the partition and tries again later.
 	CutoverTimeout time.Duration
 	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble), so a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
@@ -198,7 +198,7 @@ type Config struct {
 	// every member needs it. Without it, any process that reaches GossipAddr can join.
 	GossipKey []byte
 
-	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
+	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go), or "" for none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
 	RESPAddr string
 	// RESPPassword, when set, is the password of the user "default" (Redis's requirepass): it must be given

@@ -10,28 +10,28 @@ import (
 )
 
 // The leader's rules, in one place. On every reconcile the leader gathers what it knows (the map, the
-// members as gossip sees them, how long each condition has held, and what live nodes say of their copies)
-// and decide turns it into control-plane commands; reconcile commits them. In the order they are applied:
+// members as gossip sees them, how long each condition has held, and what live nodes say of their copies).
+// decide turns it into control-plane commands, and reconcile commits them. In the order they are applied:
 //
 //   - admit: an alive member becomes a map node. A restarted owner's partitions are decided again first:
 //     with intact copies, the most caught-up of it and its in-sync replicas keeps each one (resume);
 //     otherwise it leaves every in-sync set and its partitions fail over.
 //   - retire: a member that left cleanly hands its partitions to in-sync replicas at once.
 //   - fail over: a gossip failure is a rumour. An owner that still answers a direct probe keeps its
-//     partitions; one silent for FailoverTimeout has each partition promoted, under the next epoch, to its
+//     partitions. One silent for FailoverTimeout has each partition promoted, under the next epoch, to its
 //     most caught-up live in-sync replica, which first syncs from a live peer holding more (the possession
 //     proof). With no in-sync replica left the partition becomes Unavailable. It waits while an in-sync
 //     replica that gossip calls alive does not answer.
 //   - revive: an Unavailable partition goes back to a node that held every acknowledged write of it, once
 //     one is alive again as the same process.
 //   - heal: a Degraded partition whose copies have all been in sync for HealCooldown becomes Healthy.
-//   - assign and plan: the first map once BootstrapExpect nodes are known; then a new plan (Assign, as few
+//   - assign and plan: the first map once BootstrapExpect nodes are known, then a new plan (Assign, as few
 //     moves as possible) whenever the placeable nodes differ from the planned ones. A member failed for
 //     EvictionTimeout is no longer placeable, nor, after LostPartitionTimeout, one holding a lost partition
 //     on its disk.
 //   - recreate: a partition lost for EvictionTimeout (LostPartitionTimeout when a holder keeps it on disk)
 //     starts again empty on an alive assigned node, or on its target if it was moving.
-//   - move: copies start, at most MaxMigrations at once; moves whose owner stays settle once in sync.
+//   - move: copies start, at most MaxMigrations at once. Moves whose owner stays settle once in sync.
 //
 // Each partition gets at most one decision per round. Every command names the epoch it was decided at and
 // is void if the partition moved on, so a round's decisions never undo one another.
@@ -467,8 +467,8 @@ func durableMembers(members []member) map[NodeID]bool {
 	return durable
 }
 
-// heldOnDisk reports whether a lost partition in state st (no owner; its in-sync list keeps the nodes that
-// held every acknowledged write) was held by a node that keeps its copies on disk.
+// heldOnDisk reports whether lost partition state st was held by a node that keeps its copies on disk. A
+// lost partition has no owner, and its in-sync list keeps the nodes that held every acknowledged write.
 func heldOnDisk(st PartitionState, durable map[NodeID]bool) bool {
 	return st.Owner == "" && slices.ContainsFunc(st.InSync, func(id NodeID) bool { return durable[id] })
 }

@@ -493,7 +493,7 @@ const (
 //
 // Partition p must receive want[p] distinct nodes among those its arcs allow. Every node ends with floor or
 // floor+1 units, exactly ceils of them with floor+1 (the caller makes the totals match). A unit costs 0 on a
-// kept arc and 1 on a moved one; the solution minimises the total. The flow network is source -> partition
+// kept arc and 1 on a moved one, and the solution minimises the total. The flow network is source -> partition
 // (capacity want[p]) -> node (capacity 1 per arc) -> sink (capacity floor), plus node -> hub (capacity 1) ->
 // sink (capacity ceils), the hub deciding which nodes take the extra unit. It is never built explicitly: the
 // residual arcs are read off the has matrix and the loads.
@@ -615,7 +615,7 @@ func (b *balancer) keep(order [][]int, firm []int) {
 }
 
 // complete places every missing unit at the least cost. A greedy pass puts units directly on nodes with room
-// (see bestDirect); the units it cannot place that way go along shortest augmenting paths, which move placed
+// (see bestDirect). The units it cannot place that way go along shortest augmenting paths, which move placed
 // units to make room. Once the kept units are maximal, no placement can cost less than one, so the greedy pass
 // keeps the solution optimal for its size, and each shortest path then keeps it optimal.
 func (b *balancer) complete() {
@@ -663,10 +663,14 @@ func (b *balancer) bestDirect(p int) int {
 // queue-based Bellman-Ford search (arc costs may be negative on the way back, never in a cycle). With
 // keptOnly, only kept arcs may be added. It reports whether a path was found.
 //
-// Vertices are the partitions [0, parts), the nodes [parts, parts+nodes) and the hub. Residual arcs: partition
-// p to node n when p may use n and does not (cost of the arc); node n back to each partition it holds (minus the
-// cost: that unit leaves n); node n to the hub when n is at floor; the hub to node n when n is at floor+1 (n
-// gives its extra slot away). A path ends at a node below floor, or at the hub while a floor+1 slot is free.
+// Vertices are the partitions [0, parts), the nodes [parts, parts+nodes) and the hub. Residual arcs:
+//
+//   - partition p to node n when p may use n and does not, at the arc's cost;
+//   - node n back to each partition it holds, at minus the cost (that unit leaves n);
+//   - node n to the hub when n is at floor;
+//   - the hub to node n when n is at floor+1 (n gives its extra slot away).
+//
+// A path ends at a node below floor, or at the hub while a floor+1 slot is free.
 func (b *balancer) augment(keptOnly bool) bool {
 	hub := b.parts + b.nodes
 	b.resetSearch(hub + 1)

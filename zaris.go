@@ -190,8 +190,8 @@ func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error
 	return n.ExecuteBatch(ctx, items)
 }
 
-// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies
-// (to every entry); conditions and write concerns are refused with ErrInvalidRequest.
+// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies, to
+// every entry. Conditions and write concerns are refused with ErrInvalidRequest.
 func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
 	var o putOptions
 	for _, opt := range opts {
