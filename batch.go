@@ -66,7 +66,7 @@ type BatchResult struct {
 	// Version is the value's version for a get, the new version for a put, and zero otherwise.
 	Version uint64
 	// Value is the value read by a get. The values of one reply share memory, so keeping one keeps the
-	// others alive too; copy a value held for long.
+	// others alive too: copy a value held for long.
 	Value []byte
 	// Err is nil exactly when the item succeeded. Otherwise it matches Status's sentinel with errors.Is
 	// (ErrNotFound for a get or delete of a missing key), or says why no answer came.

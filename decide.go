@@ -387,7 +387,7 @@ func (r *round) plan() bool {
 }
 
 // placeable returns, sorted, the map's nodes that may hold partitions: not lite, and either alive and not
-// draining or failed for less than EvictionTimeout (LostPartitionTimeout when it holds a lost partition on disk).
+// draining or failed for less than EvictionTimeout (LostPartitionTimeout if it holds a lost one on disk).
 func (r *round) placeable() []NodeID {
 	var ids []NodeID
 	failed := map[NodeID]bool{}

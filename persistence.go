@@ -24,8 +24,8 @@ const (
 	// DiskSynced acknowledges a write once every in-sync copy has flushed it to stable storage (one fsync
 	// for many ops): it survives every machine losing power.
 	DiskSynced
-	// DiskBehind writes the disk behind the acknowledgement: a write survives while one in-sync copy's
-	// process lives, as without a DataDir; the disk only shortens what a restarted node must fetch.
+	// DiskBehind writes the disk behind the acknowledgement: as without a DataDir, a write survives while
+	// one in-sync copy's process lives. The disk only shortens what a restarted node must fetch.
 	DiskBehind
 )
 
