@@ -66,9 +66,9 @@ type BatchResult struct {
 	// Version is the value's version for a get, the new version for a put, and zero otherwise.
 	Version uint64
 	// Value is the value read by a get. The values of one reply share memory, so keeping one keeps the
-	// others alive too; copy a value held for long.
+	// others alive too: copy a value held for long.
 	Value []byte
-	// Err is nil exactly when the item succeeded; otherwise it matches Status's sentinel with errors.Is
+	// Err is nil exactly when the item succeeded. Otherwise it matches Status's sentinel with errors.Is
 	// (ErrNotFound for a get or delete of a missing key), or says why no answer came.
 	Err error
 }
@@ -86,8 +86,8 @@ type TypedResult[T any] struct {
 	Status  Status
 	Version uint64
 	Value   T
-	// Err is nil exactly when the value was read and decoded; a value that does not decode fails with
-	// ErrDecode, its Status still the owner's StatusSuccess.
+	// Err is nil exactly when the value was read and decoded. A value that does not decode fails with
+	// ErrDecode while Status stays StatusSuccess.
 	Err error
 }
 
@@ -137,9 +137,9 @@ func (o *ownerOutcome) goesAgain(key string) {
 	o.again[key] = true
 }
 
-// run sends rounds until every item has a final result. A round groups the pending items by owner with
-// the current table and sends each group at once; the next round carries only the items refused for a
-// stale table (after a refresh) and those an owner held back.
+// run sends rounds until every item has a final result. A round groups the pending items by owner with the
+// current table and sends the groups at once. The next round carries only the items refused for a stale
+// table (after a refresh) and those an owner held back.
 func (b *batchRun) run(ctx context.Context, t *routingTable) {
 	pending := b.admit()
 	backoff := b.n.cfg.RetryBackoff
@@ -454,12 +454,10 @@ func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
 // unlimitedReply is the reply budget of in-process batches, which never cross a frame.
 const unlimitedReply = int(^uint(0) >> 1)
 
-// serveBatchItems runs items on this node in up to Config.BatchParallelism lanes at once and returns their
-// replies in Index order. A key always falls in the same lane and a lane runs its items in Index order, so
-// the items of one key apply in that order; once one of them is refused for a stale table or held back, its
-// lane holds back the key's later items too, so that a resend keeps their order. Reads and refusals whose
-// bytes would take the reply past budget are held back (Withheld): neither changed anything, so the sender
-// simply resends them.
+// serveBatchItems runs items on this node in up to Config.BatchParallelism lanes and returns their replies in
+// Index order. A key always falls in one lane, which runs its items in Index order, so a key's items apply in
+// order. Once one is refused or held back, the key's later items are held back too, so a resend keeps order.
+// Reads and refusals that would take the reply past budget are held back (Withheld) and resent by the sender.
 func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budget int) []batchItemReply {
 	byIndex := func(a, b batchItemWire) int { return cmp.Compare(a.Index, b.Index) }
 	if !slices.IsSortedFunc(items, byIndex) {
@@ -505,9 +503,8 @@ func (w *syncWaits) add(seg int, rev uint64, item int32, write bool) {
 	}
 }
 
-// await waits for the replicas of every segment written; the items of a segment whose replicas cannot
-// confirm get the failing status instead of success, and only its writes when it is left with fewer
-// in-sync copies than MinInSync.
+// await waits for the replicas of every segment the batch touched. When a segment's replicas cannot confirm,
+// its items get the failing status, except that StatusNotEnoughReplicas fails only its writes.
 func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply) {
 	for seg, rev := range w.rev {
 		status := n.repl.awaitReplicas(ctx, seg, rev, len(w.writes[seg]) > 0)

@@ -10,7 +10,7 @@ import (
 
 // The opBatch messages are encoded by hand, field by field, because a batch holds thousands of items and
 // reflection would cost more than serving them. A request is a msgpack array of items, each
-// [index, op, key, value, ttl]; a reply is an array of items in the same order, each
+// [index, op, key, value, ttl]. A reply is an array of items in the same order, each
 // [index, withheld, status, value, version, owner, epoch, map index]. Readers skip fields past those they
 // know, so fields can be appended.
 const (

@@ -61,7 +61,7 @@ type PartitionState struct {
 	InSyncIndex uint64
 	// Target is where a rebalance moves the partition (preferred primary first), nil when it stays put.
 	// While the move copies, Assignment holds the nodes it had (listed in From) plus the incoming ones, so
-	// the owner feeds them like any replica; the move settles once they are all in sync.
+	// the owner feeds them like any replica. The move settles once they are all in sync.
 	Target []NodeID
 	From   []NodeID
 	// Source is, while the partition is Recovering, the peer whose copy holds more than the new owner's:
@@ -273,7 +273,7 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 }
 
 // admit returns replica id to partition p's in-sync set if the partition is still at epoch and its in-sync
-// set has not changed since the owner found the replica caught up (at inSyncIndex); only an assigned replica
+// set has not changed since the owner found the replica caught up (at inSyncIndex). Only an assigned replica
 // other than the owner may be admitted.
 func (m *ClusterMap) admit(p int, epoch, inSyncIndex uint64, id NodeID) {
 	if !m.current(p, epoch) || m.Runtime[p].InSyncIndex != inSyncIndex {
@@ -337,8 +337,8 @@ func (m *ClusterMap) dropFromInSync(id NodeID) {
 }
 
 // promote makes to the active owner of partition p under the next epoch, if p is still at epoch: the
-// failover of a dead owner. The partition map stays as it is; only the runtime owner moves. An empty to
-// leaves the partition Unavailable.
+// failover of a dead owner. Only the runtime owner moves, not the partition map. An empty to leaves the
+// partition Unavailable.
 func (m *ClusterMap) promote(p int, epoch uint64, to, source NodeID) {
 	if !m.current(p, epoch) {
 		return
@@ -379,9 +379,9 @@ func (m *ClusterMap) current(p int, epoch uint64) bool {
 	return p >= 0 && p < len(m.Runtime) && m.Runtime[p].Epoch == epoch
 }
 
-// plan starts a rebalance towards next: every partition whose nodes differ gets next as its target; the
-// others stop moving. A move already under way towards the same target keeps its progress; one towards
-// another target is abandoned, its incoming nodes dropped. Nothing moves yet.
+// plan starts a rebalance towards next: every partition whose nodes differ gets next as its target, and the
+// others stop moving. A move under way towards the same target keeps its progress. One towards another target
+// is abandoned and its incoming nodes dropped. Nothing moves yet.
 func (m *ClusterMap) plan(next Assignment) {
 	m.Version++
 	for p, nodes := range next {
@@ -418,9 +418,9 @@ func (m *ClusterMap) migrate(p int, epoch uint64) {
 	m.Assignment[p] = widened
 }
 
-// settle ends partition p's move: its target becomes its assignment and to, the target primary, its owner
-// (under the next epoch when the owner changes). The old owner sealed the partition and every target node
-// holds all of it, so those of them still assigned stay in sync.
+// settle ends partition p's move: its target becomes its assignment, and to (the target primary) its owner,
+// under the next epoch when the owner changes. The target nodes still assigned stay in sync: the old owner
+// sealed the partition and each of them holds all of it.
 func (m *ClusterMap) settle(p int, epoch uint64, to NodeID) {
 	if !m.current(p, epoch) || len(m.Runtime[p].Target) == 0 || m.Runtime[p].Target[0] != to {
 		return

@@ -24,18 +24,18 @@ const (
 	condReturnPrev                     // reply with the previous value
 )
 
-// IfAbsent makes a Put write only when the key has no live value; otherwise Put fails with
+// IfAbsent makes a Put write only when the key has no live value. Otherwise Put fails with
 // ErrConditionNotMet.
 func IfAbsent() PutOption { return func(o *putOptions) { o.cond |= condIfAbsent } }
 
-// IfExists makes a Put write only when the key has a live value; otherwise Put fails with
+// IfExists makes a Put write only when the key has a live value. Otherwise Put fails with
 // ErrConditionNotMet.
 func IfExists() PutOption { return func(o *putOptions) { o.cond |= condIfExists } }
 
-// KeepTTL makes a Put keep the key's current expiry (none if the key is new) instead of setting one.
+// KeepTTL makes a Put keep the key's current expiry (none if the key is new) rather than set one.
 func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } }
 
-// putIf sends a conditional put; Put uses it when an option asks for a condition or for KeepTTL.
+// putIf sends a conditional put. Put uses it when an option asks for a condition or for KeepTTL.
 func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, opts []PutOption) (kvReply, error) {
 	if len(value) > n.cfg.MaxValueSize {
 		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
@@ -149,7 +149,8 @@ func (s *store) persist(segment int, key string) (existed, dropped bool) {
 	return existed, dropped
 }
 
-// ttl returns how long key has left, NoExpiry when it never expires; false when it has no live value.
+// ttl returns how long key has left, or NoExpiry when it never expires. It returns false when the key has
+// no live value.
 func (s *store) ttl(segment int, key string) (time.Duration, bool) {
 	seg := &s.segments[segment]
 	seg.mu.RLock()

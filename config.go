@@ -110,8 +110,8 @@ type Config struct {
 	MaxValueSize int
 	// MaxFrameSize bounds one data-plane frame, in bytes.
 	MaxFrameSize int
-	// DataMaxConns caps the data-plane connections the data port serves at once; one more is refused at
-	// once. Each peer needs one, so it bounds the cluster's size as well as what strangers can open.
+	// DataMaxConns caps the connections the data port serves at once; a further one is refused. Each peer
+	// needs one, so it bounds the cluster's size as well as what strangers can open.
 	DataMaxConns int
 	// DataMaxRequests caps the data-plane requests this node serves at once, DataMaxConnRequests those of
 	// one connection (one peer). A connection at either cap is not read until a request ends: its peer
@@ -124,8 +124,7 @@ type Config struct {
 	// next need one), and a control-plane stream that has sent nothing for that long since it opened.
 	DataIdleTimeout time.Duration
 	// DataReadTimeout bounds how long the rest of a data-plane frame may take once its first byte has
-	// arrived; DataWriteTimeout bounds each write on the data port, so that a peer that stops reading is cut
-	// off.
+	// arrived. DataWriteTimeout bounds each write on the data port, so a peer that stops reading is cut off.
 	DataReadTimeout, DataWriteTimeout time.Duration
 	// RaftMaxConns caps the control-plane streams this node accepts at once.
 	RaftMaxConns int
@@ -148,22 +147,21 @@ type Config struct {
 	// declares it Healthy again (under a new epoch).
 	HealCooldown time.Duration
 	// DeadServerTimeout is how long a member may stay failed before its process leaves the control plane's
-	// servers (a voter is replaced by a stable non-voter); it may come back later as a new server.
+	// servers, a voter being replaced by a stable non-voter. It may come back later as a new server.
 	DeadServerTimeout time.Duration
 	// EvictionTimeout is how long a member may stay failed before rebalancing moves its partitions to the
-	// other nodes; a partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
+	// other nodes. A partition left Unavailable is then recreated, empty, elsewhere. At least FailoverTimeout.
 	EvictionTimeout time.Duration
-	// LostPartitionTimeout is how long a partition with no live in-sync copy waits, when one of the nodes
-	// that held it keeps its copies on disk (a DataDir with a DiskDurability that waits), for such a node to
-	// come back with them: that node is not evicted meanwhile. Past it, the partition is recreated empty and
-	// what it held is given up. At least EvictionTimeout.
+	// LostPartitionTimeout is how long a partition with no live in-sync copy waits for a node that kept
+	// its copy on disk (a DataDir with a DiskDurability that waits) to come back; that node is not evicted
+	// meanwhile. Past it, the partition is recreated empty. At least EvictionTimeout.
 	LostPartitionTimeout time.Duration
 	// MaxMigrations bounds how many partitions a rebalance copies at once.
 	MaxMigrations int
 	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
-	// owner takes the last ops; past it, the owner keeps the partition and tries again later.
+	// owner takes the last ops. Past it, the owner keeps the partition and tries again later.
 	CutoverTimeout time.Duration
-	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble) so that a restarted node
+	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble), so a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
 	DataDir string
 	// DiskDurability says how far a Sync write must reach on every in-sync copy's disk before it is
@@ -178,8 +176,8 @@ type Config struct {
 	// DiskQueueBytes bounds the ops and snapshots waiting to be written to the DataDir: writers wait while
 	// it is full (one item larger than it is written alone).
 	DiskQueueBytes int64
-	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay; a
-	// replica further behind is fed from the op log on disk, with a DataDir, or else receives a snapshot.
+	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay.
+	// A replica further behind is fed from the op log on disk (with a DataDir) or else gets a snapshot.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
 	// keeps at least its newest op).
@@ -201,7 +199,7 @@ type Config struct {
 	// every member needs it. Without it, any process that reaches GossipAddr can join.
 	GossipKey []byte
 
-	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go); "" serves none. Port 0
+	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go), or "" for none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
 	RESPAddr string
 	// RESPPassword, when set, is the password of the user "default" (Redis's requirepass): it must be given
@@ -226,12 +224,12 @@ type Config struct {
 	// the endpoint asks for authentication. Zero: never.
 	RESPAuthTimeout time.Duration
 	// RESPMaxQueryBuffer bounds the memory one authenticated client's command may take (its bytes plus a
-	// little per argument); a larger command is read past and refused with an error. Zero: twice
-	// MaxValueSize plus 1 MiB. Before authentication a command has at most 10 arguments of 16 KiB, as in Redis.
+	// little per argument). A larger command is read past and refused. Zero: twice MaxValueSize plus 1 MiB.
+	// Before authentication a command has at most 10 arguments of 16 KiB, as in Redis.
 	RESPMaxQueryBuffer int
-	// RESPMaxQueryBufferTotal bounds the memory the query buffers of all RESP connections take together; a
-	// connection is refused, or its command refused, rather than pass it. Zero: 512 MiB or four
-	// RESPMaxQueryBuffer, whichever is larger.
+	// RESPMaxQueryBufferTotal bounds the memory the query buffers of all RESP connections take together:
+	// a connection or command that would pass it is refused. Zero: the larger of 512 MiB and four
+	// RESPMaxQueryBuffer.
 	RESPMaxQueryBufferTotal int64
 
 	// hooks are seams for tests; all nil in production.

@@ -10,28 +10,28 @@ import (
 )
 
 // The leader's rules, in one place. On every reconcile the leader gathers what it knows (the map, the
-// members as gossip sees them, how long each condition has held, and what live nodes say of their copies)
-// and decide turns it into control-plane commands; reconcile commits them. In the order they are applied:
+// members as gossip sees them, how long each condition has held, and what live nodes say of their copies).
+// decide turns it into control-plane commands, and reconcile commits them. In the order they are applied:
 //
 //   - admit: an alive member becomes a map node. A restarted owner's partitions are decided again first:
 //     with intact copies, the most caught-up of it and its in-sync replicas keeps each one (resume);
 //     otherwise it leaves every in-sync set and its partitions fail over.
 //   - retire: a member that left cleanly hands its partitions to in-sync replicas at once.
 //   - fail over: a gossip failure is a rumour. An owner that still answers a direct probe keeps its
-//     partitions; one silent for FailoverTimeout has each partition promoted, under the next epoch, to its
+//     partitions. One silent for FailoverTimeout has each partition promoted, under the next epoch, to its
 //     most caught-up live in-sync replica, which first syncs from a live peer holding more (the possession
-//     proof). With no in-sync replica left the partition becomes Unavailable; while an in-sync replica
-//     gossip calls alive does not answer, it waits.
+//     proof). With no in-sync replica left the partition becomes Unavailable. It waits while an in-sync
+//     replica that gossip calls alive does not answer.
 //   - revive: an Unavailable partition goes back to a node that held every acknowledged write of it, once
 //     one is alive again as the same process.
 //   - heal: a Degraded partition whose copies have all been in sync for HealCooldown becomes Healthy.
-//   - assign and plan: the first map once BootstrapExpect nodes are known; then a new plan (Assign, as few
+//   - assign and plan: the first map once BootstrapExpect nodes are known, then a new plan (Assign, as few
 //     moves as possible) whenever the placeable nodes differ from the planned ones. A member failed for
 //     EvictionTimeout is no longer placeable, nor, after LostPartitionTimeout, one holding a lost partition
 //     on its disk.
 //   - recreate: a partition lost for EvictionTimeout (LostPartitionTimeout when a holder keeps it on disk)
 //     starts again empty on an alive assigned node, or on its target if it was moving.
-//   - move: copies start, at most MaxMigrations at once; moves whose owner stays settle once in sync.
+//   - move: copies start, at most MaxMigrations at once. Moves whose owner stays settle once in sync.
 //
 // Each partition gets at most one decision per round. Every command names the epoch it was decided at and
 // is void if the partition moved on, so a round's decisions never undo one another.
@@ -58,8 +58,8 @@ func newLeaderClocks() leaderClocks {
 	return leaderClocks{suspected: countdowns[NodeID]{}, failed: countdowns[NodeID]{}, lost: countdowns[int]{}, healable: countdowns[int]{}}
 }
 
-// copyProbe asks live nodes what the leader cannot know from the map; reconcile's asks over the data
-// transport, tests answer from a table.
+// copyProbe asks live nodes what the leader cannot know from the map. Reconcile asks over the data
+// transport; tests answer from a table.
 type copyProbe interface {
 	// reachable reports whether node id answers a direct probe, whatever gossip says of it.
 	reachable(id NodeID) bool
@@ -154,8 +154,8 @@ func (r *round) owned(id NodeID) []int {
 }
 
 // admitMembers records each alive member's process in the map. A restarted process may have lost what its
-// predecessor held, so the partitions it still owns are decided again before the map records it; until
-// then it refuses to serve them.
+// predecessor held, so the partitions it still owns are decided again before the map records it. Until then
+// it refuses to serve them.
 func (r *round) admitMembers() {
 	for _, mb := range sortedMembers(r.Members) {
 		if mb.Status != serf.StatusAlive || mb.DataAddr == "" {
@@ -345,9 +345,8 @@ func moreOf(peer, holder probeAnswer, l Layout, p int, lastEpoch uint64) []int {
 	return segs
 }
 
-// heal returns to Healthy, each under a new epoch, the Degraded partitions whose copies have all been back
-// in sync for HealCooldown without a break: a node that keeps dropping out and coming back restarts the
-// cool-down each time instead of causing a transition each time.
+// heal returns to Healthy, each under a new epoch, the Degraded partitions whose copies have all been in
+// sync for HealCooldown without a break, so a flapping node restarts the cool-down rather than churning epochs.
 func (r *round) heal() {
 	for p := range r.Map.Runtime {
 		switch {
@@ -387,9 +386,8 @@ func (r *round) plan() bool {
 	return true
 }
 
-// placeable returns, sorted, the map's nodes that may hold partitions: alive, not lite and not draining, or
-// failed for less than EvictionTimeout, or, holding a lost partition on its disk, for less than
-// LostPartitionTimeout.
+// placeable returns, sorted, the map's nodes that may hold partitions: not lite, and either alive and not
+// draining or failed for less than EvictionTimeout (LostPartitionTimeout if it holds a lost one on disk).
 func (r *round) placeable() []NodeID {
 	var ids []NodeID
 	failed := map[NodeID]bool{}
@@ -416,9 +414,8 @@ func (r *round) placeable() []NodeID {
 	return ids
 }
 
-// recreateLost gives each partition lost for its timeout (no owner, no move under way), whose assigned
-// nodes include an alive member, to the first of them: the partition starts again empty there. (A lost
-// partition that is moving settles on its target once given up: advanceMoves.)
+// recreateLost restarts, empty, each partition lost for its timeout (no owner, no move under way) on the
+// first alive member among its assigned nodes. A lost partition that is moving is left to advanceMoves.
 func (r *round) recreateLost() {
 	for p, st := range r.Map.Runtime {
 		if st.Owner != "" {
@@ -435,9 +432,9 @@ func (r *round) recreateLost() {
 	}
 }
 
-// givenUp reports whether partition p, lost, has waited long enough for the nodes that held it: counted
-// from the first round that saw it lost, EvictionTimeout when they kept it in memory, LostPartitionTimeout
-// when one keeps it on disk, since that node may come back with every acknowledged write.
+// givenUp reports whether lost partition p has waited long enough for the nodes that held it, counting from
+// the first round that saw it lost: EvictionTimeout, or LostPartitionTimeout when a holder keeps it on disk
+// and may come back with every acknowledged write.
 func (r *round) givenUp(p int, st PartitionState) (givenUp, onDisk bool) {
 	lostFor := r.clocks.lost.elapsed(p, r.Now)
 	onDisk = heldOnDisk(st, durableMembers(r.Members))
@@ -470,8 +467,8 @@ func durableMembers(members []member) map[NodeID]bool {
 	return durable
 }
 
-// heldOnDisk reports whether a lost partition in state st (no owner; its in-sync list keeps the nodes that
-// held every acknowledged write) was held by a node that keeps its copies on disk.
+// heldOnDisk reports whether lost partition state st was held by a node that keeps its copies on disk. A
+// lost partition has no owner, and its in-sync list keeps the nodes that held every acknowledged write.
 func heldOnDisk(st PartitionState, durable map[NodeID]bool) bool {
 	return st.Owner == "" && slices.ContainsFunc(st.InSync, func(id NodeID) bool { return durable[id] })
 }

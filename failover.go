@@ -9,9 +9,9 @@ import (
 
 // A gossip failure of an active owner is a rumour. The leader re-checks the owner directly over the data
 // transport and does nothing while it answers. An owner that stays silent without a clean leave is
-// suspected, and confirmed dead only once FailoverTimeout has passed since the first suspicion; then each
-// partition it owned is promoted to its most caught-up live in-sync replica under the next epoch. The
-// partition map does not change: only the runtime owner moves.
+// suspected, and confirmed dead only once FailoverTimeout has passed since the first suspicion. Each
+// partition it owned is then promoted to its most caught-up live in-sync replica under the next epoch.
+// Only the runtime owner moves, not the partition map.
 
 // answers reports whether node id replies on the data transport within a probe timeout.
 func (n *Node) answers(id NodeID) bool {
@@ -22,8 +22,8 @@ func (n *Node) answers(id NodeID) bool {
 	return err == nil
 }
 
-// liveProbe asks live nodes over the data transport what the leader's rules need to know; each node at
-// most once, for the segments of every partition it owns, replicates or is assigned. heard remembers, for
+// liveProbe asks live nodes over the data transport what the leader's rules need to know, each node at
+// most once, for the segments of every partition it owns, replicates or is assigned. heard remembers, over
 // the rounds of one reconcile, which nodes answered a probe and which stayed silent.
 type liveProbe struct {
 	n       *Node
@@ -101,15 +101,9 @@ func (lp *liveProbe) ask(id NodeID) probeAnswer {
 	return probeAnswer{revisions: reply.Revisions, lines: reply.Lines, answered: true}
 }
 
-// onOwnershipChange reacts on every node to a committed map. A node deposed from a partition it still
-// replicates discards its copy: writes it applied but never got acknowledged must not survive beside the
-// new owner's history, so it starts again from the new owner's snapshot. A clean hand-over is the
-// exception: the old owner sealed the partition and the new one took everything it had, so the copies are
-// equal, and so is an owner cut off until its partition was declared lost: the map still lists it among
-// the nodes holding every acknowledged write, and it may be given the partition back. A node no longer
-// assigned a partition drops its copy, and so does a node given a partition that had no owner left
-// without holding it: what it holds may be older than what was acknowledged, and the partition starts
-// again empty. This runs before the node serves under next.
+// onOwnershipChange reacts on every node to a committed map, before the node serves under next. A node
+// no longer assigned a partition drops its copy. A deposed owner discards its copy, except after a clean
+// hand-over or while it may be given a lost partition back. Partitions this node takes over go to tookOver.
 func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	if old == nil || old.Version == 0 || len(old.Runtime) != len(next.Runtime) {
 		return
@@ -126,9 +120,15 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 		case !assigned && (was.Owner == r.id || slices.Contains(old.Assignment[p], r.id)):
 			r.discard(p, st.Epoch)
 			r.log.Debug("partition moved away; copy dropped", "partition", p)
+		// Not deposed, or by a clean hand-over: the old owner sealed the partition and the new one took
+		// everything it had, so the copies are equal.
 		case was.Owner != r.id || st.Owner == r.id || st.Epoch == was.Epoch || handedOver(was, st):
+		// Cut off until the partition was declared lost: the map still lists this node among those holding
+		// every acknowledged write, and it may be given the partition back.
 		case holder:
 			r.log.Warn("partition lost while this node was cut off; keeping its copy to serve it again", "partition", p)
+		// Writes applied here but never acknowledged must not survive beside the new owner's history: start
+		// again from the new owner's snapshot.
 		default:
 			r.discard(p, st.Epoch)
 			r.log.Info("deposed from partition; copy discarded until the new owner resends it", "partition", p, "owner", st.Owner)
@@ -136,13 +136,14 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 	}
 }
 
-// tookOver prepares this node to serve partition p, which it owns in next and did not own before: it does
-// not know yet what its replicas confirm, and unless the partition was handed over, a replica may hold
-// writes of the previous owner that this node never had. Given a partition that had no owner left without
-// holding it, it starts again empty, whether by a recreation or by a move settled without an owner.
+// tookOver prepares this node to serve partition p, which it owns in next and did not own before. It
+// forgets what its replicas confirmed and, unless the partition was handed over, resyncs them: a replica
+// may hold writes of the previous owner that this node never had.
 func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) {
 	r.forgetConfirmed(p)
 	switch {
+	// The partition had no owner left and this node held no copy (a recreation, or a move settled
+	// without an owner): what it holds may be older than what was acknowledged, so it starts empty.
 	case was.Owner == "" && !slices.Contains(was.InSync, r.id):
 		r.discard(p, st.Epoch)
 		r.log.Warn("partition recreated empty: no copy of it survived", "partition", p)
@@ -153,8 +154,8 @@ func (r *replication) tookOver(p int, was, st PartitionState, next *ClusterMap) 
 }
 
 // resyncReplicas makes each assigned replica of partition p prove its copy is a prefix of this node's
-// before it gets any op of p; a copy that is not is resent whole, so that ops of this node's history never
-// land on top of another one.
+// before it gets any op of p. A copy that is not is resent whole, so this node's ops never land on top of
+// another history.
 func (r *replication) resyncReplicas(p int, m *ClusterMap) {
 	for _, id := range m.Assignment[p] {
 		if id != r.id {
@@ -196,14 +197,13 @@ func (r *replication) nudgeReplicas() {
 
 // holdsLease reports whether this node has heard from the control plane recently enough to keep serving
 // the partitions it owns: it leads with a quorum, or its last contact with the leader is younger than half
-// of FailoverTimeout. The leader promotes a replica only after an owner has been silent for a whole
-// FailoverTimeout, so an owner cut off from the control plane stops serving well before another may start,
-// even when clients still reach it. This assumes the nodes' clocks run at similar rates (not that they
-// agree on the time).
+// of FailoverTimeout.
 func (n *Node) holdsLease() bool {
 	if n.raft.State() == raft.Leader {
 		return true
 	}
+	// The leader promotes a replica only after a whole FailoverTimeout of silence, so a cut-off owner stops
+	// serving well before another may start. This assumes clocks run at similar rates, not that they agree.
 	last := n.raft.LastContact()
 	return !last.IsZero() && time.Since(last) < n.cfg.FailoverTimeout/2
 }

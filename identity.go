@@ -123,7 +123,7 @@ func writeFileAtomic(path string, data []byte) error {
 const durabilityFile = "disk-durability"
 
 // recordDurability records level as this process's DiskDurability in dir and returns whether the previous
-// process waited for its disk before acknowledging: if it did, the directory holds every write it
+// process waited for its disk before acknowledging. If it did, the directory holds every write it
 // acknowledged, and this process restarts with its copies intact.
 func recordDurability(dir string, level DiskDurability) (intact bool, err error) {
 	path := filepath.Join(dir, durabilityFile)

@@ -7,7 +7,7 @@ import (
 // kvRequest and kvReply carry every single-key operation, so they are encoded by hand, field by field,
 // like the batch messages (batch_wire.go). The bytes are those the reflective codec writes for the two
 // structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), so either codec
-// reads the other's output. A request is [key, value, ttl, delta, cond, concern]; a reply is
+// reads the other's output. A request is [key, value, ttl, delta, cond, concern]. A reply is
 // [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
 // know, so fields can be appended.
 const (
@@ -38,9 +38,9 @@ func (r *kvRequest) marshal() []byte {
 	return r.appendMsg(make([]byte, 0, kvRequestOverhead+len(r.Key)+len(r.Value)))
 }
 
-// decodeMsg replaces r with the request encoded in b. Value aliases b (capped, so appending to it cannot
-// overwrite b), which is safe because the transport hands every frame's payload over in memory of its own
-// that it never reuses; a caller whose b is reused must copy Value. Errors wrap ErrInvalidRequest.
+// decodeMsg replaces r with the request encoded in b. Errors wrap ErrInvalidRequest. Value aliases b, capped
+// so appending to it cannot overwrite b. The transport never reuses a frame's payload, so this is safe
+// there; a caller whose b is reused must copy Value.
 func (r *kvRequest) decodeMsg(b []byte) error {
 	w := wireReader{b: b}
 	extra := w.fields(kvRequestFields)

@@ -21,7 +21,7 @@ type keyOperation struct {
 
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
 // for a write, that the partition is not sealed. Every mutation goes through store.update. The request is
-// passed by value: through a function value a pointer would escape, costing every request an allocation.
+// passed by value because a pointer passed through a function value escapes, costing an allocation.
 type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 
 // opLimits are the limits of Config that key operations enforce.
@@ -79,7 +79,7 @@ func batchOpsOf(ops []keyOperation) (byBatch [1 << 8]transport.Op) {
 }
 
 // revelation says which replies of a key operation tell something about the stored state without having
-// written: under the Sync concern those wait until the in-sync replicas hold that state (visibility.go).
+// written. Under the Sync concern those wait until the in-sync replicas hold that state (visibility.go).
 type revelation uint8
 
 const (

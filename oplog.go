@@ -8,8 +8,8 @@ import (
 )
 
 // opLog keeps the recent ops of every segment in memory, in revision order, so replicas that fall behind
-// can catch up by replay. It is bounded per segment, in ops and in bytes (each segment keeps at least its
-// newest op); a replica behind the bound is fed from the durable log, or gets a segment snapshot.
+// can catch up by replay. It is bounded per segment, in ops and in bytes, each segment keeping at least its
+// newest op. A replica behind the bound is fed from the durable log, or gets a segment snapshot.
 type opLog struct {
 	retain      int // ops kept per segment
 	retainBytes int // bytes kept per segment

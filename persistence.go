@@ -24,8 +24,8 @@ const (
 	// DiskSynced acknowledges a write once every in-sync copy has flushed it to stable storage (one fsync
 	// for many ops): it survives every machine losing power.
 	DiskSynced
-	// DiskBehind writes the disk behind the acknowledgement: a write survives while one in-sync copy's
-	// process lives, as without a DataDir; the disk only shortens what a restarted node must fetch.
+	// DiskBehind writes the disk behind the acknowledgement: as without a DataDir, a write survives while
+	// one in-sync copy's process lives. The disk only shortens what a restarted node must fetch.
 	DiskBehind
 )
 
@@ -55,11 +55,11 @@ func (d *DiskDurability) UnmarshalText(b []byte) error {
 	return fmt.Errorf("%w: disk durability %q is none of written, synced, behind", ErrInvalidConfig, b)
 }
 
-// diskLog writes a node's ops and segment snapshots to its durability store, off the hot path: writers
-// enqueue under their segment's lock (so a segment's ops keep their order) and one goroutine commits them
-// in batches, each one write (and, under DiskSynced, one fsync) for every op queued meanwhile. Under
-// DiskWritten and DiskSynced an acknowledgement waits for the batch holding its op (await); under
-// DiskBehind a crash may lose the latest tail, which the node then fetches again from the owner.
+// diskLog writes a node's ops and segment snapshots to its durability store, off the hot path. Writers
+// enqueue under their segment's lock, so a segment's ops keep their order, and one goroutine commits the
+// queue in batches: one write, plus one fsync under DiskSynced, per batch. Under DiskWritten and DiskSynced
+// an acknowledgement waits for its batch (await). Under DiskBehind a crash may lose the latest tail, which
+// the node fetches again from the owner.
 type diskLog struct {
 	store   durability.Store
 	n       *Node
@@ -77,10 +77,10 @@ type diskLog struct {
 	flushed chan struct{} // closed, and replaced, whenever done moves
 }
 
-// diskItem is an op, or a snapshot of its segment's state up to its revision. A snapshot that replaces
-// the segment (replace) is written over an emptied segment: it may follow another history, at a lower
-// revision than the log reached, so none of the log's ops may survive it. A checkpoint of the node's own
-// state (trim) is not one: ops newer than it may already be in the log.
+// diskItem is an op, or a snapshot of its segment's state up to its revision. A replacing snapshot
+// (replace) may follow another history, at a lower revision than the log reached, so it is written over
+// an emptied segment. A checkpoint of the node's own state (trim) does not replace: ops newer than it may
+// already be in the log.
 type diskItem struct {
 	op      durability.Op
 	snap    *durability.Snapshot
@@ -117,7 +117,7 @@ func newDiskLog(store durability.Store, n *Node, waits bool) *diskLog {
 }
 
 // enqueue queues item and returns its ticket, for await. While the queue holds DiskQueueBytes it waits
-// for the writer to take it, unless the node stops: the writer drains what is queued as it stops.
+// for the writer to take it, unless the node stops (the writer drains the queue as it stops).
 func (d *diskLog) enqueue(item diskItem) uint64 {
 	size := item.size()
 	d.mu.Lock()
@@ -142,7 +142,7 @@ func (d *diskLog) stopping() bool {
 	}
 }
 
-// mark returns the ticket of the latest item queued; nil-safe, for nodes without a DataDir.
+// mark returns the ticket of the latest item queued. It is nil-safe, for nodes without a DataDir.
 func (d *diskLog) mark() uint64 {
 	if d == nil {
 		return 0
@@ -152,8 +152,8 @@ func (d *diskLog) mark() uint64 {
 	return d.queued
 }
 
-// await blocks until every item up to ticket is on disk as far as the node's DiskDurability asks; it
-// returns at once for nodes without a DataDir or under DiskBehind. After a refused write it fails.
+// await blocks until every item up to ticket is on disk as far as the node's DiskDurability asks. It
+// returns at once without a DataDir or under DiskBehind, and fails after a refused write.
 func (d *diskLog) await(ctx context.Context, ticket uint64) error {
 	if d == nil || !d.waits {
 		return nil
@@ -253,8 +253,8 @@ func (d *diskLog) commitOps(ops []durability.Op) error {
 	return nil
 }
 
-// commitSnapshot saves a segment snapshot and drops the ops it covers; one that replaces the segment
-// first resets it, so the log resumes right after the snapshot whatever it held.
+// commitSnapshot saves a segment snapshot and drops the ops it covers. A replacing snapshot first resets
+// the segment, so the log resumes right after the snapshot whatever it held.
 func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) error {
 	var err error
 	if replace {
@@ -346,14 +346,13 @@ func (d *diskLog) needsTrim(seg int, now time.Time) bool {
 }
 
 // replacements counts the replacements of one segment's copy, begun and done. A copy is replaced in memory
-// first and on disk only once the disk log commits it, so a read of the disk log is of the copy in memory
-// only if no replacement was under way when the read started and none began before it ended.
+// before the disk log commits it, so a disk read matches memory only if no replacement was under way when
+// it started and none began before it ended.
 type replacements struct{ begun, done atomic.Uint64 }
 
-// opsAfter returns up to limit ops of segment seg after revision after, read up to about budget bytes: from
-// the op log in memory, or from the data dir's op log once memory no longer reaches back (fromDisk). It
-// fails with errBehindLog when neither reaches back, or when the disk may hold another copy than memory
-// (a replacement is under way): the replica then needs a snapshot.
+// opsAfter returns up to limit ops of segment seg after revision after, up to about budget bytes, from the
+// op log in memory or, when memory does not reach back, from the one on disk (fromDisk). It fails with
+// errBehindLog, and the replica needs a snapshot, when neither reaches back or a replacement is under way.
 func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []durability.Op, fromDisk bool, err error) {
 	ops, err = r.oplog.after(seg, after, limit)
 	if !errors.Is(err, errBehindLog) || r.disk == nil {
@@ -379,9 +378,9 @@ func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []
 const diskReadOps = 64
 
 // opsAfter returns up to limit ops of segment seg after revision after, and stops reading once they reach
-// budget bytes. It first waits until the store holds every item queued so far: the op log in memory drops
-// only ops already queued, so the ops returned run into it without a gap. It fails with
-// durability.ErrTruncated when the store no longer reaches back to after+1.
+// budget bytes. It fails with durability.ErrTruncated when the store no longer reaches back to after+1.
+// It first waits for every queued item to be stored: the op log in memory drops only queued ops, so the
+// ops returned meet it without a gap.
 func (d *diskLog) opsAfter(seg int, after uint64, limit, budget int) ([]durability.Op, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.n.cfg.ReplicaAckTimeout)
 	defer cancel()

@@ -246,16 +246,15 @@ func samePrimary(x, y []NodeID) bool {
 // Assign computes the partition map of partitions partitions over nodes with replication factor rf.
 //
 // Every partition gets min(rf, number of distinct nodes) distinct nodes, the first being its preferred primary.
-// Copies per node differ by at most one across nodes, and so do primaries per node. Among all maps with those
-// properties, Assign returns one that keeps the most copies of prev, so that the fewest copies must be built on
-// a new node; over the holders it picks, it keeps the most primaries of prev, and a primary that must move goes
-// to a node that held the partition before where it can. A node joining a balanced map takes its fair share of
-// copies, each from a node over its new quota; a node leaving has only its copies re-homed, unless the balance
-// forces one more exchange (possible only with few partitions per node).
+// Copies per node differ by at most one across nodes, and so do primaries per node. Among such maps, Assign
+// returns one that keeps the most copies of prev (the fewest copies to build), then the most primaries of prev.
+// A primary that must move goes, where it can, to a node that held the partition before. A joining node takes
+// its fair share of copies from nodes over their new quota. A leaving node has only its own copies re-homed,
+// unless the balance forces one more exchange (possible only with few partitions per node).
 //
 // The result depends only on prev, on the set of nodes (not their order or repetitions), on partitions and on
-// rf. prev may be nil, or list nodes that are gone (they are ignored); a prev of another length is treated as
-// nil. With no nodes or rf < 1 every partition is empty; with partitions < 1 the map is empty.
+// rf. Nodes of prev that are gone are ignored, and a prev of another length counts as nil. With no nodes or
+// rf < 1 every partition is empty. With partitions < 1 the map is empty.
 func Assign(prev Assignment, nodes []NodeID, partitions, rf int) Assignment {
 	if partitions < 1 {
 		return Assignment{}
@@ -335,10 +334,9 @@ func placeCopies(before previousMap, nodes, copies int) *balancer {
 	return b
 }
 
-// steerOrphans sets the fill preferences of b so that a partition that lost its primary (the node left, or
-// gave the copy up) gets a holder able to take one more primary without unbalancing the primaries, when no
-// holder it kept can. Copies cost the same wherever they go; this only spares placePrimaries from moving other
-// partitions' primaries to make room.
+// steerOrphans sets the fill preferences of b so that a partition that lost its primary, and kept no holder
+// able to take one more primary, gets such a holder. It changes no copy's cost: it only spares placePrimaries
+// from moving other partitions' primaries to make room.
 func steerOrphans(b *balancer, before previousMap, share []int) {
 	room := slices.Clone(share)
 	for p, n := range before.primary {
@@ -377,11 +375,10 @@ func steerOrphans(b *balancer, before previousMap, share []int) {
 	}
 }
 
-// copyKeepOrder lists, per node, the previous copies it holds by keep priority, and how many of them are firm
-// (kept before any other); it also returns each node's expected share of primaries in the new map. Firm are a
-// node's previous primaries up to its share; then come its replicas, then its surplus primaries. A node over
-// its copy quota thus gives up its surplus primaries before replicas, and a newcomer can take those primaries
-// with their copies instead of a second node having to hand a primary over.
+// copyKeepOrder lists, per node, the previous copies it holds by keep priority and how many of them are firm
+// (kept before any other), and returns each node's expected share of primaries in the new map. The order is:
+// previous primaries up to the share (firm), replicas, then surplus primaries. A node over its copy quota thus
+// gives up surplus primaries first, and a newcomer takes them with their copies, sparing a second handover.
 func copyKeepOrder(before previousMap, nodes int) (order [][]int, firm, share []int) {
 	primaries := make([][]int, nodes)
 	replicas := make([][]int, nodes)
@@ -496,7 +493,7 @@ const (
 //
 // Partition p must receive want[p] distinct nodes among those its arcs allow. Every node ends with floor or
 // floor+1 units, exactly ceils of them with floor+1 (the caller makes the totals match). A unit costs 0 on a
-// kept arc and 1 on a moved one; the solution minimises the total. The flow network is source -> partition
+// kept arc and 1 on a moved one, and the solution minimises the total. The flow network is source -> partition
 // (capacity want[p]) -> node (capacity 1 per arc) -> sink (capacity floor), plus node -> hub (capacity 1) ->
 // sink (capacity ceils), the hub deciding which nodes take the extra unit. It is never built explicitly: the
 // residual arcs are read off the has matrix and the loads.
@@ -570,12 +567,11 @@ func (b *balancer) unplace(p, n int) {
 	b.missing++
 }
 
-// keep places as many kept units as possible. order[n] lists node n's kept arcs by priority; its first firm[n]
-// entries are taken before all others (firm may be nil). The floor+1 quotas go to the nodes with the most kept
-// arcs, then the most firm ones. Nodes choose in index order, and a node over its quota prefers to keep the
-// partitions that earlier nodes already gave up a unit of, so that the losses fall on distinct partitions and
-// one newcomer can take them all. Augmenting paths over kept arcs alone then make the number of kept units
-// maximal, whatever the greedy pass did.
+// keep places as many kept units as possible. order[n] lists node n's kept arcs by priority, and its first
+// firm[n] entries are taken before all others (firm may be nil). The floor+1 quotas go to the nodes with the
+// most kept arcs, then the most firm ones. A greedy pass lets nodes choose in index order, each over its quota
+// preferring partitions that earlier nodes already gave a unit up of, so losses fall on distinct partitions
+// and one newcomer can take them all. Augmenting paths over kept arcs then make the kept units maximal.
 func (b *balancer) keep(order [][]int, firm []int) {
 	quota := make([]int, b.nodes)
 	for i, n := range mostFirst(order, firm) {
@@ -619,7 +615,7 @@ func (b *balancer) keep(order [][]int, firm []int) {
 }
 
 // complete places every missing unit at the least cost. A greedy pass puts units directly on nodes with room
-// (see bestDirect); the units it cannot place that way go along shortest augmenting paths, which move placed
+// (see bestDirect). The units it cannot place that way go along shortest augmenting paths, which move placed
 // units to make room. Once the kept units are maximal, no placement can cost less than one, so the greedy pass
 // keeps the solution optimal for its size, and each shortest path then keeps it optimal.
 func (b *balancer) complete() {
@@ -667,10 +663,14 @@ func (b *balancer) bestDirect(p int) int {
 // queue-based Bellman-Ford search (arc costs may be negative on the way back, never in a cycle). With
 // keptOnly, only kept arcs may be added. It reports whether a path was found.
 //
-// Vertices are the partitions [0, parts), the nodes [parts, parts+nodes) and the hub. Residual arcs: partition
-// p to node n when p may use n and does not (cost of the arc); node n back to each partition it holds (minus the
-// cost: that unit leaves n); node n to the hub when n is at floor; the hub to node n when n is at floor+1 (n
-// gives its extra slot away). A path ends at a node below floor, or at the hub while a floor+1 slot is free.
+// Vertices are the partitions [0, parts), the nodes [parts, parts+nodes) and the hub. Residual arcs:
+//
+//   - partition p to node n when p may use n and does not, at the arc's cost;
+//   - node n back to each partition it holds, at minus the cost (that unit leaves n);
+//   - node n to the hub when n is at floor;
+//   - the hub to node n when n is at floor+1 (n gives its extra slot away).
+//
+// A path ends at a node below floor, or at the hub while a floor+1 slot is free.
 func (b *balancer) augment(keptOnly bool) bool {
 	hub := b.parts + b.nodes
 	b.resetSearch(hub + 1)

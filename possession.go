@@ -11,10 +11,11 @@ import (
 // Sync write. A live assigned peer outside the in-sync set may still hold more of the same history (writes
 // acknowledged Async, or not acknowledged at all). When one does, the new owner starts Recovering: it
 // serves nothing (clients get OwnershipChanging), copies from that peer (the partition's Source) each
-// segment the peer holds more of, and only then asks the leader to let it serve, Degraded. A segment comes
-// in pieces, each within one replication request, all cut from one snapshot the source holds for the pull;
-// it replaces the owner's copy only once whole. If the source cannot be reached within FailoverTimeout the
-// owner serves what it has: nothing acknowledged Sync is lost.
+// segment the peer holds more of, and only then asks the leader to let it serve, Degraded.
+//
+// A segment comes in pieces, each within one replication request, all cut from one snapshot the source
+// holds for the pull. It replaces the owner's copy only once whole. If the source cannot be reached within
+// FailoverTimeout the owner serves what it has: nothing acknowledged Sync is lost.
 
 // holdsMore reports whether a copy of a segment at revision rev, following the history of the owner of
 // epoch line, extends the new owner's copy at ownRev, of line ownLine. Copies of one line are prefixes of
@@ -27,8 +28,8 @@ func holdsMore(rev, line, ownRev, ownLine, lastEpoch uint64) bool {
 	return line == ownLine || ownRev == 0 && line == lastEpoch
 }
 
-// pullRequest asks a failover source for piece Part of its own copy of Segment. Part 0 starts a pull; each
-// later part continues the one snapshot the source took for it.
+// pullRequest asks a failover source for piece Part of its own copy of Segment. Part 0 starts a pull, and
+// each later part continues the one snapshot the source took for it.
 type pullRequest struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Segment  int
@@ -61,10 +62,10 @@ type pullKey struct {
 	partition int
 }
 
-// heldPulls are the snapshots a failover source serves pulls from, a piece at a time, so that every piece
-// of a pull comes from one revision of the segment. It holds at most one per puller and partition, the
-// segment being pulled, until its last piece is served, the puller asks for another segment or is refused,
-// or no piece has been asked for during idle.
+// heldPulls are the snapshots a failover source serves pulls from, a piece at a time, so every piece of a
+// pull comes from one revision of the segment. It holds at most one per puller and partition. A snapshot
+// is released once its last piece is served, when the puller asks for another segment or is refused, or
+// after idle without a request.
 type heldPulls struct {
 	idle  time.Duration
 	clock Clock
@@ -79,8 +80,8 @@ type heldPull struct {
 }
 
 // piece returns the piece of segment want asks for, at most budget bytes unless one entry is larger. It
-// cuts it from the snapshot held for key when want continues it; otherwise (want starts a pull, or the
-// snapshot it continues was released) from a new one taken with take, starting over at part 0.
+// cuts it from the snapshot held for key when want continues it. Otherwise (a new pull, or a released
+// snapshot) it takes a new one with take and starts over at part 0.
 func (h *heldPulls) piece(key pullKey, want pullRequest, budget int, take func() *segmentSnapshot) segmentSnapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -186,9 +187,8 @@ func (n *Node) holdsLess(s int, rev, line, epoch uint64) bool {
 	return holdsMore(rev, line, n.store.revision(s), n.repl.lines[s].Load(), epoch-1)
 }
 
-// pullSegment copies segment s from source, a piece at a time, and installs it once whole if this node is
-// still the partition's owner under epoch and the copy is of its line and ahead of it. Until then this
-// node's copy is untouched.
+// pullSegment copies segment s from source, a piece at a time. Once the copy is whole, it replaces this
+// node's copy if this node still owns the partition under epoch and the copy is of its line and ahead of it.
 func (n *Node) pullSegment(source NodeID, s int, epoch uint64) error {
 	snap, err := n.repl.assemblePull(s, func(part int) (*segmentSnapshot, error) {
 		return n.pullPiece(source, s, epoch, part)
@@ -226,8 +226,8 @@ func (n *Node) pullPiece(source NodeID, s int, epoch uint64, part int) (*segment
 }
 
 // assemblePull fetches segment seg a piece at a time, from part 0, and assembles the pieces as a replica
-// assembles those its owner sends (stage). It returns the whole snapshot, or the first error, having
-// dropped the pieces staged.
+// does those its owner sends (stage). It returns the whole snapshot, or the first error after dropping the
+// staged pieces.
 func (r *replication) assemblePull(seg int, fetch func(part int) (*segmentSnapshot, error)) (*segmentSnapshot, error) {
 	for part := 0; ; {
 		piece, err := fetch(part)

@@ -8,10 +8,10 @@ import (
 // leave, or stays failed past EvictionTimeout, the leader plans the next map with Assign (as few moves as
 // possible) and each changed partition becomes a move:
 //
-//  1. copy: the incoming nodes join the partition's assignment and the owner feeds them snapshots and the
-//     op-log tail like any replica, while it keeps serving; the leader starts at most MaxMigrations at once;
+//  1. copy: the incoming nodes join the partition's assignment, and the owner feeds them snapshots and the
+//     op-log tail like any replica while it keeps serving. At most MaxMigrations copy at once.
 //  2. cut-over: once every target node is in sync, an owner that hands over seals the partition (its
-//     requests get OwnershipChanging), lets the new owner take the last ops and asks the leader to settle;
+//     requests get OwnershipChanging), lets the new owner take the last ops and asks the leader to settle.
 //  3. settle: the target becomes the assignment, the new owner serves under the next epoch and the old
 //     one answers Moved. A node no longer assigned drops its copy.
 //

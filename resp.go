@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// errRESPProtocol marks input that is not valid RESP or breaks a limit; the server answers it with an
+// errRESPProtocol marks input that is not valid RESP or breaks a limit. The server answers it with an
 // error and closes the connection, because the rest of the stream cannot be trusted to be in step.
 var errRESPProtocol = errors.New("Protocol error")
 
@@ -20,7 +20,7 @@ func (e *respProtocolError) Unwrap() error { return errRESPProtocol }
 func protocolError(reason string) error { return &respProtocolError{reason: reason} }
 
 // respRejection is a well-formed command the reader refused to hold (an argument over the value limit, a
-// command over the query buffer limit): its input was read past and dropped, the server answers it with
+// command over the query buffer limit). Its input was read past and dropped, so the server answers it with
 // this error and carries on with the next command.
 type respRejection struct{ msg string }
 
@@ -44,7 +44,7 @@ const (
 	// respArgOverhead is what the reader keeps per parsed argument besides its bytes (its span and slice
 	// header), counted so that a command of a million empty arguments is bounded like a large one.
 	respArgOverhead = 40
-	// respMaxDiscard is the largest argument the reader reads past to answer a clear error; a larger
+	// respMaxDiscard is the largest argument the reader reads past to answer a clear error. A larger
 	// length is taken for garbage and closes the connection, as Redis does past proto-max-bulk-len.
 	respMaxDiscard = 1 << 30
 
@@ -351,7 +351,7 @@ func (rd *respReader) headerLine() (line []byte, ok bool, err error) {
 }
 
 // parseInline reads a command written as one line, as telnet users type it, split into arguments the way
-// Redis splits it (splitInline). A whole line sets pending to 0 with its words as spans; a blank line is
+// Redis splits it (splitInline). A whole line sets pending to 0 with its words as spans. A blank line is
 // consumed and reported as skipped.
 func (rd *respReader) parseInline() (skipped bool, err error) {
 	window := rd.buf[rd.pos:min(rd.w, rd.pos+rd.lim.maxInline)]
@@ -384,10 +384,15 @@ func (rd *respReader) parseInline() (skipped bool, err error) {
 	return false, nil
 }
 
-// splitInline splits an inline command line into arguments as Redis does: words separated by blanks; a
-// double-quoted part takes the escapes \n \r \t \b \a, \xHH and a backslash before any other byte; a
-// single-quoted part takes \' only; a closing quote must end its word; a NUL byte ends the line. The words
-// are decoded in place (decoding never lengthens one) and handed to add as [start, end) offsets in line.
+// splitInline splits an inline command line into arguments as Redis does:
+//
+//   - words are separated by blanks, and a NUL byte ends the line;
+//   - a double-quoted part takes the escapes \n \r \t \b \a, \xHH and a backslash before any other byte;
+//   - a single-quoted part takes \' only;
+//   - a closing quote must end its word.
+//
+// The words are decoded in place (decoding never lengthens one) and handed to add as [start, end) offsets
+// in line.
 func splitInline(line []byte, add func(start, end int) error) error {
 	in, out := 0, 0 // read and write positions
 	for {
@@ -426,7 +431,7 @@ func splitInline(line []byte, add func(start, end int) error) error {
 
 var errUnbalancedQuotes = protocolError("unbalanced quotes in request")
 
-// unquoteDouble decodes a double-quoted part starting after its quote; it returns the positions after the
+// unquoteDouble decodes a double-quoted part starting after its quote. It returns the positions after the
 // closing quote and after the decoded bytes.
 func unquoteDouble(line []byte, in, out int) (int, int, error) {
 	for in < len(line) && line[in] != 0 {
@@ -574,8 +579,8 @@ func (rd *respReader) makeRoom() error {
 	return nil
 }
 
-// budgetExhausted handles a command that needs more room than the shared budget has left: an
-// authenticated client's command is refused and read past; anything else closes the connection.
+// budgetExhausted handles a command that needs more room than the shared budget has left. An
+// authenticated client's command is refused and read past. Anything else closes the connection.
 func (rd *respReader) budgetExhausted() error {
 	if rd.pending <= 0 || rd.lim.unauth || rd.reject != nil {
 		return protocolError("the server's query buffers are full")
@@ -601,7 +606,7 @@ func printable(c byte) string {
 	return string(c)
 }
 
-// respFlushAbove is how many reply bytes may wait for a flush; beyond it replies go out before more are
+// respFlushAbove is how many reply bytes may wait for a flush. Beyond it, replies go out before more is
 // read, so a pipeline of large replies never piles up in memory.
 const respFlushAbove = 64 << 10
 
@@ -617,7 +622,7 @@ func newRESPWriter(dst io.Writer) *respWriter {
 	return &respWriter{dst: dst, buf: make([]byte, 0, respInitialBuffer), proto: 2}
 }
 
-// flush sends the buffered replies; the first write error sticks and is returned from then on.
+// flush sends the buffered replies. The first write error sticks and is returned from then on.
 func (wr *respWriter) flush() error {
 	if wr.err != nil {
 		wr.buf = wr.buf[:0] // the peer is gone: drop replies rather than pile them up
@@ -649,7 +654,7 @@ func (wr *respWriter) simple(s string) {
 
 func (wr *respWriter) ok() { wr.buf = append(wr.buf, "+OK\r\n"...) }
 
-// error writes an error reply; msg starts with the error code (ERR, MOVED, ...) and is made single-line.
+// error writes an error reply. msg starts with the error code (ERR, MOVED, ...) and is made single-line.
 func (wr *respWriter) error(msg string) {
 	wr.buf = append(wr.buf, '-')
 	for i := 0; i < len(msg); i++ {

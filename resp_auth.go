@@ -153,7 +153,7 @@ func (c *respConn) checkPermissions(cmd *respCommand, args [][]byte) bool {
 }
 
 // Password guessing is slowed per source address: each may fail authFailureBurst times at once, then once
-// per authFailureInterval; a client that would have to wait more than authMaxWait is disconnected without
+// per authFailureInterval. A client that would have to wait more than authMaxWait is disconnected without
 // its password being checked. A connection is also closed after authFailuresPerConn failures.
 const (
 	authFailureBurst    = 10
@@ -163,9 +163,9 @@ const (
 	authTrackedAddrs    = 1 << 16 // beyond, the addresses not seen lately share one record
 )
 
-// authThrottle books login attempts per source address (a generic cell rate algorithm): an attempt is
+// authThrottle books login attempts per source address (a generic cell rate algorithm). An attempt is
 // booked before the password is checked, so parallel connections from one address queue behind one
-// another, and is given back when it succeeds.
+// another, and given back when it succeeds.
 type authThrottle struct {
 	burst    int
 	interval time.Duration // zero: no throttling
@@ -179,8 +179,8 @@ func newAuthThrottle() *authThrottle {
 	return &authThrottle{burst: authFailureBurst, interval: authFailureInterval, maxWait: authMaxWait, due: map[string]time.Time{}}
 }
 
-// book books an attempt from addr at now: it returns how long the client must wait before its password is
-// checked, or false when it should be disconnected instead.
+// book books an attempt from addr at now. It returns how long the client must wait before its password is
+// checked, or false when it should be disconnected.
 func (t *authThrottle) book(addr string, now time.Time) (time.Duration, bool) {
 	if t.interval <= 0 {
 		return 0, true
@@ -260,7 +260,7 @@ func (c *respConn) logInAs(name, pass []byte) bool {
 	return true
 }
 
-// pause waits d, unless the server closes first; it reports whether the wait ran its course.
+// pause waits d, unless the server closes first, and reports whether the wait ran its course.
 func (c *respConn) pause(d time.Duration) bool {
 	if d <= 0 {
 		return true
@@ -334,7 +334,7 @@ type helloArgs struct {
 	user, pass, name []byte
 }
 
-// helloOptions reads HELLO's AUTH and SETNAME options; it writes the error itself when one is wrong.
+// helloOptions reads HELLO's AUTH and SETNAME options. It writes the error itself when one is wrong.
 func (c *respConn) helloOptions(opts [][]byte) (helloArgs, bool) {
 	var h helloArgs
 	for i := 0; i < len(opts); i++ {

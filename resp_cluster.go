@@ -58,7 +58,7 @@ type respNode struct {
 	failed  bool // gossip reports it failed
 }
 
-// memberStates says what gossip knows of each member: absent, it left long ago or was never seen.
+// memberStates says what gossip knows of each member. An absent member left long ago or was never seen.
 type memberStates map[NodeID]serf.MemberStatus
 
 // memberStates returns the members' states as gossip sees them, or nil before the node gossips.

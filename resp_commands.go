@@ -13,7 +13,7 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// respVersion is the Redis version the endpoint reports; clients use it to pick the features they rely on.
+// respVersion is the Redis version the endpoint reports. Clients use it to pick the features they rely on.
 const respVersion = "7.0.0"
 
 // respCommand describes one command the endpoint serves, with the key positions COMMAND reports so that
@@ -186,7 +186,7 @@ func (c *respConn) unknownSubcommand(cmd string, sub []byte) {
 
 // ---- Ownership ----
 
-// ownKey checks that this node actively owns key's partition and returns its segment; otherwise it writes
+// ownKey checks that this node actively owns key's partition and returns its segment. Otherwise it writes
 // the redirect or refusal and reports false.
 func (c *respConn) ownKey(key string) (int, bool) {
 	seg, refusal, owned := c.srv.owner.checkOwner(key)
@@ -317,7 +317,7 @@ func (c *respConn) cmdSet(args [][]byte) {
 	}
 }
 
-// parseSet reads SET's options; on a bad one it writes the error and reports false.
+// parseSet reads SET's options. On a bad one it writes the error and reports false.
 func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 	var s setArgs
 	for i := 0; i < len(opts); i++ {

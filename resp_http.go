@@ -6,7 +6,7 @@ import (
 
 // isHTTPInput reports whether a command name is a line of HTTP: a request line starting with POST, or a
 // Host: header. A web page can make a browser send such a request to the RESP port with a body of RESP
-// commands; Redis closes the connection on either, and so does this endpoint, before anything else runs.
+// commands, so, as Redis does, the endpoint closes the connection on either before anything else runs.
 func isHTTPInput(name []byte) bool {
 	return isSubcommand(name, "post") || isSubcommand(name, "host:")
 }

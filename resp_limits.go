@@ -47,8 +47,8 @@ type respTimeouts struct {
 	auth    time.Duration // not logged in since the connection opened, when a login is needed
 }
 
-// slack is how far a read deadline may lag behind the ideal one before it is moved: setting a deadline
-// costs a timer update, and a connection closed a sixteenth of its shortest timeout early does no harm.
+// slack is how far a read deadline may lag behind the ideal one before it is moved. Setting a deadline
+// costs a timer update, and closing a connection a sixteenth of its shortest timeout early does no harm.
 func (t respTimeouts) slack() time.Duration {
 	shortest := time.Duration(0)
 	for _, d := range []time.Duration{t.idle, t.command, t.auth} {
@@ -112,7 +112,7 @@ func earliest(a, b time.Time) time.Time {
 func (rd *respReader) midCommand() bool { return rd.w > rd.r || rd.pending > 0 }
 
 // deadlineWriter moves a connection's write deadline forward before each write, so a client that reads
-// none of its replies is closed after the idle timeout instead of holding its goroutine for ever.
+// none of its replies is closed after the idle timeout rather than hold its goroutine for ever.
 type deadlineWriter struct {
 	conn     net.Conn
 	dst      io.Writer

@@ -187,7 +187,7 @@ func (s *respServer) open(conn net.Conn) (*respConn, string) {
 	return c, ""
 }
 
-// respMaxTurningAway bounds the refused connections being told why at once; beyond, they are just closed.
+// respMaxTurningAway bounds the refused connections being told why at once. Beyond it, they are just closed.
 const respMaxTurningAway = 64
 
 // turnAway tells a refused client why and closes it, in the background and within a second, so a client
@@ -271,7 +271,7 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	return c
 }
 
-// logIn makes u the connection's user; an authenticated client gets the larger limits.
+// logIn makes u the connection's user and gives an authenticated client the larger limits.
 func (c *respConn) logIn(u *respUser) {
 	c.user = u
 	c.rd.lim = c.srv.limits

@@ -112,9 +112,9 @@ func validGossipKey(key []byte) bool {
 }
 
 // TLSFromFiles returns a TLS config that presents the certificate and key in PEM files certFile and
-// keyFile, and trusts the CA certificates in PEM file caFile (Config.TLS needs one; a RESP endpoint whose
-// clients bring no certificate does not: caFile ""). The certificate and key are read again when either
-// file changes, so they can be renewed without a restart; the CA is read once.
+// keyFile, and trusts the CA certificates in PEM file caFile. Config.TLS needs a CA; a RESP endpoint whose
+// clients bring no certificate may pass caFile "". The certificate and key are read again when either file
+// changes, so they can be renewed without a restart. The CA is read once.
 func TLSFromFiles(certFile, keyFile, caFile string) (*tls.Config, error) {
 	var pool *x509.CertPool
 	if caFile != "" {

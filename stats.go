@@ -18,8 +18,8 @@ type Stats struct {
 	RedirectsReceived uint64
 	// Retries counts operations resent after a redirect.
 	Retries uint64
-	// Refreshes counts routing-table installs by cause; Coalesced counts reactive refreshes that found the
-	// table already fresh because a concurrent one had just installed it.
+	// Refreshes counts routing-table installs by cause. Coalesced counts reactive refreshes that found the
+	// table already installed by a concurrent one.
 	Refreshes struct{ Push, Poll, React, Coalesced uint64 }
 }
 

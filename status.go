@@ -25,8 +25,8 @@ const (
 	StatusInvalidRequest
 	// StatusNotReady: the receiver has no cluster map yet.
 	StatusNotReady
-	// StatusNotEnoughReplicas: a Sync write found fewer in-sync copies than MinInSync; it was refused, or, if
-	// copies dropped out while it waited, not acknowledged.
+	// StatusNotEnoughReplicas: a Sync write had fewer in-sync copies than MinInSync, and so was refused or,
+	// when copies dropped out while it waited, not acknowledged.
 	StatusNotEnoughReplicas
 	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
 	// The sender sets it; it never travels.
@@ -55,12 +55,12 @@ func (s Status) String() string {
 }
 
 // requiresRefresh reports whether the status says the caller's routing table is stale. Only these statuses
-// refresh the map; other failures never do, so a failing peer cannot cause a refresh storm.
+// refresh the map, so a failing peer cannot cause a refresh storm.
 func (s Status) requiresRefresh() bool {
 	return s == StatusMoved || s == StatusOwnershipChanging || s == StatusReplicaWriteRejected
 }
 
-// err maps a failed status to its sentinel error; nil for success.
+// err maps a failed status to its sentinel error, and success to nil.
 func (s Status) err() error {
 	switch s {
 	case StatusSuccess:

@@ -20,8 +20,8 @@ func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.exp
 type segmentStore struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
-	// revision counts the segment's writes; a written key's version is the revision of its last write,
-	// so versions grow across delete and re-create.
+	// revision counts the segment's writes. A key's version is the revision of its last write, so
+	// versions grow across delete and re-create.
 	revision uint64
 }
 
@@ -48,7 +48,7 @@ func newStore(segments int, clock Clock) *store {
 
 func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 
-// get returns a copy-free view of the value; callers must not modify it. Expired entries are invisible.
+// get returns the stored value without copying it: callers must not modify it. Expired entries are invisible.
 func (s *store) get(segment int, key string) (value []byte, version uint64, ok bool) {
 	seg := &s.segments[segment]
 	seg.mu.RLock()

@@ -3,11 +3,11 @@ package zaris
 import "github.com/zaris-go/zaris/transport"
 
 // Read visibility. An owner applies a write to its own copy before its replicas have it, so a read served
-// in between could return a value that a failover then loses: a later read would go back in time. Under
-// the Sync concern an owner therefore answers a read only once every in-sync replica holds the segment's
-// state the read saw. It keeps, per segment, a revision known to be on every in-sync replica; a read of a
-// segment whose revision is beyond it waits for the replicas, exactly as a Sync write does, and shares
-// its outcome. With the Async concern reads never wait: a write acknowledged Async may be lost anyway.
+// in between could return a value that a failover then loses, and a later read would go back in time.
+// Under the Sync concern an owner therefore answers a read only once every in-sync replica holds the state
+// the read saw. It keeps, per segment, a revision known to be on every in-sync replica. A read of a segment
+// beyond it waits for the replicas exactly as a Sync write does, and shares its outcome. Under the Async
+// concern reads never wait: a write acknowledged Async may be lost anyway.
 
 // unconfirmed returns the revision a reply of op on seg reveals and whether the in-sync replicas must
 // confirm it before the reply is sent. Writes that wait for their replicas confirm themselves.
@@ -36,8 +36,8 @@ func (r *replication) confirm(segment int, revision uint64) {
 	}
 }
 
-// forgetConfirmed drops what this node knew to be confirmed of partition p: it has just become its owner,
-// and its in-sync replicas have yet to show what they hold.
+// forgetConfirmed drops what this node knew to be confirmed of partition p. It is called when this node
+// becomes p's owner, before its in-sync replicas have shown what they hold.
 func (r *replication) forgetConfirmed(p int) {
 	first, end := r.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {

@@ -11,12 +11,12 @@ import (
 )
 
 // The control plane's servers follow membership, as the leader sees it on every reconcile. A server is a
-// node's process: its raft identity carries the incarnation, because raft's safety rests on a voter never
-// forgetting its term and vote, and a restarted process (memory-only, raft state included) has forgotten
-// both; it joins as a new server and the old one is removed. A server whose member left, or failed for
-// longer than DeadServerTimeout, is removed too. New servers join as non-voters and are promoted once they
-// have stayed alive for ServerStabilization, keeping an odd number of voters up to MaxVoters, so a cluster
-// whose first voters are all replaced one by one keeps a quorum of live ones.
+// node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
+// forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
+// joins as a new server and the old one is removed. A server whose member left, or failed for longer than
+// DeadServerTimeout, is removed too. New servers join as non-voters and are promoted once alive for
+// ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
+// all replaced one by one thus keeps a quorum of live ones.
 
 // raftID is the control-plane identity of process incarnation of node id.
 func raftID(id NodeID, incarnation uint64) raft.ServerID {
@@ -119,7 +119,7 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 }
 
 // promotions promotes stable, alive, full non-voters, in name order, towards the largest odd number of
-// voters that MaxVoters and the candidates allow; it never demotes.
+// voters that MaxVoters and the candidates allow. It never demotes.
 func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f serverFacts) []serverChange {
 	voters := 0
 	var candidates []raft.Server

@@ -68,7 +68,7 @@ type kvReply struct {
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
 // decode reads a message with the reflective codec. The bytes are first checked to be well-formed msgpack
-// with no array or map claiming more elements than the bytes left can hold: the reflective codec sizes a
+// with no array or map claiming more elements than the bytes left can hold. The reflective codec sizes a
 // slice by its header before reading the elements, so a five-byte header could otherwise allocate gigabytes.
 func decode(data []byte, v any) error {
 	if _, err := msgp.Skip(data); err != nil {

@@ -98,8 +98,8 @@ func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutO
 	return n.Put(ctx, key, raw, opts...)
 }
 
-// Incr adds delta to the integer stored under key and returns the result. A missing key counts as 0; the
-// key's expiry is kept. A value that is not a decimal integer, or a sum that overflows, fails with
+// Incr adds delta to the integer stored under key and returns the result, keeping the key's expiry. A
+// missing key counts as 0. A value that is not a decimal integer, or a sum that overflows, fails with
 // ErrNotInteger and leaves the value alone.
 func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
 	reply, err := n.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
@@ -142,9 +142,9 @@ func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
 	return time.Duration(reply.Int), reply.Status.err()
 }
 
-// Swap stores value under key, as Put does with the same options, and returns the value it replaced;
-// existed is false when there was none. When an IfAbsent or IfExists condition fails, nothing is written,
-// the current value is still returned and err matches ErrConditionNotMet.
+// Swap stores value under key, as Put does with the same options, and returns the value it replaced, with
+// existed false when there was none. When an IfAbsent or IfExists condition fails, nothing is written, the
+// current value is still returned and err matches ErrConditionNotMet.
 func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
 	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
 	if err != nil {
@@ -190,8 +190,8 @@ func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error
 	return n.ExecuteBatch(ctx, items)
 }
 
-// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies
-// (to every entry); conditions and write concerns are refused with ErrInvalidRequest.
+// PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies, to
+// every entry. Conditions and write concerns are refused with ErrInvalidRequest.
 func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
 	var o putOptions
 	for _, opt := range opts {
@@ -345,13 +345,13 @@ func (n *Node) RemoveGossipKey(key []byte) error {
 	return n.gossipKeyOp(key, (*serf.KeyManager).RemoveKey)
 }
 
-// Leave departs gracefully. First it drains: the node stops taking partitions and rebalancing moves every
-// partition it owns or replicates to the other nodes, each cut over without losing a write. Then it hands
-// leadership over if it holds it, announces the departure, waits (bounded by ctx) until the control plane
-// has removed it, handing leadership over again whenever it leads once more, and closes: it never stops as
-// leader while another node could lead. If ctx ends before the drain does, the node leaves anyway: the
-// leader hands what it still owns to in-sync replicas at once, as for a crash but without waiting for
-// FailoverTimeout.
+// Leave departs gracefully. It drains first: the node stops taking partitions, and rebalancing moves each
+// partition it owns or replicates to other nodes, cut over without losing a write. Then it announces the
+// departure, waits (bounded by ctx) until the control plane has removed it, and closes. It hands leadership
+// over whenever it leads meanwhile, so it never stops as leader while another node could lead.
+//
+// If ctx ends before the drain does, the node leaves anyway, and the leader hands what it still owns to
+// in-sync replicas at once rather than after FailoverTimeout.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed
