@@ -210,7 +210,7 @@ func TestPullPiecesAssemble(t *testing.T) {
 		}
 		return s
 	}
-	source := &heldPulls{idle: time.Minute, held: map[pullKey]*heldPull{}}
+	source := &heldPulls{idle: time.Minute, clock: systemClock{}, held: map[pullKey]*heldPull{}}
 	rev := uint64(10)
 	take := func() *segmentSnapshot { rev++; return copyAt(rev) } // each snapshot sees a newer revision
 	key := pullKey{from: "owner", partition: 1}
