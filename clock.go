@@ -49,14 +49,14 @@ type systemTicker struct{ t *time.Ticker }
 func (t systemTicker) C() <-chan time.Time { return t.t.C }
 func (t systemTicker) Stop()               { t.t.Stop() }
 
-// timeoutContext is context.WithTimeout on clock c. On another clock than the system's, the context has
+// timeoutContext is context.WithTimeout(parent, d) on clock c. On another clock than the system's, the context has
 // no deadline and ends, when d has passed on c, with context.Canceled and the cause
 // context.DeadlineExceeded.
-func timeoutContext(c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+func timeoutContext(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := c.(systemClock); ok {
-		return context.WithTimeout(context.Background(), d)
+		return context.WithTimeout(parent, d)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(parent)
 	timer := c.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
 	return ctx, func() {
 		timer.Stop()

@@ -184,7 +184,7 @@ func advanceUntil(t *testing.T, clock *clocktest.Manual, step time.Duration, wha
 // has passed on the clock, with the cause a deadline, and that cancelling it disarms its timer.
 func TestClockTimeoutContext(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_000_000, 0))
-	ctx, cancel := timeoutContext(clock, time.Second)
+	ctx, cancel := timeoutContext(context.Background(), clock, time.Second)
 	defer cancel()
 	clock.Advance(time.Second - time.Nanosecond)
 	if err := ctx.Err(); err != nil {
@@ -195,7 +195,7 @@ func TestClockTimeoutContext(t *testing.T) {
 		t.Fatalf("context at its timeout: cause %v; want %v", err, context.DeadlineExceeded)
 	}
 
-	_, cancel = timeoutContext(clock, time.Second)
+	_, cancel = timeoutContext(context.Background(), clock, time.Second)
 	if clock.Armed() != 1 {
 		t.Fatalf("%d timers armed for one timeout context", clock.Armed())
 	}

@@ -268,7 +268,7 @@ func (n *Node) runControl() {
 			}
 		}
 		select {
-		case <-n.stop:
+		case <-n.life.Done():
 			return
 		case <-n.kick:
 		case <-n.leaderCh:
@@ -282,7 +282,7 @@ func (n *Node) forwardEvents() {
 	defer n.wg.Done()
 	for {
 		select {
-		case <-n.stop:
+		case <-n.life.Done():
 			return
 		case ev := <-n.members.events:
 			if _, ok := ev.(serf.MemberEvent); ok {
@@ -556,7 +556,7 @@ func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.stop:
+		case <-n.life.Done():
 			return ErrClosed
 		}
 	}

@@ -76,7 +76,7 @@ func (n *Node) runCutovers() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-n.stop:
+		case <-n.life.Done():
 			return
 		case <-n.cut.kick:
 		case <-tick.C():
@@ -120,7 +120,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	if n.epochMoved(p, st.Epoch) {
 		return
 	}
-	ctx, cancel := timeoutContext(n.cfg.Clock, n.cfg.CutoverTimeout)
+	ctx, cancel := timeoutContext(n.life, n.cfg.Clock, n.cfg.CutoverTimeout)
 	err := n.drainTo(ctx, p, st.Epoch, to)
 	if err == nil {
 		err = n.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
@@ -165,14 +165,14 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 // commit, so the owner serves again only once its map shows the epoch has moved, one way or the other.
 func (n *Node) reclaim(p int, epoch uint64) {
 	for !n.epochMoved(p, epoch) {
-		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
 		err := n.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
 		cancel()
 		if err == nil {
 			n.cut.reclaimed.Add(1)
 			continue
 		}
-		if sleepStop(n.cfg.Clock, n.stop, n.cfg.Timing.Reconcile) {
+		if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.Timing.Reconcile) {
 			return
 		}
 	}

@@ -61,7 +61,9 @@ type Node struct {
 	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
 	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
 
-	stop      chan struct{}
+	// life ends when Close starts: every background job and the requests they make end with it.
+	life context.Context
+	end  context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -96,8 +98,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
 		deadSince:   countdowns[NodeID]{},
 		stableSince: countdowns[raft.ServerID]{},
-		stop:        make(chan struct{}),
 	}
+	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
 		n.dialer = defaultDialer(&cfg)
 	}
@@ -115,7 +117,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		fetch:       n.fetchMap,
 		dialOptions: n.transportOptions,
 		pollTimeout: cfg.PollInterval,
-		stop:        n.stop,
+		life:        n.life,
 		log:         n.log,
 		stats:       &n.stats.routingStats,
 	})
@@ -127,7 +129,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		clusterMap: func() *ClusterMap { return n.fsm.clusterMap() },
 		call:       n.callReplica,
 		propose:    n.propose,
-		stop:       n.stop,
+		life:       n.life,
 		wg:         &n.wg,
 		log:        n.log,
 	})
@@ -463,7 +465,7 @@ func (n *Node) every(interval time.Duration, fn func()) {
 		defer tick.Stop()
 		for {
 			select {
-			case <-n.stop:
+			case <-n.life.Done():
 				return
 			case <-tick.C():
 				fn()
@@ -498,7 +500,7 @@ func (n *Node) drain(ctx context.Context) error {
 		case <-ctx.Done():
 			wait.Stop()
 			return fmt.Errorf("zaris: leave: partitions not drained: %w", ctx.Err())
-		case <-n.stop:
+		case <-n.life.Done():
 			wait.Stop()
 			return ErrClosed
 		}
@@ -591,7 +593,7 @@ func (n *Node) othersVote(c raft.Configuration) bool {
 // started. Use Leave to depart gracefully.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		close(n.stop)
+		n.end()
 		n.endCommits()
 		var errs []error
 		if n.raft != nil {

@@ -135,7 +135,7 @@ func (d *diskLog) enqueue(item diskItem) uint64 {
 
 func (d *diskLog) stopping() bool {
 	select {
-	case <-d.n.stop:
+	case <-d.n.life.Done():
 		return true
 	default:
 		return false
@@ -178,7 +178,7 @@ func (d *diskLog) flushedTo(ctx context.Context, ticket uint64) error {
 		case <-flushed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-d.n.stop:
+		case <-d.n.life.Done():
 			return ErrClosed
 		}
 	}
@@ -189,7 +189,7 @@ func (d *diskLog) run() {
 	defer d.n.wg.Done()
 	for {
 		select {
-		case <-d.n.stop:
+		case <-d.n.life.Done():
 			d.flush()
 			if err := errors.Join(d.store.Sync(), d.store.Close()); err != nil {
 				d.n.log.Warn("close op log", "err", err)
@@ -382,7 +382,7 @@ const diskReadOps = 64
 // It first waits for every queued item to be stored: the op log in memory drops only queued ops, so the
 // ops returned meet it without a gap.
 func (d *diskLog) opsAfter(seg int, after uint64, limit, budget int) ([]durability.Op, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.n.cfg.ReplicaAckTimeout)
+	ctx, cancel := context.WithTimeout(d.n.life, d.n.cfg.ReplicaAckTimeout)
 	defer cancel()
 	if err := d.flushedTo(ctx, d.mark()); err != nil {
 		return nil, err

@@ -38,12 +38,13 @@ func (s *gatedStore) Append(ops []durability.Op) error {
 // reaches the disk in order.
 func TestDiskQueueIsBoundedInBytes(t *testing.T) {
 	const limit, ops = 1000, 10
-	n := &Node{cfg: Config{DiskQueueBytes: limit}, stop: make(chan struct{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n := &Node{cfg: Config{DiskQueueBytes: limit}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	store := &gatedStore{Store: durability.NewMemory(), gate: make(chan struct{})}
+	n.life, n.end = context.WithCancel(context.Background())
 	d := newDiskLog(store, n, true)
 	n.wg.Add(1)
 	go d.run()
-	defer func() { close(n.stop); n.wg.Wait() }()
+	defer func() { n.end(); n.wg.Wait() }()
 
 	item := func(i int) diskItem {
 		return diskItem{op: durability.Op{Kind: durability.OpPut, Segment: 0, Revision: uint64(i), Key: fmt.Sprintf("k%02d", i), Value: []byte(strings.Repeat("v", 300))}}

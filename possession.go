@@ -134,7 +134,7 @@ func (n *Node) syncFromSource(p int, st PartitionState) {
 		err := n.pullFrom(st.Source, p, st.Epoch)
 		if err != nil && n.cfg.Clock.Now().Before(giveUp) {
 			n.log.Debug("sync from source", "partition", p, "source", st.Source, "err", err)
-			if sleepStop(n.cfg.Clock, n.stop, n.cfg.RetryBackoff) {
+			if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.RetryBackoff) {
 				return
 			}
 			continue
@@ -142,14 +142,14 @@ func (n *Node) syncFromSource(p int, st PartitionState) {
 		if err != nil {
 			n.log.Warn("source unreachable; serving without what only it held", "partition", p, "source", st.Source, "err", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
 		err = n.propose(ctx, &command{Kind: cmdRecovered, Partition: p, Epoch: st.Epoch})
 		cancel()
 		if err == nil {
 			n.repl.stats.recoveries.Add(1)
 			return
 		}
-		if sleepStop(n.cfg.Clock, n.stop, n.cfg.Timing.Reconcile) {
+		if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.Timing.Reconcile) {
 			return
 		}
 	}

@@ -150,7 +150,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-l.r.stop:
+		case <-l.r.life.Done():
 			return ErrClosed
 		}
 	}
@@ -179,7 +179,7 @@ func (l *replicaLink) run() {
 	defer l.r.wg.Done()
 	for {
 		select {
-		case <-l.r.stop:
+		case <-l.r.life.Done():
 			return
 		case <-l.wake:
 		}
@@ -197,7 +197,7 @@ func (l *replicaLink) sendPending() (stopped bool) {
 	for l.hasWork() {
 		if err := l.sendOnce(); err != nil {
 			l.r.log.Debug("replicate", "to", l.to, "err", err)
-			if sleepStop(l.r.cfg.Clock, l.r.stop, backoff) {
+			if sleepStop(l.r.cfg.Clock, l.r.life.Done(), backoff) {
 				return true
 			}
 			backoff = min(2*backoff, time.Second)
@@ -240,7 +240,7 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 	if hook := l.r.cfg.hooks.beforeAdmit; hook != nil {
 		hook(p, l.to)
 	}
-	ctx, stop := context.WithTimeout(context.Background(), applyTimeout)
+	ctx, stop := context.WithTimeout(l.r.life, applyTimeout)
 	defer stop()
 	if err := l.r.admitReplica(ctx, p, st, l.to); err != nil {
 		// The decision may still apply: writes go on waiting for the replica until the map moves past it.
@@ -347,7 +347,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	if err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(n.life, timeout)
 	defer cancel()
 	resp, err := p.internal.Call(ctx, opReplicate, payload)
 	if err != nil {

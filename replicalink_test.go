@@ -32,7 +32,7 @@ func (net *replicaNet) add(t *testing.T, id NodeID, clusterMap *atomic.Pointer[C
 	cfg := DefaultConfig()
 	cfg.ReplicaAckTimeout = 10 * time.Second
 	layout := Layout{Segments: 8, Partitions: 4}
-	stop := make(chan struct{})
+	life, end := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	st := newStore(layout.Segments, cfg.Clock)
 	r := newReplication(replicationConfig{
@@ -43,12 +43,12 @@ func (net *replicaNet) add(t *testing.T, id NodeID, clusterMap *atomic.Pointer[C
 		clusterMap: clusterMap.Load,
 		call:       net.caller(id),
 		propose:    net.propose,
-		stop:       stop,
+		life:       life,
 		wg:         &wg,
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	st.onWrite = r.recordWrite
-	t.Cleanup(func() { close(stop); wg.Wait() })
+	t.Cleanup(func() { end(); wg.Wait() })
 	net.mu.Lock()
 	net.engines[id] = r
 	net.mu.Unlock()

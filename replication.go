@@ -164,7 +164,7 @@ type replicationConfig struct {
 	call func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
 	// propose commits a control-plane decision: a replica's admission to, or drop from, an in-sync set.
 	propose func(ctx context.Context, cmd *command) error
-	stop    <-chan struct{}
+	life    context.Context // ends when the node closes
 	wg      *sync.WaitGroup // counts the links' goroutines
 	log     *slog.Logger
 }

@@ -64,8 +64,8 @@ type routerConfig struct {
 	fetch func(ctx context.Context, p *peer) (*ClusterMap, error)
 	// dialOptions are the transport options of a lane, for the connections to peers.
 	dialOptions func(lane byte) transport.Options
-	pollTimeout time.Duration // bounds one backstop fetch from the leader
-	stop        <-chan struct{}
+	pollTimeout time.Duration   // bounds one backstop fetch from the leader
+	life        context.Context // ends when the node closes
 	log         *slog.Logger
 	stats       *routingStats
 }
@@ -98,7 +98,7 @@ func (r *router) await(ctx context.Context) (*routingTable, error) {
 	select {
 	case <-r.ready:
 		return r.current(), nil
-	case <-r.stop:
+	case <-r.life.Done():
 		return nil, ErrClosed
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
@@ -207,7 +207,7 @@ func (r *router) pollOnce() {
 		p := r.peers[leader]
 		r.mu.Unlock()
 		if p != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), r.pollTimeout)
+			ctx, cancel := context.WithTimeout(r.life, r.pollTimeout)
 			fetched, err := r.fetch(ctx, p)
 			cancel()
 			if err == nil && fetched.Index > m.Index {
@@ -230,7 +230,7 @@ func (r *router) close() {
 // map is stale refresh it and retry, a bounded number of times; other failures return at once.
 func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
 	select {
-	case <-n.stop:
+	case <-n.life.Done():
 		return kvReply{}, ErrClosed
 	default:
 	}

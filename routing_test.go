@@ -18,7 +18,8 @@ import (
 type routerFixture struct {
 	r     *router
 	stats routingStats
-	stop  chan struct{}
+	life  context.Context
+	end   context.CancelFunc
 
 	mu        sync.Mutex
 	committed *ClusterMap
@@ -28,7 +29,8 @@ type routerFixture struct {
 }
 
 func newRouterFixture(t *testing.T, id NodeID) *routerFixture {
-	f := &routerFixture{stop: make(chan struct{}), remote: map[NodeID]*ClusterMap{}}
+	f := &routerFixture{remote: map[NodeID]*ClusterMap{}}
+	f.life, f.end = context.WithCancel(context.Background())
 	f.r = newRouter(routerConfig{
 		id:          id,
 		clusterMap:  func() *ClusterMap { f.mu.Lock(); defer f.mu.Unlock(); return f.committed },
@@ -36,7 +38,7 @@ func newRouterFixture(t *testing.T, id NodeID) *routerFixture {
 		fetch:       f.fetch,
 		dialOptions: func(lane byte) transport.Options { return transport.Options{MuxByte: lane} },
 		pollTimeout: time.Second,
-		stop:        f.stop,
+		life:        f.life,
 		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		stats:       &f.stats,
 	})
@@ -149,7 +151,7 @@ func TestRouterAwaitsAnAssignedMap(t *testing.T) {
 	}
 
 	stopped := newRouterFixture(t, "a")
-	close(stopped.stop)
+	stopped.end()
 	if _, err := stopped.r.await(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("await on a stopped router: %v; want ErrClosed", err)
 	}

@@ -162,7 +162,7 @@ func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOp
 // closed node, or no cluster map before ctx ends.
 func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
 	select {
-	case <-n.stop:
+	case <-n.life.Done():
 		return nil, ErrClosed
 	default:
 	}
