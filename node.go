@@ -62,8 +62,8 @@ type Node struct {
 	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
 
 	// life ends when Close starts: every background job and the requests they make end with it.
-	life context.Context
-	end  context.CancelFunc
+	life      context.Context
+	end       context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
