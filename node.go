@@ -220,11 +220,11 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	disk, err := openDiskLog(n, n.cfg.DataDir)
+	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life, wg: &n.wg})
 	if err != nil {
 		return err
 	}
-	segments, ops, err := disk.load()
+	segments, ops, err := n.repl.replay(disk)
 	if err != nil {
 		disk.store.Close()
 		return err
@@ -234,7 +234,7 @@ func (n *Node) recover() error {
 	n.repl.stats.recoveredOps.Add(uint64(ops))
 	n.wg.Add(1)
 	go disk.run()
-	n.every(n.cfg.DiskTrimInterval, disk.trim)
+	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.repl.diskSnapshot) })
 	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
 	return nil
 }

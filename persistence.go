@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -61,8 +62,8 @@ func (d *DiskDurability) UnmarshalText(b []byte) error {
 // an acknowledgement waits for its batch (await). Under DiskBehind a crash may lose the latest tail, which
 // the node fetches again from the owner.
 type diskLog struct {
+	diskLogConfig
 	store   durability.Store
-	n       *Node
 	waits   bool // acknowledgements wait for the disk
 	wake    chan struct{}
 	written atomic.Uint64 // ops committed
@@ -99,19 +100,27 @@ func (it *diskItem) size() int64 {
 	return size
 }
 
-// openDiskLog opens the Pebble store under dir.
-func openDiskLog(n *Node, dir string) (*diskLog, error) {
-	level := n.cfg.DiskDurability
+// diskLogConfig is what the disk log takes from its node.
+type diskLogConfig struct {
+	cfg  *Config
+	log  *slog.Logger
+	life context.Context // ends when the node closes; the writer then drains the queue and stops
+	wg   *sync.WaitGroup // the writer's goroutine, which Close waits for
+}
+
+// openDiskLog opens the Pebble store under c.cfg.DataDir.
+func openDiskLog(c diskLogConfig) (*diskLog, error) {
+	level, dir := c.cfg.DiskDurability, c.cfg.DataDir
 	store, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{
-		Logger: n.log, NoFsync: level == DiskWritten, FS: n.cfg.hooks.diskFS})
+		Logger: c.log, NoFsync: level == DiskWritten, FS: c.cfg.hooks.diskFS})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: open data dir %s: %w", dir, err)
 	}
-	return newDiskLog(store, n, level != DiskBehind), nil
+	return newDiskLog(store, c, level != DiskBehind), nil
 }
 
-func newDiskLog(store durability.Store, n *Node, waits bool) *diskLog {
-	d := &diskLog{store: store, n: n, waits: waits, wake: make(chan struct{}, 1), flushed: make(chan struct{})}
+func newDiskLog(store durability.Store, c diskLogConfig, waits bool) *diskLog {
+	d := &diskLog{diskLogConfig: c, store: store, waits: waits, wake: make(chan struct{}, 1), flushed: make(chan struct{})}
 	d.room.L = &d.mu
 	return d
 }
@@ -121,7 +130,7 @@ func newDiskLog(store durability.Store, n *Node, waits bool) *diskLog {
 func (d *diskLog) enqueue(item diskItem) uint64 {
 	size := item.size()
 	d.mu.Lock()
-	for d.bytes > 0 && d.bytes+size > d.n.cfg.DiskQueueBytes && !d.stopping() {
+	for d.bytes > 0 && d.bytes+size > d.cfg.DiskQueueBytes && !d.stopping() {
 		d.room.Wait()
 	}
 	d.queue = append(d.queue, item)
@@ -135,7 +144,7 @@ func (d *diskLog) enqueue(item diskItem) uint64 {
 
 func (d *diskLog) stopping() bool {
 	select {
-	case <-d.n.life.Done():
+	case <-d.life.Done():
 		return true
 	default:
 		return false
@@ -178,7 +187,7 @@ func (d *diskLog) flushedTo(ctx context.Context, ticket uint64) error {
 		case <-flushed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-d.n.life.Done():
+		case <-d.life.Done():
 			return ErrClosed
 		}
 	}
@@ -186,13 +195,13 @@ func (d *diskLog) flushedTo(ctx context.Context, ticket uint64) error {
 
 // run commits queued items until the node stops, then drains what is left and closes the store.
 func (d *diskLog) run() {
-	defer d.n.wg.Done()
+	defer d.wg.Done()
 	for {
 		select {
-		case <-d.n.life.Done():
+		case <-d.life.Done():
 			d.flush()
 			if err := errors.Join(d.store.Sync(), d.store.Close()); err != nil {
-				d.n.log.Warn("close op log", "err", err)
+				d.log.Warn("close op log", "err", err)
 			}
 			return
 		case <-d.wake:
@@ -216,7 +225,7 @@ func (d *diskLog) flush() {
 	defer d.mu.Unlock()
 	if err != nil && d.failed == nil {
 		d.failed = fmt.Errorf("zaris: data dir refused a write: %w", err)
-		d.n.log.Error("data dir refused a write; this node acknowledges no more writes until it restarts", "err", err)
+		d.log.Error("data dir refused a write; this node acknowledges no more writes until it restarts", "err", err)
 	}
 	d.done = upTo
 	close(d.flushed)
@@ -246,7 +255,7 @@ func (d *diskLog) commitOps(ops []durability.Op) error {
 		return nil
 	}
 	if err := d.store.Append(ops); err != nil {
-		d.n.log.Error("append to op log", "ops", len(ops), "err", err)
+		d.log.Error("append to op log", "ops", len(ops), "err", err)
 		return err
 	}
 	d.written.Add(uint64(len(ops)))
@@ -267,23 +276,23 @@ func (d *diskLog) commitSnapshot(s *durability.Snapshot, replace bool) error {
 		err = d.store.TruncateBefore(s.Segment, s.Revision+1)
 	}
 	if err != nil {
-		d.n.log.Error("save segment snapshot", "segment", s.Segment, "err", err)
+		d.log.Error("save segment snapshot", "segment", s.Segment, "err", err)
 	}
 	return err
 }
 
-// load rebuilds the store from disk: each segment's snapshot, then the ops after it. It runs before the
-// node joins, so nothing else touches the store.
-func (d *diskLog) load() (segments int, ops int, err error) {
+// replay rebuilds the store from the disk log: each segment's snapshot, then the ops after it. It runs
+// before the node joins, so nothing else touches the store.
+func (r *replication) replay(d *diskLog) (segments int, ops int, err error) {
 	list, err := d.store.Segments()
 	if err != nil {
 		return 0, 0, fmt.Errorf("zaris: read op log: %w", err)
 	}
 	for _, seg := range list {
-		if int(seg) >= d.n.layout.Segments {
-			return 0, 0, fmt.Errorf("zaris: op log holds segment %d, the cluster has %d: %w", seg, d.n.layout.Segments, durability.ErrCorrupt)
+		if int(seg) >= r.layout.Segments {
+			return 0, 0, fmt.Errorf("zaris: op log holds segment %d, the cluster has %d: %w", seg, r.layout.Segments, durability.ErrCorrupt)
 		}
-		n, err := d.loadSegment(int(seg))
+		n, err := r.replaySegment(d, int(seg))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -292,13 +301,13 @@ func (d *diskLog) load() (segments int, ops int, err error) {
 	return len(list), ops, nil
 }
 
-func (d *diskLog) loadSegment(seg int) (int, error) {
+func (r *replication) replaySegment(d *diskLog, seg int) (int, error) {
 	snap, ok, err := d.store.LoadSnapshot(uint32(seg))
 	if err != nil {
 		return 0, fmt.Errorf("zaris: load snapshot of segment %d: %w", seg, err)
 	}
 	if ok {
-		d.n.repl.installSnapshotEntries(seg, snap.Revision, snap.Epoch, snap.Entries)
+		r.installSnapshotEntries(seg, snap.Revision, snap.Epoch, snap.Entries)
 	}
 	ops, err := d.store.Ops(uint32(seg), snap.Revision, 0)
 	if err != nil {
@@ -306,25 +315,25 @@ func (d *diskLog) loadSegment(seg int) (int, error) {
 	}
 	for i := range ops {
 		op := &ops[i]
-		if applied, have := d.n.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op)); !applied {
+		if applied, have := r.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op)); !applied {
 			return 0, fmt.Errorf("zaris: replay segment %d: op %d follows revision %d: %w", seg, op.Revision, have, durability.ErrCorrupt)
 		}
-		d.n.repl.raiseFence(d.n.layout.SegmentPartition(seg), op.Epoch)
+		r.raiseFence(r.layout.SegmentPartition(seg), op.Epoch)
 	}
 	if len(ops) > 0 {
-		d.n.repl.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
+		r.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
 	}
-	d.n.repl.oplog.reset(seg, d.n.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
+	r.oplog.reset(seg, r.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
 	return len(ops), nil
 }
 
 // trim bounds the disk log: a segment whose log outgrows DiskRetainBytes, or whose oldest op is older than
 // DiskRetainAge, is snapshotted and its covered ops dropped.
-func (d *diskLog) trim() {
-	now := d.n.cfg.Clock.Now()
-	for seg := 0; seg < d.n.layout.Segments; seg++ {
+func (d *diskLog) trim(snapshotOf func(seg int) *durability.Snapshot) {
+	now := d.cfg.Clock.Now()
+	for seg := 0; seg < d.cfg.Segments; seg++ {
 		if d.needsTrim(seg, now) {
-			d.enqueue(diskItem{snap: d.n.repl.diskSnapshot(seg)})
+			d.enqueue(diskItem{snap: snapshotOf(seg)})
 		}
 	}
 }
@@ -334,7 +343,7 @@ func (d *diskLog) needsTrim(seg int, now time.Time) bool {
 	if err != nil || size == 0 {
 		return false
 	}
-	if size > d.n.cfg.DiskRetainBytes {
+	if size > d.cfg.DiskRetainBytes {
 		return true
 	}
 	first, _, err := d.store.Bounds(uint32(seg))
@@ -342,7 +351,7 @@ func (d *diskLog) needsTrim(seg int, now time.Time) bool {
 		return false
 	}
 	oldest, err := d.store.Ops(uint32(seg), first-1, 1)
-	return err == nil && len(oldest) == 1 && now.Sub(time.Unix(0, oldest[0].Time)) > d.n.cfg.DiskRetainAge
+	return err == nil && len(oldest) == 1 && now.Sub(time.Unix(0, oldest[0].Time)) > d.cfg.DiskRetainAge
 }
 
 // replacements counts the replacements of one segment's copy, begun and done. A copy is replaced in memory
@@ -382,7 +391,7 @@ const diskReadOps = 64
 // It first waits for every queued item to be stored: the op log in memory drops only queued ops, so the
 // ops returned meet it without a gap.
 func (d *diskLog) opsAfter(seg int, after uint64, limit, budget int) ([]durability.Op, error) {
-	ctx, cancel := context.WithTimeout(d.n.life, d.n.cfg.ReplicaAckTimeout)
+	ctx, cancel := context.WithTimeout(d.life, d.cfg.ReplicaAckTimeout)
 	defer cancel()
 	if err := d.flushedTo(ctx, d.mark()); err != nil {
 		return nil, err

@@ -38,13 +38,14 @@ func (s *gatedStore) Append(ops []durability.Op) error {
 // reaches the disk in order.
 func TestDiskQueueIsBoundedInBytes(t *testing.T) {
 	const limit, ops = 1000, 10
-	n := &Node{cfg: Config{DiskQueueBytes: limit}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	store := &gatedStore{Store: durability.NewMemory(), gate: make(chan struct{})}
-	n.life, n.end = context.WithCancel(context.Background())
-	d := newDiskLog(store, n, true)
-	n.wg.Add(1)
+	life, end := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	d := newDiskLog(store, diskLogConfig{cfg: &Config{DiskQueueBytes: limit}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		life: life, wg: &wg}, true)
+	wg.Add(1)
 	go d.run()
-	defer func() { n.end(); n.wg.Wait() }()
+	defer func() { end(); wg.Wait() }()
 
 	item := func(i int) diskItem {
 		return diskItem{op: durability.Op{Kind: durability.OpPut, Segment: 0, Revision: uint64(i), Key: fmt.Sprintf("k%02d", i), Value: []byte(strings.Repeat("v", 300))}}
