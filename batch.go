@@ -94,20 +94,29 @@ type TypedResult[T any] struct {
 // batchRun is one ExecuteBatch call on the sending side. Items are held sorted by Index, and an item's
 // position there (its sequence number) is what travels on the wire and orders the replies.
 type batchRun struct {
-	n       *Node
+	*batchSender
 	items   []BatchItem
 	results []BatchResult
 	tries   []int // sends of each item that came back refused for a stale table; nil until one does
 }
 
-func newBatchRun(n *Node, items []BatchItem) *batchRun {
+// batchSender is what the sending side of a batch uses of its node.
+type batchSender struct {
+	cfg    *Config
+	router *router
+	stats  *nodeStats
+	// serveOwned serves the items whose owner is this node, in process.
+	serveOwned func(ctx context.Context, items []batchItemWire, budget int) []batchItemReply
+}
+
+func newBatchRun(s *batchSender, items []BatchItem) *batchRun {
 	sorted := items // only read, never changed
 	byIndex := func(a, b BatchItem) int { return cmp.Compare(a.Index, b.Index) }
 	if !slices.IsSortedFunc(sorted, byIndex) {
 		sorted = slices.Clone(items)
 		slices.SortStableFunc(sorted, byIndex)
 	}
-	b := &batchRun{n: n, items: sorted, results: make([]BatchResult, len(sorted))}
+	b := &batchRun{batchSender: s, items: sorted, results: make([]BatchResult, len(sorted))}
 	for seq, it := range sorted {
 		b.results[seq] = BatchResult{Index: it.Index, Key: it.Key, Op: it.Op, Status: StatusNoReply}
 	}
@@ -142,7 +151,7 @@ func (o *ownerOutcome) goesAgain(key string) {
 // table (after a refresh) and those an owner held back.
 func (b *batchRun) run(ctx context.Context, t *routingTable) {
 	pending := b.admit()
-	backoff := b.n.cfg.RetryBackoff
+	backoff := b.cfg.RetryBackoff
 	for len(pending) > 0 {
 		if err := ctx.Err(); err != nil {
 			b.abandon(pending, err)
@@ -152,13 +161,13 @@ func (b *batchRun) run(ctx context.Context, t *routingTable) {
 		var refreshed bool
 		pending, refreshed = b.replan(ctx, t, outcomes)
 		if !refreshed && b.anyRedirected(outcomes) && len(pending) > 0 {
-			if err := sleepCtx(ctx, b.n.cfg.Clock, backoff); err != nil {
+			if err := sleepCtx(ctx, b.cfg.Clock, backoff); err != nil {
 				b.abandon(pending, err)
 				return
 			}
 			backoff *= 2
 		}
-		t = b.n.router.current()
+		t = b.router.current()
 	}
 }
 
@@ -169,9 +178,9 @@ func (b *batchRun) admit() []int {
 		switch {
 		case batchOps[it.Op] == 0:
 			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: unknown batch op %d", ErrInvalidRequest, it.Key, it.Op))
-		case it.Op == BatchPut && len(it.Value) > b.n.cfg.MaxValueSize:
+		case it.Op == BatchPut && len(it.Value) > b.cfg.MaxValueSize:
 			b.fail(seq, StatusInvalidRequest, fmt.Errorf("%w: key %q: %d bytes, limit %d",
-				ErrValueTooLarge, it.Key, len(it.Value), b.n.cfg.MaxValueSize))
+				ErrValueTooLarge, it.Key, len(it.Value), b.cfg.MaxValueSize))
 		default:
 			pending = append(pending, seq)
 		}
@@ -225,14 +234,14 @@ func (b *batchRun) sendRound(ctx context.Context, groups []ownerGroup) []ownerOu
 
 // serveLocal serves this node's own items in-process, with no network call, as send does for single ops.
 func (b *batchRun) serveLocal(ctx context.Context, g ownerGroup) ownerOutcome {
-	b.n.stats.localOps.Add(uint64(len(g.seqs)))
+	b.stats.localOps.Add(uint64(len(g.seqs)))
 	items := make([]batchItemWire, len(g.seqs))
 	for i, seq := range g.seqs {
 		items[i] = b.wireItem(seq)
 		items[i].Req.Value = bytes.Clone(items[i].Req.Value) // the store keeps it; the caller may reuse its own
 	}
 	out := ownerOutcome{p: g.p}
-	for _, r := range b.n.serveBatchItems(ctx, items, unlimitedReply) {
+	for _, r := range b.serveOwned(ctx, items, unlimitedReply) {
 		r.Reply.Value = bytes.Clone(r.Reply.Value) // the store's copy must not reach the caller
 		b.absorb(&out, &r)
 	}
@@ -278,7 +287,7 @@ func (b *batchRun) deferKeys(chunk []int, out *ownerOutcome) []int {
 // split cuts seqs into runs whose request fits in a frame and whose reply leaves room for at least one
 // value of the largest allowed size.
 func (b *batchRun) split(seqs []int) [][]int {
-	limit := b.n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - b.n.cfg.MaxValueSize
+	limit := b.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - b.cfg.MaxValueSize
 	var chunks [][]int
 	start, size := 0, 0
 	for i, seq := range seqs {
@@ -355,7 +364,7 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 	}
 	res := &b.results[r.Index]
 	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, r.Reply.Value, r.Reply.Status.err()
-	if r.Reply.redirects(b.n.router.current().m.Index) {
+	if r.Reply.redirects(b.router.current().m.Index) {
 		out.redirected = append(out.redirected, r.Index)
 		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)
 		out.goesAgain(b.items[r.Index].Key)
@@ -376,12 +385,12 @@ func (b *batchRun) replan(ctx context.Context, t *routingTable, outcomes []owner
 		if b.tries == nil {
 			b.tries = make([]int, len(b.items))
 		}
-		if b.n.router.refreshAfter(ctx, o.p, o.mapIndex, t) {
+		if b.router.refreshAfter(ctx, o.p, o.mapIndex, t) {
 			refreshed = true
 		}
 		for _, seq := range o.redirected {
 			b.tries[seq]++
-			if b.tries[seq] > b.n.cfg.MaxRetries {
+			if b.tries[seq] > b.cfg.MaxRetries {
 				b.exhausted(seq, t.layout())
 				continue
 			}
@@ -389,8 +398,8 @@ func (b *batchRun) replan(ctx context.Context, t *routingTable, outcomes []owner
 			resent++
 		}
 	}
-	b.n.stats.redirects.Add(redirected)
-	b.n.stats.retries.Add(resent)
+	b.stats.redirects.Add(redirected)
+	b.stats.retries.Add(resent)
 	slices.Sort(next)
 	return next, refreshed
 }

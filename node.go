@@ -30,6 +30,7 @@ type Node struct {
 	store  *store
 	stats  nodeStats
 	router *router
+	batch  batchSender // the sending side of ExecuteBatch
 	fsm    *mapFSM
 	repl   *replication
 	cut    *cutovers
@@ -121,6 +122,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		log:         n.log,
 		stats:       &n.stats.routingStats,
 	})
+	n.batch = batchSender{cfg: &n.cfg, router: n.router, stats: &n.stats, serveOwned: n.serveBatchItems}
 	n.repl = newReplication(replicationConfig{
 		id:         n.id,
 		layout:     layout,

@@ -176,7 +176,7 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	if err != nil {
 		return nil, err
 	}
-	b := newBatchRun(n, items)
+	b := newBatchRun(&n.batch, items)
 	b.run(ctx, t)
 	return b.results, nil
 }
