@@ -13,12 +13,22 @@ import (
 // partition it owned is then promoted to its most caught-up live in-sync replica under the next epoch.
 // Only the runtime owner moves, not the partition map.
 
-// answers reports whether node id replies on the data transport within a probe timeout.
-func (n *Node) answers(id NodeID) bool {
-	if id == n.id {
+// prober is what the leader's probes use of this node: its own copies and the data transport.
+type prober struct {
+	self    NodeID
+	layout  Layout
+	timeout time.Duration // bounds each probe
+	call    func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
+	// local returns this node's revision of segment seg and the epoch line it follows.
+	local func(seg int) (revision, line uint64)
+}
+
+// replies reports whether node id replies on the data transport within a probe timeout.
+func (pr *prober) replies(id NodeID) bool {
+	if id == pr.self {
 		return true
 	}
-	_, _, err := n.callReplica(id, &replicateRequest{From: n.id}, 2*n.cfg.Timing.ProbeTimeout)
+	_, _, err := pr.call(id, &replicateRequest{From: pr.self}, pr.timeout)
 	return err == nil
 }
 
@@ -26,7 +36,7 @@ func (n *Node) answers(id NodeID) bool {
 // most once, for the segments of every partition it owns, replicates or is assigned. heard remembers, over
 // the rounds of one reconcile, which nodes answered a probe and which stayed silent.
 type liveProbe struct {
-	n       *Node
+	*prober
 	m       *ClusterMap
 	answers map[NodeID]probeAnswer
 	heard   map[NodeID]bool
@@ -36,7 +46,9 @@ type liveProbe struct {
 }
 
 func (n *Node) newLiveProbe(m *ClusterMap, members []member, heard map[NodeID]bool) *liveProbe {
-	lp := &liveProbe{n: n, m: m, answers: map[NodeID]probeAnswer{}, heard: heard, intact: map[NodeID]uint64{}}
+	pr := &prober{self: n.id, layout: n.layout, timeout: 2 * n.cfg.Timing.ProbeTimeout, call: n.callReplica,
+		local: func(seg int) (uint64, uint64) { return n.store.revision(seg), n.repl.lines[seg].Load() }}
+	lp := &liveProbe{prober: pr, m: m, answers: map[NodeID]probeAnswer{}, heard: heard, intact: map[NodeID]uint64{}}
 	for _, mb := range members {
 		if mb.Intact {
 			lp.intact[mb.ID] = mb.Incarnation
@@ -48,7 +60,7 @@ func (n *Node) newLiveProbe(m *ClusterMap, members []member, heard map[NodeID]bo
 func (lp *liveProbe) reachable(id NodeID) bool {
 	answered, asked := lp.heard[id]
 	if !asked {
-		answered = lp.n.answers(id)
+		answered = lp.replies(id)
 		lp.heard[id] = answered
 	}
 	return answered
@@ -68,7 +80,7 @@ func (lp *liveProbe) segmentsOf(id NodeID) []int {
 	var segs []int
 	for p, st := range lp.m.Runtime {
 		if st.Owner == id || slices.Contains(st.InSync, id) || slices.Contains(lp.m.Assignment[p], id) {
-			first, end := lp.n.layout.PartitionSegments(p)
+			first, end := lp.layout.PartitionSegments(p)
 			for s := first; s < end; s++ {
 				segs = append(segs, s)
 			}
@@ -78,19 +90,18 @@ func (lp *liveProbe) segmentsOf(id NodeID) []int {
 }
 
 func (lp *liveProbe) ask(id NodeID) probeAnswer {
-	n := lp.n
 	segs := lp.segmentsOf(id)
-	if id == n.id {
+	if id == lp.self {
 		a := probeAnswer{revisions: map[int]uint64{}, lines: map[int]uint64{}, answered: true}
 		for _, s := range segs {
-			a.revisions[s], a.lines[s] = n.store.revision(s), n.repl.lines[s].Load()
+			a.revisions[s], a.lines[s] = lp.local(s)
 		}
 		return a
 	}
 	if answered, asked := lp.heard[id]; asked && !answered {
 		return probeAnswer{}
 	}
-	reply, _, err := n.callReplica(id, &replicateRequest{From: n.id, Probe: segs}, 2*n.cfg.Timing.ProbeTimeout)
+	reply, _, err := lp.call(id, &replicateRequest{From: lp.self, Probe: segs}, lp.timeout)
 	lp.heard[id] = err == nil
 	switch {
 	case err != nil:
