@@ -1,0 +1,131 @@
+package zaris
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/internal/clocktest"
+)
+
+// recordedWrite is one call of the store's write hook.
+type recordedWrite struct {
+	segment         int
+	revision, epoch uint64
+	key             string
+	deleted         bool
+}
+
+// TestStoreOrdersWritesThroughTheHook checks that every mutation moves its segment's revision by one,
+// stamps the key's version with it, and reaches the write hook once, in revision order, while a write that
+// changes nothing (deleting a missing key) moves nothing.
+func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
+	s := newStore(2, clocktest.New(time.Unix(1_000, 0)))
+	var seen []recordedWrite
+	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry) {
+		seen = append(seen, recordedWrite{seg, rev, epoch, key, next == nil})
+	}
+	if v := s.put(0, "a", []byte("1"), 0); v != 1 {
+		t.Fatalf("first put: version %d; want 1", v)
+	}
+	if v := s.put(0, "a", []byte("2"), 0); v != 2 {
+		t.Fatalf("second put: version %d; want 2", v)
+	}
+	if v := s.put(1, "b", []byte("1"), 0); v != 1 {
+		t.Fatalf("put in another segment: version %d; want 1, segments count apart", v)
+	}
+	if s.remove(0, "missing") {
+		t.Fatal("removing a missing key reported it existed")
+	}
+	if !s.remove(0, "a") {
+		t.Fatal("removing a live key reported it missing")
+	}
+	if v := s.put(0, "a", []byte("3"), 0); v != 4 {
+		t.Fatalf("re-created key: version %d; want 4: versions grow across delete and re-create", v)
+	}
+	want := []recordedWrite{{0, 1, 0, "a", false}, {0, 2, 0, "a", false}, {1, 1, 0, "b", false}, {0, 3, 0, "a", true}, {0, 4, 0, "a", false}}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("hook saw %v; want %v", seen, want)
+	}
+	if s.revision(0) != 4 || s.revision(1) != 1 {
+		t.Fatalf("revisions %d, %d; want 4, 1", s.revision(0), s.revision(1))
+	}
+}
+
+// TestStoreAppliesReplicatedWritesInOrder checks a replica's side: applyAt takes only the next revision,
+// refusing a duplicate and a gap, and passes the owner's epoch to the hook.
+func TestStoreAppliesReplicatedWritesInOrder(t *testing.T) {
+	s := newStore(1, clocktest.New(time.Unix(1_000, 0)))
+	var epochs []uint64
+	s.onWrite = func(_ int, _, epoch uint64, _ string, _ *entry) { epochs = append(epochs, epoch) }
+	put := func(rev uint64, value string) (bool, uint64) {
+		return s.applyAt(0, rev, 7, "k", &entry{value: []byte(value), version: rev})
+	}
+	for _, step := range []struct {
+		rev     uint64
+		applied bool
+		have    uint64
+	}{{1, true, 1}, {1, false, 1}, {3, false, 1}, {2, true, 2}} {
+		applied, have := put(step.rev, fmt.Sprint(step.rev))
+		if applied != step.applied || have != step.have {
+			t.Fatalf("applyAt revision %d: applied %v at %d; want %v at %d", step.rev, applied, have, step.applied, step.have)
+		}
+	}
+	if v, version, ok := s.get(0, "k"); !ok || string(v) != "2" || version != 2 {
+		t.Fatalf("get = %q version %d, %v; want the revision-2 write", v, version, ok)
+	}
+	if len(epochs) != 2 || epochs[0] != 7 || epochs[1] != 7 {
+		t.Fatalf("hook saw epochs %v; want the owner's 7 for each applied write", epochs)
+	}
+}
+
+// TestStoreExpiresOnItsClock checks that an entry is invisible from its expiry instant on the store's
+// clock, that a write meeting an expired entry treats it as absent, and that reaping reclaims it.
+func TestStoreExpiresOnItsClock(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000, 0))
+	s := newStore(1, clock)
+	s.put(0, "ttl", []byte("v"), time.Second)
+	s.put(0, "forever", []byte("v"), 0)
+	clock.Advance(time.Second - time.Nanosecond)
+	if _, _, ok := s.get(0, "ttl"); !ok {
+		t.Fatal("entry gone before its expiry")
+	}
+	if n := s.reapExpired(); n != 0 {
+		t.Fatalf("reaped %d entries before any expired", n)
+	}
+	clock.Advance(time.Nanosecond)
+	if _, _, ok := s.get(0, "ttl"); ok {
+		t.Fatal("entry visible at its expiry instant")
+	}
+	if s.remove(0, "ttl") {
+		t.Fatal("removing an expired entry reported it live")
+	}
+	s.put(0, "ttl2", []byte("v"), time.Second)
+	clock.Advance(time.Second)
+	if s.len() != 3 {
+		t.Fatalf("store holds %d entries; want the permanent one and the two expired ones, not yet reaped", s.len())
+	}
+	if n := s.reapExpired(); n != 2 || s.len() != 1 {
+		t.Fatalf("reaped %d, %d left; want 2 reaped and the permanent entry left", n, s.len())
+	}
+}
+
+// TestStoreSnapshotRestoresEqualDigest checks that a segment restored from another's snapshot has the same
+// digest, and that the digest tells copies with different content apart.
+func TestStoreSnapshotRestoresEqualDigest(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000, 0))
+	a, b := newStore(1, clock), newStore(1, clock)
+	for i := range 50 {
+		a.put(0, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i)), time.Duration(i)*time.Second)
+	}
+	rev, keys, entries := a.snapshot(0)
+	b.restore(0, rev, keys, entries)
+	if a.digest(0) != b.digest(0) {
+		t.Fatalf("digests differ after restore: %+v, %+v", a.digest(0), b.digest(0))
+	}
+	b.put(0, "k1", []byte("changed"), 0)
+	b.restore(0, a.revision(0), nil, nil)
+	if da, db := a.digest(0), b.digest(0); da.Hash == db.Hash || db.Keys != 0 {
+		t.Fatalf("an empty copy at the same revision has the digest %+v of a full one %+v", db, da)
+	}
+}
