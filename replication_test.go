@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,22 +329,39 @@ func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
 	victim := (leader + 1) % 3
 	writer := c.node((leader + 2) % 3)
 	victimID := c.node(victim).id
+	// put writes count keys from 8 writers at once: during the outage, the first write of each partition
+	// the victim replicates waits ReplicaAckTimeout for it to be dropped, and those waits overlap.
 	put := func(prefix string, count int) (replicatedToVictim int) {
-		for i := 0; i < count; i++ {
-			key := fmt.Sprintf("%s-%d", prefix, i)
-			m := writer.ClusterMap()
-			nodes := m.Assignment[m.Layout().KeyPartition(key)]
-			if nodes[0] == victimID {
-				continue // no failover yet: the victim's own partitions are down while it is
-			}
-			if err := writer.Put(ctx, key, []byte("value of "+key)); err != nil {
-				t.Fatalf("put %s: %v", key, err)
-			}
-			if nodes[1] == victimID {
-				replicatedToVictim++
-			}
+		var toVictim atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, count)
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < count; i += 8 {
+					key := fmt.Sprintf("%s-%d", prefix, i)
+					m := writer.ClusterMap()
+					nodes := m.Assignment[m.Layout().KeyPartition(key)]
+					if nodes[0] == victimID {
+						continue // no failover yet: the victim's own partitions are down while it is
+					}
+					if err := writer.Put(ctx, key, []byte("value of "+key)); err != nil {
+						errs <- fmt.Errorf("put %s: %w", key, err)
+						return
+					}
+					if nodes[1] == victimID {
+						toVictim.Add(1)
+					}
+				}
+			}()
 		}
-		return replicatedToVictim
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		return int(toVictim.Load())
 	}
 	put("before", 400)
 	c.kill(victim)
