@@ -300,9 +300,9 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// maybeBootstrap forms the control plane once BootstrapExpect members are present. The first BootstrapExpect
-// members by name bootstrap with an identical configuration; a node that sees an already formed cluster
-// never bootstraps and waits for the leader to add it.
+// maybeBootstrap forms the control plane once BootstrapExpect members are present. The first
+// BootstrapExpect members by name bootstrap with an identical configuration. A node that sees an already
+// formed cluster never bootstraps and waits for the leader to add it.
 func (n *Node) maybeBootstrap() {
 	if n.bootstrapped {
 		return

@@ -322,8 +322,8 @@ func (cc *clientConn) register() (*call, uint64, error) {
 	return cl, cc.nextID, nil
 }
 
-// abandon forgets a call whose caller is leaving. If the reader or a failure already took the call, it
-// receives the result they owe, so the call can be reused; a late response for id is then dropped.
+// abandon forgets a call whose caller is leaving, so that it can be reused. If the reader or a failure
+// already took the call, abandon waits for the result they owe. A late response for id is dropped.
 func (cc *clientConn) abandon(id uint64, cl *call) {
 	cc.mu.Lock()
 	_, mine := cc.calls[id]

@@ -40,8 +40,8 @@ type frameWriter struct {
 	wake    chan struct{} // hands the flush duty to run
 	stop    chan struct{} // closed by close
 
-	// active counts requests in progress on the connection (client: awaiting a response; server: being
-	// handled). Its owner keeps it; the writer reads it as a hint that more frames are coming.
+	// active counts requests in progress on the connection: awaiting a response on a client, being
+	// handled on a server. Its owner keeps it, and the writer reads it as a hint that more frames are coming.
 	active atomic.Int64
 
 	mu       sync.Mutex

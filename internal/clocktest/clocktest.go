@@ -51,7 +51,7 @@ func (c *Manual) NewTicker(d time.Duration) clock.Ticker {
 	return ticker{w}
 }
 
-// AfterFunc returns a timer that calls f once the clock has advanced by d. Advance calls f on its own
+// AfterFunc returns a timer that calls f once the clock has advanced by d. Advance calls f on the advancing
 // goroutine, so f has returned when Advance does. A d that is not positive calls f at once in a goroutine
 // of its own, as time.AfterFunc does.
 func (c *Manual) AfterFunc(d time.Duration, f func()) clock.Timer {
