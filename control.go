@@ -22,12 +22,10 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// The first byte a connection sends on the shared data port says which protocol it speaks. Node-to-node
-// requests travel in two lanes, each its own connection and Server with caps of its own: muxData carries
-// callers' key and batch requests, whose handlers may wait on other nodes (a Sync write waits for its
-// replicas); muxInternal carries what such waits depend on (replication, proposals to the leader, map
-// fetches), whose handlers never call another node. A node whose data lane is full thus still reads the
-// replication acknowledgements that will free it.
+// The first byte a connection sends on the shared data port names its lane, each with its own connections,
+// Server and caps. muxData carries callers' key and batch requests, whose handlers may wait on other nodes.
+// muxInternal carries what those waits depend on (replication, proposals, map fetches), and its handlers
+// never call another node, so a node whose data lane is full still reads the acknowledgements that free it.
 const (
 	muxData     byte = 'D'
 	muxInternal byte = 'I'
@@ -43,7 +41,7 @@ const applyTimeout = 5 * time.Second
 
 // mapFSM is the control plane's state machine: it applies committed commands to the cluster map and
 // publishes each new map to the node. beforeCommit sees each change before the node serves under the new
-// map; onCommit after.
+// map, onCommit after.
 type mapFSM struct {
 	current      atomic.Pointer[ClusterMap]
 	beforeCommit func(old, next *ClusterMap)
@@ -229,10 +227,9 @@ func (n *Node) startRaft(ln net.Listener) error {
 // raftSnapshotsRetained is how many control-plane snapshots a data dir keeps.
 const raftSnapshotsRetained = 2
 
-// raftStores returns the control plane's log, stable and snapshot stores: on disk under the data dir, in the
-// directories raft and raft-snapshots, or in memory without one. Every write of the log and the vote reaches
-// the disk before raft acts on it, as far as DiskDurability says: handed to the operating system under
-// DiskWritten (a killed process forgets nothing), fsynced under DiskSynced (nor does a power loss).
+// raftStores returns the control plane's log, stable and snapshot stores: in the data dir's raft and
+// raft-snapshots directories, or in memory without a data dir. Log and vote writes reach the operating
+// system before raft acts on them, and are fsynced too under DiskSynced.
 func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.DataDir == "" {
 		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
@@ -303,9 +300,9 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// maybeBootstrap forms the control plane once BootstrapExpect members are present. The first BootstrapExpect
-// members by name bootstrap with an identical configuration; a node that sees an already formed cluster
-// never bootstraps and waits for the leader to add it.
+// maybeBootstrap forms the control plane once BootstrapExpect members are present. The first
+// BootstrapExpect members by name bootstrap with an identical configuration. A node that sees an already
+// formed cluster never bootstraps and waits for the leader to add it.
 func (n *Node) maybeBootstrap() {
 	if n.bootstrapped {
 		return
@@ -363,9 +360,9 @@ func (n *Node) advertiseFormed() {
 	n.formed = true
 }
 
-// reconcile makes the control plane agree with membership: the raft servers follow the members' processes
-// (voters.go), then the leader's rules (decide.go) decide commands against the current map, and reconcile
-// commits them, round after round while they change it. Runs on the leader only.
+// reconcile makes the control plane agree with membership: it fits the raft servers to the members
+// (voters.go), then commits the leader's decisions (decide.go) in rounds until a round decides nothing.
+// Runs on the leader only.
 func (n *Node) reconcile() error {
 	members := n.members.members()
 	if err := n.followMembership(members); err != nil {
@@ -443,7 +440,7 @@ func (n *Node) decide(submit func() raft.Future) error {
 	return submit().Error()
 }
 
-// leaderDataPeer returns the current leader's id, or "" when none is known.
+// leaderID returns the current leader's node, or "" when none is known.
 func (n *Node) leaderID() NodeID {
 	_, id := n.raft.LeaderWithID()
 	node, _ := splitRaftID(id)
@@ -473,7 +470,7 @@ func newHCLogger(l *slog.Logger, component string) hclog.Logger {
 	})
 }
 
-// proposal asks the leader to commit a control decision on behalf of another node.
+// proposalReply is the leader's answer to a decision proposed by another node.
 type proposalReply struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Index    uint64
@@ -541,8 +538,8 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	return encode(&reply)
 }
 
-// proposable lists the commands a partition owner may propose; each is void unless the partition is still at
-// the epoch it names.
+// proposable lists the commands a partition owner may propose. Each is void unless the partition is still
+// at the epoch it names.
 var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true}
 
 // awaitApplied waits until this node's map reflects the log up to index.

@@ -41,8 +41,8 @@ type member struct {
 	// Intact is set when the process restarted from a data dir that holds every write its predecessor
 	// acknowledged, so that its copies stay in sync across the restart.
 	Intact bool
-	// Durable is set when the process acknowledges writes only once its disk holds them (a DataDir, and a
-	// DiskDurability that waits): if it dies, its copies wait on its disk for it to come back.
+	// Durable is set when the process acknowledges writes only once its disk holds them (a DataDir and a
+	// DiskDurability that waits), so its copies outlive it on disk.
 	Durable bool
 	Status  serf.MemberStatus
 	Formed  bool
@@ -143,9 +143,8 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	return m, nil
 }
 
-// setGossipTransport gives memberlist a transport of its own when cfg asks for one: bound on the in-memory
-// network, or memberlist's default bound here, and wrapped by cfg.hooks.gossipTransport. Otherwise memberlist binds
-// its default itself.
+// setGossipTransport gives memberlist the transport cfg's hooks ask for: one on the in-memory network, or
+// memberlist's default bound here, wrapped by cfg.hooks.gossipTransport. Without hooks memberlist binds its own.
 func setGossipTransport(cfg *Config, ml *memberlist.Config) error {
 	var base memberlist.NodeAwareTransport
 	switch {
@@ -172,8 +171,8 @@ func setGossipTransport(cfg *Config, ml *memberlist.Config) error {
 	return nil
 }
 
-// newNetTransport binds memberlist's default transport as memberlist.Create would, so that it can be wrapped:
-// a free port (BindPort 0) is retried when another bind takes it first, and ml is set to the port bound.
+// newNetTransport binds memberlist's default transport as memberlist.Create would, so that it can be
+// wrapped. It retries a free port (BindPort 0) taken by another bind first, and sets ml to the port bound.
 func newNetTransport(ml *memberlist.Config) (*memberlist.NetTransport, error) {
 	nc := &memberlist.NetTransportConfig{
 		BindAddrs:    []string{ml.BindAddr},
@@ -266,7 +265,7 @@ func (m *membership) setFlag(tag string) error {
 	return m.serf.SetTags(next)
 }
 
-// leave announces a graceful departure; after shutdown there is no one to announce it to.
+// leave announces a graceful departure. It returns ErrClosed after shutdown.
 func (m *membership) leave() error {
 	if m.serf.State() == serf.SerfShutdown {
 		return ErrClosed

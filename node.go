@@ -69,8 +69,8 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// commits holds a read lock for each decision waiting on the control plane; Close takes the write lock
-	// before it stops raft, because raft never answers a decision still queued inside it when it stops.
+	// commits is read-locked by each decision waiting on the control plane. Close write-locks it before
+	// stopping raft, which never answers a decision still queued inside it.
 	commits      sync.RWMutex
 	commitsEnded bool
 	left         atomic.Bool
@@ -187,9 +187,8 @@ func (n *Node) start(ctx context.Context) error {
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
-// it: replication drops the copies it must not keep. A restarted node first replays maps its previous
-// process lived through; it acts only on changes made once the map knew this process, since the copies it
-// holds now came from the owners of today's map.
+// it, so that replication drops the copies it must not keep. It skips maps that do not record this process
+// (those a restarted node replays from its previous life): its copies came from the owners of today's map.
 func (n *Node) beforeCommit(old, next *ClusterMap) {
 	if n.recordedIn(old) {
 		n.repl.onOwnershipChange(old, next)
@@ -476,17 +475,15 @@ func (n *Node) every(interval time.Duration, fn func()) {
 	}()
 }
 
-// drain waits until no partition is assigned to this node, once it has told the cluster it is leaving. Only
-// an ended ctx, or a node closed meanwhile, cuts it short while the node may hold the only copies. With no
-// other member to take the partitions (the last one, or all leaving together) there is nothing to drain
-// to: the drain ends once the node is alone, at once when it starts so, or for FailoverTimeout (the
-// others may be leaving too). An isolated or starved node, which sees no one, keeps waiting instead.
+// drain announces that this node is leaving and waits until no partition is assigned to it, or until ctx
+// ends or the node closes. A node alone (see alone) has no one to drain to: it returns at once if alone at
+// the start, else after being alone for FailoverTimeout, since the others may be leaving too.
 func (n *Node) drain(ctx context.Context) error {
 	if n.fsm.clusterMap().Version == 0 || n.alone() {
 		return nil
 	}
 	if err := n.members.markLeaving(); err != nil {
-		// The flag is set here already; only its broadcast was not confirmed in time. Gossip carries it.
+		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
 		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
 	lonely := countdowns[bool]{}

@@ -14,14 +14,13 @@ import (
 // errReplicaTimeout says a replica did not apply a write within ReplicaAckTimeout.
 var errReplicaTimeout = errors.New("zaris: replica did not acknowledge in time")
 
-// errReplicaBehind says a replica has not yet applied the map that made this node the owner; it is asked
-// again shortly.
+// errReplicaBehind says a replica has not yet applied the map that made this node the owner. The link
+// retries after a backoff.
 var errReplicaBehind = errors.New("zaris: replica has not caught up with the cluster map")
 
-// replicaLink streams a partition owner's ops to one replica node, for every partition the node replicates
-// for this owner. Segments with news are marked dirty; the link sends what the replica lacks, in revision
-// order, from the op log in memory or else from the data dir's, or a snapshot when neither reaches back far
-// enough.
+// replicaLink streams a partition owner's ops to one replica node, for every partition that node
+// replicates for this owner. For each dirty segment it sends the ops the replica lacks in revision order,
+// from the op log in memory or the data dir's, or a snapshot when neither reaches back far enough.
 type replicaLink struct {
 	r    *replication
 	to   NodeID
@@ -57,8 +56,8 @@ const (
 	resyncSnapshot                       // it may follow another one: send the segment whole
 )
 
-// resyncMark is a segment's resync step and the partition epoch it was decided under: a step decided under
-// an epoch the partition has left is decided again, never carried out for another owner's history.
+// resyncMark is a segment's resync step and the partition epoch it was decided under. A step whose epoch
+// the partition has left is decided again rather than carried out for another owner's history.
 type resyncMark struct {
 	step  resyncStep
 	epoch uint64
@@ -92,8 +91,8 @@ func (l *replicaLink) markDirty(segment int) {
 	signal(l.wake)
 }
 
-// resyncPartition makes the link check, before any op of partition p, that the replica's copy of each
-// segment is empty or a prefix of this node's; a segment that is not is sent whole. epoch is the
+// resyncPartition makes the link check, before sending any op of partition p, that the replica's copy of
+// each segment is empty or a prefix of this node's, and send whole those that are not. epoch is the
 // partition's epoch in the map that asked for it.
 func (l *replicaLink) resyncPartition(p int, epoch uint64) {
 	l.lock()
@@ -190,8 +189,8 @@ func (l *replicaLink) run() {
 	}
 }
 
-// sendPending sends until the replica has every segment marked dirty, retrying with backoff; it reports
-// whether the node stopped meanwhile.
+// sendPending sends, retrying with backoff, until the replica has every dirty segment. It reports whether
+// the node stopped meanwhile.
 func (l *replicaLink) sendPending() (stopped bool) {
 	backoff := l.r.cfg.RetryBackoff
 	for l.hasWork() {
@@ -228,9 +227,8 @@ func (l *replicaLink) maybeRejoin() {
 	}
 }
 
-// rejoin returns the replica to partition p's in-sync set if it holds everything the owner has. Writes wait
-// for it from before the check until the decision has applied or been voided; one it does not acknowledge
-// drops it, which voids the decision (see admission).
+// rejoin returns the replica to partition p's in-sync set if it holds everything the owner has. Writes
+// wait for the replica from before the check until the decision applies or is voided (see admission).
 func (l *replicaLink) rejoin(p int, st PartitionState) {
 	cancel := l.r.startAdmission(p, l.to, st)
 	if !l.caughtUp(p, st.Epoch) {
@@ -250,8 +248,8 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 	cancel() // applied, or void: the map has moved past the point it was decided at
 }
 
-// caughtUp asks the replica for its revisions of partition p's segments, owned at epoch, and reports whether
-// it has every one up to the owner's; the segments it lacks are marked dirty so the link feeds them.
+// caughtUp probes the replica's revisions of partition p's segments, owned at epoch, and reports whether
+// it holds each up to the owner's. It marks dirty the segments the replica lacks, so the link feeds them.
 func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
 	first, end := l.r.layout.PartitionSegments(p)
 	target := make([]uint64, end-first)
@@ -438,9 +436,9 @@ func (l *replicaLink) plan() *batch {
 	return b
 }
 
-// planResync fills b with the resyncs under way: probes of the segments whose history is not known yet,
-// and whole snapshots of those that differ, up to the request's size limit. The batch retires only the
-// snapshots; a probed segment found to share this node's history is then fed ops as usual.
+// planResync fills b with the resyncs under way: probes of the segments whose history is unknown, and
+// whole snapshots of those that differ, up to the request's size limit. Only the snapshots are retired by
+// the reply; a probed segment found to share this node's history is then fed ops as usual.
 func (l *replicaLink) planResync(b *batch, m *ClusterMap, probes, snapshots []int) {
 	for _, seg := range probes {
 		p := l.r.layout.SegmentPartition(seg)
@@ -601,10 +599,9 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 	}
 }
 
-// aheadOfOwner returns the segments, of partitions this node owns, where the replica reports a revision
-// beyond this node's, each with the partition's epoch: its copy follows another history (a restarted
-// replica may reload one from its data dir), so it must be resent whole. Called without l.mu: it takes
-// segment locks.
+// aheadOfOwner returns, with their partition's epoch, the owned segments where the replica reports a
+// revision beyond this node's. Such a copy follows another history and must be resent whole. Call it
+// without l.mu, since it takes segment locks.
 func (l *replicaLink) aheadOfOwner(reply *replicateReply) map[int]uint64 {
 	m := l.r.clusterMap()
 	ahead := map[int]uint64{}

@@ -63,9 +63,9 @@ type replicateRequest struct {
 	Epochs map[int]uint64
 	// Pull asks for a piece of the replica's own copy of a segment: a Recovering owner syncing from its source.
 	Pull *pullRequest
-	// Incarnation is the replica's process the sender expects, 0 for any. A restarted replica applies no
-	// snapshot or op meant for its previous process, which the sender may have planned on what that one
-	// held; it answers the probes, and the sender learns of the restart.
+	// Incarnation is the replica process the sender expects, 0 for any. Another process applies none of
+	// the snapshots or ops, which were planned on what its predecessor held, but answers the probes, so the
+	// sender learns of the restart.
 	Incarnation uint64
 }
 
@@ -86,8 +86,8 @@ type replicateReply struct {
 }
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log, or one piece of
-// it: a segment larger than one request travels in pieces numbered from 0, all but the last with More set,
-// and a replica, or a Recovering owner pulling it, installs it once it holds every piece.
+// it. A segment larger than one request travels in pieces numbered from 0, all but the last with More set,
+// and the receiver installs it once it holds every piece.
 type segmentSnapshot struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Segment  int
@@ -131,15 +131,14 @@ type ReplicationStats struct {
 	RejectedStaleEpoch, InSyncDecisions uint64
 	// RecoveredOps counts ops replayed from the data dir at start.
 	RecoveredOps uint64
-	// Recoveries counts partitions this node served only after syncing, as a new owner, from a peer that
-	// held more than it did; PulledSegments counts the segments it copied from those peers, PulledPieces
-	// the pieces they came in.
+	// Recoveries counts partitions this node, as a new owner, synced from a peer that held more before
+	// serving them. PulledSegments and PulledPieces count the segments and pieces copied in those syncs.
 	Recoveries, PulledSegments, PulledPieces uint64
 	// Resyncs counts whole segments resent to a replica whose copy may follow another history: after a
 	// failover to this node, or a restart of the replica.
 	Resyncs uint64
-	// OpsFromDisk counts the ops sent (among OpsSent) that were read from the data dir's op log: a replica
-	// behind the op log in memory catches up from there before it needs a snapshot.
+	// OpsFromDisk counts the ops among OpsSent read from the data dir's op log, which serves a replica behind
+	// the op log in memory before it needs a snapshot.
 	OpsFromDisk uint64
 }
 
@@ -176,10 +175,9 @@ type replication struct {
 	oplog *opLog
 	disk  *diskLog        // nil without a data dir; set once, before the node serves
 	fence []atomic.Uint64 // per partition
-	// lines holds, per segment, the epoch of the owner whose history this node's copy follows: the epoch
-	// it wrote under as owner, or its sender's. Two copies of one line are prefixes of that owner's history,
-	// because a new owner that did not take the partition over in a hand-over first resends each replica
-	// a whole snapshot. 0: not known (a copy reloaded from disk).
+	// lines holds, per segment, the epoch of the owner whose history this node's copy follows (its own as
+	// owner, else its sender's), or 0 when unknown, as for a copy reloaded from disk. Copies of one line are
+	// prefixes of one history, because an owner that did not take over in a hand-over resends whole snapshots.
 	lines []atomic.Uint64
 	// committed holds, per segment this node owns, a revision every in-sync replica holds (visibility.go).
 	committed []atomic.Uint64
@@ -200,9 +198,8 @@ type replication struct {
 }
 
 // admission is a replica on its way back into a partition's in-sync set, decided at the partition's epoch
-// and InSyncIndex. From the moment the owner starts checking that the replica caught up until the map has
-// moved past that point (the admission applied, or can never apply), Sync writes wait for the replica too;
-// one that it does not acknowledge drops it, which voids the admission.
+// and InSyncIndex. While it is pending, Sync writes wait for the replica too, and one it fails to
+// acknowledge drops it, which voids the admission.
 type admission struct{ epoch, inSyncIndex uint64 }
 
 // pending reports whether the admission may still apply to a partition in state st.
@@ -295,11 +292,10 @@ func (r *replication) wakeWaiters() {
 	}
 }
 
-// awaitReplicas blocks a Sync write (or a read revealing it) at revision of segment until every in-sync
-// replica of its partition, and every replica being admitted to it, has applied it, and this node's disk has
-// it as DiskDurability asks. A replica that does not answer within ReplicaAckTimeout is dropped from the
-// in-sync set by a committed decision before the write is acknowledged; if that cannot be committed, the
-// write fails, and so does a write left with fewer than MinInSync copies.
+// awaitReplicas blocks a Sync write (or a read revealing it) at revision of segment until every in-sync or
+// admitted replica has applied it and this node's disk holds it as DiskDurability asks. Replicas silent for
+// ReplicaAckTimeout are dropped from the in-sync set by a committed decision first. The write fails if that
+// decision cannot commit or leaves fewer than MinInSync copies.
 func (r *replication) awaitReplicas(ctx context.Context, segment int, revision uint64, write bool) Status {
 	p := r.layout.SegmentPartition(segment)
 	ticket := r.disk.mark() // the write's op is queued for the disk by now
@@ -378,8 +374,8 @@ func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining
 	return lagging, StatusSuccess
 }
 
-// startAdmission registers replica id as joining partition p, in state st, to its in-sync set; cancel
-// unregisters it, for an admission that was never proposed or has applied.
+// startAdmission registers replica id as joining partition p's in-sync set at state st. Call cancel once
+// the admission has applied or will not be proposed.
 func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cancel func()) {
 	a := &admission{epoch: st.Epoch, inSyncIndex: st.InSyncIndex}
 	r.mu.Lock()
@@ -397,7 +393,7 @@ func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cance
 	}
 }
 
-// joiningFor returns the admissions to partition p that may still apply; it forgets the others.
+// joiningFor returns the admissions to partition p that may still apply and forgets the others.
 func (r *replication) joiningFor(p int) map[NodeID]*admission {
 	st := r.clusterMap().Runtime[p]
 	r.mu.Lock()
@@ -438,10 +434,9 @@ func (r *replication) serveReplicate(ctx context.Context, req *replicateRequest)
 	return reply
 }
 
-// applyReplicate applies a replication request on a replica. A replica whose map is older than the
-// sender's for a partition answers NotReady and touches nothing: the change it has yet to apply may make it
-// discard its copy (a deposed owner does), and what it accepted or reported before that would be wrong. So
-// does one whose map does not record the sender's process, when the request would change or copy a segment.
+// applyReplicate applies a replication request on a replica. It answers NotReady and touches nothing when
+// its map is behind the sender's (the missing change may discard its copy, as a deposed owner's) or does
+// not record the sending process (see unknownSender).
 func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 	if r.behind(req) || r.unknownSender(req) {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}

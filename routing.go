@@ -174,9 +174,8 @@ func (r *router) peerFor(m *ClusterMap, id NodeID) *peer {
 }
 
 // refreshAfter reacts to a redirect from p, whose map is at index theirs, of a request routed with table
-// used. It reports whether a retry may go at once: the table changed since the request left (another refresh
-// got there first: coalesced) or was just refreshed from p. False means p's map is no newer than ours, so p
-// is behind and the caller should back off.
+// used. It reports whether a retry may go at once, because the table has changed since (by this refresh
+// or a concurrent one). False means p is no further ahead than this node, and the caller should back off.
 func (r *router) refreshAfter(ctx context.Context, p *peer, theirs uint64, used *routingTable) bool {
 	if r.current() != used {
 		r.stats.coalesced.Add(1)
@@ -266,14 +265,13 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 }
 
 // redirects reports whether reply, to a caller whose routing table is at map index, sends the caller
-// elsewhere or to try again rather than settle the operation: a status that asks for a newer map, or a
-// refusal from a node that has no map yet or answered from an older map than the caller's (a node that
-// just restarted answers from the maps it is still replaying). Such refusals were never applied.
+// elsewhere or to try again rather than settle the operation. The operation was never applied.
 func (reply *kvReply) redirects(index uint64) bool {
 	switch reply.Status {
 	case StatusNotReady:
 		return true
 	case StatusPartitionUnavailable:
+		// Refused from an older map than the caller's, as by a restarted node still replaying its maps.
 		return reply.MapIndex != 0 && reply.MapIndex < index
 	}
 	return reply.Status.requiresRefresh()

@@ -1,46 +1,44 @@
 // Package durability stores what a Zaris node needs to catch up and to restart: for each segment, the
 // log of ops its owner applied, in revision order, and optionally a snapshot of the segment's whole
-// state. A replica that is behind asks for the ops after its last revision (Store.Ops); one that is
-// behind the retained log gets ErrTruncated and needs a snapshot first. A restarted node loads each
-// segment's snapshot and replays the ops above its revision.
+// state. A replica that is behind asks for the ops after its last revision (Store.Ops). One behind the
+// retained log gets ErrTruncated and needs a snapshot first. A restarted node loads each segment's
+// snapshot and replays the ops above its revision.
 //
 // Two stores implement Store: Memory, for tests and nodes that hold the map as a pure cache, and Pebble,
 // on github.com/cockroachdb/pebble/v2.
 //
 // # Durability
 //
-// Appends, truncations, resets and snapshot saves are not synced: each is one Pebble batch written to
-// the WAL without fsync, which keeps the write path cheap. A crash of the process or the machine may
-// therefore lose the latest of them, but never reorders them or damages earlier ones: the log after
-// restart is a prefix of the one before. A replica that lost its tail this way reports lower bounds and catches up
-// from a peer like any replica that is behind. Sync makes everything written so far durable, and so
-// does a clean Close.
+// Appends, truncations, resets and snapshot saves are each one Pebble batch written to the WAL without
+// fsync, which keeps the write path cheap. A crash may lose the latest of them but never reorders them or
+// damages earlier ones, so the log after restart is a prefix of the one before, and a replica that lost
+// its tail catches up like any replica that is behind. Sync and a clean Close make everything durable.
 //
 // # Revisions
 //
-// Each segment's log holds a contiguous run of revisions. A new segment's first op carries revision 1;
-// after that each op carries the previous one plus one, and Append refuses anything else with
-// ErrOutOfOrder, segment by segment: a refused segment gets none of the call's ops, the others all of
-// theirs. TruncateBefore drops the head of the log for retention, and also sets where an empty
-// log resumes: a replica that installs a snapshot at revision r calls SaveSnapshot then
-// TruncateBefore(segment, r+1), and appends from r+1 on. A snapshot that replaces the segment with
-// another history, possibly at a lower revision than the log holds, is preceded by ResetSegment, which
-// drops the segment's ops and snapshot as if it had never been written. See Store for the exact bounds.
+// Each segment's log holds a contiguous run of revisions, starting at 1. Append refuses any other
+// revision with ErrOutOfOrder, segment by segment: a refused segment gets none of the call's ops, the
+// others all of theirs.
+//
+// TruncateBefore drops the head of the log for retention, and also sets where an empty log resumes: a
+// replica that installs a snapshot at revision r calls SaveSnapshot, then TruncateBefore(segment, r+1),
+// and appends from r+1 on. A snapshot of another history, possibly at a lower revision than the log
+// holds, is preceded by ResetSegment, which leaves the segment as if never written. See Store for the
+// exact bounds.
 //
 // # Layout on disk
 //
 // Pebble keys are a prefix byte, the big-endian segment and, for ops, the big-endian revision, so one
 // segment's ops are contiguous and ordered: 'o' segment revision holds an op (its log offset, then its
 // msgpack encoding from AppendOp), 's' segment a snapshot (AppendSnapshot), 'f' segment the revision
-// of the last truncation. Truncation is one range deletion; a reset is one batch of a range deletion
-// of the ops and deletions of the snapshot and the floor. Bounds and log sizes are rebuilt at open
-// from the first and last op of each segment, found by seeking, so opening costs a few seeks per
-// segment, not a scan.
+// of the last truncation. Truncation is one range deletion, and a reset one batch that deletes the ops,
+// the snapshot and the floor. Bounds and log sizes are rebuilt at open from the first and last op of
+// each segment, so opening costs a few seeks per segment, not a scan.
 //
 // # Corruption
 //
-// The codecs never panic on malformed input and never allocate more than a small multiple of it; they
-// return errors wrapping ErrCorrupt. The Pebble store reports damage the same way and skips nothing:
+// The codecs never panic on malformed input and never allocate more than a small multiple of it. They
+// return errors wrapping ErrCorrupt, and the Pebble store reports damage the same way, skipping nothing:
 //
 //   - OpenPebble fails on what Pebble detects while opening (a malformed MANIFEST, a table file the
 //     MANIFEST lists but that is missing, a WAL other than the newest cut short, a table checksum
@@ -60,10 +58,8 @@
 //
 // RaftStore keeps the control plane's raft state, hashicorp/raft's LogStore and StableStore, in a Pebble
 // database of its own, in another directory than the op-log store's. Unlike the op log, every write to
-// it (StoreLogs as one batch, DeleteRange as one range deletion, Set, SetUint64) is synced before it
-// returns: raft's safety rests on its log, term and vote being on stable storage before it answers a
-// peer. Entries are encoded compactly with a format-version byte (raftlog.go); the key layout is at the
-// top of raftstore.go. The first and last log index are kept in memory and found at open with a few
-// seeks; damage found there or in GetLog wraps ErrCorrupt. A key never set makes Get and GetUint64
-// fail with the message "not found", which raft recognises by its text.
+// it is synced before it returns, since raft's safety rests on its log, term and vote being on stable
+// storage before it answers a peer. The encoding is in raftlog.go and the key layout in raftstore.go.
+// Damage found at open or in GetLog wraps ErrCorrupt. A key never set makes Get and GetUint64 fail with
+// the message "not found", which raft recognises by its text.
 package durability

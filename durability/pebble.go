@@ -20,9 +20,9 @@ const (
 	// tail of the logs, which is what catch-up reads.
 	defaultCacheSize = 8 << 20
 
-	// defaultMemTableSize is the memtable when PebbleOptions.MemTableSize is zero. Larger memtables
-	// mean fewer, larger flushes and less compaction per appended op; Pebble starts each store at 256 KiB
-	// and doubles up to this as writes arrive, so an idle store does not pay for it.
+	// defaultMemTableSize is the memtable when PebbleOptions.MemTableSize is zero. Larger memtables mean
+	// less compaction per appended op. Pebble grows each store's memtable from 256 KiB up to this as writes
+	// arrive, so an idle store does not pay for it.
 	defaultMemTableSize = 32 << 20
 
 	// diskSlowThreshold is how long a disk operation may take before it is logged as slow.
@@ -48,7 +48,7 @@ type PebbleOptions struct {
 // Pebble is a Store on a Pebble database in one directory. The key layout is in pebble_keys.go.
 //
 // Bounds, log sizes and snapshot presence are kept in memory and rebuilt at open with a few seeks per
-// segment; ops and snapshots are read from Pebble on demand.
+// segment. Ops and snapshots are read from Pebble on demand.
 type Pebble struct {
 	db  *pebble.DB
 	dir string
@@ -78,7 +78,7 @@ type pebbleSegment struct {
 var _ Store = (*Pebble)(nil)
 
 // OpenPebble opens (or creates) the store in dir. Damage that Pebble or the index scan detects returns
-// an error wrapping ErrCorrupt; other failures (permissions, a directory locked by another process) are
+// an error wrapping ErrCorrupt. Other failures, such as a directory locked by another process, are
 // returned with the directory as context.
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	db, fsCloser, err := openDB(dir, opts)

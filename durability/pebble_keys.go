@@ -13,10 +13,10 @@ import (
 //	's' segment(4)              the segment's snapshot; value = AppendSnapshot bytes
 //	'f' segment(4)              the segment's truncation floor; value = revision(8)
 //
-// An op's offset is the number of log bytes (keys plus values) its segment held before it, counted
-// since the log began; LogBytes is the end offset of the last retained op minus the offset of the first,
-// so it survives restarts and truncations without a scan. The floor is the rev of the last effective
-// TruncateBefore: it keeps the log's place when truncation emptied it.
+// An op's offset is the number of log bytes (keys plus values) its segment held before it since the log
+// began. LogBytes is the end offset of the last retained op minus the offset of the first, which needs no
+// scan after a restart or truncation. The floor is the rev of the last effective TruncateBefore, keeping
+// the log's place when truncation emptied it.
 const (
 	opPrefix       byte = 'o'
 	snapshotPrefix byte = 's'

@@ -18,9 +18,9 @@ func (p pebbleLogger) Infof(format string, args ...any) { p.log(slog.LevelDebug,
 
 func (p pebbleLogger) Errorf(format string, args ...any) { p.log(slog.LevelError, format, args) }
 
-// Fatalf is how Pebble reports a state it cannot go on from: a failed WAL or MANIFEST write, or a broken
-// internal invariant. Pebble's default logger exits the process; a library must not, so this logs and
-// panics, which still stops the goroutine that would otherwise keep writing on a broken store.
+// Fatalf is how Pebble reports a state it cannot go on from, such as a failed WAL or MANIFEST write. It
+// logs and panics rather than exit the process as Pebble's default logger does, which still stops the
+// goroutine that would otherwise keep writing on a broken store.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error("pebble fatal error", "msg", msg)

@@ -143,9 +143,9 @@ func (s *RaftStore) StoreLog(log *raft.Log) error {
 	return s.StoreLogs([]*raft.Log{log})
 }
 
-// StoreLogs implements raft.LogStore: all of logs in one synced batch. Gaps are allowed, as raft
-// leaves one after restoring a snapshot; an entry already present at an index is replaced. Index 0,
-// which the bounds cannot tell from an empty log, is refused.
+// StoreLogs implements raft.LogStore: all of logs in one synced batch. Gaps are allowed, as raft leaves
+// one after restoring a snapshot, and an entry already present at an index is replaced. Index 0, which
+// the bounds cannot tell from an empty log, is refused.
 func (s *RaftStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -256,8 +256,8 @@ func (s *RaftStore) Get(key []byte) ([]byte, error) {
 	return s.getStable(key)
 }
 
-// GetUint64 implements raft.StableStore. A key never set returns 0 and the "not found" error of Get;
-// a value that is not 8 bytes is an error wrapping ErrCorrupt.
+// GetUint64 implements raft.StableStore. A key never set returns 0 and the "not found" error of Get. A
+// value that is not 8 bytes is an error wrapping ErrCorrupt.
 func (s *RaftStore) GetUint64(key []byte) (uint64, error) {
 	if err := s.enter(); err != nil {
 		return 0, err

@@ -33,12 +33,10 @@ var (
 //
 // Returned ops and snapshots are read-only: the caller must not modify their Value bytes.
 type Store interface {
-	// Append adds ops to the logs, in one atomic write. Within a segment, ops must carry consecutive
-	// revisions starting at the segment's last+1. Each segment is judged on its own: one whose ops
-	// leave a gap or go back (ErrOutOfOrder) or include a malformed op (ErrInvalidOp) gets none of its
-	// ops of this call applied, while the other segments' ops are. The error joins one error per
-	// refused segment, each naming it; errors.Is sees through it. Appends are not synced: a crash may
-	// lose the latest ones, never reorder or corrupt earlier ones (see Sync).
+	// Append adds ops to the logs in one atomic write. Within a segment, ops must carry consecutive
+	// revisions starting at the segment's last+1. A segment with a gap or a step back (ErrOutOfOrder) or
+	// a malformed op (ErrInvalidOp) gets none of its ops applied; the other segments get theirs. The
+	// error joins one error per refused segment, each naming it. Appends are not synced (see Sync).
 	Append(ops []Op) error
 
 	// Ops returns, in order, up to limit ops of segment with Revision > after; limit <= 0 means no
@@ -50,8 +48,8 @@ type Store interface {
 	Bounds(segment uint32) (first, last uint64, err error)
 
 	// TruncateBefore drops the ops of segment with Revision < rev, so that first becomes rev. A rev past
-	// last+1 empties the log and moves its end: the next append must then carry rev (the way to start
-	// the log after installing a snapshot at rev-1). A rev at or below first changes nothing.
+	// last+1 empties the log, and the next append must carry rev, as after installing a snapshot at
+	// rev-1. A rev at or below first changes nothing.
 	TruncateBefore(segment uint32, rev uint64) error
 
 	// LogBytes returns the approximate encoded size of segment's retained log, for size-bounded
@@ -65,8 +63,8 @@ type Store interface {
 	LoadSnapshot(segment uint32) (s Snapshot, ok bool, err error)
 
 	// ResetSegment drops segment's ops, snapshot and truncation point in one atomic write, leaving it as
-	// if never written: a copy replaced by another history, at any revision, must not keep the old one's
-	// ops. Like Append, it is not synced.
+	// if never written, so that a copy replaced by another history keeps none of the old one's ops. Like
+	// Append, it is not synced.
 	ResetSegment(segment uint32) error
 
 	// Segments lists, ascending, the segments with a snapshot or with bounds other than (0, 0).

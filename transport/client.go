@@ -95,8 +95,7 @@ func (c *Client) Call(ctx context.Context, op Op, payload []byte) ([]byte, error
 		return nil, fmt.Errorf("%w: request payload of %d bytes exceeds %d (MaxFrameSize %d less envelope)",
 			ErrFrameTooLarge, len(payload), c.opts.maxPayload(), c.opts.MaxFrameSize)
 	}
-	// A connection can fail between connect and send, or its server can say it read nothing more; the
-	// request was then not sent, so try once more.
+	// A request the connection never sent, because it failed or its server read no more, is retried once.
 	for attempt := 0; ; attempt++ {
 		cc, err := c.connect(ctx)
 		if err != nil {
@@ -178,8 +177,8 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 }
 
-// dial opens a connection and installs it; it runs in its own goroutine so that callers can give up on
-// their own context while the dial goes on for the others.
+// dial opens a connection and installs it. It runs in its own goroutine, so callers can give up on their
+// own context while the dial goes on for the others.
 func (c *Client) dial(done chan struct{}) {
 	defer c.wg.Done()
 	c.stats.dials.Add(1)
@@ -229,9 +228,9 @@ func (c *Client) startConn(conn net.Conn) *clientConn {
 	return cc
 }
 
-// connLost forgets a failed connection. A connection that answered at least once, or that its server
-// closed for idleness, lets the next Call redial at once; one that died before answering counts as a
-// failed dial, so a peer that accepts and then drops or refuses connections is not hammered.
+// connLost forgets a failed connection. The next Call redials at once if the connection ever answered or
+// its server closed it for idleness. Otherwise the loss counts as a failed dial, so that a peer which
+// accepts and then drops connections is not hammered.
 func (c *Client) connLost(cc *clientConn, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -323,8 +322,8 @@ func (cc *clientConn) register() (*call, uint64, error) {
 	return cl, cc.nextID, nil
 }
 
-// abandon forgets a call whose caller is leaving. If the reader or a failure already took the call, it
-// receives the result they owe, so the call can be reused; a late response for id is then dropped.
+// abandon forgets a call whose caller is leaving, so that it can be reused. If the reader or a failure
+// already took the call, abandon waits for the result they owe. A late response for id is dropped.
 func (cc *clientConn) abandon(id uint64, cl *call) {
 	cc.mu.Lock()
 	_, mine := cc.calls[id]

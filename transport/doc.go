@@ -4,13 +4,13 @@
 // # Wire format
 //
 // Each frame is a 4-byte big-endian body length followed by the body, a msgpack array
-// [kind, request id, op, payload]: kind is 1 (request), 2 (response), 3 (error, payload is the handler's
-// message as text) or 4 (goaway, below); the id is a uint64 chosen by the client and echoed by the server;
-// op is a uint16 the layer above defines; the payload is msgpack bin. A body longer than MaxFrameSize, or
-// one that is not exactly such an array, closes the connection (ErrFrameTooLarge, ErrMalformedFrame); a
-// length prefix above MaxFrameSize is refused before any of its body is read. Bodies are read
-// incrementally, so a bare length prefix makes a peer allocate at most 64 KiB, or twice what has actually
-// arrived.
+// [kind, request id, op, payload]. The kind is 1 (request), 2 (response), 3 (error, the payload being the
+// handler's message as text) or 4 (goaway, below). The id is a uint64 chosen by the client and echoed by
+// the server, op a uint16 the layer above defines, and the payload msgpack bin.
+//
+// A body longer than MaxFrameSize, or not exactly such an array, closes the connection (ErrFrameTooLarge,
+// ErrMalformedFrame). An oversized length prefix is refused before any of its body is read, and bodies are
+// read incrementally, so a bare prefix makes a peer allocate at most 64 KiB, or twice what has arrived.
 //
 // A server that stops reading a connection it would otherwise keep sends a goaway, whose op says why
 // (1: idle, 2: too many connections), after the answers to every request it has read, then hangs up. Every
@@ -62,13 +62,13 @@
 //   - context.Canceled or context.DeadlineExceeded: the caller stopped waiting; if the request had been
 //     queued it may still be applied, and its late response is dropped.
 //
-// Calls that need a connection while a dial is in progress wait for that dial, bounded by their own
-// context; the dial itself is bounded by Options.DialTimeout. After a lost connection the next Call
-// redials at once if the connection had answered anything; otherwise dials back off exponentially (with
-// jitter) between Options.RedialMin and RedialMax, and Calls during the backoff fail at once with a
-// DialError rather than queueing behind it. Calls caught by a goaway were never read: after an idle close
-// Call sends them again at once on a new connection; after a refusal the Client backs off, and they fail
-// with a DialError for ErrTooManyConns.
+// Calls that need a connection while a dial is in progress wait for it, within their own context and the
+// dial's Options.DialTimeout. After a lost connection that had answered anything, the next Call redials at
+// once. Otherwise dials back off exponentially, with jitter, between Options.RedialMin and RedialMax, and
+// Calls during the backoff fail at once with a DialError.
+//
+// Calls caught by a goaway were never read. After an idle close Call resends them on a new connection.
+// After a refusal the Client backs off and they fail with a DialError for ErrTooManyConns.
 //
 // # Faults
 //

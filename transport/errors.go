@@ -29,12 +29,12 @@ var (
 	// ErrFrameTimeout means a frame did not arrive whole within Options.ReadTimeout of its first byte.
 	ErrFrameTimeout = errors.New("transport: frame timed out")
 
-	// errIdleClosed is why a connection closed by its server for idleness fails; the calls still on it
-	// were never read, so they are retried on a new connection.
+	// errIdleClosed fails a connection its server closed for idleness. The calls still on it were never
+	// read and are retried on a new connection.
 	errIdleClosed = errors.New("transport: peer closed the idle connection")
 
-	// errGoAway is why a connection fails when its server says it reads no more for a reason this side
-	// does not know; the calls still on it were never read.
+	// errGoAway fails a connection whose server reads no more for a reason this side does not know. The
+	// calls still on it were never read.
 	errGoAway = errors.New("transport: peer stopped reading the connection")
 
 	// errIdle ends a server connection that stayed idle for Options.IdleTimeout.

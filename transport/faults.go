@@ -11,10 +11,9 @@ import (
 )
 
 // Faults injects network faults between named nodes, for tests of clusters running in one process. Every
-// connection is dialed through some node's Dialer, so the wrapped connection on the dialing side enforces
-// both directions: its writes obey the dialer-to-peer link and its reads the peer-to-dialer link. Faults
-// stall or slow bytes; they never drop, reorder or split them. Gossip packets are the exception: see
-// GossipTransport.
+// connection is dialed through some node's Dialer, whose wrapped connection enforces both directions: its
+// writes obey the dialer-to-peer link and its reads the peer-to-dialer link. Faults stall or slow bytes
+// but never drop, reorder or split them, except for gossip packets (see GossipTransport).
 type Faults struct {
 	mu      sync.Mutex
 	names   map[string]string // listening address -> node name

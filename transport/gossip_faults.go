@@ -10,10 +10,10 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// GossipTransport wraps node name's memberlist transport so that the faults of its links cut gossip as Dialer
-// cuts data connections; register gossip addresses too. Packets across a blackhole are lost (sending still
-// succeeds); delayed ones are held on arrival and may be reordered, as UDP allows. Streams are gated as
-// data connections are, from the dialing side.
+// GossipTransport wraps node name's memberlist transport so that its links' faults cut gossip as Dialer
+// cuts data connections. Register the gossip addresses too. Packets across a blackhole are lost although
+// sending succeeds, and delayed ones may be reordered, as UDP allows. Streams are gated like data
+// connections, from the dialing side.
 func (f *Faults) GossipTransport(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
 	t := &gossipTransport{
 		NodeAwareTransport: base,
@@ -29,7 +29,7 @@ func (f *Faults) GossipTransport(name string, base memberlist.NodeAwareTransport
 }
 
 // gossipTransport is a memberlist transport subject to the faults of its node's links. Methods it does not
-// define go to the embedded base; StreamCh among them, as a wrapped dialer gates both directions.
+// define, StreamCh among them, go to the embedded base: the dialing side gates both directions of a stream.
 type gossipTransport struct {
 	memberlist.NodeAwareTransport
 	faults *Faults

@@ -11,14 +11,14 @@ import (
 // StreamLimits bound the connections of a protocol that a Server does not serve, such as the control
 // plane's streams on a Mux, whose reading and writing the transport does not own.
 type StreamLimits struct {
-	// MaxConns caps the connections open at once; one more is closed as soon as it is accepted. Zero: no
-	// cap.
+	// MaxConns caps the connections open at once. One more is closed as soon as it is accepted. Zero
+	// means no cap.
 	MaxConns int
-	// FirstByteTimeout closes a connection that sends nothing for this long once accepted; after its
-	// first byte it may stay quiet as long as it likes. Zero: no limit.
+	// FirstByteTimeout closes a connection that sends nothing for this long after it is accepted. Once
+	// its first byte arrives it may stay quiet indefinitely. Zero means no limit.
 	FirstByteTimeout time.Duration
-	// WriteTimeout bounds each write on a connection, so that a peer that stops reading is cut off.
-	// Zero: no limit.
+	// WriteTimeout bounds each write on a connection, so that a peer that stops reading is cut off. Zero
+	// means no limit.
 	WriteTimeout time.Duration
 }
 

@@ -85,9 +85,10 @@ func (m *Mux) Listener(first byte) net.Listener {
 	return l
 }
 
-// Serve accepts connections and routes each by its first byte; unknown bytes, connections silent for the
-// handshake timeout and connections beyond the cap on handshakes are closed. It returns nil after Close. When the underlying listener fails, Serve
-// shuts the Mux down, so every Listener's Accept fails too, and returns the error.
+// Serve accepts connections and routes each by its first byte. It closes connections with an unknown
+// byte, silent for the handshake timeout or beyond the cap on handshakes. It returns nil after Close. If
+// the underlying listener fails, Serve shuts the Mux down, failing every Listener's Accept, and returns the
+// error.
 func (m *Mux) Serve() error {
 	var pause time.Duration
 	for {

@@ -58,22 +58,22 @@ type Options struct {
 	// its peer feels backpressure instead of the server growing a goroutine per request.
 	MaxRequests, MaxConnRequests int
 
-	// MaxBufferedBytes caps the request bytes a Server holds between a frame's length prefix and the start
-	// of its handler, over all connections: each frame claims its length as its prefix arrives, and its
-	// connection is not read further until the claim fits. Raised to MaxFrameSize when smaller.
+	// MaxBufferedBytes caps the request bytes a Server holds, over all connections, between a frame's
+	// length prefix and the start of its handler. A connection is not read further until its frame's claim
+	// fits. Values below MaxFrameSize are raised to it.
 	MaxBufferedBytes int64
 
 	// IdleTimeout closes a server connection once no request has been in progress or arrived for that
 	// long. The server first tells its client, which then knows that nothing it sent later was read.
 	IdleTimeout time.Duration
 
-	// ReadTimeout bounds how long the rest of a frame may take once its first byte has arrived; a slower
-	// frame closes the connection (ErrFrameTimeout). Both sides. A deadline set for an earlier frame is
-	// kept while it grants the next at least three quarters of ReadTimeout, sparing a timer update per read.
+	// ReadTimeout bounds how long the rest of a frame may take once its first byte has arrived, on both
+	// sides. A slower frame closes the connection (ErrFrameTimeout). To spare a timer update per read, a
+	// frame may be granted as little as three quarters of it.
 	ReadTimeout time.Duration
 
-	// WriteTimeout bounds one write to a connection: a peer that stops reading is cut off. Both sides. As
-	// with ReadTimeout, each write is granted between three quarters of it and all of it.
+	// WriteTimeout bounds one write to a connection on both sides, so a peer that stops reading is cut
+	// off. As with ReadTimeout, a write may be granted as little as three quarters of it.
 	WriteTimeout time.Duration
 }
 

@@ -14,11 +14,10 @@ import (
 // Op identifies what a request asks for; the layer above defines the values.
 type Op uint16
 
-// Handler serves requests. Requests arriving on one connection are served concurrently, each in its own
-// goroutine, up to Options.MaxConnRequests per connection and MaxRequests per Server, and their responses
-// are written as they complete. The payload belongs to the handler; the returned slice is copied before
-// the response is written, so the handler may reuse it afterwards. ctx ends when the connection fails or
-// the Server closes; Server.Close waits for handlers to return.
+// Handler serves requests. Each request runs in its own goroutine, up to Options.MaxConnRequests per
+// connection and MaxRequests per Server, and responses are written as they complete. The payload belongs
+// to the handler, and the returned slice is copied before the response is written, so the handler may
+// reuse it. ctx ends when the connection fails or the Server closes, and Server.Close waits for handlers.
 type Handler interface {
 	ServeRequest(ctx context.Context, op Op, payload []byte) ([]byte, error)
 }

@@ -24,7 +24,7 @@ type serverConn struct {
 }
 
 // readLoop reads requests and starts a handler goroutine for each, until the connection fails or idles
-// out. A request waits, unread past, for a slot on its connection and on the server, so a peer that
+// out. Reading stops while a request waits for a slot on its connection and on the server, so a peer that
 // pipelines faster than the handlers answer is held back by the connection itself.
 func (sc *serverConn) readLoop() {
 	defer sc.srv.wg.Done()

@@ -10,7 +10,7 @@ import (
 )
 
 const (
-	// maxPending bounds the bytes queued behind one connection's writer; senders wait for room beyond it,
+	// maxPending bounds the bytes queued behind one connection's writer. Senders wait for room beyond it,
 	// so a stalled peer holds back its callers instead of growing memory.
 	maxPending = 4 << 20
 
@@ -25,16 +25,13 @@ type writeStats struct {
 	bytes   atomic.Uint64 // bytes handed to the connection
 }
 
-// frameWriter coalesces frames from many goroutines onto one connection. Senders encode their frame into
-// a shared pending buffer. The first sender to find the connection idle takes the flush duty: until
-// nothing is pending, the holder swaps the buffer out and writes it with one call, so frames queued while
-// a write is in progress leave together in the next one. Under load many frames share a syscall; a lone
-// request still costs a single write.
+// frameWriter coalesces frames from many goroutines onto one connection. Senders encode their frames into
+// a shared pending buffer, and whoever holds the flush duty writes the whole buffer with one call, so
+// frames queued during a write leave together in the next.
 //
-// Who holds the duty depends on the side. A client must never block a caller on the network (a caller
-// gives up on its context even when the peer has stopped reading), so it sends with send and a goroutine
-// running run does the writing. A server's senders are its own handler goroutines, which may block, so
-// they write with write and hold the duty themselves, saving a goroutine hand-off per response.
+// A client uses send and leaves the writing to run, since a caller must be able to give up on its context
+// even when the peer stops reading. A server's handlers use write and hold the duty themselves, saving a
+// goroutine hand-off per response.
 type frameWriter struct {
 	conn    net.Conn
 	stats   *writeStats
@@ -43,8 +40,8 @@ type frameWriter struct {
 	wake    chan struct{} // hands the flush duty to run
 	stop    chan struct{} // closed by close
 
-	// active counts requests in progress on the connection (client: awaiting a response; server: being
-	// handled). Its owner keeps it; the writer reads it as a hint that more frames are coming.
+	// active counts requests in progress on the connection: awaiting a response on a client, being
+	// handled on a server. Its owner keeps it, and the writer reads it as a hint that more frames are coming.
 	active atomic.Int64
 
 	mu       sync.Mutex

@@ -51,9 +51,9 @@ func (c *Manual) NewTicker(d time.Duration) clock.Ticker {
 	return ticker{w}
 }
 
-// AfterFunc returns a timer that calls f once the clock has advanced by d. Advance calls f itself, on the
-// advancing goroutine, so f has returned when Advance does; a d that is not positive calls f at once in a
-// goroutine of its own, as time.AfterFunc.
+// AfterFunc returns a timer that calls f once the clock has advanced by d. Advance calls f on the advancing
+// goroutine, so f has returned when Advance does. A d that is not positive calls f at once in a goroutine
+// of its own, as time.AfterFunc does.
 func (c *Manual) AfterFunc(d time.Duration, f func()) clock.Timer {
 	w := &waiter{c: c, fn: f}
 	w.Reset(d)
@@ -61,8 +61,8 @@ func (c *Manual) AfterFunc(d time.Duration, f func()) clock.Timer {
 }
 
 // Advance moves the clock forward by d. Each timer and ticker due by then fires, earliest deadline first,
-// with the clock reading its deadline when it fires; a ticker due several times fires each time, and like
-// time.Ticker drops the ticks its receiver has not taken.
+// with the clock reading its deadline. A ticker due several times fires each time, dropping ticks its
+// receiver has not taken, as time.Ticker does.
 func (c *Manual) Advance(d time.Duration) {
 	c.mu.Lock()
 	end := c.now.Add(d)
@@ -124,9 +124,9 @@ func (c *Manual) nextDue(end time.Time) *waiter {
 	return next
 }
 
-// fire delivers w's event at c.now: a tick or timer event on its channel, unless one is still untaken, or
-// w's function, which it returns for the caller to call without the lock. A ticker stays armed for its next
-// period. Called with c.mu held.
+// fire delivers w's event at c.now, dropping it if the previous one is still untaken. For an AfterFunc
+// timer it returns the function, for the caller to call without the lock. A ticker stays armed for its
+// next period. Called with c.mu held.
 func (c *Manual) fire(w *waiter) func() {
 	if w.period > 0 {
 		w.deadline = w.deadline.Add(w.period)

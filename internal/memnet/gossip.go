@@ -72,7 +72,7 @@ func (n *Network) packetTaken(ap netip.AddrPort) bool {
 	})
 }
 
-// deliver queues p at the endpoint bound at addr; without one, or with a full queue, p is lost.
+// deliver queues p at the endpoint bound at addr. Without one, or with a full queue, p is lost.
 func (n *Network) deliver(addr string, p *memberlist.Packet) {
 	ap, err := resolve(addr)
 	if err != nil {

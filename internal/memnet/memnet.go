@@ -66,8 +66,8 @@ func (n *Network) listenLocked(ap netip.AddrPort) *listener {
 	return l
 }
 
-// bind returns ap with a free port chosen when its port is 0, or an address-in-use error when taken says ap
-// is in use. Callers hold n.mu.
+// bind returns ap, with a port that taken reports free in place of port 0. It fails with an address-in-use
+// error when taken reports ap, or every candidate port, in use. Callers hold n.mu.
 func (n *Network) bind(ap netip.AddrPort, taken func(netip.AddrPort) bool) (netip.AddrPort, error) {
 	if ap.Port() != 0 {
 		if taken(ap) {
@@ -225,7 +225,7 @@ type listener struct {
 	arrived signal
 }
 
-// enqueue hands c to Accept; it reports false when the listener is closed or its backlog full.
+// enqueue hands c to Accept. It reports false when the listener is closed or its backlog full.
 func (l *listener) enqueue(c *Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
