@@ -89,6 +89,7 @@ func (h *restartHooks) install(cfg *Config) {
 // know as the owner. Once the leader records the restart, the partition fails over to the replica and every
 // acknowledged write is still there.
 func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
+	t.Parallel()
 	c, h := startHeldCluster(t)
 	defer h.release()
 	ctx := bg(t)

@@ -17,6 +17,7 @@ import (
 // readable from every survivor, and the restarted node rejoins as a replica that catches up until the
 // partitions are Healthy again.
 func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)
 	written := map[string][]byte{}
@@ -178,6 +179,7 @@ func TestRestartedOwnerDoesNotServeWhatItLost(t *testing.T) {
 // in-sync set of the partitions it replicates; each time it catches up the cool-down starts again, so the
 // partitions return to Healthy once, under one new epoch, not once per flap.
 func TestHealingWaitsForCooldown(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.HealCooldown = 3 * time.Second }))
 	ctx := bg(t)
 	m := c.currentMap()
@@ -230,6 +232,7 @@ func writeOnOwnerAlone(t *testing.T, c *testCluster, value string) (leader *Node
 // acknowledged write, then from everyone: the partition is declared lost (Unavailable). When the owner
 // comes back as the same process, it is given the partition again and the write is readable.
 func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)
 	leader, p, owner, key := writeOnOwnerAlone(t, c, "only on the owner")
@@ -262,6 +265,7 @@ func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
 // partition is neither recreated empty on the live replica nor moved away when EvictionTimeout passes; once
 // the owner restarts from its data dir, it is given the partition back and the write is readable.
 func TestLostPartitionWaitsForItsDisk(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.DataDir = filepath.Join(base, cfg.Name)
@@ -306,6 +310,7 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 // holds every acknowledged write, so the partition may be unavailable meanwhile, but once the replica is
 // reachable again every acknowledged write must be readable.
 func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
+	t.Parallel()
 	var held atomic.Value // the joining node, kept out of every in-sync set so that no move settles
 	held.Store(NodeID(""))
 	c := startCluster(t, 5, elastic(func(cfg *Config) {
@@ -423,6 +428,7 @@ func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
 // its partitions. It keeps draining until its context ends, and says so, rather than leave at once with
 // copies no one else may hold.
 func TestLeaveWaitsWhileCutOff(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = 500 * time.Millisecond }))
 	leaver := c.node((c.leader() + 1) % 3)
 	defer c.faults.HealAll()

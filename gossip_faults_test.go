@@ -10,6 +10,7 @@ import (
 // TestIsolatedNodeIsDeclaredFailed cuts a non-leader from both other nodes: their gossip must declare it
 // failed, as it would a crashed node, and alive again once the links heal.
 func TestIsolatedNodeIsDeclaredFailed(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, nil)
 	isolated := c.node((c.leader() + 1) % 3)
 	var others []*Node

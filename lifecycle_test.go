@@ -114,6 +114,7 @@ func keysOnDisk(t *testing.T, dataDir string) map[string]bool {
 // there must be some: the count is able to see a loss. (With one copy, the newest acknowledged writes are
 // in the one process's buffers at the kill; with two, a loss needs both copies' buffers to hold it.)
 func TestKilledDisksHoldAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		level    DiskDurability
 		rf       int
@@ -201,6 +202,7 @@ func TestFullRestart(t *testing.T) {
 // stale and every acknowledged write must read back at the end; the slowest acknowledged write is the
 // longest stall a writer saw.
 func TestRollingRestart(t *testing.T) {
+	t.Parallel()
 	for _, onDisk := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "disk"}[onDisk], func(t *testing.T) {
 			base := t.TempDir()

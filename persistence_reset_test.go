@@ -12,6 +12,7 @@ import (
 // on. After a restart the old owner must reload exactly the new owner's copy: none of the writes it was
 // told to drop, every write it received since.
 func TestPersistenceResentCopyReloadsAsResent(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second

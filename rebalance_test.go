@@ -310,6 +310,7 @@ func mustAtoi(b []byte) int {
 // a writer on every node writes and reads continuously with Sync writes. No read may be stale, every
 // acknowledged write must be readable at the end, and the final map must be balanced.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, elastic())
 	ws := &writerSet{t: t, keys: 40}
 	start, stopWriter := ws.start, ws.stop
@@ -368,6 +369,7 @@ func percentiles(ds []time.Duration) string {
 // TestLostPartitionRelocatedAfterEviction kills both nodes of some partitions: they become Unavailable and
 // fail loudly, and once the dead nodes are evicted the plan recreates them, empty, on the survivors.
 func TestLostPartitionRelocatedAfterEviction(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 5, elastic(func(cfg *Config) {
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = 2 * time.Second
@@ -450,6 +452,7 @@ func TestCutoverThatCannotFinishKeepsServing(t *testing.T) {
 // TestInterruptedMoveIsAbandoned kills a joining node while partitions move to it: what it had taken over
 // fails over to the previous owners, the plan drops it once it is evicted, and no acknowledged write is lost.
 func TestInterruptedMoveIsAbandoned(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, elastic(func(cfg *Config) {
 		cfg.FailoverTimeout = 500 * time.Millisecond
 		cfg.EvictionTimeout = time.Second

@@ -88,6 +88,7 @@ func writeBurst(t *testing.T, c *testCluster, keys int, opts ...PutOption) map[s
 // TestReplicasConvergeAfterBurst checks that after a burst of Sync writes every replica's segments are
 // identical to the owner's at once, for RF 2 and 3, and that an Async burst converges too.
 func TestReplicasConvergeAfterBurst(t *testing.T) {
+	t.Parallel()
 	for _, rf := range []int{2, 3} {
 		t.Run(fmt.Sprintf("rf-%d-sync", rf), func(t *testing.T) {
 			c := startCluster(t, 3, replicated(rf))
@@ -320,6 +321,7 @@ func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
 // TestRestartedReplicaFetchesOnlyTheMissedTail stops a replica during writes and restarts it with the same
 // DataDir: it reloads its segments from disk and receives exactly the ops it missed, no snapshot.
 func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.DataDir = filepath.Join(base, cfg.Name)

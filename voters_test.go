@@ -129,6 +129,7 @@ func TestRaftIDRoundTrip(t *testing.T) {
 // dead node fails over, is rebalanced onto the live nodes, and takes writes; every acknowledged write stays
 // readable at the end.
 func TestVotersReplacedOneByOne(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
 		cfg.DeadServerTimeout = time.Second
