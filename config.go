@@ -457,6 +457,9 @@ type testHooks struct {
 	// afterSeal, when set, runs once an owner handing partition p over has sealed it, before it waits
 	// for the new owner to take the last ops; it may block to hold the owner there.
 	afterSeal func(p int)
+	// beforeCommitDecision, when set, runs on the leader for each decision of a reconcile round before
+	// it is committed; it may block to hold the leader between deciding and committing.
+	beforeCommitDecision func(d decision)
 	// holdRecognition, when set, keeps the leader from recording a restarted member's new process
 	// while it returns true.
 	holdRecognition func(id NodeID) bool

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
@@ -394,5 +395,168 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 	}
 	t.Logf("partition %d: held sealed on %s at epoch %d moving to %v; promoted to %s at epoch %d; ended on %s at epoch %d (%d seals)",
 		p, owner.id, st.Epoch, st.Target, now.Owner, now.Epoch, final.Owner, final.Epoch, sealings.Load())
+	led.check(t, c)
+}
+
+// decisionLog counts, per node, the promotions its leader's rounds were about to commit.
+type decisionLog struct {
+	mu       sync.Mutex
+	promoted map[NodeID]map[int]int
+}
+
+func (l *decisionLog) promote(by NodeID, p int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.promoted[by] == nil {
+		l.promoted[by] = map[int]int{}
+	}
+	l.promoted[by][p]++
+}
+
+func (l *decisionLog) by(id NodeID) map[int]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.promoted[id])
+}
+
+// TestInterleavingLeaderChangeBeforePromotionCommits kills an owner, lets the leader decide its failover
+// once FailoverTimeout has passed on the clock, and holds the leader between the promotion it decided and
+// its commit. Leadership moves to the third node meanwhile; released, the old leader's commit fails and
+// changes nothing. The new leader times the owner's silence afresh and promotes each of its partitions
+// exactly once, and no acknowledged write is lost.
+func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	led := newAckLedger()
+	decisions := &decisionLog{promoted: map[NodeID]map[int]int{}}
+	var (
+		armed     atomic.Bool
+		oldLeader atomic.Pointer[NodeID]
+		heldCmd   atomic.Pointer[command]
+	)
+	promotion := newHoldPoint(t)
+	c := startCluster(t, 3, replicated(2, led.watch, steadyControl, func(cfg *Config) {
+		cfg.Clock = clock
+		id := NodeID(cfg.Name)
+		cfg.hooks.beforeCommitDecision = func(d decision) {
+			if d.Kind != cmdPromote || !armed.Load() {
+				return
+			}
+			decisions.promote(id, d.Partition)
+			if l := oldLeader.Load(); l != nil && *l == id && !promotion.held.Load() {
+				heldCmd.Store(&d.command)
+				promotion.hold()
+			}
+		}
+	}))
+	t.Cleanup(promotion.release) // before the cluster stops: a held leader cannot close
+	ctx := bg(t)
+	for i := range 300 {
+		key := fmt.Sprintf("transfer-%d", i)
+		if err := led.put(ctx, c.node(i%3), key, []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := c.currentLeader(t)
+	l := c.indexOf(leader.id)
+	victim, heir := c.node((l+1)%3), c.node((l+2)%3)
+	before := leader.ClusterMap()
+	var owned []int
+	for p, st := range before.Runtime {
+		if st.Owner == victim.id {
+			owned = append(owned, p)
+		}
+	}
+	if len(owned) == 0 {
+		t.Fatal("the victim owns nothing")
+	}
+
+	oldLeader.Store(&leader.id)
+	armed.Store(true)
+	c.kill(c.indexOf(victim.id))
+	waitFor(t, 20*time.Second, "gossip to report the victim failed", func() bool {
+		return memberStatus(leader, victim.id) == serf.StatusFailed
+	})
+	reconcileRound(t, leader) // the suspicion starts now, on the clock
+	if got := leader.ClusterMap().OwnedBy(victim.id); got != len(owned) {
+		t.Fatalf("the victim lost %d partitions before FailoverTimeout", len(owned)-got)
+	}
+	clock.Advance(c.cfgs[0].FailoverTimeout)
+	waitFor(t, 20*time.Second, "the leader to decide a promotion", func() bool {
+		leader.wakeControl()
+		return promotion.wasReached()
+	})
+	cmd := heldCmd.Load()
+	if !slices.Contains(owned, cmd.Partition) || cmd.Epoch != before.Runtime[cmd.Partition].Epoch ||
+		!slices.Contains(before.Runtime[cmd.Partition].InSync, cmd.Node.ID) {
+		t.Fatalf("held decision %+v is not the promotion of one of %v to an in-sync replica", cmd, owned)
+	}
+
+	// Leadership moves to the heir while the old leader holds its promotion.
+	ticks := leader.controlTicks.Load()
+	if err := leader.raft.LeadershipTransferToServer(heir.serverID(), raft.ServerAddress(heir.DataAddr())).Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the heir to lead, as the old leader knows", func() bool {
+		return heir.IsLeader() && leader.leaderID() == heir.id
+	})
+	promotion.release()
+	waitFor(t, 20*time.Second, "the old leader to end its round", func() bool {
+		leader.wakeControl()
+		return leader.controlTicks.Load() > ticks
+	})
+	for _, n := range c.live() {
+		if m := n.ClusterMap(); m.OwnedBy(victim.id) != len(owned) || m.Promotions != before.Promotions {
+			t.Fatalf("%s's map after the old leader's commit: the victim owns %d of %d, %d promotions of %d before",
+				n.id, m.OwnedBy(victim.id), len(owned), m.Promotions, before.Promotions)
+		}
+	}
+
+	// The heir times the silence from its own first round.
+	newLeader := c.currentLeader(t)
+	reconcileRound(t, newLeader)
+	if got := newLeader.ClusterMap().OwnedBy(victim.id); got != len(owned) {
+		t.Fatalf("the new leader failed %d partitions over before its own FailoverTimeout", len(owned)-got)
+	}
+	advanceUntil(t, clock, c.cfgs[0].FailoverTimeout/4, "the new leader to fail the victim's partitions over", func() bool {
+		newLeader = c.currentLeader(t)
+		reconcileRound(t, newLeader)
+		return newLeader.ClusterMap().OwnedBy(victim.id) == 0
+	})
+	after := newLeader.ClusterMap()
+	if got := after.Promotions - before.Promotions; got != uint64(len(owned)) {
+		t.Fatalf("%d promotions for the %d partitions of the dead owner", got, len(owned))
+	}
+	if got := decisions.by(leader.id); len(got) != 1 || got[cmd.Partition] != 1 {
+		t.Fatalf("the old leader decided promotions %v; want only the one held", got)
+	}
+	promoted := decisions.by(newLeader.id)
+	waitFor(t, 20*time.Second, "every node to apply the failover", func() bool {
+		for _, n := range c.live() {
+			if n.ClusterMap().Index < after.Index {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range owned {
+		was, now := before.Runtime[p], after.Runtime[p]
+		if promoted[p] != 1 || now.Epoch != was.Epoch+1 || !slices.Contains(was.InSync, now.Owner) {
+			t.Fatalf("partition %d: promoted %d times by %s, now %+v; before %+v", p, promoted[p], newLeader.id, now, was)
+		}
+		if got := c.owners(p); !slices.Equal(got, []NodeID{now.Owner}) {
+			t.Fatalf("partition %d is owned by %v; want %s alone", p, got, now.Owner)
+		}
+	}
+	if len(promoted) != len(owned) {
+		t.Fatalf("the new leader promoted %v; want each of %v once", promoted, owned)
+	}
+	t.Logf("%s held the promotion of partition %d at epoch %d to %s; %s promoted all %d partitions of %s",
+		leader.id, cmd.Partition, cmd.Epoch, cmd.Node.ID, newLeader.id, len(owned), victim.id)
+	for i := range 100 {
+		key := keyInPartition(newLeader.layout, fmt.Sprintf("after-%d-", i), owned[i%len(owned)])
+		if err := led.put(ctx, newLeader, key, []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	led.check(t, c)
 }
