@@ -3,6 +3,7 @@ package zaris
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -558,5 +559,172 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	led.check(t, c)
+}
+
+// TestInterleavingRejoinWhileLeaseLapses drops a replica from a partition's in-sync set, lets it catch up,
+// and holds the owner between finding it caught up and proposing its return. Meanwhile the owner is cut off
+// from every node until its lease lapses: it refuses every write, and the admission it then proposes cannot
+// reach the leader. Once FailoverTimeout has passed on the clock the leader gives the partition up
+// (Unavailable: its one in-sync copy is the owner's); with the links healed it returns to the owner, which
+// held every acknowledged write, and heals. Nothing acknowledged is lost and the partition has one owner.
+func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	led := newAckLedger()
+	type admission struct {
+		p       int
+		replica NodeID
+		epoch   uint64
+	}
+	var (
+		holdRejoin atomic.Bool
+		want       atomic.Pointer[admission]
+		admits     atomic.Int32 // beforeAdmit calls for the admission watched
+		admitted   atomic.Int32 // maps that show it committed at the epoch it was decided at
+	)
+	admit := newHoldPoint(t)
+	c := startCluster(t, 3, replicated(2, led.watch, steadyControl, func(cfg *Config) {
+		cfg.Clock = clock
+		cfg.FailoverTimeout = time.Second // the lease, half of it, runs on the wall clock
+		cfg.hooks.holdRejoin = func(int, NodeID) bool { return holdRejoin.Load() }
+		cfg.hooks.beforeAdmit = func(p int, replica NodeID) {
+			if w := want.Load(); w != nil && w.p == p && w.replica == replica {
+				admits.Add(1)
+				admit.hold()
+			}
+		}
+		watched := cfg.hooks.beforeApply
+		cfg.hooks.beforeApply = func(next *ClusterMap) {
+			watched(next)
+			if w := want.Load(); w != nil && next.Runtime[w.p].Epoch == w.epoch && slices.Contains(next.Runtime[w.p].InSync, w.replica) {
+				admitted.Add(1)
+			}
+		}
+	}))
+	t.Cleanup(admit.release) // before the cluster stops: a held owner cannot close
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	leader, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	layout := leader.layout
+	for i := range 20 {
+		key := keyInPartition(layout, fmt.Sprintf("lease-%d-", i), p)
+		if err := led.put(ctx, c.node(i%3), key, []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A write cut off from the replica waits ReplicaAckTimeout on the clock, then drops it.
+	holdRejoin.Store(true)
+	c.faults.Partition(string(owner.id), string(replica.id))
+	dropKey := keyInPartition(layout, "lease-drop", p)
+	written := make(chan error, 1)
+	go func() { written <- led.put(ctx, owner, dropKey, []byte(dropKey)) }()
+	var err error
+	advanceUntil(t, clock, c.cfgs[0].ReplicaAckTimeout/3, "the write to drop its replica", func() bool {
+		select {
+		case err = <-written:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	degraded := leader.ClusterMap().Runtime[p]
+	if degraded.Health != Degraded || slices.Contains(degraded.InSync, replica.id) {
+		t.Fatalf("partition %d after its replica timed out: %+v; want Degraded without %s", p, degraded, replica.id)
+	}
+	c.faults.HealAll()
+	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
+		_, _, ok := replica.store.get(layout.KeySegment(dropKey), dropKey)
+		return ok
+	})
+
+	// The owner finds the replica caught up and is held before it proposes the return.
+	want.Store(&admission{p, replica.id, degraded.Epoch})
+	holdRejoin.Store(false)
+	waitFor(t, 20*time.Second, "the owner to find the replica caught up", func() bool {
+		owner.wakeControl() // nudges the link to the replica, which then rejoins it
+		return admit.wasReached()
+	})
+	if st := owner.ClusterMap().Runtime[p]; st.Owner != owner.id || st.Epoch != degraded.Epoch || slices.Contains(st.InSync, replica.id) {
+		t.Fatalf("partition %d inside beforeAdmit: %+v; want %s's at epoch %d without %s", p, st, owner.id, degraded.Epoch, replica.id)
+	}
+
+	// Cut off from every node, the owner's lease lapses: it acknowledges nothing.
+	c.isolate(owner)
+	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.holdsLease() })
+	acked := led.acksBy(p, owner.id)
+	refused := 0
+	for i := range 3 {
+		key := keyInPartition(layout, fmt.Sprintf("lapsed-%d-", i), p)
+		if reply := owner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte(key)}); reply.Status == StatusOwnershipChanging {
+			refused++
+		} else {
+			t.Errorf("owner with a lapsed lease answered a write with %s; want OwnershipChanging", reply.Status)
+		}
+	}
+	lapsedPut := make(chan error, 1)
+	go func() { lapsedPut <- led.put(ctx, owner, keyInPartition(layout, "lapsed-put", p), []byte("lapsed")) }()
+	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the put through the lapsed owner to give up", func() bool {
+		select {
+		case err = <-lapsedPut:
+			return true
+		default:
+			return false
+		}
+	})
+	if errors.Is(err, ErrOwnershipChanging) {
+		refused++
+	} else {
+		t.Errorf("put through the owner with a lapsed lease: %v; want ErrOwnershipChanging", err)
+	}
+	if refused != 4 || led.acksBy(p, owner.id) != acked {
+		t.Fatalf("with its lease lapsed the owner refused %d of 4 writes and acknowledged %d", refused, led.acksBy(p, owner.id)-acked)
+	}
+	admit.release()
+
+	// The leader times the owner's silence on the clock; the partition's one in-sync copy is the owner's.
+	waitFor(t, 20*time.Second, "gossip to report the cut-off owner failed", func() bool {
+		return memberStatus(leader, owner.id) == serf.StatusFailed
+	})
+	reconcileRound(t, leader) // the suspicion starts now, on the clock
+	advanceUntil(t, clock, c.cfgs[0].FailoverTimeout/4, "the leader to give the partition up", func() bool {
+		leader = c.currentLeader(t)
+		reconcileRound(t, leader)
+		return leader.ClusterMap().Runtime[p].Owner != owner.id
+	})
+	lost := leader.ClusterMap().Runtime[p]
+	if lost.Owner != "" || lost.Health != Unavailable || lost.Epoch != degraded.Epoch+1 || !slices.Equal(lost.InSync, []NodeID{owner.id}) {
+		t.Fatalf("partition %d after FailoverTimeout: %+v; want Unavailable at epoch %d, held by %s alone", p, lost, degraded.Epoch+1, owner.id)
+	}
+	if _, err := leader.Get(ctx, dropKey); !errors.Is(err, ErrPartitionUnavailable) {
+		t.Fatalf("get from the given-up partition: %v; want ErrPartitionUnavailable", err)
+	}
+	if led.acksBy(p, owner.id) != acked {
+		t.Fatal("the cut-off owner acknowledged a write")
+	}
+
+	// Healed, the owner is alive again as the same process and gets its partition back, which then heals.
+	c.faults.HealAll()
+	advanceUntil(t, clock, 100*time.Millisecond, "the partition back with its owner and Healthy", func() bool {
+		st := c.currentMap().Runtime[p]
+		return st.Owner == owner.id && st.Health == Healthy && c.settledWithout()
+	})
+	c.waitHealthy(20 * time.Second)
+	final := c.currentMap().Runtime[p]
+	if final.Owner != owner.id || final.Epoch <= lost.Epoch {
+		t.Fatalf("partition %d at the end: %+v; want %s's above epoch %d", p, final, owner.id, lost.Epoch)
+	}
+	if got := c.owners(p); !slices.Equal(got, []NodeID{owner.id}) {
+		t.Fatalf("partition %d is owned by %v; want %s alone", p, got, owner.id)
+	}
+	if admits.Load() < 1 || admitted.Load() != 0 {
+		t.Fatalf("%d admissions held, %d maps show the held admission committed at epoch %d", admits.Load(), admitted.Load(), degraded.Epoch)
+	}
+	t.Logf("partition %d: %s held admitting %s at epoch %d; %d writes refused while its lease lapsed; Unavailable at epoch %d, back Healthy at %d",
+		p, owner.id, replica.id, degraded.Epoch, refused, lost.Epoch, final.Epoch)
 	led.check(t, c)
 }
