@@ -26,11 +26,11 @@ import (
 // acknowledged, the owners that acknowledged writes under each epoch of each partition, and whether any
 // node ever applied a map that took a partition's epoch back.
 type ackLedger struct {
-	mu       sync.Mutex
-	values   map[string][]byte
-	ackers   map[partitionEpoch]map[NodeID]int
-	epochs   map[NodeID][]uint64 // per node, each partition's epoch in the last map it applied
-	regressd []string
+	mu        sync.Mutex
+	values    map[string][]byte
+	ackers    map[partitionEpoch]map[NodeID]int
+	epochs    map[NodeID][]uint64 // per node, each partition's epoch in the last map it applied
+	regressed []string
 }
 
 type partitionEpoch struct {
@@ -65,7 +65,7 @@ func (l *ackLedger) applied(id NodeID, next *ClusterMap) {
 	last := l.epochs[id]
 	for p, st := range next.Runtime {
 		if p < len(last) && st.Epoch < last[p] {
-			l.regressd = append(l.regressd, fmt.Sprintf("%s: partition %d from epoch %d to %d at index %d", id, p, last[p], st.Epoch, next.Index))
+			l.regressed = append(l.regressed, fmt.Sprintf("%s: partition %d from epoch %d to %d at index %d", id, p, last[p], st.Epoch, next.Index))
 		}
 	}
 	epochs := make([]uint64, len(next.Runtime))
@@ -100,13 +100,6 @@ func (l *ackLedger) keysIn(layout Layout, p int) []string {
 	return keys
 }
 
-// acks returns how many writes owner acknowledged as owner of partition p at epoch.
-func (l *ackLedger) acks(p int, epoch uint64, owner NodeID) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ackers[partitionEpoch{p, epoch}][owner]
-}
-
 // acksBy returns how many writes owner acknowledged as owner of partition p, under any epoch.
 func (l *ackLedger) acksBy(p int, owner NodeID) int {
 	l.mu.Lock()
@@ -131,7 +124,7 @@ func (l *ackLedger) check(t *testing.T, c *testCluster) {
 			t.Errorf("partition %d at epoch %d: writes acknowledged by %d owners: %v", k.p, k.epoch, len(owners), owners)
 		}
 	}
-	regressed := slices.Clone(l.regressd)
+	regressed := slices.Clone(l.regressed)
 	l.mu.Unlock()
 	for _, r := range regressed {
 		t.Errorf("epoch went back: %s", r)
@@ -199,19 +192,18 @@ func steadyControl(cfg *Config) {
 	cfg.Timing.RaftLeaderLease = 250 * time.Millisecond
 }
 
-// holdPoint holds the one goroutine that reaches it first and lets it go on release; release may be called
-// more than once, and is called at the test's end so that no node stays held while the cluster stops.
+// holdPoint holds the one goroutine that reaches it first and lets it go on release. Release may be called
+// more than once; a test registers it as a cleanup after starting its cluster, so that it runs before the
+// cluster stops: a node held cannot close.
 type holdPoint struct {
-	held    atomic.Bool
-	reached chan struct{}
-	once    sync.Once
-	go_     chan struct{}
+	held     atomic.Bool
+	reached  chan struct{}
+	once     sync.Once
+	released chan struct{}
 }
 
-func newHoldPoint(t *testing.T) *holdPoint {
-	h := &holdPoint{reached: make(chan struct{}), go_: make(chan struct{})}
-	t.Cleanup(h.release)
-	return h
+func newHoldPoint() *holdPoint {
+	return &holdPoint{reached: make(chan struct{}), released: make(chan struct{})}
 }
 
 // hold blocks the first caller until release and reports whether it was that caller.
@@ -220,11 +212,11 @@ func (h *holdPoint) hold() bool {
 		return false
 	}
 	close(h.reached)
-	<-h.go_
+	<-h.released
 	return true
 }
 
-func (h *holdPoint) release() { h.once.Do(func() { close(h.go_) }) }
+func (h *holdPoint) release() { h.once.Do(func() { close(h.released) }) }
 
 // wasReached reports whether a caller is held, or was.
 func (h *holdPoint) wasReached() bool {
@@ -265,7 +257,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 		heldPart atomic.Int32
 		heldBy   atomic.Pointer[NodeID]
 	)
-	seal := newHoldPoint(t)
+	seal := newHoldPoint()
 	c = startCluster(t, 3, elastic(led.watch, steadyControl, func(cfg *Config) {
 		cfg.Clock = clock
 		id := NodeID(cfg.Name)
@@ -282,7 +274,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 			seal.hold()
 		}
 	}))
-	t.Cleanup(seal.release) // before the cluster stops: a held owner cannot close
+	t.Cleanup(seal.release)
 	ctx := bg(t)
 	layout := c.node(0).layout
 	for p := range layout.Partitions {
@@ -434,7 +426,7 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 		oldLeader atomic.Pointer[NodeID]
 		heldCmd   atomic.Pointer[command]
 	)
-	promotion := newHoldPoint(t)
+	promotion := newHoldPoint()
 	c := startCluster(t, 3, replicated(2, led.watch, steadyControl, func(cfg *Config) {
 		cfg.Clock = clock
 		id := NodeID(cfg.Name)
@@ -449,7 +441,7 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 			}
 		}
 	}))
-	t.Cleanup(promotion.release) // before the cluster stops: a held leader cannot close
+	t.Cleanup(promotion.release)
 	ctx := bg(t)
 	for i := range 300 {
 		key := fmt.Sprintf("transfer-%d", i)
@@ -582,7 +574,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 		admits     atomic.Int32 // beforeAdmit calls for the admission watched
 		admitted   atomic.Int32 // maps that show it committed at the epoch it was decided at
 	)
-	admit := newHoldPoint(t)
+	admit := newHoldPoint()
 	c := startCluster(t, 3, replicated(2, led.watch, steadyControl, func(cfg *Config) {
 		cfg.Clock = clock
 		cfg.FailoverTimeout = time.Second // the lease, half of it, runs on the wall clock
@@ -601,7 +593,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 			}
 		}
 	}))
-	t.Cleanup(admit.release) // before the cluster stops: a held owner cannot close
+	t.Cleanup(admit.release)
 	c.waitHealthy(20 * time.Second)
 	ctx := bg(t)
 	leader, p, nodes := c.awayFromLeader()
