@@ -453,6 +453,12 @@ type testHooks struct {
 	// beforeAdmit, when set, runs after an owner found a replica caught up and before it proposes
 	// the replica's return to the partition's in-sync set.
 	beforeAdmit func(partition int, replica NodeID)
+	// afterSeal, when set, runs once an owner handing partition p over has sealed it, before it waits
+	// for the new owner to take the last ops; it may block to hold the owner there.
+	afterSeal func(p int)
+	// beforeCommitDecision, when set, runs on the leader for each decision of a reconcile round before
+	// it is committed; it may block to hold the leader between deciding and committing.
+	beforeCommitDecision func(d decision)
 	// holdRecognition, when set, keeps the leader from recording a restarted member's new process
 	// while it returns true.
 	holdRecognition func(id NodeID) bool

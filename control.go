@@ -392,6 +392,9 @@ const maxDecisionRounds = 4
 func (n *Node) commitDecisions(decisions []decision) error {
 	for _, d := range decisions {
 		n.log.Log(context.Background(), d.level, d.why, d.attrs...)
+		if hook := n.cfg.hooks.beforeCommitDecision; hook != nil {
+			hook(d)
+		}
 		_, void, err := n.apply(&d.command)
 		if err != nil || void {
 			return err

@@ -117,6 +117,9 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	start := time.Now()
 	n.cut.seal(p)
 	defer n.cut.sealed[p].Store(false)
+	if hook := n.cfg.hooks.afterSeal; hook != nil {
+		hook(p)
+	}
 	if n.epochMoved(p, st.Epoch) {
 		return
 	}
