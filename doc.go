@@ -83,25 +83,30 @@
 //
 // # Architecture
 //
-// A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go):
+// A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go). Each
+// component takes the few things it uses (a map source, the local store, a way to reach peers, a clock, a
+// logger), not the Node, and has unit tests that run without a cluster:
 //
-//   - the store (store.go): the partitions' entries in memory, with a revision per segment; every write
+//   - the store (store.go): the partitions' entries in memory, with a revision per segment. Every write
 //     goes through store.update, which hands the replication engine the resulting op.
-//   - the key operations (operations.go): one table declaring each operation once, with its name, whether
-//     it writes, what its replies reveal, its batch and RESP bindings and its apply function on the store.
-//   - the router (routing.go): the routing table built from the committed map, repointed on every commit
-//     (push), refreshed on a stale-map reply (react) and by a backstop poll; it sends each operation to its
-//     owner in one hop.
-//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go): the op log in
-//     memory and on disk, one link per replica that streams ops, probes and snapshots in revision order,
-//     fencing by epoch on the replica side, and the in-sync set.
+//   - the key operations (operations.go): one table that declares each operation once, with its name,
+//     whether it writes, what its replies reveal, its batch and RESP bindings and its apply function.
+//   - the router (routing.go): the routing table built from the committed map. It is repointed on every
+//     commit (push), refreshed after a stale-map reply (react) and by a backstop poll, and sends each
+//     operation to its owner in one hop.
+//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go, possession.go):
+//     the op log in memory and on disk, one link per replica that streams ops, probes and snapshots in
+//     revision order, the replica's epoch fence, and the in-sync set.
 //   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
-//     membership.go): gossip membership, the raft group whose state is the cluster map, the leader's rules
-//     as a pure function of a view (decide.go) and the executor that commits them.
-//   - the batch engine (batch.go) and the RESP endpoint (resp_*.go).
+//     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's
+//     rules are a pure function of a view (decide.go); control.go commits what it decides.
+//   - the batch engine (batch.go) and the RESP endpoint (resp_*.go), which serves keys through the
+//     node's ownership check and apply path.
 //
 // The public API is in zaris.go, configuration in config.go, errors in errors.go, the wire format in
-// wire.go, kv_wire.go and batch_wire.go, time in clock.go.
+// wire.go, kv_wire.go and batch_wire.go, and time in clock.go: every timer the node runs reads
+// Config.Clock. Tests run clusters on an in-memory network (internal/memnet) with the same fault
+// injection as sockets, and drive failure timers with a manual clock (internal/clocktest).
 //
 // A Get: Node.Get (zaris.go) calls execute (routing.go), which picks the owner from the routing table and
 // sends the request over the data plane (transport/), or serves it in process when the owner is this
