@@ -38,20 +38,12 @@ func TestClockFailoverAtFailoverTimeout(t *testing.T) {
 	})
 	reconcileRound(t, leader) // the suspicion starts now, on the clock
 
-	const steps = 5
-	for i := 1; i <= steps; i++ {
-		step := timeout / steps
-		if i == steps {
-			step -= time.Nanosecond
-		}
-		clock.Advance(step)
-		reconcileRound(t, leader)
-		reconcileRound(t, leader)
+	creepTo(t, clock, leader, timeout, func(at time.Duration) {
 		if got := leader.ClusterMap().OwnedBy(dead); got != owned {
 			t.Fatalf("%v of FailoverTimeout %v on the clock: the dead owner holds %d partitions; want all %d",
-				time.Duration(i)*timeout/steps, timeout, got, owned)
+				at, timeout, got, owned)
 		}
-	}
+	})
 
 	// At FailoverTimeout, with the clock standing there, rounds fail every partition over. A loaded machine
 	// may need more than one: a replica's answer to the leader's probe can miss its (wall-clock) deadline.
@@ -92,34 +84,8 @@ func TestClockHealAtHealCooldown(t *testing.T) {
 	owner, replica := nodes[0], nodes[1]
 	key := keyInPartition(leader.layout, "heal", p)
 
-	// The write waits ReplicaAckTimeout on the clock for the cut-off replica, then drops it.
 	holdRejoin.Store(true)
-	c.faults.Partition(string(owner.id), string(replica.id))
-	written := make(chan error, 1)
-	go func() { written <- owner.Put(bg(t), key, []byte("v")) }()
-	var err error
-	advanceUntil(t, clock, c.cfgs[0].ReplicaAckTimeout/3, "the write to drop its replica", func() bool {
-		select {
-		case err = <-written:
-			return true
-		default:
-			return false
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := leader.ClusterMap().Runtime[p]; st.Health != Degraded || slices.Contains(st.InSync, replica.id) {
-		t.Fatalf("partition %d after its replica timed out: %+v; want Degraded without %s", p, st, replica.id)
-	}
-
-	// The link retries on the clock's backoff until the replica has the write; rejoining is held meanwhile.
-	c.faults.HealAll()
-	seg := leader.layout.KeySegment(key)
-	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
-		_, _, ok := replica.store.get(seg, key)
-		return ok
-	})
+	dropReplicaOnClock(t, c, clock, leader, owner, replica, key, func() error { return owner.Put(bg(t), key, []byte("v")) })
 
 	// From here the clock stands still until the partition is healable and the leader has seen it so.
 	holdRejoin.Store(false)
@@ -133,20 +99,12 @@ func TestClockHealAtHealCooldown(t *testing.T) {
 		t.Fatalf("partition %d is %v once its replica is back; want Degraded until the cool-down ends", p, degraded.Health)
 	}
 
-	const steps = 5
-	for i := 1; i <= steps; i++ {
-		step := cooldown / steps
-		if i == steps {
-			step -= time.Nanosecond
-		}
-		clock.Advance(step)
-		reconcileRound(t, leader)
-		reconcileRound(t, leader)
+	creepTo(t, clock, leader, cooldown, func(at time.Duration) {
 		if st := leader.ClusterMap().Runtime[p]; st.Health != Degraded || st.Epoch != degraded.Epoch {
 			t.Fatalf("%v of HealCooldown %v on the clock: partition %d is %v at epoch %d; want Degraded at %d",
-				time.Duration(i)*cooldown/steps, cooldown, p, st.Health, st.Epoch, degraded.Epoch)
+				at, cooldown, p, st.Health, st.Epoch, degraded.Epoch)
 		}
-	}
+	})
 
 	clock.Advance(time.Nanosecond)
 	reconcileRound(t, leader)
@@ -167,6 +125,32 @@ func reconcileRound(t *testing.T, n *Node) {
 	}
 }
 
+// dropReplicaOnClock cuts replica off from key's owner and runs write, a write of key: it waits
+// ReplicaAckTimeout on the clock, which the test advances, and drops the replica. Then the link heals and the
+// clock advances until the replica has the write. The caller holds the replica's rejoin. It returns the
+// partition's state once the replica was dropped.
+func dropReplicaOnClock(t *testing.T, c *testCluster, clock *clocktest.Manual, leader, owner, replica *Node, key string, write func() error) PartitionState {
+	t.Helper()
+	p := leader.layout.KeyPartition(key)
+	c.faults.Partition(string(owner.id), string(replica.id))
+	written := make(chan error, 1)
+	go func() { written <- write() }()
+	if err := advanceUntilReturns(t, clock, c.cfgs[0].ReplicaAckTimeout/3, "the write to drop its replica", written); err != nil {
+		t.Fatal(err)
+	}
+	dropped := leader.ClusterMap().Runtime[p]
+	if dropped.Health != Degraded || slices.Contains(dropped.InSync, replica.id) {
+		t.Fatalf("partition %d after its replica timed out: %+v; want Degraded without %s", p, dropped, replica.id)
+	}
+	c.faults.HealAll()
+	seg := leader.layout.KeySegment(key)
+	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
+		_, _, ok := replica.store.get(seg, key)
+		return ok
+	})
+	return dropped
+}
+
 // advanceUntil moves clock forward by step at a time, letting the nodes act between steps, until cond
 // holds.
 func advanceUntil(t *testing.T, clock *clocktest.Manual, step time.Duration, what string, cond func() bool) {
@@ -178,6 +162,38 @@ func advanceUntil(t *testing.T, clock *clocktest.Manual, step time.Duration, wha
 		clock.Advance(step)
 		return false
 	})
+}
+
+// creepTo advances clock in five steps up to one nanosecond short of total, running two of leader's
+// reconcile rounds after each step, then check with how far the clock has gone.
+func creepTo(t *testing.T, clock *clocktest.Manual, leader *Node, total time.Duration, check func(at time.Duration)) {
+	t.Helper()
+	const steps = 5
+	for i := 1; i <= steps; i++ {
+		step := total / steps
+		if i == steps {
+			step -= time.Nanosecond
+		}
+		clock.Advance(step)
+		reconcileRound(t, leader)
+		reconcileRound(t, leader)
+		check(time.Duration(i) * total / steps)
+	}
+}
+
+// advanceUntilReturns advances clock by step at a time until a call reports its error on done, and returns it.
+func advanceUntilReturns(t *testing.T, clock *clocktest.Manual, step time.Duration, what string, done <-chan error) error {
+	t.Helper()
+	var err error
+	advanceUntil(t, clock, step, what, func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return err
 }
 
 // TestClockTimeoutContext checks that a timeout context on a manual clock ends exactly when its timeout

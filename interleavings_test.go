@@ -608,30 +608,9 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 
 	// A write cut off from the replica waits ReplicaAckTimeout on the clock, then drops it.
 	holdRejoin.Store(true)
-	c.faults.Partition(string(owner.id), string(replica.id))
 	dropKey := keyInPartition(layout, "lease-drop", p)
-	written := make(chan error, 1)
-	go func() { written <- led.put(ctx, owner, dropKey, []byte(dropKey)) }()
-	var err error
-	advanceUntil(t, clock, c.cfgs[0].ReplicaAckTimeout/3, "the write to drop its replica", func() bool {
-		select {
-		case err = <-written:
-			return true
-		default:
-			return false
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	degraded := leader.ClusterMap().Runtime[p]
-	if degraded.Health != Degraded || slices.Contains(degraded.InSync, replica.id) {
-		t.Fatalf("partition %d after its replica timed out: %+v; want Degraded without %s", p, degraded, replica.id)
-	}
-	c.faults.HealAll()
-	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
-		_, _, ok := replica.store.get(layout.KeySegment(dropKey), dropKey)
-		return ok
+	degraded := dropReplicaOnClock(t, c, clock, leader, owner, replica, dropKey, func() error {
+		return led.put(ctx, owner, dropKey, []byte(dropKey))
 	})
 
 	// The owner finds the replica caught up and is held before it proposes the return.
@@ -660,14 +639,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 	}
 	lapsedPut := make(chan error, 1)
 	go func() { lapsedPut <- led.put(ctx, owner, keyInPartition(layout, "lapsed-put", p), []byte("lapsed")) }()
-	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the put through the lapsed owner to give up", func() bool {
-		select {
-		case err = <-lapsedPut:
-			return true
-		default:
-			return false
-		}
-	})
+	err := advanceUntilReturns(t, clock, c.cfgs[0].RetryBackoff, "the put through the lapsed owner to give up", lapsedPut)
 	if errors.Is(err, ErrOwnershipChanging) {
 		refused++
 	} else {
