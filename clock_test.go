@@ -23,7 +23,7 @@ func TestClockFailoverAtFailoverTimeout(t *testing.T) {
 	if timeout >= c.cfgs[0].EvictionTimeout || timeout >= c.cfgs[0].DeadServerTimeout {
 		t.Fatalf("FailoverTimeout %v must come before eviction and server removal for this test", timeout)
 	}
-	leader := c.node(c.leader())
+	leader := c.leaderNode()
 	victim := (c.leader() + 1) % 3
 	dead := c.node(victim).id
 	before := leader.ClusterMap()

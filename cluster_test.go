@@ -219,6 +219,14 @@ func (c *testCluster) leader() int {
 	return -1
 }
 
+// leaderNode waits until a live node leads the control plane and returns it.
+func (c *testCluster) leaderNode() *Node {
+	c.t.Helper()
+	var i int
+	waitFor(c.t, 10*time.Second, "a control-plane leader", func() bool { i = c.leader(); return i >= 0 })
+	return c.node(i)
+}
+
 // waitStable waits until every live node has the same partition map, knows the same leader, and has
 // installed that map in its routing table; the map records every live node's process and plans
 // partitions on every live node that may hold them, and no partition is moving.
@@ -349,7 +357,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // while it reaches every other node.
 func (c *testCluster) awayFromLeader() (leader *Node, p int, nodes []*Node) {
 	c.t.Helper()
-	leader = c.node(c.leader())
+	leader = c.leaderNode()
 	m := c.currentMap()
 	p = -1
 	for q, ids := range m.Assignment {

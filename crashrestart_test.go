@@ -172,7 +172,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 		return m.Nodes[back.id].Incarnation == back.repl.incarnation && m.Runtime[p].Owner == replica.id
 	})
 	for _, k := range keys {
-		if got, err := c.node(c.leader()).Get(ctx, k); err != nil || string(got) != k {
+		if got, err := c.leaderNode().Get(ctx, k); err != nil || string(got) != k {
 			t.Fatalf("acknowledged %q reads %q, %v after the failover", k, got, err)
 		}
 	}

@@ -31,7 +31,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	victim := (c.leader() + 1) % 3
 	dead := c.node(victim).id
-	before := c.node(c.leader()).ClusterMap()
+	before := c.leaderNode().ClusterMap()
 	owned := before.OwnedBy(dead)
 	if owned == 0 {
 		t.Fatal("the victim owns nothing")

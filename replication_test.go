@@ -149,7 +149,7 @@ func TestSyncWriteIsOnReplicasWhenAcknowledged(t *testing.T) {
 func TestStaleEpochIsRefused(t *testing.T) {
 	c := startCluster(t, 3, replicated(2))
 	ctx := bg(t)
-	leader := c.node(c.leader())
+	leader := c.leaderNode()
 	before := leader.ClusterMap()
 	// Pick a partition and rotate its assignment so that its replica becomes the preferred primary.
 	p := 0
@@ -282,7 +282,7 @@ func writeAll(t *testing.T, n *Node, keys []string) {
 func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
 	c := startCluster(t, 3, replicated(2))
 	ctx := bg(t)
-	leader := c.node(c.leader())
+	leader := c.leaderNode()
 	m := leader.ClusterMap()
 	p := -1
 	for i, nodes := range m.Assignment {

@@ -299,7 +299,7 @@ func totalRedirectsSent(c *testCluster) uint64 {
 // in name order, and waits until every node has applied it. Data does not move; only ownership does.
 func rotateOwners(t *testing.T, c *testCluster) {
 	t.Helper()
-	leader := c.node(c.leader())
+	leader := c.leaderNode()
 	m := leader.ClusterMap()
 	var ids []NodeID
 	for id := range m.Nodes {
