@@ -259,7 +259,7 @@ func (n *Node) runControl() {
 		n.maybeBootstrap()
 		n.advertiseFormed()
 		n.repl.nudgeReplicas()
-		if n.raft.State() == raft.Leader {
+		if n.raft.State() == raft.Leader && n.caughtUp() {
 			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
 				n.log.Warn("reconcile membership", "err", err)
 			}
@@ -272,6 +272,51 @@ func (n *Node) runControl() {
 		case <-tick.C():
 		}
 	}
+}
+
+// caughtUp reports whether this leader's map holds every decision committed before its term. A new leader
+// applies the entries of earlier terms only once it has committed one of its own: until then its map can be
+// older than the cluster's (after a full restart, the snapshot it loaded), and rules applied to it would skip
+// decisions, such as deciding again the partitions of an owner that restarted. A barrier, once per term,
+// waits for them.
+// The barrier is waited for in the background, so that the control loop keeps its other duties meanwhile.
+func (n *Node) caughtUp() bool {
+	term := n.raft.CurrentTerm()
+	if term == n.caughtUpTerm {
+		return true
+	}
+	b := n.barrier
+	if b == nil || b.term != term {
+		b = &termBarrier{term: term, done: make(chan struct{})}
+		n.barrier = b
+		future := n.raft.Barrier(n.cfg.Timing.Reconcile)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			b.err = future.Error()
+			close(b.done)
+			n.wakeControl()
+		}()
+	}
+	select {
+	case <-b.done:
+	default:
+		return false
+	}
+	n.barrier = nil
+	if b.err != nil {
+		n.log.Debug("leader's map not caught up", "term", term, "err", b.err)
+		return false // a new barrier next round
+	}
+	n.caughtUpTerm = term
+	return true
+}
+
+// termBarrier is a barrier a leader issued in term; err is set when done is closed.
+type termBarrier struct {
+	term uint64
+	done chan struct{}
+	err  error
 }
 
 // forwardEvents drains serf's events so serf never blocks, turning them into a kick of the control loop.

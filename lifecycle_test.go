@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,6 +245,71 @@ func TestRollingRestart(t *testing.T) {
 				t.Fatal("no write acknowledged during the rolling restart")
 			}
 			t.Logf("%d acknowledged writes over 3 restarts, the slowest acknowledged after %v", writes, worst)
+		})
+	}
+}
+
+// TestLeaderDecidesOnlyOnACaughtUpMap restarts every node of a cluster with data dirs while each holds
+// its control plane's apply: a new leader's map is then what it reloaded, older than what the cluster
+// committed. The leader must decide nothing on it: no decision is even attempted while the apply is held,
+// though its control loop runs. Released, it decides every partition again (each owner restarted), so
+// no partition keeps the epoch it had, and every partition takes writes.
+func TestLeaderDecidesOnlyOnACaughtUpMap(t *testing.T) {
+	base := t.TempDir()
+	var held atomic.Bool
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unhold := func() { releaseOnce.Do(func() { held.Store(false); close(release) }) }
+	var attempted atomic.Int64
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+		cfg.hooks.beforeApply = func(*ClusterMap) {
+			if held.Load() {
+				<-release
+			}
+		}
+		cfg.hooks.beforeCommitDecision = func(decision) {
+			if held.Load() {
+				attempted.Add(1)
+			}
+		}
+	}))
+	t.Cleanup(unhold) // before the cluster stops: a held apply would keep raft from shutting down
+	before := c.currentMap()
+	for i := range 3 {
+		c.kill(i)
+	}
+	held.Store(true)
+	for i := range 3 {
+		c.restart(i)
+	}
+	leader := c.leaderNode()
+	ticks := leader.controlTicks.Load()
+	waitFor(t, 20*time.Second, "three control rounds of the new leader, or a decision", func() bool {
+		leader.wakeControl()
+		return leader.controlTicks.Load() >= ticks+3 || attempted.Load() > 0
+	})
+	if n := attempted.Load(); n > 0 || !leader.IsLeader() {
+		t.Fatalf("leader %s attempted %d decisions on a map behind the committed one (still leader: %v)",
+			leader.id, n, leader.IsLeader())
+	}
+	unhold()
+
+	waitFor(t, 30*time.Second, "every partition decided again under a new epoch", func() bool {
+		m := c.currentMap()
+		for p, st := range m.Runtime {
+			if st.Epoch <= before.Runtime[p].Epoch || st.Owner == "" {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := bg(t)
+	layout := before.Layout()
+	for p := range layout.Partitions {
+		key := keyInPartition(layout, "after", p)
+		waitFor(t, 20*time.Second, "partition "+fmt.Sprint(p)+" writable", func() bool {
+			return c.node(p%3).Put(ctx, key, []byte("x")) == nil
 		})
 	}
 }

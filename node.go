@@ -57,6 +57,9 @@ type Node struct {
 	// Touched only by the control loop.
 	bootstrapped bool
 	formed       bool
+	// caughtUpTerm is the latest term in which this node, as leader, saw its map catch up (caughtUp).
+	caughtUpTerm uint64
+	barrier      *termBarrier // issued by caughtUp, not yet seen done
 	// The leader's rules and countdowns.
 	decider     decider
 	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
