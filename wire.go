@@ -49,6 +49,7 @@ type kvRequest struct {
 	Delta    int64        // opIncr: the amount to add
 	Cond     putCond      // opPutIf: the conditions and options of the put
 	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
+	Version  uint64       // opPutIfVersion, opDeleteIfVersion: the version the key must have; 0 = no live value
 }
 
 // kvReply answers a kvRequest. For Moved-like statuses, Owner, Epoch and MapIndex describe the receiver's
