@@ -182,6 +182,14 @@
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
 //     acknowledged but may still take effect later.
+//   - A key's version (GetEntry, CompareAndSwap) is the revision of its segment at the key's last write: it
+//     grows with each write of the key, across a delete and re-create too. Versions travel with the ops and
+//     snapshots, so a key keeps its version across failover, moves and restarts from a data dir, and as
+//     long as acknowledged writes survive (above), a version a Sync read or write returned is never given
+//     to another write. A partition recreated empty after it was lost starts its revisions again from
+//     zero, so versions seen before the loss may come back naming other writes. A conditional write
+//     (IfVersion, CompareAndSwap, DeleteIfVersion) that finds another version writes nothing and answers
+//     with the current one, which reveals state as a read does.
 //   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
 //     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned and are
 //     reclaimed in the background.
