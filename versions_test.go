@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -325,6 +326,50 @@ func TestVersionSurvivesMove(t *testing.T) {
 		t.Fatal("no key moved to the new node")
 	}
 	assertVersions(t, c, versions)
+}
+
+// TestVersionMismatchRevealsOnlyReplicatedState cuts an owner off just as it applies a Sync write, as
+// TestReadNeverSeesUnreplicatedWrite does: neither GetEntry nor a compare-and-swap refused for a version
+// mismatch may then report the version of that write, which a failover would lose.
+func TestVersionMismatchRevealsOnlyReplicatedState(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	owner := c.node((c.leader() + 1) % 3)
+	key := c.keyOwnedBy("revealed", owner)
+	v1, err := owner.CompareAndSwap(ctx, key, 0, []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := owner.layout.KeySegment(key)
+	for _, other := range c.live() {
+		if other != owner {
+			c.faults.Partition(string(owner.id), string(other.id))
+		}
+	}
+	put := make(chan error, 1)
+	go func() { _, err := owner.CompareAndSwap(ctx, key, v1, []byte("v2")); put <- err }()
+	var v2 uint64
+	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
+		v, version, ok := owner.store.get(seg, key)
+		v2 = version
+		return ok && string(v) == "v2"
+	})
+	readCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if e, err := owner.GetEntry(readCtx, key); err == nil && e.Version == v2 {
+		t.Fatal("GetEntry returned the version of a write no replica holds")
+	}
+	var vm *VersionMismatchError
+	if _, err := owner.CompareAndSwap(readCtx, key, v1, []byte("v3")); errors.As(err, &vm) && vm.Current == v2 {
+		t.Fatal("a version mismatch revealed the version of a write no replica holds")
+	} else if err == nil {
+		t.Fatal("a compare-and-swap from a version the owner no longer holds succeeded")
+	}
+	if err := <-put; err == nil {
+		t.Fatal("a write no replica could receive was acknowledged")
+	}
+	c.faults.HealAll()
 }
 
 // writeVersioned writes count keys, some of them more than once or deleted and re-created, and returns
