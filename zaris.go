@@ -23,6 +23,7 @@ type putOptions struct {
 	ifVersion bool
 }
 
+// putOptionsOf applies opts in order.
 func putOptionsOf(opts []PutOption) putOptions {
 	var o putOptions
 	for _, opt := range opts {
