@@ -65,6 +65,9 @@ type BatchResult struct {
 	Status Status
 	// Version is the value's version for a get, the new version for a put, and zero otherwise.
 	Version uint64
+	// TTL is the time a get's value has left to live; zero when it never expires, and for other operations.
+	// Owners running a version of this package that does not report it answer zero.
+	TTL time.Duration
 	// Value is the value read by a get. The values of one reply share memory, so keeping one keeps the
 	// others alive too: copy a value held for long.
 	Value []byte
@@ -85,6 +88,7 @@ type TypedResult[T any] struct {
 	Key     string
 	Status  Status
 	Version uint64
+	TTL     time.Duration
 	Value   T
 	// Err is nil exactly when the value was read and decoded. A value that does not decode fails with
 	// ErrDecode while Status stays StatusSuccess.
@@ -364,6 +368,9 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 	}
 	res := &b.results[r.Index]
 	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, r.Reply.Value, r.Reply.Status.err()
+	if res.Op == BatchGet {
+		res.TTL = time.Duration(r.Reply.Int)
+	}
 	if r.Reply.redirects(b.router.current().m.Index) {
 		out.redirected = append(out.redirected, r.Index)
 		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)

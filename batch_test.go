@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tinylib/msgp/msgp"
+
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -615,6 +617,7 @@ func TestBatchWireOverheads(t *testing.T) {
 	owner := NodeID(strings.Repeat("n", 70000))
 	reply := []batchItemReply{{Index: math.MaxInt64, Withheld: true, Reply: kvReply{
 		Status: Status(255), Value: value, Version: math.MaxUint64, Owner: owner, Epoch: math.MaxUint64, MapIndex: math.MaxUint64,
+		Int: math.MinInt64,
 	}}}
 	encoded = appendBatchReply(nil, reply)
 	if extra := len(encoded) - len(value) - len(owner); extra > batchHeaderOverhead+batchReplyItemOverhead {
@@ -624,7 +627,7 @@ func TestBatchWireOverheads(t *testing.T) {
 	collect := func(r *batchItemReply) error { back = append(back, *r); return nil }
 	err = decodeBatchReply(encoded, collect)
 	if err != nil || len(back) != 1 || back[0].Index != math.MaxInt64 || !back[0].Withheld ||
-		back[0].Reply.Owner != owner || back[0].Reply.MapIndex != math.MaxUint64 {
+		back[0].Reply.Owner != owner || back[0].Reply.MapIndex != math.MaxUint64 || back[0].Reply.Int != math.MinInt64 {
 		t.Fatalf("reply round trip: %v", err)
 	}
 	if err := decodeBatchReply(encoded[:len(encoded)-1], collect); !errors.Is(err, ErrInvalidRequest) {
@@ -633,6 +636,51 @@ func TestBatchWireOverheads(t *testing.T) {
 	// A count larger than the bytes that follow is refused before anything is allocated.
 	if _, err := decodeBatchRequest([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("oversized count: err = %v; want ErrInvalidRequest", err)
+	}
+}
+
+// TestBatchWireOlderAndNewerWriters checks that reply items without the ttl, from an owner of an older
+// version, decode with none, one after another, and that items with a field past the ttl decode too.
+func TestBatchWireOlderAndNewerWriters(t *testing.T) {
+	item := func(fields int, index int, ttl int64) []byte {
+		b := msgp.AppendArrayHeader(nil, uint32(fields))
+		b = msgp.AppendInt(b, index)
+		b = msgp.AppendBool(b, false)
+		b = msgp.AppendUint8(b, uint8(StatusSuccess))
+		b = msgp.AppendBytes(b, []byte("v"))
+		b = msgp.AppendUint64(b, 7)
+		b = msgp.AppendString(b, "")
+		b = msgp.AppendUint64(b, 3)
+		b = msgp.AppendUint64(b, 4)
+		if fields > 8 {
+			b = msgp.AppendInt64(b, ttl)
+		}
+		if fields > 9 {
+			b = msgp.AppendString(b, "a field of a later version")
+		}
+		return b
+	}
+	encoded := appendBatchHeader(nil, 4)
+	encoded = append(encoded, item(9, 0, int64(time.Minute))...)
+	encoded = append(encoded, item(8, 1, 0)...) // older owner: no ttl, and it must not keep item 0's
+	encoded = append(encoded, item(10, 2, int64(time.Hour))...)
+	encoded = append(encoded, item(8, 3, 0)...)
+	want := []int64{int64(time.Minute), 0, int64(time.Hour), 0}
+	var got []int64
+	err := decodeBatchReply(encoded, func(r *batchItemReply) error {
+		if r.Index != len(got) || r.Reply.Version != 7 || string(r.Reply.Value) != "v" || r.Reply.MapIndex != 4 {
+			t.Errorf("item %d decoded as %+v", len(got), r)
+		}
+		got = append(got, r.Reply.Int)
+		return nil
+	})
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ttls %v, %v; want %v", got, err, want)
+	}
+	short := item(8, 0, 0)
+	short[0], short = 0x97, short[:len(short)-1] // without its map index, a fixint
+	if err := decodeBatchReply(append(appendBatchHeader(nil, 1), short...), func(*batchItemReply) error { return nil }); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("item of 7 fields: err = %v; want ErrInvalidRequest", err)
 	}
 }
 

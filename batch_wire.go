@@ -11,11 +11,14 @@ import (
 // The opBatch messages are encoded by hand, field by field, because a batch holds thousands of items and
 // reflection would cost more than serving them. A request is a msgpack array of items, each
 // [index, op, key, value, ttl]. A reply is an array of items in the same order, each
-// [index, withheld, status, value, version, owner, epoch, map index]. Readers skip fields past those they
-// know, so fields can be appended.
+// [index, withheld, status, value, version, owner, epoch, map index, int], int being a get's ttl. Readers skip fields past those
+// they know, so fields can be appended, and read appended fields only when present, so an older writer's
+// items still decode.
 const (
 	batchRequestFields = 5
-	batchReplyFields   = 8
+	batchReplyFields   = 9
+	// batchReplyFieldsLeast is what every writer sends: items without the ttl come from older owners.
+	batchReplyFieldsLeast = 8
 
 	// batchHeaderOverhead bounds the array header of a request or a reply.
 	batchHeaderOverhead = 5
@@ -23,8 +26,8 @@ const (
 	// index, op, key header, value header, ttl.
 	batchRequestItemOverhead = 1 + 9 + 3 + 5 + 5 + 9
 	// batchReplyItemOverhead bounds a reply item's bytes beyond its value and owner name: array header,
-	// index, withheld, status, value header, version, owner header, epoch, map index.
-	batchReplyItemOverhead = 1 + 9 + 1 + 2 + 5 + 9 + 5 + 9 + 9
+	// index, withheld, status, value header, version, owner header, epoch, map index, ttl.
+	batchReplyItemOverhead = 1 + 9 + 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9
 )
 
 // batchItemWire is one item of a batch as its owner receives it. Index is the sender's sequence number
@@ -61,13 +64,13 @@ func decodeBatchRequest(data []byte) ([]batchItemWire, error) {
 	items := make([]batchItemWire, r.items())
 	for i := range items {
 		it := &items[i]
-		extra := r.fields(batchRequestFields)
+		n := r.fields(batchRequestFields)
 		it.Index = r.int()
 		it.Op = transport.Op(r.uint16())
 		it.Req.Key = r.string()
 		it.Req.Value = r.bytes()
 		it.Req.TTL = r.int64()
-		r.skip(extra)
+		r.skip(n - batchRequestFields)
 	}
 	return items, r.done("batch request")
 }
@@ -85,6 +88,7 @@ func appendBatchReply(dst []byte, replies []batchItemReply) []byte {
 		dst = msgp.AppendString(dst, string(r.Reply.Owner))
 		dst = msgp.AppendUint64(dst, r.Reply.Epoch)
 		dst = msgp.AppendUint64(dst, r.Reply.MapIndex)
+		dst = msgp.AppendInt64(dst, r.Reply.Int)
 	}
 	return dst
 }
@@ -95,7 +99,7 @@ func decodeBatchReply(data []byte, visit func(*batchItemReply) error) error {
 	r := wireReader{b: data}
 	var it batchItemReply
 	for range r.items() {
-		extra := r.fields(batchReplyFields)
+		n := r.fields(batchReplyFieldsLeast)
 		it.Index = r.int()
 		it.Withheld = r.bool()
 		it.Reply.Status = Status(r.uint8())
@@ -104,7 +108,11 @@ func decodeBatchReply(data []byte, visit func(*batchItemReply) error) error {
 		it.Reply.Owner = NodeID(r.string())
 		it.Reply.Epoch = r.uint64()
 		it.Reply.MapIndex = r.uint64()
-		r.skip(extra)
+		it.Reply.Int = 0
+		if n > batchReplyFieldsLeast {
+			it.Reply.Int = r.int64()
+		}
+		r.skip(n - batchReplyFields)
 		if r.err != nil {
 			break
 		}
@@ -134,16 +142,18 @@ func (r *wireReader) items() int {
 	return int(n)
 }
 
-// fields reads an item's array header and returns how many fields past want it has.
-func (r *wireReader) fields(want int) int {
+// fields reads an item's array header and returns how many fields it has, refusing fewer than least.
+// Fields past least are read only when the count says they are there, and fields past those the reader
+// knows are skipped.
+func (r *wireReader) fields(least int) int {
 	n := int(r.arrayHeader())
-	if r.err == nil && n < want {
-		r.err = fmt.Errorf("item has %d fields, want at least %d", n, want)
+	if r.err == nil && n < least {
+		r.err = fmt.Errorf("item has %d fields, want at least %d", n, least)
 	}
 	if r.err != nil {
 		return 0
 	}
-	return n - want
+	return n
 }
 
 func (r *wireReader) arrayHeader() uint32 {
@@ -155,6 +165,7 @@ func (r *wireReader) arrayHeader() uint32 {
 	return n
 }
 
+// skip skips fields values; none when fields is not positive.
 func (r *wireReader) skip(fields int) {
 	for ; fields > 0 && r.err == nil; fields-- {
 		r.b, r.err = msgp.Skip(r.b)

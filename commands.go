@@ -40,9 +40,9 @@ func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond
 	if len(value) > n.cfg.MaxValueSize {
 		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
-	var o putOptions
-	for _, opt := range opts {
-		opt(&o)
+	o := putOptionsOf(opts)
+	if o.ifVersion {
+		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
 	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond})
 }

@@ -103,10 +103,11 @@
 //   - the batch engine (batch.go) and the RESP endpoint (resp_*.go), which serves keys through the
 //     node's ownership check and apply path.
 //
-// The public API is in zaris.go, configuration in config.go, errors in errors.go, the wire format in
-// wire.go, kv_wire.go and batch_wire.go, and time in clock.go: every timer the node runs reads
-// Config.Clock. Tests run clusters on an in-memory network (internal/memnet) with the same fault
-// injection as sockets, and drive failure timers with a manual clock (internal/clocktest).
+// The public API is in zaris.go, with key commands in commands.go and versions in versions.go,
+// configuration in config.go, errors in errors.go, the wire format in wire.go, kv_wire.go and
+// batch_wire.go, and time in clock.go: every timer the node runs reads Config.Clock. Tests run clusters
+// on an in-memory network (internal/memnet) with the same fault injection as sockets, and drive failure
+// timers with a manual clock (internal/clocktest).
 //
 // A Get: Node.Get (zaris.go) calls execute (routing.go), which picks the owner from the routing table and
 // sends the request over the data plane (transport/), or serves it in process when the owner is this
@@ -182,6 +183,14 @@
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
 //     acknowledged but may still take effect later.
+//   - A key's version (GetEntry, CompareAndSwap) is the revision of its segment at the key's last write: it
+//     grows with each write of the key, across a delete and re-create too. Versions travel with the ops and
+//     snapshots, so a key keeps its version across failover, moves and restarts from a data dir, and as
+//     long as acknowledged writes survive (above), a version a Sync read or write returned is never given
+//     to another write. A partition recreated empty after it was lost starts its revisions again from
+//     zero, so versions seen before the loss may come back naming other writes. A conditional write
+//     (IfVersion, CompareAndSwap, DeleteIfVersion) that finds another version writes nothing and answers
+//     with the current one, which reveals state as a read does.
 //   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
 //     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned and are
 //     reclaimed in the background.

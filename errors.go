@@ -47,3 +47,17 @@ func (e *RoutingError) Error() string {
 
 // Unwrap lets errors.Is match both ErrRetriesExhausted and the last status's sentinel.
 func (e *RoutingError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Last.err()} }
+
+// VersionMismatchError reports a conditional write that found the key at another version than the one it
+// was given. Current is that version, 0 when the key had no live value. It matches ErrVersionMismatch.
+type VersionMismatchError struct {
+	Key     string
+	Current uint64
+}
+
+func (e *VersionMismatchError) Error() string {
+	return fmt.Sprintf("zaris: key %q is at version %d: version mismatch", e.Key, e.Current)
+}
+
+// Unwrap lets errors.Is match ErrVersionMismatch.
+func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }

@@ -7,16 +7,20 @@ import (
 // kvRequest and kvReply carry every single-key operation, so they are encoded by hand, field by field,
 // like the batch messages (batch_wire.go). The bytes are those the reflective codec writes for the two
 // structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), so either codec
-// reads the other's output. A request is [key, value, ttl, delta, cond, concern]. A reply is
+// reads the other's output. A request is [key, value, ttl, delta, cond, concern, version]. A reply is
 // [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
-// know, so fields can be appended.
+// know, so fields can be appended, and read appended fields only when present, so an older writer's
+// messages still decode. The reflective codec refuses an array of another length than its struct, so only
+// these readers read the messages of other versions.
 const (
-	kvRequestFields = 6
+	kvRequestFields = 7
 	kvReplyFields   = 8
+	// kvRequestFieldsLeast is what every writer sends: requests without a version come from older nodes.
+	kvRequestFieldsLeast = 6
 
 	// kvRequestOverhead bounds a request's bytes beyond its key and value: array header, key header,
-	// value header, ttl, delta, cond, concern.
-	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2
+	// value header, ttl, delta, cond, concern, version.
+	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9
 	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
 	// value header, version, owner header, epoch, map index, int, existed.
 	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1
@@ -30,7 +34,8 @@ func (r *kvRequest) appendMsg(dst []byte) []byte {
 	dst = msgp.AppendInt64(dst, r.TTL)
 	dst = msgp.AppendInt64(dst, r.Delta)
 	dst = msgp.AppendUint8(dst, uint8(r.Cond))
-	return msgp.AppendUint8(dst, uint8(r.Concern))
+	dst = msgp.AppendUint8(dst, uint8(r.Concern))
+	return msgp.AppendUint64(dst, r.Version)
 }
 
 // marshal returns the encoded request in a buffer of its own.
@@ -43,7 +48,7 @@ func (r *kvRequest) marshal() []byte {
 // there; a caller whose b is reused must copy Value.
 func (r *kvRequest) decodeMsg(b []byte) error {
 	w := wireReader{b: b}
-	extra := w.fields(kvRequestFields)
+	n := w.fields(kvRequestFieldsLeast)
 	*r = kvRequest{
 		Key:     w.string(),
 		Value:   w.value(),
@@ -52,7 +57,10 @@ func (r *kvRequest) decodeMsg(b []byte) error {
 		Cond:    putCond(w.uint8()),
 		Concern: WriteConcern(w.uint8()),
 	}
-	w.skip(extra)
+	if n > kvRequestFieldsLeast {
+		r.Version = w.uint64()
+	}
+	w.skip(n - kvRequestFields)
 	if err := w.done("kv request"); err != nil {
 		*r = kvRequest{}
 		return err
@@ -82,7 +90,7 @@ func (r *kvReply) marshal() []byte {
 // wrap ErrInvalidRequest.
 func (r *kvReply) decodeMsg(b []byte) error {
 	w := wireReader{b: b}
-	extra := w.fields(kvReplyFields)
+	n := w.fields(kvReplyFields)
 	*r = kvReply{
 		Status:   Status(w.uint8()),
 		Value:    w.value(),
@@ -93,7 +101,7 @@ func (r *kvReply) decodeMsg(b []byte) error {
 		Int:      w.int64(),
 		Existed:  w.bool(),
 	}
-	w.skip(extra)
+	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {
 		*r = kvReply{}
 		return err

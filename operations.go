@@ -41,6 +41,11 @@ var keyOps = [...]keyOperation{
 	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
 	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists"}, apply: applyExists},
 	opPutIf:   {name: "putif", reveals: revealsUnmetCondition, resp: []string{"set"}, apply: applyPutIf},
+	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
+	// it rather than answer without one.
+	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
+	opPutIfVersion:    {name: "putifversion", reveals: revealsUnmetVersion, apply: applyPutIfVersion},
+	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -86,6 +91,7 @@ const (
 	revealsAlways         revelation = iota + 1 // every reply: the operation reads
 	revealsNotFound                             // a not-found reply: the write found nothing to change
 	revealsUnmetCondition                       // a not-found reply, or a success that wrote nothing
+	revealsUnmetVersion                         // a not-found reply, or a version mismatch and its version
 )
 
 func (r revelation) reveals(reply *kvReply) bool {
@@ -94,16 +100,19 @@ func (r revelation) reveals(reply *kvReply) bool {
 		return true
 	case r == revealsUnmetCondition:
 		return reply.Status == StatusSuccess && reply.Int == 0
+	case r == revealsUnmetVersion:
+		return reply.Status == StatusVersionMismatch
 	}
 	return false
 }
 
+// applyGet sets Int to the nanoseconds the value has left, 0 when it never expires.
 func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
-	value, version, ok := s.get(seg, req.Key)
+	e, ttl, ok := s.getEntry(seg, req.Key)
 	if !ok {
 		return kvReply{Status: StatusNotFound}
 	}
-	return kvReply{Status: StatusSuccess, Value: value, Version: version}
+	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
 }
 
 func applyPut(s *store, seg int, req kvRequest, lim opLimits) kvReply {
@@ -172,6 +181,34 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		reply.Value = prev.value
 	}
 	return reply
+}
+
+// applyPutIfVersion writes when the key's version is req.Version, 0 standing for no live value. It sets
+// Version to the new version or, refused with StatusVersionMismatch, to the key's current one. Of the
+// conditions only KeepTTL applies: IfAbsent and IfExists are invalid beside a version.
+func applyPutIfVersion(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if len(req.Value) > lim.maxValueSize || req.Cond&^condKeepTTL != 0 {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	version, written := s.putIfVersion(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond&condKeepTTL != 0, req.Version)
+	if !written {
+		return kvReply{Status: StatusVersionMismatch, Version: version}
+	}
+	return kvReply{Status: StatusSuccess, Version: version}
+}
+
+// applyDeleteIfVersion deletes the key when its version is req.Version. With req.Version 0 it answers
+// StatusNotFound when the key has no live value, as there is nothing to delete. Refused, it answers
+// StatusVersionMismatch with Version set to the key's current version.
+func applyDeleteIfVersion(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	current, removed := s.removeIfVersion(seg, req.Key, req.Version)
+	switch {
+	case removed:
+		return kvReply{Status: StatusSuccess}
+	case current == req.Version:
+		return kvReply{Status: StatusNotFound}
+	}
+	return kvReply{Status: StatusVersionMismatch, Version: current}
 }
 
 func foundReply(found bool) kvReply {

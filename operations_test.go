@@ -36,6 +36,9 @@ var wireOps = []struct {
 	{"opTTL", opTTL, 13, true},
 	{"opExists", opExists, 14, true},
 	{"opPutIf", opPutIf, 15, true},
+	{"opGetEntry", opGetEntry, 16, true},
+	{"opPutIfVersion", opPutIfVersion, 17, true},
+	{"opDeleteIfVersion", opDeleteIfVersion, 18, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
 }
@@ -144,7 +147,7 @@ func TestKeyOperationsDeclared(t *testing.T) {
 		if opName(op) != k.name {
 			t.Errorf("opName(%d) = %q, want %q", op, opName(op), k.name)
 		}
-		if k.reveals < revealsAlways || k.reveals > revealsUnmetCondition {
+		if k.reveals < revealsAlways || k.reveals > revealsUnmetVersion {
 			t.Errorf("%s: reveals = %d, not a revelation", k.name, k.reveals)
 		}
 		if k.readOnly != (k.reveals == revealsAlways) {
@@ -238,6 +241,10 @@ var opFixtures = map[transport.Op]struct {
 	opTTL:     {putKey("k", "v", time.Hour), kvRequest{Key: "k"}},
 	opExists:  {putKey("k", "v", 0), kvRequest{Key: "k"}},
 	opPutIf:   {putKey("k", "v", 0), kvRequest{Key: "k", Value: []byte("w"), Cond: condIfExists}},
+
+	opGetEntry:        {putKey("k", "v", time.Hour), kvRequest{Key: "k"}},
+	opPutIfVersion:    {putKey("k", "v", 0), kvRequest{Key: "k", Value: []byte("w"), Version: 1}},
+	opDeleteIfVersion: {putKey("k", "v", 0), kvRequest{Key: "k", Version: 1}},
 }
 
 func putKey(key, value string, ttl time.Duration) func(s *store) {
@@ -314,6 +321,8 @@ func TestApplyFunctions(t *testing.T) {
 		{name: "get missing", op: opGet, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
 		{name: "get", op: opGet, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
 			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Version: 1}},
+		{name: "get with ttl", op: opGet, setup: putThen("k", "v", time.Hour, time.Minute), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Version: 1, Int: int64(59 * time.Minute)}},
 		{name: "get expired", op: opGet, setup: putThen("k", "v", time.Second, 2*time.Second), req: kvRequest{Key: "k"},
 			want: kvReply{Status: StatusNotFound}},
 
@@ -371,6 +380,45 @@ func TestApplyFunctions(t *testing.T) {
 			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
 		{name: "putif too large", op: opPutIf, req: kvRequest{Key: "k", Value: []byte("123456789")},
 			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+
+		{name: "getentry", op: opGetEntry, setup: putThen("k", "v", time.Hour, time.Minute), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Version: 1, Int: int64(59 * time.Minute)}},
+		{name: "getentry without expiry", op: opGetEntry, setup: writes(put("k", "v", 0), put("other", "x", 0), put("k", "w", 0)),
+			req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess, Value: []byte("w"), Version: 3}},
+		{name: "getentry missing", op: opGetEntry, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+		{name: "getentry expired", op: opGetEntry, setup: putThen("k", "v", time.Second, time.Second), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusNotFound}},
+
+		{name: "putifversion absent", op: opPutIfVersion, req: kvRequest{Key: "k", Value: []byte("v"), TTL: int64(time.Hour)},
+			want: kvReply{Status: StatusSuccess, Version: 1}, after: &stored{"v", time.Hour}},
+		{name: "putifversion absent unmet", op: opPutIfVersion, setup: put("k", "v", 0), req: kvRequest{Key: "k", Value: []byte("w")},
+			want: kvReply{Status: StatusVersionMismatch, Version: 1}, after: &stored{"v", NoExpiry}},
+		{name: "putifversion match", op: opPutIfVersion, setup: writes(put("k", "v", 0), put("other", "x", 0)),
+			req: kvRequest{Key: "k", Value: []byte("w"), Version: 1}, want: kvReply{Status: StatusSuccess, Version: 3}, after: &stored{"w", NoExpiry}},
+		{name: "putifversion stale", op: opPutIfVersion, setup: writes(put("k", "v", 0), put("k", "w", 0)),
+			req: kvRequest{Key: "k", Value: []byte("x"), Version: 1}, want: kvReply{Status: StatusVersionMismatch, Version: 2}, after: &stored{"w", NoExpiry}},
+		{name: "putifversion missing", op: opPutIfVersion, req: kvRequest{Key: "k", Value: []byte("v"), Version: 1},
+			want: kvReply{Status: StatusVersionMismatch}, after: &stored{}},
+		{name: "putifversion expired", op: opPutIfVersion, setup: putThen("k", "v", time.Second, time.Second),
+			req: kvRequest{Key: "k", Value: []byte("w"), Version: 1}, want: kvReply{Status: StatusVersionMismatch}, after: &stored{}},
+		{name: "putifversion keepttl", op: opPutIfVersion, setup: putThen("k", "v", time.Hour, time.Minute),
+			req:  kvRequest{Key: "k", Value: []byte("w"), Cond: condKeepTTL, Version: 1, TTL: int64(time.Second)},
+			want: kvReply{Status: StatusSuccess, Version: 2}, after: &stored{"w", 59 * time.Minute}},
+		{name: "putifversion with ifabsent", op: opPutIfVersion, req: kvRequest{Key: "k", Value: []byte("v"), Cond: condIfAbsent},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+		{name: "putifversion too large", op: opPutIfVersion, req: kvRequest{Key: "k", Value: []byte("123456789")},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+
+		{name: "deleteifversion", op: opDeleteIfVersion, setup: writes(put("other", "x", 0), put("k", "v", 0)), req: kvRequest{Key: "k", Version: 2},
+			want: kvReply{Status: StatusSuccess}, after: &stored{}},
+		{name: "deleteifversion stale", op: opDeleteIfVersion, setup: writes(put("k", "v", 0), put("k", "w", 0)), req: kvRequest{Key: "k", Version: 1},
+			want: kvReply{Status: StatusVersionMismatch, Version: 2}, after: &stored{"w", NoExpiry}},
+		{name: "deleteifversion missing", op: opDeleteIfVersion, req: kvRequest{Key: "k", Version: 1},
+			want: kvReply{Status: StatusVersionMismatch}},
+		{name: "deleteifversion absent as asked", op: opDeleteIfVersion, req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusNotFound}},
+		{name: "deleteifversion absent unmet", op: opDeleteIfVersion, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusVersionMismatch, Version: 1}, after: &stored{"v", NoExpiry}},
 	}
 	tested := map[transport.Op]bool{}
 	for _, tc := range cases {
@@ -407,6 +455,15 @@ func put(key, value string, ttl time.Duration) func(*store, *clocktest.Manual) {
 	return func(s *store, _ *clocktest.Manual) { s.put(0, key, []byte(value), ttl) }
 }
 
+// writes runs setups one after another.
+func writes(setups ...func(*store, *clocktest.Manual)) func(*store, *clocktest.Manual) {
+	return func(s *store, clock *clocktest.Manual) {
+		for _, setup := range setups {
+			setup(s, clock)
+		}
+	}
+}
+
 // putThen puts key and lets the clock run for elapsed.
 func putThen(key, value string, ttl, elapsed time.Duration) func(*store, *clocktest.Manual) {
 	return func(s *store, clock *clocktest.Manual) {
@@ -436,6 +493,15 @@ func TestRevealsState(t *testing.T) {
 		{opPutIf, written, false},
 		{opPutIf, success, true}, // the condition was false: nothing written
 		{opPutIf, kvReply{Status: StatusInvalidRequest}, false},
+		{opGetEntry, success, true},
+		{opGetEntry, notFound, true},
+		{opPutIfVersion, kvReply{Status: StatusSuccess, Version: 3}, false},
+		{opPutIfVersion, kvReply{Status: StatusVersionMismatch, Version: 2}, true},
+		{opPutIfVersion, kvReply{Status: StatusInvalidRequest}, false},
+		{opDeleteIfVersion, success, false},
+		{opDeleteIfVersion, notFound, true}, // asked to delete only an absent key: nothing written
+		{opDeleteIfVersion, kvReply{Status: StatusVersionMismatch}, true},
+		{opPut, kvReply{Status: StatusVersionMismatch}, false},
 		{opBatch, notFound, false},
 		{999, success, false},
 	}

@@ -60,6 +60,23 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 	return e.value, e.version, true
 }
 
+// getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
+// never expires.
+func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, ok bool) {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	e, found := seg.entries[key]
+	seg.mu.RUnlock()
+	now := s.now()
+	if !found || e.expired(now) {
+		return nil, 0, false
+	}
+	if e.expireAt != 0 {
+		ttl = time.Duration(e.expireAt - now)
+	}
+	return e, ttl, true
+}
+
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
 // write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
 // Every mutation of the store goes through here, so there is one place that orders a segment's writes.

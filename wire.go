@@ -31,6 +31,10 @@ const (
 	opTTL     transport.Op = 13 // read a key's remaining TTL
 	opExists  transport.Op = 14 // test a key without shipping its value
 	opPutIf   transport.Op = 15 // put under the conditions in Cond, optionally returning the previous value
+
+	opGetEntry        transport.Op = 16 // read a key's value, version and TTL
+	opPutIfVersion    transport.Op = 17 // put if the key's version is Version (0: the key has no live value)
+	opDeleteIfVersion transport.Op = 18 // delete if the key's version is Version
 )
 
 // Replication and control operations. Numbers 20 to 39 are theirs.
@@ -49,6 +53,7 @@ type kvRequest struct {
 	Delta    int64        // opIncr: the amount to add
 	Cond     putCond      // opPutIf: the conditions and options of the put
 	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
+	Version  uint64       // opPutIfVersion, opDeleteIfVersion: the version the key must have; 0 = no live value
 }
 
 // kvReply answers a kvRequest. For Moved-like statuses, Owner, Epoch and MapIndex describe the receiver's
@@ -57,12 +62,14 @@ type kvReply struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Status   Status
 	Value    []byte
-	Version  uint64
+	Version  uint64 // the version read or written; with StatusVersionMismatch, the key's current one
 	Owner    NodeID
 	Epoch    uint64
 	MapIndex uint64
-	Int      int64 // opIncr: the new value; opTTL: nanoseconds left, or -1 without expiry; opPersist: 1 if dropped
-	Existed  bool  // opPutIf: the key had a live value (then Value holds it, if asked for)
+	// Int is, for opIncr, the new value; opTTL: nanoseconds left, or -1 without expiry; opGet and
+	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist: 1 if dropped.
+	Int     int64
+	Existed bool // opPutIf: the key had a live value (then Value holds it, if asked for)
 }
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }

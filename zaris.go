@@ -16,9 +16,20 @@ import (
 type PutOption func(*putOptions)
 
 type putOptions struct {
-	ttl     time.Duration
-	concern WriteConcern
-	cond    putCond // IfAbsent, IfExists, KeepTTL (commands.go)
+	ttl       time.Duration
+	concern   WriteConcern
+	cond      putCond // IfAbsent, IfExists, KeepTTL (commands.go)
+	version   uint64  // with ifVersion, the version the key must have (versions.go)
+	ifVersion bool
+}
+
+// putOptionsOf applies opts in order.
+func putOptionsOf(opts []PutOption) putOptions {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // WithTTL makes the value expire after d; zero or negative means no expiry.
@@ -40,9 +51,10 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 	if len(value) > n.cfg.MaxValueSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
-	var o putOptions
-	for _, opt := range opts {
-		opt(&o)
+	o := putOptionsOf(opts)
+	if o.ifVersion {
+		_, err := n.putIfVersion(ctx, key, value, o)
+		return err
 	}
 	if o.cond != 0 {
 		reply, err := n.putIf(ctx, key, value, 0, opts)
@@ -144,7 +156,8 @@ func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
 
 // Swap stores value under key, as Put does with the same options, and returns the value it replaced, with
 // existed false when there was none. When an IfAbsent or IfExists condition fails, nothing is written, the
-// current value is still returned and err matches ErrConditionNotMet.
+// current value is still returned and err matches ErrConditionNotMet. IfVersion is refused with
+// ErrInvalidRequest: CompareAndSwap conditions a write on a version.
 func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
 	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
 	if err != nil {
@@ -193,11 +206,8 @@ func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error
 // PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies, to
 // every entry. Conditions and write concerns are refused with ErrInvalidRequest.
 func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOption) ([]BatchResult, error) {
-	var o putOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.cond != 0 || o.concern != 0 {
+	o := putOptionsOf(opts)
+	if o.cond != 0 || o.concern != 0 || o.ifVersion {
 		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
 	}
 	items := make([]BatchItem, len(entries))
@@ -225,7 +235,7 @@ func GetManyTyped[T any](ctx context.Context, n *Node, keys []string) ([]TypedRe
 	}
 	out := make([]TypedResult[T], len(raw))
 	for i, r := range raw {
-		out[i] = TypedResult[T]{Index: r.Index, Key: r.Key, Status: r.Status, Version: r.Version, Err: r.Err}
+		out[i] = TypedResult[T]{Index: r.Index, Key: r.Key, Status: r.Status, Version: r.Version, TTL: r.TTL, Err: r.Err}
 		if r.Err == nil {
 			out[i].Value, out[i].Err = decodeValue[T](r.Key, r.Value)
 		}
