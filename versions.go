@@ -16,45 +16,10 @@ type Entry struct {
 	TTL time.Duration
 }
 
-// GetEntry returns the value stored under key with its version and remaining TTL, in one request to the
-// key's owner, or an error matching ErrNotFound.
-func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
-	reply, err := n.execute(ctx, opGetEntry, &kvRequest{Key: key})
-	if err != nil {
-		return Entry{}, err
-	}
-	if err := reply.Status.err(); err != nil {
-		return Entry{}, err
-	}
-	return Entry{Value: reply.Value, Version: reply.Version, TTL: time.Duration(reply.Int)}, nil
-}
-
 // IfVersion makes a Put write only when the key's version is v, where v 0 means the key has no live value.
 // Otherwise Put fails with a *VersionMismatchError. It cannot be combined with IfAbsent or IfExists.
 func IfVersion(v uint64) PutOption {
 	return func(o *putOptions) { o.version, o.ifVersion = v, true }
-}
-
-// CompareAndSwap stores value under key if the key's version is version (0: if the key has no live value),
-// and returns the new version. Otherwise it writes nothing and fails with a *VersionMismatchError, which
-// matches ErrVersionMismatch and carries the key's current version. opts are those of Put.
-func (n *Node) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte, opts ...PutOption) (newVersion uint64, err error) {
-	o := putOptionsOf(opts)
-	o.version, o.ifVersion = version, true
-	return n.putIfVersion(ctx, key, value, o)
-}
-
-// DeleteIfVersion removes key if its version is version, and otherwise fails with a *VersionMismatchError
-// carrying the current one. With version 0 it succeeds, deleting nothing, when the key has no live value.
-func (n *Node) DeleteIfVersion(ctx context.Context, key string, version uint64) error {
-	reply, err := n.execute(ctx, opDeleteIfVersion, &kvRequest{Key: key, Version: version})
-	if err != nil {
-		return err
-	}
-	if reply.Status == StatusNotFound {
-		return nil
-	}
-	return versionErr(key, reply)
 }
 
 // putIfVersion sends a put conditioned on o.version. Put and CompareAndSwap use it.

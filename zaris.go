@@ -377,3 +377,38 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	return errors.Join(drained, err, n.Close())
 }
+
+// GetEntry returns the value stored under key with its version and remaining TTL, in one request to the
+// key's owner, or an error matching ErrNotFound.
+func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
+	reply, err := n.execute(ctx, opGetEntry, &kvRequest{Key: key})
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := reply.Status.err(); err != nil {
+		return Entry{}, err
+	}
+	return Entry{Value: reply.Value, Version: reply.Version, TTL: time.Duration(reply.Int)}, nil
+}
+
+// CompareAndSwap stores value under key if the key's version is version (0: if the key has no live value),
+// and returns the new version. Otherwise it writes nothing and fails with a *VersionMismatchError, which
+// matches ErrVersionMismatch and carries the key's current version. opts are those of Put.
+func (n *Node) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte, opts ...PutOption) (newVersion uint64, err error) {
+	o := putOptionsOf(opts)
+	o.version, o.ifVersion = version, true
+	return n.putIfVersion(ctx, key, value, o)
+}
+
+// DeleteIfVersion removes key if its version is version, and otherwise fails with a *VersionMismatchError
+// carrying the current one. With version 0 it succeeds, deleting nothing, when the key has no live value.
+func (n *Node) DeleteIfVersion(ctx context.Context, key string, version uint64) error {
+	reply, err := n.execute(ctx, opDeleteIfVersion, &kvRequest{Key: key, Version: version})
+	if err != nil {
+		return err
+	}
+	if reply.Status == StatusNotFound {
+		return nil
+	}
+	return versionErr(key, reply)
+}
