@@ -81,7 +81,19 @@ func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.C
 		raw.Close()
 		return nil, fmt.Errorf("zaris: TLS handshake with %s: %w", addr, err)
 	}
-	return conn, nil
+	return peerConn{conn}, nil
+}
+
+// peerConn is a TLS connection between peers whose Close does not wait on the other end. tls.Conn's Close
+// first sends a close_notify alert, which can block for seconds on a peer that stopped reading, and a
+// node closes its connections one after another as it stops. Frames carry their own length, so the alert
+// guards against no truncation here.
+type peerConn struct{ *tls.Conn }
+
+func (c peerConn) Close() error {
+	err := c.NetConn().Close()
+	c.Conn.Close() // the alert's write fails at once on the closed connection
+	return err
 }
 
 // secureListener wraps the data port's listener in TLS when the config asks for it.
@@ -90,7 +102,18 @@ func (n *Node) secureListener(ln net.Listener) net.Listener {
 		return ln
 	}
 	server, _ := peerTLS(n.cfg.TLS)
-	return tls.NewListener(ln, server)
+	return peerListener{tls.NewListener(ln, server)}
+}
+
+// peerListener hands out the TLS connections of its listener as peerConns.
+type peerListener struct{ net.Listener }
+
+func (l peerListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return peerConn{conn.(*tls.Conn)}, nil
 }
 
 // secureDialer wraps d in TLS when the config asks for it.

@@ -228,3 +228,41 @@ func TestTLSFromFilesReloads(t *testing.T) {
 		t.Fatal("a missing CA file was accepted")
 	}
 }
+
+// deadlineless ignores write deadlines, as a stalled network path does in effect.
+type deadlineless struct{ net.Conn }
+
+func (deadlineless) SetDeadline(time.Time) error      { return nil }
+func (deadlineless) SetWriteDeadline(time.Time) error { return nil }
+
+// TestPeerConnClosesWithoutItsPeer closes a peer TLS connection whose other end never reads again. Close
+// returns though the close_notify alert can never be written: the connection ignores write deadlines, so
+// tls.Conn's Close alone would block for good.
+func TestPeerConnClosesWithoutItsPeer(t *testing.T) {
+	ca := newTestCA(t)
+	serverCfg, _ := peerTLS(ca.peerConfig("a"))
+	_, clientCfg := peerTLS(ca.peerConfig("b"))
+	a, b := net.Pipe()
+	client := tls.Client(deadlineless{a}, clientCfg)
+	server := tls.Server(b, serverCfg)
+	handshook := make(chan error, 1)
+	go func() { handshook <- server.Handshake() }()
+	if err := client.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-handshook; err != nil {
+		t.Fatal(err)
+	}
+	defer server.NetConn().Close()
+
+	closed := make(chan error, 1)
+	go func() { closed <- peerConn{client}.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits on a peer that never reads")
+	}
+}
