@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // catchUpRetain is the op log in memory of the catch-up tests: far fewer ops than a replica misses.
@@ -182,14 +184,14 @@ func TestOpsAfterReadsTheDurableLog(t *testing.T) {
 	}
 
 	n.repl.replaced[seg].begun.Add(1)
-	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, errBehindLog) {
-		t.Fatalf("during a replacement of the segment: %v, want errBehindLog", err)
+	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
+		t.Fatalf("during a replacement of the segment: %v, want durability.ErrTruncated", err)
 	}
 	n.repl.replaced[seg].done.Add(1)
 
 	snap := n.repl.takeSnapshot(seg, 1)
 	n.repl.replaceSegment(seg, snap.Revision, 1, snap.Entries)
-	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, errBehindLog) {
-		t.Fatalf("behind a replaced copy: %v, want errBehindLog", err)
+	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
+		t.Fatalf("behind a replaced copy: %v, want durability.ErrTruncated", err)
 	}
 }

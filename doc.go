@@ -94,9 +94,9 @@
 //   - the router (routing.go): the routing table built from the committed map. It is repointed on every
 //     commit (push), refreshed after a stale-map reply (react) and by a backstop poll, and sends each
 //     operation to its owner in one hop.
-//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go, possession.go):
-//     the op log in memory and on disk, one link per replica that streams ops, probes and snapshots in
-//     revision order, the replica's epoch fence, and the in-sync set.
+//   - the replication engine (replication.go, replicalink.go, persistence.go, possession.go): the op log
+//     in memory (a bounded durability.Memory) and on disk, one link per replica that streams ops, probes
+//     and snapshots in revision order, the replica's epoch fence, and the in-sync set.
 //   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
 //     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's
 //     rules are a pure function of a view (decide.go); control.go commits what it decides.
@@ -117,7 +117,7 @@
 // makes execute refresh its table and retry.
 //
 // A Put follows the same path to the owner, whose store.update (store.go) records the op through
-// replication.recordWrite (replication.go) in the op log (oplog.go) and the disk queue (persistence.go)
+// replication.recordWrite (replication.go) in the op log in memory and the disk queue (persistence.go)
 // and marks the segment dirty on each replica's link. The link (replicalink.go) sends the ops in revision
 // order; the replica's serveReplicate (replication.go) checks the epoch and applies them. The owner's
 // awaitReplicas returns once every in-sync replica acknowledged the revision (and, with a DataDir, wrote

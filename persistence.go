@@ -323,7 +323,7 @@ func (r *replication) replaySegment(d *diskLog, seg int) (int, error) {
 	if len(ops) > 0 {
 		r.lines[seg].Store(ops[len(ops)-1].Epoch) // ops are recorded under the line they follow
 	}
-	r.oplog.reset(seg, r.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
+	r.restartOpLog(seg, r.store.revision(seg)) // the ops replayed stay on disk, for replicas behind
 	return len(ops), nil
 }
 
@@ -361,23 +361,24 @@ type replacements struct{ begun, done atomic.Uint64 }
 
 // opsAfter returns up to limit ops of segment seg after revision after, up to about budget bytes, from the
 // op log in memory or, when memory does not reach back, from the one on disk (fromDisk). It fails with
-// errBehindLog, and the replica needs a snapshot, when neither reaches back or a replacement is under way.
+// durability.ErrTruncated, and the replica needs a snapshot, when neither reaches back or a replacement is
+// under way.
 func (r *replication) opsAfter(seg int, after uint64, limit, budget int) (ops []durability.Op, fromDisk bool, err error) {
-	ops, err = r.oplog.after(seg, after, limit)
-	if !errors.Is(err, errBehindLog) || r.disk == nil {
+	ops, err = r.oplog.Ops(uint32(seg), after, limit)
+	if !errors.Is(err, durability.ErrTruncated) || r.disk == nil {
 		return ops, false, err
 	}
 	c := &r.replaced[seg]
 	done := c.done.Load()
 	if c.begun.Load() != done {
-		return nil, false, errBehindLog
+		return nil, false, durability.ErrTruncated
 	}
 	ops, err = r.disk.opsAfter(seg, after, limit, budget)
 	if err != nil && !errors.Is(err, durability.ErrTruncated) {
 		r.log.Debug("read the op log on disk", "segment", seg, "after", after, "err", err)
 	}
 	if err != nil || len(ops) == 0 || c.begun.Load() != done {
-		return nil, false, errBehindLog
+		return nil, false, durability.ErrTruncated
 	}
 	return ops, true, nil
 }

@@ -497,7 +497,7 @@ func (l *replicaLink) tookPieces(b *batch, took bool) {
 // a snapshot of the segment instead, if the request carries none yet.
 func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 	ops, fromDisk, err := l.r.opsAfter(seg, after, replicateMaxOps-len(b.req.Ops), l.r.maxRequestBytes()-b.bytes)
-	if errors.Is(err, errBehindLog) {
+	if errors.Is(err, durability.ErrTruncated) {
 		if len(b.req.Snapshots) == 0 {
 			l.addSnapshot(b, seg, b.req.Epochs[l.r.layout.SegmentPartition(seg)])
 		}
@@ -512,10 +512,13 @@ func (l *replicaLink) addOps(b *batch, seg int, after uint64) {
 // addLatestOp adds to b the newest op of seg, when memory holds it, for a replica whose revision is not
 // known: it costs no read of the disk and no snapshot, since the replica may well have every op already.
 func (l *replicaLink) addLatestOp(b *batch, seg int) {
-	if ops, err := l.r.oplog.after(seg, max(b.target[seg], 1)-1, 1); err == nil {
+	if ops, err := l.r.oplog.Ops(uint32(seg), max(b.target[seg], 1)-1, 1); err == nil {
 		l.appendOps(b, ops)
 	}
 }
+
+// opBytes is what an op counts against a request's size and the disk queue's bound.
+func opBytes(op *durability.Op) int { return len(op.Key) + len(op.Value) + 48 }
 
 // appendOps adds ops to b while the request has room and returns how many it added: the rest goes in the
 // next request, and the reply tells how far the replica got.

@@ -172,7 +172,9 @@ type replicationConfig struct {
 // fence (highest epoch seen) of the partitions it replicates, and the op log.
 type replication struct {
 	replicationConfig
-	oplog *opLog
+	// oplog holds the recent ops of every segment, bounded (newOpLog). Its concrete type lets the op
+	// recorded on each write stay on the stack.
+	oplog *durability.Memory
 	disk  *diskLog        // nil without a data dir; set once, before the node serves
 	fence []atomic.Uint64 // per partition
 	// lines holds, per segment, the epoch of the owner whose history this node's copy follows (its own as
@@ -250,14 +252,17 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 		epoch = m.Runtime[p].Epoch
 	}
 	r.lines[segment].Store(epoch)
-	op := durability.Op{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
-		Kind: durability.OpDelete, Time: r.cfg.Clock.Now().UnixNano()}
+	ops := [1]durability.Op{{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
+		Kind: durability.OpDelete, Time: r.cfg.Clock.Now().UnixNano()}}
+	op := &ops[0]
 	if next != nil {
 		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
 	}
-	r.oplog.append(op)
+	if err := r.oplog.Append(ops[:]); err != nil {
+		r.relogOps(ops[:], err)
+	}
 	if r.disk != nil {
-		r.disk.enqueue(diskItem{op: op})
+		r.disk.enqueue(diskItem{op: *op})
 	}
 	if !owned {
 		return
@@ -592,6 +597,39 @@ func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []dur
 	}
 }
 
+// newOpLog returns the op log in memory: it keeps up to retain ops per segment and retainBytes in all,
+// shared equally by the segments, each segment keeping at least its newest op. It shares the values of the
+// ops recorded, which the store never modifies.
+func newOpLog(segments, retain int, retainBytes int64) *durability.Memory {
+	return durability.NewMemoryWith(durability.MemoryOptions{
+		RetainOps:   retain,
+		RetainBytes: max(1, retainBytes/int64(segments)),
+		ShareValues: true,
+	})
+}
+
+// relogOps adds ops, consecutive ones of one segment, to the op log, which refused them with err. Ops
+// that do not follow the segment's last, as after a restore, restart the segment's log at the first of
+// them. It is apart from recordWrite, which calls it, so that the write path's stack stays small.
+func (r *replication) relogOps(ops []durability.Op, err error) {
+	if errors.Is(err, durability.ErrOutOfOrder) {
+		r.restartOpLog(int(ops[0].Segment), ops[0].Revision-1)
+		err = r.oplog.Append(ops)
+	}
+	if err != nil {
+		r.log.Error("record ops in the op log", "segment", ops[0].Segment, "revision", ops[0].Revision, "err", err)
+	}
+}
+
+// restartOpLog empties segment seg's op log, to resume after revision: the one a snapshot was restored at,
+// or a replay reached. The log is reset first, since what it held may follow another history, even up to
+// a higher revision.
+func (r *replication) restartOpLog(seg int, revision uint64) {
+	if err := errors.Join(r.oplog.ResetSegment(uint32(seg)), r.oplog.TruncateBefore(uint32(seg), revision+1)); err != nil {
+		r.log.Error("restart the op log", "segment", seg, "revision", revision, "err", err)
+	}
+}
+
 // installSnapshotEntries replaces a segment's content in memory and restarts its op log after revision.
 func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, snap []durability.Entry) {
 	keys := make([]string, len(snap))
@@ -603,7 +641,7 @@ func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, sn
 	r.store.restore(seg, revision, keys, entries)
 	r.unstage(seg) // pieces of an older snapshot never complete this copy
 	r.lines[seg].Store(epoch)
-	r.oplog.reset(seg, revision)
+	r.restartOpLog(seg, revision)
 	r.raiseFence(r.layout.SegmentPartition(seg), epoch)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -639,4 +640,91 @@ func TestMinInSync(t *testing.T) {
 	if err := owner.Put(ctx, refused, []byte("x")); err != nil {
 		t.Fatalf("write once the replica is back: %v", err)
 	}
+}
+
+// opLogEngine returns a replication engine with only an op log, of retain ops per segment and retainBytes
+// shared by two segments.
+func opLogEngine(retain int, retainBytes int64) *replication {
+	return &replication{
+		replicationConfig: replicationConfig{log: slog.New(slog.DiscardHandler)},
+		oplog:             newOpLog(2, retain, retainBytes),
+	}
+}
+
+// recordOp adds op to r's op log as recordWrite does.
+func recordOp(r *replication, op durability.Op) {
+	ops := []durability.Op{op}
+	if err := r.oplog.Append(ops); err != nil {
+		r.relogOps(ops, err)
+	}
+}
+
+// checkOpLog fails unless segment seg's op log holds the revisions [first, last] and sends a replica
+// behind first to a snapshot.
+func checkOpLog(t *testing.T, r *replication, seg int, first, last uint64) {
+	t.Helper()
+	ops, err := r.oplog.Ops(uint32(seg), first-1, 0)
+	if err != nil || uint64(len(ops)) != last+1-first || len(ops) > 0 && ops[0].Revision != first {
+		t.Fatalf("after revision %d: %d ops, %v; want revisions %d to %d", first-1, len(ops), err, first, last)
+	}
+	if first > 1 {
+		if _, err := r.oplog.Ops(uint32(seg), first-2, 0); !errors.Is(err, durability.ErrTruncated) {
+			t.Fatalf("after revision %d: %v, want durability.ErrTruncated", first-2, err)
+		}
+	}
+}
+
+// TestOpLogBounds checks that the op log keeps each segment's newest ops within both bounds, ops and
+// bytes, the bytes shared equally by the segments, and keeps the values recorded without copying them.
+func TestOpLogBounds(t *testing.T) {
+	byCount := opLogEngine(3, 1<<30)
+	for rev := uint64(1); rev <= 10; rev++ {
+		recordOp(byCount, durability.Op{Segment: 0, Revision: rev, Kind: durability.OpPut, Key: "k", Value: []byte("v")})
+	}
+	checkOpLog(t, byCount, 0, 8, 10)
+
+	byBytes := opLogEngine(1000, 2<<20) // 1 MiB per segment
+	value := bytes.Repeat([]byte("v"), 300<<10)
+	for rev := uint64(1); rev <= 10; rev++ {
+		recordOp(byBytes, durability.Op{Segment: 1, Revision: rev, Kind: durability.OpPut, Key: "k", Value: value})
+	}
+	checkOpLog(t, byBytes, 1, 8, 10)
+	ops, _ := byBytes.oplog.Ops(1, 9, 0)
+	if &ops[0].Value[0] != &value[0] {
+		t.Fatal("the op log copied a value recorded")
+	}
+}
+
+// TestOpLogRestarts checks where a segment's op log starts again: at an op that does not follow its last,
+// and after the revision of a snapshot or replay, below its last too. A log restarted and holding no op yet
+// still sends a replica behind the restart to a snapshot.
+func TestOpLogRestarts(t *testing.T) {
+	r := opLogEngine(4, 1<<30)
+	put := func(rev uint64) {
+		recordOp(r, durability.Op{Segment: 0, Revision: rev, Kind: durability.OpPut, Key: "k", Value: []byte("v")})
+	}
+	r.restartOpLog(0, 10)
+	checkOpLog(t, r, 0, 11, 10)
+	put(11)
+	checkOpLog(t, r, 0, 11, 11)
+
+	put(20) // a restore jumped the revision
+	checkOpLog(t, r, 0, 20, 20)
+	put(21)
+	put(5) // a step back, as from a copy replaced at a lower revision
+	checkOpLog(t, r, 0, 5, 5)
+
+	for rev := uint64(6); rev <= 30; rev++ {
+		put(rev)
+	}
+	r.restartOpLog(0, 12) // a snapshot of another history, below the log's last
+	checkOpLog(t, r, 0, 13, 12)
+	put(13)
+	checkOpLog(t, r, 0, 13, 13)
+
+	r.restartOpLog(0, 0)
+	checkOpLog(t, r, 0, 1, 0)
+	put(1)
+	checkOpLog(t, r, 0, 1, 1)
+	checkOpLog(t, r, 1, 1, 0) // the other segment was never touched
 }

@@ -119,3 +119,23 @@ func BenchmarkDecodeOp(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMemoryAppendOne appends single ops, sharing their values, round-robin to 64 segments bounded
+// to 4096 ops each: how a node records its writes.
+func BenchmarkMemoryAppendOne(b *testing.B) {
+	const segments = 64
+	s := NewMemoryWith(MemoryOptions{RetainOps: 4096, RetainBytes: 4 << 20, ShareValues: true})
+	op := benchOps(0, 1, 1)[0]
+	next := make([]uint64, segments)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		seg := n % segments
+		next[seg]++
+		op.Segment, op.Revision = uint32(seg), next[seg]
+		if err := s.Append([]Op{op}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}

@@ -47,6 +47,19 @@ func (b logBounds) appended(rev uint64) logBounds {
 
 // checkOp validates op as the next one of a segment whose log has bounds b.
 func (b logBounds) checkOp(op *Op) error {
+	if b.accepts(op) {
+		return nil
+	}
+	return b.refusal(op)
+}
+
+// accepts reports whether op is valid as the next one of a segment whose log has bounds b.
+func (b logBounds) accepts(op *Op) bool {
+	return op.Revision == b.last+1 && (op.Kind == OpPut || op.Kind == OpDelete && len(op.Value) == 0)
+}
+
+// refusal says why accepts refuses op.
+func (b logBounds) refusal(op *Op) error {
 	if !op.Kind.valid() {
 		return fmt.Errorf("%w: segment %d revision %d: unknown kind %d", ErrInvalidOp, op.Segment, op.Revision, op.Kind)
 	}

@@ -4,8 +4,8 @@
 // retained log gets ErrTruncated and needs a snapshot first. A restarted node loads each segment's
 // snapshot and replays the ops above its revision.
 //
-// Two stores implement Store: Memory, for tests and nodes that hold the map as a pure cache, and Pebble,
-// on github.com/cockroachdb/pebble/v2.
+// Two stores implement Store: Memory, for tests, nodes that hold the map as a pure cache and a node's
+// recent ops (bounded by MemoryOptions), and Pebble, on github.com/cockroachdb/pebble/v2.
 //
 // # Durability
 //

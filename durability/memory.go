@@ -1,20 +1,37 @@
 package durability
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 )
 
 // Memory is a Store that keeps everything in process memory: nothing survives the process. It serves
-// tests and nodes that hold the map as a pure cache.
+// tests, nodes that hold the map as a pure cache, and a node's recent ops, bounded by MemoryOptions.
 type Memory struct {
+	opts MemoryOptions
+	// mu guards closed and segs. A call on one segment holds it shared and locks that segment, so calls
+	// on different segments do not contend. An Append to several segments holds it exclusively, which
+	// makes it atomic, and so does Close, which waits for the calls in progress.
 	mu     sync.RWMutex
 	closed bool
-	segs   map[uint32]*memSegment
+	segs   map[uint32]*memSegment // never removed from until Close
+}
+
+// MemoryOptions tunes a Memory store. The zero value retains every op and copies every value.
+type MemoryOptions struct {
+	// RetainOps bounds each segment's log in ops, and RetainBytes in LogBytes; 0 means no bound. An Append
+	// that goes past either drops the oldest ops, as TruncateBefore would, but always keeps the newest.
+	RetainOps   int
+	RetainBytes int64
+	// ShareValues keeps the Value an Append hands over instead of copying it: the caller must never
+	// modify it afterwards.
+	ShareValues bool
 }
 
 // memSegment is one segment's log and snapshot.
 type memSegment struct {
+	mu sync.Mutex // guards the rest when Memory.mu is held shared
 	logBounds
 	ops      opQueue // ops.at(i).Revision == first+i
 	bytes    int64
@@ -23,16 +40,39 @@ type memSegment struct {
 
 var _ Store = (*Memory)(nil)
 
-// NewMemory returns an empty in-memory store.
-func NewMemory() *Memory {
-	return &Memory{segs: make(map[uint32]*memSegment)}
+// NewMemory returns an empty in-memory store that retains every op and copies every value.
+func NewMemory() *Memory { return NewMemoryWith(MemoryOptions{}) }
+
+// NewMemoryWith returns an empty in-memory store tuned by opts.
+func NewMemoryWith(opts MemoryOptions) *Memory {
+	return &Memory{opts: opts, segs: make(map[uint32]*memSegment)}
 }
 
 // memOpSize is what one op counts towards LogBytes: the same order as its encoding, without encoding it.
 func memOpSize(op *Op) int64 { return int64(opSizeHint(op)) }
 
-// Append implements Store.
+// Append implements Store. Ops of a single segment, as a node records its writes, lock only that
+// segment.
 func (m *Memory) Append(ops []Op) error {
+	if len(ops) == 0 || !oneSegment(ops) {
+		return m.appendSegments(ops)
+	}
+	seg, err := m.lockShared(ops[0].Segment, true)
+	if err != nil {
+		return err
+	}
+	seg.mu.Lock()
+	err = seg.append(ops, m.opts.ShareValues)
+	if err == nil {
+		m.retain(seg)
+	}
+	seg.mu.Unlock()
+	m.mu.RUnlock()
+	return err
+}
+
+// appendSegments appends ops of any segments, holding the whole store.
+func (m *Memory) appendSegments(ops []Op) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -40,42 +80,96 @@ func (m *Memory) Append(ops []Op) error {
 	}
 	plan := planAppend(ops, m.boundsLocked)
 	for i := range ops {
-		if !plan.accepts(ops[i].Segment) {
-			continue
+		if plan.accepts(ops[i].Segment) {
+			m.segmentLocked(ops[i].Segment).push(&ops[i], m.opts.ShareValues)
 		}
-		seg := m.segmentLocked(ops[i].Segment)
-		op := ops[i]
-		op.Value = cloneValue(op)
-		seg.ops.push(op)
-		seg.bytes += memOpSize(&op)
 	}
 	for _, sb := range plan.touched {
 		if sb.refused == nil {
-			m.segs[sb.segment].logBounds = sb.logBounds
+			seg := m.segs[sb.segment]
+			seg.logBounds = sb.logBounds
+			m.retain(seg)
 		}
 	}
 	return plan.err()
 }
 
-// cloneValue copies a put's value so that the caller may reuse its buffer; a delete keeps none.
-func cloneValue(op Op) []byte {
-	if op.Kind != OpPut {
-		return nil
+// oneSegment reports whether ops all belong to the segment of the first.
+func oneSegment(ops []Op) bool {
+	for i := 1; i < len(ops); i++ {
+		if ops[i].Segment != ops[0].Segment {
+			return false
+		}
 	}
-	return append(make([]byte, 0, len(op.Value)), op.Value...)
+	return true
+}
+
+// append adds ops, all of seg, after checking them all, or returns why the first refused one is. It
+// stays flat, with the rare paths out of line, to keep the write path's stack small.
+func (seg *memSegment) append(ops []Op, share bool) error {
+	b := seg.logBounds
+	for i := range ops {
+		if !b.accepts(&ops[i]) {
+			return b.refusal(&ops[i])
+		}
+		b = b.appended(ops[i].Revision)
+	}
+	for i := range ops {
+		seg.push(&ops[i], share)
+	}
+	seg.logBounds = b
+	return nil
+}
+
+// push adds a copy of op at the end of the log, with a value of its own unless share is set. It leaves
+// the bounds to the caller.
+func (seg *memSegment) push(op *Op, share bool) {
+	last := seg.ops.push()
+	*last = *op
+	if last.Kind != OpPut {
+		last.Value = nil
+	} else if !share {
+		last.Value = bytes.Clone(last.Value)
+	}
+	seg.bytes += memOpSize(last)
+}
+
+// retain drops the oldest ops of seg beyond the store's bounds, keeping the newest.
+func (m *Memory) retain(seg *memSegment) {
+	maxOps, maxBytes := m.opts.RetainOps, m.opts.RetainBytes
+	if maxOps <= 0 && maxBytes <= 0 {
+		return
+	}
+	drop, size := 0, seg.bytes
+	for kept := seg.ops.len(); kept > 1 && (maxOps > 0 && kept > maxOps || maxBytes > 0 && size > maxBytes); kept-- {
+		size -= memOpSize(seg.ops.at(drop))
+		drop++
+	}
+	if drop > 0 {
+		seg.truncate(seg.first + uint64(drop))
+	}
+}
+
+// truncate applies TruncateBefore(rev) to seg.
+func (seg *memSegment) truncate(rev uint64) {
+	nb, changed := seg.truncated(rev)
+	if !changed {
+		return
+	}
+	drop := min(uint64(seg.ops.len()), rev-seg.first)
+	seg.ops.dropFront(int(drop), func(op *Op) { seg.bytes -= memOpSize(op) })
+	seg.logBounds = nb
 }
 
 // Ops implements Store.
 func (m *Memory) Ops(segment uint32, after uint64, limit int) ([]Op, error) {
-	m.mu.RLock()
+	seg, err := m.lockShared(segment, false)
+	if err != nil || seg == nil {
+		return nil, err
+	}
 	defer m.mu.RUnlock()
-	if m.closed {
-		return nil, ErrClosed
-	}
-	seg := m.segs[segment]
-	if seg == nil {
-		return nil, nil
-	}
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
 	from, to, ok, err := seg.readRange(after)
 	if !ok || err != nil {
 		return nil, err
@@ -90,55 +184,52 @@ func (m *Memory) Ops(segment uint32, after uint64, limit int) ([]Op, error) {
 
 // Bounds implements Store.
 func (m *Memory) Bounds(segment uint32) (first, last uint64, err error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
-		return 0, 0, ErrClosed
+	seg, err := m.lockShared(segment, false)
+	if err != nil || seg == nil {
+		return 0, 0, err
 	}
-	b := m.boundsLocked(segment)
-	return b.first, b.last, nil
+	defer m.mu.RUnlock()
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	return seg.first, seg.last, nil
 }
 
 // TruncateBefore implements Store.
 func (m *Memory) TruncateBefore(segment uint32, rev uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
+	seg, err := m.lockShared(segment, true)
+	if err != nil {
+		return err
 	}
-	nb, changed := m.boundsLocked(segment).truncated(rev)
-	if !changed {
-		return nil
-	}
-	seg := m.segmentLocked(segment)
-	drop := min(uint64(seg.ops.len()), rev-seg.first)
-	seg.ops.dropFront(int(drop), func(op *Op) { seg.bytes -= memOpSize(op) })
-	seg.logBounds = nb
+	defer m.mu.RUnlock()
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	seg.truncate(rev)
 	return nil
 }
 
 // LogBytes implements Store.
 func (m *Memory) LogBytes(segment uint32) (int64, error) {
-	m.mu.RLock()
+	seg, err := m.lockShared(segment, false)
+	if err != nil || seg == nil {
+		return 0, err
+	}
 	defer m.mu.RUnlock()
-	if m.closed {
-		return 0, ErrClosed
-	}
-	if seg := m.segs[segment]; seg != nil {
-		return seg.bytes, nil
-	}
-	return 0, nil
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	return seg.bytes, nil
 }
 
 // SaveSnapshot implements Store. The store keeps its own copy of s.
 func (m *Memory) SaveSnapshot(s *Snapshot) error {
 	c := cloneSnapshot(s)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
+	seg, err := m.lockShared(s.Segment, true)
+	if err != nil {
+		return err
 	}
-	m.segmentLocked(s.Segment).snapshot = c
+	defer m.mu.RUnlock()
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	seg.snapshot = c
 	return nil
 }
 
@@ -154,13 +245,14 @@ func cloneSnapshot(s *Snapshot) *Snapshot {
 
 // LoadSnapshot implements Store.
 func (m *Memory) LoadSnapshot(segment uint32) (Snapshot, bool, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
-		return Snapshot{}, false, ErrClosed
+	seg, err := m.lockShared(segment, false)
+	if err != nil || seg == nil {
+		return Snapshot{}, false, err
 	}
-	seg := m.segs[segment]
-	if seg == nil || seg.snapshot == nil {
+	defer m.mu.RUnlock()
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	if seg.snapshot == nil {
 		return Snapshot{}, false, nil
 	}
 	s := *seg.snapshot
@@ -170,12 +262,14 @@ func (m *Memory) LoadSnapshot(segment uint32) (Snapshot, bool, error) {
 
 // ResetSegment implements Store.
 func (m *Memory) ResetSegment(segment uint32) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
+	seg, err := m.lockShared(segment, false)
+	if err != nil || seg == nil {
+		return err
 	}
-	delete(m.segs, segment)
+	defer m.mu.RUnlock()
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	seg.logBounds, seg.ops, seg.bytes, seg.snapshot = logBounds{}, opQueue{}, 0, nil
 	return nil
 }
 
@@ -188,9 +282,11 @@ func (m *Memory) Segments() ([]uint32, error) {
 	}
 	var out []uint32
 	for id, seg := range m.segs {
+		seg.mu.Lock()
 		if seg.snapshot != nil || seg.logBounds != (logBounds{}) {
 			out = append(out, id)
 		}
+		seg.mu.Unlock()
 	}
 	slices.Sort(out)
 	return out, nil
@@ -215,6 +311,33 @@ func (m *Memory) Close() error {
 	return nil
 }
 
+// lockShared returns segment's state with m.mu held shared, which the caller releases. The segment is
+// created first when create is set. Otherwise it may be nil, and then m.mu is not held, nor on error.
+func (m *Memory) lockShared(segment uint32, create bool) (*memSegment, error) {
+	m.mu.RLock()
+	for {
+		if m.closed {
+			m.mu.RUnlock()
+			return nil, ErrClosed
+		}
+		seg := m.segs[segment]
+		if seg != nil {
+			return seg, nil
+		}
+		m.mu.RUnlock()
+		if !create {
+			return nil, nil
+		}
+		m.mu.Lock()
+		if !m.closed {
+			m.segmentLocked(segment)
+		}
+		m.mu.Unlock()
+		m.mu.RLock()
+	}
+}
+
+// boundsLocked returns segment's bounds. Called with m.mu held exclusively.
 func (m *Memory) boundsLocked(segment uint32) logBounds {
 	if seg := m.segs[segment]; seg != nil {
 		return seg.logBounds
@@ -222,6 +345,7 @@ func (m *Memory) boundsLocked(segment uint32) logBounds {
 	return logBounds{}
 }
 
+// segmentLocked returns segment's state, created if need be. Called with m.mu held exclusively.
 func (m *Memory) segmentLocked(segment uint32) *memSegment {
 	seg := m.segs[segment]
 	if seg == nil {

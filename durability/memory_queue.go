@@ -3,24 +3,48 @@ package durability
 // opChunkSize is how many ops one chunk of a Memory log holds.
 const opChunkSize = 256
 
-// opQueue is one segment's ops in Memory, in fixed-size chunks: appending never copies earlier ops, and
-// dropping the head releases whole chunks.
+// opQueue is one segment's ops in Memory, in chunks of opChunkSize ops: appending copies earlier ops only
+// while the first chunk grows, and dropping the head releases whole chunks. The first chunk starts small,
+// so that a segment holding few ops takes little memory, and a bounded log that drops as it appends reuses
+// the chunk it released last.
 type opQueue struct {
-	chunks [][]Op // each of capacity opChunkSize; all full but the last
+	chunks [][]Op // all full (opChunkSize ops) but the last; all but the first allocated full
 	head   int    // position of the first op in chunks[0]
 	n      int
+	spare  []Op // an emptied chunk of opChunkSize ops, or nil
 }
 
 func (q *opQueue) len() int { return q.n }
 
-// push appends op.
-func (q *opQueue) push(op Op) {
-	if len(q.chunks) == 0 || len(q.chunks[len(q.chunks)-1]) == opChunkSize {
+// push appends a zero op and returns it, for the caller to fill in.
+func (q *opQueue) push() *Op {
+	last := len(q.chunks) - 1
+	if last < 0 || len(q.chunks[last]) == cap(q.chunks[last]) {
+		q.grow()
+		last = len(q.chunks) - 1
+	}
+	c := q.chunks[last][:len(q.chunks[last])+1]
+	q.chunks[last] = c
+	q.n++
+	return &c[len(c)-1]
+}
+
+// grow makes room for one more op: the first chunk starts small and doubles up to opChunkSize ops, and
+// the others are the spare chunk or allocated whole.
+func (q *opQueue) grow() {
+	n := len(q.chunks)
+	switch {
+	case n > 0 && len(q.chunks[n-1]) < opChunkSize:
+		last := q.chunks[n-1]
+		q.chunks[n-1] = append(make([]Op, 0, min(2*cap(last), opChunkSize)), last...)
+	case q.spare != nil:
+		q.chunks = append(q.chunks, q.spare)
+		q.spare = nil
+	case n == 0:
+		q.chunks = append(q.chunks, make([]Op, 0, 4))
+	default:
 		q.chunks = append(q.chunks, make([]Op, 0, opChunkSize))
 	}
-	last := len(q.chunks) - 1
-	q.chunks[last] = append(q.chunks[last], op)
-	q.n++
 }
 
 // at returns the i-th op.
@@ -51,6 +75,9 @@ func (q *opQueue) dropFront(k int, dropped func(*Op)) {
 		q.head++
 		q.n--
 		if q.head == opChunkSize || q.n == 0 {
+			if cap(q.chunks[0]) == opChunkSize {
+				q.spare = q.chunks[0][:0]
+			}
 			q.chunks[0] = nil
 			q.chunks = q.chunks[1:]
 			q.head = 0

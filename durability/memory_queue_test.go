@@ -15,7 +15,7 @@ func TestOpQueue(t *testing.T) {
 	for step := range 2000 {
 		if rng.IntN(3) > 0 {
 			for range rng.IntN(3 * opChunkSize / 2) {
-				q.push(Op{Revision: next})
+				*q.push() = Op{Revision: next}
 				model = append(model, Op{Revision: next})
 				next++
 			}
@@ -53,5 +53,35 @@ func TestOpQueue(t *testing.T) {
 		if i := rng.IntN(len(model)); q.at(i).Revision != model[i].Revision {
 			t.Fatalf("step %d: at(%d) = %d, want %d", step, i, q.at(i).Revision, model[i].Revision)
 		}
+	}
+}
+
+// TestOpQueueStartsSmall checks that a queue holding few ops does not take a whole chunk, that the
+// chunks after the first are allocated whole, and that a chunk released by a drop is reused.
+func TestOpQueueStartsSmall(t *testing.T) {
+	var q opQueue
+	*q.push() = Op{Revision: 1}
+	if c := cap(q.chunks[0]); c >= opChunkSize {
+		t.Fatalf("one op takes a chunk of capacity %d", c)
+	}
+	for rev := uint64(2); rev <= opChunkSize+1; rev++ {
+		*q.push() = Op{Revision: rev}
+	}
+	if len(q.chunks) != 2 || len(q.chunks[0]) != opChunkSize || cap(q.chunks[1]) != opChunkSize {
+		t.Fatalf("%d ops: %d chunks, the first holding %d, the second of capacity %d",
+			q.len(), len(q.chunks), len(q.chunks[0]), cap(q.chunks[1]))
+	}
+	for i := range q.len() {
+		if q.at(i).Revision != uint64(i)+1 {
+			t.Fatalf("at(%d) = %d", i, q.at(i).Revision)
+		}
+	}
+	released := &q.chunks[0][:1][0]
+	q.dropFront(opChunkSize, func(*Op) {})
+	for rev := uint64(opChunkSize + 2); rev <= 2*opChunkSize+1; rev++ {
+		*q.push() = Op{Revision: rev}
+	}
+	if len(q.chunks) != 2 || &q.chunks[1][0] != released {
+		t.Fatalf("the chunk released was not reused: %d chunks", len(q.chunks))
 	}
 }

@@ -13,11 +13,25 @@ import (
 type newStoreFunc func(t *testing.T) Store
 
 func TestMemoryConformance(t *testing.T) {
-	testConformance(t, func(t *testing.T) Store {
-		s := NewMemory()
-		t.Cleanup(func() { s.Close() })
-		return s
-	})
+	for _, tc := range []struct {
+		name string
+		opts MemoryOptions
+		skip []string
+	}{
+		{"default", MemoryOptions{}, nil},
+		// Bounds above what any case appends to one segment: nothing is dropped, every call takes the
+		// bounded path.
+		{"bounded", MemoryOptions{RetainOps: 1000, RetainBytes: 1 << 20}, nil},
+		{"shared-values", MemoryOptions{RetainOps: 1000, RetainBytes: 1 << 20, ShareValues: true}, []string{"ValueCopied"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testConformance(t, func(t *testing.T) Store {
+				s := NewMemoryWith(tc.opts)
+				t.Cleanup(func() { s.Close() })
+				return s
+			}, tc.skip...)
+		})
+	}
 }
 
 func TestPebbleConformance(t *testing.T) {
@@ -37,8 +51,8 @@ func openPebble(t testing.TB, dir string) *Pebble {
 	return s
 }
 
-// testConformance runs the behaviour every Store shares.
-func testConformance(t *testing.T, newStore newStoreFunc) {
+// testConformance runs the behaviour every Store shares, but for the cases named in skip.
+func testConformance(t *testing.T, newStore newStoreFunc, skip ...string) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s Store)
@@ -69,6 +83,9 @@ func testConformance(t *testing.T, newStore newStoreFunc) {
 		{"Concurrent", testConcurrent},
 	}
 	for _, tt := range tests {
+		if slices.Contains(skip, tt.name) {
+			continue
+		}
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
 	}
 }
