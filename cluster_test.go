@@ -277,6 +277,28 @@ func (c *testCluster) waitHealthy(timeout time.Duration) {
 	c.waitStable(timeout)
 }
 
+// isolate cuts node n off from every other live node: data, control plane and gossip.
+func (c *testCluster) isolate(n *Node) {
+	for _, other := range c.live() {
+		if other != n {
+			c.faults.Partition(string(n.id), string(other.id))
+		}
+	}
+}
+
+// waitFailedOver waits until no live node's map has dead as the owner of any partition.
+func (c *testCluster) waitFailedOver(dead NodeID, timeout time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, timeout, "the dead owner's partitions to fail over", func() bool {
+		for _, n := range c.live() {
+			if n.ClusterMap().OwnedBy(dead) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // allHealthy reports whether every partition of the current map is Healthy.
 func (c *testCluster) allHealthy() bool {
 	return !slices.ContainsFunc(c.currentMap().Runtime, func(st PartitionState) bool { return st.Health != Healthy })

@@ -152,18 +152,11 @@ func (s *store) persist(segment int, key string) (existed, dropped bool) {
 // ttl returns how long key has left, or NoExpiry when it never expires. It returns false when the key has
 // no live value.
 func (s *store) ttl(segment int, key string) (time.Duration, bool) {
-	seg := &s.segments[segment]
-	seg.mu.RLock()
-	e, found := seg.entries[key]
-	seg.mu.RUnlock()
-	now := s.now()
-	if !found || e.expired(now) {
-		return 0, false
+	e, ttl, ok := s.getEntry(segment, key)
+	if ok && e.expireAt == 0 {
+		ttl = NoExpiry
 	}
-	if e.expireAt == 0 {
-		return NoExpiry, true
-	}
-	return time.Duration(e.expireAt - now), true
+	return ttl, ok
 }
 
 // putIf stores value under key when cond allows it. It returns the previous live entry (nil if none) and

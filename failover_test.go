@@ -37,14 +37,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatal("the victim owns nothing")
 	}
 	c.kill(victim)
-	waitFor(t, 20*time.Second, "the dead owner's partitions to fail over", func() bool {
-		for _, n := range c.live() {
-			if n.ClusterMap().OwnedBy(dead) > 0 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitFailedOver(dead, 20*time.Second)
 	after := c.currentMap()
 	for p, st := range before.Runtime {
 		if st.Owner != dead {
@@ -123,11 +116,7 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 	if err := owner.Put(ctx, key, []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
-	for _, other := range c.live() {
-		if other != owner {
-			c.faults.Partition(string(owner.id), string(other.id))
-		}
-	}
+	c.isolate(owner)
 	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.holdsLease() })
 	if reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("cut-off owner answered %s; want OwnershipChanging", reply.Status)

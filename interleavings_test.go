@@ -149,15 +149,6 @@ func (l *ackLedger) check(t *testing.T, c *testCluster) {
 	}
 }
 
-// isolate cuts node n off from every other live node: data, control plane and gossip.
-func (c *testCluster) isolate(n *Node) {
-	for _, other := range c.live() {
-		if other != n {
-			c.faults.Partition(string(n.id), string(other.id))
-		}
-	}
-}
-
 // owners returns the live nodes that actively own partition p in their own map.
 func (c *testCluster) owners(p int) []NodeID {
 	var ids []NodeID

@@ -292,14 +292,7 @@ func TestVersionSurvivesFailover(t *testing.T) {
 		t.Fatal("the victim owns none of the keys")
 	}
 	c.kill(victim)
-	waitFor(t, 20*time.Second, "the dead owner's partitions to fail over", func() bool {
-		for _, n := range c.live() {
-			if n.ClusterMap().OwnedBy(dead) > 0 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitFailedOver(dead, 20*time.Second)
 	assertVersions(t, c, versions)
 	for _, key := range theirs {
 		if v, err := c.owner(key).CompareAndSwap(ctx, key, versions[key], []byte("after failover")); err != nil || v <= versions[key] {
@@ -342,11 +335,7 @@ func TestVersionMismatchRevealsOnlyReplicatedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg := owner.layout.KeySegment(key)
-	for _, other := range c.live() {
-		if other != owner {
-			c.faults.Partition(string(owner.id), string(other.id))
-		}
-	}
+	c.isolate(owner)
 	put := make(chan error, 1)
 	go func() { _, err := owner.CompareAndSwap(ctx, key, v1, []byte("v2")); put <- err }()
 	var v2 uint64

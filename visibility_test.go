@@ -23,11 +23,7 @@ func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg := owner.layout.KeySegment(key)
-	for _, other := range c.live() {
-		if other != owner {
-			c.faults.Partition(string(owner.id), string(other.id))
-		}
-	}
+	c.isolate(owner)
 	put := make(chan error, 1)
 	go func() { put <- owner.Put(ctx, key, []byte("v2")) }()
 	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
