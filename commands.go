@@ -44,7 +44,7 @@ func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond
 	if o.ifVersion {
 		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
-	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond})
+	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
 }
 
 // putIfErr turns a conditional put's reply into the caller's error.
