@@ -1,0 +1,233 @@
+package zaris
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A differential test runs the same command sequences against a real redis-server and against the RESP
+// endpoint of a three-node Zaris cluster, and compares the raw replies one by one.
+
+// diffTag is the placeholder that every key of a sequence carries. The harness replaces it with a hash tag
+// of the sequence's own, so that a sequence starts from keys no other sequence touched and all its keys
+// share one slot, served by one owner.
+const diffTag = "{tag}"
+
+// diffSeq is a named sequence of commands, sent one at a time on one connection to each server.
+type diffSeq struct {
+	name string
+	cmds []diffCmd
+}
+
+// diffCmd is one command of a sequence. When norm is set, both replies pass through it before they are
+// compared: it maps a reply whose content legitimately differs (a TTL counting down) to a canonical form,
+// and must leave any other reply as it is.
+type diffCmd struct {
+	args []string
+	norm func(reply string) string
+}
+
+// cmd is a command whose replies must be byte for byte the same.
+func cmd(args ...string) diffCmd { return diffCmd{args: args} }
+
+// within returns the command with its integer reply compared only for lying in [lo, hi].
+func (d diffCmd) within(lo, hi int64) diffCmd {
+	d.norm = intWithin(lo, hi)
+	return d
+}
+
+// intWithin maps an integer reply in [lo, hi] to one canonical reply. Any other reply, an integer outside
+// the range included, is kept as it is and so still has to match.
+func intWithin(lo, hi int64) func(string) string {
+	return func(reply string) string {
+		if !strings.HasPrefix(reply, ":") || !strings.HasSuffix(reply, "\r\n") {
+			return reply
+		}
+		n, err := strconv.ParseInt(reply[1:len(reply)-2], 10, 64)
+		if err != nil || n < lo || n > hi {
+			return reply
+		}
+		return fmt.Sprintf(":<%d..%d>\r\n", lo, hi)
+	}
+}
+
+// respDiff holds the two servers a differential test compares.
+type respDiff struct {
+	redisAddr string
+	cluster   *testCluster
+}
+
+// newRESPDiff starts a redis-server and a three-node Zaris cluster with RESP endpoints; tweak, if not nil,
+// changes the nodes' config.
+func newRESPDiff(t *testing.T, tweak func(*Config)) *respDiff {
+	t.Helper()
+	redisAddr := startRedisServer(t)
+	return &respDiff{redisAddr: redisAddr, cluster: startRESPCluster(t, 3, tweak)}
+}
+
+// run runs every sequence as a subtest, each under its own hash tag, and fails a subtest on the first reply
+// that differs.
+func (d *respDiff) run(t *testing.T, seqs []diffSeq) {
+	t.Helper()
+	for i, seq := range seqs {
+		t.Run(seq.name, func(t *testing.T) {
+			tag := fmt.Sprintf("{s%d}", i)
+			redis := dialDiff(t, d.redisAddr)
+			zaris := dialDiff(t, d.cluster.owner(tag).RESPAddr())
+			if mismatch := diffSequence(t, redis, zaris, seq, tag); mismatch != "" {
+				t.Fatal(mismatch)
+			}
+		})
+	}
+}
+
+// diffSequence sends seq's commands, with diffTag replaced by tag, to both connections and compares the
+// replies. It returns a description of the first mismatch, or "" when every reply matched.
+func diffSequence(t *testing.T, redis, zaris *diffConn, seq diffSeq, tag string) string {
+	t.Helper()
+	sent := make([]string, 0, len(seq.cmds))
+	for _, c := range seq.cmds {
+		args := make([]string, len(c.args))
+		for i, a := range c.args {
+			args[i] = strings.ReplaceAll(a, diffTag, tag)
+		}
+		sent = append(sent, quoteArgs(args))
+		want, got := redis.do(t, args), zaris.do(t, args)
+		if c.norm != nil {
+			want, got = c.norm(want), c.norm(got)
+		}
+		if want != got {
+			return fmt.Sprintf("sequence %q, command %d: %s\nredis: %q\nzaris: %q\nsequence:\n  %s",
+				seq.name, len(sent), sent[len(sent)-1], want, got, strings.Join(sent, "\n  "))
+		}
+	}
+	return ""
+}
+
+func quoteArgs(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// diffConn is a connection that sends one command and reads its reply. Answered MOVED, it dials the node
+// named and sends the command there: that a key's owner serves it is not what a differential test compares.
+type diffConn struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func dialDiff(t *testing.T, addr string) *diffConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &diffConn{conn: conn, rd: bufio.NewReader(conn)}
+}
+
+// do sends args and returns the raw reply, following one MOVED.
+func (c *diffConn) do(t *testing.T, args []string) string {
+	t.Helper()
+	reply := c.roundTrip(t, args)
+	if strings.HasPrefix(reply, "-MOVED ") {
+		fields := strings.Fields(reply)
+		c.conn.Close()
+		*c = *dialDiff(t, fields[len(fields)-1])
+		reply = c.roundTrip(t, args)
+	}
+	return reply
+}
+
+func (c *diffConn) roundTrip(t *testing.T, args []string) string {
+	t.Helper()
+	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.conn.Write([]byte(respCmd(args...))); err != nil {
+		t.Fatalf("sending %s: %v", quoteArgs(args), err)
+	}
+	reply, err := readRawReply(c.rd)
+	if err != nil {
+		t.Fatalf("reading the reply to %s: %v", quoteArgs(args), err)
+	}
+	return reply
+}
+
+// TestRESPDiffBites checks that the differential harness reports a reply that differs: the same sequence
+// run on two servers whose key states differ, and a TTL outside its normaliser's range.
+func TestRESPDiffBites(t *testing.T) {
+	d := newRESPDiff(t, nil)
+	const tag = "{bites}"
+	redis := dialDiff(t, d.redisAddr)
+	zaris := dialDiff(t, d.cluster.owner(tag).RESPAddr())
+	redis.do(t, []string{"SET", tag + "k", "only on redis"})
+
+	mismatch := diffSequence(t, redis, zaris, diffSeq{name: "different state", cmds: []diffCmd{
+		cmd("SET", diffTag+"other", "same"),
+		cmd("GET", diffTag+"k"),
+		cmd("GET", diffTag+"other"),
+	}}, tag)
+	for _, want := range []string{`command 2: "GET" "{bites}k"`, `redis: "$13\r\nonly on redis\r\n"`, `zaris: "$-1\r\n"`,
+		`"SET" "{bites}other" "same"`} {
+		if !strings.Contains(mismatch, want) {
+			t.Fatalf("mismatch report %q lacks %q", mismatch, want)
+		}
+	}
+
+	redis.do(t, []string{"EXPIRE", tag + "other", "100"})
+	mismatch = diffSequence(t, redis, zaris, diffSeq{name: "ttl", cmds: []diffCmd{
+		cmd("TTL", diffTag+"other").within(90, 100),
+	}}, tag)
+	if !strings.Contains(mismatch, `redis: ":<90..100>\r\n"`) || !strings.Contains(mismatch, `zaris: ":-1\r\n"`) {
+		t.Fatalf("a TTL outside the normaliser's range was not reported: %q", mismatch)
+	}
+	zaris.do(t, []string{"EXPIRE", tag + "other", "95"})
+	if mismatch := diffSequence(t, redis, zaris, diffSeq{name: "ttl", cmds: []diffCmd{
+		cmd("TTL", diffTag+"other").within(90, 100),
+		cmd("GET", diffTag+"other"),
+	}}, tag); mismatch != "" {
+		t.Fatalf("TTLs within the normaliser's range reported: %s", mismatch)
+	}
+}
+
+// TestRESPMatchesRedisStrings compares the string and key commands with a real redis-server.
+func TestRESPMatchesRedisStrings(t *testing.T) {
+	newRESPDiff(t, nil).run(t, stringSeqs())
+}
+
+func stringSeqs() []diffSeq {
+	const k = diffTag + "k"
+	return []diffSeq{
+		{name: "incrby decrby", cmds: []diffCmd{
+			cmd("INCRBY", k, "5"), cmd("INCRBY", k, "-7"), cmd("DECRBY", k, "3"), cmd("DECRBY", k, "-10"), cmd("GET", k),
+			cmd("INCRBY", k, "0"), cmd("DECRBY", k, "0"), cmd("INCR", k), cmd("DECR", k), cmd("GET", k),
+		}},
+		{name: "incrby errors", cmds: []diffCmd{
+			cmd("INCRBY", k), cmd("INCRBY", k, "1", "2"), cmd("DECRBY", k), cmd("INCR"), cmd("DECR", k, "1"),
+			cmd("INCRBY", k, "x"), cmd("INCRBY", k, "1.5"), cmd("INCRBY", k, " 1"), cmd("INCRBY", k, "+1"), cmd("INCRBY", k, "01"),
+			cmd("INCRBY", k, "9223372036854775808"), cmd("DECRBY", k, "-9223372036854775809"), cmd("DECRBY", k, "abc"),
+			cmd("EXISTS", k),
+		}},
+		{name: "incrby overflow", cmds: []diffCmd{
+			cmd("SET", k, "9223372036854775800"), cmd("INCRBY", k, "7"), cmd("INCRBY", k, "1"), cmd("DECRBY", k, "-1"),
+			cmd("GET", k), cmd("SET", k, "-9223372036854775800"), cmd("DECRBY", k, "8"), cmd("DECRBY", k, "1"),
+			cmd("INCRBY", k, "-1"), cmd("DECRBY", k, "-9223372036854775808"), cmd("DECRBY", k, "9223372036854775807"),
+			cmd("DECRBY", k, "-9223372036854775807"), cmd("GET", k),
+		}},
+		{name: "incrby of text", cmds: []diffCmd{
+			cmd("SET", k, "abc"), cmd("INCRBY", k, "1"), cmd("DECRBY", k, "1"), cmd("SET", k, "007"), cmd("INCRBY", k, "1"),
+			cmd("SET", k, ""), cmd("DECRBY", k, "1"), cmd("GET", k),
+		}},
+		{name: "incrby keeps the ttl", cmds: []diffCmd{
+			cmd("SET", k, "1", "EX", "100"), cmd("INCRBY", k, "2"), cmd("TTL", k).within(95, 100), cmd("DECRBY", k, "1"),
+			cmd("GET", k), cmd("PERSIST", k), cmd("TTL", k),
+		}},
+	}
+}
