@@ -39,6 +39,11 @@ var wireOps = []struct {
 	{"opGetEntry", opGetEntry, 16, true},
 	{"opPutIfVersion", opPutIfVersion, 17, true},
 	{"opDeleteIfVersion", opDeleteIfVersion, 18, true},
+	{"opIncrByFloat", opIncrByFloat, 40, true},
+	{"opAppend", opAppend, 41, true},
+	{"opGetDel", opGetDel, 42, true},
+	{"opGetEx", opGetEx, 43, true},
+	{"opType", opType, 44, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
 }
@@ -245,6 +250,12 @@ var opFixtures = map[transport.Op]struct {
 	opGetEntry:        {putKey("k", "v", time.Hour), kvRequest{Key: "k"}},
 	opPutIfVersion:    {putKey("k", "v", 0), kvRequest{Key: "k", Value: []byte("w"), Version: 1}},
 	opDeleteIfVersion: {putKey("k", "v", 0), kvRequest{Key: "k", Version: 1}},
+
+	opIncrByFloat: {putKey("k", "1.5", 0), kvRequest{Key: "k", Value: []byte("0.25")}},
+	opAppend:      {putKey("k", "v", 0), kvRequest{Key: "k", Value: []byte("w")}},
+	opGetDel:      {putKey("k", "v", 0), kvRequest{Key: "k"}},
+	opGetEx:       {putKey("k", "v", 0), kvRequest{Key: "k", TTL: int64(time.Hour)}},
+	opType:        {putKey("k", "v", 0), kvRequest{Key: "k"}},
 }
 
 func putKey(key, value string, ttl time.Duration) func(s *store) {
@@ -419,6 +430,55 @@ func TestApplyFunctions(t *testing.T) {
 			want: kvReply{Status: StatusNotFound}},
 		{name: "deleteifversion absent unmet", op: opDeleteIfVersion, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
 			want: kvReply{Status: StatusVersionMismatch, Version: 1}, after: &stored{"v", NoExpiry}},
+
+		{name: "incrbyfloat missing", op: opIncrByFloat, req: kvRequest{Key: "k", Value: []byte("0.1")},
+			want: kvReply{Status: StatusSuccess, Value: []byte("0.1")}, after: &stored{"0.1", NoExpiry}},
+		{name: "incrbyfloat keeps ttl", op: opIncrByFloat, setup: put("k", "10.50", time.Hour), req: kvRequest{Key: "k", Value: []byte("0.1")},
+			want: kvReply{Status: StatusSuccess, Value: []byte("10.6")}, after: &stored{"10.6", time.Hour}},
+		{name: "incrbyfloat of text", op: opIncrByFloat, setup: put("k", "1x", 0), req: kvRequest{Key: "k", Value: []byte("1")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}, after: &stored{"1x", NoExpiry}},
+		{name: "incrbyfloat by text", op: opIncrByFloat, setup: put("k", "1", 0), req: kvRequest{Key: "k", Value: []byte("nan")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}, after: &stored{"1", NoExpiry}},
+		{name: "incrbyfloat to infinity", op: opIncrByFloat, setup: put("k", "1", 0), req: kvRequest{Key: "k", Value: []byte("-inf")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedNotFinite}, after: &stored{"1", NoExpiry}},
+		{name: "incrbyfloat overflow", op: opIncrByFloat, setup: put("k", "1.1e4932", 0), req: kvRequest{Key: "k", Value: []byte("1e4932")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedNotFinite}},
+
+		{name: "append missing", op: opAppend, req: kvRequest{Key: "k", Value: []byte("ab")},
+			want: kvReply{Status: StatusSuccess, Int: 2}, after: &stored{"ab", NoExpiry}},
+		{name: "append keeps ttl", op: opAppend, setup: put("k", "ab", time.Hour), req: kvRequest{Key: "k", Value: []byte("cd")},
+			want: kvReply{Status: StatusSuccess, Int: 4}, after: &stored{"abcd", time.Hour}},
+		{name: "append up to the limit", op: opAppend, setup: put("k", "1234", 0), req: kvRequest{Key: "k", Value: []byte("5678")},
+			want: kvReply{Status: StatusSuccess, Int: 8}, after: &stored{"12345678", NoExpiry}},
+		{name: "append too large", op: opAppend, setup: put("k", "12345", 0), req: kvRequest{Key: "k", Value: []byte("6789")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}, after: &stored{"12345", NoExpiry}},
+
+		{name: "getdel", op: opGetDel, setup: put("k", "v", time.Hour), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v")}, after: &stored{}},
+		{name: "getdel missing", op: opGetDel, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusNotFound}},
+		{name: "getdel expired", op: opGetDel, setup: putThen("k", "v", time.Second, time.Second), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusNotFound}},
+
+		{name: "getex sets ttl", op: opGetEx, setup: put("k", "v", 0), req: kvRequest{Key: "k", TTL: int64(time.Minute)},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Int: 1}, after: &stored{"v", time.Minute}},
+		{name: "getex keeps ttl", op: opGetEx, setup: put("k", "v", time.Hour), req: kvRequest{Key: "k", Cond: condKeepTTL},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v")}, after: &stored{"v", time.Hour}},
+		{name: "getex persists", op: opGetEx, setup: put("k", "v", time.Hour), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Int: 1}, after: &stored{"v", NoExpiry}},
+		{name: "getex persists without expiry", op: opGetEx, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v")}, after: &stored{"v", NoExpiry}},
+		{name: "getex negative deletes", op: opGetEx, setup: put("k", "v", 0), req: kvRequest{Key: "k", TTL: -1},
+			want: kvReply{Status: StatusSuccess, Value: []byte("v"), Int: 1}, after: &stored{}},
+		{name: "getex missing", op: opGetEx, req: kvRequest{Key: "k", TTL: int64(time.Minute)},
+			want: kvReply{Status: StatusNotFound}, after: &stored{}},
+		{name: "getex with a condition", op: opGetEx, setup: put("k", "v", 0), req: kvRequest{Key: "k", Cond: condIfExists},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{"v", NoExpiry}},
+
+		{name: "type string", op: opType, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("string")}},
+		{name: "type none", op: opType, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess, Value: []byte("none")}},
+		{name: "type expired", op: opType, setup: putThen("k", "v", time.Second, time.Second), req: kvRequest{Key: "k"},
+			want: kvReply{Status: StatusSuccess, Value: []byte("none")}},
 	}
 	tested := map[transport.Op]bool{}
 	for _, tc := range cases {
@@ -502,6 +562,15 @@ func TestRevealsState(t *testing.T) {
 		{opDeleteIfVersion, notFound, true}, // asked to delete only an absent key: nothing written
 		{opDeleteIfVersion, kvReply{Status: StatusVersionMismatch}, true},
 		{opPut, kvReply{Status: StatusVersionMismatch}, false},
+		{opIncrByFloat, success, false},
+		{opIncrByFloat, kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}, false},
+		{opAppend, written, false},
+		{opGetDel, success, false},
+		{opGetDel, notFound, true},
+		{opGetEx, written, false},
+		{opGetEx, success, true}, // kept the expiry: a read
+		{opGetEx, notFound, true},
+		{opType, success, true},
 		{opBatch, notFound, false},
 		{999, success, false},
 	}

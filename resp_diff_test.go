@@ -229,5 +229,89 @@ func stringSeqs() []diffSeq {
 			cmd("SET", k, "1", "EX", "100"), cmd("INCRBY", k, "2"), cmd("TTL", k).within(95, 100), cmd("DECRBY", k, "1"),
 			cmd("GET", k), cmd("PERSIST", k), cmd("TTL", k),
 		}},
+
+		{name: "incrbyfloat", cmds: []diffCmd{
+			cmd("INCRBYFLOAT", k, "0.1"), cmd("INCRBYFLOAT", k, "10.5"), cmd("INCRBYFLOAT", k, "-0.2"), cmd("GET", k),
+			cmd("INCRBYFLOAT", k, "5.0e3"), cmd("INCRBYFLOAT", k, "-5.0E+3"), cmd("INCRBYFLOAT", k, "+1"), cmd("INCRBYFLOAT", k, "1."),
+			cmd("INCRBYFLOAT", k, ".25"), cmd("INCRBYFLOAT", k, "0x10"), cmd("INCRBYFLOAT", k, "0x.8p1"), cmd("INCRBYFLOAT", k, "-0X1P-2"),
+			cmd("INCRBYFLOAT", k, "1e-30"), cmd("INCRBYFLOAT", k, "0"), cmd("INCRBYFLOAT", k, "-29.65"), cmd("GET", k),
+			cmd("INCRBYFLOAT", k, "-0.0"), cmd("INCRBYFLOAT", k, "3"), cmd("INCRBYFLOAT", k, "0.3333333333333333333333"),
+			cmd("INCRBYFLOAT", k, "1234567890.123456789"), cmd("INCRBYFLOAT", k, "-1e-17"), cmd("INCRBYFLOAT", k, "5e-18"),
+			cmd("INCRBYFLOAT", k, "123456789012345678901234567890"), cmd("INCRBYFLOAT", k, "-123456789012345678901234567890"),
+		}},
+		{name: "incrbyfloat of integers and text", cmds: []diffCmd{
+			cmd("SET", k, "10"), cmd("INCRBYFLOAT", k, "1.5"), cmd("INCR", k), cmd("SET", k, "007"), cmd("INCRBYFLOAT", k, "1"),
+			cmd("SET", k, "1e3"), cmd("INCRBYFLOAT", k, "1"), cmd("SET", k, " 1"), cmd("INCRBYFLOAT", k, "1"),
+			cmd("SET", k, "1 "), cmd("INCRBYFLOAT", k, "1"), cmd("SET", k, ""), cmd("INCRBYFLOAT", k, "1"),
+			cmd("SET", k, "abc"), cmd("INCRBYFLOAT", k, "1"), cmd("SET", k, "nan"), cmd("INCRBYFLOAT", k, "1"),
+			cmd("SET", k, "inf"), cmd("INCRBYFLOAT", k, "1"), cmd("SET", k, "-Infinity"), cmd("INCRBYFLOAT", k, "1"),
+			cmd("GET", k),
+		}},
+		{name: "incrbyfloat errors", cmds: []diffCmd{
+			cmd("INCRBYFLOAT", k), cmd("INCRBYFLOAT", k, "1", "2"), cmd("INCRBYFLOAT", k, "x"), cmd("INCRBYFLOAT", k, ""),
+			cmd("INCRBYFLOAT", k, " 1"), cmd("INCRBYFLOAT", k, "1 "), cmd("INCRBYFLOAT", k, "1e"), cmd("INCRBYFLOAT", k, "1e+"),
+			cmd("INCRBYFLOAT", k, "."), cmd("INCRBYFLOAT", k, "0x"), cmd("INCRBYFLOAT", k, "0x1p"), cmd("INCRBYFLOAT", k, "1.2.3"),
+			cmd("INCRBYFLOAT", k, "nan"), cmd("INCRBYFLOAT", k, "-nan"), cmd("INCRBYFLOAT", k, "inf"), cmd("INCRBYFLOAT", k, "-INFINITY"),
+			cmd("INCRBYFLOAT", k, "infi"), cmd("INCRBYFLOAT", k, "1e5000"), cmd("INCRBYFLOAT", k, "1e-5000"), cmd("INCRBYFLOAT", k, "0e5000"),
+			cmd("INCRBYFLOAT", k, "1e-4940"), cmd("INCRBYFLOAT", k, "1e99999999999999999999"), cmd("INCRBYFLOAT", k, "1/2"),
+			cmd("INCRBYFLOAT", k, strings.Repeat("1", 5119)), cmd("INCRBYFLOAT", k, strings.Repeat("1", 5120)), cmd("GET", k),
+		}},
+		{name: "incrbyfloat overflow", cmds: []diffCmd{
+			cmd("INCRBYFLOAT", k, "1e308"), cmd("INCRBYFLOAT", k, "1e308"), cmd("SET", k, "1e4932"), cmd("INCRBYFLOAT", k, "1e4932"),
+			cmd("INCRBYFLOAT", k, "1.18973149535723176e4932"), cmd("INCRBYFLOAT", k, "-1e4932"), cmd("INCRBYFLOAT", k, "1.2e4932"),
+			cmd("SET", k, "-1.18973149535723176e4932"), cmd("INCRBYFLOAT", k, "-1e4932"), cmd("INCRBYFLOAT", k, "1"), cmd("GET", k),
+		}},
+		{name: "incrbyfloat keeps the ttl", cmds: []diffCmd{
+			cmd("SET", k, "1.5", "EX", "100"), cmd("INCRBYFLOAT", k, "2.25"), cmd("TTL", k).within(95, 100), cmd("GET", k),
+		}},
+
+		{name: "append", cmds: []diffCmd{
+			cmd("APPEND", k, "hello"), cmd("APPEND", k, " world"), cmd("GET", k), cmd("APPEND", k, ""), cmd("APPEND", diffTag+"new", ""),
+			cmd("EXISTS", diffTag+"new"), cmd("GET", diffTag+"new"), cmd("SET", k, "1"), cmd("APPEND", k, "2"), cmd("INCR", k), cmd("GET", k),
+			cmd("APPEND", k, "\x00\r\n"), cmd("GET", k), cmd("APPEND", k), cmd("APPEND", k, "a", "b"),
+		}},
+		{name: "append keeps the ttl", cmds: []diffCmd{
+			cmd("SET", k, "a", "EX", "100"), cmd("APPEND", k, "b"), cmd("TTL", k).within(95, 100), cmd("GET", k),
+		}},
+
+		{name: "getdel", cmds: []diffCmd{
+			cmd("GETDEL", k), cmd("SET", k, "v", "EX", "100"), cmd("GETDEL", k), cmd("GETDEL", k), cmd("EXISTS", k), cmd("TTL", k),
+			cmd("SET", k, ""), cmd("GETDEL", k), cmd("GETDEL"), cmd("GETDEL", k, k),
+		}},
+
+		{name: "getex without options", cmds: []diffCmd{
+			cmd("GETEX", k), cmd("SET", k, "v", "EX", "100"), cmd("GETEX", k), cmd("TTL", k).within(95, 100), cmd("GETEX"),
+		}},
+		{name: "getex expiries", cmds: []diffCmd{
+			cmd("SET", k, "v"), cmd("GETEX", k, "EX", "100"), cmd("TTL", k).within(95, 100), cmd("GETEX", k, "px", "200000"),
+			cmd("TTL", k).within(195, 200), cmd("GETEX", k, "PERSIST"), cmd("TTL", k), cmd("GETEX", k, "PERSIST"), cmd("TTL", k),
+			cmd("GETEX", k, "EXAT", "4102444800"), cmd("TTL", k).within(1, 1<<40), cmd("GETEX", k, "PXAT", "4102444800000"),
+			cmd("TTL", k).within(1, 1<<40), cmd("GETEX", k, "ex", "10", "EX", "300"), cmd("TTL", k).within(295, 300),
+			cmd("GETEX", k, "persist", "PERSIST"), cmd("TTL", k), cmd("GETEX", diffTag+"missing", "EX", "100"),
+			cmd("EXISTS", diffTag+"missing"),
+		}},
+		{name: "getex in the past deletes", cmds: []diffCmd{
+			cmd("SET", k, "v"), cmd("GETEX", k, "EXAT", "1"), cmd("EXISTS", k), cmd("SET", k, "w", "EX", "100"),
+			cmd("GETEX", k, "PXAT", "1000"), cmd("GET", k),
+		}},
+		{name: "getex bad expiries", cmds: []diffCmd{
+			cmd("SET", k, "v", "EX", "100"), cmd("GETEX", k, "EX", "0"), cmd("GETEX", k, "EX", "-5"), cmd("GETEX", k, "PX", "0"),
+			cmd("GETEX", k, "EXAT", "0"), cmd("GETEX", k, "PXAT", "-1"), cmd("GETEX", k, "EX", "abc"), cmd("GETEX", k, "EX", "1.5"),
+			cmd("GETEX", k, "EX", "01"), cmd("GETEX", k, "EX", "9223372036854775807"), cmd("GETEX", k, "PX", "9223372036854775807"),
+			cmd("GETEX", k, "EX", "9223372036854775808"), cmd("TTL", k).within(95, 100),
+			cmd("GETEX", diffTag+"missing", "EX", "0"), cmd("GETEX", diffTag+"missing", "EX", "abc"),
+			cmd("GETEX", diffTag+"missing", "PX", "-1"),
+		}},
+		{name: "getex syntax", cmds: []diffCmd{
+			cmd("SET", k, "v"), cmd("GETEX", k, "EX"), cmd("GETEX", k, "EX", "10", "PX", "100"), cmd("GETEX", k, "PERSIST", "EX", "10"),
+			cmd("GETEX", k, "EX", "10", "PERSIST"), cmd("GETEX", k, "KEEPTTL"), cmd("GETEX", k, "NX"), cmd("GETEX", k, "GET"),
+			cmd("GETEX", k, "EXAT", "10", "EX", "10"), cmd("GETEX", k, "foo"), cmd("GETEX", diffTag+"missing", "foo"),
+			cmd("GETEX", diffTag+"missing", "EX"), cmd("TTL", k),
+		}},
+
+		{name: "type", cmds: []diffCmd{
+			cmd("TYPE", k), cmd("SET", k, "v"), cmd("TYPE", k), cmd("SET", k, "1"), cmd("INCR", k), cmd("TYPE", k), cmd("DEL", k),
+			cmd("TYPE", k), cmd("SET", k, "v", "PX", "1"), cmd("TYPE", k, k), cmd("TYPE"),
+		}},
 	}
 }
