@@ -32,7 +32,7 @@ type opLimits struct {
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
-	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget"}, apply: applyGet},
+	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
 	opPut:     {name: "put", reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
 	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
 	opIncr:    {name: "incr", reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
@@ -53,6 +53,8 @@ var keyOps = [...]keyOperation{
 	// getex reads without writing when it keeps the expiry: that success reveals the value.
 	opGetEx: {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
 	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
+	// setrange with an empty part writes nothing: its callers read the length with get instead.
+	opSetRange: {name: "setrange", reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -261,6 +263,19 @@ func applyGetEx(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 		reply.Int = 1
 	}
 	return reply
+}
+
+// applySetRange sets Int to the value's new length. Refused for a length beyond the limit, it sets Int to
+// refusedTooLarge. A negative offset or an empty part is invalid.
+func applySetRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if req.Delta < 0 || len(req.Value) == 0 {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	n, err := s.setRange(seg, req.Key, req.Delta, req.Value, lim.maxValueSize)
+	if err != nil {
+		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+	}
+	return kvReply{Status: StatusSuccess, Int: int64(n)}
 }
 
 // applyType sets Value to the name of the kind of the key's value, "none" when it has none.

@@ -44,6 +44,7 @@ var wireOps = []struct {
 	{"opGetDel", opGetDel, 42, true},
 	{"opGetEx", opGetEx, 43, true},
 	{"opType", opType, 44, true},
+	{"opSetRange", opSetRange, 45, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
 }
@@ -256,6 +257,7 @@ var opFixtures = map[transport.Op]struct {
 	opGetDel:      {putKey("k", "v", 0), kvRequest{Key: "k"}},
 	opGetEx:       {putKey("k", "v", 0), kvRequest{Key: "k", TTL: int64(time.Hour)}},
 	opType:        {putKey("k", "v", 0), kvRequest{Key: "k"}},
+	opSetRange:    {putKey("k", "v", 0), kvRequest{Key: "k", Delta: 2, Value: []byte("w")}},
 }
 
 func putKey(key, value string, ttl time.Duration) func(s *store) {
@@ -474,6 +476,23 @@ func TestApplyFunctions(t *testing.T) {
 		{name: "getex with a condition", op: opGetEx, setup: put("k", "v", 0), req: kvRequest{Key: "k", Cond: condIfExists},
 			want: kvReply{Status: StatusInvalidRequest}, after: &stored{"v", NoExpiry}},
 
+		{name: "setrange missing pads", op: opSetRange, req: kvRequest{Key: "k", Delta: 2, Value: []byte("ab")},
+			want: kvReply{Status: StatusSuccess, Int: 4}, after: &stored{"\x00\x00ab", NoExpiry}},
+		{name: "setrange inside keeps ttl", op: opSetRange, setup: put("k", "hello", time.Hour), req: kvRequest{Key: "k", Delta: 1, Value: []byte("EL")},
+			want: kvReply{Status: StatusSuccess, Int: 5}, after: &stored{"hELlo", time.Hour}},
+		{name: "setrange past the end", op: opSetRange, setup: put("k", "ab", 0), req: kvRequest{Key: "k", Delta: 1, Value: []byte("xyz")},
+			want: kvReply{Status: StatusSuccess, Int: 4}, after: &stored{"axyz", NoExpiry}},
+		{name: "setrange up to the limit", op: opSetRange, req: kvRequest{Key: "k", Delta: 7, Value: []byte("z")},
+			want: kvReply{Status: StatusSuccess, Int: 8}, after: &stored{"\x00\x00\x00\x00\x00\x00\x00z", NoExpiry}},
+		{name: "setrange too large", op: opSetRange, setup: put("k", "ab", 0), req: kvRequest{Key: "k", Delta: 8, Value: []byte("z")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}, after: &stored{"ab", NoExpiry}},
+		{name: "setrange huge offset", op: opSetRange, req: kvRequest{Key: "k", Delta: math.MaxInt64, Value: []byte("z")},
+			want: kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}, after: &stored{}},
+		{name: "setrange negative offset", op: opSetRange, req: kvRequest{Key: "k", Delta: -1, Value: []byte("z")},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{}},
+		{name: "setrange empty", op: opSetRange, setup: put("k", "ab", 0), req: kvRequest{Key: "k", Delta: 1},
+			want: kvReply{Status: StatusInvalidRequest}, after: &stored{"ab", NoExpiry}},
+
 		{name: "type string", op: opType, setup: put("k", "v", 0), req: kvRequest{Key: "k"},
 			want: kvReply{Status: StatusSuccess, Value: []byte("string")}},
 		{name: "type none", op: opType, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess, Value: []byte("none")}},
@@ -571,6 +590,7 @@ func TestRevealsState(t *testing.T) {
 		{opGetEx, success, true}, // kept the expiry: a read
 		{opGetEx, notFound, true},
 		{opType, success, true},
+		{opSetRange, written, false},
 		{opBatch, notFound, false},
 		{999, success, false},
 	}

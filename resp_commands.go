@@ -88,6 +88,9 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "append", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdAppend},
 		{name: "getdel", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdGetDel},
 		{name: "getex", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdGetEx},
+		{name: "setrange", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSetRange},
+		{name: "getrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@slow"}, run: (*respConn).cmdGetRange},
+		{name: "strlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdStrlen},
 		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdType},
 		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
 		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
@@ -619,6 +622,66 @@ func (c *respConn) badExpiry(key, msg string) {
 		c.wr.null()
 	default:
 		c.wr.error(msg)
+	}
+}
+
+// cmdSetRange serves SETRANGE key offset value. An empty value writes nothing: it replies the length.
+func (c *respConn) cmdSetRange(args [][]byte) {
+	offset, ok := parseCanonicalInt(args[2])
+	switch {
+	case !ok:
+		c.notInteger()
+	case offset < 0:
+		c.wr.error("ERR offset is out of range")
+	case len(args[3]) == 0:
+		c.cmdStrlen(args[:2])
+	case offset > int64(c.srv.limits.maxBulk-len(args[3])):
+		c.wr.error(refusalMessage(opSetRange, refusedTooLarge))
+	default:
+		if reply, ok := c.keyOp(opSetRange, &kvRequest{Key: string(args[1]), Delta: offset, Value: args[3]}); ok {
+			c.wr.int(reply.Int)
+		}
+	}
+}
+
+// cmdGetRange serves GETRANGE key start end: the bytes from start to end included, negative positions
+// counting from the end, as Redis clamps them.
+func (c *respConn) cmdGetRange(args [][]byte) {
+	start, ok1 := parseCanonicalInt(args[2])
+	end, ok2 := parseCanonicalInt(args[3])
+	if !ok1 || !ok2 {
+		c.notInteger()
+		return
+	}
+	reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])})
+	if !ok {
+		return
+	}
+	c.wr.bulk(byteRange(reply.Value, start, end))
+}
+
+// byteRange returns value[start:end+1] with Redis's GETRANGE rules for negative and outlying positions.
+func byteRange(value []byte, start, end int64) []byte {
+	n := int64(len(value))
+	if start < 0 && end < 0 && start > end {
+		return nil
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		return nil
+	}
+	return value[start : end+1]
+}
+
+func (c *respConn) cmdStrlen(args [][]byte) {
+	if reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])}); ok {
+		c.wr.int(int64(len(reply.Value)))
 	}
 }
 

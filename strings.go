@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// The string commands beyond get, put and incr, on the store: what IncrByFloat, Append, GetAndDelete,
-// GetAndExpire and GetAndPersist do, with Redis's INCRBYFLOAT, APPEND, GETDEL and GETEX semantics.
+// The string commands beyond get, put and incr, on the store: what IncrByFloat, Append, SetRange,
+// GetAndDelete, GetAndExpire and GetAndPersist do, with Redis's INCRBYFLOAT, APPEND, SETRANGE, GETDEL and
+// GETEX semantics.
 
 // Why a string command was refused. The reply is StatusInvalidRequest with Int set to one of the refusal
 // codes, so that the RESP endpoint can answer as Redis does.
@@ -84,6 +85,30 @@ func (s *store) appendValue(segment int, key string, suffix []byte, limit int) (
 		return &entry{value: value, expireAt: expireAt}, true
 	})
 	return length, err
+}
+
+// setRange overwrites key's value from offset with part, padding with zero bytes past the value's end,
+// creating the key when it is missing and keeping its expiry otherwise. It returns the value's new length,
+// or errValueTooBig, writing nothing, when that would exceed limit.
+func (s *store) setRange(segment int, key string, offset int64, part []byte, limit int) (int, error) {
+	if offset > int64(limit-len(part)) {
+		return 0, errValueTooBig
+	}
+	end := int(offset) + len(part)
+	var length int
+	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
+		var old []byte
+		var expireAt int64
+		if cur != nil {
+			old, expireAt = cur.value, cur.expireAt
+		}
+		value := make([]byte, max(len(old), end))
+		copy(value, old)
+		copy(value[offset:], part)
+		length = len(value)
+		return &entry{value: value, expireAt: expireAt}, true
+	})
+	return length, nil
 }
 
 // getDel deletes key and returns the live value it held.

@@ -111,6 +111,34 @@ func TestStringCommandsReplicate(t *testing.T) {
 		t.Fatalf("Append up to MaxValueSize = %d, %v", n, err)
 	}
 
+	if err := remote.Put(ctx, key, []byte("ab"), WithTTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := remote.SetRange(ctx, key, 3, []byte("cd")); err != nil || n != 5 {
+		t.Fatalf("SetRange past the end = %d, %v; want 5", n, err)
+	}
+	assertReplicated(t, c, key, "ab\x00cd", true)
+	before, err := remote.GetEntry(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := remote.SetRange(ctx, key, limit, nil); err != nil || n != 5 {
+		t.Fatalf("SetRange of nothing = %d, %v; want the length, 5", n, err)
+	}
+	if after, err := remote.GetEntry(ctx, key); err != nil || after.Version != before.Version {
+		t.Fatalf("SetRange of nothing wrote: version %d, then %+v, %v", before.Version, after, err)
+	}
+	if _, err := remote.SetRange(ctx, key, -1, []byte("x")); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("SetRange at a negative offset: %v; want ErrInvalidRequest", err)
+	}
+	if _, err := remote.SetRange(ctx, key, limit, []byte("x")); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("SetRange past MaxValueSize: %v; want ErrValueTooLarge", err)
+	}
+	if n, err := remote.SetRange(ctx, key, 0, []byte("AB")); err != nil || n != 5 {
+		t.Fatalf("SetRange inside = %d, %v; want 5", n, err)
+	}
+	assertReplicated(t, c, key, "AB\x00cd", true)
+
 	if err := remote.Put(ctx, key, []byte("v"), WithTTL(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

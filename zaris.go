@@ -171,6 +171,33 @@ func (n *Node) Append(ctx context.Context, key string, value []byte) (int, error
 	return int(reply.Int), reply.Status.err()
 }
 
+// SetRange overwrites the value stored under key from offset with value, padding with zero bytes past its
+// end, creating the key when it is missing and keeping its expiry otherwise, and returns the new length.
+// An empty value writes nothing and returns the current length. A negative offset fails with
+// ErrInvalidRequest, and a result longer than Config.MaxValueSize with ErrValueTooLarge.
+func (n *Node) SetRange(ctx context.Context, key string, offset int, value []byte) (int, error) {
+	switch {
+	case offset < 0:
+		return 0, fmt.Errorf("%w: negative offset %d", ErrInvalidRequest, offset)
+	case len(value) == 0:
+		v, err := n.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+		return len(v), err
+	case offset > n.cfg.MaxValueSize-len(value):
+		return 0, fmt.Errorf("%w: %d bytes from offset %d, limit %d", ErrValueTooLarge, len(value), offset, n.cfg.MaxValueSize)
+	}
+	reply, err := n.execute(ctx, opSetRange, &kvRequest{Key: key, Delta: int64(offset), Value: value})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, fmt.Errorf("%w: key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
+	}
+	return int(reply.Int), reply.Status.err()
+}
+
 // GetAndDelete removes key and returns the value it held, or an error matching ErrNotFound.
 func (n *Node) GetAndDelete(ctx context.Context, key string) ([]byte, error) {
 	return n.getAfter(ctx, opGetDel, &kvRequest{Key: key})
