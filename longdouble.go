@@ -7,15 +7,15 @@ import (
 
 // Redis's INCRBYFLOAT parses, adds and formats in the C long double of x86-64: the 80-bit extended format,
 // with a 64-bit significand and exponents down to 2^-16382 (2^-16445 for subnormals) and up to 2^16383.
-// longDouble reproduces it with big.Float at 64 bits of precision, so that the stored text is Redis's to
-// the digit: a float64 would store 0.1 as 0.10000000000000001.
+// The functions here reproduce it with big.Float at 64 bits of precision, so that the stored text is
+// Redis's to the digit: a float64 would store 0.1 as 0.10000000000000001.
 
 const (
 	ldPrec = 64
 	// ldMaxExp is the largest exponent of a finite long double, as big.Float's MantExp gives it (mantissa
 	// in [0.5, 1)).
 	ldMaxExp = 16384
-	// ldZeroExp: a value at most 2^ldZeroExp rounds to zero, below half the smallest subnormal.
+	// ldZeroExp: a value of at most 2^ldZeroExp, half the smallest subnormal, rounds to zero.
 	ldZeroExp = -16446
 	// ldMaxChars bounds the text Redis parses as a long double (MAX_LONG_DOUBLE_CHARS).
 	ldMaxChars = 5 * 1024
@@ -54,7 +54,9 @@ func parseLongDouble(b []byte) (x *big.Float, inf bool, ok bool) {
 	return roundLongDouble(exact)
 }
 
-// roundLongDouble rounds an exact value, or one with enough precision for it, to a long double.
+// roundLongDouble rounds an exact value, or one with enough precision for it, to a long double. A subnormal
+// keeps 64 bits rather than fewer: written with 17 digits after the point it is 0 either way, and added to
+// a larger value it falls below the sum's rounding.
 func roundLongDouble(exact *big.Float) (*big.Float, bool, bool) {
 	if exact.Sign() == 0 {
 		return new(big.Float).SetPrec(ldPrec), false, true
@@ -73,11 +75,11 @@ func roundLongDouble(exact *big.Float) (*big.Float, bool, bool) {
 // parseDecFloat parses digits with an optional point and a decimal exponent, exactly enough that rounding
 // the result to a long double is correct: values far out of range become a value just as far out.
 func parseDecFloat(s string) (*big.Float, bool) {
-	mant, fracDigits, rest, ok := scanMantissa(s, 10)
+	mant, fracDigits, rest, ok := ldMantissa(s, 10)
 	if !ok {
 		return nil, false
 	}
-	exp, ok := scanExponent(rest, 'e')
+	exp, ok := ldExponent(rest, 'e')
 	if !ok {
 		return nil, false
 	}
@@ -93,7 +95,7 @@ func parseDecFloat(s string) (*big.Float, bool) {
 	case digits+exp < -ldMaxDecExp:
 		return new(big.Float).SetMantExp(big.NewFloat(1), 2*ldZeroExp), true
 	}
-	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(exp))), nil)
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(max(exp, -exp))), nil)
 	if exp >= 0 {
 		return new(big.Float).SetInt(mant.Mul(mant, pow)), true
 	}
@@ -121,11 +123,11 @@ func stickyBit(q *big.Float) *big.Float {
 
 // parseHexFloat parses hex digits with an optional point and a binary exponent p.
 func parseHexFloat(s string) (*big.Float, bool) {
-	mant, fracDigits, rest, ok := scanMantissa(s, 16)
+	mant, fracDigits, rest, ok := ldMantissa(s, 16)
 	if !ok {
 		return nil, false
 	}
-	exp, ok := scanExponent(rest, 'p')
+	exp, ok := ldExponent(rest, 'p')
 	if !ok {
 		return nil, false
 	}
@@ -136,16 +138,16 @@ func parseHexFloat(s string) (*big.Float, bool) {
 	return x.SetMantExp(x, exp-4*fracDigits), true
 }
 
-// scanMantissa reads digits of base with at most one point and at least one digit. It returns them as an
+// ldMantissa reads digits of base with at most one point and at least one digit. It returns them as an
 // integer, how many followed the point, and the rest of s.
-func scanMantissa(s string, base int) (*big.Int, int, string, bool) {
+func ldMantissa(s string, base int) (*big.Int, int, string, bool) {
 	var digits strings.Builder
 	fracDigits, point, i := 0, false, 0
 	for ; i < len(s); i++ {
 		switch ch := s[i]; {
 		case ch == '.' && !point:
 			point = true
-		case isDigit(ch, base):
+		case ldDigit(ch, base):
 			digits.WriteByte(ch)
 			if point {
 				fracDigits++
@@ -162,9 +164,9 @@ done:
 	return mant, fracDigits, s[i:], ok
 }
 
-// scanExponent reads an optional exponent introduced by mark (in either case), which must end s. A huge
+// ldExponent reads an optional exponent introduced by mark (in either case), which must end s. A huge
 // exponent saturates: it puts the value out of range either way.
-func scanExponent(s string, mark byte) (int, bool) {
+func ldExponent(s string, mark byte) (int, bool) {
 	if s == "" {
 		return 0, true
 	}
@@ -181,7 +183,7 @@ func scanExponent(s string, mark byte) (int, bool) {
 	}
 	exp := 0
 	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i], 10) {
+		if !ldDigit(s[i], 10) {
 			return 0, false
 		}
 		exp = min(exp*10+int(s[i]-'0'), 1<<30)
@@ -192,7 +194,7 @@ func scanExponent(s string, mark byte) (int, bool) {
 	return exp, true
 }
 
-func isDigit(ch byte, base int) bool {
+func ldDigit(ch byte, base int) bool {
 	switch {
 	case '0' <= ch && ch <= '9':
 		return true
@@ -201,13 +203,6 @@ func isDigit(ch byte, base int) bool {
 		return 'a' <= ch && ch <= 'f'
 	}
 	return false
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
 
 // addLongDouble adds two long doubles, rounding as the x87 unit does. It reports false when the sum is not

@@ -92,7 +92,7 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if v, err := remote.IncrByFloat(ctx, key, 0.1); err != nil || v != 10.6 {
 		t.Fatalf("IncrByFloat(10.50, 0.1) = %v, %v", v, err)
 	}
-	assertReplicated(t, c, key, "10.6", true)
+	assertOnCopies(t, c, key, "10.6", true)
 	for _, delta := range []float64{math.NaN(), math.Inf(1)} {
 		if _, err := remote.IncrByFloat(ctx, key, delta); !errors.Is(err, ErrNotFloat) {
 			t.Fatalf("IncrByFloat by %v: %v; want ErrNotFloat", delta, err)
@@ -111,7 +111,7 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if _, err := remote.IncrByFloat(ctx, key, 0); !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("IncrByFloat to a sum of %d digits: %v; want ErrValueTooLarge", 401, err)
 	}
-	assertReplicated(t, c, key, "1e400", false)
+	assertOnCopies(t, c, key, "1e400", false)
 	if err := remote.Put(ctx, key, []byte("abc"), WithTTL(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -121,14 +121,14 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if n, err := remote.Append(ctx, key, []byte("def")); err != nil || n != 6 {
 		t.Fatalf("Append = %d, %v; want 6", n, err)
 	}
-	assertReplicated(t, c, key, "abcdef", true)
+	assertOnCopies(t, c, key, "abcdef", true)
 	if _, err := remote.Append(ctx, key, bytes.Repeat([]byte("x"), limit-5)); !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("Append past MaxValueSize: %v; want ErrValueTooLarge", err)
 	}
 	if _, err := remote.Append(ctx, key, bytes.Repeat([]byte("x"), limit+1)); !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("Append of more than MaxValueSize: %v; want ErrValueTooLarge", err)
 	}
-	assertReplicated(t, c, key, "abcdef", true)
+	assertOnCopies(t, c, key, "abcdef", true)
 	if n, err := remote.Append(ctx, key, bytes.Repeat([]byte("x"), limit-6)); err != nil || n != limit {
 		t.Fatalf("Append up to MaxValueSize = %d, %v", n, err)
 	}
@@ -139,7 +139,7 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if n, err := remote.SetRange(ctx, key, 3, []byte("cd")); err != nil || n != 5 {
 		t.Fatalf("SetRange past the end = %d, %v; want 5", n, err)
 	}
-	assertReplicated(t, c, key, "ab\x00cd", true)
+	assertOnCopies(t, c, key, "ab\x00cd", true)
 	before, err := remote.GetEntry(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if n, err := remote.SetRange(ctx, key, 0, []byte("AB")); err != nil || n != 5 {
 		t.Fatalf("SetRange inside = %d, %v; want 5", n, err)
 	}
-	assertReplicated(t, c, key, "AB\x00cd", true)
+	assertOnCopies(t, c, key, "AB\x00cd", true)
 
 	if err := remote.Put(ctx, key, []byte("v"), WithTTL(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -167,18 +167,18 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if v, err := remote.GetAndPersist(ctx, key); err != nil || string(v) != "v" {
 		t.Fatalf("GetAndPersist = %q, %v", v, err)
 	}
-	assertReplicated(t, c, key, "v", false)
+	assertOnCopies(t, c, key, "v", false)
 	if v, err := remote.GetAndExpire(ctx, key, time.Minute); err != nil || string(v) != "v" {
 		t.Fatalf("GetAndExpire = %q, %v", v, err)
 	}
-	assertReplicated(t, c, key, "v", true)
+	assertOnCopies(t, c, key, "v", true)
 	if ttl, err := remote.TTL(ctx, key); err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("TTL after GetAndExpire = %v, %v", ttl, err)
 	}
 	if v, err := remote.GetAndDelete(ctx, key); err != nil || string(v) != "v" {
 		t.Fatalf("GetAndDelete = %q, %v", v, err)
 	}
-	assertReplicated(t, c, key, "", false)
+	assertOnCopies(t, c, key, "", false)
 	for name, get := range map[string]func() ([]byte, error){
 		"GetAndDelete":  func() ([]byte, error) { return remote.GetAndDelete(ctx, key) },
 		"GetAndExpire":  func() ([]byte, error) { return remote.GetAndExpire(ctx, key, time.Minute) },
@@ -194,12 +194,12 @@ func TestStringCommandsReplicate(t *testing.T) {
 	if v, err := remote.GetAndExpire(ctx, key, 0); err != nil || string(v) != "v" {
 		t.Fatalf("GetAndExpire(0) = %q, %v", v, err)
 	}
-	assertReplicated(t, c, key, "", false)
+	assertOnCopies(t, c, key, "", false)
 }
 
-// assertReplicated checks that the owner and every in-sync replica of key's partition hold value, with an
+// assertOnCopies checks that the owner and every in-sync replica of key's partition hold value, with an
 // expiry or not; value "" stands for no live value.
-func assertReplicated(t *testing.T, c *testCluster, key, value string, expires bool) {
+func assertOnCopies(t *testing.T, c *testCluster, key, value string, expires bool) {
 	t.Helper()
 	m := c.currentMap()
 	st := m.Runtime[m.Layout().KeyPartition(key)]
@@ -214,15 +214,12 @@ func assertReplicated(t *testing.T, c *testCluster, key, value string, expires b
 			t.Fatalf("%s holds %q under %q; want nothing", id, e.value, key)
 		case value == "":
 		case !ok || string(e.value) != value || (e.expireAt != 0) != expires:
-			t.Fatalf("%s holds %q under %q (live %v, expiring %v); want %q, expiring %v", id, entryValue(e), key, ok,
+			var got []byte
+			if e != nil {
+				got = e.value
+			}
+			t.Fatalf("%s holds %q under %q (live %v, expiring %v); want %q, expiring %v", id, got, key, ok,
 				e != nil && e.expireAt != 0, value, expires)
 		}
 	}
-}
-
-func entryValue(e *entry) []byte {
-	if e == nil {
-		return nil
-	}
-	return e.value
 }

@@ -42,7 +42,7 @@ const (
 	opIncrByFloat transport.Op = 40 // add the float written in Value to a value
 	opAppend      transport.Op = 41 // append Value to a value, creating the key
 	opGetDel      transport.Op = 42 // read a value and delete the key
-	opGetEx       transport.Op = 43 // read a value and set its expiry to TTL: KeepTTL in Cond keeps it, a negative TTL deletes
+	opGetEx       transport.Op = 43 // read a value and set its expiry as opPut does; KeepTTL keeps it, TTL < 0 deletes
 	opType        transport.Op = 44 // name the kind of a key's value
 	opSetRange    transport.Op = 45 // overwrite a value with Value from offset Delta, padding with zero bytes
 )
