@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -195,6 +196,38 @@ func TestStringCommandsReplicate(t *testing.T) {
 		t.Fatalf("GetAndExpire(0) = %q, %v", v, err)
 	}
 	assertOnCopies(t, c, key, "", false)
+}
+
+// TestGetAndPersistNeverSeesUnreplicatedWrite cuts an owner off just as it applies a write: GetAndPersist
+// of a key without an expiry writes nothing, so like a read it must not return that write, which a failover
+// would lose. Its reply waits for the replicas as a write's does, and as one that reveals the stored state
+// (operations.go) when a request's own concern is Async.
+func TestGetAndPersistNeverSeesUnreplicatedWrite(t *testing.T) {
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	owner := c.node((c.leader() + 1) % 3)
+	key := c.keyOwnedBy("persisted", owner)
+	if err := owner.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	seg := owner.layout.KeySegment(key)
+	c.isolate(owner)
+	put := make(chan error, 1)
+	go func() { put <- owner.Put(ctx, key, []byte("v2")) }()
+	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
+		v, _, ok := owner.store.get(seg, key)
+		return ok && string(v) == "v2"
+	})
+	getCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if got, err := owner.GetAndPersist(getCtx, key); err == nil && string(got) == "v2" {
+		t.Fatal("GetAndPersist returned a write no replica holds")
+	}
+	if err := <-put; err == nil {
+		t.Fatal("a write no replica could receive was acknowledged")
+	}
+	c.faults.HealAll()
 }
 
 // assertOnCopies checks that the owner and every in-sync replica of key's partition hold value, with an
