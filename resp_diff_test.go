@@ -126,6 +126,7 @@ func quoteArgs(args []string) string {
 
 // diffConn is a connection that sends one command and reads its reply. Answered MOVED, it dials the node
 // named and sends the command there: that a key's owner serves it is not what a differential test compares.
+// The new connection starts afresh (RESP2, no name), which run avoids by dialing the tag's owner first.
 type diffConn struct {
 	conn net.Conn
 	rd   *bufio.Reader
