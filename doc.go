@@ -103,7 +103,7 @@
 //   - the batch engine (batch.go) and the RESP endpoint (resp_*.go), which serves keys through the
 //     node's ownership check and apply path.
 //
-// The public API is in zaris.go, with key commands in commands.go and versions in versions.go,
+// The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,
 // configuration in config.go, errors in errors.go, the wire format in wire.go, kv_wire.go and
 // batch_wire.go, and time in clock.go: every timer the node runs reads Config.Clock. Tests run clusters
 // on an in-memory network (internal/memnet) with the same fault injection as sockets, and drive failure

@@ -32,6 +32,8 @@ var (
 	ErrUnconfirmed = errors.New("zaris: write applied but not confirmed before the owner changed")
 	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
 	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
+	// ErrNotFloat: IncrByFloat found a value that is not a number, or the result would not be finite.
+	ErrNotFloat = errors.New("zaris: value is not a valid float or the result is not finite")
 	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.
 	ErrConditionNotMet = errors.New("zaris: put condition not met")
 )

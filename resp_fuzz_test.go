@@ -59,6 +59,8 @@ var sessionSeeds = []string{
 	"POST / HTTP/1.1\r\nHost: x\r\n\r\n" + respCmd("AUTH", "pw") + respCmd("SET", "posted", "x"),
 	respCmd("AUTH", "pw") + respCmd("CLUSTER", "NODES") + respCmd("CLUSTER", "SLOTS") + respCmd("CLIENT", "SETNAME", "x") + respCmd("COMMAND", "INFO", "get"),
 	respCmd("AUTH", "pw") + "*1000\r\n" + strings.Repeat("$0\r\n\r\n", 999),
+	respCmd("AUTH", "pw") + respCmd("INCRBYFLOAT", "f", "1e4000") + respCmd("APPEND", "f", "x") + respCmd("SETRANGE", "f", "3", "yz") +
+		respCmd("GETRANGE", "f", "-3", "9223372036854775807") + respCmd("GETEX", "f", "PXAT", "1") + respCmd("GETDEL", "f") + respCmd("TYPE", "f"),
 }
 
 // FuzzRESPSession runs whole client sessions against a live node's connection handler: any byte stream,

@@ -37,6 +37,16 @@ const (
 	opDeleteIfVersion transport.Op = 18 // delete if the key's version is Version
 )
 
+// String commands (strings.go). Numbers 40 to 47 are theirs.
+const (
+	opIncrByFloat transport.Op = 40 // add the float written in Value to a value
+	opAppend      transport.Op = 41 // append Value to a value, creating the key
+	opGetDel      transport.Op = 42 // read a value and delete the key
+	opGetEx       transport.Op = 43 // read a value and set its expiry as opPut does; KeepTTL keeps it, TTL < 0 deletes
+	opType        transport.Op = 44 // name the kind of a key's value
+	opSetRange    transport.Op = 45 // overwrite a value with Value from offset Delta, padding with zero bytes
+)
+
 // Replication and control operations. Numbers 20 to 39 are theirs.
 const (
 	opReplicate transport.Op = 20 // owner -> replica: ops, snapshots and probes (replication.go)
@@ -50,7 +60,7 @@ type kvRequest struct {
 	Key      string
 	Value    []byte
 	TTL      int64        // nanoseconds; 0 = no expiry
-	Delta    int64        // opIncr: the amount to add
+	Delta    int64        // opIncr: the amount to add; opSetRange: the offset
 	Cond     putCond      // opPutIf: the conditions and options of the put
 	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
 	Version  uint64       // opPutIfVersion, opDeleteIfVersion: the version the key must have; 0 = no live value
@@ -67,7 +77,8 @@ type kvReply struct {
 	Epoch    uint64
 	MapIndex uint64
 	// Int is, for opIncr, the new value; opTTL: nanoseconds left, or -1 without expiry; opGet and
-	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist: 1 if dropped.
+	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist and opGetEx: 1 if written; opAppend and
+	// opSetRange: the new length. Beside StatusInvalidRequest, a refusal code (strings.go).
 	Int     int64
 	Existed bool // opPutIf: the key had a live value (then Value holds it, if asked for)
 }
