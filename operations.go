@@ -26,7 +26,8 @@ type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
-	maxValueSize int
+	maxValueSize  int
+	maxReplyBytes int // what a collection read may answer
 }
 
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
@@ -46,6 +47,40 @@ var keyOps = [...]keyOperation{
 	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
 	opPutIfVersion:    {name: "putifversion", reveals: revealsUnmetVersion, apply: applyPutIfVersion},
 	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
+
+	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
+	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},
+	opHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
+	opHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
+	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall"}, apply: applyHGetAll},
+	opHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
+	opHIncrBy: {name: "hincrby", reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
+	opHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},
+
+	opSAdd:      {name: "sadd", reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
+	opSRem:      {name: "srem", reveals: revealsUnwritten, resp: []string{"srem"}, apply: collectionOp(applySRem)},
+	opSMembers:  {name: "smembers", readOnly: true, reveals: revealsAlways, resp: []string{"smembers"}, apply: applySMembers},
+	opSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
+	opSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
+
+	opLPush:  {name: "lpush", reveals: revealsUnwritten, resp: []string{"lpush"}, apply: collectionOp(applyPush(true, "lpush"))},
+	opRPush:  {name: "rpush", reveals: revealsUnwritten, resp: []string{"rpush"}, apply: collectionOp(applyPush(false, "rpush"))},
+	opLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
+	opRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
+	opLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},
+	opLLen:   {name: "llen", readOnly: true, reveals: revealsAlways, resp: []string{"llen"}, apply: applyLLen},
+	opLIndex: {name: "lindex", readOnly: true, reveals: revealsAlways, resp: []string{"lindex"}, apply: applyLIndex},
+	opLTrim:  {name: "ltrim", reveals: revealsUnwritten, resp: []string{"ltrim"}, apply: collectionOp(applyLTrim)},
+
+	opZAdd:    {name: "zadd", reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
+	opZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
+	opZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
+	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange"}, apply: applyZRange},
+	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
+	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
+	opZIncrBy: {name: "zincrby", reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
+
+	opType: {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -92,6 +127,7 @@ const (
 	revealsNotFound                             // a not-found reply: the write found nothing to change
 	revealsUnmetCondition                       // a not-found reply, or a success that wrote nothing
 	revealsUnmetVersion                         // a not-found reply, or a version mismatch and its version
+	revealsUnwritten                            // a reply without a new version: the write changed nothing
 )
 
 func (r revelation) reveals(reply *kvReply) bool {
@@ -102,6 +138,8 @@ func (r revelation) reveals(reply *kvReply) bool {
 		return reply.Status == StatusSuccess && reply.Int == 0
 	case r == revealsUnmetVersion:
 		return reply.Status == StatusVersionMismatch
+	case r == revealsUnwritten:
+		return reply.Version == 0
 	}
 	return false
 }
@@ -111,6 +149,9 @@ func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	e, ttl, ok := s.getEntry(seg, req.Key)
 	if !ok {
 		return kvReply{Status: StatusNotFound}
+	}
+	if e.coll != nil {
+		return kvReply{Status: StatusWrongType}
 	}
 	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
 }
@@ -133,6 +174,8 @@ func applyIncr(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	switch {
 	case errors.Is(err, errIncrOverflow):
 		return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+	case errors.Is(err, errWrongType):
+		return kvReply{Status: StatusWrongType}
 	case err != nil:
 		return kvReply{Status: StatusInvalidRequest}
 	}
@@ -173,6 +216,9 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		return kvReply{Status: StatusInvalidRequest}
 	}
 	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
+	if !written && prev != nil && prev.coll != nil && req.Cond&condReturnPrev != 0 {
+		return kvReply{Status: StatusWrongType}
+	}
 	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
 	if written {
 		reply.Int = 1

@@ -89,6 +89,35 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
+		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: collectionCommand(opType, typeReply)},
+		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHSet, intReply)},
+		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, bulkReply)},
+		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHMGet, arrayReply)},
+		{name: "hdel", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHDel, intReply)},
+		{name: "hgetall", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, pairsReply)},
+		{name: "hlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHLen, intReply)},
+		{name: "hincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHIncrBy, intReply)},
+		{name: "hexists", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHExists, intReply)},
+		{name: "sadd", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSAdd, intReply)},
+		{name: "srem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSRem, intReply)},
+		{name: "smembers", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@slow"}, run: collectionCommand(opSMembers, arrayReply)},
+		{name: "sismember", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSIsMember, intReply)},
+		{name: "scard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSCard, intReply)},
+		{name: "lpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPush, intReply)},
+		{name: "rpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPush, intReply)},
+		{name: "lpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPop, popReply)},
+		{name: "rpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPop, popReply)},
+		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLRange, arrayReply)},
+		{name: "llen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@fast"}, run: collectionCommand(opLLen, intReply)},
+		{name: "lindex", arity: 3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLIndex, bulkReply)},
+		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, run: collectionCommand(opLTrim, okReply)},
+		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZAdd, zaddReply)},
+		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZRem, intReply)},
+		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZScore, bulkReply)},
+		{name: "zrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: collectionCommand(opZRange, arrayReply)},
+		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZRank, rankReply)},
+		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZCard, intReply)},
+		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZIncrBy, bulkReply)},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
 		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
 		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
@@ -243,7 +272,17 @@ func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, boo
 	switch reply.Status {
 	case StatusSuccess, StatusNotFound:
 		return reply, true
+	case StatusWrongType:
+		c.wr.error("WRONGTYPE Operation against a key holding the wrong kind of value")
+		return reply, false
+	case StatusTooLarge:
+		c.wr.error("ERR the arguments or the reply exceed the size limits")
+		return reply, false
 	case StatusInvalidRequest:
+		if reply.Value != nil {
+			c.wr.error(string(reply.Value))
+			return reply, false
+		}
 		if op == opIncr && reply.Int == incrOverflowed {
 			c.wr.error("ERR increment or decrement would overflow")
 			return reply, false

@@ -31,6 +31,10 @@ const (
 	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
 	// The sender sets it; it never travels.
 	StatusNoReply
+	// StatusWrongType: the key holds another kind of value than the operation works on.
+	StatusWrongType
+	// StatusTooLarge: a collection operation's arguments, or its reply, exceed the limits.
+	StatusTooLarge
 )
 
 var statusNames = [...]string{
@@ -45,6 +49,8 @@ var statusNames = [...]string{
 	StatusNotReady:             "NotReady",
 	StatusNotEnoughReplicas:    "NotEnoughReplicas",
 	StatusNoReply:              "NoReply",
+	StatusWrongType:            "WrongType",
+	StatusTooLarge:             "TooLarge",
 }
 
 func (s Status) String() string {
@@ -85,6 +91,10 @@ func (s Status) err() error {
 		return ErrNotEnoughReplicas
 	case StatusNoReply:
 		return ErrNoReply
+	case StatusWrongType:
+		return ErrWrongType
+	case StatusTooLarge:
+		return ErrValueTooLarge
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }
