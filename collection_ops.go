@@ -109,27 +109,6 @@ func stringsOf(values [][]byte) []string {
 	return out
 }
 
-// applyType answers the kind of value the key holds in Value: "none" when it has no live value.
-func applyType(s *store, seg int, req kvRequest, _ opLimits) kvReply {
-	e, _, ok := s.getEntry(seg, req.Key)
-	if !ok {
-		return kvReply{Status: StatusNotFound, Value: []byte("none")}
-	}
-	return kvReply{Status: StatusSuccess, Value: []byte(e.kind().String())}
-}
-
-// Type returns the kind of value key holds: "string", "hash", "set", "list" or "zset", or "none".
-func (n *Node) Type(ctx context.Context, key string) (string, error) {
-	reply, err := n.collectionCall(ctx, opType, key)
-	if err != nil {
-		return "", err
-	}
-	if reply.Status == StatusNotFound {
-		return "none", nil
-	}
-	return string(reply.Value), nil
-}
-
 // distinct returns args without repeats, keeping the first of each.
 func distinct(args [][]byte) [][]byte {
 	if len(args) < 2 {
@@ -144,4 +123,13 @@ func distinct(args [][]byte) [][]byte {
 		}
 	}
 	return out
+}
+
+// Type returns the kind of value key holds: "string", "hash", "set", "list" or "zset", or "none".
+func (n *Node) Type(ctx context.Context, key string) (string, error) {
+	reply, err := n.execute(ctx, opType, &kvRequest{Key: key})
+	if err != nil {
+		return "", err
+	}
+	return string(reply.Value), reply.Status.err()
 }

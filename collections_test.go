@@ -128,7 +128,7 @@ var collectionSteps = []collectionStep{
 	{opHGetAll, "h", nil, "Success 0 [a 8 b 20 c 30 new -2]"},
 	{opHDel, "h", []string{"a", "b", "c", "new"}, "Success 4"},
 	{opHLen, "h", nil, "NotFound 0"},
-	{opType, "h", nil, "NotFound 0 \"none\""},
+	{opType, "h", nil, "Success 0 \"none\""},
 
 	{opSAdd, "s", []string{"x", "y", "x"}, "Success 2"},
 	{opSAdd, "s", []string{"y", "z"}, "Success 1"},
@@ -215,7 +215,7 @@ func TestCollectionCommands(t *testing.T) {
 		}
 		p.same(t)
 	}
-	for op := opHSet; op <= opType; op++ {
+	for op := opHSet; op <= opZIncrBy; op++ {
 		if !tested[op] {
 			t.Errorf("%s has no step", opName(op))
 		}
@@ -253,7 +253,7 @@ func TestCollectionKinds(t *testing.T) {
 		if got := describeReply(p.read(t, opType, k.key)); got != fmt.Sprintf("Success 0 %q", k.kind) {
 			t.Errorf("type %s = %s", k.key, got)
 		}
-		for _, op := range []transport.Op{opGet, opIncr, opHGet, opSIsMember, opLIndex, opZScore, opHSet, opSAdd, opRPush, opZAdd} {
+		for _, op := range []transport.Op{opGet, opIncr, opIncrByFloat, opAppend, opGetDel, opGetEx, opSetRange, opHGet, opSIsMember, opLIndex, opZScore, opHSet, opSAdd, opRPush, opZAdd} {
 			if op == opHSet && k.create == opHSet || op == opSAdd && k.create == opSAdd || op == opRPush && k.create == opRPush ||
 				op == opZAdd && k.create == opZAdd || op == opHGet && k.create == opHSet || op == opSIsMember && k.create == opSAdd ||
 				op == opLIndex && k.create == opRPush || op == opZScore && k.create == opZAdd {
@@ -263,7 +263,7 @@ func TestCollectionKinds(t *testing.T) {
 			if op == opHGet || op == opSIsMember || op == opLIndex || op == opZScore {
 				args = args[:1]
 			}
-			req := kvRequest{Key: k.key, Args: stringArgs(args), Delta: 1}
+			req := kvRequest{Key: k.key, Args: stringArgs(args), Delta: 1, Value: []byte("1")}
 			if r := lookupKeyOp(op).apply(p.owner, 0, req, opLimits{maxValueSize: 64, maxReplyBytes: 64}); r.Status != StatusWrongType {
 				t.Errorf("%s on a %s: %s, want WrongType", opName(op), k.kind, describeReply(r))
 			}

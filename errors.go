@@ -29,6 +29,8 @@ var (
 	ErrNoReply = errors.New("zaris: no reply from the owner")
 	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
 	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
+	// ErrNotFloat: IncrByFloat found a value that is not a number, or the result would not be finite.
+	ErrNotFloat = errors.New("zaris: value is not a valid float or the result is not finite")
 	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.
 	ErrConditionNotMet = errors.New("zaris: put condition not met")
 	// ErrWrongType: the key holds another kind of value (a string, hash, set, list or sorted set) than the

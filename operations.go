@@ -33,7 +33,7 @@ type opLimits struct {
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
-	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget"}, apply: applyGet},
+	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
 	opPut:     {name: "put", reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
 	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
 	opIncr:    {name: "incr", reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
@@ -47,6 +47,15 @@ var keyOps = [...]keyOperation{
 	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
 	opPutIfVersion:    {name: "putifversion", reveals: revealsUnmetVersion, apply: applyPutIfVersion},
 	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
+
+	opIncrByFloat: {name: "incrbyfloat", reveals: revealsNotFound, resp: []string{"incrbyfloat"}, apply: applyIncrByFloat},
+	opAppend:      {name: "append", reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
+	opGetDel:      {name: "getdel", reveals: revealsNotFound, resp: []string{"getdel"}, apply: applyGetDel},
+	// getex reads without writing when it keeps the expiry: that success reveals the value.
+	opGetEx: {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
+	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
+	// setrange with an empty part writes nothing: its callers read the length with get instead.
+	opSetRange: {name: "setrange", reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 
 	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
 	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},
@@ -79,8 +88,6 @@ var keyOps = [...]keyOperation{
 	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
 	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
 	opZIncrBy: {name: "zincrby", reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
-
-	opType: {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -255,6 +262,84 @@ func applyDeleteIfVersion(s *store, seg int, req kvRequest, _ opLimits) kvReply 
 		return kvReply{Status: StatusNotFound}
 	}
 	return kvReply{Status: StatusVersionMismatch, Version: current}
+}
+
+// applyIncrByFloat sets Value to the sum stored. Refused, it sets Int to refusedNotFloat, refusedNotFinite
+// or refusedTooLarge.
+func applyIncrByFloat(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	v, err := s.incrByFloat(seg, req.Key, req.Value, lim.maxValueSize)
+	switch {
+	case errors.Is(err, errWrongType):
+		return kvReply{Status: StatusWrongType}
+	case errors.Is(err, errNotFloat):
+		return kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}
+	case errors.Is(err, errNotFinite):
+		return kvReply{Status: StatusInvalidRequest, Int: refusedNotFinite}
+	case err != nil:
+		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+	}
+	return kvReply{Status: StatusSuccess, Value: v}
+}
+
+// applyAppend sets Int to the value's new length. Refused, it sets Int to refusedTooLarge.
+func applyAppend(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	n, err := s.appendValue(seg, req.Key, req.Value, lim.maxValueSize)
+	if errors.Is(err, errWrongType) {
+		return kvReply{Status: StatusWrongType}
+	}
+	if err != nil {
+		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+	}
+	return kvReply{Status: StatusSuccess, Int: int64(n)}
+}
+
+func applyGetDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	value, found, err := s.getDel(seg, req.Key)
+	if err != nil {
+		return kvReply{Status: StatusWrongType}
+	}
+	reply := foundReply(found)
+	reply.Value = value
+	return reply
+}
+
+// applyGetEx sets Int to 1 when it changed the key. Of the conditions only KeepTTL applies.
+func applyGetEx(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if req.Cond&^condKeepTTL != 0 {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	value, found, written, err := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&condKeepTTL != 0)
+	if err != nil {
+		return kvReply{Status: StatusWrongType}
+	}
+	reply := foundReply(found)
+	reply.Value = value
+	if written {
+		reply.Int = 1
+	}
+	return reply
+}
+
+// applySetRange sets Int to the value's new length. Refused for a length beyond the limit, it sets Int to
+// refusedTooLarge. A negative offset or an empty part is invalid.
+func applySetRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if req.Delta < 0 || len(req.Value) == 0 {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	n, err := s.setRange(seg, req.Key, req.Delta, req.Value, lim.maxValueSize)
+	if errors.Is(err, errWrongType) {
+		return kvReply{Status: StatusWrongType}
+	}
+	if err != nil {
+		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+	}
+	return kvReply{Status: StatusSuccess, Int: int64(n)}
+}
+
+// applyType sets Value to the name of the kind of the key's value, "none" when it has none.
+func applyType(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	e, _, _ := s.getEntry(seg, req.Key)
+	return kvReply{Status: StatusSuccess, Value: []byte(typeName(e))}
 }
 
 func foundReply(found bool) kvReply {

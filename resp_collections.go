@@ -48,15 +48,6 @@ func pairsReply(c *respConn, _ [][]byte, reply kvReply) {
 	}
 }
 
-// typeReply writes a key's kind as a status reply.
-func typeReply(c *respConn, _ [][]byte, reply kvReply) {
-	if reply.Status == StatusNotFound {
-		c.wr.simple("none")
-		return
-	}
-	c.wr.simple(string(reply.Value))
-}
-
 func okReply(c *respConn, _ [][]byte, _ kvReply) { c.wr.ok() }
 
 // popReply writes LPOP's and RPOP's reply: an item without a count, else an array, null without the key.

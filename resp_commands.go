@@ -84,12 +84,19 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "decr", arity: 2, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
 		{name: "incrby", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
 		{name: "decrby", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncr},
+		{name: "incrbyfloat", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdIncrByFloat},
+		{name: "append", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdAppend},
+		{name: "getdel", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdGetDel},
+		{name: "getex", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdGetEx},
+		{name: "setrange", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSetRange},
+		{name: "getrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@slow"}, run: (*respConn).cmdGetRange},
+		{name: "strlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdStrlen},
+		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdType},
 		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
 		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
-		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: collectionCommand(opType, typeReply)},
 		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHSet, intReply)},
 		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, bulkReply)},
 		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHMGet, arrayReply)},
@@ -207,7 +214,9 @@ func isSubcommand(arg []byte, sub string) bool { return bytes.EqualFold(arg, []b
 
 func (c *respConn) syntaxError() { c.wr.error("ERR syntax error") }
 
-func (c *respConn) notInteger() { c.wr.error("ERR value is not an integer or out of range") }
+const notIntegerMessage = "ERR value is not an integer or out of range"
+
+func (c *respConn) notInteger() { c.wr.error(notIntegerMessage) }
 
 func (c *respConn) unknownSubcommand(cmd string, sub []byte) {
 	c.wr.error(fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", clip(sub, 128), strings.ToUpper(cmd)))
@@ -283,19 +292,28 @@ func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, boo
 			c.wr.error(string(reply.Value))
 			return reply, false
 		}
-		if op == opIncr && reply.Int == incrOverflowed {
-			c.wr.error("ERR increment or decrement would overflow")
-			return reply, false
-		}
-		if op == opIncr {
-			c.notInteger()
-			return reply, false
-		}
-		c.wr.error("ERR invalid request")
+		c.wr.error(refusalMessage(op, reply.Int))
 		return reply, false
 	}
 	c.refuse(KeySlot(req.Key), reply)
 	return reply, false
+}
+
+// refusalMessage words a key operation's refusal, with its refusal code, as Redis does.
+func refusalMessage(op transport.Op, code int64) string {
+	switch {
+	case op == opIncr && code == incrOverflowed:
+		return "ERR increment or decrement would overflow"
+	case op == opIncr:
+		return notIntegerMessage
+	case code == refusedNotFloat:
+		return "ERR value is not a valid float"
+	case code == refusedNotFinite:
+		return "ERR increment would produce NaN or Infinity"
+	case code == refusedTooLarge:
+		return "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+	}
+	return "ERR invalid request"
 }
 
 // keyOp checks ownership of req.Key and applies op.
@@ -544,6 +562,170 @@ func (c *respConn) cmdTTL(args [][]byte) {
 func (c *respConn) cmdPersist(args [][]byte) {
 	if reply, ok := c.keyOp(opPersist, &kvRequest{Key: string(args[1])}); ok {
 		c.wr.int(reply.Int)
+	}
+}
+
+func (c *respConn) cmdIncrByFloat(args [][]byte) {
+	if reply, ok := c.keyOp(opIncrByFloat, &kvRequest{Key: string(args[1]), Value: args[2]}); ok {
+		c.wr.bulk(reply.Value)
+	}
+}
+
+// cmdAppend passes the argument without a copy: the store copies it into the new value.
+func (c *respConn) cmdAppend(args [][]byte) {
+	if reply, ok := c.keyOp(opAppend, &kvRequest{Key: string(args[1]), Value: args[2]}); ok {
+		c.wr.int(reply.Int)
+	}
+}
+
+func (c *respConn) cmdGetDel(args [][]byte) {
+	if reply, ok := c.keyOp(opGetDel, &kvRequest{Key: string(args[1])}); ok {
+		c.valueReply(reply)
+	}
+}
+
+// cmdGetEx serves GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]. Without an option it keeps the expiry.
+func (c *respConn) cmdGetEx(args [][]byte) {
+	unit, arg, persist, ok := parseGetEx(args[2:])
+	if !ok {
+		c.syntaxError()
+		return
+	}
+	req := &kvRequest{Key: string(args[1])}
+	switch {
+	case unit != "":
+		ttl, msg := c.expiryTTL("getex", unit, arg)
+		if msg != "" {
+			c.badExpiry(req.Key, msg)
+			return
+		}
+		req.TTL = int64(ttl)
+	case !persist:
+		req.Cond = condKeepTTL
+	}
+	if reply, ok := c.keyOp(opGetEx, req); ok {
+		c.valueReply(reply)
+	}
+}
+
+// parseGetEx reads GETEX's options as Redis does: EX, PX, EXAT or PXAT with its argument, which may be
+// given again (the last counts) but not beside another, or PERSIST. It reports false on a syntax error.
+func parseGetEx(opts [][]byte) (unit string, arg []byte, persist, ok bool) {
+	for i := 0; i < len(opts); i++ {
+		switch opt := strings.ToUpper(string(opts[i])); {
+		case opt == "PERSIST" && unit == "":
+			persist = true
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !persist && (unit == "" || unit == opt) &&
+			i+1 < len(opts):
+			unit, arg = opt, opts[i+1]
+			i++
+		default:
+			return "", nil, false, false
+		}
+	}
+	return unit, arg, persist, true
+}
+
+// expiryTTL turns the argument of EX, PX, EXAT or PXAT into a TTL from now, negative for a time already
+// past. An invalid argument returns the error message Redis gives cmd.
+func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, string) {
+	n, ok := parseCanonicalInt(arg)
+	if !ok {
+		return 0, notIntegerMessage
+	}
+	scale := time.Second
+	if unit == "PX" || unit == "PXAT" {
+		scale = time.Millisecond
+	}
+	if n <= 0 || n > math.MaxInt64/int64(scale) {
+		return 0, "ERR invalid expire time in '" + cmd + "' command"
+	}
+	ttl := time.Duration(n) * scale
+	if unit == "EXAT" || unit == "PXAT" {
+		ttl = time.Duration(n*int64(scale) - c.srv.clock.Now().UnixNano())
+		if ttl == 0 {
+			ttl = -1 // a zero TTL would keep no expiry; a time reached deletes the key
+		}
+	}
+	return ttl, ""
+}
+
+// badExpiry answers GETEX's invalid expiry argument as Redis does, after looking the key up: null when the
+// key is missing, msg otherwise.
+func (c *respConn) badExpiry(key, msg string) {
+	reply, ok := c.keyOp(opExists, &kvRequest{Key: key})
+	switch {
+	case !ok:
+	case reply.Status == StatusNotFound:
+		c.wr.null()
+	default:
+		c.wr.error(msg)
+	}
+}
+
+// cmdSetRange serves SETRANGE key offset value. An empty value writes nothing: it replies the length.
+func (c *respConn) cmdSetRange(args [][]byte) {
+	offset, ok := parseCanonicalInt(args[2])
+	switch {
+	case !ok:
+		c.notInteger()
+	case offset < 0:
+		c.wr.error("ERR offset is out of range")
+	case len(args[3]) == 0:
+		c.cmdStrlen(args[:2])
+	case offset > int64(c.srv.limits.maxBulk-len(args[3])):
+		c.wr.error(refusalMessage(opSetRange, refusedTooLarge))
+	default:
+		if reply, ok := c.keyOp(opSetRange, &kvRequest{Key: string(args[1]), Delta: offset, Value: args[3]}); ok {
+			c.wr.int(reply.Int)
+		}
+	}
+}
+
+// cmdGetRange serves GETRANGE key start end: the bytes from start to end included, negative positions
+// counting from the end, as Redis clamps them.
+func (c *respConn) cmdGetRange(args [][]byte) {
+	start, ok1 := parseCanonicalInt(args[2])
+	end, ok2 := parseCanonicalInt(args[3])
+	if !ok1 || !ok2 {
+		c.notInteger()
+		return
+	}
+	reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])})
+	if !ok {
+		return
+	}
+	c.wr.bulk(byteRange(reply.Value, start, end))
+}
+
+// byteRange returns value[start:end+1] with Redis's GETRANGE rules for negative and outlying positions.
+func byteRange(value []byte, start, end int64) []byte {
+	n := int64(len(value))
+	if start < 0 && end < 0 && start > end {
+		return nil
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		return nil
+	}
+	return value[start : end+1]
+}
+
+func (c *respConn) cmdStrlen(args [][]byte) {
+	if reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])}); ok {
+		c.wr.int(int64(len(reply.Value)))
+	}
+}
+
+func (c *respConn) cmdType(args [][]byte) {
+	if reply, ok := c.keyOp(opType, &kvRequest{Key: string(args[1])}); ok {
+		c.wr.simple(string(reply.Value))
 	}
 }
 

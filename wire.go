@@ -37,6 +37,16 @@ const (
 	opDeleteIfVersion transport.Op = 18 // delete if the key's version is Version
 )
 
+// String commands (strings.go). Numbers 40 to 47 are theirs.
+const (
+	opIncrByFloat transport.Op = 40 // add the float written in Value to a value
+	opAppend      transport.Op = 41 // append Value to a value, creating the key
+	opGetDel      transport.Op = 42 // read a value and delete the key
+	opGetEx       transport.Op = 43 // read a value and set its expiry to TTL: KeepTTL in Cond keeps it, a negative TTL deletes
+	opType        transport.Op = 44 // name the kind of a key's value
+	opSetRange    transport.Op = 45 // overwrite a value with Value from offset Delta, padding with zero bytes
+)
+
 // Collection operations (hash.go, set.go, list.go, zset.go). Numbers 48 to 79 are theirs. Each takes the
 // arguments after the key, as the Redis command of its name does, in kvRequest.Args.
 const (
@@ -71,8 +81,6 @@ const (
 	opZRank   transport.Op = 73
 	opZCard   transport.Op = 74
 	opZIncrBy transport.Op = 75
-
-	opType transport.Op = 76 // the kind of value a key holds
 )
 
 // Replication and control operations. Numbers 20 to 39 are theirs.
@@ -88,7 +96,7 @@ type kvRequest struct {
 	Key      string
 	Value    []byte
 	TTL      int64        // nanoseconds; 0 = no expiry
-	Delta    int64        // opIncr: the amount to add
+	Delta    int64        // opIncr: the amount to add; opSetRange: the offset
 	Cond     putCond      // opPutIf: the conditions and options of the put
 	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
 	Version  uint64       // opPutIfVersion, opDeleteIfVersion: the version the key must have; 0 = no live value
@@ -107,7 +115,8 @@ type kvReply struct {
 	Epoch    uint64
 	MapIndex uint64
 	// Int is, for opIncr, the new value; opTTL: nanoseconds left, or -1 without expiry; opGet and
-	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist: 1 if dropped.
+	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist and opGetEx: 1 if written; opAppend and
+	// opSetRange: the new length. Beside StatusInvalidRequest, a refusal code (strings.go).
 	Int     int64
 	Existed bool // opPutIf: the key had a live value (then Value holds it, if asked for)
 	// Values are a collection operation's array reply, a nil element for a missing one.

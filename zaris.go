@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // PutOption adjusts one Put.
@@ -122,6 +125,106 @@ func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error)
 		return 0, ErrNotInteger
 	}
 	return reply.Int, reply.Status.err()
+}
+
+// IncrByFloat adds delta to the number stored under key and returns the result, keeping the key's expiry.
+// It computes as Redis's INCRBYFLOAT does, in 80-bit extended precision, and stores the result as decimal
+// text with at most 17 digits after the point. A missing key counts as 0. A value that is not a number, or
+// a result that would not be finite, fails with ErrNotFloat, and a result whose text would be longer than
+// Config.MaxValueSize fails with ErrValueTooLarge; either leaves the value alone. A result beyond
+// float64's range is returned as an infinity, though stored exactly.
+func (n *Node) IncrByFloat(ctx context.Context, key string, delta float64) (float64, error) {
+	reply, err := n.execute(ctx, opIncrByFloat, &kvRequest{Key: key, Value: strconv.AppendFloat(nil, delta, 'g', -1, 64)})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest && reply.Int == refusedTooLarge {
+		return 0, fmt.Errorf("%w: the sum under key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, ErrNotFloat
+	}
+	if err := reply.Status.err(); err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(string(reply.Value), 64)
+	if errors.Is(err, strconv.ErrRange) {
+		err = nil
+	}
+	return f, err
+}
+
+// Append appends value to the value stored under key, creating the key when it is missing and keeping its
+// expiry otherwise, and returns the new length. A result longer than Config.MaxValueSize fails with
+// ErrValueTooLarge and leaves the value alone.
+func (n *Node) Append(ctx context.Context, key string, value []byte) (int, error) {
+	if len(value) > n.cfg.MaxValueSize {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
+	}
+	reply, err := n.execute(ctx, opAppend, &kvRequest{Key: key, Value: value})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, fmt.Errorf("%w: key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
+	}
+	return int(reply.Int), reply.Status.err()
+}
+
+// SetRange overwrites the value stored under key from offset with value, padding with zero bytes past its
+// end, creating the key when it is missing and keeping its expiry otherwise, and returns the new length.
+// An empty value writes nothing and returns the current length. A negative offset fails with
+// ErrInvalidRequest, and a result longer than Config.MaxValueSize with ErrValueTooLarge.
+func (n *Node) SetRange(ctx context.Context, key string, offset int, value []byte) (int, error) {
+	switch {
+	case offset < 0:
+		return 0, fmt.Errorf("%w: negative offset %d", ErrInvalidRequest, offset)
+	case len(value) == 0:
+		v, err := n.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+		return len(v), err
+	case offset > n.cfg.MaxValueSize-len(value):
+		return 0, fmt.Errorf("%w: %d bytes from offset %d, limit %d", ErrValueTooLarge, len(value), offset, n.cfg.MaxValueSize)
+	}
+	reply, err := n.execute(ctx, opSetRange, &kvRequest{Key: key, Delta: int64(offset), Value: value})
+	if err != nil {
+		return 0, err
+	}
+	if reply.Status == StatusInvalidRequest {
+		return 0, fmt.Errorf("%w: key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
+	}
+	return int(reply.Int), reply.Status.err()
+}
+
+// GetAndDelete removes key and returns the value it held, or an error matching ErrNotFound.
+func (n *Node) GetAndDelete(ctx context.Context, key string) ([]byte, error) {
+	return n.getAfter(ctx, opGetDel, &kvRequest{Key: key})
+}
+
+// GetAndExpire returns the value stored under key and sets the key to expire after ttl, as Expire does: a
+// zero or negative ttl deletes the key. A missing key fails with ErrNotFound.
+func (n *Node) GetAndExpire(ctx context.Context, key string, ttl time.Duration) ([]byte, error) {
+	if ttl <= 0 {
+		ttl = -1 // a zero TTL would remove the expiry
+	}
+	return n.getAfter(ctx, opGetEx, &kvRequest{Key: key, TTL: int64(ttl)})
+}
+
+// GetAndPersist returns the value stored under key and removes its expiry, as Persist does. A missing key
+// fails with ErrNotFound.
+func (n *Node) GetAndPersist(ctx context.Context, key string) ([]byte, error) {
+	return n.getAfter(ctx, opGetEx, &kvRequest{Key: key})
+}
+
+// getAfter runs an operation that replies with the key's value.
+func (n *Node) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([]byte, error) {
+	reply, err := n.execute(ctx, op, req)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Value, reply.Status.err()
 }
 
 // Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
