@@ -84,13 +84,15 @@ func TestCollectionsSurviveMigrationAndFailover(t *testing.T) {
 	f := writeCollections(t, c.node(0), 24, 300)
 
 	big := "large-hash"
-	fields := map[string][]byte{}
+	fields, batch := map[string][]byte{}, map[string][]byte{}
 	for i := range 20_000 {
-		fields[fmt.Sprintf("f%d", i)] = []byte(strings.Repeat("x", 100))
-		if len(fields)%2000 == 0 {
-			if _, err := c.node(1).HSet(ctx, big, fields); err != nil {
+		batch[fmt.Sprintf("f%d", i)] = []byte(strings.Repeat("x", 100))
+		if len(batch) == 2000 {
+			if _, err := c.node(1).HSet(ctx, big, batch); err != nil {
 				t.Fatal(err)
 			}
+			maps.Copy(fields, batch)
+			clear(batch)
 		}
 	}
 	c.waitHealthy(30 * time.Second)

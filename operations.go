@@ -20,7 +20,7 @@ type keyOperation struct {
 }
 
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
-// for a write, that the partition is not sealed. Every mutation goes through store.update. The request is
+// for a write, that the partition is not sealed. Every mutation goes through store.commit. The request is
 // passed by value because a pointer passed through a function value escapes, costing an allocation.
 type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 

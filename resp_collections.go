@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/zaris-go/zaris/transport"
 )
@@ -37,6 +38,18 @@ func (c *respConn) values(values [][]byte) {
 		} else {
 			c.wr.bulk(v)
 		}
+	}
+}
+
+// setReply writes Values as a set: a RESP3 set, an array in RESP2.
+func setReply(c *respConn, _ [][]byte, reply kvReply) {
+	if c.wr.proto == 3 {
+		c.wr.header('~', len(reply.Values))
+	} else {
+		c.wr.array(len(reply.Values))
+	}
+	for _, v := range reply.Values {
+		c.wr.bulk(v)
 	}
 }
 
@@ -78,11 +91,7 @@ func zaddReply(c *respConn, args [][]byte, reply kvReply) {
 			break
 		}
 		if bytes.EqualFold(arg, []byte("incr")) {
-			if reply.Value == nil {
-				c.wr.null()
-			} else {
-				c.wr.bulk(reply.Value)
-			}
+			c.score(reply.Value)
 			return
 		}
 	}
@@ -105,4 +114,34 @@ func isZAddOption(arg []byte) bool {
 		}
 	}
 	return false
+}
+
+// scoreReply writes a score: a double in RESP3, a bulk string in RESP2, null when Value is nil.
+func scoreReply(c *respConn, _ [][]byte, reply kvReply) { c.score(reply.Value) }
+
+func (c *respConn) score(score []byte) {
+	switch {
+	case score == nil:
+		c.wr.null()
+	case c.wr.proto == 3:
+		c.wr.buf = append(c.wr.buf, ',')
+		c.wr.buf = append(c.wr.buf, score...)
+		c.wr.buf = append(c.wr.buf, '\r', '\n')
+	default:
+		c.wr.bulk(score)
+	}
+}
+
+// zrangeReply writes ZRANGE's members; with WITHSCORES in RESP3, as pairs of member and double.
+func zrangeReply(c *respConn, args [][]byte, reply kvReply) {
+	if c.wr.proto != 3 || !slices.ContainsFunc(args[4:], func(arg []byte) bool { return bytes.EqualFold(arg, []byte("withscores")) }) {
+		c.values(reply.Values)
+		return
+	}
+	c.wr.array(len(reply.Values) / 2)
+	for i := 0; i+1 < len(reply.Values); i += 2 {
+		c.wr.array(2)
+		c.wr.bulk(reply.Values[i])
+		c.score(reply.Values[i+1])
+	}
 }

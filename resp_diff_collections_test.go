@@ -22,25 +22,29 @@ func (d diffCmd) unordered(stride int) diffCmd {
 		if !ok || len(elems)%stride != 0 {
 			return reply
 		}
+		kind := reply[0]
 		groups := make([]string, 0, len(elems)/stride)
 		for i := 0; i < len(elems); i += stride {
 			groups = append(groups, strings.Join(elems[i:i+stride], "\x00"))
 		}
 		slices.Sort(groups)
-		return fmt.Sprintf("unordered %q", groups)
+		return fmt.Sprintf("unordered %c %q", kind, groups)
 	}
 	return d
 }
 
-// bulkArray parses a raw array reply of bulk strings.
+// bulkArray parses a raw reply of bulk strings: an array, a RESP3 set, or a RESP3 map of n pairs.
 func bulkArray(reply string) ([]string, bool) {
 	header, rest, ok := strings.Cut(reply, "\r\n")
-	if !ok || !strings.HasPrefix(header, "*") {
+	if !ok || header == "" || !strings.ContainsRune("*~%", rune(header[0])) {
 		return nil, false
 	}
 	n, err := strconv.Atoi(header[1:])
 	if err != nil || n < 0 {
 		return nil, false
+	}
+	if header[0] == '%' {
+		n *= 2
 	}
 	elems := make([]string, 0, n)
 	for range n {
@@ -116,6 +120,15 @@ func collectionSeqs() []diffSeq {
 			cmd("ZADD", z, "INCR", "+inf", "a"), cmd("ZRANGE", z, "0"), cmd("ZRANGE", z, "a", "1"), cmd("ZRANGE", z, "x", "1", "BYSCORE"),
 			cmd("ZRANGE", z, "0", "1", "LIMIT", "0", "1"), cmd("ZRANGE", z, "0", "1", "BOGUS"), cmd("ZRANGE", z, "0", "1", "BYSCORE", "LIMIT", "x", "1"),
 			cmd("ZINCRBY", z, "x", "a"), cmd("ZINCRBY", z, "1"), cmd("ZSCORE", z), cmd("ZRANK", z), cmd("ZREM", z), cmd("ZCARD", z),
+		}},
+		{name: "resp3", cmds: []diffCmd{
+			{args: []string{"HELLO", "3"}, norm: func(string) string { return "the server's description" }},
+			cmd("HSET", h, "a", "1", "b", "2"), cmd("HGETALL", h).unordered(2), cmd("HGET", h, "zz"), cmd("HMGET", h, "a", "zz"),
+			cmd("SADD", s, "x", "y"), cmd("SMEMBERS", s).unordered(1), cmd("SISMEMBER", s, "x"),
+			cmd("RPUSH", l, "a"), cmd("LPOP", l, "2"), cmd("LPOP", l, "2"), cmd("LPOP", l), cmd("LINDEX", l, "0"),
+			cmd("ZADD", z, "1.5", "a", "2", "b", "inf", "c"), cmd("ZSCORE", z, "a"), cmd("ZSCORE", z, "c"), cmd("ZSCORE", z, "zz"),
+			cmd("ZINCRBY", z, "0.1", "a"), cmd("ZADD", z, "INCR", "1", "b"), cmd("ZADD", z, "NX", "INCR", "1", "b"),
+			cmd("ZRANGE", z, "0", "-1", "WITHSCORES"), cmd("ZRANGE", z, "0", "-1"), cmd("ZRANK", z, "zz"), cmd("TYPE", z),
 		}},
 		{name: "wrong type", cmds: []diffCmd{
 			cmd("SET", str, "v"), cmd("HSET", str, "f", "v"), cmd("HGET", str, "f"), cmd("HGETALL", str), cmd("SADD", str, "m"),

@@ -94,8 +94,8 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
 // write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
-// Every mutation of the store goes through here, so there is one place that orders a segment's writes.
-// Entries are never modified once stored: fn must build a new one.
+// Entries are never modified once stored: fn must build a new one. Writes to collections go through
+// writeCollection instead; both end in commit, the one place that orders a segment's writes.
 func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
 	now := s.now()
 	seg := &s.segments[segment]
