@@ -1,7 +1,9 @@
 package zaris
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"strings"
@@ -188,4 +190,111 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 		t.Fatalf("segment 0 after the restart: %+v, before: %+v", after, before)
 	}
 	f.check(t, n, "after the restart")
+}
+
+// TestCollectionGoAPI runs every collection method through the key's owner, in process, and through
+// another node, over the wire, and checks results and errors.
+func TestCollectionGoAPI(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	ctx := bg(t)
+	owner := c.owner("{api}")
+	other := c.node(0)
+	if other == owner {
+		other = c.node(1)
+	}
+	for _, n := range []*Node{owner, other} {
+		key := func(kind string) string { return fmt.Sprintf("{api}%s-%s", kind, n.id) }
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("through %s: %v", n.id, err)
+			}
+		}
+		h := key("hash")
+		added, err := n.HSet(ctx, h, map[string][]byte{"a": []byte("1"), "b": {}})
+		must(err)
+		values, err := n.HMGet(ctx, h, "a", "zz", "b")
+		must(err)
+		if added != 2 || len(values) != 3 || string(values[0]) != "1" || values[1] != nil || values[2] == nil || len(values[2]) != 0 {
+			t.Fatalf("HSet added %d, HMGet = %q", added, values)
+		}
+		sum, err := n.HIncrBy(ctx, h, "a", 41)
+		must(err)
+		exists, err := n.HExists(ctx, h, "b")
+		must(err)
+		if sum != 42 || !exists {
+			t.Fatalf("HIncrBy = %d, HExists = %v", sum, exists)
+		}
+		if _, err := n.HGet(ctx, h, "zz"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("HGet of a missing field: %v", err)
+		}
+		if _, err := n.HIncrBy(ctx, h, "a", math.MaxInt64); !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("HIncrBy overflowing: %v", err)
+		}
+
+		s := key("set")
+		_, err = n.SAdd(ctx, s, "x", "y")
+		must(err)
+		member, err := n.SIsMember(ctx, s, "y")
+		must(err)
+		card, err := n.SCard(ctx, s)
+		must(err)
+		if !member || card != 2 {
+			t.Fatalf("SIsMember = %v, SCard = %d", member, card)
+		}
+
+		l := key("list")
+		_, err = n.LPush(ctx, l, []byte("b"), []byte("a"))
+		must(err)
+		_, err = n.RPush(ctx, l, []byte("c"), []byte("d"))
+		must(err)
+		must(n.LTrim(ctx, l, 0, 2))
+		last, err := n.RPop(ctx, l, 1)
+		must(err)
+		item, err := n.LIndex(ctx, l, -1)
+		must(err)
+		length, err := n.LLen(ctx, l)
+		must(err)
+		if len(last) != 1 || string(last[0]) != "c" || string(item) != "b" || length != 2 {
+			t.Fatalf("RPop = %q, LIndex = %q, LLen = %d", last, item, length)
+		}
+		if _, err := n.LIndex(ctx, l, 5); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("LIndex out of range: %v", err)
+		}
+
+		z := key("zset")
+		_, err = n.ZAdd(ctx, z, ZMember{"a", 1.5}, ZMember{"b", -2}, ZMember{"c", math.Inf(1)})
+		must(err)
+		score, err := n.ZScore(ctx, z, "a")
+		must(err)
+		rank, err := n.ZRank(ctx, z, "c")
+		must(err)
+		byScore, err := n.ZRangeByScore(ctx, z, -10, 10, 0, -1)
+		must(err)
+		removed, err := n.ZRem(ctx, z, "b", "zz")
+		must(err)
+		zcard, err := n.ZCard(ctx, z)
+		must(err)
+		if score != 1.5 || rank != 2 || len(byScore) != 2 || byScore[0] != (ZMember{"b", -2}) || removed != 1 || zcard != 2 {
+			t.Fatalf("ZScore = %v, ZRank = %d, ZRangeByScore = %v, ZRem = %d, ZCard = %d", score, rank, byScore, removed, zcard)
+		}
+		if _, err := n.ZRank(ctx, z, "zz"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("ZRank of a missing member: %v", err)
+		}
+
+		for k, want := range map[string]string{h: "hash", s: "set", l: "list", z: "zset", key("none"): "none"} {
+			if got, err := n.Type(ctx, k); err != nil || got != want {
+				t.Fatalf("Type(%s) = %q, %v; want %q", k, got, err, want)
+			}
+		}
+		if _, err := n.Get(ctx, h); !errors.Is(err, ErrWrongType) {
+			t.Fatalf("Get of a hash: %v", err)
+		}
+		if _, err := n.SAdd(ctx, h, "m"); !errors.Is(err, ErrWrongType) {
+			t.Fatalf("SAdd to a hash: %v", err)
+		}
+		if _, err := n.HSet(ctx, h, map[string][]byte{"big": make([]byte, n.cfg.MaxValueSize)}); !errors.Is(err, ErrValueTooLarge) {
+			t.Fatalf("HSet beyond MaxValueSize: %v", err)
+		}
+	}
 }
