@@ -3,8 +3,8 @@ package zaris
 import (
 	"errors"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"

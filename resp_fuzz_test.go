@@ -59,6 +59,10 @@ var sessionSeeds = []string{
 	"POST / HTTP/1.1\r\nHost: x\r\n\r\n" + respCmd("AUTH", "pw") + respCmd("SET", "posted", "x"),
 	respCmd("AUTH", "pw") + respCmd("CLUSTER", "NODES") + respCmd("CLUSTER", "SLOTS") + respCmd("CLIENT", "SETNAME", "x") + respCmd("COMMAND", "INFO", "get"),
 	respCmd("AUTH", "pw") + "*1000\r\n" + strings.Repeat("$0\r\n\r\n", 999),
+	respCmd("HELLO", "3", "AUTH", "any", "x") + respCmd("HSET", "h", "f", "v", "g", "1") + respCmd("HINCRBY", "h", "g", "2") +
+		respCmd("HGETALL", "h") + respCmd("SADD", "s", "m") + respCmd("SMEMBERS", "s") + respCmd("RPUSH", "l", "a", "b") +
+		respCmd("LPOP", "l", "3") + respCmd("ZADD", "z", "1.5", "m", "inf", "n") + respCmd("ZRANGE", "z", "0", "-1", "WITHSCORES") +
+		respCmd("GET", "h") + respCmd("TYPE", "z"),
 }
 
 // FuzzRESPSession runs whole client sessions against a live node's connection handler: any byte stream,
