@@ -278,6 +278,14 @@ func TestCollectionGoAPI(t *testing.T) {
 		if score != 1.5 || rank != 2 || len(byScore) != 2 || byScore[0] != (ZMember{"b", -2}) || removed != 1 || zcard != 2 {
 			t.Fatalf("ZScore = %v, ZRank = %d, ZRangeByScore = %v, ZRem = %d, ZCard = %d", score, rank, byScore, removed, zcard)
 		}
+		changed, err := n.ZAddWith(ctx, z, ZAddOptions{GreaterThan: true, CountChanged: true}, ZMember{"a", 1}, ZMember{"c", 0}, ZMember{"d", 3})
+		must(err)
+		if score, _ := n.ZScore(ctx, z, "a"); changed != 1 || score != 1.5 {
+			t.Fatalf("ZAddWith GT CH counted %d and left a at %v; want 1 (d added) and 1.5", changed, score)
+		}
+		if _, err := n.ZAddWith(ctx, z, ZAddOptions{IfAbsent: true, IfExists: true}, ZMember{"a", 1}); !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("ZAddWith NX XX: %v", err)
+		}
 		if _, err := n.ZRank(ctx, z, "zz"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("ZRank of a missing member: %v", err)
 		}

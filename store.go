@@ -39,8 +39,8 @@ type segmentStore struct {
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
-// revision order. next is nil for a delete. A write to a collection comes with the op that made it (op.kind
-// not 0), which is what replicas and the disk log receive; any other write is a put of next. epoch is the
+// revision order. next is nil for a delete. A write to a collection comes with the op that made it (op not
+// nil), which is what replicas and the disk log receive; any other write is a put of next. epoch is the
 // epoch a replicated write carried, or 0 for a write this node made as owner (the hook knows the owner's
 // epoch).
 type writeHook func(segment int, revision, epoch uint64, key string, next *entry, op *collOp)

@@ -378,10 +378,37 @@ type ZMember struct {
 	Score  float64
 }
 
+// ZAddOptions are ZADD's conditions: IfAbsent (NX) only adds new members, IfExists (XX) only updates
+// existing ones, GreaterThan (GT) and LessThan (LT) update a member only to a higher or lower score, and
+// CountChanged (CH) counts updated members as well as new ones.
+type ZAddOptions struct {
+	IfAbsent, IfExists, GreaterThan, LessThan, CountChanged bool
+}
+
+// args returns the options as ZADD's arguments.
+func (o ZAddOptions) args() [][]byte {
+	var args [][]byte
+	for _, opt := range []struct {
+		set  bool
+		name string
+	}{{o.IfAbsent, "nx"}, {o.IfExists, "xx"}, {o.GreaterThan, "gt"}, {o.LessThan, "lt"}, {o.CountChanged, "ch"}} {
+		if opt.set {
+			args = append(args, []byte(opt.name))
+		}
+	}
+	return args
+}
+
 // ZAdd sets the scores of members of the sorted set under key, creating it if need be, and returns how
 // many members are new.
 func (n *Node) ZAdd(ctx context.Context, key string, members ...ZMember) (int, error) {
-	args := make([][]byte, 0, 2*len(members))
+	return n.ZAddWith(ctx, key, ZAddOptions{}, members...)
+}
+
+// ZAddWith is ZAdd under opts. It returns how many members were added, and with CountChanged updated too.
+// Incompatible options fail with ErrInvalidRequest.
+func (n *Node) ZAddWith(ctx context.Context, key string, opts ZAddOptions, members ...ZMember) (int, error) {
+	args := opts.args()
 	for _, m := range members {
 		args = append(args, strconv.AppendFloat(nil, m.Score, 'g', -1, 64), []byte(m.Member))
 	}
