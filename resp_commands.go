@@ -277,7 +277,11 @@ func (s *respServer) respAddrOf(id NodeID) string {
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
 // (the node lost the partition meanwhile) is written as a refusal and reported false.
 func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
-	reply := c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
+	return c.answered(op, req, c.srv.owner.applyKV(c.srv.ctx, op, seg, req))
+}
+
+// answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
+func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvReply, bool) {
 	switch reply.Status {
 	case StatusSuccess, StatusNotFound:
 		return reply, true
@@ -461,7 +465,12 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	}
 	replies := make([]kvReply, len(keys))
 	for i, k := range keys {
-		if replies[i], ok = c.apply(opGet, seg, &kvRequest{Key: string(k)}); !ok {
+		req := &kvRequest{Key: string(k)}
+		reply := c.srv.owner.applyKV(c.srv.ctx, opGet, seg, req)
+		if reply.Status == StatusWrongType {
+			reply = kvReply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
+		}
+		if replies[i], ok = c.answered(opGet, req, reply); !ok {
 			return
 		}
 	}

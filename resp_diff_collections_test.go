@@ -142,6 +142,8 @@ func collectionSeqs() []diffSeq {
 			cmd("ZADD", z, "1", "m"), cmd("HEXISTS", z, "m"), cmd("LTRIM", z, "0", "1"), cmd("TYPE", z),
 			cmd("EXPIRE", h, "100"), cmd("TTL", h).within(95, 100), cmd("PERSIST", h), cmd("TTL", h),
 			cmd("EXPIRE", z, "100"), cmd("TTL", z).within(95, 100), cmd("ZADD", z, "2", "n"), cmd("TTL", z).within(95, 100),
+			cmd("MGET", h, str, s, diffTag+"none"), cmd("MSET", s, "x", l, "y"), cmd("MGET", s, l, z), cmd("TYPE", l),
+			cmd("GETRANGE", z, "0", "1"), cmd("STRLEN", z), cmd("SETRANGE", z, "0", "x"), cmd("INCRBYFLOAT", z, "1"), cmd("GETEX", z),
 			cmd("SET", h, "now a string"), cmd("TYPE", h), cmd("GET", h), cmd("DEL", s, l, z), cmd("EXISTS", s, l, z),
 		}},
 	}
