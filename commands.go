@@ -70,6 +70,7 @@ func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest)
 var (
 	errIncrNotInteger = errors.New("not an integer")
 	errIncrOverflow   = errors.New("overflow")
+	errWrongType      = errors.New("wrong type")
 )
 
 const incrOverflowed = 1
@@ -82,6 +83,10 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var base int64
 		var expireAt int64
+		if cur != nil && cur.coll != nil {
+			err = errWrongType
+			return nil, false
+		}
 		if cur != nil {
 			var ok bool
 			if base, ok = parseCanonicalInt(cur.value); !ok {
@@ -121,30 +126,17 @@ func addOverflows(a, b int64) bool {
 // expire gives key a new expiry ttl from now, or deletes it when ttl is not positive. It reports whether the
 // key had a live value.
 func (s *store) expire(segment int, key string, ttl time.Duration) bool {
-	existed := false
-	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
-		if cur == nil {
-			return nil, false
-		}
-		existed = true
-		if ttl <= 0 {
-			return nil, true
-		}
-		return &entry{value: cur.value, expireAt: expiryFrom(now, ttl)}, true
+	return s.setExpiry(segment, key, func(_ *entry, now int64) (int64, bool, bool) {
+		return expiryFrom(now, ttl), ttl <= 0, true
 	})
-	return existed
 }
 
 // persist removes key's expiry. It reports whether the key had a live value and whether it had an expiry
 // that was removed.
 func (s *store) persist(segment int, key string) (existed, dropped bool) {
-	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
-		existed = cur != nil
-		if cur == nil || cur.expireAt == 0 {
-			return nil, false
-		}
-		dropped = true
-		return &entry{value: cur.value}, true
+	existed = s.setExpiry(segment, key, func(cur *entry, _ int64) (int64, bool, bool) {
+		dropped = cur.expireAt != 0
+		return 0, false, dropped
 	})
 	return existed, dropped
 }
@@ -159,12 +151,14 @@ func (s *store) ttl(segment int, key string) (time.Duration, bool) {
 	return ttl, ok
 }
 
-// putIf stores value under key when cond allows it. It returns the previous live entry (nil if none) and
+// putIf stores value under key when cond allows it, replacing a value of any kind, except that it refuses
+// to return a collection as the previous value. It returns the previous live entry (nil if none) and
 // whether it wrote.
 func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, cond putCond) (prev *entry, written bool) {
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		prev = cur
-		if (cond&condIfAbsent != 0 && cur != nil) || (cond&condIfExists != 0 && cur == nil) {
+		if (cond&condIfAbsent != 0 && cur != nil) || (cond&condIfExists != 0 && cur == nil) ||
+			cond&condReturnPrev != 0 && cur != nil && cur.coll != nil {
 			return nil, false
 		}
 		written = true

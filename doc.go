@@ -73,6 +73,18 @@
 // that cannot be reached fails only its own items (ErrNoReply, naming the node). A batch too large for one
 // frame goes to its owner in several requests, one after another.
 //
+// # Hashes, sets, lists and sorted sets
+//
+// Besides strings, a key may hold a hash (HSet, HGet, HGetAll...), a set (SAdd, SMembers...), a list
+// (LPush, LPop, LRange...) or a sorted set (ZAdd, ZRange, ZRank...), with Redis's semantics: a write creates
+// the collection, one that empties it deletes the key, and an operation on a key of another kind fails
+// with ErrWrongType (WRONGTYPE over RESP). Put, Delete, Expire, Persist and TTL work on every kind; Type
+// names it. A collection changes in place on its owner, and a write ships replicas and the disk log only
+// the change it made (the fields set, the members removed, how many items popped), never the collection,
+// which replicas apply with the same function in revision order. Snapshots carry a large collection in
+// pieces of bounded size. The arguments of one operation are bounded by MaxValueSize, and a read whose
+// reply would exceed half of MaxFrameSize fails with ErrValueTooLarge.
+//
 // # Redis Cluster protocol
 //
 // With Config.RESPAddr set, a node also speaks RESP2 and RESP3, so unmodified Redis Cluster clients can
@@ -88,7 +100,8 @@
 // logger), not the Node, and has unit tests that run without a cluster:
 //
 //   - the store (store.go): the partitions' entries in memory, with a revision per segment. Every write
-//     goes through store.update, which hands the replication engine the resulting op.
+//     goes through store.commit (from update, or from writeCollection for a collection), which hands the
+//     replication engine the resulting op.
 //   - the key operations (operations.go): one table that declares each operation once, with its name,
 //     whether it writes, what its replies reveal, its batch and RESP bindings and its apply function.
 //   - the router (routing.go): the routing table built from the committed map. It is repointed on every

@@ -36,6 +36,9 @@ var (
 	ErrNotFloat = errors.New("zaris: value is not a valid float or the result is not finite")
 	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.
 	ErrConditionNotMet = errors.New("zaris: put condition not met")
+	// ErrWrongType: the key holds another kind of value (a string, hash, set, list or sorted set) than the
+	// operation works on.
+	ErrWrongType = errors.New("zaris: operation against a key holding the wrong kind of value")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

@@ -11,12 +11,17 @@ import (
 // [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
 // know, so fields can be appended, and read appended fields only when present, so an older writer's
 // messages still decode. The reflective codec refuses an array of another length than its struct, so only
-// these readers read the messages of other versions.
+// these readers read the messages of other versions. Collection operations append Args to the request and
+// Values to the reply: arrays of values, or nil.
 const (
-	kvRequestFields = 7
-	kvReplyFields   = 8
-	// kvRequestFieldsLeast is what every writer sends: requests without a version come from older nodes.
+	kvRequestFields = 8
+	kvReplyFields   = 9
+	// kvRequestFieldsVersion is the fewest fields of a request with a version.
+	kvRequestFieldsVersion = 7
+	// kvRequestFieldsLeast and kvReplyFieldsLeast are what every writer sends: messages with fewer fields
+	// than the others come from older nodes.
 	kvRequestFieldsLeast = 6
+	kvReplyFieldsLeast   = 8
 
 	// kvRequestOverhead bounds a request's bytes beyond its key and value: array header, key header,
 	// value header, ttl, delta, cond, concern, version.
@@ -25,6 +30,25 @@ const (
 	// value header, version, owner header, epoch, map index, int, existed.
 	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1
 )
+
+// sizeBound bounds the encoded size of r.
+func (r *kvRequest) sizeBound() int {
+	return kvRequestOverhead + len(r.Key) + len(r.Value) + valuesSize(r.Args)
+}
+
+// sizeBound bounds the encoded size of r.
+func (r *kvReply) sizeBound() int {
+	return kvReplyOverhead + len(r.Value) + len(r.Owner) + valuesSize(r.Values)
+}
+
+// valuesSize bounds the encoded size of values: an array header and each value's header and bytes.
+func valuesSize(values [][]byte) int {
+	n := 5
+	for _, v := range values {
+		n += 5 + len(v)
+	}
+	return n
+}
 
 // appendMsg appends the encoded request to dst.
 func (r *kvRequest) appendMsg(dst []byte) []byte {
@@ -35,12 +59,13 @@ func (r *kvRequest) appendMsg(dst []byte) []byte {
 	dst = msgp.AppendInt64(dst, r.Delta)
 	dst = msgp.AppendUint8(dst, uint8(r.Cond))
 	dst = msgp.AppendUint8(dst, uint8(r.Concern))
-	return msgp.AppendUint64(dst, r.Version)
+	dst = msgp.AppendUint64(dst, r.Version)
+	return appendValues(dst, r.Args)
 }
 
 // marshal returns the encoded request in a buffer of its own.
 func (r *kvRequest) marshal() []byte {
-	return r.appendMsg(make([]byte, 0, kvRequestOverhead+len(r.Key)+len(r.Value)))
+	return r.appendMsg(make([]byte, 0, r.sizeBound()))
 }
 
 // decodeMsg replaces r with the request encoded in b. Errors wrap ErrInvalidRequest. Value aliases b, capped
@@ -57,8 +82,11 @@ func (r *kvRequest) decodeMsg(b []byte) error {
 		Cond:    putCond(w.uint8()),
 		Concern: WriteConcern(w.uint8()),
 	}
-	if n > kvRequestFieldsLeast {
+	if n >= kvRequestFieldsVersion {
 		r.Version = w.uint64()
+	}
+	if n >= kvRequestFields {
+		r.Args = w.values()
 	}
 	w.skip(n - kvRequestFields)
 	if err := w.done("kv request"); err != nil {
@@ -78,19 +106,20 @@ func (r *kvReply) appendMsg(dst []byte) []byte {
 	dst = msgp.AppendUint64(dst, r.Epoch)
 	dst = msgp.AppendUint64(dst, r.MapIndex)
 	dst = msgp.AppendInt64(dst, r.Int)
-	return msgp.AppendBool(dst, r.Existed)
+	dst = msgp.AppendBool(dst, r.Existed)
+	return appendValues(dst, r.Values)
 }
 
 // marshal returns the encoded reply in a buffer of its own.
 func (r *kvReply) marshal() []byte {
-	return r.appendMsg(make([]byte, 0, kvReplyOverhead+len(r.Value)+len(r.Owner)))
+	return r.appendMsg(make([]byte, 0, r.sizeBound()))
 }
 
 // decodeMsg replaces r with the reply encoded in b. Value aliases b, as for kvRequest.decodeMsg. Errors
 // wrap ErrInvalidRequest.
 func (r *kvReply) decodeMsg(b []byte) error {
 	w := wireReader{b: b}
-	n := w.fields(kvReplyFields)
+	n := w.fields(kvReplyFieldsLeast)
 	*r = kvReply{
 		Status:   Status(w.uint8()),
 		Value:    w.value(),
@@ -100,6 +129,9 @@ func (r *kvReply) decodeMsg(b []byte) error {
 		MapIndex: w.uint64(),
 		Int:      w.int64(),
 		Existed:  w.bool(),
+	}
+	if n >= kvReplyFields {
+		r.Values = w.values()
 	}
 	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {
@@ -125,4 +157,33 @@ func (r *wireReader) value() []byte {
 		return nil
 	}
 	return r.sharedBytes()
+}
+
+// appendValues writes nil values as msgpack nil and any others as an array of what appendValue writes.
+func appendValues(dst []byte, values [][]byte) []byte {
+	if values == nil {
+		return msgp.AppendNil(dst)
+	}
+	dst = msgp.AppendArrayHeader(dst, uint32(len(values)))
+	for _, v := range values {
+		dst = appendValue(dst, v)
+	}
+	return dst
+}
+
+// values reads what appendValues wrote, each value in place, refusing a count the bytes left cannot hold.
+func (r *wireReader) values() [][]byte {
+	if r.err == nil && msgp.IsNil(r.b) {
+		r.b = r.b[1:]
+		return nil
+	}
+	n := r.items()
+	if r.err != nil {
+		return nil
+	}
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = r.value()
+	}
+	return values
 }

@@ -444,7 +444,7 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 		}
 		defer n.cut.leave(p)
 	}
-	return k.apply(n.store, seg, *req, opLimits{maxValueSize: n.cfg.MaxValueSize})
+	return k.apply(n.store, seg, *req, opLimits{maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2})
 }
 
 // countdowns remember since when each key has been in some state, for the leader's timeouts.

@@ -20,13 +20,14 @@ type keyOperation struct {
 }
 
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
-// for a write, that the partition is not sealed. Every mutation goes through store.update. The request is
+// for a write, that the partition is not sealed. Every mutation goes through store.commit. The request is
 // passed by value because a pointer passed through a function value escapes, costing an allocation.
 type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
-	maxValueSize int
+	maxValueSize  int
+	maxReplyBytes int // what a collection read may answer
 }
 
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
@@ -55,6 +56,38 @@ var keyOps = [...]keyOperation{
 	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
 	opSetRange: {name: "setrange", reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
+
+	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
+	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},
+	opHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
+	opHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
+	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall"}, apply: applyHGetAll},
+	opHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
+	opHIncrBy: {name: "hincrby", reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
+	opHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},
+
+	opSAdd:      {name: "sadd", reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
+	opSRem:      {name: "srem", reveals: revealsUnwritten, resp: []string{"srem"}, apply: collectionOp(applySRem)},
+	opSMembers:  {name: "smembers", readOnly: true, reveals: revealsAlways, resp: []string{"smembers"}, apply: applySMembers},
+	opSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
+	opSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
+
+	opLPush:  {name: "lpush", reveals: revealsUnwritten, resp: []string{"lpush"}, apply: collectionOp(applyPush(true, "lpush"))},
+	opRPush:  {name: "rpush", reveals: revealsUnwritten, resp: []string{"rpush"}, apply: collectionOp(applyPush(false, "rpush"))},
+	opLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
+	opRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
+	opLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},
+	opLLen:   {name: "llen", readOnly: true, reveals: revealsAlways, resp: []string{"llen"}, apply: applyLLen},
+	opLIndex: {name: "lindex", readOnly: true, reveals: revealsAlways, resp: []string{"lindex"}, apply: applyLIndex},
+	opLTrim:  {name: "ltrim", reveals: revealsUnwritten, resp: []string{"ltrim"}, apply: collectionOp(applyLTrim)},
+
+	opZAdd:    {name: "zadd", reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
+	opZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
+	opZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
+	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange"}, apply: applyZRange},
+	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
+	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
+	opZIncrBy: {name: "zincrby", reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -101,6 +134,7 @@ const (
 	revealsNotFound                             // a not-found reply: the write found nothing to change
 	revealsUnmetCondition                       // a not-found reply, or a success that wrote nothing
 	revealsUnmetVersion                         // a not-found reply, or a version mismatch and its version
+	revealsUnwritten                            // a reply without a new version: the write changed nothing
 )
 
 func (r revelation) reveals(reply *kvReply) bool {
@@ -111,6 +145,8 @@ func (r revelation) reveals(reply *kvReply) bool {
 		return reply.Status == StatusSuccess && reply.Int == 0
 	case r == revealsUnmetVersion:
 		return reply.Status == StatusVersionMismatch
+	case r == revealsUnwritten:
+		return reply.Version == 0
 	}
 	return false
 }
@@ -120,6 +156,9 @@ func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	e, ttl, ok := s.getEntry(seg, req.Key)
 	if !ok {
 		return kvReply{Status: StatusNotFound}
+	}
+	if e.coll != nil {
+		return kvReply{Status: StatusWrongType}
 	}
 	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
 }
@@ -142,6 +181,8 @@ func applyIncr(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	switch {
 	case errors.Is(err, errIncrOverflow):
 		return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+	case errors.Is(err, errWrongType):
+		return kvReply{Status: StatusWrongType}
 	case err != nil:
 		return kvReply{Status: StatusInvalidRequest}
 	}
@@ -182,6 +223,9 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		return kvReply{Status: StatusInvalidRequest}
 	}
 	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
+	if !written && prev != nil && prev.coll != nil && req.Cond&condReturnPrev != 0 {
+		return kvReply{Status: StatusWrongType}
+	}
 	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
 	if written {
 		reply.Int = 1
@@ -225,6 +269,8 @@ func applyDeleteIfVersion(s *store, seg int, req kvRequest, _ opLimits) kvReply 
 func applyIncrByFloat(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	v, err := s.incrByFloat(seg, req.Key, req.Value, lim.maxValueSize)
 	switch {
+	case errors.Is(err, errWrongType):
+		return kvReply{Status: StatusWrongType}
 	case errors.Is(err, errNotFloat):
 		return kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}
 	case errors.Is(err, errNotFinite):
@@ -238,6 +284,9 @@ func applyIncrByFloat(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 // applyAppend sets Int to the value's new length. Refused, it sets Int to refusedTooLarge.
 func applyAppend(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	n, err := s.appendValue(seg, req.Key, req.Value, lim.maxValueSize)
+	if errors.Is(err, errWrongType) {
+		return kvReply{Status: StatusWrongType}
+	}
 	if err != nil {
 		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
 	}
@@ -245,7 +294,10 @@ func applyAppend(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 }
 
 func applyGetDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
-	value, found := s.getDel(seg, req.Key)
+	value, found, err := s.getDel(seg, req.Key)
+	if err != nil {
+		return kvReply{Status: StatusWrongType}
+	}
 	reply := foundReply(found)
 	reply.Value = value
 	return reply
@@ -256,7 +308,10 @@ func applyGetEx(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if req.Cond&^condKeepTTL != 0 {
 		return kvReply{Status: StatusInvalidRequest}
 	}
-	value, found, written := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&condKeepTTL != 0)
+	value, found, written, err := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&condKeepTTL != 0)
+	if err != nil {
+		return kvReply{Status: StatusWrongType}
+	}
 	reply := foundReply(found)
 	reply.Value = value
 	if written {
@@ -272,6 +327,9 @@ func applySetRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		return kvReply{Status: StatusInvalidRequest}
 	}
 	n, err := s.setRange(seg, req.Key, req.Delta, req.Value, lim.maxValueSize)
+	if errors.Is(err, errWrongType) {
+		return kvReply{Status: StatusWrongType}
+	}
 	if err != nil {
 		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
 	}

@@ -45,6 +45,34 @@ var wireOps = []struct {
 	{"opGetEx", opGetEx, 43, true},
 	{"opType", opType, 44, true},
 	{"opSetRange", opSetRange, 45, true},
+	{"opHSet", opHSet, 48, true},
+	{"opHGet", opHGet, 49, true},
+	{"opHMGet", opHMGet, 50, true},
+	{"opHDel", opHDel, 51, true},
+	{"opHGetAll", opHGetAll, 52, true},
+	{"opHLen", opHLen, 53, true},
+	{"opHIncrBy", opHIncrBy, 54, true},
+	{"opHExists", opHExists, 55, true},
+	{"opSAdd", opSAdd, 56, true},
+	{"opSRem", opSRem, 57, true},
+	{"opSMembers", opSMembers, 58, true},
+	{"opSIsMember", opSIsMember, 59, true},
+	{"opSCard", opSCard, 60, true},
+	{"opLPush", opLPush, 61, true},
+	{"opRPush", opRPush, 62, true},
+	{"opLPop", opLPop, 63, true},
+	{"opRPop", opRPop, 64, true},
+	{"opLRange", opLRange, 65, true},
+	{"opLLen", opLLen, 66, true},
+	{"opLIndex", opLIndex, 67, true},
+	{"opLTrim", opLTrim, 68, true},
+	{"opZAdd", opZAdd, 69, true},
+	{"opZRem", opZRem, 70, true},
+	{"opZScore", opZScore, 71, true},
+	{"opZRange", opZRange, 72, true},
+	{"opZRank", opZRank, 73, true},
+	{"opZCard", opZCard, 74, true},
+	{"opZIncrBy", opZIncrBy, 75, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
 }
@@ -153,7 +181,7 @@ func TestKeyOperationsDeclared(t *testing.T) {
 		if opName(op) != k.name {
 			t.Errorf("opName(%d) = %q, want %q", op, opName(op), k.name)
 		}
-		if k.reveals < revealsAlways || k.reveals > revealsUnmetVersion {
+		if k.reveals < revealsAlways || k.reveals > revealsUnwritten {
 			t.Errorf("%s: reveals = %d, not a revelation", k.name, k.reveals)
 		}
 		if k.readOnly != (k.reveals == revealsAlways) {
@@ -258,6 +286,45 @@ var opFixtures = map[transport.Op]struct {
 	opGetEx:       {putKey("k", "v", 0), kvRequest{Key: "k", TTL: int64(time.Hour)}},
 	opType:        {putKey("k", "v", 0), kvRequest{Key: "k"}},
 	opSetRange:    {putKey("k", "v", 0), kvRequest{Key: "k", Delta: 2, Value: []byte("w")}},
+	opHSet:        {nil, collReq("f", "v")},
+	opHGet:        {collKey(opHSet, "f", "v"), collReq("f")},
+	opHMGet:       {collKey(opHSet, "f", "v"), collReq("f", "g")},
+	opHDel:        {collKey(opHSet, "f", "v", "g", "w"), collReq("f")},
+	opHGetAll:     {collKey(opHSet, "f", "v"), collReq()},
+	opHLen:        {collKey(opHSet, "f", "v"), collReq()},
+	opHIncrBy:     {collKey(opHSet, "f", "1"), collReq("f", "2")},
+	opHExists:     {collKey(opHSet, "f", "v"), collReq("f")},
+
+	opSAdd:      {nil, collReq("m")},
+	opSRem:      {collKey(opSAdd, "m", "n"), collReq("m")},
+	opSMembers:  {collKey(opSAdd, "m"), collReq()},
+	opSIsMember: {collKey(opSAdd, "m"), collReq("m")},
+	opSCard:     {collKey(opSAdd, "m"), collReq()},
+
+	opLPush:  {nil, collReq("a")},
+	opRPush:  {collKey(opRPush, "a"), collReq("b")},
+	opLPop:   {collKey(opRPush, "a", "b"), collReq()},
+	opRPop:   {collKey(opRPush, "a", "b"), collReq("1")},
+	opLRange: {collKey(opRPush, "a", "b"), collReq("0", "-1")},
+	opLLen:   {collKey(opRPush, "a"), collReq()},
+	opLIndex: {collKey(opRPush, "a"), collReq("0")},
+	opLTrim:  {collKey(opRPush, "a", "b"), collReq("0", "0")},
+
+	opZAdd:    {nil, collReq("1", "m")},
+	opZRem:    {collKey(opZAdd, "1", "m", "2", "n"), collReq("m")},
+	opZScore:  {collKey(opZAdd, "1", "m"), collReq("m")},
+	opZRange:  {collKey(opZAdd, "1", "m"), collReq("0", "-1")},
+	opZRank:   {collKey(opZAdd, "1", "m"), collReq("m")},
+	opZCard:   {collKey(opZAdd, "1", "m"), collReq()},
+	opZIncrBy: {collKey(opZAdd, "1", "m"), collReq("2", "m")},
+}
+
+// collReq is a request for a collection operation on key k.
+func collReq(args ...string) kvRequest { return kvRequest{Key: "k", Args: stringArgs(args)} }
+
+// collKey creates the collection k with op.
+func collKey(op transport.Op, args ...string) func(s *store) {
+	return func(s *store) { lookupKeyOp(op).apply(s, 0, collReq(args...), opLimits{maxValueSize: 1 << 10}) }
 }
 
 func putKey(key, value string, ttl time.Duration) func(s *store) {
@@ -269,7 +336,7 @@ func newTestStore() (*store, *clocktest.Manual) {
 	return newStore(4, clock), clock
 }
 
-var testLimits = opLimits{maxValueSize: 8}
+var testLimits = opLimits{maxValueSize: 8, maxReplyBytes: 64}
 
 // TestKeyOperationsWriteOrNot applies every operation to a bare store: a write moves the segment's
 // revision once, a read-only operation never moves it, whatever the state it meets.
@@ -524,7 +591,9 @@ func TestApplyFunctions(t *testing.T) {
 		})
 	}
 	for i, k := range keyOps {
-		if k.apply != nil && !tested[transport.Op(i)] {
+		op := transport.Op(i)
+		collection := slices.ContainsFunc(collectionSteps, func(step collectionStep) bool { return step.op == op })
+		if k.apply != nil && !tested[op] && !collection { // collections' cases are in TestCollectionCommands
 			t.Errorf("%s has no case", k.name)
 		}
 	}
@@ -591,6 +660,10 @@ func TestRevealsState(t *testing.T) {
 		{opGetEx, notFound, true},
 		{opType, success, true},
 		{opSetRange, written, false},
+		{opHSet, kvReply{Status: StatusSuccess, Version: 3, Int: 0}, false},
+		{opHDel, success, true}, // no version: nothing deleted
+		{opZAdd, kvReply{Status: StatusWrongType}, true},
+		{opZRange, success, true},
 		{opBatch, notFound, false},
 		{999, success, false},
 	}

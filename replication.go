@@ -244,7 +244,7 @@ func (r *replication) enoughInSync(st PartitionState) bool {
 
 // recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
 // tells the links of the partition's replicas that the segment has news.
-func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry) {
+func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry, coll *collOp) {
 	p := r.layout.SegmentPartition(segment)
 	m := r.clusterMap()
 	owned := epoch == 0
@@ -257,6 +257,9 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	op := &ops[0]
 	if next != nil {
 		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
+	}
+	if coll != nil {
+		op.Kind, op.Value = coll.kind, coll.encode()
 	}
 	if err := r.oplog.Append(ops[:]); err != nil {
 		r.relogOps(ops[:], err)
@@ -473,7 +476,7 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 		}
 		// The op is recorded under its sender's epoch, the line this copy now follows (see lines).
 		line := req.senderEpoch(seg, op.Epoch, r.layout)
-		applied, have := r.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op))
+		applied, have := r.store.applyAt(seg, line, op)
 		if applied {
 			r.stats.opsApplied.Add(1)
 		} else if op.Revision > have+1 {
@@ -632,13 +635,7 @@ func (r *replication) restartOpLog(seg int, revision uint64) {
 
 // installSnapshotEntries replaces a segment's content in memory and restarts its op log after revision.
 func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, snap []durability.Entry) {
-	keys := make([]string, len(snap))
-	entries := make([]*entry, len(snap))
-	for i, e := range snap {
-		keys[i] = e.Key
-		entries[i] = &entry{value: e.Value, expireAt: e.ExpireAt, version: e.Version}
-	}
-	r.store.restore(seg, revision, keys, entries)
+	r.store.restore(seg, revision, snap)
 	r.unstage(seg) // pieces of an older snapshot never complete this copy
 	r.lines[seg].Store(epoch)
 	r.restartOpLog(seg, revision)
@@ -661,27 +658,10 @@ func (r *replication) diskSnapshot(seg int) *durability.Snapshot {
 	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: r.lines[seg].Load(), Entries: s.Entries}
 }
 
-func entryOf(op *durability.Op) *entry {
-	if op.Kind != durability.OpPut {
-		return nil
-	}
-	return &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
-}
-
 // takeSnapshot copies a segment, as this node's copy under epoch.
 func (r *replication) takeSnapshot(segment int, epoch uint64) *segmentSnapshot {
-	rev, keys, entries := r.store.snapshot(segment)
-	s := &segmentSnapshot{
-		Segment:  segment,
-		Revision: rev,
-		Epoch:    epoch,
-		Entries:  make([]durability.Entry, len(keys)),
-	}
-	for i, k := range keys {
-		e := entries[i]
-		s.Entries[i] = durability.Entry{Key: k, Value: e.value, ExpireAt: e.expireAt, Version: e.version}
-	}
-	return s
+	rev, entries := r.store.snapshot(segment)
+	return &segmentSnapshot{Segment: segment, Revision: rev, Epoch: epoch, Entries: entries}
 }
 
 // snapshotStats returns replication counters.

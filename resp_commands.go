@@ -97,6 +97,34 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
+		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHSet, intReply)},
+		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, bulkReply)},
+		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHMGet, arrayReply)},
+		{name: "hdel", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHDel, intReply)},
+		{name: "hgetall", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, pairsReply)},
+		{name: "hlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHLen, intReply)},
+		{name: "hincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHIncrBy, intReply)},
+		{name: "hexists", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHExists, intReply)},
+		{name: "sadd", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSAdd, intReply)},
+		{name: "srem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSRem, intReply)},
+		{name: "smembers", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@slow"}, run: collectionCommand(opSMembers, setReply)},
+		{name: "sismember", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSIsMember, intReply)},
+		{name: "scard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSCard, intReply)},
+		{name: "lpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPush, intReply)},
+		{name: "rpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPush, intReply)},
+		{name: "lpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPop, popReply)},
+		{name: "rpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPop, popReply)},
+		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLRange, arrayReply)},
+		{name: "llen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@fast"}, run: collectionCommand(opLLen, intReply)},
+		{name: "lindex", arity: 3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLIndex, bulkReply)},
+		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, run: collectionCommand(opLTrim, okReply)},
+		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZAdd, zaddReply)},
+		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZRem, intReply)},
+		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZScore, scoreReply)},
+		{name: "zrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: collectionCommand(opZRange, zrangeReply)},
+		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZRank, rankReply)},
+		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZCard, intReply)},
+		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZIncrBy, scoreReply)},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
 		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
 		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
@@ -252,11 +280,25 @@ func (s *respServer) respAddrOf(id NodeID) string {
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
 // (the node lost the partition meanwhile) is written as a refusal and reported false.
 func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
-	reply := c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
+	return c.answered(op, req, c.srv.owner.applyKV(c.srv.ctx, op, seg, req))
+}
+
+// answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
+func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvReply, bool) {
 	switch reply.Status {
 	case StatusSuccess, StatusNotFound:
 		return reply, true
+	case StatusWrongType:
+		c.wr.error("WRONGTYPE Operation against a key holding the wrong kind of value")
+		return reply, false
+	case StatusTooLarge:
+		c.wr.error("ERR the arguments or the reply exceed the size limits")
+		return reply, false
 	case StatusInvalidRequest:
+		if reply.Value != nil {
+			c.wr.error(string(reply.Value))
+			return reply, false
+		}
 		c.wr.error(refusalMessage(op, reply.Int))
 		return reply, false
 	}
@@ -426,7 +468,12 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	}
 	replies := make([]kvReply, len(keys))
 	for i, k := range keys {
-		if replies[i], ok = c.apply(opGet, seg, &kvRequest{Key: string(k)}); !ok {
+		req := &kvRequest{Key: string(k)}
+		reply := c.srv.owner.applyKV(c.srv.ctx, opGet, seg, req)
+		if reply.Status == StatusWrongType {
+			reply = kvReply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
+		}
+		if replies[i], ok = c.answered(opGet, req, reply); !ok {
 			return
 		}
 	}

@@ -61,6 +61,10 @@ var sessionSeeds = []string{
 	respCmd("AUTH", "pw") + "*1000\r\n" + strings.Repeat("$0\r\n\r\n", 999),
 	respCmd("AUTH", "pw") + respCmd("INCRBYFLOAT", "f", "1e4000") + respCmd("APPEND", "f", "x") + respCmd("SETRANGE", "f", "3", "yz") +
 		respCmd("GETRANGE", "f", "-3", "9223372036854775807") + respCmd("GETEX", "f", "PXAT", "1") + respCmd("GETDEL", "f") + respCmd("TYPE", "f"),
+	respCmd("HELLO", "3", "AUTH", "any", "x") + respCmd("HSET", "h", "f", "v", "g", "1") + respCmd("HINCRBY", "h", "g", "2") +
+		respCmd("HGETALL", "h") + respCmd("SADD", "s", "m") + respCmd("SMEMBERS", "s") + respCmd("RPUSH", "l", "a", "b") +
+		respCmd("LPOP", "l", "3") + respCmd("ZADD", "z", "1.5", "m", "inf", "n") + respCmd("ZRANGE", "z", "0", "-1", "WITHSCORES") +
+		respCmd("GET", "h") + respCmd("TYPE", "z"),
 }
 
 // FuzzRESPSession runs whole client sessions against a live node's connection handler: any byte stream,

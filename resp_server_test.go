@@ -28,7 +28,7 @@ func (o *storeOwner) checkOwner(key string) (int, kvReply, bool) {
 }
 
 func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
-	return lookupKeyOp(op).apply(o.store, seg, *req, opLimits{maxValueSize: 1 << 20})
+	return lookupKeyOp(op).apply(o.store, seg, *req, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20})
 }
 
 func (o *storeOwner) keyCount() int { return o.store.len() }

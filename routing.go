@@ -283,10 +283,12 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 		n.stats.localOps.Add(1)
 		local := *req
 		local.Value = append([]byte(nil), req.Value...) // the caller may reuse its buffer after Put returns
+		local.Args = cloneValues(req.Args)
 		reply := n.serveKV(ctx, op, &local)
 		if reply.Value != nil {
 			reply.Value = append([]byte(nil), reply.Value...) // nor may it change the stored value
 		}
+		reply.Values = cloneValues(reply.Values)
 		return reply, nil
 	}
 	p.sent.Add(1)
@@ -338,4 +340,24 @@ func (r *router) peerByID(id NodeID) *peer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.peerFor(m, id)
+}
+
+// cloneValues copies values into one buffer of their own, keeping nil ones nil.
+func cloneValues(values [][]byte) [][]byte {
+	if values == nil {
+		return nil
+	}
+	size := 0
+	for _, v := range values {
+		size += len(v)
+	}
+	buf := make([]byte, 0, size)
+	out := make([][]byte, len(values))
+	for i, v := range values {
+		if v != nil {
+			buf = append(buf, v...)
+			out[i] = buf[len(buf)-len(v) : len(buf) : len(buf)]
+		}
+	}
+	return out
 }

@@ -34,6 +34,10 @@ const (
 	// StatusUnconfirmed: the owner applied a write but lost the partition before its replicas confirmed
 	// it. The write may or may not survive; sent again, it could take effect twice.
 	StatusUnconfirmed
+	// StatusWrongType: the key holds another kind of value than the operation works on.
+	StatusWrongType
+	// StatusTooLarge: a collection operation's arguments, or its reply, exceed the limits.
+	StatusTooLarge
 )
 
 var statusNames = [...]string{
@@ -49,6 +53,8 @@ var statusNames = [...]string{
 	StatusNotEnoughReplicas:    "NotEnoughReplicas",
 	StatusNoReply:              "NoReply",
 	StatusUnconfirmed:          "Unconfirmed",
+	StatusWrongType:            "WrongType",
+	StatusTooLarge:             "TooLarge",
 }
 
 func (s Status) String() string {
@@ -101,6 +107,10 @@ func (s Status) err() error {
 		return ErrNoReply
 	case StatusUnconfirmed:
 		return ErrUnconfirmed
+	case StatusWrongType:
+		return ErrWrongType
+	case StatusTooLarge:
+		return ErrValueTooLarge
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

@@ -5,16 +5,29 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
-// entry is one stored value. expireAt is a Unix time in nanoseconds; zero means no expiry.
+// entry is one stored value: a string, or a collection. expireAt is a Unix time in nanoseconds; zero means
+// no expiry. An entry's fields never change once stored, so a string can be read outside the segment's
+// lock. A collection changes in place, under the lock (collections.go).
 type entry struct {
 	value    []byte
+	coll     collection // nil for a string
 	version  uint64
 	expireAt int64
 }
 
 func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.expireAt }
+
+// kind is the type of value e holds.
+func (e *entry) kind() kind {
+	if e.coll == nil {
+		return kindString
+	}
+	return e.coll.kind()
+}
 
 // segmentStore holds the entries of one segment. Writes to different segments never contend.
 type segmentStore struct {
@@ -26,9 +39,11 @@ type segmentStore struct {
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
-// revision order. next is nil for a delete. epoch is the epoch a replicated write carried, or 0 for a write
-// this node made as owner (the hook knows the owner's epoch).
-type writeHook func(segment int, revision, epoch uint64, key string, next *entry)
+// revision order. next is nil for a delete. A write to a collection comes with the op that made it (op not
+// nil), which is what replicas and the disk log receive; any other write is a put of next. epoch is the
+// epoch a replicated write carried, or 0 for a write this node made as owner (the hook knows the owner's
+// epoch).
+type writeHook func(segment int, revision, epoch uint64, key string, next *entry, op *collOp)
 
 // store is a node's local data: one map per segment, with TTLs that are checked on every read and
 // reclaimed in the background.
@@ -79,8 +94,8 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
 // write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
-// Every mutation of the store goes through here, so there is one place that orders a segment's writes.
-// Entries are never modified once stored: fn must build a new one.
+// Entries are never modified once stored: fn must build a new one. Writes to collections go through
+// writeCollection instead; both end in commit, the one place that orders a segment's writes.
 func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
 	now := s.now()
 	seg := &s.segments[segment]
@@ -94,15 +109,106 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	if !write {
 		return cur
 	}
+	s.commit(segment, seg, key, next, nil)
+	return next
+}
+
+// commit stores next under key as the segment's next revision and tells the write hook, with op when a
+// collection op made next. Called with seg.mu held.
+func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, op *collOp) {
 	seg.revision++
 	if next != nil {
 		next.version = seg.revision
 	}
 	seg.set(key, next)
 	if s.onWrite != nil {
-		s.onWrite(segment, seg.revision, 0, key, next)
+		s.onWrite(segment, seg.revision, 0, key, next, op)
 	}
-	return next
+}
+
+// readCollection runs fn on key's live collection of kind k, under the segment's read lock. It returns
+// StatusNotFound, without calling fn, when key has no live value, and StatusWrongType when it holds
+// another kind.
+func (s *store) readCollection(segment int, key string, k kind, fn func(c collection)) Status {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	e := seg.entries[key]
+	switch {
+	case e == nil || e.expired(now):
+		return StatusNotFound
+	case e.kind() != k:
+		return StatusWrongType
+	}
+	fn(e.coll)
+	return StatusSuccess
+}
+
+// writeCollection runs fn, under the segment's lock, on key's live collection of kind k, nil when key has
+// no live value, and applies the op fn returns, if any (kind not 0). It returns StatusWrongType, without
+// calling fn, when key holds another kind, and otherwise the key's version after the op, 0 if none was
+// applied. A collection the op empties is deleted, and replicas receive a delete.
+func (s *store) writeCollection(segment int, key string, k kind, fn func(c collection) collOp) (uint64, Status) {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	cur := seg.entries[key]
+	if cur != nil && cur.expired(now) {
+		cur = nil
+	}
+	if cur != nil && cur.kind() != k {
+		return 0, StatusWrongType
+	}
+	var c collection
+	if cur != nil {
+		c = cur.coll
+	}
+	op := fn(c)
+	if op.kind == 0 {
+		return 0, StatusSuccess
+	}
+	var expireAt int64
+	if cur == nil {
+		op.flags |= collFresh
+	} else {
+		expireAt = cur.expireAt
+	}
+	next := applyCollOp(cur, &op, expireAt)
+	if next == nil {
+		s.commit(segment, seg, key, nil, nil)
+		return seg.revision, StatusSuccess
+	}
+	s.commit(segment, seg, key, next, &op)
+	return next.version, StatusSuccess
+}
+
+// setExpiry runs expiry on key's live value, under the segment's lock, and gives the value the expiry it
+// returns (0 for none), deletes it (del), or writes nothing (!write). A collection keeps its content
+// without being copied: replicas receive an expiry op rather than the value. It reports whether the key had
+// a live value.
+func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now int64) (expireAt int64, del, write bool)) (existed bool) {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	cur := seg.entries[key]
+	if cur == nil || cur.expired(now) {
+		return false
+	}
+	expireAt, del, write := expiry(cur, now)
+	switch {
+	case !write:
+	case del:
+		s.commit(segment, seg, key, nil, nil)
+	case cur.coll == nil:
+		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, nil)
+	default:
+		op := collOp{kind: durability.OpExpireAt}
+		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), &op)
+	}
+	return true
 }
 
 // set stores e under key, or deletes key when e is nil. Called with seg.mu held.
@@ -176,22 +282,36 @@ func (s *store) len() int {
 	return n
 }
 
-// applyAt installs a write that the segment's owner made at revision, on a replica. It applies only the
+// applyAt applies an op that the segment's owner made at op.Revision, on a replica. It applies only the
 // next revision in order: an older one is a duplicate (already applied) and a later one reveals a gap.
-// It returns whether it applied and the segment's revision afterwards.
-func (s *store) applyAt(segment int, revision, epoch uint64, key string, next *entry) (applied bool, have uint64) {
+// A collection op changes the key's collection as it changed the owner's. It returns whether it applied
+// and the segment's revision afterwards.
+func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied bool, have uint64) {
 	seg := &s.segments[segment]
 	seg.mu.Lock()
 	defer seg.mu.Unlock()
-	if revision != seg.revision+1 {
+	if op.Revision != seg.revision+1 {
 		return false, seg.revision
 	}
-	seg.revision = revision
-	seg.set(key, next)
-	if s.onWrite != nil {
-		s.onWrite(segment, revision, epoch, key, next)
+	seg.revision = op.Revision
+	var next *entry
+	var coll *collOp
+	switch {
+	case op.Kind == durability.OpPut:
+		next = &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
+	case op.Kind.HasArgs():
+		if c, err := decodeCollOp(op.Kind, op.Value); err == nil {
+			coll = &c
+			if next = applyCollOp(seg.entries[op.Key], coll, op.ExpireAt); next != nil {
+				next.version = op.Version
+			}
+		}
 	}
-	return true, revision
+	seg.set(op.Key, next)
+	if s.onWrite != nil {
+		s.onWrite(segment, op.Revision, epoch, op.Key, next, coll)
+	}
+	return true, op.Revision
 }
 
 // revision returns the segment's current revision.
@@ -203,29 +323,50 @@ func (s *store) revision(segment int) uint64 {
 }
 
 // snapshot copies the segment's entries (expired ones included: every copy expires them at the same
-// instant) and its revision, consistently.
-func (s *store) snapshot(segment int) (revision uint64, keys []string, entries []*entry) {
+// instant) and its revision, consistently. A collection is encoded under the lock, since it changes in
+// place, into one or more entries (snapshotEntries).
+func (s *store) snapshot(segment int) (revision uint64, entries []durability.Entry) {
 	seg := &s.segments[segment]
 	seg.mu.RLock()
 	defer seg.mu.RUnlock()
-	keys = make([]string, 0, len(seg.entries))
-	entries = make([]*entry, 0, len(seg.entries))
+	entries = make([]durability.Entry, 0, len(seg.entries))
 	for k, e := range seg.entries {
-		keys = append(keys, k)
-		entries = append(entries, e)
+		if e.coll != nil {
+			entries = snapshotEntries(entries, k, e)
+			continue
+		}
+		entries = append(entries, durability.Entry{Key: k, Value: e.value, ExpireAt: e.expireAt, Version: e.version})
 	}
-	return seg.revision, keys, entries
+	return seg.revision, entries
 }
 
-// restore replaces the segment's whole content with a snapshot taken at revision.
-func (s *store) restore(segment int, revision uint64, keys []string, entries []*entry) {
+// restore replaces the segment's whole content with a snapshot taken at revision. The entries of one
+// collection are joined.
+func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
+	entries := make(map[string]*entry, len(snap))
+	for i := range snap {
+		d := &snap[i]
+		if d.Kind == uint8(kindString) {
+			entries[d.Key] = &entry{value: d.Value, expireAt: d.ExpireAt, version: d.Version}
+			continue
+		}
+		e := entries[d.Key]
+		if e == nil || e.kind() != kind(d.Kind) {
+			c := newCollection(kind(d.Kind))
+			if c == nil {
+				continue
+			}
+			e = &entry{coll: c, expireAt: d.ExpireAt, version: d.Version}
+			entries[d.Key] = e
+		}
+		if elems, err := durability.DecodeArgs(d.Value); err == nil {
+			e.coll.load(elems)
+		}
+	}
 	seg := &s.segments[segment]
 	seg.mu.Lock()
 	defer seg.mu.Unlock()
-	seg.entries = make(map[string]*entry, len(keys))
-	for i, k := range keys {
-		seg.entries[k] = entries[i]
-	}
+	seg.entries = entries
 	seg.revision = revision
 }
 
@@ -250,13 +391,19 @@ func (s *store) digest(segment int) Digest {
 	return d
 }
 
-// entryHash is FNV-1a over the key, the value, the expiry and the version, mixed so that XOR-combining
+// entryHash is FNV-1a over the key, the value (a collection's kind and digest), the expiry and the version, mixed so that XOR-combining
 // many of them stays sensitive to every field.
 func entryHash(key string, e *entry) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	h.Write([]byte{0})
 	h.Write(e.value)
+	if e.coll != nil {
+		var c [9]byte
+		c[0] = byte(e.coll.kind())
+		binary.LittleEndian.PutUint64(c[1:], e.coll.digest())
+		h.Write(c[:])
+	}
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(e.expireAt))
 	binary.LittleEndian.PutUint64(b[8:], e.version)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
 )
 
@@ -22,7 +23,7 @@ type recordedWrite struct {
 func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 	s := newStore(2, clocktest.New(time.Unix(1_000, 0)))
 	var seen []recordedWrite
-	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry) {
+	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry, _ *collOp) {
 		seen = append(seen, recordedWrite{seg, rev, epoch, key, next == nil})
 	}
 	if v := s.put(0, "a", []byte("1"), 0); v != 1 {
@@ -57,9 +58,9 @@ func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 func TestStoreAppliesReplicatedWritesInOrder(t *testing.T) {
 	s := newStore(1, clocktest.New(time.Unix(1_000, 0)))
 	var epochs []uint64
-	s.onWrite = func(_ int, _, epoch uint64, _ string, _ *entry) { epochs = append(epochs, epoch) }
+	s.onWrite = func(_ int, _, epoch uint64, _ string, _ *entry, _ *collOp) { epochs = append(epochs, epoch) }
 	put := func(rev uint64, value string) (bool, uint64) {
-		return s.applyAt(0, rev, 7, "k", &entry{value: []byte(value), version: rev})
+		return s.applyAt(0, 7, &durability.Op{Revision: rev, Kind: durability.OpPut, Key: "k", Value: []byte(value), Version: rev})
 	}
 	for _, step := range []struct {
 		rev     uint64
@@ -118,13 +119,13 @@ func TestStoreSnapshotRestoresEqualDigest(t *testing.T) {
 	for i := range 50 {
 		a.put(0, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i)), time.Duration(i)*time.Second)
 	}
-	rev, keys, entries := a.snapshot(0)
-	b.restore(0, rev, keys, entries)
+	rev, entries := a.snapshot(0)
+	b.restore(0, rev, entries)
 	if a.digest(0) != b.digest(0) {
 		t.Fatalf("digests differ after restore: %+v, %+v", a.digest(0), b.digest(0))
 	}
 	b.put(0, "k1", []byte("changed"), 0)
-	b.restore(0, a.revision(0), nil, nil)
+	b.restore(0, a.revision(0), nil)
 	if da, db := a.digest(0), b.digest(0); da.Hash == db.Hash || db.Keys != 0 {
 		t.Fatalf("an empty copy at the same revision has the digest %+v of a full one %+v", db, da)
 	}

@@ -34,6 +34,10 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 	var err error
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		base, baseInf, expireAt := new(big.Float), false, int64(0)
+		if cur != nil && cur.coll != nil {
+			err = errWrongType
+			return nil, false
+		}
 		if cur != nil {
 			var ok bool
 			if base, baseInf, ok = parseLongDouble(cur.value); !ok {
@@ -72,6 +76,10 @@ func (s *store) appendValue(segment int, key string, suffix []byte, limit int) (
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var prefix []byte
 		var expireAt int64
+		if cur != nil && cur.coll != nil {
+			err = errWrongType
+			return nil, false
+		}
 		if cur != nil {
 			prefix, expireAt = cur.value, cur.expireAt
 		}
@@ -96,9 +104,14 @@ func (s *store) setRange(segment int, key string, offset int64, part []byte, lim
 	}
 	end := int(offset) + len(part)
 	var length int
+	var err error
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var old []byte
 		var expireAt int64
+		if cur != nil && cur.coll != nil {
+			err = errWrongType
+			return nil, false
+		}
 		if cur != nil {
 			old, expireAt = cur.value, cur.expireAt
 		}
@@ -108,27 +121,35 @@ func (s *store) setRange(segment int, key string, offset int64, part []byte, lim
 		length = len(value)
 		return &entry{value: value, expireAt: expireAt}, true
 	})
-	return length, nil
+	return length, err
 }
 
-// getDel deletes key and returns the live value it held.
-func (s *store) getDel(segment int, key string) (value []byte, found bool) {
+// getDel deletes key and returns the live value it held. It refuses a collection with errWrongType.
+func (s *store) getDel(segment int, key string) (value []byte, found bool, err error) {
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		if cur == nil {
+			return nil, false
+		}
+		if cur.coll != nil {
+			err = errWrongType
 			return nil, false
 		}
 		value, found = cur.value, true
 		return nil, true
 	})
-	return value, found
+	return value, found, err
 }
 
 // getEx returns key's live value and changes its expiry: a positive ttl sets a new one, a negative ttl
 // deletes the key, and zero removes the expiry, unless keep asks to leave it as it is. It reports whether it
-// wrote.
-func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (value []byte, found, written bool) {
+// wrote. It refuses a collection with errWrongType.
+func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (value []byte, found, written bool, err error) {
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		if cur == nil {
+			return nil, false
+		}
+		if cur.coll != nil {
+			err = errWrongType
 			return nil, false
 		}
 		value, found = cur.value, true
@@ -145,7 +166,7 @@ func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (va
 		written = true
 		return &entry{value: cur.value}, true
 	})
-	return value, found, written
+	return value, found, written, err
 }
 
 // typeName names the kind of value e holds, as Redis's TYPE does: "none" for no live entry. It is the one
@@ -154,5 +175,5 @@ func typeName(e *entry) string {
 	if e == nil {
 		return "none"
 	}
-	return "string"
+	return e.kind().String()
 }

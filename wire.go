@@ -47,6 +47,42 @@ const (
 	opSetRange    transport.Op = 45 // overwrite a value with Value from offset Delta, padding with zero bytes
 )
 
+// Collection operations (hash.go, set.go, list.go, zset.go). Numbers 48 to 79 are theirs. Each takes the
+// arguments after the key, as the Redis command of its name does, in kvRequest.Args.
+const (
+	opHSet    transport.Op = 48
+	opHGet    transport.Op = 49
+	opHMGet   transport.Op = 50
+	opHDel    transport.Op = 51
+	opHGetAll transport.Op = 52
+	opHLen    transport.Op = 53
+	opHIncrBy transport.Op = 54
+	opHExists transport.Op = 55
+
+	opSAdd      transport.Op = 56
+	opSRem      transport.Op = 57
+	opSMembers  transport.Op = 58
+	opSIsMember transport.Op = 59
+	opSCard     transport.Op = 60
+
+	opLPush  transport.Op = 61
+	opRPush  transport.Op = 62
+	opLPop   transport.Op = 63
+	opRPop   transport.Op = 64
+	opLRange transport.Op = 65
+	opLLen   transport.Op = 66
+	opLIndex transport.Op = 67
+	opLTrim  transport.Op = 68
+
+	opZAdd    transport.Op = 69
+	opZRem    transport.Op = 70
+	opZScore  transport.Op = 71
+	opZRange  transport.Op = 72
+	opZRank   transport.Op = 73
+	opZCard   transport.Op = 74
+	opZIncrBy transport.Op = 75
+)
+
 // Replication and control operations. Numbers 20 to 39 are theirs.
 const (
 	opReplicate transport.Op = 20 // owner -> replica: ops, snapshots and probes (replication.go)
@@ -64,6 +100,8 @@ type kvRequest struct {
 	Cond     putCond      // opPutIf: the conditions and options of the put
 	Concern  WriteConcern // writes: when to acknowledge; 0 = the owner's Config.WriteConcern
 	Version  uint64       // opPutIfVersion, opDeleteIfVersion: the version the key must have; 0 = no live value
+	// Args are a collection operation's arguments after the key, as the Redis command takes them.
+	Args [][]byte
 }
 
 // kvReply answers a kvRequest. For Moved-like statuses, Owner, Epoch and MapIndex describe the receiver's
@@ -81,6 +119,8 @@ type kvReply struct {
 	// opSetRange: the new length. Beside StatusInvalidRequest, a refusal code (strings.go).
 	Int     int64
 	Existed bool // opPutIf: the key had a live value (then Value holds it, if asked for)
+	// Values are a collection operation's array reply, a nil element for a missing one.
+	Values [][]byte
 }
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }

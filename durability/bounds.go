@@ -55,7 +55,7 @@ func (b logBounds) checkOp(op *Op) error {
 
 // accepts reports whether op is valid as the next one of a segment whose log has bounds b.
 func (b logBounds) accepts(op *Op) bool {
-	return op.Revision == b.last+1 && (op.Kind == OpPut || op.Kind == OpDelete && len(op.Value) == 0)
+	return op.Revision == b.last+1 && (op.Kind.valid() && op.Kind != OpDelete || op.Kind == OpDelete && len(op.Value) == 0)
 }
 
 // refusal says why accepts refuses op.

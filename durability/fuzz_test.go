@@ -32,8 +32,34 @@ func FuzzDecodeOp(f *testing.F) {
 		if err != nil || len(rest) != 0 || !sameOp(again, op) {
 			t.Fatalf("round trip of %+v gave %+v, %d bytes left, %v", op, again, len(rest), err)
 		}
-		if (op.Kind == OpPut) != (op.Value != nil) {
+		if (op.Kind != OpDelete) != (op.Value != nil) {
 			t.Fatalf("a %v decoded with value %v", op.Kind, op.Value)
+		}
+	})
+}
+
+// FuzzDecodeArgs checks that DecodeArgs never panics, fails only with ErrCorrupt, and that whatever it
+// accepts survives AppendArgs unchanged.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, args := range [][][]byte{nil, {{}}, {{1}, []byte("field"), []byte("value")}} {
+		f.Add(AppendArgs(nil, args))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		args, err := DecodeArgs(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeArgs failed with %v, not ErrCorrupt", err)
+			}
+			return
+		}
+		again, err := DecodeArgs(AppendArgs(nil, args))
+		if err != nil || len(again) != len(args) {
+			t.Fatalf("round trip of %q gave %q, %v", args, again, err)
+		}
+		for i := range args {
+			if !bytes.Equal(again[i], args[i]) {
+				t.Fatalf("round trip of %q gave %q", args, again)
+			}
 		}
 	})
 }

@@ -62,7 +62,7 @@ func sameSnapshot(a, b Snapshot) bool {
 	}
 	for i := range a.Entries {
 		ea, eb := a.Entries[i], b.Entries[i]
-		if ea.Key != eb.Key || !bytes.Equal(ea.Value, eb.Value) || ea.ExpireAt != eb.ExpireAt || ea.Version != eb.Version {
+		if ea.Key != eb.Key || !bytes.Equal(ea.Value, eb.Value) || ea.ExpireAt != eb.ExpireAt || ea.Version != eb.Version || ea.Kind != eb.Kind {
 			return false
 		}
 	}
@@ -77,6 +77,7 @@ func testSnapshot(segment uint32, revision uint64, n int) Snapshot {
 			Value:    bytes.Repeat([]byte{byte(i)}, i%40),
 			ExpireAt: int64(i) * 17,
 			Version:  uint64(i) + 1,
+			Kind:     uint8(i % 3),
 		})
 	}
 	return s

@@ -14,14 +14,36 @@ const (
 	OpDelete OpKind = 2
 )
 
-func (k OpKind) valid() bool { return k == OpPut || k == OpDelete }
+// Collection ops change part of a hash, set, list or sorted set, so that a write to a large collection
+// costs its arguments, not the collection. Their Value is the op's arguments, encoded by AppendArgs; what
+// the arguments mean is the store's business. Kinds 3 to 15 are theirs.
+const (
+	OpHashSet  OpKind = 3  // set hash fields to values
+	OpHashDel  OpKind = 4  // delete hash fields
+	OpSetAdd   OpKind = 5  // add set members
+	OpSetRem   OpKind = 6  // remove set members
+	OpListPush OpKind = 7  // push list items at one end
+	OpListPop  OpKind = 8  // pop list items from one end
+	OpListTrim OpKind = 9  // keep a range of a list
+	OpZAdd     OpKind = 10 // set sorted set members' scores
+	OpZRem     OpKind = 11 // remove sorted set members
+	OpExpireAt OpKind = 12 // set the key's expiry to ExpireAt, keeping its value
+)
+
+var opKindNames = [...]string{
+	OpPut: "put", OpDelete: "delete", OpHashSet: "hashset", OpHashDel: "hashdel", OpSetAdd: "setadd",
+	OpSetRem: "setrem", OpListPush: "listpush", OpListPop: "listpop", OpListTrim: "listtrim", OpZAdd: "zadd",
+	OpZRem: "zrem", OpExpireAt: "expireat",
+}
+
+func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt }
+
+// HasArgs reports whether ops of kind k carry encoded arguments rather than a value.
+func (k OpKind) HasArgs() bool { return k >= OpHashSet && k <= OpExpireAt }
 
 func (k OpKind) String() string {
-	switch k {
-	case OpPut:
-		return "put"
-	case OpDelete:
-		return "delete"
+	if k.valid() {
+		return opKindNames[k]
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -33,7 +55,7 @@ type Op struct {
 	Epoch    uint64 // the epoch of the owner whose history it belongs to: it applied it, or sent it here
 	Kind     OpKind
 	Key      string
-	Value    []byte // OpPut only
+	Value    []byte // OpPut: the value; a collection op: its arguments (AppendArgs); OpDelete: none
 	ExpireAt int64  // absolute expiry, Unix nanoseconds; 0 = none
 	Version  uint64 // the key's version after the op
 	Time     int64  // when the owner applied it, Unix nanoseconds (for age-based retention)
@@ -51,8 +73,8 @@ func opSizeHint(op *Op) int {
 }
 
 // AppendOp appends the msgpack encoding of op to dst: the array [segment, revision, epoch, kind, key,
-// value, expireAt, version, time]. The value is bin for a put and nil for a delete, whose Value is
-// ignored.
+// value, expireAt, version, time]. The value is bin for a put or a collection op and nil for a delete,
+// whose Value is ignored.
 func AppendOp(dst []byte, op *Op) []byte {
 	dst = msgp.Require(dst, opSizeHint(op))
 	dst = msgp.AppendArrayHeader(dst, opFields)
@@ -80,7 +102,7 @@ func DecodeOp(b []byte) (Op, []byte, error) {
 	if err != nil {
 		return Op{}, nil, err
 	}
-	if op.Kind == OpPut {
+	if op.Kind != OpDelete {
 		op.Value = append(make([]byte, 0, len(value)), value...)
 	}
 	return op, rest, nil
@@ -134,7 +156,8 @@ func decodeOp(b []byte, op *Op) (value []byte, rest []byte, err error) {
 	return value, b, nil
 }
 
-// decodeOpValue reads the value field: bin for a put, nil for a delete.
+// decodeOpValue reads the value field: bin for a put, nil for a delete, and for a collection op the bin
+// of well-formed arguments.
 func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error) {
 	if kind == OpDelete {
 		if rest, err = msgp.ReadNilBytes(b); err != nil {
@@ -143,7 +166,12 @@ func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error)
 		return nil, rest, nil
 	}
 	if value, rest, err = msgp.ReadBytesZC(b); err != nil {
-		return nil, nil, corrupt("put op value", err)
+		return nil, nil, corrupt(kind.String()+" op value", err)
+	}
+	if kind.HasArgs() {
+		if _, err := DecodeArgs(value); err != nil {
+			return nil, nil, err
+		}
 	}
 	return value, rest, nil
 }

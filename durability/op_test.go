@@ -17,6 +17,10 @@ func codecOps() []Op {
 			Value: bytes.Repeat([]byte{0xAB}, 70_000), ExpireAt: math.MinInt64, Version: math.MaxUint64, Time: math.MaxInt64},
 		{Kind: OpPut, Value: []byte{}},
 		{Segment: 3, Revision: 9, Kind: OpDelete, Key: "gone\x00\xff", Version: 2, Time: -1},
+		{Segment: 4, Revision: 10, Kind: OpHashSet, Key: "h", Value: AppendArgs(nil, [][]byte{{1}, []byte("f"), []byte("v")}), Version: 10},
+		{Segment: 4, Revision: 11, Kind: OpZAdd, Key: "z", Value: AppendArgs(nil, [][]byte{{0}, make([]byte, 8), []byte("m")})},
+		{Segment: 4, Revision: 12, Kind: OpExpireAt, Key: "h", Value: AppendArgs(nil, nil), ExpireAt: 99},
+		{Segment: 4, Revision: 13, Kind: OpListPop, Key: "l", Value: AppendArgs(nil, [][]byte{{}})},
 	}
 }
 
@@ -110,7 +114,8 @@ func TestDecodeOpCorrupt(t *testing.T) {
 		"empty":             nil,
 		"not an array":      msgp.AppendString(nil, "op"),
 		"too few fields":    header(opFields - 1),
-		"unknown kind":      withValue(7, []byte("v")),
+		"unknown kind":      withValue(16, []byte("v")),
+		"args malformed":    withValue(uint8(OpHashSet), []byte("v")),
 		"delete with value": withValue(uint8(OpDelete), []byte("v")),
 		"put without value": withValue(uint8(OpPut), nil),
 		"segment overflow":  msgp.AppendUint64(header(opFields), math.MaxUint32+1),

@@ -6,12 +6,14 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// Entry is one live key in a segment snapshot.
+// Entry is one live key in a segment snapshot. A collection's Value is its elements encoded by AppendArgs;
+// a large one may be carried by several entries of the same key, each holding part of its elements.
 type Entry struct {
 	Key      string
 	Value    []byte
 	ExpireAt int64 // absolute expiry, Unix nanoseconds; 0 = none
 	Version  uint64
+	Kind     uint8 // 0 for a string value, else the kind of collection (the store's numbering)
 }
 
 // Snapshot is the whole state of one segment as of Revision: replaying the segment's ops above Revision
@@ -25,7 +27,10 @@ type Snapshot struct {
 
 const (
 	snapshotFields = 4
-	entryFields    = 4
+	// entryFields is what every entry holds; entryFieldsKind adds the kind, which writers omit for a string
+	// value so that snapshots of strings alone read the same as before kinds existed.
+	entryFields     = 4
+	entryFieldsKind = 5
 
 	// minEntrySize is the fewest bytes an encoded entry takes (array header, empty key, empty bin, two
 	// one-byte integers). It bounds the entry count a header may claim before anything is allocated.
@@ -41,13 +46,13 @@ func snapshotSizeHint(s *Snapshot) int {
 	for i := range s.Entries {
 		e := &s.Entries[i]
 		n += msgp.ArrayHeaderSize + msgp.StringPrefixSize + len(e.Key) + msgp.BytesPrefixSize + len(e.Value) +
-			msgp.Int64Size + msgp.Uint64Size
+			msgp.Int64Size + msgp.Uint64Size + msgp.Uint8Size
 	}
 	return n
 }
 
 // AppendSnapshot appends the msgpack encoding of s to dst: the array [segment, revision, epoch, entries],
-// each entry the array [key, value, expireAt, version].
+// each entry the array [key, value, expireAt, version], with kind appended for a collection.
 func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	dst = msgp.Require(dst, snapshotSizeHint(s))
 	dst = msgp.AppendArrayHeader(dst, snapshotFields)
@@ -57,11 +62,18 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	dst = msgp.AppendArrayHeader(dst, uint32(len(s.Entries)))
 	for i := range s.Entries {
 		e := &s.Entries[i]
-		dst = msgp.AppendArrayHeader(dst, entryFields)
+		fields := uint32(entryFields)
+		if e.Kind != 0 {
+			fields = entryFieldsKind
+		}
+		dst = msgp.AppendArrayHeader(dst, fields)
 		dst = msgp.AppendString(dst, e.Key)
 		dst = msgp.AppendBytes(dst, e.Value)
 		dst = msgp.AppendInt64(dst, e.ExpireAt)
 		dst = msgp.AppendUint64(dst, e.Version)
+		if e.Kind != 0 {
+			dst = msgp.AppendUint8(dst, e.Kind)
+		}
 	}
 	return dst
 }
@@ -147,6 +159,12 @@ func decodeEntry(b []byte, e *Entry) (rest []byte, err error) {
 	}
 	if e.Version, b, err = msgp.ReadUint64Bytes(b); err != nil {
 		return nil, corrupt("entry version", err)
+	}
+	if fields >= entryFieldsKind {
+		if e.Kind, b, err = msgp.ReadUint8Bytes(b); err != nil {
+			return nil, corrupt("entry kind", err)
+		}
+		fields--
 	}
 	if b, err = skipFields(b, fields-entryFields); err != nil {
 		return nil, corrupt("entry trailing fields", err)

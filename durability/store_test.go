@@ -276,7 +276,7 @@ func testInvalidOpRefused(t *testing.T, s Store) {
 func testRefusalIsPerSegment(t *testing.T, s Store) {
 	mustAppend(t, s, putOps(4, 1, 2))
 	invalid := putOp(5, 2)
-	invalid.Kind = 9
+	invalid.Kind = 99
 	var ops []Op
 	for rev := uint64(1); rev <= 5; rev++ {
 		ops = append(ops, putOp(1, rev), putOp(2, rev), putOp(4, rev+2))

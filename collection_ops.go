@@ -1,0 +1,135 @@
+package zaris
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// maxCollectionArgs bounds the arguments of one collection operation. Their bytes are bounded by
+// Config.MaxValueSize, and a reply's by half of Config.MaxFrameSize.
+const maxCollectionArgs = 1 << 20
+
+// invalidArgs refuses a collection operation with Redis's error message, which the RESP endpoint replies
+// and the Go API wraps in ErrInvalidRequest.
+func invalidArgs(msg string) kvReply {
+	return kvReply{Status: StatusInvalidRequest, Value: []byte(msg)}
+}
+
+func wrongArgCount(cmd string) kvReply {
+	return invalidArgs("ERR wrong number of arguments for '" + cmd + "' command")
+}
+
+const (
+	msgNotInteger = "ERR value is not an integer or out of range"
+	msgSyntax     = "ERR syntax error"
+	msgOverflow   = "ERR increment or decrement would overflow"
+)
+
+// collectionOp wraps the apply function of a collection operation that writes: it refuses arguments
+// beyond the limits first.
+func collectionOp(apply applyFunc) applyFunc {
+	return func(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+		size := 0
+		for _, a := range req.Args {
+			size += len(a)
+		}
+		if len(req.Args) > maxCollectionArgs || size > lim.maxValueSize {
+			return kvReply{Status: StatusTooLarge}
+		}
+		return apply(s, seg, req, lim)
+	}
+}
+
+// writeReply answers a collection write: its status and, when it wrote, the key's new version. A reply
+// without a version wrote nothing, so it tells the stored state (revealsUnwritten).
+func writeReply(version uint64, status Status, n int) kvReply {
+	return kvReply{Status: status, Version: version, Int: int64(n)}
+}
+
+// readReply answers a collection read with values, or StatusTooLarge when they exceed the reply limit.
+func readReply(status Status, values [][]byte, lim opLimits) kvReply {
+	size := 0
+	for _, v := range values {
+		size += len(v) + 5
+	}
+	if size > lim.maxReplyBytes {
+		return kvReply{Status: StatusTooLarge}
+	}
+	return kvReply{Status: status, Values: values}
+}
+
+// parseInt parses an integer argument as Redis does.
+func parseInt(b []byte) (int64, bool) { return parseCanonicalInt(b) }
+
+// collectionCall runs a collection operation on key's owner with args after the key, and turns a refusal
+// into an error.
+func (n *Node) collectionCall(ctx context.Context, op transport.Op, key string, args ...[]byte) (kvReply, error) {
+	if args == nil {
+		args = [][]byte{}
+	}
+	reply, err := n.execute(ctx, op, &kvRequest{Key: key, Args: args})
+	if err != nil {
+		return reply, err
+	}
+	switch reply.Status {
+	case StatusSuccess, StatusNotFound:
+		return reply, nil
+	case StatusInvalidRequest:
+		if reply.Value != nil {
+			return reply, fmt.Errorf("%w: %s", ErrInvalidRequest, reply.Value)
+		}
+	case StatusTooLarge:
+		return reply, fmt.Errorf("%w: the arguments exceed %d values or %d bytes, or the reply half the frame size",
+			ErrValueTooLarge, maxCollectionArgs, n.cfg.MaxValueSize)
+	}
+	return reply, reply.Status.err()
+}
+
+// intArg formats n as an argument.
+func intArg(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
+
+// stringArgs turns strings into arguments.
+func stringArgs(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// stringsOf turns values into strings.
+func stringsOf(values [][]byte) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// distinct returns args without repeats, keeping the first of each.
+func distinct(args [][]byte) [][]byte {
+	if len(args) < 2 {
+		return args
+	}
+	seen := make(map[string]struct{}, len(args))
+	out := args[:0:0]
+	for _, a := range args {
+		if _, dup := seen[string(a)]; !dup {
+			seen[string(a)] = struct{}{}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Type returns the kind of value key holds: "string", "hash", "set", "list" or "zset", or "none".
+func (n *Node) Type(ctx context.Context, key string) (string, error) {
+	reply, err := n.execute(ctx, opType, &kvRequest{Key: key})
+	if err != nil {
+		return "", err
+	}
+	return string(reply.Value), reply.Status.err()
+}

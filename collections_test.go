@@ -1,0 +1,457 @@
+package zaris
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/transport"
+)
+
+// replicatedPair is an owner's store whose every write goes, as the op a replica receives (encoded and
+// decoded as on the wire and the disk), to a replica's store. It records the ops.
+type replicatedPair struct {
+	owner, replica *store
+	clock          *clocktest.Manual
+	ops            []durability.Op
+}
+
+func newReplicatedPair(t *testing.T) *replicatedPair {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	p := &replicatedPair{owner: newStore(1, clock), replica: newStore(1, clock), clock: clock}
+	p.owner.onWrite = func(seg int, rev, _ uint64, key string, next *entry, coll *collOp) {
+		op := durability.Op{Segment: uint32(seg), Revision: rev, Kind: durability.OpDelete, Key: key}
+		if next != nil {
+			op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
+		}
+		if coll != nil {
+			op.Kind, op.Value = coll.kind, coll.encode()
+		}
+		decoded, _, err := durability.DecodeOp(durability.AppendOp(nil, &op))
+		if err != nil {
+			t.Fatalf("the op of a write does not decode: %v", err)
+		}
+		p.ops = append(p.ops, decoded)
+		if applied, have := p.replica.applyAt(seg, 1, &decoded); !applied {
+			t.Fatalf("replica refused revision %d at %d", rev, have)
+		}
+	}
+	return p
+}
+
+// do applies op to the owner.
+func (p *replicatedPair) do(op transport.Op, key string, args ...string) kvReply {
+	req := kvRequest{Key: key, Args: stringArgs(args)}
+	return lookupKeyOp(op).apply(p.owner, 0, req, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20})
+}
+
+// read applies a read op to both stores and checks they answer the same.
+func (p *replicatedPair) read(t *testing.T, op transport.Op, key string, args ...string) kvReply {
+	t.Helper()
+	req := kvRequest{Key: key, Args: stringArgs(args)}
+	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}
+	a, b := lookupKeyOp(op).apply(p.owner, 0, req, lim), lookupKeyOp(op).apply(p.replica, 0, req, lim)
+	if !sameReply(a, b) && op != opSMembers && op != opHGetAll {
+		t.Fatalf("%s %s %q: owner answers %s, replica %s", opName(op), key, args, describeReply(a), describeReply(b))
+	}
+	return a
+}
+
+func (p *replicatedPair) same(t *testing.T) {
+	t.Helper()
+	if a, b := p.owner.digest(0), p.replica.digest(0); a != b {
+		t.Fatalf("owner %+v and replica %+v differ", a, b)
+	}
+}
+
+func sameReply(a, b kvReply) bool {
+	return a.Status == b.Status && a.Int == b.Int && bytes.Equal(a.Value, b.Value) && len(a.Values) == len(b.Values) &&
+		slices.EqualFunc(a.Values, b.Values, func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) })
+}
+
+// describeReply shows a reply in tests: status, then Int, Value and Values.
+func describeReply(r kvReply) string {
+	s := fmt.Sprintf("%v %d", r.Status, r.Int)
+	if r.Value != nil {
+		s += fmt.Sprintf(" %q", r.Value)
+	}
+	if r.Values != nil {
+		parts := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			if v == nil {
+				parts[i] = "nil"
+			} else {
+				parts[i] = string(v)
+			}
+		}
+		s += " [" + strings.Join(parts, " ") + "]"
+	}
+	return s
+}
+
+type collectionStep struct {
+	op   transport.Op
+	key  string
+	args []string
+	want string
+}
+
+// collectionSteps exercise every collection command on a bare store. want is the reply as describeReply shows
+// it; readers are checked on the replica too.
+var collectionSteps = []collectionStep{
+	{opHSet, "h", []string{"a", "1", "b", "2", "a", "3"}, "Success 2"},
+	{opHSet, "h", []string{"b", "20", "c", "30"}, "Success 1"},
+	{opHSet, "h", []string{"odd"}, "InvalidRequest 0 \"ERR wrong number of arguments for 'hset' command\""},
+	{opHGet, "h", []string{"a"}, "Success 0 \"3\""},
+	{opHGet, "h", []string{"zz"}, "NotFound 0"},
+	{opHGet, "nohash", []string{"a"}, "NotFound 0"},
+	{opHMGet, "h", []string{"a", "zz", "c"}, "Success 0 [3 nil 30]"},
+	{opHMGet, "nohash", []string{"a"}, "Success 0 [nil]"},
+	{opHLen, "h", nil, "Success 3"},
+	{opHExists, "h", []string{"b"}, "Success 1"},
+	{opHExists, "h", []string{"zz"}, "Success 0"},
+	{opHIncrBy, "h", []string{"a", "5"}, "Success 8"},
+	{opHIncrBy, "h", []string{"new", "-2"}, "Success -2"},
+	{opHIncrBy, "h", []string{"a", "x"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
+	{opHSet, "h", []string{"s", "str"}, "Success 1"},
+	{opHIncrBy, "h", []string{"s", "1"}, "InvalidRequest 0 \"ERR hash value is not an integer\""},
+	{opHIncrBy, "h", []string{"a", "9223372036854775807"}, "InvalidRequest 0 \"ERR increment or decrement would overflow\""},
+	{opHDel, "h", []string{"s", "zz", "s"}, "Success 1"},
+	{opHDel, "h", []string{"zz"}, "Success 0"},
+	{opHGetAll, "h", nil, "Success 0 [a 8 b 20 c 30 new -2]"},
+	{opHDel, "h", []string{"a", "b", "c", "new"}, "Success 4"},
+	{opHLen, "h", nil, "NotFound 0"},
+	{opType, "h", nil, "Success 0 \"none\""},
+
+	{opSAdd, "s", []string{"x", "y", "x"}, "Success 2"},
+	{opSAdd, "s", []string{"y", "z"}, "Success 1"},
+	{opSAdd, "s", []string{"z"}, "Success 0"},
+	{opSIsMember, "s", []string{"y"}, "Success 1"},
+	{opSIsMember, "s", []string{"w"}, "Success 0"},
+	{opSCard, "s", nil, "Success 3"},
+	{opSMembers, "s", nil, "Success 0 [x y z]"},
+	{opSRem, "s", []string{"x", "w"}, "Success 1"},
+	{opSRem, "s", []string{"y", "z"}, "Success 2"},
+	{opSCard, "s", nil, "NotFound 0"},
+
+	{opRPush, "l", []string{"a", "b", "c"}, "Success 3"},
+	{opLPush, "l", []string{"z", "y"}, "Success 5"},
+	{opLRange, "l", []string{"0", "-1"}, "Success 0 [y z a b c]"},
+	{opLRange, "l", []string{"-2", "100"}, "Success 0 [b c]"},
+	{opLRange, "l", []string{"3", "1"}, "Success 0 []"},
+	{opLRange, "l", []string{"a", "1"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
+	{opLIndex, "l", []string{"-1"}, "Success 0 \"c\""},
+	{opLIndex, "l", []string{"5"}, "NotFound 0"},
+	{opLLen, "l", nil, "Success 5"},
+	{opLPop, "l", nil, "Success 0 \"y\""},
+	{opRPop, "l", []string{"2"}, "Success 0 [c b]"},
+	{opLPop, "l", []string{"-1"}, "InvalidRequest 0 \"ERR value is out of range, must be positive\""},
+	{opRPush, "l", []string{"d", "e", "f"}, "Success 5"},
+	{opLTrim, "l", []string{"1", "-2"}, "Success 0"},
+	{opLRange, "l", []string{"0", "-1"}, "Success 0 [a d e]"},
+	{opLTrim, "l", []string{"0", "-1"}, "Success 0"},
+	{opLPop, "l", []string{"0"}, "Success 0 []"},
+	{opLPop, "nolist", nil, "NotFound 0"},
+	{opLPop, "l", []string{"10"}, "Success 0 [a d e]"},
+	{opLLen, "l", nil, "NotFound 0"},
+	{opRPush, "l", []string{"a", "b"}, "Success 2"},
+	{opLTrim, "l", []string{"5", "10"}, "Success 0"},
+	{opLLen, "l", nil, "NotFound 0"},
+
+	{opZAdd, "z", []string{"1", "a", "2", "b", "3", "c"}, "Success 3"},
+	{opZAdd, "z", []string{"ch", "1", "a", "5", "b", "0.5", "d"}, "Success 2"},
+	{opZAdd, "z", []string{"nx", "9", "a", "9", "e"}, "Success 1"},
+	{opZAdd, "z", []string{"xx", "4", "a", "4", "f"}, "Success 0"},
+	{opZAdd, "z", []string{"gt", "ch", "1", "a", "10", "c"}, "Success 1"},
+	{opZAdd, "z", []string{"incr", "2", "a"}, "Success 0 \"6\""},
+	{opZAdd, "z", []string{"nx", "incr", "2", "a"}, "Success 0"},
+	{opZAdd, "z", []string{"nx", "xx", "1", "a"}, "InvalidRequest 0 \"ERR XX and NX options at the same time are not compatible\""},
+	{opZAdd, "z", []string{"1", "a", "2"}, "InvalidRequest 0 \"ERR syntax error\""},
+	{opZAdd, "z", []string{"x", "a"}, "InvalidRequest 0 \"ERR value is not a valid float\""},
+	{opZRange, "z", []string{"0", "-1", "withscores"}, "Success 0 [d 0.5 b 5 a 6 e 9 c 10]"},
+	{opZRange, "z", []string{"0", "1", "rev"}, "Success 0 [c e]"},
+	{opZRange, "z", []string{"(5", "+inf", "byscore", "limit", "1", "2"}, "Success 0 [e c]"},
+	{opZRange, "z", []string{"9", "-inf", "byscore", "rev"}, "Success 0 [e a b d]"},
+	{opZRange, "z", []string{"x", "1", "byscore"}, "InvalidRequest 0 \"ERR min or max is not a float\""},
+	{opZScore, "z", []string{"a"}, "Success 0 \"6\""},
+	{opZScore, "z", []string{"zz"}, "NotFound 0"},
+	{opZRank, "z", []string{"e"}, "Success 3"},
+	{opZRank, "z", []string{"zz"}, "NotFound -1"},
+	{opZIncrBy, "z", []string{"1.5", "d"}, "Success 0 \"2\""},
+	{opZCard, "z", nil, "Success 5"},
+	{opZRem, "z", []string{"a", "zz", "a"}, "Success 1"},
+	{opZRange, "z", []string{"0", "-1"}, "Success 0 [d b e c]"},
+	{opType, "z", nil, "Success 0 \"zset\""},
+	{opZRem, "z", []string{"d", "b", "e", "c"}, "Success 4"},
+	{opZCard, "z", nil, "NotFound 0"},
+}
+
+// TestCollectionCommands runs every collection command on an owner's bare store and checks its reply, and
+// that a replica applying the ops each write produced holds the same after every step.
+func TestCollectionCommands(t *testing.T) {
+	p := newReplicatedPair(t)
+	tested := map[transport.Op]bool{}
+	for i, step := range collectionSteps {
+		tested[step.op] = true
+		var reply kvReply
+		if lookupKeyOp(step.op).readOnly {
+			reply = p.read(t, step.op, step.key, step.args...)
+		} else {
+			reply = p.do(step.op, step.key, step.args...)
+		}
+		got := describeReply(reply)
+		if step.op == opSMembers || step.op == opHGetAll {
+			got = describeSorted(reply, step.op == opHGetAll)
+		}
+		if got != step.want {
+			t.Errorf("step %d: %s %s %q = %s, want %s", i, opName(step.op), step.key, step.args, got, step.want)
+		}
+		p.same(t)
+	}
+	for op := opHSet; op <= opZIncrBy; op++ {
+		if !tested[op] {
+			t.Errorf("%s has no step", opName(op))
+		}
+	}
+}
+
+// describeSorted describes a reply whose values come in no order, sorted (by pairs when pairs is set).
+func describeSorted(r kvReply, pairs bool) string {
+	stride := 1
+	if pairs {
+		stride = 2
+	}
+	var groups [][][]byte
+	for i := 0; i+stride <= len(r.Values); i += stride {
+		groups = append(groups, r.Values[i:i+stride])
+	}
+	sort.Slice(groups, func(i, j int) bool { return string(groups[i][0]) < string(groups[j][0]) })
+	r.Values = slices.Concat(groups...)
+	return describeReply(r)
+}
+
+// TestCollectionKinds checks what the string operations and the collection ones do to keys of the other
+// kind: WRONGTYPE for reads and writes of contents, while DEL, EXISTS, TTLs and SET work on every kind.
+func TestCollectionKinds(t *testing.T) {
+	p := newReplicatedPair(t)
+	for _, k := range []struct {
+		key, kind string
+		create    transport.Op
+		args      []string
+	}{{"h", "hash", opHSet, []string{"f", "v"}}, {"s", "set", opSAdd, []string{"m"}},
+		{"l", "list", opRPush, []string{"i"}}, {"z", "zset", opZAdd, []string{"1", "m"}}} {
+		if r := p.do(k.create, k.key, k.args...); r.Status != StatusSuccess {
+			t.Fatalf("create %s: %s", k.key, describeReply(r))
+		}
+		if got := describeReply(p.read(t, opType, k.key)); got != fmt.Sprintf("Success 0 %q", k.kind) {
+			t.Errorf("type %s = %s", k.key, got)
+		}
+		for _, op := range []transport.Op{opGet, opIncr, opIncrByFloat, opAppend, opGetDel, opGetEx, opSetRange, opHGet, opSIsMember, opLIndex, opZScore, opHSet, opSAdd, opRPush, opZAdd} {
+			if op == opHSet && k.create == opHSet || op == opSAdd && k.create == opSAdd || op == opRPush && k.create == opRPush ||
+				op == opZAdd && k.create == opZAdd || op == opHGet && k.create == opHSet || op == opSIsMember && k.create == opSAdd ||
+				op == opLIndex && k.create == opRPush || op == opZScore && k.create == opZAdd {
+				continue
+			}
+			args := []string{"1", "1"}
+			if op == opHGet || op == opSIsMember || op == opLIndex || op == opZScore {
+				args = args[:1]
+			}
+			req := kvRequest{Key: k.key, Args: stringArgs(args), Delta: 1, Value: []byte("1")}
+			if r := lookupKeyOp(op).apply(p.owner, 0, req, opLimits{maxValueSize: 64, maxReplyBytes: 64}); r.Status != StatusWrongType {
+				t.Errorf("%s on a %s: %s, want WrongType", opName(op), k.kind, describeReply(r))
+			}
+		}
+		swap := lookupKeyOp(opPutIf).apply(p.owner, 0, kvRequest{Key: k.key, Value: []byte("v"), Cond: condReturnPrev}, testLimits)
+		if swap.Status != StatusWrongType {
+			t.Errorf("SET GET on a %s: %s, want WrongType", k.kind, describeReply(swap))
+		}
+		if !p.owner.expire(0, k.key, time.Minute) {
+			t.Errorf("expire %s found nothing", k.key)
+		}
+		last := p.ops[len(p.ops)-1]
+		if last.Kind != durability.OpExpireAt || last.ExpireAt == 0 || len(last.Value) > 8 {
+			t.Errorf("expire of a %s replicated as %v with %d bytes, want an expiry op", k.kind, last.Kind, len(last.Value))
+		}
+		if ttl, ok := p.replica.ttl(0, k.key); !ok || ttl != time.Minute {
+			t.Errorf("replica's ttl of %s = %v, %v", k.key, ttl, ok)
+		}
+		if existed, dropped := p.owner.persist(0, k.key); !existed || !dropped {
+			t.Errorf("persist %s = %v, %v", k.key, existed, dropped)
+		}
+		p.same(t)
+	}
+	p.owner.put(0, "h", []byte("now a string"), 0)
+	if got := describeReply(p.read(t, opType, "h")); got != `Success 0 "string"` {
+		t.Errorf("SET over a hash left type %s", got)
+	}
+	if !p.owner.remove(0, "s") {
+		t.Error("DEL of a set found nothing")
+	}
+	if r := p.read(t, opExists, "l"); r.Status != StatusSuccess {
+		t.Errorf("EXISTS of a list: %s", describeReply(r))
+	}
+	p.owner.expire(0, "z", time.Second)
+	p.clock.Advance(time.Second)
+	if r := p.do(opZAdd, "z", "2", "n"); r.Status != StatusSuccess || r.Int != 1 {
+		t.Errorf("ZADD on an expired sorted set: %s", describeReply(r))
+	}
+	if got := describeReply(p.read(t, opZRange, "z", "0", "-1")); got != "Success 0 [n]" {
+		t.Errorf("an expired sorted set came back: %s", got)
+	}
+	p.same(t)
+}
+
+// TestCollectionWriteShipsItsChange checks that a write to a large collection produces an op the size of
+// its arguments, not of the collection, for every kind.
+func TestCollectionWriteShipsItsChange(t *testing.T) {
+	p := newReplicatedPair(t)
+	value := strings.Repeat("v", 100)
+	for i := range 10_000 {
+		m := fmt.Sprintf("member-%05d", i)
+		p.do(opHSet, "h", m, value)
+		p.do(opSAdd, "s", m)
+		p.do(opRPush, "l", value)
+		p.do(opZAdd, "z", fmt.Sprint(i), m)
+	}
+	p.ops = nil
+	for _, step := range []struct {
+		op   transport.Op
+		key  string
+		args []string
+	}{
+		{opHSet, "h", []string{"member-00001", "new"}}, {opHIncrBy, "h", []string{"n", "1"}}, {opHDel, "h", []string{"member-00002"}},
+		{opSAdd, "s", []string{"new"}}, {opSRem, "s", []string{"member-00003"}},
+		{opLPush, "l", []string{"new"}}, {opRPop, "l", []string{"3"}}, {opLTrim, "l", []string{"1", "-2"}},
+		{opZAdd, "z", []string{"0.5", "new"}}, {opZIncrBy, "z", []string{"2", "member-00004"}}, {opZRem, "z", []string{"member-00005"}},
+	} {
+		if r := p.do(step.op, step.key, step.args...); r.Version == 0 {
+			t.Fatalf("%s wrote nothing: %s", opName(step.op), describeReply(r))
+		}
+		op := p.ops[len(p.ops)-1]
+		if size := len(durability.AppendOp(nil, &op)); size > 128 {
+			t.Errorf("%s on a collection of 10000 elements shipped %d bytes", opName(step.op), size)
+		}
+	}
+	p.same(t)
+}
+
+// TestCollectionSnapshotRoundTrip checks that collections survive a snapshot through the durability
+// encoding, a large one split in entries of bounded size.
+func TestCollectionSnapshotRoundTrip(t *testing.T) {
+	p := newReplicatedPair(t)
+	value := strings.Repeat("v", 1000)
+	for i := range 2_000 {
+		p.do(opHSet, "big", fmt.Sprintf("f%d", i), value)
+	}
+	p.do(opSAdd, "s", "a", "b")
+	p.do(opRPush, "l", "x", "y", "x")
+	p.do(opZAdd, "z", "1", "a", "-inf", "b")
+	p.owner.put(0, "str", []byte("v"), time.Hour)
+	p.owner.expire(0, "l", time.Hour)
+	rev, entries := p.owner.snapshot(0)
+	pieces := 0
+	for _, e := range entries {
+		if e.Key == "big" {
+			pieces++
+			if len(e.Value) > collectionChunkBytes+2*len(value) {
+				t.Errorf("a snapshot entry holds %d bytes", len(e.Value))
+			}
+		}
+	}
+	if pieces < 2 {
+		t.Errorf("a hash of 2 MB went in %d snapshot entries", pieces)
+	}
+	snap := durability.Snapshot{Revision: rev, Entries: entries}
+	decoded, err := durability.DecodeSnapshot(durability.AppendSnapshot(nil, &snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := newStore(1, p.clock)
+	restored.restore(0, decoded.Revision, decoded.Entries)
+	if a, b := p.owner.digest(0), restored.digest(0); a != b || a.Keys != 5 {
+		t.Fatalf("restored %+v, want %+v with 5 keys", b, a)
+	}
+	if ttl, ok := restored.ttl(0, "l"); !ok || ttl != time.Hour {
+		t.Errorf("restored list ttl %v, %v", ttl, ok)
+	}
+	r := lookupKeyOp(opLRange).apply(restored, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "-1"})}, opLimits{maxReplyBytes: 100})
+	if describeReply(r) != "Success 0 [x y x]" {
+		t.Errorf("restored list: %s", describeReply(r))
+	}
+}
+
+// TestCollectionLimits checks that arguments and replies beyond the limits are refused as too large.
+func TestCollectionLimits(t *testing.T) {
+	s, _ := newTestStore()
+	lim := opLimits{maxValueSize: 10, maxReplyBytes: 30}
+	if r := lookupKeyOp(opHSet).apply(s, 0, kvRequest{Key: "h", Args: stringArgs([]string{"field", "value!"})}, lim); r.Status != StatusTooLarge {
+		t.Errorf("HSET of 11 bytes with a limit of 10: %s", describeReply(r))
+	}
+	for i := range 5 {
+		lookupKeyOp(opRPush).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"item-" + fmt.Sprint(i)})}, lim)
+	}
+	if r := lookupKeyOp(opLRange).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "-1"})}, lim); r.Status != StatusTooLarge {
+		t.Errorf("LRANGE of 50 bytes with a limit of 30: %s", describeReply(r))
+	}
+	if r := lookupKeyOp(opLRange).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "1"})}, lim); r.Status != StatusSuccess {
+		t.Errorf("LRANGE within the limit: %s", describeReply(r))
+	}
+}
+
+// TestZSkipList checks ranks, positions and score ranges against a sorted slice over random changes.
+func TestZSkipList(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	z := newZSet()
+	for round := range 3000 {
+		m := fmt.Sprintf("m%d", rng.IntN(300))
+		if rng.IntN(4) == 0 {
+			z.remove(m)
+		} else {
+			z.set(m, float64(rng.IntN(50)))
+		}
+		if round%100 != 0 {
+			continue
+		}
+		type pair struct {
+			score  float64
+			member string
+		}
+		var want []pair
+		for m, s := range z.scores {
+			want = append(want, pair{s, m})
+		}
+		sort.Slice(want, func(i, j int) bool {
+			return want[i].score < want[j].score || want[i].score == want[j].score && want[i].member < want[j].member
+		})
+		if z.list.length != len(want) {
+			t.Fatalf("list holds %d, map %d", z.list.length, len(want))
+		}
+		for i, w := range want {
+			if n := z.list.at(i); n == nil || n.member != w.member {
+				t.Fatalf("at(%d) = %v, want %s", i, n, w.member)
+			}
+			if r := z.list.rank(w.score, w.member); r != i {
+				t.Fatalf("rank of %s = %d, want %d", w.member, r, i)
+			}
+		}
+		lo, hi := float64(rng.IntN(50)), float64(rng.IntN(50))
+		var got []string
+		z.byScore(&zrangeArgs{min: lo, max: hi, minEx: true}, func(n *zskipNode) { got = append(got, n.member) })
+		var inRange []string
+		for _, w := range want {
+			if w.score > lo && w.score <= hi {
+				inRange = append(inRange, w.member)
+			}
+		}
+		if !slices.Equal(got, inRange) {
+			t.Fatalf("(%v, %v]: %v, want %v", lo, hi, got, inRange)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package zaris
+
+import (
+	"context"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// List operations: a key holding a sequence of items, pushed and popped at either end. A write ships the
+// items it pushes, or how many it pops or trims.
+
+// applyPush pushes items at one end, in order, and answers the list's new length in Int.
+func applyPush(left bool, cmd string) applyFunc {
+	return func(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+		if len(req.Args) < 1 {
+			return wrongArgCount(cmd)
+		}
+		length := 0
+		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+			if c != nil {
+				length = c.len()
+			}
+			length += len(req.Args)
+			return collOp{kind: durability.OpListPush, flags: sideFlag(left), args: req.Args}
+		})
+		return writeReply(version, status, length)
+	}
+}
+
+// applyPop pops items from one end: one, answered in Value, or as many as the optional count says,
+// answered in Values. A missing key answers StatusNotFound.
+func applyPop(left bool, cmd string) applyFunc {
+	return func(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+		if len(req.Args) > 1 {
+			return wrongArgCount(cmd)
+		}
+		count := int64(1)
+		if len(req.Args) == 1 {
+			var ok bool
+			if count, ok = parseInt(req.Args[0]); !ok || count < 0 {
+				return invalidArgs("ERR value is out of range, must be positive")
+			}
+		}
+		var popped [][]byte
+		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+			l, _ := c.(*listColl)
+			if l == nil {
+				return collOp{}
+			}
+			n := int(min(count, int64(l.len())))
+			popped = make([][]byte, n)
+			for i := range popped {
+				if left {
+					popped[i] = l.at(i)
+				} else {
+					popped[i] = l.at(l.len() - 1 - i)
+				}
+			}
+			if n == 0 {
+				return collOp{}
+			}
+			return collOp{kind: durability.OpListPop, flags: sideFlag(left), args: [][]byte{countBytes(n)}}
+		})
+		reply := writeReply(version, status, 0)
+		switch {
+		case status != StatusSuccess:
+		case popped == nil:
+			reply.Status = StatusNotFound
+		case len(req.Args) == 0:
+			reply.Value = popped[0]
+		default:
+			reply.Values = popped
+		}
+		return reply
+	}
+}
+
+func sideFlag(left bool) byte {
+	if left {
+		return collLeft
+	}
+	return 0
+}
+
+// listRange turns Redis's start and stop, negative ones counting from the end, into the items from start
+// to stop, exclusive, of a list of length n.
+func listRange(start, stop int64, n int) (int, int) {
+	if start < 0 {
+		start += int64(n)
+	}
+	if stop < 0 {
+		stop += int64(n)
+	}
+	start = max(start, 0)
+	stop = min(stop, int64(n)-1)
+	if start > stop {
+		return 0, 0
+	}
+	return int(start), int(stop) + 1
+}
+
+// rangeArgs parses the start and stop arguments of LRANGE and LTRIM.
+func rangeArgs(args [][]byte, cmd string) (start, stop int64, refused kvReply) {
+	if len(args) != 2 {
+		return 0, 0, wrongArgCount(cmd)
+	}
+	start, ok1 := parseInt(args[0])
+	stop, ok2 := parseInt(args[1])
+	if !ok1 || !ok2 {
+		return 0, 0, invalidArgs(msgNotInteger)
+	}
+	return start, stop, kvReply{}
+}
+
+// applyLRange answers the items from start to stop, inclusive.
+func applyLRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	start, stop, refused := rangeArgs(req.Args, "lrange")
+	if refused.Status != StatusSuccess {
+		return refused
+	}
+	items := [][]byte{}
+	status := s.readCollection(seg, req.Key, kindList, func(c collection) {
+		l := c.(*listColl)
+		from, to := listRange(start, stop, l.len())
+		for i := from; i < to; i++ {
+			items = append(items, l.at(i))
+		}
+	})
+	return readReply(status, items, lim)
+}
+
+// applyLLen answers the list's length in Int.
+func applyLLen(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	var n int
+	status := s.readCollection(seg, req.Key, kindList, func(c collection) { n = c.len() })
+	return kvReply{Status: status, Int: int64(n)}
+}
+
+// applyLIndex answers the item at an index, negative ones counting from the end, or StatusNotFound.
+func applyLIndex(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) != 1 {
+		return wrongArgCount("lindex")
+	}
+	index, ok := parseInt(req.Args[0])
+	if !ok {
+		return invalidArgs(msgNotInteger)
+	}
+	var item []byte
+	status := s.readCollection(seg, req.Key, kindList, func(c collection) {
+		l := c.(*listColl)
+		if index < 0 {
+			index += int64(l.len())
+		}
+		if index >= 0 && index < int64(l.len()) {
+			item = l.at(int(index))
+		}
+	})
+	if status == StatusSuccess && item == nil {
+		status = StatusNotFound
+	}
+	return kvReply{Status: status, Value: item}
+}
+
+// applyLTrim keeps the items from start to stop, inclusive, deleting the list when none is left.
+func applyLTrim(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	start, stop, refused := rangeArgs(req.Args, "ltrim")
+	if refused.Status != StatusSuccess {
+		return refused
+	}
+	version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+		if c == nil {
+			return collOp{}
+		}
+		from, to := listRange(start, stop, c.len())
+		if from == 0 && to == c.len() {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpListTrim, args: [][]byte{countBytes(from), countBytes(to)}}
+	})
+	if status == StatusNotFound {
+		status = StatusSuccess
+	}
+	return writeReply(version, status, 0)
+}
+
+// LPush pushes values at the head of the list under key, creating it if need be, each before the previous
+// one, and returns the list's length.
+func (n *Node) LPush(ctx context.Context, key string, values ...[]byte) (int, error) {
+	reply, err := n.collectionCall(ctx, opLPush, key, values...)
+	return int(reply.Int), err
+}
+
+// RPush pushes values at the tail of the list under key, creating it if need be, and returns its length.
+func (n *Node) RPush(ctx context.Context, key string, values ...[]byte) (int, error) {
+	reply, err := n.collectionCall(ctx, opRPush, key, values...)
+	return int(reply.Int), err
+}
+
+// LPop pops up to count items from the head of the list under key: none without the key. A list left
+// empty is deleted.
+func (n *Node) LPop(ctx context.Context, key string, count int) ([][]byte, error) {
+	reply, err := n.collectionCall(ctx, opLPop, key, intArg(int64(count)))
+	return reply.Values, err
+}
+
+// RPop pops up to count items from the tail of the list under key, the last first.
+func (n *Node) RPop(ctx context.Context, key string, count int) ([][]byte, error) {
+	reply, err := n.collectionCall(ctx, opRPop, key, intArg(int64(count)))
+	return reply.Values, err
+}
+
+// LRange returns the items of the list under key from start to stop, inclusive; negative indexes count
+// from the end, -1 being the last item.
+func (n *Node) LRange(ctx context.Context, key string, start, stop int64) ([][]byte, error) {
+	reply, err := n.collectionCall(ctx, opLRange, key, intArg(start), intArg(stop))
+	return reply.Values, err
+}
+
+// LLen returns the length of the list under key, 0 without the key.
+func (n *Node) LLen(ctx context.Context, key string) (int, error) {
+	reply, err := n.collectionCall(ctx, opLLen, key)
+	return int(reply.Int), err
+}
+
+// LIndex returns the item at index of the list under key, negative indexes counting from the end, or an
+// error matching ErrNotFound.
+func (n *Node) LIndex(ctx context.Context, key string, index int64) ([]byte, error) {
+	reply, err := n.collectionCall(ctx, opLIndex, key, intArg(index))
+	if err == nil && reply.Status == StatusNotFound {
+		err = ErrNotFound
+	}
+	return reply.Value, err
+}
+
+// LTrim keeps the items of the list under key from start to stop, inclusive, deleting the list when none
+// is left.
+func (n *Node) LTrim(ctx context.Context, key string, start, stop int64) error {
+	_, err := n.collectionCall(ctx, opLTrim, key, intArg(start), intArg(stop))
+	return err
+}

@@ -1,0 +1,114 @@
+package zaris
+
+import (
+	"context"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// Set operations: a key holding distinct members. A write ships the members it changes.
+
+// applySAdd adds members and answers in Int how many are new.
+func applySAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) < 1 {
+		return wrongArgCount("sadd")
+	}
+	var added [][]byte
+	version, status := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
+		set, _ := c.(*setColl)
+		for _, m := range distinct(req.Args) {
+			if !set.has(m) {
+				added = append(added, m)
+			}
+		}
+		if len(added) == 0 {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpSetAdd, args: added}
+	})
+	return writeReply(version, status, len(added))
+}
+
+// applySRem removes members and answers in Int how many there were.
+func applySRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) < 1 {
+		return wrongArgCount("srem")
+	}
+	var removed [][]byte
+	version, status := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
+		set, _ := c.(*setColl)
+		for _, m := range distinct(req.Args) {
+			if set.has(m) {
+				removed = append(removed, m)
+			}
+		}
+		if len(removed) == 0 {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpSetRem, args: removed}
+	})
+	return writeReply(version, status, len(removed))
+}
+
+// applySMembers answers every member, in no particular order.
+func applySMembers(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	var members [][]byte
+	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { members = c.elements() })
+	return readReply(status, members, lim)
+}
+
+// applySIsMember answers 1 in Int when the member is in the set.
+func applySIsMember(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) != 1 {
+		return wrongArgCount("sismember")
+	}
+	var found bool
+	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { found = c.(*setColl).has(req.Args[0]) })
+	return kvReply{Status: status, Int: boolInt(found)}
+}
+
+// applySCard answers the number of members in Int.
+func applySCard(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	var n int
+	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { n = c.len() })
+	return kvReply{Status: status, Int: int64(n)}
+}
+
+// has reports whether m is a member; s may be nil, as for a key without a set.
+func (s *setColl) has(m []byte) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.members[string(m)]
+	return ok
+}
+
+// SAdd adds members to the set under key, creating it if need be, and returns how many are new.
+func (n *Node) SAdd(ctx context.Context, key string, members ...string) (int, error) {
+	reply, err := n.collectionCall(ctx, opSAdd, key, stringArgs(members)...)
+	return int(reply.Int), err
+}
+
+// SRem removes members from the set under key and returns how many it held. A set left empty is deleted.
+func (n *Node) SRem(ctx context.Context, key string, members ...string) (int, error) {
+	reply, err := n.collectionCall(ctx, opSRem, key, stringArgs(members)...)
+	return int(reply.Int), err
+}
+
+// SMembers returns the members of the set under key, in no particular order: none without the key.
+func (n *Node) SMembers(ctx context.Context, key string) ([]string, error) {
+	reply, err := n.collectionCall(ctx, opSMembers, key)
+	return stringsOf(reply.Values), err
+}
+
+// SIsMember reports whether member is in the set under key.
+func (n *Node) SIsMember(ctx context.Context, key, member string) (bool, error) {
+	reply, err := n.collectionCall(ctx, opSIsMember, key, []byte(member))
+	return reply.Int == 1, err
+}
+
+// SCard returns the number of members of the set under key, 0 without the key.
+func (n *Node) SCard(ctx context.Context, key string) (int, error) {
+	reply, err := n.collectionCall(ctx, opSCard, key)
+	return int(reply.Int), err
+}

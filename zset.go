@@ -1,0 +1,485 @@
+package zaris
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// Sorted set operations: a key holding members ordered by score. A write ships the members it changes
+// with their new scores.
+
+// parseScore parses a score as Redis does: a float, inf or -inf, never NaN.
+func parseScore(b []byte) (float64, bool) {
+	if len(b) == 0 || b[0] == ' ' || b[len(b)-1] == ' ' || bytes.IndexByte(b, '_') >= 0 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+// formatScore writes a score as Redis 7.0 does (%.17g).
+func formatScore(f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return []byte("inf")
+	case math.IsInf(f, -1):
+		return []byte("-inf")
+	case f == 0:
+		return []byte("0")
+	}
+	return strconv.AppendFloat(nil, f, 'g', 17, 64)
+}
+
+// zaddFlags are ZADD's options.
+type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
+
+// parseZAdd reads ZADD's options and its score and member pairs.
+func parseZAdd(args [][]byte) (f zaddFlags, scores []float64, members [][]byte, refused kvReply) {
+	i := 0
+options:
+	for ; i < len(args); i++ {
+		switch strings.ToLower(string(args[i])) {
+		case "nx":
+			f.nx = true
+		case "xx":
+			f.xx = true
+		case "gt":
+			f.gt = true
+		case "lt":
+			f.lt = true
+		case "ch":
+			f.ch = true
+		case "incr":
+			f.incr = true
+		default:
+			break options
+		}
+	}
+	pairs := args[i:]
+	switch {
+	case len(pairs) == 0 || len(pairs)%2 != 0:
+		return f, nil, nil, invalidArgs(msgSyntax)
+	case f.nx && f.xx:
+		return f, nil, nil, invalidArgs("ERR XX and NX options at the same time are not compatible")
+	case f.gt && f.lt || f.nx && (f.gt || f.lt):
+		return f, nil, nil, invalidArgs("ERR GT, LT, and/or NX options at the same time are not compatible")
+	case f.incr && len(pairs) > 2:
+		return f, nil, nil, invalidArgs("ERR INCR option supports a single increment-element pair")
+	}
+	for j := 0; j < len(pairs); j += 2 {
+		score, ok := parseScore(pairs[j])
+		if !ok {
+			return f, nil, nil, invalidArgs("ERR value is not a valid float")
+		}
+		scores, members = append(scores, score), append(members, pairs[j+1])
+	}
+	return f, scores, members, kvReply{}
+}
+
+// applyZAdd sets members' scores under ZADD's options. It answers in Int how many members are new (or,
+// with CH, changed); with INCR, the new score in Value, nil when the options left the member alone.
+func applyZAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	f, scores, members, refused := parseZAdd(req.Args)
+	if refused.Status != StatusSuccess {
+		return refused
+	}
+	var count int
+	var incremented []byte
+	var nan bool
+	version, status := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
+		z, _ := c.(*zsetColl)
+		changes := map[string]float64{}
+		var args [][]byte
+		for i, m := range members {
+			old, exists := changes[string(m)]
+			if !exists {
+				old, exists = z.score(string(m))
+			}
+			score := scores[i]
+			if f.incr && exists {
+				if score += old; math.IsNaN(score) {
+					nan = true
+					return collOp{}
+				}
+			}
+			if exists && f.nx || !exists && f.xx || exists && (f.gt && score <= old || f.lt && score >= old) {
+				continue
+			}
+			switch {
+			case !exists:
+				count++
+			case f.ch && score != old:
+				count++
+			}
+			if f.incr {
+				incremented = formatScore(score)
+			}
+			if exists && score == old {
+				continue
+			}
+			changes[string(m)] = score
+			args = append(args, scoreBytes(score), m)
+		}
+		if len(args) == 0 {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpZAdd, args: args}
+	})
+	if nan {
+		return invalidArgs("ERR resulting score is not a number (NaN)")
+	}
+	reply := writeReply(version, status, count)
+	reply.Value = incremented
+	return reply
+}
+
+// applyZIncrBy adds to a member's score (a missing member counts as 0) and answers the new score in Value.
+func applyZIncrBy(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	if len(req.Args) != 2 {
+		return wrongArgCount("zincrby")
+	}
+	return applyZAdd(s, seg, kvRequest{Key: req.Key, Args: [][]byte{[]byte("incr"), req.Args[0], req.Args[1]}}, lim)
+}
+
+// applyZRem removes members and answers in Int how many there were.
+func applyZRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) < 1 {
+		return wrongArgCount("zrem")
+	}
+	var removed [][]byte
+	version, status := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
+		z, _ := c.(*zsetColl)
+		for _, m := range distinct(req.Args) {
+			if _, ok := z.score(string(m)); ok {
+				removed = append(removed, m)
+			}
+		}
+		if len(removed) == 0 {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpZRem, args: removed}
+	})
+	return writeReply(version, status, len(removed))
+}
+
+// applyZScore answers a member's score in Value, or StatusNotFound.
+func applyZScore(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) != 1 {
+		return wrongArgCount("zscore")
+	}
+	var score []byte
+	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) {
+		if f, ok := c.(*zsetColl).score(string(req.Args[0])); ok {
+			score = formatScore(f)
+		}
+	})
+	if status == StatusSuccess && score == nil {
+		status = StatusNotFound
+	}
+	return kvReply{Status: status, Value: score}
+}
+
+// applyZRank answers a member's 0-based rank by ascending score in Int, or StatusNotFound.
+func applyZRank(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	if len(req.Args) != 1 {
+		return wrongArgCount("zrank")
+	}
+	rank := -1
+	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) {
+		z := c.(*zsetColl)
+		if f, ok := z.score(string(req.Args[0])); ok {
+			rank = z.list.rank(f, string(req.Args[0]))
+		}
+	})
+	if status == StatusSuccess && rank < 0 {
+		status = StatusNotFound
+	}
+	return kvReply{Status: status, Int: int64(rank)}
+}
+
+// applyZCard answers the number of members in Int.
+func applyZCard(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	var n int
+	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) { n = c.len() })
+	return kvReply{Status: status, Int: int64(n)}
+}
+
+// zrangeArgs is a parsed ZRANGE: key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].
+type zrangeArgs struct {
+	byScore, rev, withScores, limited bool
+	start, stop                       int64   // by rank
+	min, max                          float64 // by score
+	minEx, maxEx                      bool
+	offset, count                     int64
+}
+
+func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
+	if len(args) < 2 {
+		return r, wrongArgCount("zrange")
+	}
+	for i := 2; i < len(args); i++ {
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "byscore":
+			r.byScore = true
+		case opt == "rev":
+			r.rev = true
+		case opt == "withscores":
+			r.withScores = true
+		case opt == "limit" && i+2 < len(args):
+			off, ok1 := parseInt(args[i+1])
+			cnt, ok2 := parseInt(args[i+2])
+			if !ok1 || !ok2 {
+				return r, invalidArgs(msgNotInteger)
+			}
+			r.limited, r.offset, r.count = true, off, cnt
+			i += 2
+		case opt == "bylex":
+			return r, invalidArgs("ERR BYLEX is not supported")
+		default:
+			return r, invalidArgs(msgSyntax)
+		}
+	}
+	if r.limited && !r.byScore {
+		return r, invalidArgs("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	}
+	if !r.byScore {
+		start, ok1 := parseInt(args[0])
+		stop, ok2 := parseInt(args[1])
+		if !ok1 || !ok2 {
+			return r, invalidArgs(msgNotInteger)
+		}
+		r.start, r.stop = start, stop
+		return r, kvReply{}
+	}
+	lo, hi := args[0], args[1]
+	if r.rev {
+		lo, hi = hi, lo
+	}
+	var ok1, ok2 bool
+	r.min, r.minEx, ok1 = scoreBound(lo)
+	r.max, r.maxEx, ok2 = scoreBound(hi)
+	if !ok1 || !ok2 {
+		return r, invalidArgs("ERR min or max is not a float")
+	}
+	return r, kvReply{}
+}
+
+// scoreBound parses a score range bound: a score, exclusive with a leading '('.
+func scoreBound(b []byte) (score float64, exclusive, ok bool) {
+	if len(b) > 0 && b[0] == '(' {
+		exclusive, b = true, b[1:]
+	}
+	score, ok = parseScore(b)
+	return score, exclusive, ok
+}
+
+// applyZRange answers members, with their scores when asked, by rank or by score, ascending or descending.
+func applyZRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	r, refused := parseZRange(req.Args)
+	if refused.Status != StatusSuccess {
+		return refused
+	}
+	values := [][]byte{}
+	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) {
+		z := c.(*zsetColl)
+		add := func(n *zskipNode) {
+			values = append(values, []byte(n.member))
+			if r.withScores {
+				values = append(values, formatScore(n.score))
+			}
+		}
+		if r.byScore {
+			z.byScore(&r, add)
+		} else {
+			z.byRank(&r, add)
+		}
+	})
+	if status == StatusNotFound {
+		status = StatusSuccess
+	}
+	return readReply(status, values, lim)
+}
+
+// byRank calls add on the members from r.start to r.stop, inclusive, ranked descending with r.rev.
+func (z *zsetColl) byRank(r *zrangeArgs, add func(*zskipNode)) {
+	from, to := listRange(r.start, r.stop, z.len())
+	if from >= to {
+		return
+	}
+	if !r.rev {
+		for n, i := z.list.at(from), from; n != nil && i < to; n, i = n.next(), i+1 {
+			add(n)
+		}
+		return
+	}
+	for n, i := z.list.at(z.len()-1-from), from; n != nil && i < to; n, i = n.back, i+1 {
+		add(n)
+	}
+}
+
+// byScore calls add on the members with scores in r's range, skipping r.offset and taking at most r.count
+// (all when negative), descending with r.rev.
+func (z *zsetColl) byScore(r *zrangeArgs, add func(*zskipNode)) {
+	if r.limited && r.offset < 0 {
+		return
+	}
+	inRange := func(n *zskipNode) bool {
+		return (n.score > r.min || !r.minEx && n.score == r.min) && (n.score < r.max || !r.maxEx && n.score == r.max)
+	}
+	var n *zskipNode
+	if r.rev {
+		n = z.list.lastUpTo(r.max, r.maxEx)
+	} else {
+		n = z.list.firstFrom(r.min, r.minEx)
+	}
+	skip, left := r.offset, r.count
+	for ; n != nil && inRange(n); n = z.step(n, r.rev) {
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if r.limited && left >= 0 {
+			if left == 0 {
+				return
+			}
+			left--
+		}
+		add(n)
+	}
+}
+
+func (z *zsetColl) step(n *zskipNode, rev bool) *zskipNode {
+	if rev {
+		return n.back
+	}
+	return n.next()
+}
+
+// score returns member's score; z may be nil, as for a key without a sorted set.
+func (z *zsetColl) score(member string) (float64, bool) {
+	if z == nil {
+		return 0, false
+	}
+	f, ok := z.scores[member]
+	return f, ok
+}
+
+// ZMember is a sorted set member and its score.
+type ZMember struct {
+	Member string
+	Score  float64
+}
+
+// ZAddOptions are ZADD's conditions: IfAbsent (NX) only adds new members, IfExists (XX) only updates
+// existing ones, GreaterThan (GT) and LessThan (LT) update a member only to a higher or lower score, and
+// CountChanged (CH) counts updated members as well as new ones.
+type ZAddOptions struct {
+	IfAbsent, IfExists, GreaterThan, LessThan, CountChanged bool
+}
+
+// args returns the options as ZADD's arguments.
+func (o ZAddOptions) args() [][]byte {
+	var args [][]byte
+	for _, opt := range []struct {
+		set  bool
+		name string
+	}{{o.IfAbsent, "nx"}, {o.IfExists, "xx"}, {o.GreaterThan, "gt"}, {o.LessThan, "lt"}, {o.CountChanged, "ch"}} {
+		if opt.set {
+			args = append(args, []byte(opt.name))
+		}
+	}
+	return args
+}
+
+// ZAdd sets the scores of members of the sorted set under key, creating it if need be, and returns how
+// many members are new.
+func (n *Node) ZAdd(ctx context.Context, key string, members ...ZMember) (int, error) {
+	return n.ZAddWith(ctx, key, ZAddOptions{}, members...)
+}
+
+// ZAddWith is ZAdd under opts. It returns how many members were added, and with CountChanged updated too.
+// Incompatible options fail with ErrInvalidRequest.
+func (n *Node) ZAddWith(ctx context.Context, key string, opts ZAddOptions, members ...ZMember) (int, error) {
+	args := opts.args()
+	for _, m := range members {
+		args = append(args, strconv.AppendFloat(nil, m.Score, 'g', -1, 64), []byte(m.Member))
+	}
+	reply, err := n.collectionCall(ctx, opZAdd, key, args...)
+	return int(reply.Int), err
+}
+
+// ZIncrBy adds delta to member's score in the sorted set under key (a missing member counts as 0) and
+// returns the new score.
+func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (float64, error) {
+	reply, err := n.collectionCall(ctx, opZIncrBy, key, strconv.AppendFloat(nil, delta, 'g', -1, 64), []byte(member))
+	if err != nil {
+		return 0, err
+	}
+	score, _ := parseScore(reply.Value)
+	return score, nil
+}
+
+// ZRem removes members from the sorted set under key and returns how many it held.
+func (n *Node) ZRem(ctx context.Context, key string, members ...string) (int, error) {
+	reply, err := n.collectionCall(ctx, opZRem, key, stringArgs(members)...)
+	return int(reply.Int), err
+}
+
+// ZScore returns member's score in the sorted set under key, or an error matching ErrNotFound.
+func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) {
+	reply, err := n.collectionCall(ctx, opZScore, key, []byte(member))
+	if err == nil && reply.Status == StatusNotFound {
+		return 0, ErrNotFound
+	}
+	score, _ := parseScore(reply.Value)
+	return score, err
+}
+
+// ZRank returns member's 0-based rank by ascending score, or an error matching ErrNotFound.
+func (n *Node) ZRank(ctx context.Context, key, member string) (int, error) {
+	reply, err := n.collectionCall(ctx, opZRank, key, []byte(member))
+	if err == nil && reply.Status == StatusNotFound {
+		return 0, ErrNotFound
+	}
+	return int(reply.Int), err
+}
+
+// ZCard returns the number of members of the sorted set under key, 0 without the key.
+func (n *Node) ZCard(ctx context.Context, key string) (int, error) {
+	reply, err := n.collectionCall(ctx, opZCard, key)
+	return int(reply.Int), err
+}
+
+// ZRange returns the members of the sorted set under key ranked start to stop, inclusive, by ascending
+// score; negative ranks count from the end.
+func (n *Node) ZRange(ctx context.Context, key string, start, stop int64) ([]ZMember, error) {
+	return n.zrange(ctx, key, intArg(start), intArg(stop))
+}
+
+// ZRangeByScore returns the members of the sorted set under key whose scores are from min to max,
+// inclusive, by ascending score, skipping offset and returning at most count (all when count is negative).
+func (n *Node) ZRangeByScore(ctx context.Context, key string, min, max float64, offset, count int64) ([]ZMember, error) {
+	return n.zrange(ctx, key, formatScore(min), formatScore(max), []byte("byscore"),
+		[]byte("limit"), intArg(offset), intArg(count))
+}
+
+func (n *Node) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMember, error) {
+	reply, err := n.collectionCall(ctx, opZRange, key, append(args, []byte("withscores"))...)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]ZMember, 0, len(reply.Values)/2)
+	for i := 0; i+1 < len(reply.Values); i += 2 {
+		score, _ := parseScore(reply.Values[i+1])
+		members = append(members, ZMember{Member: string(reply.Values[i]), Score: score})
+	}
+	return members, nil
+}
