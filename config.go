@@ -104,7 +104,8 @@ type Config struct {
 	MaxRetries int
 	// RetryBackoff is the first pause between such retries; it doubles each time.
 	RetryBackoff time.Duration
-	// ReapInterval is how often expired entries are reclaimed.
+	// ReapInterval is how often an owner deletes the expired entries of its partitions, by expiry ops that
+	// reach its replicas and watchers.
 	ReapInterval time.Duration
 	// MaxValueSize bounds a stored value, in bytes.
 	MaxValueSize int

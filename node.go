@@ -184,7 +184,7 @@ func (n *Node) start(ctx context.Context) error {
 	go n.runControl()
 	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
-	n.every(n.cfg.ReapInterval, func() { n.store.reapExpired() })
+	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }

@@ -315,7 +315,7 @@ func (r *replication) replaySegment(d *diskLog, seg int) (int, error) {
 	}
 	for i := range ops {
 		op := &ops[i]
-		if applied, have := r.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op)); !applied {
+		if applied, have := r.store.applyAt(seg, op.Revision, op.Epoch, op.Key, entryOf(op), op.Kind == durability.OpExpire); !applied {
 			return 0, fmt.Errorf("zaris: replay segment %d: op %d follows revision %d: %w", seg, op.Revision, have, durability.ErrCorrupt)
 		}
 		r.raiseFence(r.layout.SegmentPartition(seg), op.Epoch)

@@ -244,7 +244,7 @@ func (r *replication) enoughInSync(st PartitionState) bool {
 
 // recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
 // tells the links of the partition's replicas that the segment has news.
-func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry) {
+func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry, expired bool) {
 	p := r.layout.SegmentPartition(segment)
 	m := r.clusterMap()
 	owned := epoch == 0
@@ -255,6 +255,9 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	ops := [1]durability.Op{{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
 		Kind: durability.OpDelete, Time: r.cfg.Clock.Now().UnixNano()}}
 	op := &ops[0]
+	if expired {
+		op.Kind = durability.OpExpire
+	}
 	if next != nil {
 		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
 	}
@@ -473,7 +476,7 @@ func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
 		}
 		// The op is recorded under its sender's epoch, the line this copy now follows (see lines).
 		line := req.senderEpoch(seg, op.Epoch, r.layout)
-		applied, have := r.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op))
+		applied, have := r.store.applyAt(seg, op.Revision, line, op.Key, entryOf(op), op.Kind == durability.OpExpire)
 		if applied {
 			r.stats.opsApplied.Add(1)
 		} else if op.Revision > have+1 {

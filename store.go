@@ -26,12 +26,13 @@ type segmentStore struct {
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
-// revision order. next is nil for a delete. epoch is the epoch a replicated write carried, or 0 for a write
-// this node made as owner (the hook knows the owner's epoch).
-type writeHook func(segment int, revision, epoch uint64, key string, next *entry)
+// revision order. next is nil for a delete, and expired marks a delete that expired the key. epoch is the
+// epoch a replicated write carried, or 0 for a write this node made as owner (the hook knows the owner's
+// epoch).
+type writeHook func(segment int, revision, epoch uint64, key string, next *entry, expired bool)
 
-// store is a node's local data: one map per segment, with TTLs that are checked on every read and
-// reclaimed in the background.
+// store is a node's local data: one map per segment, with TTLs that are checked on every read. The owner
+// of a segment reclaims its expired entries in the background by writes of their own (expireSegment).
 type store struct {
 	clock    Clock
 	segments []segmentStore
@@ -94,15 +95,65 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	if !write {
 		return cur
 	}
+	s.commit(segment, key, next, false)
+	return next
+}
+
+// commit makes next (nil to delete) key's entry at the segment's next revision, which it stamps as next's
+// version, and tells the write hook. It is the one place that orders a segment's own writes. Called with
+// the segment's lock held.
+func (s *store) commit(segment int, key string, next *entry, expired bool) {
+	seg := &s.segments[segment]
 	seg.revision++
 	if next != nil {
 		next.version = seg.revision
 	}
 	seg.set(key, next)
 	if s.onWrite != nil {
-		s.onWrite(segment, seg.revision, 0, key, next)
+		s.onWrite(segment, seg.revision, 0, key, next, expired)
 	}
-	return next
+}
+
+// reapKey deletes key if its entry has expired, by a write of its own that the hook sees as an expiry, and
+// reports whether it did.
+func (s *store) reapKey(segment int, key string) bool {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	if cur := seg.entries[key]; cur == nil || !cur.expired(now) {
+		return false
+	}
+	s.commit(segment, key, nil, true)
+	return true
+}
+
+// expireSegment expires every entry of segment whose time has passed, one write each, and returns how
+// many it expired. Only the segment's owner calls it: its replicas and watchers learn of each expiry from
+// the op it writes.
+func (s *store) expireSegment(segment int) int {
+	expired := 0
+	for _, key := range s.expiredKeys(segment) {
+		if s.reapKey(segment, key) {
+			expired++
+		}
+	}
+	return expired
+}
+
+// expiredKeys lists the keys of segment whose entries have expired.
+func (s *store) expiredKeys(segment int) []string {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	var keys []string
+	for key, e := range seg.entries {
+		if e.expired(now) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // set stores e under key, or deletes key when e is nil. Called with seg.mu held.
@@ -141,29 +192,6 @@ func expiryFrom(now int64, ttl time.Duration) int64 {
 	return now + int64(ttl)
 }
 
-// reapExpired removes expired entries from every segment and returns how many it removed.
-// It holds one segment's lock at a time, so readers of other segments are never blocked.
-func (s *store) reapExpired() int {
-	removed := 0
-	for i := range s.segments {
-		removed += s.segments[i].reap(s.now())
-	}
-	return removed
-}
-
-func (seg *segmentStore) reap(now int64) int {
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
-	removed := 0
-	for key, e := range seg.entries {
-		if e.expired(now) {
-			delete(seg.entries, key)
-			removed++
-		}
-	}
-	return removed
-}
-
 // len counts stored entries, expired ones not yet reclaimed included.
 func (s *store) len() int {
 	n := 0
@@ -179,7 +207,7 @@ func (s *store) len() int {
 // applyAt installs a write that the segment's owner made at revision, on a replica. It applies only the
 // next revision in order: an older one is a duplicate (already applied) and a later one reveals a gap.
 // It returns whether it applied and the segment's revision afterwards.
-func (s *store) applyAt(segment int, revision, epoch uint64, key string, next *entry) (applied bool, have uint64) {
+func (s *store) applyAt(segment int, revision, epoch uint64, key string, next *entry, expired bool) (applied bool, have uint64) {
 	seg := &s.segments[segment]
 	seg.mu.Lock()
 	defer seg.mu.Unlock()
@@ -189,7 +217,7 @@ func (s *store) applyAt(segment int, revision, epoch uint64, key string, next *e
 	seg.revision = revision
 	seg.set(key, next)
 	if s.onWrite != nil {
-		s.onWrite(segment, revision, epoch, key, next)
+		s.onWrite(segment, revision, epoch, key, next, expired)
 	}
 	return true, revision
 }

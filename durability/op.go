@@ -14,7 +14,17 @@ const (
 	OpDelete OpKind = 2
 )
 
-func (k OpKind) valid() bool { return k == OpPut || k == OpDelete }
+// Expiry. Numbers 16 to 19 are its.
+const (
+	// OpExpire deletes a key whose expiry time has passed. The owner records it, so that the key's end is
+	// an event of the segment's history like any other delete.
+	OpExpire OpKind = 16
+)
+
+func (k OpKind) valid() bool { return k == OpPut || k.deletes() }
+
+// deletes reports whether an op of kind k removes its key, and so carries no value.
+func (k OpKind) deletes() bool { return k == OpDelete || k == OpExpire }
 
 func (k OpKind) String() string {
 	switch k {
@@ -22,6 +32,8 @@ func (k OpKind) String() string {
 		return "put"
 	case OpDelete:
 		return "delete"
+	case OpExpire:
+		return "expire"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -51,8 +63,8 @@ func opSizeHint(op *Op) int {
 }
 
 // AppendOp appends the msgpack encoding of op to dst: the array [segment, revision, epoch, kind, key,
-// value, expireAt, version, time]. The value is bin for a put and nil for a delete, whose Value is
-// ignored.
+// value, expireAt, version, time]. The value is bin for a put and nil for a delete or an expiry, whose
+// Value is ignored.
 func AppendOp(dst []byte, op *Op) []byte {
 	dst = msgp.Require(dst, opSizeHint(op))
 	dst = msgp.AppendArrayHeader(dst, opFields)
@@ -61,7 +73,7 @@ func AppendOp(dst []byte, op *Op) []byte {
 	dst = msgp.AppendUint64(dst, op.Epoch)
 	dst = msgp.AppendUint8(dst, uint8(op.Kind))
 	dst = msgp.AppendString(dst, op.Key)
-	if op.Kind == OpDelete {
+	if op.Kind.deletes() {
 		dst = msgp.AppendNil(dst)
 	} else {
 		dst = msgp.AppendBytes(dst, op.Value)
@@ -134,9 +146,9 @@ func decodeOp(b []byte, op *Op) (value []byte, rest []byte, err error) {
 	return value, b, nil
 }
 
-// decodeOpValue reads the value field: bin for a put, nil for a delete.
+// decodeOpValue reads the value field: bin for a put, nil for a delete or an expiry.
 func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error) {
-	if kind == OpDelete {
+	if kind.deletes() {
 		if rest, err = msgp.ReadNilBytes(b); err != nil {
 			return nil, nil, corrupt("delete op value is not nil", err)
 		}

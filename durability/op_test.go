@@ -17,6 +17,7 @@ func codecOps() []Op {
 			Value: bytes.Repeat([]byte{0xAB}, 70_000), ExpireAt: math.MinInt64, Version: math.MaxUint64, Time: math.MaxInt64},
 		{Kind: OpPut, Value: []byte{}},
 		{Segment: 3, Revision: 9, Kind: OpDelete, Key: "gone\x00\xff", Version: 2, Time: -1},
+		{Segment: 4, Revision: 11, Epoch: 2, Kind: OpExpire, Key: "ttl", ExpireAt: 99, Version: 11, Time: 100},
 	}
 }
 
@@ -112,6 +113,7 @@ func TestDecodeOpCorrupt(t *testing.T) {
 		"too few fields":    header(opFields - 1),
 		"unknown kind":      withValue(7, []byte("v")),
 		"delete with value": withValue(uint8(OpDelete), []byte("v")),
+		"expiry with value": withValue(uint8(OpExpire), []byte("v")),
 		"put without value": withValue(uint8(OpPut), nil),
 		"segment overflow":  msgp.AppendUint64(header(opFields), math.MaxUint32+1),
 		"key length lies":   append(upToKind(1), 0xdb, 0xff, 0xff, 0xff, 0xff, 'k'),
