@@ -24,8 +24,8 @@ func catchUpCluster(t *testing.T, more ...func(*Config)) *testCluster {
 	return startCluster(t, 3, replicated(2, append([]func(*Config){func(cfg *Config) {
 		cfg.DataDir = filepath.Join(base, cfg.Name)
 		cfg.OpLogRetain = catchUpRetain
-		cfg.ReplicaAckTimeout = time.Second // a loaded machine must not time out a large catch-up request
-		cfg.ReapInterval = 2 * time.Millisecond  // the short-lived writes of missWrites expire among the others
+		cfg.ReplicaAckTimeout = time.Second     // a loaded machine must not time out a large catch-up request
+		cfg.ReapInterval = 2 * time.Millisecond // the short-lived writes of missWrites expire among the others
 	}}, more...)...))
 }
 
