@@ -31,6 +31,8 @@ var (
 	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
 	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.
 	ErrConditionNotMet = errors.New("zaris: put condition not met")
+	// ErrTooManyWatchers: the owner of a watched key already serves Config.MaxWatchers watchers.
+	ErrTooManyWatchers = errors.New("zaris: too many watchers on the owner")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

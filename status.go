@@ -31,6 +31,8 @@ const (
 	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
 	// The sender sets it; it never travels.
 	StatusNoReply
+	// StatusTooManyWatchers: the owner already serves Config.MaxWatchers watchers.
+	StatusTooManyWatchers
 )
 
 var statusNames = [...]string{
@@ -45,6 +47,7 @@ var statusNames = [...]string{
 	StatusNotReady:             "NotReady",
 	StatusNotEnoughReplicas:    "NotEnoughReplicas",
 	StatusNoReply:              "NoReply",
+	StatusTooManyWatchers:      "TooManyWatchers",
 }
 
 func (s Status) String() string {
@@ -85,6 +88,8 @@ func (s Status) err() error {
 		return ErrNotEnoughReplicas
 	case StatusNoReply:
 		return ErrNoReply
+	case StatusTooManyWatchers:
+		return ErrTooManyWatchers
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

@@ -1,0 +1,317 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// watchRetain is the op log in memory of the watch tests: small, so that a paused watcher falls behind it.
+const watchRetain = 1024
+
+// watchCluster starts n nodes, RF 2, with fast expiry, short polls and a small op log.
+func watchCluster(t *testing.T, n int, more ...func(*Config)) *testCluster {
+	return startCluster(t, n, replicated(2, append([]func(*Config){func(cfg *Config) {
+		cfg.ReapInterval = 5 * time.Millisecond
+		cfg.OpLogRetain = watchRetain
+		cfg.WatchPoll = 200 * time.Millisecond
+		cfg.FailoverTimeout = time.Second
+		cfg.EvictionTimeout = 2 * time.Second
+		cfg.Segments, cfg.Partitions = 256, 16 // few partitions to move when the cluster changes
+	}}, more...)...))
+}
+
+// tagInPartition returns a hash tag whose slot falls in partition p.
+func tagInPartition(layout Layout, p int) string {
+	for i := 0; ; i++ {
+		if tag := fmt.Sprintf("w%d", i); layout.KeyPartition("{"+tag+"}") == p {
+			return tag
+		}
+	}
+}
+
+// watchLog collects what a watch delivers, and can stop reading it for a while.
+type watchLog struct {
+	mu     sync.Mutex
+	events []WatchEvent
+	gate   sync.Mutex // held while reading is paused
+	done   chan struct{}
+}
+
+func readWatch(ch <-chan WatchEvent) *watchLog {
+	l := &watchLog{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for ev := range ch {
+			l.gate.Lock()
+			l.gate.Unlock()
+			l.mu.Lock()
+			l.events = append(l.events, ev)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *watchLog) snapshot() []WatchEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]WatchEvent(nil), l.events...)
+}
+
+// lastRevision is the revision of the last event delivered, 0 before any.
+func (l *watchLog) lastRevision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.events) == 0 {
+		return 0
+	}
+	return l.events[len(l.events)-1].Revision
+}
+
+// watchWriters write, delete and let expire the keys of one hash tag from several nodes, each put with a
+// value of its own, and remember the values of the puts that were acknowledged.
+type watchWriters struct {
+	tag   string
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	acked sync.Map // value -> key, for every acknowledged put
+	puts  atomic.Int64
+}
+
+func (w *watchWriters) start(n *Node, seed uint64) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("{%s}k%d", w.tag, rng.IntN(16))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var err error
+			switch r := rng.IntN(10); {
+			case r < 2:
+				_, err = n.Delete(ctx, key)
+			default:
+				value := fmt.Sprintf("%s/%d", n.id, i)
+				var opts []PutOption
+				if r < 5 {
+					opts = append(opts, WithTTL(time.Duration(1+rng.IntN(20))*time.Millisecond))
+				}
+				if err = n.Put(ctx, key, []byte(value), opts...); err == nil {
+					w.acked.Store(value, key)
+					w.puts.Add(1)
+				}
+			}
+			cancel()
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			// Paced, so that a watcher that reads on keeps within the op log on a loaded machine too.
+			time.Sleep(time.Millisecond)
+		}
+	}()
+}
+
+// waitPuts waits until count more puts have been acknowledged.
+func (w *watchWriters) waitPuts(t *testing.T, count int64) {
+	t.Helper()
+	target := w.puts.Load() + count
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d acknowledged puts", count), func() bool { return w.puts.Load() >= target })
+}
+
+// TestWatchDeliversEveryEventAcrossFailoverAndMigration watches a hash tag from a node that holds no copy of
+// it while writers on several nodes put, delete and let keys expire. The watch is paused until it falls
+// behind the owner's op log, its owner is killed (failover), and a node joins and the partition moves.
+// Every revision of the segment is delivered once, in order, except across the compaction markers, of
+// which the pause forced one; and what the watch delivered rebuilds exactly the keys' final state.
+func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
+	c := watchCluster(t, 3)
+	watcherNode, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	tag := tagInPartition(owner.layout, p)
+	seg := owner.layout.KeySegment("{" + tag + "}")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := owner.store.revision(seg)
+	ch, err := watcherNode.WatchTag(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := readWatch(ch)
+	w := &watchWriters{tag: tag, stop: make(chan struct{})}
+	for i, n := range []*Node{watcherNode, owner, replica} {
+		w.start(n, uint64(i))
+	}
+	owners := []NodeID{owner.id}
+
+	w.waitPuts(t, 100)
+	// Paused, the watcher stops polling: the owner's log moves past it and it is sent the state.
+	log.gate.Lock()
+	behind := owner.store.revision(seg) + 2*watchRetain
+	waitFor(t, 60*time.Second, "the owner's log to move past the paused watcher", func() bool {
+		return owner.store.revision(seg) > behind
+	})
+	log.gate.Unlock()
+	waitFor(t, 30*time.Second, "a compaction marker", func() bool { return countKind(log.snapshot(), WatchCompacted) > 0 })
+
+	c.kill(c.indexOf(owner.id))
+	c.waitFailedOver(owner.id, 30*time.Second)
+	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	w.waitPuts(t, 100)
+	c.waitStable(60 * time.Second) // the dead node evicted
+
+	// A node joins; the partition moves off its owner of now, which drains as it leaves, if the new plan
+	// does not move it already.
+	joined := c.add(1)
+	c.waitStable(60 * time.Second)
+	if current := c.currentMap().Runtime[p].Owner; current == owners[1] {
+		t.Logf("the join left the partition on %s, which leaves", current)
+		leaving := c.nodeByID(current)
+		leaveCtx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+		defer stop()
+		if err := leaving.Leave(leaveCtx); err != nil {
+			t.Fatalf("%s leaves: %v", current, err)
+		}
+		c.forget(c.indexOf(current), leaving)
+	}
+	waitFor(t, 60*time.Second, "the partition to move", func() bool {
+		now := c.currentMap().Runtime[p].Owner
+		return now != owners[1] && now != owner.id
+	})
+	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	w.waitPuts(t, 100)
+	close(w.stop)
+	w.wg.Wait()
+
+	final := c.nodeByID(owners[2])
+	waitFor(t, 30*time.Second, "every key with a TTL to expire and the watch to catch up", func() bool {
+		_, keys, entries := final.store.snapshot(seg)
+		for i := range keys {
+			if entries[i].expireAt != 0 {
+				return false
+			}
+		}
+		return log.lastRevision() == final.store.revision(seg)
+	})
+	cancel()
+	<-log.done
+	events := log.snapshot()
+	t.Logf("owners %v (joined %s); %d events from revision %d to %d", owners, joined.id, len(events), start, final.store.revision(seg))
+
+	live, skipped, markers := checkWatchOrder(t, events, start)
+	if want := int(final.store.revision(seg)-start) - skipped; live != want {
+		t.Fatalf("delivered %d events; the segment moved from %d to %d, %d of it compacted: want %d",
+			live, start, final.store.revision(seg), skipped, want)
+	}
+	if markers == 0 {
+		t.Fatal("the paused watcher was never sent a compaction marker")
+	}
+	for _, kind := range []WatchEventKind{WatchPut, WatchDelete, WatchExpire} {
+		if countKind(events, kind) == 0 {
+			t.Fatalf("no %v event among %d", kind, len(events))
+		}
+	}
+	checkAckedPutsDelivered(t, w, events, skipped)
+	checkWatchRebuildsState(t, events, final, seg, tag)
+}
+
+// checkWatchOrder checks that live events come at consecutive revisions from start, each once, and that
+// a compaction marker only moves forward, followed by state at its revision. It returns the live events,
+// the revisions compaction skipped, and the markers.
+func checkWatchOrder(t *testing.T, events []WatchEvent, start uint64) (live, skipped, markers int) {
+	t.Helper()
+	at := start
+	for i, ev := range events {
+		switch ev.Kind {
+		case WatchCompacted:
+			if ev.Revision < at {
+				t.Fatalf("event %d: compaction marker at %d, behind the %d delivered", i, ev.Revision, at)
+			}
+			skipped += int(ev.Revision - at)
+			markers++
+			at = ev.Revision
+		case WatchState:
+			if ev.Revision != at || ev.Version > at {
+				t.Fatalf("event %d: state %s@%d at revision %d, after a marker at %d", i, ev.Key, ev.Version, ev.Revision, at)
+			}
+		default:
+			if ev.Revision != at+1 || ev.Version != ev.Revision {
+				t.Fatalf("event %d: %v %s at revision %d (version %d) after %d: a gap or a duplicate", i, ev.Kind, ev.Key, ev.Revision, ev.Version, at)
+			}
+			live++
+			at = ev.Revision
+		}
+	}
+	return live, skipped, markers
+}
+
+// checkAckedPutsDelivered checks that every acknowledged put was delivered, but for at most the revisions
+// compaction skipped.
+func checkAckedPutsDelivered(t *testing.T, w *watchWriters, events []WatchEvent, skipped int) {
+	t.Helper()
+	delivered := map[string]bool{}
+	for _, ev := range events {
+		if ev.Kind == WatchPut {
+			delivered[string(ev.Value)] = true
+		}
+	}
+	acked, missing := 0, 0
+	w.acked.Range(func(value, _ any) bool {
+		acked++
+		if !delivered[value.(string)] {
+			missing++
+		}
+		return true
+	})
+	if missing > skipped {
+		t.Fatalf("%d of %d acknowledged puts never delivered; compaction skipped only %d revisions", missing, acked, skipped)
+	}
+	t.Logf("%d acknowledged puts, %d delivered as puts, %d inside compacted spans", acked, acked-missing, missing)
+}
+
+// checkWatchRebuildsState replays the events (a marker resets the view to the state after it) and checks
+// that the result is the tag's keys as the final owner holds them.
+func checkWatchRebuildsState(t *testing.T, events []WatchEvent, owner *Node, seg int, tag string) {
+	t.Helper()
+	view := map[string]string{}
+	for _, ev := range events {
+		switch ev.Kind {
+		case WatchCompacted:
+			view = map[string]string{}
+		case WatchPut, WatchState:
+			view[ev.Key] = string(ev.Value)
+		default:
+			delete(view, ev.Key)
+		}
+	}
+	_, keys, entries := owner.store.snapshot(seg)
+	held := map[string]string{}
+	for i, key := range keys {
+		if KeySlot(key) == KeySlot("{"+tag+"}") {
+			held[key] = string(entries[i].value)
+		}
+	}
+	if fmt.Sprint(view) != fmt.Sprint(held) {
+		t.Fatalf("the watch rebuilds %v; the owner holds %v", view, held)
+	}
+}
+
+func countKind(events []WatchEvent, kind WatchEventKind) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
