@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // watchRetain is the op log in memory of the watch tests: small, so that a paused watcher falls behind it.
@@ -314,4 +316,159 @@ func countKind(events []WatchEvent, kind WatchEventKind) int {
 		}
 	}
 	return n
+}
+
+// watchWireSeeds are the polls and replies the watch fuzzers start from.
+func watchWireSeeds() ([]watchRequest, []watchReply) {
+	return []watchRequest{
+			{Watcher: 1, Key: "k", After: 9, Wait: int64(time.Second)},
+			{Watcher: 2, Key: "{tag}", Slot: true, Latest: true},
+		}, []watchReply{
+			{Status: StatusSuccess, Revision: 7, Events: []watchEvent{
+				{Kind: WatchPut, Key: "k", Value: []byte("v"), Version: 6, Revision: 6},
+				{Kind: WatchExpire, Key: "k", Version: 7, Revision: 7}}},
+			{Status: StatusSuccess, Revision: 12, Compacted: true,
+				State: []durability.Entry{{Key: "{t}a", Value: []byte("x"), ExpireAt: 3, Version: 11}}},
+			{Status: StatusMoved, Owner: "n2", Epoch: 4, MapIndex: 30},
+			{Status: StatusTooManyWatchers},
+		}
+}
+
+// FuzzDecodeWatchRequest fuzzes the opWatch request, read with the reflective codec.
+func FuzzDecodeWatchRequest(f *testing.F) {
+	requests, _ := watchWireSeeds()
+	for i := range requests {
+		b, err := encode(&requests[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[watchRequest])
+}
+
+// FuzzDecodeWatchReply fuzzes the opWatch reply, which the watcher's node reads with the reflective codec.
+func FuzzDecodeWatchReply(f *testing.F) {
+	_, replies := watchWireSeeds()
+	for i := range replies {
+		b, err := encode(&replies[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[watchReply])
+}
+
+// nextEvent returns the watch's next event, failing the test if none comes in time.
+func nextEvent(t *testing.T, ch <-chan WatchEvent) WatchEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("the watch closed")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event in 10s")
+	}
+	return WatchEvent{}
+}
+
+// TestWatchFromResumesAfterAVersion checks a key watch on a remote owner: WatchFrom delivers the key's
+// events after the version given, then its deletes and expiries as they come, and nothing of other keys.
+func TestWatchFromResumesAfterAVersion(t *testing.T) {
+	c := watchCluster(t, 2)
+	watcherNode := c.node(0)
+	key := c.keyOwnedBy("resume", c.node(1))
+	other := c.keyOwnedBy("other", c.node(1))
+	ctx, cancel := context.WithCancel(bg(t))
+	defer cancel()
+	var versions []uint64
+	for i := 1; i <= 3; i++ {
+		if err := c.node(1).Put(ctx, key, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		e, err := watcherNode.GetEntry(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, e.Version)
+	}
+	ch, err := watcherNode.Watch(ctx, key, WatchFrom(versions[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range versions[1:] {
+		if ev := nextEvent(t, ch); ev.Kind != WatchPut || ev.Key != key || string(ev.Value) != fmt.Sprint(i+2) || ev.Version != want {
+			t.Fatalf("event %d: %+v; want the put of %d at version %d", i, ev, i+2, want)
+		}
+	}
+	if err := watcherNode.Put(ctx, other, []byte("not watched")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watcherNode.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, ch); ev.Kind != WatchDelete || ev.Key != key || ev.Version <= versions[2] {
+		t.Fatalf("after the delete: %+v; want its delete event after version %d", ev, versions[2])
+	}
+	if err := watcherNode.Put(ctx, key, []byte("brief"), WithTTL(20*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	put := nextEvent(t, ch)
+	expired := nextEvent(t, ch)
+	if put.Kind != WatchPut || string(put.Value) != "brief" || expired.Kind != WatchExpire || expired.Key != key || expired.Version <= put.Version {
+		t.Fatalf("after a put with a TTL: %+v then %+v; want the put, then its expiry", put, expired)
+	}
+	cancel()
+	for ev := range ch {
+		t.Fatalf("event after the watch ended: %+v", ev)
+	}
+}
+
+// TestWatchersAreBoundedPerOwner checks MaxWatchers: a watch beyond it fails with ErrTooManyWatchers, and a
+// watch that ended frees its place once it has stopped polling.
+func TestWatchersAreBoundedPerOwner(t *testing.T) {
+	c := watchCluster(t, 2, func(cfg *Config) { cfg.MaxWatchers = 1 })
+	key := c.keyOwnedBy("bounded", c.node(1))
+	first, stop := context.WithCancel(bg(t))
+	if _, err := c.node(0).Watch(first, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.node(0).Watch(bg(t), key); !errors.Is(err, ErrTooManyWatchers) {
+		t.Fatalf("second watch on an owner with MaxWatchers 1: err = %v; want ErrTooManyWatchers", err)
+	}
+	stop()
+	waitFor(t, 10*time.Second, "the ended watch to free its place", func() bool {
+		ctx, cancel := context.WithCancel(bg(t))
+		defer cancel()
+		_, err := c.node(0).Watch(ctx, key)
+		if err != nil && !errors.Is(err, ErrTooManyWatchers) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+}
+
+// TestWatchConfigIsValidated checks that the watch bounds are refused when they make no sense.
+func TestWatchConfigIsValidated(t *testing.T) {
+	for name, tweak := range map[string]func(*Config){
+		"MaxWatchers negative":          func(c *Config) { c.MaxWatchers = -1 },
+		"MaxWatchers over half the cap": func(c *Config) { c.MaxWatchers = c.DataMaxConnRequests/2 + 1 },
+		"WatchBufferEvents negative":    func(c *Config) { c.WatchBufferEvents = -1 },
+		"WatchBufferBytes negative":     func(c *Config) { c.WatchBufferBytes = -1 },
+		"WatchPoll negative":            func(c *Config) { c.WatchPoll = -time.Second },
+	} {
+		cfg := testConfig("n")
+		tweak(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate = %v; want ErrInvalidConfig", name, err)
+		}
+	}
+	cfg := testConfig("n")
+	cfg.MaxWatchers, cfg.WatchBufferEvents, cfg.WatchBufferBytes, cfg.WatchPoll = 0, 0, 0, 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("zero watch bounds take their defaults, yet Validate = %v", err)
+	}
 }
