@@ -215,6 +215,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.router.install(next, causePush)
 	n.repl.wakeWaiters()
+	n.watches.remapped()
 	n.cut.wake()
 	if next.moving() || old.moving() {
 		n.wakeControl() // the next step of a move may be ready: no need to wait for the tick

@@ -215,6 +215,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 		t.Fatalf("delivered %d events; the segment moved from %d to %d, %d of it compacted: want %d",
 			live, start, final.store.revision(seg), skipped, want)
 	}
+	t.Logf("%d compaction markers, skipping %d revisions", markers, skipped)
 	if markers == 0 {
 		t.Fatal("the paused watcher was never sent a compaction marker")
 	}

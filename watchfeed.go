@@ -29,6 +29,7 @@ type watchFeed struct {
 	idle                time.Duration
 
 	signals []segmentSignal // per segment, woken by every write recorded
+	remap   segmentSignal   // woken by every map this node commits: a waiting poll's partition may have moved
 
 	mu       sync.Mutex
 	watchers map[uint64]time.Time // watcher -> start of its last poll
@@ -81,6 +82,10 @@ func (s *segmentSignal) fire() {
 
 // notify tells the feed that segment has a new op in the log.
 func (f *watchFeed) notify(segment int) { f.signals[segment].fire() }
+
+// remapped ends the waits of every poll, after a map change, so each checks that this node still owns
+// what it watches.
+func (f *watchFeed) remapped() { f.remap.fire() }
 
 // admit counts watcher id as active and reports whether the owner has room for it: a watcher already
 // counted always has.
@@ -171,9 +176,11 @@ func (f *watchFeed) state(seg int, scope watchScope) watchBatch {
 	return b
 }
 
-// next returns the scope's events after revision after, waiting until one comes, wait passes or ctx ends.
-// Writes to other keys of the segment move the returned revision without ending the wait.
+// next returns the scope's events after revision after, waiting until one comes, wait passes, the node
+// commits a new map or ctx ends. Writes to other keys of the segment move the returned revision without
+// ending the wait.
 func (f *watchFeed) next(ctx context.Context, seg int, scope watchScope, after uint64, wait time.Duration) watchBatch {
+	remapped := f.remap.wait()
 	timer := f.clock.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -185,6 +192,8 @@ func (f *watchFeed) next(ctx context.Context, seg int, scope watchScope, after u
 		after = b.revision
 		select {
 		case <-woken:
+		case <-remapped:
+			return b
 		case <-timer.C():
 			return b
 		case <-ctx.Done():

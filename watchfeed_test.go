@@ -226,3 +226,19 @@ func TestWatchFeedWaitsForTheScopesNextEvent(t *testing.T) {
 		t.Fatalf("poll that timed out gave %s revision %d compacted %v; want nothing, at 4 or 5", describeEvents(b.events), b.revision, b.compacted)
 	}
 }
+
+// TestWatchFeedEndsWaitsOnAMapChange checks that a waiting poll returns, empty, when the node commits a new
+// map, so that its watcher learns at once when the partition has moved.
+func TestWatchFeedEndsWaitsOnAMapChange(t *testing.T) {
+	f := newFeedFixture(t, 0, roomyLimits)
+	key := "k"
+	seg := f.layout.KeySegment(key)
+	f.put(key, "0", 0)
+	done := make(chan watchBatch)
+	go func() { done <- f.feed.next(context.Background(), seg, watchScope{key: key, slot: -1}, 1, time.Hour) }()
+	waitFor(t, 5*time.Second, "the poll's timer", func() bool { return f.clock.Armed() > 0 })
+	f.feed.remapped()
+	if b := <-done; len(b.events) != 0 || b.compacted || b.revision != 1 {
+		t.Fatalf("poll ended by a map change gave %s revision %d compacted %v; want nothing at 1", describeEvents(b.events), b.revision, b.compacted)
+	}
+}
