@@ -41,6 +41,7 @@ var wireOps = []struct {
 	{"opDeleteIfVersion", opDeleteIfVersion, 18, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
+	{"opWatch", opWatch, 85, false},
 }
 
 func TestOperationWireNumbers(t *testing.T) {
