@@ -191,7 +191,8 @@ type Config struct {
 	// WatchBufferEvents and WatchBufferBytes bound the events an owner gathers for one watcher at a time,
 	// which its node holds until they are delivered (at least one event is, whatever its size). A watcher
 	// further behind takes its events in several polls; one the op log no longer reaches back to is sent
-	// the watched keys' current state instead. Defaults 256 and 1 MiB.
+	// the watched keys' current state instead, in one reply that these do not bound: every live key of the
+	// watched slot. Defaults 256 and 1 MiB.
 	WatchBufferEvents int
 	WatchBufferBytes  int
 	// WatchPoll is how long an owner holds a watcher's poll open waiting for an event. Default 2s.

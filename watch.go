@@ -90,7 +90,7 @@ func (n *Node) Watch(ctx context.Context, key string, opts ...WatchOption) (<-ch
 // WatchTag is Watch over every key of the slot of hash tag tag: the keys named "...{tag}...", and any other
 // key that falls in that slot. They share one owner and one order.
 func (n *Node) WatchTag(ctx context.Context, tag string, opts ...WatchOption) (<-chan WatchEvent, error) {
-	if tag == "" || strings.ContainsAny(tag, "{}") {
+	if tag == "" || strings.Contains(tag, "}") { // a hash tag ends at its first '}'
 		return nil, fmt.Errorf("%w: hash tag %q", ErrInvalidRequest, tag)
 	}
 	return n.watch(ctx, "{"+tag+"}", true, opts)
