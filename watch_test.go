@@ -166,9 +166,14 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	log.gate.Unlock()
 	waitFor(t, 30*time.Second, "a compaction marker", func() bool { return countKind(log.snapshot(), WatchCompacted) > 0 })
 
+	delivered := log.lastRevision()
 	c.kill(c.indexOf(owner.id))
 	c.waitFailedOver(owner.id, 30*time.Second)
 	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	// Revisions do not go back across failover: the new owner holds every revision the watch delivered.
+	if now := c.nodeByID(owners[1]).store.revision(seg); now < delivered {
+		t.Fatalf("the new owner is at revision %d of segment %d; the watch delivered up to %d", now, seg, delivered)
+	}
 	w.waitPuts(t, 100)
 	c.waitStable(60 * time.Second) // the dead node evicted
 
@@ -395,6 +400,11 @@ func TestWatchFromResumesAfterAVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		versions = append(versions, e.Version)
+	}
+	for _, tag := range []string{"", "a}b"} {
+		if _, err := watcherNode.WatchTag(ctx, tag); !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("WatchTag(%q): err = %v; want ErrInvalidRequest", tag, err)
+		}
 	}
 	ch, err := watcherNode.Watch(ctx, key, WatchFrom(versions[0]))
 	if err != nil {
