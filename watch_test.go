@@ -80,6 +80,7 @@ func (l *watchLog) lastRevision() uint64 {
 // value of its own, and remember the values of the puts that were acknowledged.
 type watchWriters struct {
 	tag   string
+	pace  time.Duration // between two writes of a writer; a millisecond when zero
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	acked sync.Map // value -> key, for every acknowledged put
@@ -119,7 +120,7 @@ func (w *watchWriters) start(n *Node, seed uint64) {
 				return
 			}
 			// Paced, so that a watcher that reads on keeps within the op log on a loaded machine too.
-			time.Sleep(time.Millisecond)
+			time.Sleep(max(w.pace, time.Millisecond))
 		}
 	}()
 }
@@ -231,6 +232,58 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	}
 	checkAckedPutsDelivered(t, w, events, skipped)
 	checkWatchRebuildsState(t, events, final, seg, tag)
+}
+
+// TestWatchReattachesAfterALostConnection cuts a watcher's node off from the owner while a writer goes on:
+// once the link heals, the watch resumes from the last revision it delivered, and from the owner's log,
+// which still reaches back that far, so every revision comes once, in order, with no compaction.
+func TestWatchReattachesAfterALostConnection(t *testing.T) {
+	c := watchCluster(t, 3)
+	leader, p, nodes := c.awayFromLeader()
+	owner, watcherNode := nodes[0], nodes[1]
+	tag := tagInPartition(owner.layout, p)
+	seg := owner.layout.KeySegment("{" + tag + "}")
+	ctx, cancel := context.WithCancel(bg(t))
+	defer cancel()
+	start := owner.store.revision(seg)
+	ch, err := watcherNode.WatchTag(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := readWatch(ch)
+	w := &watchWriters{tag: tag, stop: make(chan struct{}), pace: 5 * time.Millisecond}
+	w.start(leader, 1)
+	w.waitPuts(t, 50)
+	c.faults.Partition(string(owner.id), string(watcherNode.id))
+	c.faults.Reset(string(owner.id), string(watcherNode.id))
+	cutAt := owner.store.revision(seg) // no reply received before the cut reveals more
+	w.waitPuts(t, 100)
+	if got := log.lastRevision(); got > cutAt {
+		t.Fatalf("the watch delivered up to %d while cut off from the owner, which was at %d then", got, cutAt)
+	}
+	c.faults.HealAll()
+	w.waitPuts(t, 50)
+	close(w.stop)
+	w.wg.Wait()
+	waitFor(t, 30*time.Second, "the watch to catch up", func() bool {
+		_, keys, entries := owner.store.snapshot(seg)
+		for i := range keys {
+			if entries[i].expireAt != 0 {
+				return false
+			}
+		}
+		return log.lastRevision() == owner.store.revision(seg)
+	})
+	cancel()
+	<-log.done
+	events := log.snapshot()
+	live, skipped, markers := checkWatchOrder(t, events, start)
+	if markers != 0 || live != int(owner.store.revision(seg)-start) {
+		t.Fatalf("delivered %d events with %d markers skipping %d; want %d, every revision from %d to %d",
+			live, markers, skipped, owner.store.revision(seg)-start, start, owner.store.revision(seg))
+	}
+	checkAckedPutsDelivered(t, w, events, 0)
+	checkWatchRebuildsState(t, events, owner, seg, tag)
 }
 
 // checkWatchOrder checks that live events come at consecutive revisions from start, each once, and that
