@@ -83,8 +83,9 @@ type watchWriters struct {
 	pace  time.Duration // between two writes of a writer; a millisecond when zero
 	stop  chan struct{}
 	wg    sync.WaitGroup
-	acked sync.Map // value -> key, for every acknowledged put
-	puts  atomic.Int64
+	acked   sync.Map // value -> key, for every acknowledged put
+	puts    atomic.Int64
+	lastErr atomic.Value // the last write error, for a failure's message
 }
 
 func (w *watchWriters) start(n *Node, seed uint64) {
@@ -116,6 +117,9 @@ func (w *watchWriters) start(n *Node, seed uint64) {
 				}
 			}
 			cancel()
+			if err != nil {
+				w.lastErr.Store(fmt.Errorf("%s: %w", n.id, err))
+			}
 			if errors.Is(err, ErrClosed) {
 				return
 			}
@@ -129,7 +133,13 @@ func (w *watchWriters) start(n *Node, seed uint64) {
 func (w *watchWriters) waitPuts(t *testing.T, count int64) {
 	t.Helper()
 	target := w.puts.Load() + count
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d acknowledged puts", count), func() bool { return w.puts.Load() >= target })
+	deadline := time.Now().Add(60 * time.Second)
+	for w.puts.Load() < target {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d puts acknowledged in 60s; the last write error: %v", count-(target-w.puts.Load()), count, w.lastErr.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestWatchDeliversEveryEventAcrossFailoverAndMigration watches a hash tag from a node that holds no copy of
@@ -197,6 +207,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 		return now != owners[1] && now != owner.id
 	})
 	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	w.start(joined, 3)
 	w.waitPuts(t, 100)
 	close(w.stop)
 	w.wg.Wait()
