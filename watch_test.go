@@ -79,10 +79,10 @@ func (l *watchLog) lastRevision() uint64 {
 // watchWriters write, delete and let expire the keys of one hash tag from several nodes, each put with a
 // value of its own, and remember the values of the puts that were acknowledged.
 type watchWriters struct {
-	tag   string
-	pace  time.Duration // between two writes of a writer; a millisecond when zero
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	tag     string
+	pace    time.Duration // between two writes of a writer; a millisecond when zero
+	stop    chan struct{}
+	wg      sync.WaitGroup
 	acked   sync.Map // value -> key, for every acknowledged put
 	puts    atomic.Int64
 	lastErr atomic.Value // the last write error, for a failure's message
