@@ -24,7 +24,8 @@ func catchUpCluster(t *testing.T, more ...func(*Config)) *testCluster {
 	return startCluster(t, 3, replicated(2, append([]func(*Config){func(cfg *Config) {
 		cfg.DataDir = filepath.Join(base, cfg.Name)
 		cfg.OpLogRetain = catchUpRetain
-		cfg.ReplicaAckTimeout = time.Second // a loaded machine must not time out a large catch-up request
+		cfg.ReplicaAckTimeout = time.Second     // a loaded machine must not time out a large catch-up request
+		cfg.ReapInterval = 2 * time.Millisecond // the short-lived writes of missWrites expire among the others
 	}}, more...)...))
 }
 
@@ -55,10 +56,15 @@ func missWrites(t *testing.T, c *testCluster, owner, replica *Node, p int, resta
 		resume = func() *Node { c.faults.HealAll(); return replica }
 	}
 	// A write may fail while the control plane is busy dropping the replica from the in-sync set; it is
-	// written again. The owner's revision counts what the replica misses either way.
+	// written again. The owner's revision counts what the replica misses either way. Every fifth write
+	// lives a millisecond, so the owner's expiry ops are among the ops missed.
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; owner.store.revision(seg) < had+catchUpMissed; i++ {
-		err := owner.Put(bg(t), fmt.Sprintf("%s:%d", tag, i%50), []byte(fmt.Sprintf("missed %d", i)))
+		var opts []PutOption
+		if i%5 == 0 {
+			opts = append(opts, WithTTL(time.Millisecond))
+		}
+		err := owner.Put(bg(t), fmt.Sprintf("%s:%d", tag, i%50), []byte(fmt.Sprintf("missed %d", i)), opts...)
 		if err != nil && time.Now().After(deadline) {
 			t.Fatalf("write %d while the replica is away: %v", i, err)
 		}
@@ -118,10 +124,29 @@ func TestReplicaCatchesUpFromDisk(t *testing.T) {
 			} else if sent := after.SnapshotsSent - before.SnapshotsSent; sent != 0 {
 				t.Fatalf("the owner sent %d snapshots to a replica its disk could feed", sent)
 			}
+			if expiries := expiryOps(t, replica.disk.store, seg, had); expiries == 0 {
+				t.Fatalf("the replica's durable log holds no expiry op of segment %d after revision %d", seg, had)
+			}
 			waitAllInSync(t, c)
 			assertReplicasMatch(t, c)
 		})
 	}
+}
+
+// expiryOps counts the expiry ops of segment seg after revision after in a durable log.
+func expiryOps(t *testing.T, log durability.Store, seg int, after uint64) int {
+	t.Helper()
+	ops, err := log.Ops(uint32(seg), after, 0)
+	if err != nil {
+		t.Fatalf("read segment %d of the durable log after revision %d: %v", seg, after, err)
+	}
+	n := 0
+	for _, op := range ops {
+		if op.Kind == durability.OpExpire {
+			n++
+		}
+	}
+	return n
 }
 
 // TestReplicaBehindTrimmedDiskGetsSnapshot is the converse: once the owner's durable log no longer reaches

@@ -26,14 +26,8 @@ type replicatedPair struct {
 func newReplicatedPair(t *testing.T) *replicatedPair {
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	p := &replicatedPair{owner: newStore(1, clock), replica: newStore(1, clock), clock: clock}
-	p.owner.onWrite = func(seg int, rev, _ uint64, key string, next *entry, coll *collOp) {
-		op := durability.Op{Segment: uint32(seg), Revision: rev, Kind: durability.OpDelete, Key: key}
-		if next != nil {
-			op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
-		}
-		if coll != nil {
-			op.Kind, op.Value = coll.kind, coll.encode()
-		}
+	p.owner.onWrite = func(seg int, rev, _ uint64, key string, next *entry, change writeChange) {
+		op := opOfWrite(seg, rev, key, next, change)
 		decoded, _, err := durability.DecodeOp(durability.AppendOp(nil, &op))
 		if err != nil {
 			t.Fatalf("the op of a write does not decode: %v", err)

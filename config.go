@@ -104,7 +104,8 @@ type Config struct {
 	MaxRetries int
 	// RetryBackoff is the first pause between such retries; it doubles each time.
 	RetryBackoff time.Duration
-	// ReapInterval is how often expired entries are reclaimed.
+	// ReapInterval is how often an owner deletes the expired entries of its partitions, by expiry ops that
+	// reach its replicas and watchers.
 	ReapInterval time.Duration
 	// MaxValueSize bounds a stored value, and the arguments of one collection operation, in bytes.
 	MaxValueSize int
@@ -182,6 +183,20 @@ type Config struct {
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
 	// keeps at least its newest op).
 	OpLogRetainBytes int64
+	// MaxWatchers bounds the watchers (Watch, WatchTag) this node serves as owner; one more is refused with
+	// ErrTooManyWatchers. A watcher counts from its first poll until it has not polled for three
+	// WatchPoll. Each waiting poll holds one of its node's DataMaxConnRequests on the connection to this
+	// one, so at most half of them. Default 128.
+	MaxWatchers int
+	// WatchBufferEvents and WatchBufferBytes bound the events an owner gathers for one watcher at a time,
+	// which its node holds until they are delivered (at least one event is, whatever its size). A watcher
+	// further behind takes its events in several polls; one the op log no longer reaches back to is sent
+	// the watched keys' current state instead, in one reply that these do not bound: every live key of the
+	// watched slot. Defaults 256 and 1 MiB.
+	WatchBufferEvents int
+	WatchBufferBytes  int
+	// WatchPoll is how long an owner holds a watcher's poll open waiting for an event. Default 2s.
+	WatchPoll time.Duration
 
 	Timing Timing
 	// Clock is the time source for TTLs and the node's own timers (see Clock). Default: the system clock.
@@ -283,6 +298,10 @@ func DefaultConfig() Config {
 		MinInSync:            1,
 		OpLogRetain:          4096,
 		OpLogRetainBytes:     256 << 20,
+		MaxWatchers:          128,
+		WatchBufferEvents:    256,
+		WatchBufferBytes:     1 << 20,
+		WatchPoll:            2 * time.Second,
 		DiskQueueBytes:       64 << 20,
 		FailoverTimeout:      10 * time.Second,
 		EvictionTimeout:      time.Minute,
@@ -318,6 +337,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.withWatchDefaults()
 	if c.RESPMaxQueryBuffer == 0 {
 		c.RESPMaxQueryBuffer = 2*c.MaxValueSize + 1<<20
 	}
@@ -325,6 +345,23 @@ func (c Config) withDefaults() Config {
 		c.RESPMaxQueryBufferTotal = max(512<<20, 4*int64(c.RESPMaxQueryBuffer))
 	}
 	return c
+}
+
+// withWatchDefaults fills in the watch bounds left at zero.
+func (c *Config) withWatchDefaults() {
+	d := DefaultConfig()
+	if c.MaxWatchers == 0 {
+		c.MaxWatchers = min(d.MaxWatchers, c.DataMaxConnRequests/2)
+	}
+	if c.WatchBufferEvents == 0 {
+		c.WatchBufferEvents = d.WatchBufferEvents
+	}
+	if c.WatchBufferBytes == 0 {
+		c.WatchBufferBytes = d.WatchBufferBytes
+	}
+	if c.WatchPoll == 0 {
+		c.WatchPoll = d.WatchPoll
+	}
 }
 
 // Validate reports the first setting of c that Join would refuse, as an error matching ErrInvalidConfig.
@@ -410,6 +447,10 @@ func (c Config) Validate() error {
 		return bad("MaxMigrations, CutoverTimeout and HealCooldown must be positive")
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
+	case c.MaxWatchers < 1 || c.MaxWatchers > c.DataMaxConnRequests/2:
+		return bad("MaxWatchers %d: need 1 to half of DataMaxConnRequests (%d)", c.MaxWatchers, c.DataMaxConnRequests/2)
+	case c.WatchBufferEvents < 1 || c.WatchBufferBytes < 1 || c.WatchPoll <= 0:
+		return bad("WatchBufferEvents, WatchBufferBytes and WatchPoll must be positive")
 	}
 	return c.validateRESP()
 }

@@ -85,6 +85,24 @@
 // pieces of bounded size. The arguments of one operation are bounded by MaxValueSize, and a read whose
 // reply would exceed half of MaxFrameSize fails with ErrValueTooLarge.
 //
+// # Key watches
+//
+// Watch follows one key and WatchTag every key of a hash tag's slot: puts, deletes and expiries, in version
+// order, each delivered once, on a channel. The key's owner serves them from its op log in memory by long
+// polls (the transport is request and reply; a poll waits up to WatchPoll for an event), so it keeps nothing
+// per watcher between polls and a slow watcher costs it no memory: one reply holds at most WatchBufferEvents
+// events and WatchBufferBytes. The watcher's node re-attaches to whichever node the routing table names
+// after a failover, a move or a lost connection, asking for the events after the last revision delivered;
+// revisions never go back, so nothing is repeated or skipped. When the owner's log no longer reaches back
+// that far (trimmed while the watcher lagged, or begun after a snapshot), the watch delivers a
+// WatchCompacted marker and the watched keys' current state, then goes on. Under the Sync concern a poll
+// reveals only revisions every in-sync replica holds, as a read does. WatchFrom resumes from a version. An
+// owner serves at most MaxWatchers watchers (ErrTooManyWatchers).
+//
+// Expiry is part of the op stream: a partition's owner deletes its expired keys every ReapInterval by
+// expiry ops, which replicas apply like any write and watchers see as WatchExpire. Replicas keep expired
+// keys, invisible to reads, until that op arrives, so that an expiry is announced even if they take over.
+//
 // # Redis Cluster protocol
 //
 // With Config.RESPAddr set, a node also speaks RESP2 and RESP3, so unmodified Redis Cluster clients can
@@ -113,6 +131,8 @@
 //   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
 //     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's
 //     rules are a pure function of a view (decide.go); control.go commits what it decides.
+//   - the watch feed (watchfeed.go): the owner's side of key watches, which serves long polls from the op
+//     log; the watcher's side, which routes and re-attaches them, is in watch.go.
 //   - the batch engine (batch.go) and the RESP endpoint (resp_*.go), which serves keys through the
 //     node's ownership check and apply path.
 //
@@ -207,6 +227,6 @@
 //     (IfVersion, CompareAndSwap, DeleteIfVersion) that finds another version writes nothing and answers
 //     with the current one, which reveals state as a read does.
 //   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
-//     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned and are
-//     reclaimed in the background.
+//     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned; the
+//     owner reclaims them in the background by expiry ops, which replicas apply in revision order.
 package zaris

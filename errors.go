@@ -39,6 +39,8 @@ var (
 	// ErrWrongType: the key holds another kind of value (a string, hash, set, list or sorted set) than the
 	// operation works on.
 	ErrWrongType = errors.New("zaris: operation against a key holding the wrong kind of value")
+	// ErrTooManyWatchers: the owner of a watched key already serves Config.MaxWatchers watchers.
+	ErrTooManyWatchers = errors.New("zaris: too many watchers on the owner")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

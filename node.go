@@ -27,14 +27,15 @@ type Node struct {
 	log    *slog.Logger
 	dialer transport.Dialer
 
-	store  *store
-	stats  nodeStats
-	router *router
-	batch  batchSender // the sending side of ExecuteBatch
-	fsm    *mapFSM
-	repl   *replication
-	cut    *cutovers
-	disk   *diskLog // nil without a DataDir
+	store   *store
+	stats   nodeStats
+	router  *router
+	batch   batchSender // the sending side of ExecuteBatch
+	fsm     *mapFSM
+	repl    *replication
+	watches *watchFeed // serves the watchers of the partitions this node owns
+	cut     *cutovers
+	disk    *diskLog // nil without a DataDir
 
 	listener  net.Listener
 	mux       *transport.Mux
@@ -139,6 +140,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		log:        n.log,
 	})
 	n.serverInc = n.repl.incarnation
+	n.watches = newWatchFeed(n.repl.oplog, n.store, layout, cfg.Clock, watchLimits{
+		maxWatchers: cfg.MaxWatchers, maxEvents: cfg.WatchBufferEvents, maxBytes: cfg.WatchBufferBytes,
+		idle: 3 * cfg.WatchPoll,
+	})
 	n.cut = newCutovers(layout.Partitions)
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.hooks.beforeApply
@@ -155,7 +160,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.recover(); err != nil {
 		return err
 	}
-	n.store.onWrite = n.repl.recordWrite
+	n.store.onWrite = n.recordWrite
 	if err := n.listen(); err != nil {
 		return err
 	}
@@ -184,9 +189,16 @@ func (n *Node) start(ctx context.Context) error {
 	go n.runControl()
 	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
-	n.every(n.cfg.ReapInterval, func() { n.store.reapExpired() })
+	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
+}
+
+// recordWrite is the store's write hook: replication records the op in the log, then the polls waiting
+// for the segment's next op are woken.
+func (n *Node) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
+	n.repl.recordWrite(segment, revision, epoch, key, next, change)
+	n.watches.notify(segment)
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
@@ -203,6 +215,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.router.install(next, causePush)
 	n.repl.wakeWaiters()
+	n.watches.remapped()
 	n.cut.wake()
 	if next.moving() || old.moving() {
 		n.wakeControl() // the next step of a move may be ready: no need to wait for the tick
@@ -321,6 +334,8 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		return reply.marshal(), nil
 	case op == opBatch:
 		return n.serveBatch(ctx, payload)
+	case op == opWatch:
+		return n.serveWatchRequest(ctx, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }

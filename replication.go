@@ -244,7 +244,7 @@ func (r *replication) enoughInSync(st PartitionState) bool {
 
 // recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
 // tells the links of the partition's replicas that the segment has news.
-func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry, coll *collOp) {
+func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
 	p := r.layout.SegmentPartition(segment)
 	m := r.clusterMap()
 	owned := epoch == 0
@@ -252,15 +252,9 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 		epoch = m.Runtime[p].Epoch
 	}
 	r.lines[segment].Store(epoch)
-	ops := [1]durability.Op{{Segment: uint32(segment), Revision: revision, Epoch: epoch, Key: key,
-		Kind: durability.OpDelete, Time: r.cfg.Clock.Now().UnixNano()}}
+	ops := [1]durability.Op{opOfWrite(segment, revision, key, next, change)}
 	op := &ops[0]
-	if next != nil {
-		op.Kind, op.Value, op.ExpireAt, op.Version = durability.OpPut, next.value, next.expireAt, next.version
-	}
-	if coll != nil {
-		op.Kind, op.Value = coll.kind, coll.encode()
-	}
+	op.Epoch, op.Time = epoch, r.cfg.Clock.Now().UnixNano()
 	if err := r.oplog.Append(ops[:]); err != nil {
 		r.relogOps(ops[:], err)
 	}
@@ -275,6 +269,24 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 			r.link(id).markDirty(segment)
 		}
 	}
+}
+
+// opOfWrite is the op that tells replicas and the disk log of a store write (see writeHook): a put of next,
+// its collection op, a delete, or an expiry.
+func opOfWrite(segment int, revision uint64, key string, next *entry, change writeChange) durability.Op {
+	op := durability.Op{Segment: uint32(segment), Revision: revision, Key: key, Kind: durability.OpDelete}
+	switch {
+	case change.expired:
+		op.Kind = durability.OpExpire
+	case change.coll != nil:
+		op.Kind, op.Value = change.coll.kind, change.coll.encode()
+	case next != nil:
+		op.Kind, op.Value = durability.OpPut, next.value
+	}
+	if next != nil {
+		op.ExpireAt, op.Version = next.expireAt, next.version
+	}
+	return op
 }
 
 // link returns the replication link to id, starting it on first use.

@@ -38,6 +38,8 @@ const (
 	StatusWrongType
 	// StatusTooLarge: a collection operation's arguments, or its reply, exceed the limits.
 	StatusTooLarge
+	// StatusTooManyWatchers: the owner already serves Config.MaxWatchers watchers.
+	StatusTooManyWatchers
 )
 
 var statusNames = [...]string{
@@ -55,6 +57,7 @@ var statusNames = [...]string{
 	StatusUnconfirmed:          "Unconfirmed",
 	StatusWrongType:            "WrongType",
 	StatusTooLarge:             "TooLarge",
+	StatusTooManyWatchers:      "TooManyWatchers",
 }
 
 func (s Status) String() string {
@@ -111,6 +114,8 @@ func (s Status) err() error {
 		return ErrWrongType
 	case StatusTooLarge:
 		return ErrValueTooLarge
+	case StatusTooManyWatchers:
+		return ErrTooManyWatchers
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

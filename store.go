@@ -39,14 +39,20 @@ type segmentStore struct {
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
-// revision order. next is nil for a delete. A write to a collection comes with the op that made it (op not
-// nil), which is what replicas and the disk log receive; any other write is a put of next. epoch is the
-// epoch a replicated write carried, or 0 for a write this node made as owner (the hook knows the owner's
-// epoch).
-type writeHook func(segment int, revision, epoch uint64, key string, next *entry, op *collOp)
+// revision order. next is the key's entry after the write, nil for a delete, and change says what made it
+// beyond that. epoch is the epoch a replicated write carried, or 0 for a write this node made as owner (the
+// hook knows the owner's epoch).
+type writeHook func(segment int, revision, epoch uint64, key string, next *entry, change writeChange)
 
-// store is a node's local data: one map per segment, with TTLs that are checked on every read and
-// reclaimed in the background.
+// writeChange says what made a write, beyond the entry it left: a collection op, which is what replicas
+// and the disk log receive instead of the collection, or an expiry.
+type writeChange struct {
+	coll    *collOp // the collection op that made the entry; nil for a put or a delete
+	expired bool    // a delete that expired the key
+}
+
+// store is a node's local data: one map per segment, with TTLs that are checked on every read. The owner
+// of a segment reclaims its expired entries in the background by writes of their own (expireSegment).
 type store struct {
 	clock    Clock
 	segments []segmentStore
@@ -109,21 +115,63 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	if !write {
 		return cur
 	}
-	s.commit(segment, seg, key, next, nil)
+	s.commit(segment, seg, key, next, writeChange{})
 	return next
 }
 
 // commit stores next under key as the segment's next revision and tells the write hook, with op when a
 // collection op made next. Called with seg.mu held.
-func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, op *collOp) {
+func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, change writeChange) {
 	seg.revision++
 	if next != nil {
 		next.version = seg.revision
 	}
 	seg.set(key, next)
 	if s.onWrite != nil {
-		s.onWrite(segment, seg.revision, 0, key, next, op)
+		s.onWrite(segment, seg.revision, 0, key, next, change)
 	}
+}
+
+// reapKey deletes key if its entry has expired, by a write of its own that the hook sees as an expiry, and
+// reports whether it did.
+func (s *store) reapKey(segment int, key string) bool {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	if cur := seg.entries[key]; cur == nil || !cur.expired(now) {
+		return false
+	}
+	s.commit(segment, seg, key, nil, writeChange{expired: true})
+	return true
+}
+
+// expireSegment expires every entry of segment whose time has passed, one write each, and returns how
+// many it expired. Only the segment's owner calls it: its replicas and watchers learn of each expiry from
+// the op it writes.
+func (s *store) expireSegment(segment int) int {
+	expired := 0
+	for _, key := range s.expiredKeys(segment) {
+		if s.reapKey(segment, key) {
+			expired++
+		}
+	}
+	return expired
+}
+
+// expiredKeys lists the keys of segment whose entries have expired.
+func (s *store) expiredKeys(segment int) []string {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	var keys []string
+	for key, e := range seg.entries {
+		if e.expired(now) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // readCollection runs fn on key's live collection of kind k, under the segment's read lock. It returns
@@ -177,10 +225,10 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	next := applyCollOp(cur, &op, expireAt)
 	if next == nil {
-		s.commit(segment, seg, key, nil, nil)
+		s.commit(segment, seg, key, nil, writeChange{})
 		return seg.revision, StatusSuccess
 	}
-	s.commit(segment, seg, key, next, &op)
+	s.commit(segment, seg, key, next, writeChange{coll: &op})
 	return next.version, StatusSuccess
 }
 
@@ -201,12 +249,12 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	switch {
 	case !write:
 	case del:
-		s.commit(segment, seg, key, nil, nil)
+		s.commit(segment, seg, key, nil, writeChange{})
 	case cur.coll == nil:
-		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, nil)
+		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, writeChange{})
 	default:
 		op := collOp{kind: durability.OpExpireAt}
-		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), &op)
+		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), writeChange{coll: &op})
 	}
 	return true
 }
@@ -247,29 +295,6 @@ func expiryFrom(now int64, ttl time.Duration) int64 {
 	return now + int64(ttl)
 }
 
-// reapExpired removes expired entries from every segment and returns how many it removed.
-// It holds one segment's lock at a time, so readers of other segments are never blocked.
-func (s *store) reapExpired() int {
-	removed := 0
-	for i := range s.segments {
-		removed += s.segments[i].reap(s.now())
-	}
-	return removed
-}
-
-func (seg *segmentStore) reap(now int64) int {
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
-	removed := 0
-	for key, e := range seg.entries {
-		if e.expired(now) {
-			delete(seg.entries, key)
-			removed++
-		}
-	}
-	return removed
-}
-
 // len counts stored entries, expired ones not yet reclaimed included.
 func (s *store) len() int {
 	n := 0
@@ -295,21 +320,23 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 	}
 	seg.revision = op.Revision
 	var next *entry
-	var coll *collOp
+	var change writeChange
 	switch {
+	case op.Kind == durability.OpExpire:
+		change.expired = true
 	case op.Kind == durability.OpPut:
 		next = &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
 	case op.Kind.HasArgs():
 		if c, err := decodeCollOp(op.Kind, op.Value); err == nil {
-			coll = &c
-			if next = applyCollOp(seg.entries[op.Key], coll, op.ExpireAt); next != nil {
+			change.coll = &c
+			if next = applyCollOp(seg.entries[op.Key], change.coll, op.ExpireAt); next != nil {
 				next.version = op.Version
 			}
 		}
 	}
 	seg.set(op.Key, next)
 	if s.onWrite != nil {
-		s.onWrite(segment, op.Revision, epoch, op.Key, next, coll)
+		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
 	}
 	return true, op.Revision
 }

@@ -23,7 +23,7 @@ type recordedWrite struct {
 func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 	s := newStore(2, clocktest.New(time.Unix(1_000, 0)))
 	var seen []recordedWrite
-	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry, _ *collOp) {
+	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry, _ writeChange) {
 		seen = append(seen, recordedWrite{seg, rev, epoch, key, next == nil})
 	}
 	if v := s.put(0, "a", []byte("1"), 0); v != 1 {
@@ -58,7 +58,7 @@ func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 func TestStoreAppliesReplicatedWritesInOrder(t *testing.T) {
 	s := newStore(1, clocktest.New(time.Unix(1_000, 0)))
 	var epochs []uint64
-	s.onWrite = func(_ int, _, epoch uint64, _ string, _ *entry, _ *collOp) { epochs = append(epochs, epoch) }
+	s.onWrite = func(_ int, _, epoch uint64, _ string, _ *entry, _ writeChange) { epochs = append(epochs, epoch) }
 	put := func(rev uint64, value string) (bool, uint64) {
 		return s.applyAt(0, 7, &durability.Op{Revision: rev, Kind: durability.OpPut, Key: "k", Value: []byte(value), Version: rev})
 	}
@@ -81,18 +81,25 @@ func TestStoreAppliesReplicatedWritesInOrder(t *testing.T) {
 }
 
 // TestStoreExpiresOnItsClock checks that an entry is invisible from its expiry instant on the store's
-// clock, that a write meeting an expired entry treats it as absent, and that reaping reclaims it.
+// clock, that a write meeting an expired entry treats it as absent, and that the owner's reaping reclaims
+// it by a write of its own, which the hook sees as an expiry at the segment's next revision.
 func TestStoreExpiresOnItsClock(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_000, 0))
 	s := newStore(1, clock)
+	var expiries []recordedWrite
+	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry, change writeChange) {
+		if change.expired {
+			expiries = append(expiries, recordedWrite{seg, rev, epoch, key, next == nil})
+		}
+	}
 	s.put(0, "ttl", []byte("v"), time.Second)
 	s.put(0, "forever", []byte("v"), 0)
 	clock.Advance(time.Second - time.Nanosecond)
 	if _, _, ok := s.get(0, "ttl"); !ok {
 		t.Fatal("entry gone before its expiry")
 	}
-	if n := s.reapExpired(); n != 0 {
-		t.Fatalf("reaped %d entries before any expired", n)
+	if n := s.expireSegment(0); n != 0 {
+		t.Fatalf("expired %d entries before any expired", n)
 	}
 	clock.Advance(time.Nanosecond)
 	if _, _, ok := s.get(0, "ttl"); ok {
@@ -106,8 +113,14 @@ func TestStoreExpiresOnItsClock(t *testing.T) {
 	if s.len() != 3 {
 		t.Fatalf("store holds %d entries; want the permanent one and the two expired ones, not yet reaped", s.len())
 	}
-	if n := s.reapExpired(); n != 2 || s.len() != 1 {
-		t.Fatalf("reaped %d, %d left; want 2 reaped and the permanent entry left", n, s.len())
+	if n := s.expireSegment(0); n != 2 || s.len() != 1 {
+		t.Fatalf("expired %d, %d left; want 2 expired and the permanent entry left", n, s.len())
+	}
+	if s.revision(0) != 5 || len(expiries) != 2 || expiries[0].revision+expiries[1].revision != 4+5 {
+		t.Fatalf("revision %d, expiries %v; want the two expiries at revisions 4 and 5", s.revision(0), expiries)
+	}
+	if s.reapKey(0, "forever") {
+		t.Fatal("reapKey deleted an entry without expiry")
 	}
 }
 

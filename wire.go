@@ -89,6 +89,11 @@ const (
 	opPropose   transport.Op = 21 // any node -> leader: commit a control decision (control.go)
 )
 
+// Key watches (watch.go, watchfeed.go). Numbers 85 to 89 are theirs.
+const (
+	opWatch transport.Op = 85 // watcher's node -> owner: a long poll for a key's or slot's events
+)
+
 // kvRequest is a single-key operation. The receiver derives the segment from Key itself and never trusts
 // the sender's placement.
 type kvRequest struct {

@@ -55,7 +55,7 @@ func (b logBounds) checkOp(op *Op) error {
 
 // accepts reports whether op is valid as the next one of a segment whose log has bounds b.
 func (b logBounds) accepts(op *Op) bool {
-	return op.Revision == b.last+1 && (op.Kind.valid() && op.Kind != OpDelete || op.Kind == OpDelete && len(op.Value) == 0)
+	return op.Revision == b.last+1 && (op.Kind.valid() && !op.Kind.deletes() || op.Kind.deletes() && len(op.Value) == 0)
 }
 
 // refusal says why accepts refuses op.
@@ -63,7 +63,7 @@ func (b logBounds) refusal(op *Op) error {
 	if !op.Kind.valid() {
 		return fmt.Errorf("%w: segment %d revision %d: unknown kind %d", ErrInvalidOp, op.Segment, op.Revision, op.Kind)
 	}
-	if op.Kind == OpDelete && len(op.Value) > 0 {
+	if op.Kind.deletes() && len(op.Value) > 0 {
 		return fmt.Errorf("%w: segment %d revision %d: delete carries a value", ErrInvalidOp, op.Segment, op.Revision)
 	}
 	switch next := b.next(); {

@@ -32,7 +32,7 @@ func FuzzDecodeOp(f *testing.F) {
 		if err != nil || len(rest) != 0 || !sameOp(again, op) {
 			t.Fatalf("round trip of %+v gave %+v, %d bytes left, %v", op, again, len(rest), err)
 		}
-		if (op.Kind != OpDelete) != (op.Value != nil) {
+		if op.Kind.deletes() == (op.Value != nil) {
 			t.Fatalf("a %v decoded with value %v", op.Kind, op.Value)
 		}
 	})

@@ -126,7 +126,7 @@ func (seg *memSegment) append(ops []Op, share bool) error {
 func (seg *memSegment) push(op *Op, share bool) {
 	last := seg.ops.push()
 	*last = *op
-	if last.Kind == OpDelete {
+	if last.Kind.deletes() {
 		last.Value = nil
 	} else if !share {
 		last.Value = bytes.Clone(last.Value)

@@ -30,13 +30,23 @@ const (
 	OpExpireAt OpKind = 12 // set the key's expiry to ExpireAt, keeping its value
 )
 
+// Expiry. Numbers 16 to 19 are its.
+const (
+	// OpExpire deletes a key whose expiry time has passed. The owner records it, so that the key's end is
+	// an event of the segment's history like any other delete.
+	OpExpire OpKind = 16
+)
+
 var opKindNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpHashSet: "hashset", OpHashDel: "hashdel", OpSetAdd: "setadd",
 	OpSetRem: "setrem", OpListPush: "listpush", OpListPop: "listpop", OpListTrim: "listtrim", OpZAdd: "zadd",
-	OpZRem: "zrem", OpExpireAt: "expireat",
+	OpZRem: "zrem", OpExpireAt: "expireat", OpExpire: "expire",
 }
 
-func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt }
+func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt || k == OpExpire }
+
+// deletes reports whether an op of kind k removes its key, and so carries no value.
+func (k OpKind) deletes() bool { return k == OpDelete || k == OpExpire }
 
 // HasArgs reports whether ops of kind k carry encoded arguments rather than a value.
 func (k OpKind) HasArgs() bool { return k >= OpHashSet && k <= OpExpireAt }
@@ -73,8 +83,8 @@ func opSizeHint(op *Op) int {
 }
 
 // AppendOp appends the msgpack encoding of op to dst: the array [segment, revision, epoch, kind, key,
-// value, expireAt, version, time]. The value is bin for a put or a collection op and nil for a delete,
-// whose Value is ignored.
+// value, expireAt, version, time]. The value is bin for a put or a collection op and nil for a delete or
+// an expiry, whose Value is ignored.
 func AppendOp(dst []byte, op *Op) []byte {
 	dst = msgp.Require(dst, opSizeHint(op))
 	dst = msgp.AppendArrayHeader(dst, opFields)
@@ -83,7 +93,7 @@ func AppendOp(dst []byte, op *Op) []byte {
 	dst = msgp.AppendUint64(dst, op.Epoch)
 	dst = msgp.AppendUint8(dst, uint8(op.Kind))
 	dst = msgp.AppendString(dst, op.Key)
-	if op.Kind == OpDelete {
+	if op.Kind.deletes() {
 		dst = msgp.AppendNil(dst)
 	} else {
 		dst = msgp.AppendBytes(dst, op.Value)
@@ -102,7 +112,7 @@ func DecodeOp(b []byte) (Op, []byte, error) {
 	if err != nil {
 		return Op{}, nil, err
 	}
-	if op.Kind != OpDelete {
+	if !op.Kind.deletes() {
 		op.Value = append(make([]byte, 0, len(value)), value...)
 	}
 	return op, rest, nil
@@ -156,10 +166,10 @@ func decodeOp(b []byte, op *Op) (value []byte, rest []byte, err error) {
 	return value, b, nil
 }
 
-// decodeOpValue reads the value field: bin for a put, nil for a delete, and for a collection op the bin
-// of well-formed arguments.
+// decodeOpValue reads the value field: bin for a put, nil for a delete or an expiry, and for a collection
+// op the bin of well-formed arguments.
 func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error) {
-	if kind == OpDelete {
+	if kind.deletes() {
 		if rest, err = msgp.ReadNilBytes(b); err != nil {
 			return nil, nil, corrupt("delete op value is not nil", err)
 		}

@@ -21,6 +21,7 @@ func codecOps() []Op {
 		{Segment: 4, Revision: 11, Kind: OpZAdd, Key: "z", Value: AppendArgs(nil, [][]byte{{0}, make([]byte, 8), []byte("m")})},
 		{Segment: 4, Revision: 12, Kind: OpExpireAt, Key: "h", Value: AppendArgs(nil, nil), ExpireAt: 99},
 		{Segment: 4, Revision: 13, Kind: OpListPop, Key: "l", Value: AppendArgs(nil, [][]byte{{}})},
+		{Segment: 4, Revision: 14, Epoch: 2, Kind: OpExpire, Key: "ttl", ExpireAt: 99, Version: 14, Time: 100},
 	}
 }
 
@@ -114,9 +115,10 @@ func TestDecodeOpCorrupt(t *testing.T) {
 		"empty":             nil,
 		"not an array":      msgp.AppendString(nil, "op"),
 		"too few fields":    header(opFields - 1),
-		"unknown kind":      withValue(16, []byte("v")),
+		"unknown kind":      withValue(17, []byte("v")),
 		"args malformed":    withValue(uint8(OpHashSet), []byte("v")),
 		"delete with value": withValue(uint8(OpDelete), []byte("v")),
+		"expiry with value": withValue(uint8(OpExpire), []byte("v")),
 		"put without value": withValue(uint8(OpPut), nil),
 		"segment overflow":  msgp.AppendUint64(header(opFields), math.MaxUint32+1),
 		"key length lies":   append(upToKind(1), 0xdb, 0xff, 0xff, 0xff, 0xff, 'k'),

@@ -263,7 +263,8 @@ func testInvalidOpRefused(t *testing.T, s Store) {
 	bad := putOp(1, 1)
 	bad.Kind = 0
 	withValue := Op{Segment: 1, Revision: 1, Kind: OpDelete, Key: "k", Value: []byte("v")}
-	for _, op := range []Op{bad, withValue} {
+	expiryWithValue := Op{Segment: 1, Revision: 1, Kind: OpExpire, Key: "k", Value: []byte("v")}
+	for _, op := range []Op{bad, withValue, expiryWithValue} {
 		if err := s.Append([]Op{op}); !errors.Is(err, ErrInvalidOp) {
 			t.Fatalf("Append(%+v) = %v, want ErrInvalidOp", op, err)
 		}
@@ -326,12 +327,13 @@ func testDeletes(t *testing.T, s Store) {
 		putOp(1, 1),
 		{Segment: 1, Revision: 2, Epoch: 3, Kind: OpDelete, Key: "gone", Version: 4, Time: 5},
 		{Segment: 1, Revision: 3, Epoch: 3, Kind: OpPut, Key: "", Value: []byte{}, Version: 1},
+		{Segment: 1, Revision: 4, Epoch: 3, Kind: OpExpire, Key: "", ExpireAt: 6, Version: 4, Time: 7},
 	}
 	mustAppend(t, s, ops)
 	got := mustOps(t, s, 1, 0, 0)
 	checkOps(t, got, ops)
-	if got[1].Value != nil {
-		t.Fatalf("delete came back with value %q", got[1].Value)
+	if got[1].Value != nil || got[3].Value != nil {
+		t.Fatalf("delete or expiry came back with a value: %q, %q", got[1].Value, got[3].Value)
 	}
 }
 
