@@ -88,7 +88,8 @@
 // # Key watches
 //
 // Watch follows one key and WatchTag every key of a hash tag's slot: puts, deletes and expiries, in version
-// order, each delivered once, on a channel. The key's owner serves them from its op log in memory by long
+// order, each delivered once, on a channel. A change to a hash, set, list or sorted set comes as a
+// WatchUpdate with the key's new version and no content. The key's owner serves them from its op log in memory by long
 // polls (the transport is request and reply; a poll waits up to WatchPoll for an event), so it keeps nothing
 // per watcher between polls and a slow watcher costs it no memory: one reply holds at most WatchBufferEvents
 // events and WatchBufferBytes. The watcher's node re-attaches to whichever node the routing table names

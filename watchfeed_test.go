@@ -236,3 +236,37 @@ func TestWatchFeedEndsWaitsOnAMapChange(t *testing.T) {
 		t.Fatalf("poll ended by a map change gave %s revision %d compacted %v; want nothing at 1", describeEvents(b.events), b.revision, b.compacted)
 	}
 }
+
+// TestWatchFeedReportsCollectionUpdates checks that a collection's writes reach a watcher as updates with
+// the key's version and no content, its emptying as a delete, and that the state after compaction lists a
+// collection once, without its content.
+func TestWatchFeedReportsCollectionUpdates(t *testing.T) {
+	for _, retain := range []int{0, 2} {
+		f := newFeedFixture(t, retain, roomyLimits)
+		key := "h"
+		seg := f.layout.KeySegment(key)
+		hset := func(field string) {
+			req := kvRequest{Key: key, Args: [][]byte{[]byte(field), []byte("v")}}
+			if reply := applyHSet(f.store, seg, req, opLimits{maxValueSize: 1 << 20}); reply.Status != StatusSuccess {
+				t.Fatalf("HSET %s: %s", field, reply.Status)
+			}
+		}
+		hset("a") // 1
+		hset("b") // 2
+		if reply := applyHDel(f.store, seg, kvRequest{Key: key, Args: [][]byte{[]byte("a"), []byte("b")}}, opLimits{}); reply.Status != StatusSuccess {
+			t.Fatalf("HDEL: %s", reply.Status)
+		}
+		hset("c") // 4
+		b := f.feed.collect(seg, watchScope{key: key, slot: -1}, 0)
+		if retain == 0 {
+			want := "update h=@1/1; update h=@2/2; delete h=@3/3; update h=@4/4; "
+			if got := describeEvents(b.events); got != want {
+				t.Fatalf("events %s; want %s", got, want)
+			}
+			continue
+		}
+		if !b.compacted || len(b.state) != 1 || b.state[0].Key != key || b.state[0].Value != nil || b.state[0].Version != 4 {
+			t.Fatalf("state after compaction: compacted %v, %+v; want the hash once at version 4 without content", b.compacted, b.state)
+		}
+	}
+}
