@@ -30,16 +30,17 @@ type register struct {
 	value string
 }
 
-// regInput is a call on the register: a put of value, or a get.
+// regInput is a call on the register: a get, a put of value, or a cas from expected (empty: unset) to value.
 type regInput struct {
-	put   bool
-	value string
+	kind     OpKind
+	value    string
+	expected string
 }
 
-// regOutput is what a get returned; it is ignored for puts.
+// regOutput is what the call returned: a get's value, or whether a cas swapped. A put's is ignored.
 type regOutput struct {
-	found bool
-	value string
+	outcome Outcome // OK or NotFound for a get; OK, Mismatch or Unknown for a cas
+	value   string  // the value a get read
 }
 
 // registerModel is the sequential specification of one key: an initially unset register.
@@ -53,31 +54,54 @@ var registerModel = porcupine.Model{
 func stepRegister(state, input, output any) (bool, any) {
 	st := state.(register)
 	in := input.(regInput)
-	if in.put {
-		return true, register{set: true, value: in.value}
-	}
 	out := output.(regOutput)
-	if !out.found {
+	written := register{set: true, value: in.value}
+	switch in.kind {
+	case Put:
+		return true, written
+	case Cas:
+		return stepCas(st, in.expected, written, out.outcome)
+	}
+	if out.outcome == NotFound {
 		return !st.set, st
 	}
 	return st.set && st.value == out.value, st
 }
 
+// stepCas applies a cas from expected to written. An unknown cas swaps where it can and is a no-op
+// elsewhere: one that took no effect is placed where it cannot, or last, with nothing after to tell.
+func stepCas(st register, expected string, written register, outcome Outcome) (bool, any) {
+	holds := st == register{set: expected != "", value: expected}
+	switch outcome {
+	case OK:
+		return holds, written
+	case Mismatch:
+		return !holds, st
+	}
+	if holds {
+		return true, written
+	}
+	return true, st
+}
+
 // describeRegisterOp renders a call for visualizations.
 func describeRegisterOp(input, output any) string {
-	in := input.(regInput)
-	if in.put {
+	in, out := input.(regInput), output.(regOutput)
+	switch {
+	case in.kind == Put:
 		return fmt.Sprintf("put(%q)", in.value)
-	}
-	if out := output.(regOutput); out.found {
+	case in.kind == Cas:
+		return fmt.Sprintf("cas(%s, %q) -> %s", describeExpected(in.expected), in.value, out.outcome)
+	case out.outcome == OK:
 		return fmt.Sprintf("get() -> %q", out.value)
 	}
 	return "get() -> not found"
 }
 
 // CheckLinearizable checks that each key's history is that of a single register, initially unset. Failed
-// ops are left out; unknown puts may take effect at any time after their call, and those whose value is
-// never read are left out too, since taking effect after everything else they change nothing. Keys are
+// ops are left out. Unknown writes may take effect at any time after their call, or never; one whose value
+// is never read and that starts after every cas mismatch on its key has returned is left out too, since
+// taking effect after everything else it changes nothing. Keys are
 // checked separately so violations can be named, all within timeout (none if timeout <= 0); a key whose
 // check runs out of time makes the result Unknown, not a violation.
 func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
@@ -112,7 +136,7 @@ func checkUntil(ops []Op, deadline time.Time) LinearizabilityResult {
 func falseNotFounds(ops []Op) int {
 	firstAck := make(map[string]time.Time)
 	for _, op := range ops {
-		if t, seen := firstAck[op.Key]; op.Kind == Put && op.Outcome == OK && (!seen || op.End.Before(t)) {
+		if t, seen := firstAck[op.Key]; isWrite(op.Kind) && op.Outcome == OK && (!seen || op.End.Before(t)) {
 			firstAck[op.Key] = op.End
 		}
 	}
@@ -128,38 +152,58 @@ func falseNotFounds(ops []Op) int {
 // write is a value on a key.
 type write struct{ key, value string }
 
+// isWrite reports whether kind writes a value: a put or a cas.
+func isWrite(kind OpKind) bool { return kind == Put || kind == Cas }
+
 // partitionByKey turns the checkable ops into checker operations grouped by key, with sorted keys.
 func partitionByKey(ops []Op) ([]string, map[string][]porcupine.Operation) {
 	base := earliestStart(ops)
-	read := readValues(ops)
+	read, mismatchEnd := readValues(ops), lastMismatch(ops)
 	byKey := make(map[string][]porcupine.Operation)
 	for _, op := range ops {
-		if checkable(op, read) {
+		if checkable(op, read, mismatchEnd[op.Key]) {
 			byKey[op.Key] = append(byKey[op.Key], operation(op, base))
 		}
 	}
 	return slices.Sorted(maps.Keys(byKey)), byKey
 }
 
-// readValues returns the values that gets returned, by key.
+// readValues returns the values that gets returned and that swapped cas found, by key.
 func readValues(ops []Op) map[write]bool {
 	read := make(map[write]bool)
 	for _, op := range ops {
-		if op.Kind == Get && op.Outcome == OK {
+		switch {
+		case op.Kind == Get && op.Outcome == OK:
 			read[write{op.Key, op.Value}] = true
+		case op.Kind == Cas && op.Outcome == OK && op.Expected != "":
+			read[write{op.Key, op.Expected}] = true
 		}
 	}
 	return read
 }
 
-// checkable reports whether op constrains the register: failed calls had no effect, and an unknown put
-// nobody read can be placed after every other op.
-func checkable(op Op, read map[write]bool) bool {
-	switch op.Kind {
-	case Put:
-		return op.Outcome == OK || op.Outcome == Unknown && read[write{op.Key, op.Value}]
-	case Get:
-		return op.Outcome == OK || op.Outcome == NotFound
+// lastMismatch returns, by key, when the last cas that found another value returned.
+func lastMismatch(ops []Op) map[string]time.Time {
+	last := make(map[string]time.Time)
+	for _, op := range ops {
+		if op.Kind == Cas && op.Outcome == Mismatch && op.End.After(last[op.Key]) {
+			last[op.Key] = op.End
+		}
+	}
+	return last
+}
+
+// checkable reports whether op constrains the register: failed calls had no effect, and an unknown write
+// nobody read can be placed after every other op unless it may explain a mismatch, by starting before
+// one returned.
+func checkable(op Op, read map[write]bool, mismatchEnd time.Time) bool {
+	switch op.Outcome {
+	case OK, Mismatch:
+		return true
+	case NotFound:
+		return op.Kind == Get
+	case Unknown:
+		return isWrite(op.Kind) && (read[write{op.Key, op.Value}] || op.Start.Before(mismatchEnd))
 	}
 	return false
 }
@@ -175,7 +219,7 @@ func earliestStart(ops []Op) time.Time {
 	return base
 }
 
-// operation converts op into a checker operation with nanoseconds since base; an unknown put stays
+// operation converts op into a checker operation with nanoseconds since base; an unknown write stays
 // pending forever.
 func operation(op Op, base time.Time) porcupine.Operation {
 	call := int64(op.Start.Sub(base))
@@ -185,9 +229,9 @@ func operation(op Op, base time.Time) porcupine.Operation {
 	}
 	return porcupine.Operation{
 		ClientId: op.Client,
-		Input:    regInput{put: op.Kind == Put, value: op.Value},
+		Input:    regInput{kind: op.Kind, value: op.Value, expected: op.Expected},
 		Call:     call,
-		Output:   regOutput{found: op.Outcome == OK, value: op.Value},
+		Output:   regOutput{outcome: op.Outcome, value: op.Value},
 		Return:   ret,
 	}
 }
@@ -224,12 +268,12 @@ func checkKey(ops []porcupine.Operation, deadline time.Time) porcupine.CheckResu
 	return porcupine.CheckOperationsTimeout(registerModel, ops, left)
 }
 
-// Phantoms returns the gets that read a value no put on that key ever tried to write, whatever the put's
-// outcome: such a value can only have been invented.
+// Phantoms returns the gets that read a value no put or cas on that key ever tried to write, whatever the
+// write's outcome: such a value can only have been invented.
 func Phantoms(ops []Op) []Op {
 	written := make(map[write]bool)
 	for _, op := range ops {
-		if op.Kind == Put {
+		if isWrite(op.Kind) {
 			written[write{op.Key, op.Value}] = true
 		}
 	}

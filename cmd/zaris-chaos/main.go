@@ -612,6 +612,18 @@ func (t liteTarget) Put(ctx context.Context, key string, value []byte) error {
 // Get reads through the lite member.
 func (t liteTarget) Get(ctx context.Context, key string) ([]byte, error) { return t.n.Get(ctx, key) }
 
+// ReadVersion reads a value and its version through the lite member.
+func (t liteTarget) ReadVersion(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := t.n.GetEntry(ctx, key)
+	return e.Value, e.Version, err
+}
+
+// CompareAndSwap swaps a version for a value through the lite member.
+func (t liteTarget) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) error {
+	_, err := t.n.CompareAndSwap(ctx, key, version, value)
+	return err
+}
+
 // workload is the certification's client load, every call through the lite member.
 func (h *harness) workload() *chaos.Workload {
 	target := liteTarget{h.lite}
@@ -621,6 +633,7 @@ func (h *harness) workload() *chaos.Workload {
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, zaris.ErrNotFound) },
 			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
+			IsMismatch:       func(err error) bool { return errors.Is(err, zaris.ErrVersionMismatch) },
 		},
 		Target: func(int) chaos.Target { return target },
 	}
