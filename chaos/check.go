@@ -15,7 +15,7 @@ import (
 // LinearizabilityResult is the outcome of checking every key's history against a single register.
 type LinearizabilityResult struct {
 	Keys          int      // keys checked
-	Ops           int      // ops checked, failed ones excluded
+	Ops           int      // ops checked, failed ones and unread unknown writes excluded
 	Ok            bool     // every key was proven linearizable
 	Unknown       bool     // some key's check ran out of time: neither proven nor refuted
 	ViolatingKeys []string // keys proven not linearizable, sorted
@@ -99,9 +99,10 @@ func describeRegisterOp(input, output any) string {
 }
 
 // CheckLinearizable checks that each key's history is that of a single register, initially unset. Failed
-// ops are left out. Unknown writes may take effect at any time after their call, or never; one whose value
-// is never read and that starts after every cas mismatch on its key has returned is left out too, since
-// taking effect after everything else it changes nothing. Keys are
+// ops are left out. Unknown writes may take effect at any time after their call, or never; those whose
+// value is never read are left out too, since taking effect after everything else they change nothing.
+// Only when a key fails without them are they checked, those that start before a cas mismatch returned,
+// as one may explain the mismatch. Keys are
 // checked separately so violations can be named, all within timeout (none if timeout <= 0); a key whose
 // check runs out of time makes the result Unknown, not a violation.
 func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
@@ -114,12 +115,12 @@ func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
 
 // checkUntil is CheckLinearizable with an absolute deadline; the zero time means no deadline.
 func checkUntil(ops []Op, deadline time.Time) LinearizabilityResult {
-	keys, byKey := partitionByKey(ops)
+	keys, byKey, unread := partitionByKey(ops)
 	res := LinearizabilityResult{Keys: len(keys), FalseNotFound: falseNotFounds(ops)}
 	for _, k := range keys {
 		res.Ops += len(byKey[k])
 	}
-	for i, r := range checkKeys(keys, byKey, deadline) {
+	for i, r := range checkKeys(keys, byKey, unread, deadline) {
 		switch r {
 		case porcupine.Illegal:
 			res.ViolatingKeys = append(res.ViolatingKeys, keys[i])
@@ -155,17 +156,21 @@ type write struct{ key, value string }
 // isWrite reports whether kind writes a value: a put or a cas.
 func isWrite(kind OpKind) bool { return kind == Put || kind == Cas }
 
-// partitionByKey turns the checkable ops into checker operations grouped by key, with sorted keys.
-func partitionByKey(ops []Op) ([]string, map[string][]porcupine.Operation) {
+// partitionByKey turns the checkable ops into checker operations grouped by key, with sorted keys, and
+// apart from them the unread unknown writes that may explain a mismatch.
+func partitionByKey(ops []Op) (keys []string, byKey, unread map[string][]porcupine.Operation) {
 	base := earliestStart(ops)
 	read, mismatchEnd := readValues(ops), lastMismatch(ops)
-	byKey := make(map[string][]porcupine.Operation)
+	byKey, unread = make(map[string][]porcupine.Operation), make(map[string][]porcupine.Operation)
 	for _, op := range ops {
-		if checkable(op, read, mismatchEnd[op.Key]) {
+		switch {
+		case checkable(op, read):
 			byKey[op.Key] = append(byKey[op.Key], operation(op, base))
+		case isWrite(op.Kind) && op.Outcome == Unknown && op.Start.Before(mismatchEnd[op.Key]):
+			unread[op.Key] = append(unread[op.Key], operation(op, base))
 		}
 	}
-	return slices.Sorted(maps.Keys(byKey)), byKey
+	return slices.Sorted(maps.Keys(byKey)), byKey, unread
 }
 
 // readValues returns the values that gets returned and that swapped cas found, by key.
@@ -194,16 +199,15 @@ func lastMismatch(ops []Op) map[string]time.Time {
 }
 
 // checkable reports whether op constrains the register: failed calls had no effect, and an unknown write
-// nobody read can be placed after every other op unless it may explain a mismatch, by starting before
-// one returned.
-func checkable(op Op, read map[write]bool, mismatchEnd time.Time) bool {
+// nobody read can be placed after every other op.
+func checkable(op Op, read map[write]bool) bool {
 	switch op.Outcome {
 	case OK, Mismatch:
 		return true
 	case NotFound:
 		return op.Kind == Get
 	case Unknown:
-		return isWrite(op.Kind) && (read[write{op.Key, op.Value}] || op.Start.Before(mismatchEnd))
+		return isWrite(op.Kind) && read[write{op.Key, op.Value}]
 	}
 	return false
 }
@@ -237,14 +241,14 @@ func operation(op Op, base time.Time) porcupine.Operation {
 }
 
 // checkKeys checks each key's operations in parallel, one worker per processor.
-func checkKeys(keys []string, byKey map[string][]porcupine.Operation, deadline time.Time) []porcupine.CheckResult {
+func checkKeys(keys []string, byKey, unread map[string][]porcupine.Operation, deadline time.Time) []porcupine.CheckResult {
 	results := make([]porcupine.CheckResult, len(keys))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(keys)) {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = checkKey(byKey[keys[i]], deadline)
+				results[i] = checkKey(byKey[keys[i]], unread[keys[i]], deadline)
 			}
 		})
 	}
@@ -256,8 +260,18 @@ func checkKeys(keys []string, byKey map[string][]porcupine.Operation, deadline t
 	return results
 }
 
-// checkKey checks one key's operations with whatever time is left before deadline.
-func checkKey(ops []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
+// checkKey checks one key's operations with whatever time is left before deadline, then again with its
+// unread unknown writes if it fails without them: a linearization without them is one with them last.
+func checkKey(ops, unread []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
+	r := checkOps(ops, deadline)
+	if r != porcupine.Illegal || len(unread) == 0 {
+		return r
+	}
+	return checkOps(append(slices.Clip(ops), unread...), deadline)
+}
+
+// checkOps checks operations with whatever time is left before deadline.
+func checkOps(ops []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
 	if deadline.IsZero() {
 		return porcupine.CheckOperationsTimeout(registerModel, ops, 0)
 	}
