@@ -657,6 +657,10 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		Unavailability: gaps(acked, h.nem.start, healed, gapOver),
 		Faults:         h.nem.faults(),
 	}
+	for _, k := range r.Linear.ViolatingKeys[:min(3, len(r.Linear.ViolatingKeys))] {
+		fmt.Printf("history of %s, not linearizable:\n", k)
+		chaos.WriteKeyHistory(os.Stdout, ops, k)
+	}
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
