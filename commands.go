@@ -35,16 +35,16 @@ func IfExists() PutOption { return func(o *putOptions) { o.cond |= condIfExists 
 // KeepTTL makes a Put keep the key's current expiry (none if the key is new) rather than set one.
 func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } }
 
-// putIf sends a conditional put. Put uses it when an option asks for a condition or for KeepTTL.
-func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, opts []PutOption) (kvReply, error) {
+// putIf sends a conditional put under the options o. Put uses it when an option asks for a condition or
+// for KeepTTL, and Swap to get the previous value.
+func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, o putOptions) (kvReply, error) {
 	if len(value) > n.cfg.MaxValueSize {
 		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
-	o := putOptionsOf(opts)
 	if o.ifVersion {
 		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
-	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond})
+	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
 }
 
 // putIfErr turns a conditional put's reply into the caller's error.

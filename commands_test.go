@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -85,4 +86,26 @@ func TestKeyCommands(t *testing.T) {
 			t.Fatalf("Exists = %v, %v", ok, err)
 		}
 	}
+}
+
+// TestConditionalPutKeepsItsWriteConcern writes conditionally under the Async concern while the owner
+// cannot reach its replica: the writes are acknowledged without waiting for the replica, so the replica
+// stays in the in-sync set, where a Sync write would have dropped it.
+func TestConditionalPutKeepsItsWriteConcern(t *testing.T) {
+	c := startCluster(t, 3, replicated(2))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	_, p, nodes := c.awayFromLeader()
+	owner, replica := nodes[0], nodes[1]
+	c.faults.Blackhole(string(owner.id), string(replica.id))
+	for i, opt := range []PutOption{IfAbsent(), KeepTTL()} {
+		key := keyInPartition(owner.layout, fmt.Sprintf("async-%d", i), p)
+		if err := owner.Put(ctx, key, []byte("v"), opt, WithWriteConcern(Async)); err != nil {
+			t.Fatalf("conditional Async put %d: %v", i, err)
+		}
+	}
+	if st := owner.ClusterMap().Runtime[p]; !slices.Contains(st.InSync, replica.id) {
+		t.Fatalf("partition %d dropped its replica for an Async write: %+v", p, st)
+	}
+	c.faults.HealAll()
 }

@@ -57,7 +57,7 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 		return err
 	}
 	if o.cond != 0 {
-		reply, err := n.putIf(ctx, key, value, 0, opts)
+		reply, err := n.putIf(ctx, key, value, 0, o)
 		if err != nil {
 			return err
 		}
@@ -159,7 +159,7 @@ func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
 // current value is still returned and err matches ErrConditionNotMet. IfVersion is refused with
 // ErrInvalidRequest: CompareAndSwap conditions a write on a version.
 func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
-	reply, err := n.putIf(ctx, key, value, condReturnPrev, opts)
+	reply, err := n.putIf(ctx, key, value, condReturnPrev, putOptionsOf(opts))
 	if err != nil {
 		return nil, false, err
 	}
