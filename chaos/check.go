@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"maps"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -19,6 +18,7 @@ type LinearizabilityResult struct {
 	Ok            bool     // every key was proven linearizable
 	Unknown       bool     // some key's check ran out of time: neither proven nor refuted
 	ViolatingKeys []string // keys proven not linearizable, sorted
+	UndecidedKeys []string // keys whose check ran out of time, sorted
 	// FalseNotFound counts gets that found nothing after an acknowledged put of their key had returned:
 	// keys are never deleted, so each denies an acknowledged write, whatever the check's time allowed.
 	FalseNotFound int
@@ -43,45 +43,46 @@ type regOutput struct {
 	value   string  // the value a get read
 }
 
-// registerModel is the sequential specification of one key: an initially unset register.
-var registerModel = porcupine.Model{
-	Init:              func() any { return register{} },
+// registerModel is the sequential specification of one key: an initially unset register. It is
+// nondeterministic because a write whose outcome is unknown may have taken effect or not.
+var registerModel = (&porcupine.NondeterministicModel{
+	Init:              func() []any { return []any{register{}} },
 	Step:              stepRegister,
 	DescribeOperation: describeRegisterOp,
-}
+}).ToModel()
 
-// stepRegister applies a call to the register, reporting whether its output is possible.
-func stepRegister(state, input, output any) (bool, any) {
+// stepRegister returns the states the register may be in after a call with that output, none when the
+// output is impossible.
+func stepRegister(state, input, output any) []any {
 	st := state.(register)
 	in := input.(regInput)
 	out := output.(regOutput)
 	written := register{set: true, value: in.value}
-	switch in.kind {
-	case Put:
-		return true, written
-	case Cas:
+	switch {
+	case in.kind == Put && out.outcome == Unknown:
+		return []any{written, st}
+	case in.kind == Put:
+		return []any{written}
+	case in.kind == Cas:
 		return stepCas(st, in.expected, written, out.outcome)
+	case out.outcome == NotFound && !st.set, out.outcome == OK && st.set && st.value == out.value:
+		return []any{st}
 	}
-	if out.outcome == NotFound {
-		return !st.set, st
-	}
-	return st.set && st.value == out.value, st
+	return nil
 }
 
-// stepCas applies a cas from expected to written. An unknown cas swaps where it can and is a no-op
-// elsewhere: one that took no effect is placed where it cannot, or last, with nothing after to tell.
-func stepCas(st register, expected string, written register, outcome Outcome) (bool, any) {
+// stepCas applies a cas from expected to written. An unknown one swaps or not where it holds.
+func stepCas(st register, expected string, written register, outcome Outcome) []any {
 	holds := st == register{set: expected != "", value: expected}
-	switch outcome {
-	case OK:
-		return holds, written
-	case Mismatch:
-		return !holds, st
+	switch {
+	case !holds && outcome != OK:
+		return []any{st}
+	case holds && outcome == OK:
+		return []any{written}
+	case holds && outcome == Unknown:
+		return []any{written, st}
 	}
-	if holds {
-		return true, written
-	}
-	return true, st
+	return nil
 }
 
 // describeRegisterOp renders a call for visualizations.
@@ -99,10 +100,9 @@ func describeRegisterOp(input, output any) string {
 }
 
 // CheckLinearizable checks that each key's history is that of a single register, initially unset. Failed
-// ops are left out. Unknown writes may take effect at any time after their call, or never; those whose
-// value is never read are left out too, since taking effect after everything else they change nothing.
-// Only when a key fails without them are they checked, those that start before a cas mismatch returned,
-// as one may explain the mismatch. Keys are
+// ops are left out. An unknown write may take effect once after its call, or never. If its value was
+// read, it took effect before the last read of it returned. If not, it matters only as the cause of a cas
+// mismatch, and only as many of them are checked as the key has mismatches (explainers). Keys are
 // checked separately so violations can be named, all within timeout (none if timeout <= 0); a key whose
 // check runs out of time makes the result Unknown, not a violation.
 func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
@@ -115,17 +115,18 @@ func CheckLinearizable(ops []Op, timeout time.Duration) LinearizabilityResult {
 
 // checkUntil is CheckLinearizable with an absolute deadline; the zero time means no deadline.
 func checkUntil(ops []Op, deadline time.Time) LinearizabilityResult {
-	keys, byKey, unread := partitionByKey(ops)
+	keys, byKey := partitionByKey(ops)
 	res := LinearizabilityResult{Keys: len(keys), FalseNotFound: falseNotFounds(ops)}
 	for _, k := range keys {
 		res.Ops += len(byKey[k])
 	}
-	for i, r := range checkKeys(keys, byKey, unread, deadline) {
+	for i, r := range checkKeys(keys, byKey, deadline) {
 		switch r {
 		case porcupine.Illegal:
 			res.ViolatingKeys = append(res.ViolatingKeys, keys[i])
 		case porcupine.Unknown:
 			res.Unknown = true
+			res.UndecidedKeys = append(res.UndecidedKeys, keys[i])
 		}
 	}
 	res.Ok = !res.Unknown && len(res.ViolatingKeys) == 0
@@ -156,58 +157,94 @@ type write struct{ key, value string }
 // isWrite reports whether kind writes a value: a put or a cas.
 func isWrite(kind OpKind) bool { return kind == Put || kind == Cas }
 
-// partitionByKey turns the checkable ops into checker operations grouped by key, with sorted keys, and
-// apart from them the unread unknown writes that may explain a mismatch.
-func partitionByKey(ops []Op) (keys []string, byKey, unread map[string][]porcupine.Operation) {
+// partitionByKey turns the checkable ops into checker operations grouped by key, with sorted keys.
+func partitionByKey(ops []Op) (keys []string, byKey map[string][]porcupine.Operation) {
 	base := earliestStart(ops)
-	read, mismatchEnd := readValues(ops), lastMismatch(ops)
-	byKey, unread = make(map[string][]porcupine.Operation), make(map[string][]porcupine.Operation)
+	lastRead, mismatched := lastReads(ops), casMismatches(ops)
+	byKey = make(map[string][]porcupine.Operation)
+	add := func(op Op, end time.Time) { byKey[op.Key] = append(byKey[op.Key], operation(op, end, base)) }
+	unseen := make(map[string][]Op)
 	for _, op := range ops {
+		end, read := lastRead[write{op.Key, op.Value}]
 		switch {
-		case checkable(op, read):
-			byKey[op.Key] = append(byKey[op.Key], operation(op, base))
-		case isWrite(op.Kind) && op.Outcome == Unknown && op.Start.Before(mismatchEnd[op.Key]):
-			unread[op.Key] = append(unread[op.Key], operation(op, base))
+		case checkable(op):
+			add(op, op.End)
+		case op.Outcome != Unknown || !isWrite(op.Kind):
+		case read:
+			add(op, end) // it took effect before its value was read
+		case op.Start.Before(mismatched[op.Key].last):
+			unseen[op.Key] = append(unseen[op.Key], op)
 		}
 	}
-	return slices.Sorted(maps.Keys(byKey)), byKey, unread
+	for key, writes := range unseen {
+		m := mismatched[key]
+		for _, op := range explainers(writes, m.count) {
+			add(op, m.last)
+		}
+	}
+	return slices.Sorted(maps.Keys(byKey)), byKey
 }
 
-// readValues returns the values that gets returned and that swapped cas found, by key.
-func readValues(ops []Op) map[write]bool {
-	read := make(map[write]bool)
+// explainers returns the unknown writes of one key whose values nobody read that the check needs: as many
+// as the key has cas mismatches, the earliest called. Taking effect, such a write leaves a value nobody
+// saw, which only a cas mismatch can witness before another write replaces it. So a linearization needs
+// at most one per mismatch, they are interchangeable, and the earliest called can stand wherever any could.
+// After the key's last mismatch they change nothing seen, hence the bound on when they take effect.
+func explainers(writes []Op, mismatches int) []Op {
+	slices.SortFunc(writes, func(a, b Op) int { return a.Start.Compare(b.Start) })
+	return writes[:min(len(writes), mismatches)]
+}
+
+// mismatches counts a key's cas mismatches and notes when the last one returned.
+type mismatches struct {
+	count int
+	last  time.Time
+}
+
+// casMismatches returns the cas mismatches of each key.
+func casMismatches(ops []Op) map[string]mismatches {
+	byKey := make(map[string]mismatches)
 	for _, op := range ops {
+		if op.Kind == Cas && op.Outcome == Mismatch {
+			m := byKey[op.Key]
+			m.count++
+			if op.End.After(m.last) {
+				m.last = op.End
+			}
+			byKey[op.Key] = m
+		}
+	}
+	return byKey
+}
+
+// lastReads returns, by value, when the last get that returned it or swapped cas that found it returned.
+func lastReads(ops []Op) map[write]time.Time {
+	last := make(map[write]time.Time)
+	for _, op := range ops {
+		var w write
 		switch {
 		case op.Kind == Get && op.Outcome == OK:
-			read[write{op.Key, op.Value}] = true
+			w = write{op.Key, op.Value}
 		case op.Kind == Cas && op.Outcome == OK && op.Expected != "":
-			read[write{op.Key, op.Expected}] = true
+			w = write{op.Key, op.Expected}
+		default:
+			continue
 		}
-	}
-	return read
-}
-
-// lastMismatch returns, by key, when the last cas that found another value returned.
-func lastMismatch(ops []Op) map[string]time.Time {
-	last := make(map[string]time.Time)
-	for _, op := range ops {
-		if op.Kind == Cas && op.Outcome == Mismatch && op.End.After(last[op.Key]) {
-			last[op.Key] = op.End
+		if op.End.After(last[w]) {
+			last[w] = op.End
 		}
 	}
 	return last
 }
 
-// checkable reports whether op constrains the register: failed calls had no effect, and an unknown write
-// nobody read can be placed after every other op.
-func checkable(op Op, read map[write]bool) bool {
+// checkable reports whether an op with a known outcome constrains the register: failed calls had no
+// effect.
+func checkable(op Op) bool {
 	switch op.Outcome {
 	case OK, Mismatch:
 		return true
 	case NotFound:
 		return op.Kind == Get
-	case Unknown:
-		return isWrite(op.Kind) && read[write{op.Key, op.Value}]
 	}
 	return false
 }
@@ -223,14 +260,10 @@ func earliestStart(ops []Op) time.Time {
 	return base
 }
 
-// operation converts op into a checker operation with nanoseconds since base; an unknown write stays
-// pending forever.
-func operation(op Op, base time.Time) porcupine.Operation {
+// operation converts op, returned at end, into a checker operation with nanoseconds since base.
+func operation(op Op, end, base time.Time) porcupine.Operation {
 	call := int64(op.Start.Sub(base))
-	ret := int64(math.MaxInt64)
-	if op.Outcome != Unknown {
-		ret = max(call, int64(op.End.Sub(base)))
-	}
+	ret := max(call, int64(end.Sub(base)))
 	return porcupine.Operation{
 		ClientId: op.Client,
 		Input:    regInput{kind: op.Kind, value: op.Value, expected: op.Expected},
@@ -241,14 +274,14 @@ func operation(op Op, base time.Time) porcupine.Operation {
 }
 
 // checkKeys checks each key's operations in parallel, one worker per processor.
-func checkKeys(keys []string, byKey, unread map[string][]porcupine.Operation, deadline time.Time) []porcupine.CheckResult {
+func checkKeys(keys []string, byKey map[string][]porcupine.Operation, deadline time.Time) []porcupine.CheckResult {
 	results := make([]porcupine.CheckResult, len(keys))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(keys)) {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = checkKey(byKey[keys[i]], unread[keys[i]], deadline)
+				results[i] = checkKey(byKey[keys[i]], deadline)
 			}
 		})
 	}
@@ -260,18 +293,8 @@ func checkKeys(keys []string, byKey, unread map[string][]porcupine.Operation, de
 	return results
 }
 
-// checkKey checks one key's operations with whatever time is left before deadline, then again with its
-// unread unknown writes if it fails without them: a linearization without them is one with them last.
-func checkKey(ops, unread []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
-	r := checkOps(ops, deadline)
-	if r != porcupine.Illegal || len(unread) == 0 {
-		return r
-	}
-	return checkOps(append(slices.Clip(ops), unread...), deadline)
-}
-
-// checkOps checks operations with whatever time is left before deadline.
-func checkOps(ops []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
+// checkKey checks one key's operations with whatever time is left before deadline.
+func checkKey(ops []porcupine.Operation, deadline time.Time) porcupine.CheckResult {
 	if deadline.IsZero() {
 		return porcupine.CheckOperationsTimeout(registerModel, ops, 0)
 	}

@@ -28,6 +28,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,6 +94,7 @@ type options struct {
 	verbose         bool
 	secure          bool
 	serverLogLevel  string
+	historyOut      string // where to save the history as JSON; "" for nowhere
 }
 
 func main() {
@@ -137,6 +139,7 @@ func parseOptions(args []string) (options, error) {
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.secure, "secure", false, "peers speak mutual TLS under a CA the run makes, and gossip is encrypted")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
+	fs.StringVar(&o.historyOut, "history-out", "", "save every op of the history to this file as JSON, to check it again offline")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -657,9 +660,12 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		Unavailability: gaps(acked, h.nem.start, healed, gapOver),
 		Faults:         h.nem.faults(),
 	}
-	for _, k := range r.Linear.ViolatingKeys[:min(3, len(r.Linear.ViolatingKeys))] {
-		fmt.Printf("history of %s, not linearizable:\n", k)
-		chaos.WriteKeyHistory(os.Stdout, ops, k)
+	printHistories(ops, r.Linear.ViolatingKeys, "not linearizable")
+	printHistories(ops, r.Linear.UndecidedKeys, "its check ran out of time")
+	if h.o.historyOut != "" {
+		if err := saveHistory(h.o.historyOut, ops); err != nil {
+			h.notes = append(h.notes, "history not saved: "+err.Error())
+		}
 	}
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
@@ -672,6 +678,14 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		r.Notes = append(r.Notes, "the lost keys named above are in partitions "+lostPartitions(r.Ledger.LostKeys, m.Layout()))
 	}
 	return r
+}
+
+// printHistories prints the histories of the first three keys, saying why.
+func printHistories(ops []chaos.Op, keys []string, why string) {
+	for _, k := range keys[:min(3, len(keys))] {
+		fmt.Printf("history of %s, %s:\n", k, why)
+		chaos.WriteKeyHistory(os.Stdout, ops, k)
+	}
 }
 
 // lostPartitions lists the partitions of keys, each once, in order: where to look in the servers' logs.
@@ -742,4 +756,13 @@ func (h *harness) tearDown() {
 	if h.o.verbose {
 		os.Remove(h.dir)
 	}
+}
+
+// saveHistory writes ops to path as JSON.
+func saveHistory(path string, ops []chaos.Op) error {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
