@@ -520,7 +520,8 @@ func (w *syncWaits) add(seg int, rev uint64, item int32, write bool) {
 }
 
 // await waits for the replicas of every segment the batch touched. When a segment's replicas cannot confirm,
-// its items get the failing status, except that StatusNotEnoughReplicas fails only its writes.
+// its items get the failing status, settled for the writes (settleApplied), except that
+// StatusNotEnoughReplicas fails only its writes.
 func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply) {
 	for seg, rev := range w.rev {
 		status := n.repl.awaitReplicas(ctx, seg, rev, len(w.writes[seg]) > 0)
@@ -528,7 +529,10 @@ func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply
 			continue
 		}
 		for _, i := range w.items[seg] {
-			if status != StatusNotEnoughReplicas || w.writes[seg][i] {
+			switch {
+			case w.writes[seg][i]:
+				replies[i].Reply = kvReply{Status: settleApplied(status)}
+			case status != StatusNotEnoughReplicas:
 				replies[i].Reply = kvReply{Status: status}
 			}
 		}

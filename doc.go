@@ -181,8 +181,10 @@
 //     at once. This assumes the nodes' clocks run at similar rates; it does not need them to agree.
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
-//     the owner applied it (a replica refused it, or the in-sync set could not be changed) is not
-//     acknowledged but may still take effect later.
+//     the owner applied it (a replica refused it, the in-sync set could not be changed, or the partition
+//     moved meanwhile: ErrUnconfirmed) is not acknowledged but may still take effect later. Such a write
+//     is never sent again by the node, since the new owner may hold it already; only writes refused
+//     before they were applied are retried.
 //   - A key's version (GetEntry, CompareAndSwap) is the revision of its segment at the key's last write: it
 //     grows with each write of the key, across a delete and re-create too. Versions travel with the ops and
 //     snapshots, so a key keeps its version across failover, moves and restarts from a data dir, and as

@@ -27,6 +27,9 @@ var (
 	// context ended first. The wrapped cause says which and names the node; a write may or may not have been
 	// applied.
 	ErrNoReply = errors.New("zaris: no reply from the owner")
+	// ErrUnconfirmed: the owner applied a Sync write but lost its partition before the replicas confirmed
+	// it. It may or may not survive, so it is not retried: sent again it could apply twice.
+	ErrUnconfirmed = errors.New("zaris: write applied but not confirmed before the owner changed")
 	// ErrNotInteger: Incr found a value that is not a decimal 64-bit integer, or the sum overflows.
 	ErrNotInteger = errors.New("zaris: value is not an integer or out of range")
 	// ErrConditionNotMet: a Put with IfAbsent or IfExists did not write because its condition failed.

@@ -390,7 +390,7 @@ func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvReq
 	reply := n.applyStore(ctx, op, seg, req)
 	if n.awaitsReplicas(op, req, &reply) {
 		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg), true); status != StatusSuccess {
-			return kvReply{Status: status}
+			return kvReply{Status: settleApplied(status)}
 		}
 	} else if rev, wait := n.unconfirmed(op, seg, &reply); wait {
 		if status := n.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {

@@ -226,6 +226,9 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error("CLUSTERDOWN The cluster has no slot map yet")
 	case StatusNotEnoughReplicas:
 		c.wr.error("NOREPLICAS Not enough good replicas to write.")
+	case StatusUnconfirmed:
+		c.wr.error("UNCONFIRMED The write was applied but ownership of hash slot " + strconv.Itoa(int(slot)) +
+			" changed before its replicas confirmed it; it may or may not survive")
 	default:
 		c.wr.error("ERR " + reply.Status.String())
 	}

@@ -31,6 +31,9 @@ const (
 	// StatusNoReply: no owner answered (a batch item whose request failed in transit or was never sent).
 	// The sender sets it; it never travels.
 	StatusNoReply
+	// StatusUnconfirmed: the owner applied a write but lost the partition before its replicas confirmed
+	// it. The write may or may not survive; sent again, it could take effect twice.
+	StatusUnconfirmed
 )
 
 var statusNames = [...]string{
@@ -45,6 +48,7 @@ var statusNames = [...]string{
 	StatusNotReady:             "NotReady",
 	StatusNotEnoughReplicas:    "NotEnoughReplicas",
 	StatusNoReply:              "NoReply",
+	StatusUnconfirmed:          "Unconfirmed",
 }
 
 func (s Status) String() string {
@@ -58,6 +62,16 @@ func (s Status) String() string {
 // refresh the map, so a failing peer cannot cause a refresh storm.
 func (s Status) requiresRefresh() bool {
 	return s == StatusMoved || s == StatusOwnershipChanging || s == StatusReplicaWriteRejected
+}
+
+// settleApplied returns the status of a write the owner applied, once waiting for its replicas ended in
+// status. A status that would send the caller to retry at the new owner becomes StatusUnconfirmed: the
+// new owner may hold the write already, and a retry would apply it again.
+func settleApplied(status Status) Status {
+	if status.requiresRefresh() {
+		return StatusUnconfirmed
+	}
+	return status
 }
 
 // err maps a failed status to its sentinel error, and success to nil.
@@ -85,6 +99,8 @@ func (s Status) err() error {
 		return ErrNotEnoughReplicas
 	case StatusNoReply:
 		return ErrNoReply
+	case StatusUnconfirmed:
+		return ErrUnconfirmed
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

@@ -39,7 +39,7 @@ func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
 	if err := <-put; err == nil {
 		t.Fatal("a write no replica could receive was acknowledged")
 	}
-	if err != nil && !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrPartitionUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && !errors.Is(err, ErrUnconfirmed) && !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrPartitionUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("read through the cut-off owner: err = %v", err)
 	}
 	c.faults.HealAll()
