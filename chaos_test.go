@@ -460,6 +460,16 @@ func (t clientTarget) Put(ctx context.Context, key string, value []byte) error {
 
 func (t clientTarget) Get(ctx context.Context, key string) ([]byte, error) { return t.n.Get(ctx, key) }
 
+func (t clientTarget) ReadVersion(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := t.n.GetEntry(ctx, key)
+	return e.Value, e.Version, err
+}
+
+func (t clientTarget) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) error {
+	_, err := t.n.CompareAndSwap(ctx, key, version, value)
+	return err
+}
+
 // runCertification runs one certification and returns its report.
 func runCertification(t *testing.T, cert certification) *chaos.Report {
 	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
@@ -490,6 +500,7 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, ErrNotFound) },
 			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
+			IsMismatch:       func(err error) bool { return errors.Is(err, ErrVersionMismatch) },
 		},
 		Target: func(client int) chaos.Target {
 			live := c.live()
@@ -707,11 +718,7 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 		Faults:    cr.steps,
 	}
 	for _, op := range ops {
-		kind := "get"
-		if op.Kind == chaos.Put {
-			kind = "put"
-		}
-		r.Outcomes[kind+" "+op.Outcome.String()]++
+		r.Outcomes[op.Kind.String()+" "+op.Outcome.String()]++
 	}
 	reader := cr.c.live()[0]
 	final := cr.c.currentMap()

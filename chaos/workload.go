@@ -19,13 +19,20 @@ const (
 type Target interface {
 	Put(ctx context.Context, key string, value []byte) error
 	Get(ctx context.Context, key string) ([]byte, error)
+	// ReadVersion returns key's value and version, or a not-found error.
+	ReadVersion(ctx context.Context, key string) (value []byte, version uint64, err error)
+	// CompareAndSwap writes value if key's version is version, 0 meaning the key has no value, and
+	// otherwise fails with an error IsMismatch recognizes.
+	CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) error
 }
 
 // Classifier turns an error from Target into an outcome: for a get, any error other than not-found is
-// Failed; for a put, DefinitelyFailed says whether it is Failed (definitely not applied) or Unknown.
+// Failed; for a write, DefinitelyFailed says whether it is Failed (definitely not applied) or Unknown,
+// and for a cas IsMismatch says the key held another version.
 type Classifier struct {
 	IsNotFound       func(error) bool // a get error that means the key has no value
-	DefinitelyFailed func(error) bool // a put error that proves the write was not applied
+	DefinitelyFailed func(error) bool // a write error that proves the write was not applied
+	IsMismatch       func(error) bool // a cas error that means the key held another version
 }
 
 // get classifies the error of a get.
@@ -50,10 +57,19 @@ func (c Classifier) put(err error) Outcome {
 	return Unknown
 }
 
+// cas classifies the error of a compare-and-swap: a mismatch, or like a put.
+func (c Classifier) cas(err error) Outcome {
+	if err != nil && c.IsMismatch != nil && c.IsMismatch(err) {
+		return Mismatch
+	}
+	return c.put(err)
+}
+
 // Workload runs Clients goroutines until ctx ends. Each client loops: with probability LedgerShare it
 // writes the next unique ledger key "ledger-<client>-<seq>" (its value is LedgerValue of the key and
-// ValueSize), otherwise it does a get or put (50/50) on a random one of Registers keys "reg-<i>" with a
-// unique value "<client>-<seq>". Each call gets its own context with CallTimeout. Calls are recorded in
+// ValueSize), otherwise it does a get, put or cas (40/40/20) on a random one of Registers keys "reg-<i>",
+// writing a unique value "<client>-<seq>". A cas reads the key's value and version, recorded as a get,
+// then swaps that version for its new value. Each call gets its own context with CallTimeout. Calls are recorded in
 // History and Ledger, which must be set.
 type Workload struct {
 	Clients     int
@@ -69,7 +85,7 @@ type Workload struct {
 	History  *History
 	Ledger   *Ledger
 
-	counts [2][4]atomic.Int64 // ops by kind and outcome, indexed from zero
+	counts [Cas][Mismatch]atomic.Int64 // ops by kind and outcome, indexed from zero
 }
 
 // Run drives the clients and returns when every client has stopped. Calls in flight when ctx ends run to
@@ -85,8 +101,8 @@ func (w *Workload) Run(ctx context.Context) {
 // Outcomes returns the number of ops so far by kind and outcome, keyed like "put OK" or "get NotFound".
 func (w *Workload) Outcomes() map[string]int {
 	m := make(map[string]int)
-	for _, k := range []OpKind{Get, Put} {
-		for o := OK; o <= Unknown; o++ {
+	for k := Get; k <= Cas; k++ {
+		for o := OK; o <= Mismatch; o++ {
 			if n := w.counts[k-1][o-1].Load(); n > 0 {
 				m[k.String()+" "+o.String()] = int(n)
 			}
@@ -119,14 +135,23 @@ func (w *Workload) runClient(ctx context.Context, id int) {
 // step makes one call on t, chosen at random.
 func (c *client) step(ctx context.Context, t Target) {
 	c.seq++
-	switch {
-	case c.rng.Float64() < c.w.LedgerShare:
+	if c.rng.Float64() < c.w.LedgerShare {
 		c.ledgerPut(ctx, t)
-	case c.rng.IntN(2) == 0:
-		c.get(ctx, t, c.register())
-	default:
-		c.put(ctx, t, c.register(), strconv.Itoa(c.id)+"-"+strconv.Itoa(c.seq))
+		return
 	}
+	switch n := c.rng.IntN(5); {
+	case n < 2:
+		c.get(ctx, t, c.register())
+	case n < 4:
+		c.put(ctx, t, c.register(), c.value())
+	default:
+		c.cas(ctx, t, c.register(), c.value())
+	}
+}
+
+// value is the client's unique register value for its current step.
+func (c *client) value() string {
+	return strconv.Itoa(c.id) + "-" + strconv.Itoa(c.seq)
 }
 
 // register picks one of the shared register keys.
@@ -171,6 +196,36 @@ func (c *client) get(ctx context.Context, t Target, key string) {
 		op.Value = string(v)
 	}
 	c.w.record(op)
+}
+
+// cas reads key's value and version, recording the read as a get, then swaps that version for value and
+// records the swap with the value read as the one it expected. A failed read ends it.
+func (c *client) cas(ctx context.Context, t Target, key, value string) {
+	read, version := c.readVersion(ctx, t, key)
+	if c.w.record(read) == Failed {
+		return
+	}
+	cctx, cancel := c.w.callContext(ctx)
+	defer cancel()
+	start := time.Now()
+	err := t.CompareAndSwap(cctx, key, version, []byte(value))
+	end := time.Now()
+	c.w.record(Op{Client: c.id, Kind: Cas, Key: key, Value: value, Expected: read.Value, Outcome: c.w.Classify.cas(err), Start: start, End: end})
+}
+
+// readVersion reads key's value and version as a get op; the version is 0 unless the get is OK.
+func (c *client) readVersion(ctx context.Context, t Target, key string) (Op, uint64) {
+	cctx, cancel := c.w.callContext(ctx)
+	defer cancel()
+	start := time.Now()
+	v, version, err := t.ReadVersion(cctx, key)
+	end := time.Now()
+	op := Op{Client: c.id, Kind: Get, Key: key, Outcome: c.w.Classify.get(err), Start: start, End: end}
+	if op.Outcome != OK {
+		return op, 0
+	}
+	op.Value = string(v)
+	return op, version
 }
 
 // callContext returns the context for one call: ctx's values, not its cancellation, and CallTimeout.

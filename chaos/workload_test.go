@@ -15,6 +15,7 @@ var (
 	errNotFound = errors.New("not found")
 	errRefused  = errors.New("refused")
 	errTimeout  = errors.New("timeout")
+	errMismatch = errors.New("version mismatch")
 )
 
 // fakeStore is a linearizable in-memory Target that can inject errors and lose acknowledged writes.
@@ -22,14 +23,17 @@ type fakeStore struct {
 	faults    bool // refuse or time out some calls
 	dropEvery int  // if > 0, every n-th put is acknowledged without being applied
 
-	mu   sync.Mutex
-	data map[string]string
-	rng  *rand.Rand
-	puts int
+	mu       sync.Mutex
+	data     map[string]string
+	versions map[string]uint64
+	rng      *rand.Rand
+	puts     int
+	revision uint64 // last version given to a write
 }
 
 func newFakeStore(faults bool, dropEvery int) *fakeStore {
-	return &fakeStore{faults: faults, dropEvery: dropEvery, data: map[string]string{}, rng: rand.New(rand.NewPCG(1, 2))}
+	return &fakeStore{faults: faults, dropEvery: dropEvery, data: map[string]string{}, versions: map[string]uint64{},
+		rng: rand.New(rand.NewPCG(1, 2))}
 }
 
 // latency sleeps a little so calls from different clients overlap.
@@ -40,13 +44,30 @@ func (f *fakeStore) Put(_ context.Context, key string, value []byte) error {
 	defer latency()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.write(key, value)
+}
+
+// CompareAndSwap writes like Put when key's version is version, and otherwise fails with errMismatch.
+func (f *fakeStore) CompareAndSwap(_ context.Context, key string, version uint64, value []byte) error {
+	latency()
+	defer latency()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.versions[key] != version {
+		return errMismatch
+	}
+	return f.write(key, value)
+}
+
+// write stores value under key with a new version, save for the injected faults and losses.
+func (f *fakeStore) write(key string, value []byte) error {
 	f.puts++
 	if f.faults {
 		switch f.rng.IntN(100) {
 		case 0, 1, 2:
 			return errRefused
 		case 3:
-			f.data[key] = string(value)
+			f.set(key, value)
 			return errTimeout
 		case 4:
 			return errTimeout
@@ -55,23 +76,33 @@ func (f *fakeStore) Put(_ context.Context, key string, value []byte) error {
 	if f.dropEvery > 0 && f.puts%f.dropEvery == 0 {
 		return nil
 	}
-	f.data[key] = string(value)
+	f.set(key, value)
 	return nil
 }
 
-func (f *fakeStore) Get(_ context.Context, key string) ([]byte, error) {
+func (f *fakeStore) set(key string, value []byte) {
+	f.revision++
+	f.data[key], f.versions[key] = string(value), f.revision
+}
+
+func (f *fakeStore) Get(ctx context.Context, key string) ([]byte, error) {
+	v, _, err := f.ReadVersion(ctx, key)
+	return v, err
+}
+
+func (f *fakeStore) ReadVersion(_ context.Context, key string) ([]byte, uint64, error) {
 	latency()
 	defer latency()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.faults && f.rng.IntN(100) < 3 {
-		return nil, errTimeout
+		return nil, 0, errTimeout
 	}
 	v, ok := f.data[key]
 	if !ok {
-		return nil, errNotFound
+		return nil, 0, errNotFound
 	}
-	return []byte(v), nil
+	return []byte(v), f.versions[key], nil
 }
 
 func (f *fakeStore) read(_ context.Context, key string) (string, bool, error) {
@@ -101,6 +132,7 @@ func runWorkload(t *testing.T, store *fakeStore, d time.Duration, valueSize int)
 		Classify: Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, errNotFound) },
 			DefinitelyFailed: func(err error) bool { return errors.Is(err, errRefused) },
+			IsMismatch:       func(err error) bool { return errors.Is(err, errMismatch) },
 		},
 		History: &History{},
 		Ledger:  &Ledger{},
@@ -121,6 +153,9 @@ func TestWorkloadHealthyStore(t *testing.T) {
 		}
 		checkOpShapes(t, ops, size)
 		checkCounts(t, w, ops)
+		if n := w.Outcomes(); n["cas OK"] == 0 || n["cas Mismatch"] == 0 {
+			t.Fatalf("want swapped and mismatched cas: %v", n)
+		}
 		if lin := CheckLinearizable(ops, 3*time.Second); !lin.Ok || lin.FalseNotFound != 0 {
 			t.Fatalf("healthy store not linearizable: %+v", lin)
 		}
@@ -161,7 +196,7 @@ func checkOpShapes(t *testing.T, ops []Op, valueSize int) {
 		default:
 			t.Fatalf("unexpected key in %+v", op)
 		}
-		if op.Kind == Put {
+		if isWrite(op.Kind) {
 			if seen[op.Value] {
 				t.Fatalf("value %q written twice", op.Value)
 			}

@@ -28,6 +28,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,6 +94,7 @@ type options struct {
 	verbose         bool
 	secure          bool
 	serverLogLevel  string
+	historyOut      string // where to save the history as JSON; "" for nowhere
 }
 
 func main() {
@@ -137,6 +139,7 @@ func parseOptions(args []string) (options, error) {
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
 	fs.BoolVar(&o.secure, "secure", false, "peers speak mutual TLS under a CA the run makes, and gossip is encrypted")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
+	fs.StringVar(&o.historyOut, "history-out", "", "save every op of the history to this file as JSON, to check it again offline")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -612,6 +615,18 @@ func (t liteTarget) Put(ctx context.Context, key string, value []byte) error {
 // Get reads through the lite member.
 func (t liteTarget) Get(ctx context.Context, key string) ([]byte, error) { return t.n.Get(ctx, key) }
 
+// ReadVersion reads a value and its version through the lite member.
+func (t liteTarget) ReadVersion(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := t.n.GetEntry(ctx, key)
+	return e.Value, e.Version, err
+}
+
+// CompareAndSwap swaps a version for a value through the lite member.
+func (t liteTarget) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) error {
+	_, err := t.n.CompareAndSwap(ctx, key, version, value)
+	return err
+}
+
 // workload is the certification's client load, every call through the lite member.
 func (h *harness) workload() *chaos.Workload {
 	target := liteTarget{h.lite}
@@ -621,6 +636,7 @@ func (h *harness) workload() *chaos.Workload {
 		Classify: chaos.Classifier{
 			IsNotFound:       func(err error) bool { return errors.Is(err, zaris.ErrNotFound) },
 			DefinitelyFailed: func(error) bool { return false }, // any failed put may have been applied
+			IsMismatch:       func(err error) bool { return errors.Is(err, zaris.ErrVersionMismatch) },
 		},
 		Target: func(int) chaos.Target { return target },
 	}
@@ -644,6 +660,13 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		Unavailability: gaps(acked, h.nem.start, healed, gapOver),
 		Faults:         h.nem.faults(),
 	}
+	printHistories(ops, r.Linear.ViolatingKeys, "not linearizable")
+	printHistories(ops, r.Linear.UndecidedKeys, "its check ran out of time")
+	if h.o.historyOut != "" {
+		if err := saveHistory(h.o.historyOut, ops); err != nil {
+			h.notes = append(h.notes, "history not saved: "+err.Error())
+		}
+	}
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
@@ -655,6 +678,14 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		r.Notes = append(r.Notes, "the lost keys named above are in partitions "+lostPartitions(r.Ledger.LostKeys, m.Layout()))
 	}
 	return r
+}
+
+// printHistories prints the histories of the first three keys, saying why.
+func printHistories(ops []chaos.Op, keys []string, why string) {
+	for _, k := range keys[:min(3, len(keys))] {
+		fmt.Printf("history of %s, %s:\n", k, why)
+		chaos.WriteKeyHistory(os.Stdout, ops, k)
+	}
 }
 
 // lostPartitions lists the partitions of keys, each once, in order: where to look in the servers' logs.
@@ -725,4 +756,13 @@ func (h *harness) tearDown() {
 	if h.o.verbose {
 		os.Remove(h.dir)
 	}
+}
+
+// saveHistory writes ops to path as JSON.
+func saveHistory(path string, ops []chaos.Op) error {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
