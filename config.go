@@ -186,7 +186,8 @@ type Config struct {
 	// MaxWatchers bounds the watchers (Watch, WatchTag) this node serves as owner; one more is refused with
 	// ErrTooManyWatchers. A watcher counts from its first poll until it has not polled for three
 	// WatchPoll. Each waiting poll holds one of its node's DataMaxConnRequests on the connection to this
-	// one, so at most half of them. Default 128.
+	// one, so at most half of them. Zero means that half, at most 128; a node allowed a single request per
+	// connection serves no watchers.
 	MaxWatchers int
 	// WatchBufferEvents and WatchBufferBytes bound the events an owner gathers for one watcher at a time,
 	// which its node holds until they are delivered (at least one event is, whatever its size). A watcher
@@ -298,7 +299,6 @@ func DefaultConfig() Config {
 		MinInSync:            1,
 		OpLogRetain:          4096,
 		OpLogRetainBytes:     256 << 20,
-		MaxWatchers:          128,
 		WatchBufferEvents:    256,
 		WatchBufferBytes:     1 << 20,
 		WatchPoll:            2 * time.Second,
@@ -347,11 +347,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// defaultMaxWatchers is the most watchers a node serves when Config.MaxWatchers is zero.
+const defaultMaxWatchers = 128
+
 // withWatchDefaults fills in the watch bounds left at zero.
 func (c *Config) withWatchDefaults() {
 	d := DefaultConfig()
 	if c.MaxWatchers == 0 {
-		c.MaxWatchers = min(d.MaxWatchers, c.DataMaxConnRequests/2)
+		c.MaxWatchers = min(defaultMaxWatchers, c.DataMaxConnRequests/2)
 	}
 	if c.WatchBufferEvents == 0 {
 		c.WatchBufferEvents = d.WatchBufferEvents
@@ -447,8 +450,8 @@ func (c Config) Validate() error {
 		return bad("MaxMigrations, CutoverTimeout and HealCooldown must be positive")
 	case c.DiskRetainBytes < 1 || c.DiskRetainAge <= 0 || c.DiskTrimInterval <= 0:
 		return bad("DiskRetainBytes, DiskRetainAge and DiskTrimInterval must be positive")
-	case c.MaxWatchers < 1 || c.MaxWatchers > c.DataMaxConnRequests/2:
-		return bad("MaxWatchers %d: need 1 to half of DataMaxConnRequests (%d)", c.MaxWatchers, c.DataMaxConnRequests/2)
+	case c.MaxWatchers < 0 || c.MaxWatchers > c.DataMaxConnRequests/2:
+		return bad("MaxWatchers %d: need at most half of DataMaxConnRequests (%d)", c.MaxWatchers, c.DataMaxConnRequests/2)
 	case c.WatchBufferEvents < 1 || c.WatchBufferBytes < 1 || c.WatchPoll <= 0:
 		return bad("WatchBufferEvents, WatchBufferBytes and WatchPoll must be positive")
 	}
