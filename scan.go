@@ -37,12 +37,13 @@ func ScanCount(n int) ScanOption {
 // Scan iterates over the keys of the whole cluster. It walks the key space in slot order, one page at a
 // time, asking the owner of each range for the keys from where the last page stopped, so it follows moves
 // and failovers as they happen: a page refused by a node that no longer owns its range goes to the new
-// owner, and a page whose owner cannot be reached is retried for up to twice FailoverTimeout, long enough
-// for a replica to take over.
+// owner, and a page whose owner cannot be reached, or is handing its range over, goes again until the range
+// has an owner that serves it, for up to EvictionTimeout (the longest the cluster leaves a range of a failed
+// node without one) or until ctx ends.
 //
-// As Redis's SCAN, it returns every key present for the whole scan at least once, and may return a key
-// more than once when its range changed owner during the scan. Keys written or deleted during the scan
-// may or may not be returned. Expired keys are not. Scan yields keys alone: reading values in the same
+// As Redis's SCAN, it returns every key present for the whole scan at least once; keys written or deleted
+// during the scan may or may not be returned, and expired keys are not. Unlike Redis's, it never returns a
+// key twice: a key's position in the walk is the same on every node and the walk only moves forward. Scan yields keys alone: reading values in the same
 // pass would make every page as large as its values, and the values would be no more consistent with each
 // other than those of a later GetMany, which fetches them one request per owner.
 //
@@ -79,7 +80,7 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 // scanPage sends one page to the owner of the cursor's range, as execute sends a key operation: a reply
 // that names another owner refreshes the routing table and goes again, a bounded number of times. A page
 // is only a read, so one whose owner cannot be reached, or is changing, goes again too, until the range has
-// an owner that serves it or the failover that would give it one has had time to happen.
+// an owner that serves it or EvictionTimeout has passed.
 func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error) {
 	t, err := n.router.await(ctx)
 	if err != nil {
@@ -103,7 +104,7 @@ func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error
 			now := n.cfg.Clock.Now()
 			if waitingSince.IsZero() {
 				waitingSince = now
-			} else if now.Sub(waitingSince) > 2*n.cfg.FailoverTimeout {
+			} else if now.Sub(waitingSince) > n.cfg.EvictionTimeout {
 				return scanReply{}, scanFailed(part, p, reply, err)
 			}
 			n.router.refreshAfter(ctx, p, reply.MapIndex, t)
