@@ -148,6 +148,11 @@ func (n *Node) serveScan(ctx context.Context, req *scanRequest, mode scanMode) s
 	return page.reply
 }
 
+// serveOwnedScan serves a page of the keys of the partitions this node owns, for the RESP endpoint.
+func (n *Node) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply {
+	return n.serveScan(ctx, req, scanOwned)
+}
+
 // serveScanRequest answers an opScan request from another node.
 func (n *Node) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req scanRequest
