@@ -2,7 +2,11 @@ package zaris
 
 import (
 	"context"
+	"net"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,6 +75,42 @@ func TestRESPScanGoRedisCluster(t *testing.T) {
 	checkEachOnce(t, keysSeen, keys)
 	if dbsize != n+1 {
 		t.Fatalf("DBSIZE summed over the masters is %d; want %d", dbsize, n+1)
+	}
+}
+
+// TestRESPClusterCallDBSize runs redis-cli --cluster call DBSIZE, which asks every node of the cluster: the
+// answers add up to the number of keys. Without redis-cli the test is skipped, unless ZARIS_NEED_REDIS is set.
+func TestRESPClusterCallDBSize(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("ZARIS_NEED_REDIS") != "" {
+			t.Fatal("redis-cli is not installed (apt-get install redis-tools)")
+		}
+		t.Skip("redis-cli is not installed")
+	}
+	c := startRESPCluster(t, 3, nil)
+	const n = 700
+	putKeys(t, bg(t), c.node(0), numberedKeys("cli:", n))
+	out, err := exec.Command(cli, "--cluster", "call", c.node(1).RESPAddr(), "DBSIZE").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster call DBSIZE: %v: %s", err, out)
+	}
+	total, answers := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		addr, count, found := strings.Cut(line, ": ")
+		if _, _, err := net.SplitHostPort(addr); !found || err != nil {
+			continue
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(count))
+		if err != nil {
+			t.Fatalf("redis-cli --cluster call DBSIZE: line %q", line)
+		}
+		total += size
+		answers++
+	}
+	t.Logf("redis-cli --cluster call DBSIZE:\n%s", out)
+	if answers != 3 || total != n {
+		t.Fatalf("redis-cli --cluster call DBSIZE: %d nodes answered, %d keys in all; want 3 and %d:\n%s", answers, total, n, out)
 	}
 }
 
