@@ -69,54 +69,75 @@ type scanPage struct {
 	revisions map[int]uint64
 }
 
+// pageWork is a page being served: where it is, what it has found and what is left of its bounds.
+type pageWork struct {
+	filter   scanFilter
+	cursor   uint64
+	left     scanBounds
+	keys     []string
+	advanced bool // the page has visited a key
+	revs     map[int]uint64
+}
+
 // page serves req: it walks the key space in position order from req.Cursor, segment by segment, until
 // it has visited req.Count keys, filled its reply, reached a partition it does not serve (scanRouted) or
 // the end of the key space.
 func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
-	f := scanFilter{match: req.Match, kind: req.Type}
-	left := scanBounds{visits: min(max(req.Count, 1), maxScanCount), bytes: pg.maxBytes}
-	out := scanPage{revisions: map[int]uint64{}}
-	cursor, served, advanced := req.Cursor, false, false
+	w := pageWork{filter: scanFilter{match: req.Match, kind: req.Type}, cursor: req.Cursor,
+		left: scanBounds{visits: min(max(req.Count, 1), maxScanCount), bytes: pg.maxBytes}, revs: map[int]uint64{}}
 	for {
-		seg := pg.layout.SlotSegment(scanSlot(cursor))
+		seg := pg.layout.SlotSegment(scanSlot(w.cursor))
 		part := pg.layout.SegmentPartition(seg)
-		if refusal, ok := pg.check(part); !ok {
-			if mode == scanOwned && elsewhere(refusal.Status) {
-				_, last := pg.layout.PartitionSlots(part)
-				if cursor = slotStart(int(last) + 1); cursor == scanDone {
-					break
-				}
-				continue
-			}
-			if !served {
-				return scanPage{reply: refuseScan(refusal)}
-			}
-			break
+		refusal, ok := pg.check(part)
+		if ok {
+			refusal, ok = pg.walkSegment(&w, seg, part)
 		}
-		served = true
-		_, last := pg.layout.SegmentSlots(seg)
-		end := slotStart(int(last) + 1) // scanDone after the last slot
-		for left.visits > 0 && left.bytes > 0 {
-			span := scanBounds{visits: min(left.visits, scanLockSpan), bytes: left.bytes, takeFirst: !advanced}
-			w := pg.store.scan(seg, cursor, end, span, &f, out.reply.Keys)
-			out.reply.Keys, cursor = w.keys, w.next
-			left.visits -= w.visited
-			left.bytes -= w.bytes
-			out.revisions[seg] = w.revision
-			if w.visited == 0 && cursor != end {
-				left.bytes = 0 // the next key does not fit in what is left of the reply
-			}
-			advanced = advanced || w.visited > 0
-			if cursor == end {
-				break
-			}
+		switch {
+		case !ok && mode == scanOwned && elsewhere(refusal.Status):
+			_, last := pg.layout.PartitionSlots(part)
+			w.cursor = slotStart(int(last) + 1)
+		case !ok && w.cursor == req.Cursor:
+			return scanPage{reply: refuseScan(refusal)}
+		case !ok:
+			return w.finish()
 		}
-		if cursor != end || cursor == scanDone {
+		if w.cursor == scanDone || w.left.visits <= 0 || w.left.bytes <= 0 {
+			return w.finish()
+		}
+	}
+}
+
+// walkSegment walks segment seg of partition part from the cursor to the segment's end or the page's
+// bounds, a lock span at a time. After each span it checks that this node still serves the partition: a
+// copy is dropped only while its partition is refused (sealed for a hand-over, or without a lease), so a
+// span that ends with the partition still served read a copy that was not. A span that ends with it refused
+// is forgotten, and walkSegment returns the refusal.
+func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, served bool) {
+	_, last := pg.layout.SegmentSlots(seg)
+	end := slotStart(int(last) + 1) // scanDone after the last slot
+	for w.left.visits > 0 && w.left.bytes > 0 {
+		span := scanBounds{visits: min(w.left.visits, scanLockSpan), bytes: w.left.bytes, takeFirst: !w.advanced}
+		found := pg.store.scan(seg, w.cursor, end, span, &w.filter, w.keys)
+		if refusal, served := pg.check(part); !served {
+			return refusal, false
+		}
+		w.keys, w.cursor = found.keys, found.next
+		w.left.visits -= found.visited
+		w.left.bytes -= found.bytes
+		w.revs[seg] = found.revision
+		w.advanced = w.advanced || found.visited > 0
+		if found.visited == 0 && w.cursor != end {
+			w.left.bytes = 0 // the next key does not fit in what is left of the reply
+		}
+		if w.cursor == end {
 			break
 		}
 	}
-	out.reply.Next = cursor
-	return out
+	return kvReply{}, true
+}
+
+func (w *pageWork) finish() scanPage {
+	return scanPage{reply: scanReply{Keys: w.keys, Next: w.cursor}, revisions: w.revs}
 }
 
 // elsewhere reports whether a refusal says another node serves the partition, or none does.

@@ -307,3 +307,36 @@ func TestScanPositionOrder(t *testing.T) {
 		t.Fatal("implausible position")
 	}
 }
+
+// TestScanPageStopsWhenPartitionLeaves: a span of a page that ends with the partition no longer served is
+// forgotten, since the copy it read may have been dropped meanwhile; the page ends after the spans before.
+func TestScanPageStopsWhenPartitionLeaves(t *testing.T) {
+	layout, _ := NewLayout(1, 1)
+	s := newStore(layout.Segments, systemClock{})
+	fillStore(s, layout, numberedKeys("k", 3*scanLockSpan))
+	checks := 0
+	pg := testPager(s, layout, func(int) bool { checks++; return checks <= 2 })
+	page := pg.page(&scanRequest{Count: 10 * scanLockSpan}, scanRouted)
+	if page.reply.Status != StatusSuccess || len(page.reply.Keys) != scanLockSpan {
+		t.Fatalf("page: %v with %d keys; want success with the first span's %d", page.reply.Status, len(page.reply.Keys), scanLockSpan)
+	}
+	rest, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
+	if len(rest)+len(page.reply.Keys) != 3*scanLockSpan {
+		t.Fatalf("%d keys before the cursor and %d after; want %d in all", len(page.reply.Keys), len(rest), 3*scanLockSpan)
+	}
+	checks = 1 // the first span ends with the partition refused: nothing was read, the page is refused
+	if page := pg.page(&scanRequest{Count: 100}, scanRouted); page.reply.Status != StatusMoved {
+		t.Fatalf("page refused after its first span: %v; want Moved", page.reply.Status)
+	}
+}
+
+// TestScanEmptyPartitionBeforeForeign: a routed page that crosses an empty partition it serves and reaches
+// one it does not ends there with success, so the router sends the rest to that partition's owner.
+func TestScanEmptyPartitionBeforeForeign(t *testing.T) {
+	layout, _ := NewLayout(64, 8)
+	s := newStore(layout.Segments, systemClock{})
+	page := testPager(s, layout, func(p int) bool { return p == 0 }).page(&scanRequest{Count: 10}, scanRouted)
+	if second, _ := layout.PartitionSlots(1); page.reply.Status != StatusSuccess || page.reply.Next != slotStart(int(second)) {
+		t.Fatalf("page: %v, next %d; want success, next %d", page.reply.Status, page.reply.Next, slotStart(int(second)))
+	}
+}
