@@ -340,3 +340,52 @@ func TestScanEmptyPartitionBeforeForeign(t *testing.T) {
 		t.Fatalf("page: %v, next %d; want success, next %d", page.reply.Status, page.reply.Next, slotStart(int(second)))
 	}
 }
+
+// FuzzScanRequest decodes an opScan request as an owner does and serves it from a small store: a request
+// that decodes is served without panicking, returns only live keys that match, from positions between its
+// cursor and the next, and the next cursor is past its own unless the scan is done.
+func FuzzScanRequest(f *testing.F) {
+	for _, req := range []scanRequest{
+		{Count: 10},
+		{Cursor: slotStart(5000), Count: 1, Match: []byte("k1*")},
+		{Cursor: math.MaxUint64, Count: -5, Match: []byte("[")},
+		{Cursor: 1, Count: math.MaxInt, Type: "string"},
+		{Cursor: slotStart(16000) + 12345, Count: 3, Match: []byte("\\"), Type: "hash"},
+	} {
+		b, err := encode(&req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	layout, _ := NewLayout(16, 4)
+	s := newStore(layout.Segments, systemClock{})
+	fillStore(s, layout, numberedKeys("k", 500))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzReflective[scanRequest](t, data)
+		var req scanRequest
+		if decode(data, &req) != nil {
+			return
+		}
+		page := testPager(s, layout, func(p int) bool { return p != 2 }).page(&req, scanRouted)
+		if page.reply.Status != StatusSuccess {
+			if page.reply.Status != StatusMoved || layout.SlotPartition(scanSlot(req.Cursor)) != 2 {
+				t.Fatalf("page at %d refused: %v", req.Cursor, page.reply.Status)
+			}
+			return
+		}
+		next := page.reply.Next
+		if next != scanDone && next <= req.Cursor {
+			t.Fatalf("cursor went from %d to %d", req.Cursor, next)
+		}
+		for _, k := range page.reply.Keys {
+			pos := scanPosition(k)
+			if pos < req.Cursor || next != scanDone && pos >= next {
+				t.Fatalf("key %q at %d outside [%d, %d)", k, pos, req.Cursor, next)
+			}
+			if req.Match != nil && !globMatch(req.Match, []byte(k), false) || req.Type != "" && req.Type != "string" {
+				t.Fatalf("key %q does not pass match %q, type %q", k, req.Match, req.Type)
+			}
+		}
+	})
+}
