@@ -104,6 +104,9 @@ func TestScanFollowsJoinAndFailover(t *testing.T) {
 	if c.currentMap().OwnedBy(victimID) > 0 {
 		c.waitFailedOver(victimID, 20*time.Second)
 	}
+	for _, node := range c.live() {
+		checkIndex(t, string(node.id), node.store)
+	}
 
 	got, duplicates, during := 0, 0, 0
 	for _, k := range before {

@@ -389,3 +389,66 @@ func FuzzScanRequest(f *testing.F) {
 		}
 	})
 }
+
+// checkIndex fails the test unless every segment's scan index holds exactly the keys of its map.
+func checkIndex(t testing.TB, name string, s *store) {
+	t.Helper()
+	for i := range s.segments {
+		seg := &s.segments[i]
+		seg.mu.RLock()
+		indexed := 0
+		var stray string
+		seg.index.tree.Ascend(func(it scanItem) bool {
+			indexed++
+			if _, ok := seg.entries[it.key]; !ok || it.pos != scanPosition(it.key) {
+				stray = it.key
+				return false
+			}
+			return true
+		})
+		held := len(seg.entries)
+		seg.mu.RUnlock()
+		if stray != "" || indexed != held {
+			t.Fatalf("%s: segment %d indexes %d keys (stray %q) for %d held", name, i, indexed, stray, held)
+		}
+	}
+}
+
+// TestScanIndexFollowsEveryChange keeps the index equal to the map through puts, overwrites, deletes,
+// reaping, a replica's ordered writes and a snapshot restore.
+func TestScanIndexFollowsEveryChange(t *testing.T) {
+	layout, _ := NewLayout(8, 2)
+	clock := clocktest.New(time.Unix(1000, 0))
+	s := newStore(layout.Segments, clock)
+	keys := numberedKeys("k", 400)
+	fillStore(s, layout, keys)
+	fillStore(s, layout, keys[:100]) // overwrites
+	for _, k := range keys[100:150] {
+		s.remove(layout.KeySegment(k), k)
+	}
+	for _, k := range keys[150:200] {
+		s.put(layout.KeySegment(k), k, []byte("v"), time.Second)
+	}
+	checkIndex(t, "after writes", s)
+	clock.Advance(2 * time.Second)
+	s.reapExpired()
+	checkIndex(t, "after reaping", s)
+
+	replica := newStore(layout.Segments, clock)
+	for seg := range layout.Segments {
+		rev, ks, es := s.snapshot(seg)
+		replica.restore(seg, rev, ks, es)
+	}
+	checkIndex(t, "after restore", replica)
+	seg := layout.KeySegment("r")
+	for _, e := range []*entry{{value: []byte("a")}, nil, nil, {value: []byte("b")}} {
+		if applied, _ := replica.applyAt(seg, replica.revision(seg)+1, 1, "r", e); !applied {
+			t.Fatal("an op in order was not applied")
+		}
+	}
+	checkIndex(t, "after ordered writes", replica)
+	seen, _ := scanAll(t, testPager(replica, layout, nil), scanRequest{Count: 17}, scanRouted)
+	if want := 400 - 50 - 50 + 1; len(seen) != want {
+		t.Fatalf("replica scan: %d keys; want %d", len(seen), want)
+	}
+}
