@@ -182,6 +182,11 @@ func scanCases() []redisCase {
 			respCmd("SCAN", "0", "MATCH", "x", "MATCH", "k1") + respCmd("SCAN", "0", "TYPE", "string") +
 			respCmd("SCAN", "0", "TYPE", "STRING") + respCmd("SCAN", "0", "TYPE", "hash") +
 			respCmd("KEYS", "*") + respCmd("KEYS", "k[0-9]") + respCmd("KEYS", "z*") + "QUIT\r\n"},
+		{name: "kinds", input: respCmd("HSET", "h", "f", "v") + respCmd("SADD", "s", "m") + respCmd("RPUSH", "l", "x") +
+			respCmd("ZADD", "z", "1", "m") + respCmd("SCAN", "0", "TYPE", "hash", "COUNT", "100") +
+			respCmd("SCAN", "0", "TYPE", "set", "COUNT", "100") + respCmd("SCAN", "0", "TYPE", "list", "COUNT", "100") +
+			respCmd("SCAN", "0", "TYPE", "zset", "COUNT", "100") + respCmd("SCAN", "0", "TYPE", "string", "COUNT", "100") +
+			respCmd("DBSIZE") + "QUIT\r\n"},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
 )
 
@@ -436,13 +437,17 @@ func TestScanIndexFollowsEveryChange(t *testing.T) {
 
 	replica := newStore(layout.Segments, clock)
 	for seg := range layout.Segments {
-		rev, ks, es := s.snapshot(seg)
-		replica.restore(seg, rev, ks, es)
+		rev, snap := s.snapshot(seg)
+		replica.restore(seg, rev, snap)
 	}
 	checkIndex(t, "after restore", replica)
 	seg := layout.KeySegment("r")
-	for _, e := range []*entry{{value: []byte("a")}, nil, nil, {value: []byte("b")}} {
-		if applied, _ := replica.applyAt(seg, replica.revision(seg)+1, 1, "r", e); !applied {
+	for _, kind := range []durability.OpKind{durability.OpPut, durability.OpDelete, durability.OpDelete, durability.OpPut} {
+		op := durability.Op{Segment: uint32(seg), Revision: replica.revision(seg) + 1, Kind: kind, Key: "r"}
+		if kind == durability.OpPut {
+			op.Value = []byte("v")
+		}
+		if applied, _ := replica.applyAt(seg, 1, &op); !applied {
 			t.Fatal("an op in order was not applied")
 		}
 	}
