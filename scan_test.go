@@ -201,7 +201,11 @@ func TestScanSkipsExpired(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 30}, scanRouted)
 	checkEachOnce(t, seen, live)
-	if s.reapExpired() != 100 {
+	reaped := 0
+	for seg := range layout.Segments {
+		reaped += s.expireSegment(seg)
+	}
+	if reaped != 100 {
 		t.Fatal("the expired keys were not all reclaimed")
 	}
 	seen, _ = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 30}, scanRouted)
@@ -432,7 +436,9 @@ func TestScanIndexFollowsEveryChange(t *testing.T) {
 	}
 	checkIndex(t, "after writes", s)
 	clock.Advance(2 * time.Second)
-	s.reapExpired()
+	for seg := range layout.Segments {
+		s.expireSegment(seg)
+	}
 	checkIndex(t, "after reaping", s)
 
 	replica := newStore(layout.Segments, clock)
