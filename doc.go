@@ -104,6 +104,15 @@
 // expiry ops, which replicas apply like any write and watchers see as WatchExpire. Replicas keep expired
 // keys, invisible to reads, until that op arrives, so that an expiry is announced even if they take over.
 //
+// # Scans
+//
+// Scan iterates over the keys of the whole cluster. Every key has a position, its slot followed by a hash of
+// the key, that is the same on every node; each segment keeps its keys ordered by position, so a page
+// starts where the previous one stopped in logarithmic time. Scan walks the positions in order, asking each
+// range's owner for a page and following moves and failovers as single operations do. A key present for
+// the whole scan is returned, and no key twice. Over RESP, SCAN, KEYS and DBSIZE answer for the keys a node
+// owns, as a Redis Cluster primary does, with the position as SCAN's cursor.
+//
 // # Redis Cluster protocol
 //
 // With Config.RESPAddr set, a node also speaks RESP2 and RESP3, so unmodified Redis Cluster clients can
@@ -134,8 +143,8 @@
 //     rules are a pure function of a view (decide.go); control.go commits what it decides.
 //   - the watch feed (watchfeed.go): the owner's side of key watches, which serves long polls from the op
 //     log; the watcher's side, which routes and re-attaches them, is in watch.go.
-//   - the batch engine (batch.go) and the RESP endpoint (resp_*.go), which serves keys through the
-//     node's ownership check and apply path.
+//   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_index.go) and the RESP endpoint
+//     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //
 // The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,
 // configuration in config.go, errors in errors.go, the wire format in wire.go, kv_wire.go and

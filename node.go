@@ -336,6 +336,8 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		return n.serveBatch(ctx, payload)
 	case op == opWatch:
 		return n.serveWatchRequest(ctx, payload)
+	case op == opScan:
+		return n.serveScanRequest(ctx, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -380,23 +382,38 @@ func (n *Node) recordedIn(m *ClusterMap) bool { return n.repl.recordedIn(m) }
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
 func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
+	segment = n.layout.KeySegment(key)
+	refusal, owned = n.checkPartition(n.layout.SegmentPartition(segment))
+	return segment, refusal, owned
+}
+
+// checkPartition reports whether this node actively owns partition p in the committed map under a live
+// lease, and otherwise returns the reply that refuses a request for it.
+func (n *Node) checkPartition(p int) (refusal kvReply, owned bool) {
+	refusal, owned = n.partitionRefusal(p)
+	if refusal.Status == StatusMoved || refusal.Status == StatusPartitionUnavailable {
+		n.stats.redirectsSent.Add(1)
+	}
+	return refusal, owned
+}
+
+// partitionRefusal is checkPartition without counting the redirects, for scans that only look.
+func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
 	m := n.fsm.clusterMap()
 	if m.Version == 0 {
-		return 0, kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
+		return kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
 	}
-	segment = n.layout.KeySegment(key)
-	st := m.Runtime[n.layout.SegmentPartition(segment)]
+	st := m.Runtime[p]
 	if st.Owner == n.id {
-		if !n.ownsIn(m, n.layout.SegmentPartition(segment)) || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(n.layout.SegmentPartition(segment)) {
-			return segment, kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
+		if !n.ownsIn(m, p) || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
+			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
-		return segment, kvReply{}, true
+		return kvReply{}, true
 	}
-	n.stats.redirectsSent.Add(1)
 	if st.Health == Unavailable {
-		return segment, kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
+		return kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
 	}
-	return segment, kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
+	return kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
 }
 
 // applyKV runs one key operation on the local store and, for a successful write under the Sync concern,

@@ -75,6 +75,7 @@ var wireOps = []struct {
 	{"opZIncrBy", opZIncrBy, 75, true},
 	{"opReplicate", opReplicate, 20, false},
 	{"opPropose", opPropose, 21, false},
+	{"opScan", opScan, 80, false},
 	{"opWatch", opWatch, 85, false},
 }
 

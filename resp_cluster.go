@@ -3,6 +3,7 @@ package zaris
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -255,3 +256,119 @@ func (c *respConn) clusterInfo() {
 	}
 	c.wr.bulkString(strings.Join(lines, "\r\n") + "\r\n")
 }
+
+// ---- The keys this node owns ----
+
+// respScanCount is the keys SCAN visits per call without COUNT, as in Redis.
+const respScanCount = 10
+
+// parseScanCursor reads a SCAN cursor: a scan position in decimal, "0" for the start. Anything but digits
+// whose number fits in 64 bits is refused, as Redis refuses a cursor that is not a number.
+func parseScanCursor(arg []byte) (uint64, bool) {
+	if len(arg) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, ch := range arg {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := uint64(ch - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// parseScan parses SCAN cursor [MATCH pattern] [COUNT count] [TYPE type], writing the error of a bad one.
+// A later option overrides an earlier one of the same name, as in Redis.
+func (c *respConn) parseScan(args [][]byte) (scanRequest, bool) {
+	cursor, ok := parseScanCursor(args[1])
+	if !ok {
+		c.wr.error("ERR invalid cursor")
+		return scanRequest{}, false
+	}
+	req := scanRequest{Cursor: cursor, Count: respScanCount}
+	for i := 2; i < len(args); i += 2 {
+		if i+1 >= len(args) {
+			c.syntaxError()
+			return scanRequest{}, false
+		}
+		opt, val := args[i], args[i+1]
+		switch {
+		case isSubcommand(opt, "MATCH"):
+			req.Match = val
+			if len(val) == 1 && val[0] == '*' {
+				req.Match = nil
+			}
+		case isSubcommand(opt, "COUNT"):
+			n, ok := parseCanonicalInt(val)
+			if !ok {
+				c.notInteger()
+				return scanRequest{}, false
+			}
+			if n < 1 {
+				c.syntaxError()
+				return scanRequest{}, false
+			}
+			req.Count = int(min(n, maxScanCount))
+		case isSubcommand(opt, "TYPE"):
+			req.Type = strings.ToLower(string(val))
+		default:
+			c.syntaxError()
+			return scanRequest{}, false
+		}
+	}
+	return req, true
+}
+
+// cmdScan serves SCAN over the keys of the partitions this node owns, as a Redis Cluster primary scans its
+// own: the cursor is a scan position, and the ranges of other nodes are skipped.
+func (c *respConn) cmdScan(args [][]byte) {
+	req, ok := c.parseScan(args)
+	if !ok {
+		return
+	}
+	reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
+	if reply.Status != StatusSuccess {
+		c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+		return
+	}
+	c.wr.array(2)
+	c.wr.bulkString(strconv.FormatUint(reply.Next, 10))
+	c.wr.array(len(reply.Keys))
+	for _, k := range reply.Keys {
+		c.wr.bulkString(k)
+	}
+}
+
+// cmdKeys serves KEYS over the keys of the partitions this node owns. It walks them a page at a time, so a
+// segment's writers never wait for more than a page.
+func (c *respConn) cmdKeys(args [][]byte) {
+	req := scanRequest{Count: maxScanCount, Match: args[1]}
+	if len(req.Match) == 1 && req.Match[0] == '*' {
+		req.Match = nil
+	}
+	var keys []string
+	for {
+		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
+		if reply.Status != StatusSuccess {
+			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+			return
+		}
+		keys = append(keys, reply.Keys...)
+		if reply.Next == scanDone {
+			break
+		}
+		req.Cursor = reply.Next
+	}
+	c.wr.array(len(keys))
+	for _, k := range keys {
+		c.wr.bulkString(k)
+	}
+}
+
+// cmdDBSize serves DBSIZE: the keys of the partitions this node owns.
+func (c *respConn) cmdDBSize([][]byte) { c.wr.int(int64(c.srv.owner.ownedKeyCount())) }

@@ -83,6 +83,10 @@ type keyOwner interface {
 	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
 	// keyCount counts the keys held on this node, owned or replicated.
 	keyCount() int
+	// serveOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
+	serveOwnedScan(ctx context.Context, req *scanRequest) scanReply
+	// ownedKeyCount counts the keys of the partitions this node owns.
+	ownedKeyCount() int
 }
 
 // newRESPServer returns the endpoint of node id, serving keys through owner and describing the cluster from

@@ -33,6 +33,26 @@ func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *k
 
 func (o *storeOwner) keyCount() int { return o.store.len() }
 
+// ownsPartition reports whether the owner's half of the key space holds partition p.
+func (o *storeOwner) ownsPartition(p int) bool {
+	first, _ := o.layout.PartitionSlots(p)
+	return first < NumSlots/2
+}
+
+func (o *storeOwner) serveOwnedScan(_ context.Context, req *scanRequest) scanReply {
+	return testPager(o.store, o.layout, o.ownsPartition).page(req, scanOwned).reply
+}
+
+func (o *storeOwner) ownedKeyCount() int {
+	count := 0
+	for seg := range o.layout.Segments {
+		if o.ownsPartition(o.layout.SegmentPartition(seg)) {
+			count += o.store.segmentLen(seg)
+		}
+	}
+	return count
+}
+
 // TestRESPServerAlone runs the RESP endpoint on a bare store, without a node: owned keys are served from
 // the store, the others are answered MOVED to the owner the map names, and INFO counts the store's keys.
 func TestRESPServerAlone(t *testing.T) {

@@ -33,6 +33,7 @@ func (e *entry) kind() kind {
 type segmentStore struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
+	index   scanIndex // the keys of entries in scan order
 	// revision counts the segment's writes. A key's version is the revision of its last write, so
 	// versions grow across delete and re-create.
 	revision uint64
@@ -63,6 +64,7 @@ func newStore(segments int, clock Clock) *store {
 	s := &store{clock: clock, segments: make([]segmentStore, segments)}
 	for i := range s.segments {
 		s.segments[i].entries = make(map[string]*entry)
+		s.segments[i].index = newScanIndex()
 	}
 	return s
 }
@@ -259,12 +261,20 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	return true
 }
 
-// set stores e under key, or deletes key when e is nil. Called with seg.mu held.
+// set stores e under key, or deletes key when e is nil, and keeps the scan index in step: it changes only
+// when the set of keys does. Called with seg.mu held.
 func (seg *segmentStore) set(key string, e *entry) {
+	had := len(seg.entries)
 	if e == nil {
 		delete(seg.entries, key)
-	} else {
-		seg.entries[key] = e
+		if len(seg.entries) != had {
+			seg.index.remove(key)
+		}
+		return
+	}
+	seg.entries[key] = e
+	if len(seg.entries) != had {
+		seg.index.add(key)
 	}
 }
 
@@ -394,6 +404,10 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	seg.mu.Lock()
 	defer seg.mu.Unlock()
 	seg.entries = entries
+	seg.index = newScanIndex()
+	for k := range entries {
+		seg.index.add(k)
+	}
 	seg.revision = revision
 }
 

@@ -83,6 +83,11 @@ const (
 	opZIncrBy transport.Op = 75
 )
 
+// Scans of the key space (scan.go, scan_serve.go). Numbers 80 to 84 are theirs.
+const (
+	opScan transport.Op = 80 // one page of keys from a scan position
+)
+
 // Replication and control operations. Numbers 20 to 39 are theirs.
 const (
 	opReplicate transport.Op = 20 // owner -> replica: ops, snapshots and probes (replication.go)

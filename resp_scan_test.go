@@ -1,0 +1,216 @@
+package zaris
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRESPScanGoRedisCluster scans a three-node cluster the way go-redis users do, SCAN on every master:
+// together the masters return every key exactly once, DBSIZE summed over them is the number of keys, and
+// KEYS and MATCH split the key space the same way.
+func TestRESPScanGoRedisCluster(t *testing.T) {
+	c := startRESPCluster(t, 3, nil)
+	ctx := bg(t)
+	client := newClusterClient(t, c, 2)
+	const n = 2000
+	keys := numberedKeys("scan:", n)
+	pipe := client.Pipeline()
+	for _, k := range keys {
+		pipe.Set(ctx, k, "v", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Set(ctx, "other", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	seen, keysSeen := map[string]int{}, map[string]int{}
+	var masters, dbsize int64
+	err := client.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+		var mine []string
+		iter := master.Scan(ctx, 0, "scan:*", 100).Iterator()
+		for iter.Next(ctx) {
+			mine = append(mine, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		size, err := master.DBSize(ctx).Result()
+		if err != nil {
+			return err
+		}
+		listed, err := master.Keys(ctx, "scan:*").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		masters++
+		dbsize += size
+		for _, k := range mine {
+			seen[k]++
+		}
+		for _, k := range listed {
+			keysSeen[k]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if masters != 3 {
+		t.Fatalf("%d masters; want 3", masters)
+	}
+	checkEachOnce(t, seen, keys)
+	checkEachOnce(t, keysSeen, keys)
+	if dbsize != n+1 {
+		t.Fatalf("DBSIZE summed over the masters is %d; want %d", dbsize, n+1)
+	}
+}
+
+// TestRESPClusterCallDBSize runs redis-cli --cluster call DBSIZE, which asks every node of the cluster: the
+// answers add up to the number of keys. Without redis-cli the test is skipped, unless ZARIS_NEED_REDIS is set.
+func TestRESPClusterCallDBSize(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("ZARIS_NEED_REDIS") != "" {
+			t.Fatal("redis-cli is not installed (apt-get install redis-tools)")
+		}
+		t.Skip("redis-cli is not installed")
+	}
+	c := startRESPCluster(t, 3, nil)
+	const n = 700
+	putKeys(t, bg(t), c.node(0), numberedKeys("cli:", n))
+	out, err := exec.Command(cli, "--cluster", "call", c.node(1).RESPAddr(), "DBSIZE").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster call DBSIZE: %v: %s", err, out)
+	}
+	total, answers := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		addr, count, found := strings.Cut(line, ": ")
+		if _, _, err := net.SplitHostPort(addr); !found || err != nil {
+			continue
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(count))
+		if err != nil {
+			t.Fatalf("redis-cli --cluster call DBSIZE: line %q", line)
+		}
+		total += size
+		answers++
+	}
+	t.Logf("redis-cli --cluster call DBSIZE:\n%s", out)
+	if answers != 3 || total != n {
+		t.Fatalf("redis-cli --cluster call DBSIZE: %d nodes answered, %d keys in all; want 3 and %d:\n%s", answers, total, n, out)
+	}
+}
+
+// TestRESPScanCursorWalk drives SCAN by hand on one node of a two-node cluster: small pages come with a
+// cursor other than 0 until the last, every key of the node comes once, and none of the other node.
+func TestRESPScanCursorWalk(t *testing.T) {
+	c := startRESPCluster(t, 2, nil)
+	ctx := bg(t)
+	keys := numberedKeys("walk:", 500)
+	putKeys(t, ctx, c.node(0), keys)
+	node := c.node(1)
+	var mine []string
+	for _, k := range keys {
+		if c.owner(k) == node {
+			mine = append(mine, k)
+		}
+	}
+	client := redis.NewClient(&redis.Options{Addr: node.RESPAddr()})
+	defer client.Close()
+	seen := map[string]int{}
+	pages := 0
+	for cursor := uint64(0); ; pages++ {
+		page, next, err := client.Scan(ctx, cursor, "", 7).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 7 {
+			t.Fatalf("a page of COUNT 7 has %d keys", len(page))
+		}
+		for _, k := range page {
+			seen[k]++
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	checkEachOnce(t, seen, mine)
+	if pages < len(mine)/7 {
+		t.Fatalf("%d keys in %d pages of 7", len(mine), pages)
+	}
+}
+
+// TestRESPScanMatchesRedis compares SCAN, KEYS and DBSIZE with a real redis-server where Redis defines the
+// reply whatever the cursor means: errors, options, and key spaces small enough for one page.
+func TestRESPScanMatchesRedis(t *testing.T) {
+	redisAddr := startRedisServer(t)
+	zaris := startRESPCluster(t, 1, nil)
+	compareWithRedis(t, redisAddr, zaris.node(0).RESPAddr(), scanCases())
+}
+
+func scanCases() []redisCase {
+	var bad string
+	for _, args := range [][]string{
+		{"SCAN", "abc"}, {"SCAN", "1.5"}, {"SCAN", "18446744073709551616"}, {"SCAN", "1 "}, {"SCAN", "0x10"}, {"SCAN", "0000000000000000000000000"},
+		{"SCAN", "0", "COUNT", "0"}, {"SCAN", "0", "COUNT", "-1"}, {"SCAN", "0", "COUNT", "abc"},
+		{"SCAN", "0", "COUNT", "9223372036854775808"}, {"SCAN", "0", "COUNT"}, {"SCAN", "0", "MATCH"},
+		{"SCAN", "0", "TYPE"}, {"SCAN", "0", "FOO", "bar"}, {"SCAN", "0", "MATCH", "*", "COUNT"}, {"SCAN"},
+		{"KEYS"}, {"KEYS", "a", "b"}, {"DBSIZE", "x"},
+	} {
+		bad += respCmd(args...)
+	}
+	return []redisCase{
+		{name: "errors", input: bad + "QUIT\r\n"},
+		{name: "empty", input: respCmd("DBSIZE") + respCmd("SCAN", "0") + respCmd("KEYS", "*") + "QUIT\r\n"},
+		{name: "one key", input: respCmd("SET", "k1", "v") + respCmd("DBSIZE") + respCmd("SCAN", "0") +
+			respCmd("SCAN", "0", "MATCH", "k*", "COUNT", "100") + respCmd("SCAN", "0", "MATCH", "x*") +
+			respCmd("SCAN", "0", "count", "5", "match", "k?") + respCmd("SCAN", "0", "COUNT", "1", "COUNT", "1000") +
+			respCmd("SCAN", "0", "MATCH", "x", "MATCH", "k1") + respCmd("SCAN", "0", "TYPE", "string") +
+			respCmd("SCAN", "0", "TYPE", "STRING") + respCmd("SCAN", "0", "TYPE", "hash") +
+			respCmd("KEYS", "*") + respCmd("KEYS", "k[0-9]") + respCmd("KEYS", "z*") + "QUIT\r\n"},
+		{name: "kinds", input: respCmd("HSET", "h", "f", "v") + respCmd("SADD", "s", "m") + respCmd("RPUSH", "l", "x") +
+			respCmd("ZADD", "z", "1", "m") + respCmd("SCAN", "0", "TYPE", "hash", "COUNT", "100") +
+			respCmd("SCAN", "0", "TYPE", "set", "COUNT", "100") + respCmd("SCAN", "0", "TYPE", "list", "COUNT", "100") +
+			respCmd("SCAN", "0", "TYPE", "zset", "COUNT", "100") + respCmd("SCAN", "0", "TYPE", "string", "COUNT", "100") +
+			respCmd("DBSIZE") + "QUIT\r\n"},
+	}
+}
+
+// FuzzParseScanCursor checks that any cursor a client sends is either refused or read back as the decimal
+// it spells.
+func FuzzParseScanCursor(f *testing.F) {
+	for _, seed := range []string{"0", "1", "-1", "+1", "", " 1", "abc", "00042"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, arg []byte) {
+		n, ok := parseScanCursor(arg)
+		if !ok {
+			return
+		}
+		if len(arg) == 0 {
+			t.Fatal("accepted an empty cursor")
+		}
+		if back, err := strconv.ParseUint(string(arg), 10, 64); err != nil || back != n {
+			t.Fatalf("%q read as %d; ParseUint gives %d, %v", arg, n, back, err)
+		}
+		for _, ch := range arg {
+			if ch < '0' || ch > '9' {
+				t.Fatalf("accepted %q, which is not all digits", arg)
+			}
+		}
+	})
+}

@@ -1,0 +1,171 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// ScanOption configures Scan.
+type ScanOption func(*scanOptions)
+
+type scanOptions struct {
+	match []byte
+	count int
+}
+
+// DefaultScanCount is the keys a page of Scan visits unless ScanCount says otherwise.
+const DefaultScanCount = 1000
+
+// ScanMatch makes Scan return only the keys that match pattern, a Redis glob: * any run of bytes, ? one
+// byte, [abc], [^abc] and [a-z] one byte of a class, \ making the next byte literal. The owners filter the
+// keys, so the ones that do not match never cross the network.
+func ScanMatch(pattern string) ScanOption {
+	return func(o *scanOptions) { o.match = []byte(pattern) }
+}
+
+// ScanCount sets how many keys one page visits on its owner (DefaultScanCount when n < 1). A page also
+// stops at a frame's worth of keys, and at the end of the ranges its owner serves.
+func ScanCount(n int) ScanOption {
+	return func(o *scanOptions) { o.count = n }
+}
+
+// Scan iterates over the keys of the whole cluster. It walks the key space in slot order, one page at a
+// time, asking the owner of each range for the keys from where the last page stopped, so it follows moves
+// and failovers as they happen: a page refused by a node that no longer owns its range goes to the new
+// owner, and a page whose owner cannot be reached, or is handing its range over, goes again until the range
+// has an owner that serves it, for up to EvictionTimeout (the longest the cluster leaves a range of a failed
+// node without one) or until ctx ends.
+//
+// As Redis's SCAN, it returns every key present for the whole scan at least once; keys written or deleted
+// during the scan may or may not be returned, and expired keys are not. Unlike Redis's, it never returns a
+// key twice: a key's position in the walk is the same on every node and the walk only moves forward. Scan yields keys alone: reading values in the same
+// pass would make every page as large as its values, and the values would be no more consistent with each
+// other than those of a later GetMany, which fetches them one request per owner.
+//
+// An error ends the iteration: it is yielded once, with an empty key.
+func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, error] {
+	o := scanOptions{count: DefaultScanCount}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.count < 1 {
+		o.count = DefaultScanCount
+	}
+	return func(yield func(string, error) bool) {
+		req := scanRequest{Cursor: scanDone, Count: o.count, Match: o.match}
+		for {
+			reply, err := n.scanPage(ctx, &req)
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, key := range reply.Keys {
+				if !yield(key, nil) {
+					return
+				}
+			}
+			if reply.Next == scanDone {
+				return
+			}
+			req.Cursor = reply.Next
+		}
+	}
+}
+
+// scanPage sends one page to the owner of the cursor's range, as execute sends a key operation: a reply
+// that names another owner refreshes the routing table and goes again, a bounded number of times. A page
+// is only a read, so one whose owner cannot be reached, or is changing, goes again too, until the range has
+// an owner that serves it or EvictionTimeout has passed.
+func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error) {
+	t, err := n.router.await(ctx)
+	if err != nil {
+		return scanReply{}, err
+	}
+	seg := t.layout().SlotSegment(scanSlot(req.Cursor))
+	part := t.layout().SegmentPartition(seg)
+	backoff, redirects := n.cfg.RetryBackoff, 0
+	var waitingSince time.Time // since the owner was first found unreachable or changing
+	for {
+		p := t.segmentPeer[seg]
+		if p == nil {
+			return scanReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
+		}
+		reply, err := n.sendScan(ctx, p, req)
+		transient := lostOwner(err) || err == nil && reply.Status == StatusOwnershipChanging
+		switch {
+		case err == nil && reply.Status == StatusSuccess:
+			return reply, nil
+		case transient:
+			now := n.cfg.Clock.Now()
+			if waitingSince.IsZero() {
+				waitingSince = now
+			} else if now.Sub(waitingSince) > n.cfg.EvictionTimeout {
+				return scanReply{}, scanFailed(part, p, reply, err)
+			}
+			n.router.refreshAfter(ctx, p, reply.MapIndex, t)
+		case err != nil || !scanRedirects(&reply, t.m.Index):
+			return scanReply{}, scanFailed(part, p, reply, err)
+		default:
+			n.stats.redirects.Add(1)
+			if redirects++; redirects > n.cfg.MaxRetries {
+				return scanReply{}, &RoutingError{Partition: part, Attempts: redirects, Last: reply.Status}
+			}
+			if n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
+				t = n.router.current()
+				continue
+			}
+		}
+		if err := sleepCtx(ctx, n.cfg.Clock, backoff); err != nil {
+			return scanReply{}, err
+		}
+		backoff = max(min(2*backoff, n.cfg.FailoverTimeout/8), n.cfg.RetryBackoff)
+		n.stats.retries.Add(1)
+		t = n.router.current()
+	}
+}
+
+// scanFailed is the error of a page that failed on p: err if the request failed, else the reply's status.
+func scanFailed(part int, p *peer, reply scanReply, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("zaris: scan of partition %d on node %s: %w", part, p.id, reply.Status.err())
+}
+
+// lostOwner reports whether err says the owner could not be reached, as when it has just died.
+func lostOwner(err error) bool {
+	return errors.Is(err, transport.ErrUnreachable) || errors.Is(err, transport.ErrConnectionLost)
+}
+
+// scanRedirects is kvReply.redirects for a scan's reply.
+func scanRedirects(reply *scanReply, index uint64) bool {
+	kv := kvReply{Status: reply.Status, MapIndex: reply.MapIndex}
+	return kv.redirects(index)
+}
+
+// sendScan sends one page request to p: in-process when p is this node.
+func (n *Node) sendScan(ctx context.Context, p *peer, req *scanRequest) (scanReply, error) {
+	if p.local {
+		n.stats.localOps.Add(1)
+		return n.serveScan(ctx, req, scanRouted), nil
+	}
+	payload, err := encode(req)
+	if err != nil {
+		return scanReply{}, err
+	}
+	p.sent.Add(1)
+	resp, err := p.client.Call(ctx, opScan, payload)
+	if err != nil {
+		return scanReply{}, fmt.Errorf("zaris: scan to node %s (%s): %w", p.id, p.addr, err)
+	}
+	var reply scanReply
+	if err := decode(resp, &reply); err != nil {
+		return scanReply{}, fmt.Errorf("zaris: scan reply from node %s: %w", p.id, err)
+	}
+	return reply, nil
+}

@@ -1,0 +1,145 @@
+package zaris
+
+import (
+	"github.com/google/btree"
+)
+
+// Scan positions. Every key has a position in one ordered space: its slot in the top 14 bits, then 50 bits
+// of a hash of the whole key. Every node computes the same position for a key, so a cursor, the position
+// where a scan resumes, means the same on whichever node owns that range next. Keys are visited in position
+// order, so a scan walks the slots in order and each slot in hash order.
+const (
+	scanHashBits = 64 - slotBits
+	// scanDone is the cursor of a scan that has visited the whole key space; it is also the cursor that
+	// starts one, as Redis's SCAN has it. No key position after the first is ever a resumption point at 0.
+	scanDone uint64 = 0
+)
+
+// scanPosition returns key's position in scan order.
+func scanPosition(key string) uint64 {
+	return uint64(KeySlot(key))<<scanHashBits | fnv64a(key)>>slotBits
+}
+
+// scanSlot returns the slot of position pos.
+func scanSlot(pos uint64) uint16 { return uint16(pos >> scanHashBits) }
+
+// slotStart returns the first position of slot, and scanDone for the slot after the last.
+func slotStart(slot int) uint64 { return uint64(slot) << scanHashBits }
+
+// fnv64a is FNV-1a over key, without the allocation of hash/fnv.
+func fnv64a(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// scanItem is one key of a segment's scan index. Keys that share a position are ordered by their bytes.
+type scanItem struct {
+	pos uint64
+	key string
+}
+
+func scanItemLess(a, b scanItem) bool {
+	if a.pos != b.pos {
+		return a.pos < b.pos
+	}
+	return a.key < b.key
+}
+
+// scanIndex orders a segment's keys by scan position, so a page starts where the last one ended in
+// logarithmic time and walks only the keys it returns. It holds each key of the segment's map, expired
+// ones included, and is guarded by the segment's lock.
+type scanIndex struct{ tree *btree.BTreeG[scanItem] }
+
+// scanIndexDegree is the B-tree's degree: wide nodes keep the tree shallow and the walk cache-friendly.
+const scanIndexDegree = 32
+
+func newScanIndex() scanIndex {
+	return scanIndex{tree: btree.NewG(scanIndexDegree, scanItemLess)}
+}
+
+func (x scanIndex) add(key string) {
+	x.tree.ReplaceOrInsert(scanItem{pos: scanPosition(key), key: key})
+}
+
+func (x scanIndex) remove(key string) { x.tree.Delete(scanItem{pos: scanPosition(key), key: key}) }
+
+// scanFilter selects the keys a scan returns among the live ones it visits.
+type scanFilter struct {
+	match []byte // a Redis glob; nil matches every key
+	kind  string // an entry type as TYPE names it; "" matches every type
+}
+
+func (f *scanFilter) accepts(key string, e *entry) bool {
+	if f.kind != "" && entryType(e) != f.kind {
+		return false
+	}
+	return f.match == nil || globMatch(f.match, []byte(key), false)
+}
+
+// entryType names the type of e's value as Redis's TYPE does.
+func entryType(e *entry) string { return e.kind().String() }
+
+// scanBounds limit one walk of a segment: how many keys it may visit, and how many bytes of keys it may
+// return. A walk stops only between positions, so that the next one can resume at a position: it finishes
+// the keys of the position it is in, which may overshoot its bounds by the few keys that share one.
+type scanBounds struct {
+	visits int
+	bytes  int
+	// takeFirst makes the walk take its first position whatever its bounds, so that a page always advances.
+	takeFirst bool
+}
+
+// scanKeyOverhead is what a returned key costs beyond its bytes, on the wire and in RESP.
+const scanKeyOverhead = 16
+
+// scanWalk is what one walk of a segment found.
+type scanWalk struct {
+	keys     []string
+	next     uint64 // the position to resume at; end when the walk reached it
+	visited  int
+	bytes    int
+	revision uint64 // the segment's revision when the walk read it
+}
+
+// scan walks segment's keys from position from up to, but excluding, end (0: to the end of the key space),
+// within bounds, and appends to keys the live ones f accepts. It holds the segment's read lock for the walk
+// only, and reads nothing outside the bounds.
+func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFilter, keys []string) scanWalk {
+	now := s.now()
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	w := scanWalk{keys: keys, next: end, revision: seg.revision}
+	last, started := uint64(0), false
+	seg.index.tree.AscendGreaterOrEqual(scanItem{pos: from}, func(it scanItem) bool {
+		if end != scanDone && it.pos >= end {
+			return false
+		}
+		newPosition := !started || it.pos != last
+		if newPosition && (started || !bounds.takeFirst) &&
+			(w.visited >= bounds.visits || w.bytes+len(it.key)+scanKeyOverhead > bounds.bytes) {
+			w.next = it.pos
+			return false
+		}
+		last, started = it.pos, true
+		w.visited++
+		if e := seg.entries[it.key]; !e.expired(now) && f.accepts(it.key, e) {
+			w.keys = append(w.keys, it.key)
+			w.bytes += len(it.key) + scanKeyOverhead
+		}
+		return true
+	})
+	return w
+}
+
+// segmentLen counts the keys stored in segment, expired ones not yet reclaimed included, as DBSIZE does.
+func (s *store) segmentLen(segment int) int {
+	seg := &s.segments[segment]
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	return len(seg.entries)
+}

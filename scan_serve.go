@@ -1,0 +1,203 @@
+package zaris
+
+import (
+	"context"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// scanRequest asks an owner for one page of keys from Cursor, a scan position (scan_index.go).
+type scanRequest struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Cursor   uint64
+	Count    int    // keys to visit at most; the page returns those of them that are live and match
+	Match    []byte // a Redis glob the keys must match; nil matches every key
+	Type     string // the type the keys' values must have, as TYPE names it; "" matches every type
+}
+
+// scanReply answers a scanRequest: the keys found and the position to resume at, scanDone once the page
+// reached the end of the key space. A refusal carries the owner's view, as kvReply does.
+type scanReply struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Status   Status
+	Keys     []string
+	Next     uint64
+	Owner    NodeID
+	Epoch    uint64
+	MapIndex uint64
+}
+
+// refuseScan turns a key operation's refusal into a scan's.
+func refuseScan(r kvReply) scanReply {
+	return scanReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
+}
+
+const (
+	// scanLockSpan bounds the keys one walk visits under a segment's lock: a page of any size takes and
+	// releases the lock once per span, so writers to the segment never wait for more than a span.
+	scanLockSpan = 256
+	// maxScanCount bounds the keys one page visits, whatever the request asks.
+	maxScanCount = 1 << 20
+	// scanReplyOverhead bounds a scan reply's bytes beyond its keys.
+	scanReplyOverhead = 64
+)
+
+// scanMode says what a page does at a partition that this node does not own.
+type scanMode uint8
+
+const (
+	// scanRouted serves a router that sends each range to its owner: the page stops at the first partition
+	// this node does not serve, and is refused if that is the first one.
+	scanRouted scanMode = iota + 1
+	// scanOwned serves the keys this node owns, as a Redis Cluster node answers SCAN: partitions other
+	// nodes own are skipped, and one this node owns but cannot serve now refuses the page.
+	scanOwned
+)
+
+// scanPager serves pages of keys from a store, partition by partition, to whoever may read them.
+type scanPager struct {
+	layout Layout
+	store  *store
+	// check reports whether this node serves partition p now and otherwise returns the refusal.
+	check    func(p int) (refusal kvReply, served bool)
+	maxBytes int // the room for keys in one reply
+}
+
+// scanPage is a page with, per segment it read, the segment's revision at the time.
+type scanPage struct {
+	reply     scanReply
+	revisions map[int]uint64
+}
+
+// pageWork is a page being served: where it is, what it has found and what is left of its bounds.
+type pageWork struct {
+	filter   scanFilter
+	cursor   uint64
+	left     scanBounds
+	keys     []string
+	advanced bool // the page has visited a key
+	revs     map[int]uint64
+}
+
+// page serves req: it walks the key space in position order from req.Cursor, segment by segment, until
+// it has visited req.Count keys, filled its reply, reached a partition it does not serve (scanRouted) or
+// the end of the key space.
+func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
+	w := pageWork{filter: scanFilter{match: req.Match, kind: req.Type}, cursor: req.Cursor,
+		left: scanBounds{visits: min(max(req.Count, 1), maxScanCount), bytes: pg.maxBytes}, revs: map[int]uint64{}}
+	for {
+		seg := pg.layout.SlotSegment(scanSlot(w.cursor))
+		part := pg.layout.SegmentPartition(seg)
+		refusal, ok := pg.check(part)
+		if ok {
+			refusal, ok = pg.walkSegment(&w, seg, part)
+		}
+		switch {
+		case !ok && mode == scanOwned && elsewhere(refusal.Status):
+			_, last := pg.layout.PartitionSlots(part)
+			w.cursor = slotStart(int(last) + 1)
+		case !ok && w.cursor == req.Cursor:
+			return scanPage{reply: refuseScan(refusal)}
+		case !ok:
+			return w.finish()
+		}
+		if w.cursor == scanDone || w.left.visits <= 0 || w.left.bytes <= 0 {
+			return w.finish()
+		}
+	}
+}
+
+// walkSegment walks segment seg of partition part from the cursor to the segment's end or the page's
+// bounds, a lock span at a time. After each span it checks that this node still serves the partition: a
+// copy is dropped only while its partition is refused (sealed for a hand-over, or without a lease), so a
+// span that ends with the partition still served read a copy that was not. A span that ends with it refused
+// is forgotten, and walkSegment returns the refusal.
+func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, served bool) {
+	_, last := pg.layout.SegmentSlots(seg)
+	end := slotStart(int(last) + 1) // scanDone after the last slot
+	for w.left.visits > 0 && w.left.bytes > 0 {
+		span := scanBounds{visits: min(w.left.visits, scanLockSpan), bytes: w.left.bytes, takeFirst: !w.advanced}
+		found := pg.store.scan(seg, w.cursor, end, span, &w.filter, w.keys)
+		if refusal, served := pg.check(part); !served {
+			return refusal, false
+		}
+		w.keys, w.cursor = found.keys, found.next
+		w.left.visits -= found.visited
+		w.left.bytes -= found.bytes
+		w.revs[seg] = found.revision
+		w.advanced = w.advanced || found.visited > 0
+		if found.visited == 0 && w.cursor != end {
+			w.left.bytes = 0 // the next key does not fit in what is left of the reply
+		}
+		if w.cursor == end {
+			break
+		}
+	}
+	return kvReply{}, true
+}
+
+func (w *pageWork) finish() scanPage {
+	return scanPage{reply: scanReply{Keys: w.keys, Next: w.cursor}, revisions: w.revs}
+}
+
+// elsewhere reports whether a refusal says another node serves the partition, or none does.
+func elsewhere(status Status) bool {
+	return status == StatusMoved || status == StatusPartitionUnavailable
+}
+
+// scanPager returns the pager of this node's store, checking ownership against the committed map.
+func (n *Node) scanPager() *scanPager {
+	return &scanPager{layout: n.layout, store: n.store, check: n.partitionRefusal,
+		maxBytes: n.cfg.MaxFrameSize - transport.EnvelopeOverhead - scanReplyOverhead}
+}
+
+// serveScan serves one page on this node. Under the Sync concern the page waits, as a read does, until every
+// in-sync replica holds the segments' state it saw, so no key it returns can be lost to a failover.
+func (n *Node) serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply {
+	page := n.scanPager().page(req, mode)
+	if page.reply.Status != StatusSuccess || n.cfg.WriteConcern != Sync {
+		return page.reply
+	}
+	for seg, rev := range page.revisions {
+		if rev <= n.repl.committed[seg].Load() {
+			continue
+		}
+		if status := n.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
+			return scanReply{Status: status}
+		}
+	}
+	return page.reply
+}
+
+// serveOwnedScan serves a page of the keys of the partitions this node owns, for the RESP endpoint.
+func (n *Node) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply {
+	return n.serveScan(ctx, req, scanOwned)
+}
+
+// serveScanRequest answers an opScan request from another node.
+func (n *Node) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
+	var req scanRequest
+	if err := decode(payload, &req); err != nil {
+		return encode(&scanReply{Status: StatusInvalidRequest})
+	}
+	n.stats.served.Add(1)
+	reply := n.serveScan(ctx, &req, scanRouted)
+	return encode(&reply)
+}
+
+// ownedKeyCount counts the keys of the partitions this node actively owns, expired ones not yet reclaimed
+// included, as a Redis Cluster primary's DBSIZE counts its own.
+func (n *Node) ownedKeyCount() int {
+	m := n.fsm.clusterMap()
+	count := 0
+	for p := range m.Runtime {
+		if m.Runtime[p].Owner != n.id || !n.ownsIn(m, p) {
+			continue
+		}
+		first, end := n.layout.PartitionSegments(p)
+		for seg := first; seg < end; seg++ {
+			count += n.store.segmentLen(seg)
+		}
+	}
+	return count
+}
