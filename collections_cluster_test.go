@@ -78,6 +78,7 @@ func (f *collectionFixture) check(t *testing.T, n *Node, when string) {
 // and reads every collection back from every node each time: from the new node's partitions, then from
 // the failed-over owners.
 func TestCollectionsSurviveMigrationAndFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, elastic(func(cfg *Config) {
 		cfg.FailoverTimeout, cfg.WriteConcern, cfg.ReplicaAckTimeout = time.Second, Sync, 5*time.Second
 	}))
@@ -195,6 +196,7 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 // TestCollectionGoAPI runs every collection method through the key's owner, in process, and through
 // another node, over the wire, and checks results and errors.
 func TestCollectionGoAPI(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2, nil)
 	ctx := bg(t)
 	owner := c.owner("{api}")

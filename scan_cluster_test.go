@@ -33,6 +33,7 @@ func putKeys(t testing.TB, ctx context.Context, n *Node, keys []string) {
 // another is killed (its partitions fail over), with writes of other keys going on throughout. Every key
 // written before the scan must come at least once, and no key that was never written may come.
 func TestScanFollowsJoinAndFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -148,6 +148,7 @@ func (w *watchWriters) waitPuts(t *testing.T, count int64) {
 // Every revision of the segment is delivered once, in order, except across the compaction markers, of
 // which the pause forced one; and what the watch delivered rebuilds exactly the keys' final state.
 func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
+	t.Parallel()
 	c := watchCluster(t, 3)
 	watcherNode, p, nodes := c.awayFromLeader()
 	owner, replica := nodes[0], nodes[1]
@@ -249,6 +250,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 // once the link heals, the watch resumes from the last revision it delivered, and from the owner's log,
 // which still reaches back that far, so every revision comes once, in order, with no compaction.
 func TestWatchReattachesAfterALostConnection(t *testing.T) {
+	t.Parallel()
 	c := watchCluster(t, 3)
 	leader, p, nodes := c.awayFromLeader()
 	owner, watcherNode := nodes[0], nodes[1]
