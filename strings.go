@@ -67,6 +67,18 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 	return result, err
 }
 
+// editableString returns the value and expiry of cur, a string entry or nil for none, that an edit of the
+// value starts from, or errWrongType when cur holds a collection.
+func editableString(cur *entry) (value []byte, expireAt int64, err error) {
+	switch {
+	case cur == nil:
+		return nil, 0, nil
+	case cur.coll != nil:
+		return nil, 0, errWrongType
+	}
+	return cur.value, cur.expireAt, nil
+}
+
 // appendValue appends suffix to key's value, creating the key when it is missing and keeping its expiry
 // otherwise. It returns the value's new length, or errValueTooBig, writing nothing, when that would exceed
 // limit.
@@ -76,12 +88,8 @@ func (s *store) appendValue(segment int, key string, suffix []byte, limit int) (
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var prefix []byte
 		var expireAt int64
-		if cur != nil && cur.coll != nil {
-			err = errWrongType
+		if prefix, expireAt, err = editableString(cur); err != nil {
 			return nil, false
-		}
-		if cur != nil {
-			prefix, expireAt = cur.value, cur.expireAt
 		}
 		length = len(prefix) + len(suffix)
 		if length > limit {
@@ -108,12 +116,8 @@ func (s *store) setRange(segment int, key string, offset int64, part []byte, lim
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var old []byte
 		var expireAt int64
-		if cur != nil && cur.coll != nil {
-			err = errWrongType
+		if old, expireAt, err = editableString(cur); err != nil {
 			return nil, false
-		}
-		if cur != nil {
-			old, expireAt = cur.value, cur.expireAt
 		}
 		value := make([]byte, max(len(old), end))
 		copy(value, old)

@@ -214,15 +214,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	w.wg.Wait()
 
 	final := c.nodeByID(owners[2])
-	waitFor(t, 30*time.Second, "every key with a TTL to expire and the watch to catch up", func() bool {
-		_, entries := final.store.snapshot(seg)
-		for _, e := range entries {
-			if e.ExpireAt != 0 {
-				return false
-			}
-		}
-		return log.lastRevision() == final.store.revision(seg)
-	})
+	waitWatchCaughtUp(t, final, seg, log)
 	cancel()
 	<-log.done
 	events := log.snapshot()
@@ -278,15 +270,7 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 	w.waitPuts(t, 50)
 	close(w.stop)
 	w.wg.Wait()
-	waitFor(t, 30*time.Second, "the watch to catch up", func() bool {
-		_, entries := owner.store.snapshot(seg)
-		for _, e := range entries {
-			if e.ExpireAt != 0 {
-				return false
-			}
-		}
-		return log.lastRevision() == owner.store.revision(seg)
-	})
+	waitWatchCaughtUp(t, owner, seg, log)
 	cancel()
 	<-log.done
 	events := log.snapshot()
@@ -301,6 +285,21 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 
 // checkWatchOrder checks that live events come at consecutive revisions from start, each once, and that
 // a compaction marker only moves forward, followed by state at its revision. It returns the live events,
+// waitWatchCaughtUp waits until every key of seg with a TTL on owner has expired and the watch has delivered
+// up to the segment's revision.
+func waitWatchCaughtUp(t *testing.T, owner *Node, seg int, log *watchLog) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "every key with a TTL to expire and the watch to catch up", func() bool {
+		_, entries := owner.store.snapshot(seg)
+		for _, e := range entries {
+			if e.ExpireAt != 0 {
+				return false
+			}
+		}
+		return log.lastRevision() == owner.store.revision(seg)
+	})
+}
+
 // the revisions compaction skipped, and the markers.
 func checkWatchOrder(t *testing.T, events []WatchEvent, start uint64) (live, skipped, markers int) {
 	t.Helper()
