@@ -133,7 +133,8 @@ func (s mapSnapshot) Persist(sink raft.SnapshotSink) error {
 func (mapSnapshot) Release() {}
 
 // raftStream carries raft's connections over the shared data port. Raft does not close the connections it
-// accepted when it shuts down, so the stream tracks them and closes them itself.
+// accepted when it shuts down, nor wait for the handlers serving them, so the stream tracks them, closes them
+// itself and lets the node wait until every handler has let go of its connection.
 type raftStream struct {
 	net.Listener
 	dialer transport.Dialer
@@ -141,6 +142,7 @@ type raftStream struct {
 	mu       sync.Mutex
 	accepted map[net.Conn]struct{}
 	closed   bool
+	handlers sync.WaitGroup // one per accepted connection its handler has not closed
 }
 
 func newRaftStream(ln net.Listener, d transport.Dialer) *raftStream {
@@ -159,6 +161,7 @@ func (s *raftStream) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	s.accepted[conn] = struct{}{}
+	s.handlers.Add(1)
 	return &streamConn{Conn: conn, s: s}, nil
 }
 
@@ -174,15 +177,25 @@ func (s *raftStream) Close() error {
 	return s.Listener.Close()
 }
 
+// awaitHandlers waits until the handler of every accepted connection has returned, which it does once Close
+// has closed its connection. Raft's heartbeat handler writes the term to the stable store, so the store may
+// close only after this.
+func (s *raftStream) awaitHandlers() { s.handlers.Wait() }
+
 type streamConn struct {
 	net.Conn
-	s *raftStream
+	s    *raftStream
+	once sync.Once
 }
 
+// Close is called by the connection's handler as it returns.
 func (c *streamConn) Close() error {
-	c.s.mu.Lock()
-	delete(c.s.accepted, c.Conn)
-	c.s.mu.Unlock()
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.accepted, c.Conn)
+		c.s.mu.Unlock()
+		c.s.handlers.Done()
+	})
 	return c.Conn.Close()
 }
 
@@ -204,8 +217,9 @@ func (n *Node) startRaft(ln net.Listener) error {
 	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
 	rc.NotifyCh = n.leaderCh
 
+	n.raftStream = newRaftStream(ln, n.dialer)
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  newRaftStream(ln, n.dialer),
+		Stream:  n.raftStream,
 		MaxPool: 3,
 		Timeout: 2 * time.Second,
 		Logger:  newHCLogger(n.cfg.Logger, "raft-net"),

@@ -37,13 +37,14 @@ type Node struct {
 	cut     *cutovers
 	disk    *diskLog // nil without a DataDir
 
-	listener  net.Listener
-	mux       *transport.Mux
-	server    *transport.Server // the data lane (muxData)
-	internal  *transport.Server // the internal lane (muxInternal)
-	raft      *raft.Raft
-	raftTrans *raft.NetworkTransport
-	raftStore io.Closer // the control plane's log and stable store on disk; nil without a DataDir
+	listener   net.Listener
+	mux        *transport.Mux
+	server     *transport.Server // the data lane (muxData)
+	internal   *transport.Server // the internal lane (muxInternal)
+	raft       *raft.Raft
+	raftTrans  *raft.NetworkTransport
+	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
+	raftStream *raftStream // raft's connections, whose handlers must be done before raftStore closes
 	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's
 	// state lives in memory, the data dir's (identity.go) when it lives on disk.
 	serverInc uint64
@@ -636,6 +637,7 @@ func (n *Node) Close() error {
 		if n.raftTrans != nil {
 			n.raftTrans.CloseStreams()
 			errs = append(errs, n.raftTrans.Close())
+			n.raftStream.awaitHandlers()
 		}
 		if n.raftStore != nil {
 			errs = append(errs, n.raftStore.Close())
