@@ -355,9 +355,8 @@ func (c *respConn) valueReply(reply kvReply) {
 
 // setArgs is a parsed SET: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
 type setArgs struct {
-	cond    putCond
-	ttl     time.Duration
-	expires bool
+	cond putCond
+	ttl  time.Duration
 }
 
 func (c *respConn) cmdSet(args [][]byte) {
@@ -384,9 +383,13 @@ func (c *respConn) cmdSet(args [][]byte) {
 	}
 }
 
-// parseSet reads SET's options. On a bad one it writes the error and reports false.
+// parseSet reads SET's options. As Redis does, an expiry may be given again in the same unit, the last one
+// counting, and only that one is checked once the options have parsed. On a bad option it writes the error
+// and reports false.
 func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 	var s setArgs
+	var unit string
+	var expiry []byte
 	for i := 0; i < len(opts); i++ {
 		opt := strings.ToUpper(string(opts[i]))
 		switch {
@@ -396,20 +399,23 @@ func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 			s.cond |= condIfExists
 		case opt == "GET":
 			s.cond |= condReturnPrev
-		case opt == "KEEPTTL" && !s.expires:
+		case opt == "KEEPTTL" && unit == "":
 			s.cond |= condKeepTTL
-		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !s.expires &&
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && (unit == "" || unit == opt) &&
 			s.cond&condKeepTTL == 0 && i+1 < len(opts):
 			i++
-			ttl, ok := c.expiryArg(opt, opts[i])
-			if !ok {
-				return s, false
-			}
-			s.ttl, s.expires = ttl, true
+			unit, expiry = opt, opts[i]
 		default:
 			c.syntaxError()
 			return s, false
 		}
+	}
+	if unit != "" {
+		ttl, ok := c.expiryArg(unit, expiry)
+		if !ok {
+			return s, false
+		}
+		s.ttl = ttl
 	}
 	return s, true
 }

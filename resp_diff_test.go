@@ -331,6 +331,14 @@ func stringSeqs() []diffSeq {
 			cmd("GETEX", diffTag+"missing", "EX"), cmd("TTL", k),
 		}},
 
+		{name: "set expiry options", cmds: []diffCmd{
+			cmd("SET", k, "v", "EX", "10", "EX", "300"), cmd("TTL", k).within(295, 300),
+			cmd("SET", k, "v", "PX", "abc", "PX", "300000"), cmd("TTL", k).within(295, 300),
+			cmd("SET", k, "v", "EX", "10", "PX", "100"), cmd("SET", k, "v", "EX", "10", "KEEPTTL"),
+			cmd("SET", k, "v", "KEEPTTL", "EX", "10"), cmd("SET", k, "v", "EX", "10", "EX", "0"),
+			cmd("SET", k, "v", "EX", "abc", "NX", "XX"), cmd("SET", k, "v", "EXAT", "1", "EXAT"), cmd("TTL", k).within(295, 300),
+			cmd("SET", k, "v", "GET", "GET", "KEEPTTL", "KEEPTTL"), cmd("TTL", k).within(295, 300),
+		}},
 		{name: "setrange", cmds: []diffCmd{
 			cmd("SETRANGE", k, "0", ""), cmd("EXISTS", k), cmd("SETRANGE", k, "3", "ab"), cmd("GET", k), cmd("SETRANGE", k, "0", "xyz!"),
 			cmd("GET", k), cmd("SETRANGE", k, "1", "Q"), cmd("SETRANGE", k, "10", ""), cmd("SETRANGE", k, "1000000000000", ""),
