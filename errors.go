@@ -41,6 +41,13 @@ var (
 	ErrWrongType = errors.New("zaris: operation against a key holding the wrong kind of value")
 	// ErrTooManyWatchers: the owner of a watched key already serves Config.MaxWatchers watchers.
 	ErrTooManyWatchers = errors.New("zaris: too many watchers on the owner")
+	// ErrConflict: a transaction did not commit because a key it read changed before the commit.
+	ErrConflict = errors.New("zaris: transaction conflict")
+	// ErrTxnSpansSegments: a transaction's keys are in more than one segment; a hash tag shared by the keys
+	// puts them in one.
+	ErrTxnSpansSegments = errors.New("zaris: transaction keys in more than one segment")
+	// ErrLocked: the key stayed held by a transaction being committed through every retry.
+	ErrLocked = errors.New("zaris: key locked by a transaction")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.
@@ -71,3 +78,18 @@ func (e *VersionMismatchError) Error() string {
 
 // Unwrap lets errors.Is match ErrVersionMismatch.
 func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
+
+// ConflictError reports a transaction that did not commit because Key, read at version Read, was at
+// Current when the transaction committed (0: no live value). It matches ErrConflict.
+type ConflictError struct {
+	Key     string
+	Read    uint64
+	Current uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("zaris: transaction read key %q at version %d, now at %d: transaction conflict", e.Key, e.Read, e.Current)
+}
+
+// Unwrap lets errors.Is match ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -444,6 +445,40 @@ func (n *Node) observeAck(seg int) {
 	}
 }
 
+// applyAtomically runs fn on an atomic group of segment seg (store.atomically) as applyKV runs a write:
+// refused when the partition has too few in-sync copies or is sealed for a hand-over, or when a
+// transaction holds one of keys, and under the Sync concern acknowledged only once the in-sync replicas
+// hold the group. fn gets the limits key operations run under. The caller has checked ownership.
+func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
+	p := n.layout.SegmentPartition(seg)
+	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
+		return StatusNotEnoughReplicas
+	}
+	if !n.cut.enter(p) {
+		return StatusOwnershipChanging
+	}
+	status, lim := StatusSuccess, n.opLimits()
+	revision := n.store.atomically(seg, func(g *store) {
+		for _, key := range keys {
+			if g.lockedBy(seg, key) != "" {
+				status = StatusLocked
+				return
+			}
+		}
+		fn(g, lim)
+	})
+	n.cut.leave(p)
+	if status != StatusSuccess || n.cfg.WriteConcern != Sync {
+		return status
+	}
+	return settleApplied(n.repl.awaitReplicas(ctx, seg, revision, true))
+}
+
+// opLimits are the limits key operations run under on this node.
+func (n *Node) opLimits() opLimits {
+	return opLimits{maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
+}
+
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
 // it is acknowledged.
 func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
@@ -464,20 +499,27 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 // for a hand-over since the ownership check.
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	k := lookupKeyOp(op)
-	if k == nil {
+	switch {
+	case k == nil:
 		return kvReply{Status: StatusInvalidRequest}
+	case isInternalKey(req.Key):
+		return invalidArgs("ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved")
+	case k.txnOnly:
+		return invalidArgs("ERR " + k.name + " runs only in a transaction")
+	case k.readOnly && n.store.writeIntentOn(seg, req.Key):
+		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+	case k.readOnly:
+		return k.apply(n.store, seg, *req, n.opLimits())
 	}
-	if !k.readOnly {
-		p := n.layout.SegmentPartition(seg)
-		if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
-			return kvReply{Status: StatusNotEnoughReplicas}
-		}
-		if !n.cut.enter(p) {
-			return kvReply{Status: StatusOwnershipChanging}
-		}
-		defer n.cut.leave(p)
+	p := n.layout.SegmentPartition(seg)
+	if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
+		return kvReply{Status: StatusNotEnoughReplicas}
 	}
-	return k.apply(n.store, seg, *req, opLimits{maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2})
+	if !n.cut.enter(p) {
+		return kvReply{Status: StatusOwnershipChanging}
+	}
+	defer n.cut.leave(p)
+	return n.store.applyExclusive(seg, k, *req, n.opLimits())
 }
 
 // countdowns remember since when each key has been in some state, for the leader's timeouts.

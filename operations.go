@@ -17,6 +17,12 @@ type keyOperation struct {
 	batch    BatchOp    // the batch item operation that runs it; 0 if none
 	resp     []string   // the RESP commands that run it (resp_commands.go)
 	apply    applyFunc
+	// ownLocks: the operation checks the transactions holding its keys itself, so the store does not check
+	// its request's key.
+	ownLocks bool
+	// txnOnly: the operation runs only as an item of a transaction (opTxn), whose atomic group holds the
+	// segment from its lock checks to its writes.
+	txnOnly bool
 }
 
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
@@ -27,7 +33,8 @@ type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
 	maxValueSize  int
-	maxReplyBytes int // what a collection read may answer
+	maxReplyBytes int    // what a collection read may answer
+	layout        Layout // where keys live, for an operation on several keys
 }
 
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
@@ -56,6 +63,13 @@ var keyOps = [...]keyOperation{
 	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
 	opSetRange: {name: "setrange", reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
+
+	opCheckVersion: {name: "checkversion", readOnly: true, reveals: revealsAlways, apply: applyCheckVersion},
+	opTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
+	opIntent:       {name: "intent", reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
+	opResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
+	opDecide:       {name: "decide", reveals: revealsUnwritten, apply: applyDecide},
+	opForget:       {name: "forget", reveals: revealsNotFound, apply: applyForget},
 
 	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
 	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},

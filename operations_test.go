@@ -77,6 +77,12 @@ var wireOps = []struct {
 	{"opPropose", opPropose, 21, false},
 	{"opScan", opScan, 80, false},
 	{"opWatch", opWatch, 85, false},
+	{"opTxn", opTxn, 90, true},
+	{"opCheckVersion", opCheckVersion, 91, true},
+	{"opIntent", opIntent, 92, true},
+	{"opResolve", opResolve, 93, true},
+	{"opDecide", opDecide, 94, true},
+	{"opForget", opForget, 95, true},
 }
 
 func TestOperationWireNumbers(t *testing.T) {
@@ -319,6 +325,33 @@ var opFixtures = map[transport.Op]struct {
 	opZRank:   {collKey(opZAdd, "1", "m"), collReq("m")},
 	opZCard:   {collKey(opZAdd, "1", "m"), collReq()},
 	opZIncrBy: {collKey(opZAdd, "1", "m"), collReq("2", "m")},
+
+	opCheckVersion: {putKey("k", "v", 0), kvRequest{Key: "k", Version: 1}},
+	opTxn: {putKey("k", "v", 0), kvRequest{Key: "k", Args: txnArgs(
+		txnItem{op: opCheckVersion, req: kvRequest{Key: "k", Version: 1}},
+		txnItem{op: opPut, req: kvRequest{Key: "k", Value: []byte("w")}},
+		txnItem{op: opHSet, req: kvRequest{Key: "h", Args: stringArgs([]string{"f", "v"})}},
+	)}},
+	opIntent:  {nil, kvRequest{Key: "k", Value: (&intent{txn: "t", anchor: "a", action: intentPut, value: []byte("v")}).encode(), Delta: int64(time.Second)}},
+	opResolve: {holdKey("k", "t"), kvRequest{Key: "k", Value: []byte("t"), Delta: 1}},
+	opDecide:  {nil, kvRequest{Key: "k", Value: []byte("t"), Delta: 1, TTL: int64(time.Hour)}},
+	opForget:  {func(s *store) { s.put(0, recordKey("t"), []byte{recordCommitted}, 0) }, kvRequest{Key: "k", Value: []byte("t")}},
+}
+
+// holdKey places transaction txn's intent to put "v" on key.
+func holdKey(key, txn string) func(s *store) {
+	return func(s *store) {
+		s.put(0, intentKey(key), (&intent{txn: txn, anchor: key, action: intentPut, value: []byte("v")}).encode(), 0)
+	}
+}
+
+// txnArgs encodes items as a transaction request's arguments.
+func txnArgs(items ...txnItem) [][]byte {
+	args := make([][]byte, len(items))
+	for i := range items {
+		args[i] = appendTxnItem(nil, &items[i])
+	}
+	return args
 }
 
 // collReq is a request for a collection operation on key k.
@@ -340,6 +373,16 @@ func newTestStore() (*store, *clocktest.Manual) {
 
 var testLimits = opLimits{maxValueSize: 8, maxReplyBytes: 64}
 
+// applyFixture applies k to segment 0 of s as the node would: in an atomic group when it runs only in a
+// transaction.
+func applyFixture(s *store, k *keyOperation, req kvRequest) (reply kvReply) {
+	if !k.txnOnly {
+		return k.apply(s, 0, req, testLimits)
+	}
+	s.atomically(0, func(g *store) { reply = k.apply(g, 0, req, testLimits) })
+	return reply
+}
+
 // TestKeyOperationsWriteOrNot applies every operation to a bare store: a write moves the segment's
 // revision once, a read-only operation never moves it, whatever the state it meets.
 func TestKeyOperationsWriteOrNot(t *testing.T) {
@@ -359,7 +402,7 @@ func TestKeyOperationsWriteOrNot(t *testing.T) {
 		}
 		before := s.revision(0)
 		req := fx.req
-		if reply := k.apply(s, 0, req, testLimits); reply.Status != StatusSuccess {
+		if reply := applyFixture(s, k, req); reply.Status != StatusSuccess {
 			t.Errorf("%s on its fixture: %v", k.name, reply.Status)
 		}
 		moved := s.revision(0) - before

@@ -272,10 +272,13 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 }
 
 // opOfWrite is the op that tells replicas and the disk log of a store write (see writeHook): a put of next,
-// its collection op, a delete, or an expiry.
+// its collection op, a delete, an expiry, or the ops of an atomic group.
 func opOfWrite(segment int, revision uint64, key string, next *entry, change writeChange) durability.Op {
 	op := durability.Op{Segment: uint32(segment), Revision: revision, Key: key, Kind: durability.OpDelete}
 	switch {
+	case len(change.multi) > 0:
+		op.Kind, op.Key, op.Version = durability.OpMulti, change.multi[0].Key, revision
+		op.Value = durability.AppendMulti(nil, change.multi)
 	case change.expired:
 		op.Kind = durability.OpExpire
 	case change.coll != nil:

@@ -261,6 +261,8 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is served by a node without a RESP endpoint")
 	case StatusOwnershipChanging, StatusReplicaWriteRejected:
 		c.wr.error("TRYAGAIN Ownership of hash slot " + strconv.Itoa(int(slot)) + " is changing, try again")
+	case StatusLocked:
+		c.wr.error("TRYAGAIN A key of hash slot " + strconv.Itoa(int(slot)) + " is locked by a transaction being committed, try again")
 	case StatusPartitionUnavailable:
 		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is not served")
 	case StatusNotReady:

@@ -268,7 +268,7 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 // elsewhere or to try again rather than settle the operation. The operation was never applied.
 func (reply *kvReply) redirects(index uint64) bool {
 	switch reply.Status {
-	case StatusNotReady:
+	case StatusNotReady, StatusLocked:
 		return true
 	case StatusPartitionUnavailable:
 		// Refused from an older map than the caller's, as by a restarted node still replaying its maps.

@@ -40,6 +40,9 @@ const (
 	StatusTooLarge
 	// StatusTooManyWatchers: the owner already serves Config.MaxWatchers watchers.
 	StatusTooManyWatchers
+	// StatusLocked: a transaction being committed holds the key; the operation was not applied. Callers
+	// retry after a pause: the transaction resolves the key, or its owner does once it times out.
+	StatusLocked
 )
 
 var statusNames = [...]string{
@@ -58,6 +61,7 @@ var statusNames = [...]string{
 	StatusWrongType:            "WrongType",
 	StatusTooLarge:             "TooLarge",
 	StatusTooManyWatchers:      "TooManyWatchers",
+	StatusLocked:               "Locked",
 }
 
 func (s Status) String() string {
@@ -116,6 +120,8 @@ func (s Status) err() error {
 		return ErrValueTooLarge
 	case StatusTooManyWatchers:
 		return ErrTooManyWatchers
+	case StatusLocked:
+		return ErrLocked
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

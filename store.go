@@ -37,6 +37,7 @@ type segmentStore struct {
 	// revision counts the segment's writes. A key's version is the revision of its last write, so
 	// versions grow across delete and re-create.
 	revision uint64
+	intents  int // the transaction intents among entries (txn_intent.go)
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
@@ -50,6 +51,9 @@ type writeHook func(segment int, revision, epoch uint64, key string, next *entry
 type writeChange struct {
 	coll    *collOp // the collection op that made the entry; nil for a put or a delete
 	expired bool    // a delete that expired the key
+	// multi are the writes of an atomic group (store.atomically), all at one revision. The hook is then
+	// called once, with no key and a nil entry.
+	multi []durability.Op
 }
 
 // store is a node's local data: one map per segment, with TTLs that are checked on every read. The owner
@@ -58,15 +62,117 @@ type store struct {
 	clock    Clock
 	segments []segmentStore
 	onWrite  writeHook // nil: nobody listens
+	// group is set on a view of the store whose caller holds one segment's lock (applyExclusive,
+	// atomically): its methods take no lock and touch that segment only.
+	group *writeGroup
+	views []store // one view per segment, for applyExclusive
+}
+
+// writeGroup is what a view of the store knows of its segment and its writes.
+type writeGroup struct {
+	parent  *store
+	segment int
+	seg     *segmentStore
+	// atomic makes writes join ops, at the revision the group takes when it ends (atomically), instead of
+	// each taking a revision of its own.
+	atomic bool
+	ops    []durability.Op
+}
+
+// enter checks that a group's view touches only its own segment: it holds no other segment's lock.
+func (g *writeGroup) enter(seg *segmentStore) {
+	if seg != g.seg {
+		panic("zaris: a view of the store touched a segment outside its own")
+	}
+}
+
+// hook returns the write hook, which views find on the store they were made from.
+func (s *store) hook() writeHook {
+	if s.group != nil {
+		return s.group.parent.onWrite
+	}
+	return s.onWrite
+}
+
+// lock, unlock, rlock and runlock take a segment's lock, except on an atomic group's view, whose caller
+// holds it already.
+func (s *store) lock(seg *segmentStore) {
+	if s.group != nil {
+		s.group.enter(seg)
+		return
+	}
+	seg.mu.Lock()
+}
+
+func (s *store) unlock(seg *segmentStore) {
+	if s.group == nil {
+		seg.mu.Unlock()
+	}
+}
+
+func (s *store) rlock(seg *segmentStore) {
+	if s.group != nil {
+		s.group.enter(seg)
+		return
+	}
+	seg.mu.RLock()
+}
+
+func (s *store) runlock(seg *segmentStore) {
+	if s.group == nil {
+		seg.mu.RUnlock()
+	}
+}
+
+// atomically runs fn with a view of the store on which every read and write of segment sees no other
+// writer, and whose writes become one write of the segment: all at its next revision, which is every
+// written key's new version, and one op for replicas, the disk and watchers (an OpMulti, unless there was
+// a single write). fn must touch only segment. It returns the segment's revision afterwards.
+func (s *store) atomically(segment int, fn func(g *store)) uint64 {
+	root := s
+	if s.group != nil { // a view from applyExclusive: its caller holds the lock
+		root = s.group.parent
+		s.group.enter(&root.segments[segment])
+	} else {
+		root.segments[segment].mu.Lock()
+		defer root.segments[segment].mu.Unlock()
+	}
+	seg := &root.segments[segment]
+	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true}}
+	fn(g)
+	ops := g.group.ops
+	if len(ops) == 0 {
+		return seg.revision
+	}
+	seg.revision++
+	if root.onWrite != nil {
+		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops})
+	}
+	return seg.revision
 }
 
 func newStore(segments int, clock Clock) *store {
-	s := &store{clock: clock, segments: make([]segmentStore, segments)}
+	s := &store{clock: clock, segments: make([]segmentStore, segments), views: make([]store, segments)}
 	for i := range s.segments {
 		s.segments[i].entries = make(map[string]*entry)
 		s.segments[i].index = newScanIndex()
+		s.views[i] = store{clock: clock, segments: s.segments, group: &writeGroup{parent: s, segment: i, seg: &s.segments[i]}}
 	}
 	return s
+}
+
+// applyExclusive runs key operation k on segment seg under the segment's lock, unless a transaction
+// holds the operation's key: then it answers StatusLocked, having done nothing. Holding the
+// lock from the check to the write keeps a transaction's intent from landing in between.
+func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLimits) kvReply {
+	ss := &s.segments[seg]
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	v := &s.views[seg]
+	if !k.ownLocks && ss.intents > 0 && v.lockedBy(seg, req.Key) != "" {
+		return kvReply{Status: StatusLocked}
+	}
+	return k.apply(v, seg, req, lim)
 }
 
 func (s *store) now() int64 { return s.clock.Now().UnixNano() }
@@ -74,9 +180,9 @@ func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 // get returns the stored value without copying it: callers must not modify it. Expired entries are invisible.
 func (s *store) get(segment int, key string) (value []byte, version uint64, ok bool) {
 	seg := &s.segments[segment]
-	seg.mu.RLock()
+	s.rlock(seg)
 	e, found := seg.entries[key]
-	seg.mu.RUnlock()
+	s.runlock(seg)
 	if !found || e.expired(s.now()) {
 		return nil, 0, false
 	}
@@ -87,9 +193,9 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 // never expires.
 func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, ok bool) {
 	seg := &s.segments[segment]
-	seg.mu.RLock()
+	s.rlock(seg)
 	e, found := seg.entries[key]
-	seg.mu.RUnlock()
+	s.runlock(seg)
 	now := s.now()
 	if !found || e.expired(now) {
 		return nil, 0, false
@@ -107,8 +213,8 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	cur := seg.entries[key]
 	if cur != nil && cur.expired(now) {
 		cur = nil
@@ -122,16 +228,23 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 }
 
 // commit stores next under key as the segment's next revision and tells the write hook, with op when a
-// collection op made next. Called with seg.mu held.
-func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, change writeChange) {
-	seg.revision++
+// collection op made next. It returns that revision. Called with seg.mu held. In an atomic group, the
+// write joins the group instead, at the revision the group will take.
+func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, change writeChange) uint64 {
+	revision := seg.revision + 1
 	if next != nil {
-		next.version = seg.revision
+		next.version = revision
 	}
 	seg.set(key, next)
-	if s.onWrite != nil {
-		s.onWrite(segment, seg.revision, 0, key, next, change)
+	if g := s.group; g != nil && g.atomic {
+		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
+		return revision
 	}
+	seg.revision = revision
+	if hook := s.hook(); hook != nil {
+		hook(segment, revision, 0, key, next, change)
+	}
+	return revision
 }
 
 // reapKey deletes key if its entry has expired, by a write of its own that the hook sees as an expiry, and
@@ -139,8 +252,8 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 func (s *store) reapKey(segment int, key string) bool {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	if cur := seg.entries[key]; cur == nil || !cur.expired(now) {
 		return false
 	}
@@ -165,8 +278,8 @@ func (s *store) expireSegment(segment int) int {
 func (s *store) expiredKeys(segment int) []string {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.RLock()
-	defer seg.mu.RUnlock()
+	s.rlock(seg)
+	defer s.runlock(seg)
 	var keys []string
 	for key, e := range seg.entries {
 		if e.expired(now) {
@@ -182,8 +295,8 @@ func (s *store) expiredKeys(segment int) []string {
 func (s *store) readCollection(segment int, key string, k kind, fn func(c collection)) Status {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.RLock()
-	defer seg.mu.RUnlock()
+	s.rlock(seg)
+	defer s.runlock(seg)
 	e := seg.entries[key]
 	switch {
 	case e == nil || e.expired(now):
@@ -202,8 +315,8 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 func (s *store) writeCollection(segment int, key string, k kind, fn func(c collection) collOp) (uint64, Status) {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	cur := seg.entries[key]
 	if cur != nil && cur.expired(now) {
 		cur = nil
@@ -227,8 +340,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	next := applyCollOp(cur, &op, expireAt)
 	if next == nil {
-		s.commit(segment, seg, key, nil, writeChange{})
-		return seg.revision, StatusSuccess
+		return s.commit(segment, seg, key, nil, writeChange{}), StatusSuccess
 	}
 	s.commit(segment, seg, key, next, writeChange{coll: &op})
 	return next.version, StatusSuccess
@@ -241,8 +353,8 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now int64) (expireAt int64, del, write bool)) (existed bool) {
 	now := s.now()
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	cur := seg.entries[key]
 	if cur == nil || cur.expired(now) {
 		return false
@@ -267,14 +379,27 @@ func (seg *segmentStore) set(key string, e *entry) {
 	had := len(seg.entries)
 	if e == nil {
 		delete(seg.entries, key)
-		if len(seg.entries) != had {
-			seg.index.remove(key)
-		}
-		return
+	} else {
+		seg.entries[key] = e
 	}
-	seg.entries[key] = e
 	if len(seg.entries) != had {
+		seg.keysChanged(key, e != nil)
+	}
+}
+
+// keysChanged keeps the scan index and the count of intents in step with a key added to the segment or
+// removed from it. Internal keys (intents, transaction records) stay out of the scan index.
+func (seg *segmentStore) keysChanged(key string, added bool) {
+	switch {
+	case isIntentKey(key) && added:
+		seg.intents++
+	case isIntentKey(key):
+		seg.intents--
+	case isInternalKey(key):
+	case added:
 		seg.index.add(key)
+	default:
+		seg.index.remove(key)
 	}
 }
 
@@ -319,18 +444,38 @@ func (s *store) len() int {
 
 // applyAt applies an op that the segment's owner made at op.Revision, on a replica. It applies only the
 // next revision in order: an older one is a duplicate (already applied) and a later one reveals a gap.
-// A collection op changes the key's collection as it changed the owner's. It returns whether it applied
-// and the segment's revision afterwards.
+// A collection op changes the key's collection as it changed the owner's; a multi op applies all its ops.
+// It returns whether it applied and the segment's revision afterwards.
 func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied bool, have uint64) {
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	if op.Revision != seg.revision+1 {
 		return false, seg.revision
 	}
 	seg.revision = op.Revision
-	var next *entry
-	var change writeChange
+	if op.Kind == durability.OpMulti {
+		ops, _ := durability.DecodeMulti(op.Value) // checked when the op was decoded
+		for i := range ops {
+			next, _ := applyOp(seg, &ops[i])
+			seg.set(ops[i].Key, next)
+		}
+		if s.onWrite != nil {
+			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops})
+		}
+		return true, op.Revision
+	}
+	next, change := applyOp(seg, op)
+	seg.set(op.Key, next)
+	if s.onWrite != nil {
+		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
+	}
+	return true, op.Revision
+}
+
+// applyOp returns the entry op leaves under its key, nil for none, and what made it, as the owner's write
+// hook saw it. A collection op changes the key's collection in place. Called with seg.mu held.
+func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeChange) {
 	switch {
 	case op.Kind == durability.OpExpire:
 		change.expired = true
@@ -344,18 +489,14 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 			}
 		}
 	}
-	seg.set(op.Key, next)
-	if s.onWrite != nil {
-		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
-	}
-	return true, op.Revision
+	return next, change
 }
 
 // revision returns the segment's current revision.
 func (s *store) revision(segment int) uint64 {
 	seg := &s.segments[segment]
-	seg.mu.RLock()
-	defer seg.mu.RUnlock()
+	s.rlock(seg)
+	defer s.runlock(seg)
 	return seg.revision
 }
 
@@ -364,8 +505,8 @@ func (s *store) revision(segment int) uint64 {
 // place, into one or more entries (snapshotEntries).
 func (s *store) snapshot(segment int) (revision uint64, entries []durability.Entry) {
 	seg := &s.segments[segment]
-	seg.mu.RLock()
-	defer seg.mu.RUnlock()
+	s.rlock(seg)
+	defer s.runlock(seg)
 	entries = make([]durability.Entry, 0, len(seg.entries))
 	for k, e := range seg.entries {
 		if e.coll != nil {
@@ -401,12 +542,12 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 		}
 	}
 	seg := &s.segments[segment]
-	seg.mu.Lock()
-	defer seg.mu.Unlock()
+	s.lock(seg)
+	defer s.unlock(seg)
 	seg.entries = entries
-	seg.index = newScanIndex()
+	seg.index, seg.intents = newScanIndex(), 0
 	for k := range entries {
-		seg.index.add(k)
+		seg.keysChanged(k, true)
 	}
 	seg.revision = revision
 }
@@ -423,8 +564,8 @@ type Digest struct {
 // digest computes the segment's Digest.
 func (s *store) digest(segment int) Digest {
 	seg := &s.segments[segment]
-	seg.mu.RLock()
-	defer seg.mu.RUnlock()
+	s.rlock(seg)
+	defer s.runlock(seg)
 	d := Digest{Segment: segment, Revision: seg.revision, Keys: len(seg.entries)}
 	for k, e := range seg.entries {
 		d.Hash ^= entryHash(k, e)

@@ -150,9 +150,9 @@ func (f *watchFeed) collect(seg int, scope watchScope, after uint64) watchBatch 
 		}
 		for i := range ops {
 			op := &ops[i]
-			if scope.matches(op.Key) {
-				ev := eventOf(op)
-				b.events = append(b.events, ev)
+			had := len(b.events)
+			b.events = appendEvents(b.events, op, scope)
+			for _, ev := range b.events[had:] {
 				size += ev.size()
 			}
 			b.revision = op.Revision
@@ -206,6 +206,28 @@ func (f *watchFeed) next(ctx context.Context, seg int, scope watchScope, after u
 			return b
 		}
 	}
+}
+
+// appendEvents appends op's events for the keys in scope to dst: one, or none, for an op of one key; for a
+// multi op, one for each key in scope, telling what the key became.
+func appendEvents(dst []watchEvent, op *durability.Op, scope watchScope) []watchEvent {
+	if op.Kind != durability.OpMulti {
+		if scope.matches(op.Key) {
+			dst = append(dst, eventOf(op))
+		}
+		return dst
+	}
+	ops, _ := durability.DecodeMulti(op.Value) // checked when the op was decoded or made
+	last := make(map[string]int, len(ops))
+	for i := range ops {
+		last[ops[i].Key] = i
+	}
+	for i := range ops {
+		if last[ops[i].Key] == i && scope.matches(ops[i].Key) {
+			dst = append(dst, eventOf(&ops[i]))
+		}
+	}
+	return dst
 }
 
 // eventOf turns an op of the log into the event a watcher receives.

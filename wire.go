@@ -94,6 +94,16 @@ const (
 	opPropose   transport.Op = 21 // any node -> leader: commit a control decision (control.go)
 )
 
+// Transactions (txn.go, txn_ops.go). Numbers 90 to 99 are theirs.
+const (
+	opTxn          transport.Op = 90 // the operations of a transaction on one segment, applied atomically
+	opCheckVersion transport.Op = 91 // succeed if a key is at Version (0: no live value), else a mismatch
+	opIntent       transport.Op = 92 // hold a key for a transaction being prepared (txn_intent.go)
+	opResolve      transport.Op = 93 // end a transaction's hold on a key, applying its write if it committed
+	opDecide       transport.Op = 94 // record a transaction's outcome, unless recorded already
+	opForget       transport.Op = 95 // drop a transaction's record once its keys are resolved
+)
+
 // Key watches (watch.go, watchfeed.go). Numbers 85 to 89 are theirs.
 const (
 	opWatch transport.Op = 85 // watcher's node -> owner: a long poll for a key's or slot's events

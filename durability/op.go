@@ -37,13 +37,20 @@ const (
 	OpExpire OpKind = 16
 )
 
+// Transactions. Numbers 20 to 23 are theirs.
+const (
+	// OpMulti applies several ops at one revision, all or none: the writes of a transaction. Its Value is
+	// the ops, encoded by AppendMulti; its Key is the first op's.
+	OpMulti OpKind = 20
+)
+
 var opKindNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpHashSet: "hashset", OpHashDel: "hashdel", OpSetAdd: "setadd",
 	OpSetRem: "setrem", OpListPush: "listpush", OpListPop: "listpop", OpListTrim: "listtrim", OpZAdd: "zadd",
-	OpZRem: "zrem", OpExpireAt: "expireat", OpExpire: "expire",
+	OpZRem: "zrem", OpExpireAt: "expireat", OpExpire: "expire", OpMulti: "multi",
 }
 
-func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt || k == OpExpire }
+func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt || k == OpExpire || k == OpMulti }
 
 // deletes reports whether an op of kind k removes its key, and so carries no value.
 func (k OpKind) deletes() bool { return k == OpDelete || k == OpExpire }
@@ -180,6 +187,11 @@ func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error)
 	}
 	if kind.HasArgs() {
 		if _, err := DecodeArgs(value); err != nil {
+			return nil, nil, err
+		}
+	}
+	if kind == OpMulti {
+		if _, err := DecodeMulti(value); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -22,6 +22,16 @@ func codecOps() []Op {
 		{Segment: 4, Revision: 12, Kind: OpExpireAt, Key: "h", Value: AppendArgs(nil, nil), ExpireAt: 99},
 		{Segment: 4, Revision: 13, Kind: OpListPop, Key: "l", Value: AppendArgs(nil, [][]byte{{}})},
 		{Segment: 4, Revision: 14, Epoch: 2, Kind: OpExpire, Key: "ttl", ExpireAt: 99, Version: 14, Time: 100},
+		{Segment: 4, Revision: 15, Epoch: 2, Kind: OpMulti, Key: "a", Value: AppendMulti(nil, multiOps()), Version: 15},
+	}
+}
+
+// multiOps are the writes of a transaction at revision 15 of segment 4.
+func multiOps() []Op {
+	return []Op{
+		{Segment: 4, Revision: 15, Kind: OpPut, Key: "a", Value: []byte("1"), Version: 15},
+		{Segment: 4, Revision: 15, Kind: OpDelete, Key: "b"},
+		{Segment: 4, Revision: 15, Kind: OpHashSet, Key: "h", Value: AppendArgs(nil, [][]byte{{1}, []byte("f"), []byte("v")}), Version: 15},
 	}
 }
 

@@ -1,0 +1,197 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Tx is a transaction in progress, handed to the function Txn runs. Reads go to the keys' owners and
+// record the version they saw; writes are buffered until the function returns. Its keys must share one
+// segment: give them one hash tag ("{user1}:balance", "{user1}:history"). A Tx is not safe for concurrent
+// use.
+type Tx struct {
+	n       *Node
+	segment int // the segment of the transaction's keys; -1 before the first
+	anchor  string
+	reads   map[string]txRead
+	writes  map[string]txWrite
+	order   []string // the written keys, in the order of their first write
+	size    int      // the encoded size of the buffered writes
+}
+
+// txRead is what a transaction read of a key: the value and its version, 0 when the key had no live value.
+type txRead struct {
+	value   []byte
+	version uint64
+}
+
+// txWrite is a buffered write: a put of value for ttl, or a delete.
+type txWrite struct {
+	value []byte
+	ttl   time.Duration
+	del   bool
+}
+
+// TxnOption configures Txn.
+type TxnOption func(*txnOptions)
+
+type txnOptions struct {
+	retries int
+}
+
+// TxnRetries makes Txn run the function again, up to n more times, when its commit fails with ErrConflict,
+// pausing a little longer each time (from Config.RetryBackoff, doubling, with jitter).
+func TxnRetries(n int) TxnOption { return func(o *txnOptions) { o.retries = n } }
+
+// Txn runs fn, then commits the writes fn buffered in its Tx, all or none, provided that no key fn read
+// has changed since it was read; otherwise it writes nothing and fails with a *ConflictError, which
+// matches ErrConflict. The commit is one atomic write of the keys' segment, replicated as one op, so
+// every observer, and every copy after a failover, sees all of the transaction's writes or none. The
+// transaction is serializable: it takes effect at one instant, at which everything it read still held.
+// An error fn returns aborts the transaction and is returned as it is. A commit that fails with
+// ErrUnconfirmed may or may not have taken effect, as for any write.
+func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption) error {
+	var o txnOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	backoff := n.cfg.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		tx := &Tx{n: n, segment: -1, reads: make(map[string]txRead), writes: make(map[string]txWrite)}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		err := tx.commit(ctx)
+		if !errors.Is(err, ErrConflict) || attempt >= o.retries {
+			return err
+		}
+		if err := sleepCtx(ctx, n.cfg.Clock, backoff/2+rand.N(backoff)); err != nil {
+			return err
+		}
+		backoff *= 2
+	}
+}
+
+// join adds key to the transaction's keys, which must share one segment.
+func (tx *Tx) join(key string) error {
+	seg := tx.n.layout.KeySegment(key)
+	switch {
+	case tx.segment < 0:
+		tx.segment, tx.anchor = seg, key
+	case seg != tx.segment:
+		return fmt.Errorf("%w: %q and %q", ErrTxnSpansSegments, tx.anchor, key)
+	}
+	return nil
+}
+
+// Get returns key's value as the transaction sees it: what the transaction wrote, or else the value read
+// from the owner the first time, with its version recorded. It fails with ErrNotFound when there is none.
+func (tx *Tx) Get(ctx context.Context, key string) ([]byte, error) {
+	if w, ok := tx.writes[key]; ok {
+		if w.del {
+			return nil, ErrNotFound
+		}
+		return w.value, nil
+	}
+	r, ok := tx.reads[key]
+	if !ok {
+		if err := tx.join(key); err != nil {
+			return nil, err
+		}
+		e, err := tx.n.GetEntry(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		r = txRead{value: e.Value, version: e.Version}
+		tx.reads[key] = r
+	}
+	if r.version == 0 {
+		return nil, ErrNotFound
+	}
+	return r.value, nil
+}
+
+// Put buffers a write of value under key. Of the put options, only WithTTL applies; the others fail with
+// ErrInvalidRequest.
+func (tx *Tx) Put(key string, value []byte, opts ...PutOption) error {
+	o := putOptionsOf(opts)
+	if o.cond != 0 || o.ifVersion || o.concern != 0 {
+		return fmt.Errorf("%w: a transaction's put takes no condition nor write concern", ErrInvalidRequest)
+	}
+	if len(value) > tx.n.cfg.MaxValueSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), tx.n.cfg.MaxValueSize)
+	}
+	return tx.buffer(key, txWrite{value: value, ttl: o.ttl})
+}
+
+// Delete buffers a delete of key.
+func (tx *Tx) Delete(key string) error { return tx.buffer(key, txWrite{del: true}) }
+
+// buffer records w as the transaction's write of key, replacing an earlier one, within the size a request
+// may take.
+func (tx *Tx) buffer(key string, w txWrite) error {
+	if err := tx.join(key); err != nil {
+		return err
+	}
+	if _, again := tx.writes[key]; !again {
+		tx.order = append(tx.order, key)
+	}
+	tx.size += kvRequestOverhead + len(key) + len(w.value)
+	if tx.size > tx.n.cfg.MaxFrameSize/2 {
+		return fmt.Errorf("%w: the transaction's writes exceed %d bytes", ErrValueTooLarge, tx.n.cfg.MaxFrameSize/2)
+	}
+	tx.writes[key] = w
+	return nil
+}
+
+// commit sends the transaction to the owner of its segment: a version check of every key read, then its
+// writes, applied atomically.
+func (tx *Tx) commit(ctx context.Context) error {
+	if tx.segment < 0 {
+		return nil
+	}
+	args := make([][]byte, 0, len(tx.reads)+len(tx.order))
+	checked := make([]string, 0, len(tx.reads))
+	for key, r := range tx.reads {
+		args = append(args, appendTxnItem(nil, &txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: r.version}}))
+		checked = append(checked, key)
+	}
+	for _, key := range tx.order {
+		w := tx.writes[key]
+		it := txnItem{op: opPut, req: kvRequest{Key: key, Value: w.value, TTL: int64(w.ttl)}}
+		if w.del {
+			it = txnItem{op: opDelete, req: kvRequest{Key: key}}
+		}
+		args = append(args, appendTxnItem(nil, &it))
+	}
+	reply, err := tx.n.execute(ctx, opTxn, &kvRequest{Key: tx.anchor, Args: args})
+	if err != nil {
+		return err
+	}
+	if reply.Status == StatusVersionMismatch && reply.Int >= 0 && reply.Int < int64(len(checked)) {
+		key := checked[reply.Int]
+		return &ConflictError{Key: key, Read: tx.reads[key].version, Current: reply.Version}
+	}
+	if err := reply.Status.err(); err != nil {
+		return fmt.Errorf("zaris: transaction on %q: %w", tx.anchor, err)
+	}
+	return checkTxnReplies(reply.Values)
+}
+
+// checkTxnReplies returns the first failure among a committed transaction's write replies. Puts and deletes
+// checked by Put have none to give: one would be a bug, reported rather than hidden.
+func checkTxnReplies(values [][]byte) error {
+	for i, b := range values {
+		var r kvReply
+		if err := r.decodeMsg(b); err != nil {
+			return fmt.Errorf("%w: transaction reply %d: %w", ErrDecode, i, err)
+		}
+		if r.Status != StatusSuccess && r.Status != StatusNotFound {
+			return fmt.Errorf("zaris: transaction write %d: %w", i, r.Status.err())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,409 @@
+package zaris
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// TestAtomicGroupIsOneWrite runs three writes in one atomic group: the hook sees one multi op at one
+// revision, every written key takes it as its version, and a replica applying that op ends with the same
+// entries.
+func TestAtomicGroupIsOneWrite(t *testing.T) {
+	owner, replica := newStore(1, systemClock{}), newStore(1, systemClock{})
+	owner.put(0, "gone", []byte("x"), 0)
+	replica.put(0, "gone", []byte("x"), 0)
+	var ops []durability.Op
+	owner.onWrite = func(segment int, revision, _ uint64, key string, next *entry, change writeChange) {
+		ops = append(ops, opOfWrite(segment, revision, key, next, change))
+	}
+	rev := owner.atomically(0, func(g *store) {
+		g.put(0, "a", []byte("1"), 0)
+		g.remove(0, "gone")
+		applyHSet(g, 0, collReq("f", "v"), opLimits{maxValueSize: 64})
+		g.put(0, "a", []byte("2"), 0)
+	})
+	if rev != 2 || len(ops) != 1 || ops[0].Kind != durability.OpMulti || ops[0].Revision != 2 {
+		t.Fatalf("revision %d, ops %+v; want one multi op at revision 2", rev, ops)
+	}
+	for _, key := range []string{"a", "k"} {
+		if e, _, ok := owner.getEntry(0, key); !ok || e.version != 2 {
+			t.Fatalf("%s: %+v, %v; want version 2", key, e, ok)
+		}
+	}
+	op, _, err := durability.DecodeOp(durability.AppendOp(nil, &ops[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied, have := replica.applyAt(0, 1, &op); !applied || have != 2 {
+		t.Fatalf("replica applied %v, at %d", applied, have)
+	}
+	if owner.digest(0) != replica.digest(0) {
+		t.Fatalf("replica digest %+v, owner %+v", replica.digest(0), owner.digest(0))
+	}
+	if v, _, _ := replica.get(0, "a"); string(v) != "2" {
+		t.Fatalf("replica has a = %q, want the group's last write", v)
+	}
+	if empty := owner.atomically(0, func(g *store) { g.remove(0, "absent") }); empty != 2 {
+		t.Fatalf("a group that wrote nothing moved the revision to %d", empty)
+	}
+}
+
+// TestAtomicGroupIsNeverSeenHalfDone has readers check, while groups write two keys together, that they
+// never see one key written without the other.
+func TestAtomicGroupIsNeverSeenHalfDone(t *testing.T) {
+	s := newStore(1, systemClock{})
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for !done.Load() {
+				a, _, _ := s.get(0, "a")
+				b, _, _ := s.get(0, "b")
+				if len(b) < len(a) { // b is read after a: it may be newer, never older
+					t.Errorf("read a = %q before b = %q", a, b)
+					return
+				}
+				reads.Add(1)
+			}
+		})
+	}
+	for i := range 2000 {
+		v := []byte(strconv.Itoa(i))
+		s.atomically(0, func(g *store) {
+			g.put(0, "a", v, 0)
+			g.put(0, "b", v, 0)
+		})
+	}
+	done.Store(true)
+	wg.Wait()
+	if reads.Load() == 0 {
+		t.Fatal("no reads ran")
+	}
+}
+
+// TestTxnSemantics checks a transaction's reads and writes on one node: read-your-writes, all or nothing
+// on a conflict, blind writes, the error of fn, and the refusals.
+func TestTxnSemantics(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, nil)
+	n, ctx := c.node(0), bg(t)
+	must(t, n.Put(ctx, "{t}:a", []byte("1")))
+
+	err := n.Txn(ctx, func(tx *Tx) error {
+		if v, err := tx.Get(ctx, "{t}:a"); err != nil || string(v) != "1" {
+			return fmt.Errorf("Get a = %q, %v", v, err)
+		}
+		if _, err := tx.Get(ctx, "{t}:b"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("Get b: %v, want ErrNotFound", err)
+		}
+		must(t, tx.Put("{t}:b", []byte("2"), WithTTL(time.Hour)))
+		must(t, tx.Delete("{t}:a"))
+		if v, err := tx.Get(ctx, "{t}:b"); err != nil || string(v) != "2" {
+			return fmt.Errorf("Get of its own write b = %q, %v", v, err)
+		}
+		if _, err := tx.Get(ctx, "{t}:a"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("Get of its own delete: %v", err)
+		}
+		return nil
+	})
+	must(t, err)
+	ea, errA := n.GetEntry(ctx, "{t}:a")
+	eb, errB := n.GetEntry(ctx, "{t}:b")
+	if !errors.Is(errA, ErrNotFound) || errB != nil || string(eb.Value) != "2" || eb.TTL <= 0 {
+		t.Fatalf("after commit: a %+v, %v; b %+v, %v", ea, errA, eb, errB)
+	}
+
+	// A conflict writes nothing, and names the key.
+	err = n.Txn(ctx, func(tx *Tx) error {
+		if _, err := tx.Get(ctx, "{t}:b"); err != nil {
+			return err
+		}
+		must(t, c.node(1).Put(ctx, "{t}:b", []byte("changed")))
+		return tx.Put("{t}:c", []byte("3"))
+	})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) || ce.Key != "{t}:b" || ce.Read != eb.Version || ce.Current <= eb.Version {
+		t.Fatalf("Txn after a concurrent write: %v; want a conflict on {t}:b from version %d", err, eb.Version)
+	}
+	if _, err := n.Get(ctx, "{t}:c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a conflicting transaction wrote {t}:c: %v", err)
+	}
+
+	// A key read as absent conflicts when it appears.
+	err = n.Txn(ctx, func(tx *Tx) error {
+		if _, err := tx.Get(ctx, "{t}:new"); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		must(t, c.node(1).Put(ctx, "{t}:new", []byte("x")))
+		return tx.Put("{t}:c", []byte("3"))
+	})
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("Txn after its absent key appeared: %v; want ErrConflict", err)
+	}
+
+	// fn's error aborts; blind writes commit without checks.
+	stop := errors.New("stop")
+	if err := n.Txn(ctx, func(tx *Tx) error { must(t, tx.Put("{t}:c", []byte("3"))); return stop }); err != stop {
+		t.Fatalf("Txn returned %v, want fn's error", err)
+	}
+	must(t, n.Txn(ctx, func(tx *Tx) error { return tx.Put("{t}:c", []byte("4")) }))
+	if v, err := n.Get(ctx, "{t}:c"); err != nil || string(v) != "4" {
+		t.Fatalf("c = %q, %v after a blind write", v, err)
+	}
+
+	// Refusals.
+	err = n.Txn(ctx, func(tx *Tx) error {
+		must(t, tx.Put("{t}:a", nil))
+		return tx.Put("{u}:a", nil)
+	})
+	if !errors.Is(err, ErrTxnSpansSegments) && !sameSegment(n, "{t}:a", "{u}:a") {
+		t.Fatalf("a transaction over two segments: %v", err)
+	}
+	err = n.Txn(ctx, func(tx *Tx) error { return tx.Put("{t}:a", nil, IfAbsent()) })
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a transaction's conditional put: %v", err)
+	}
+}
+
+func sameSegment(n *Node, a, b string) bool { return n.layout.KeySegment(a) == n.layout.KeySegment(b) }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxnTransfersKeepTheTotal runs money transfers between accounts of one hash tag from every node of a
+// replicated cluster, and read-only transactions that sum the accounts. Every sum is the initial total, and
+// each account ends at its initial balance plus what the committed transfers moved: no transfer is lost,
+// applied twice or applied in part.
+func TestTxnTransfersKeepTheTotal(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2))
+	ctx := bg(t)
+	const (
+		accounts  = 6
+		initial   = 100
+		transfers = 60 // per worker
+		workers   = 6
+	)
+	account := func(i int) string { return fmt.Sprintf("{bank}:account-%d", i) }
+	for i := range accounts {
+		must(t, c.node(0).Put(ctx, account(i), []byte(strconv.Itoa(initial))))
+	}
+	balance := func(tx *Tx, i int) (int, error) {
+		v, err := tx.Get(ctx, account(i))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(string(v))
+	}
+	var mu sync.Mutex
+	moved := make([]int, accounts)
+	var commits, conflicts, sums atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			node, rng := c.node(w%3), rand.New(rand.NewPCG(uint64(w), 1))
+			for range transfers {
+				from, to, amount := rng.IntN(accounts), rng.IntN(accounts), 1+rng.IntN(10)
+				if from == to {
+					continue
+				}
+				err := node.Txn(ctx, func(tx *Tx) error {
+					a, err := balance(tx, from)
+					if err != nil {
+						return err
+					}
+					b, err := balance(tx, to)
+					if err != nil {
+						return err
+					}
+					must(t, tx.Put(account(from), []byte(strconv.Itoa(a-amount))))
+					return tx.Put(account(to), []byte(strconv.Itoa(b+amount)))
+				})
+				switch {
+				case errors.Is(err, ErrConflict):
+					conflicts.Add(1)
+				case err != nil:
+					t.Errorf("transfer: %v", err)
+					return
+				default:
+					commits.Add(1)
+					mu.Lock()
+					moved[from] -= amount
+					moved[to] += amount
+					mu.Unlock()
+				}
+				sum := 0
+				err = node.Txn(ctx, func(tx *Tx) error {
+					sum = 0
+					for i := range accounts {
+						b, err := balance(tx, i)
+						if err != nil {
+							return err
+						}
+						sum += b
+					}
+					return nil
+				}, TxnRetries(20))
+				switch {
+				case err != nil:
+					t.Errorf("sum: %v", err)
+					return
+				case sum != accounts*initial:
+					t.Errorf("a transaction read a total of %d, want %d", sum, accounts*initial)
+					return
+				}
+				sums.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if commits.Load() == 0 || conflicts.Load() == 0 {
+		t.Fatalf("%d commits and %d conflicts: the workload did not contend", commits.Load(), conflicts.Load())
+	}
+	for i := range accounts {
+		for _, node := range c.live() {
+			v, err := node.Get(ctx, account(i))
+			if err != nil || string(v) != strconv.Itoa(initial+moved[i]) {
+				t.Fatalf("%s reads account %d = %q, %v; the committed transfers leave %d", node.id, i, v, err, initial+moved[i])
+			}
+		}
+	}
+	t.Logf("%d transfers committed, %d conflicts, %d sums read", commits.Load(), conflicts.Load(), sums.Load())
+}
+
+// TestTxnAllOrNothingAcrossFailover commits transactions that write the same counter into five keys of one
+// tag, kills their owner while they run, and checks that after the failover the five keys still agree and
+// hold at least the last acknowledged counter.
+func TestTxnAllOrNothingAcrossFailover(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+	ctx := bg(t)
+	victim := (c.leader() + 1) % 3
+	tag := 0
+	for c.owner(fmt.Sprintf("{txn-%d}", tag)) != c.node(victim) {
+		tag++
+	}
+	key := func(i int) string { return fmt.Sprintf("{txn-%d}:%d", tag, i) }
+	writer := c.node((victim + 1) % 3)
+	var acked atomic.Int64
+	var killed atomic.Bool
+	stopped := make(chan struct{})
+	go func() { // writes until the kill, so that no later transaction hides one applied in part
+		defer close(stopped)
+		for i := int64(1); !killed.Load(); i++ {
+			err := writer.Txn(ctx, func(tx *Tx) error {
+				for k := range 5 {
+					if err := tx.Put(key(k), []byte(strconv.FormatInt(i, 10))); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err == nil {
+				acked.Store(i)
+			}
+		}
+	}()
+	waitFor(t, 10*time.Second, "transactions committed", func() bool { return acked.Load() >= 50 })
+	dead := c.node(victim).id
+	c.kill(victim)
+	killed.Store(true)
+	<-stopped
+	c.waitFailedOver(dead, 20*time.Second)
+	for _, node := range c.live() {
+		var first string
+		for k := range 5 {
+			v, err := node.Get(ctx, key(k))
+			if err != nil {
+				t.Fatalf("%s: Get %s: %v", node.id, key(k), err)
+			}
+			if k == 0 {
+				first = string(v)
+			} else if string(v) != first {
+				t.Fatalf("%s reads %s = %q but %s = %q: a transaction applied in part", node.id, key(0), first, key(k), v)
+			}
+		}
+		if got, _ := strconv.ParseInt(first, 10, 64); got < acked.Load() {
+			t.Fatalf("%s reads counter %d, below the last acknowledged %d", node.id, got, acked.Load())
+		}
+	}
+	t.Logf("the owner was killed after %d transactions were acknowledged", acked.Load())
+}
+
+// TestApplyTxn checks the owner's side of a transaction: refusals before anything runs, a failed check that
+// writes nothing and names its item, and replies held to the reply budget.
+func TestApplyTxn(t *testing.T) {
+	layout := Layout{Segments: 4, Partitions: 4}
+	other := "x"
+	for layout.KeySegment(other) == layout.KeySegment("k") {
+		other += "x"
+	}
+	seg := layout.KeySegment("k")
+	put := func(key, value string) txnItem {
+		return txnItem{op: opPut, req: kvRequest{Key: key, Value: []byte(value)}}
+	}
+	check := func(key string, version uint64) txnItem {
+		return txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: version}}
+	}
+	lim := opLimits{maxValueSize: 64, maxReplyBytes: 64, layout: layout}
+	for _, tc := range []struct {
+		name   string
+		items  []txnItem
+		status Status
+		index  int64
+	}{
+		{"key in another segment", []txnItem{put("k", "1"), put(other, "1")}, StatusInvalidRequest, 0},
+		{"nested transaction", []txnItem{{op: opTxn, req: kvRequest{Key: "k"}}}, StatusInvalidRequest, 0},
+		{"unknown operation", []txnItem{{op: 999, req: kvRequest{Key: "k"}}}, StatusInvalidRequest, 0},
+		{"second check fails", []txnItem{put("k", "1"), check("k", 1), check("{k}", 7)}, StatusVersionMismatch, 2},
+		{"all checks hold", []txnItem{check("k", 1), put("k", "2"), check("{k}a", 0)}, StatusSuccess, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(4, systemClock{})
+			s.put(seg, "k", []byte("0"), 0)
+			before := s.revision(seg)
+			r := applyTxn(s, seg, kvRequest{Key: "k", Args: txnArgs(tc.items...)}, lim)
+			if r.Status != tc.status || tc.status == StatusVersionMismatch && r.Int != tc.index {
+				t.Fatalf("status %v, item %d; want %v, item %d", r.Status, r.Int, tc.status, tc.index)
+			}
+			if wrote := s.revision(seg) != before; wrote != (tc.status == StatusSuccess) {
+				t.Fatalf("revision %d -> %d for status %v", before, s.revision(seg), r.Status)
+			}
+		})
+	}
+	s := newStore(4, systemClock{})
+	s.put(seg, "k", bytes40(), 0)
+	r := applyTxn(s, seg, kvRequest{Key: "k", Args: txnArgs(
+		txnItem{op: opGet, req: kvRequest{Key: "k"}}, txnItem{op: opGet, req: kvRequest{Key: "k"}}, put("k", "w"),
+	)}, lim)
+	statuses := make([]Status, len(r.Values))
+	for i, b := range r.Values {
+		var sub kvReply
+		must(t, sub.decodeMsg(b))
+		statuses[i] = sub.Status
+	}
+	if r.Status != StatusSuccess || fmt.Sprint(statuses) != fmt.Sprint([]Status{StatusSuccess, StatusTooLarge, StatusSuccess}) {
+		t.Fatalf("two reads of 40 bytes and a put under a 64-byte budget: %v %v", r.Status, statuses)
+	}
+	if v, _, _ := s.get(seg, "k"); string(v) != "w" {
+		t.Fatalf("the put after an oversized read did not apply: %q", v)
+	}
+}
+
+func bytes40() []byte { return []byte("0123456789012345678901234567890123456789") }
