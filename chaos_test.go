@@ -657,14 +657,42 @@ func (cr *certRun) beyondModel(m *ClusterMap) map[int]string {
 		if st.Health != Unavailable || len(cr.liveCopies(m, st)) > 0 {
 			continue
 		}
-		holders := cr.trace.lostHolders(p)
-		killed := cr.killedHolding(p, holders)
-		if len(holders) > 0 && len(killed) == len(holders) {
+		if loss, killed := cr.destroyed(p); killed != "" {
 			out[p] = fmt.Sprintf("partition %d Unavailable at epoch %d: its holders %v all died, killed by the nemesis holding it (%s)",
-				p, st.Epoch, holders, strings.Join(killed, ", "))
+				p, st.Epoch, loss.holders, killed)
 		}
 	}
 	return out
+}
+
+// destroyed returns partition p's latest loss of its owner with no in-sync replica to take over and, when
+// the nemesis had killed every holder the map then kept while it held a copy, those kills. The writes acked
+// before that loss had no live copy left: beyond the failure model, whether p stayed Unavailable or was
+// regenerated empty.
+func (cr *certRun) destroyed(p int) (partitionLoss, string) {
+	loss, ok := cr.trace.lastLoss(p)
+	if !ok || len(loss.holders) == 0 {
+		return loss, ""
+	}
+	killed := cr.killedHolding(p, loss.holders)
+	if len(killed) != len(loss.holders) {
+		return loss, ""
+	}
+	return loss, strings.Join(killed, ", ")
+}
+
+// destroyedKey reports, for a ledger key read back as not found, whether every copy of it died beyond the
+// failure model: it was attempted before its partition's loss of every holder (destroyed), and describes
+// that loss.
+func (cr *certRun) destroyedKey(layout Layout, key string) (string, bool) {
+	p := layout.KeyPartition(key)
+	loss, killed := cr.destroyed(p)
+	attempted, ok := cr.ledger.AttemptedAt(key)
+	if killed == "" || !ok || !attempted.Before(loss.at) {
+		return "", false
+	}
+	return fmt.Sprintf("partition %d lost every copy at %.1fs: its holders %v all died, killed by the nemesis holding it (%s)",
+		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed), true
 }
 
 // killedHolding describes, for each of ids that the nemesis killed while it held a copy of partition p,
@@ -729,6 +757,10 @@ func (cr *certRun) report(cert certification, history *chaos.History, ledger *ch
 		v, err := reader.Get(ctx, key)
 		switch {
 		case errors.Is(err, ErrNotFound):
+			if why, ok := cr.destroyedKey(final.Layout(), key); ok {
+				beyond[final.Layout().KeyPartition(key)] = why // Verify reads one key at a time
+				return "", false, fmt.Errorf("%w: %s", chaos.ErrOutsideFailureModel, why)
+			}
 			return "", false, nil
 		case errors.Is(err, ErrPartitionUnavailable) && beyond[final.Layout().KeyPartition(key)] != "":
 			return "", false, fmt.Errorf("%w: %w", chaos.ErrOutsideFailureModel, err)

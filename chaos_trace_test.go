@@ -25,8 +25,14 @@ type mapTrace struct {
 	last  *ClusterMap
 	lines []string
 	// lost holds, per partition that lost its owner with no in-sync replica to take over, the nodes the map
-	// then kept as the holders of its acknowledged writes, at the latest such loss.
-	lost map[int][]NodeID
+	// then kept as the holders of its acknowledged writes, and when, at the latest such loss.
+	lost map[int]partitionLoss
+}
+
+// partitionLoss is a partition's loss of its owner with no in-sync replica to take over.
+type partitionLoss struct {
+	holders []NodeID
+	at      time.Time
 }
 
 // observe is the nodes' beforeApply hook: it records how next differs from the last map recorded.
@@ -48,9 +54,9 @@ func (tr *mapTrace) observe(next *ClusterMap) {
 		}
 		if prev.Runtime[p].Owner != "" && st.Owner == "" && st.Health == Unavailable {
 			if tr.lost == nil {
-				tr.lost = map[int][]NodeID{}
+				tr.lost = map[int]partitionLoss{}
 			}
-			tr.lost[p] = slices.Clone(st.InSync)
+			tr.lost[p] = partitionLoss{holders: slices.Clone(st.InSync), at: time.Now()}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(next.Nodes)) {
@@ -79,12 +85,13 @@ func describePartition(m *ClusterMap, p int) string {
 	return s + "}"
 }
 
-// lostHolders returns the nodes the map kept as holders of partition p's acknowledged writes when p last
-// lost its owner with no in-sync replica to take over, or nil when it never did.
-func (tr *mapTrace) lostHolders(p int) []NodeID {
+// lastLoss returns partition p's latest loss of its owner with no in-sync replica to take over, and false
+// when it never lost one.
+func (tr *mapTrace) lastLoss(p int) (partitionLoss, bool) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return tr.lost[p]
+	l, ok := tr.lost[p]
+	return l, ok
 }
 
 // begin makes the times recorded from now on relative to start, the nemesis's first step.

@@ -37,6 +37,7 @@ const (
 type ledgerEntry struct {
 	value string
 	state ledgerState
+	at    time.Time // when the write was attempted
 }
 
 // Ledger tracks writes to unique keys so that, after the faults stop, every acknowledged write can be
@@ -65,7 +66,15 @@ func (l *Ledger) Attempt(key, value string) {
 	if l.entries == nil {
 		l.entries = make(map[string]ledgerEntry)
 	}
-	l.entries[key] = ledgerEntry{value: value}
+	l.entries[key] = ledgerEntry{value: value, at: time.Now()}
+}
+
+// AttemptedAt returns when the write to key was attempted, and false for a key never attempted.
+func (l *Ledger) AttemptedAt(key string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[key]
+	return e.at, ok
 }
 
 // LedgerValue returns the value a ledger write puts at key: the key itself, then '/' and filler drawn
