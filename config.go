@@ -107,6 +107,15 @@ type Config struct {
 	// ReapInterval is how often an owner deletes the expired entries of its partitions, by expiry ops that
 	// reach its replicas and watchers.
 	ReapInterval time.Duration
+	// TxnTimeout is how long a transaction over several segments may hold its keys between its prepare and
+	// its resolution before their owners resolve them themselves (aborting it, unless its record says it
+	// committed). Readers and writers of a held key wait meanwhile. It bounds how long a coordinator that
+	// dies mid-commit keeps its keys.
+	TxnTimeout time.Duration
+	// TxnRecordRetention is how long the record of a transaction over several segments is kept when its
+	// coordinator did not drop it: the owners of its keys read it to resolve them. An owner must resolve
+	// every key within this time, so it is far longer than TxnTimeout.
+	TxnRecordRetention time.Duration
 	// MaxValueSize bounds a stored value, and the arguments of one collection operation, in bytes.
 	MaxValueSize int
 	// MaxFrameSize bounds one data-plane frame, in bytes. A collection read answers at most half of it.
@@ -284,6 +293,8 @@ func DefaultConfig() Config {
 		MaxRetries:           3,
 		RetryBackoff:         2 * time.Millisecond,
 		ReapInterval:         time.Second,
+		TxnTimeout:           2 * time.Second,
+		TxnRecordRetention:   24 * time.Hour,
 		MaxValueSize:         16 << 20,
 		MaxFrameSize:         transport.DefaultMaxFrameSize,
 		DataMaxConns:         transport.DefaultMaxConns,
@@ -402,6 +413,8 @@ func (c Config) Validate() error {
 		return bad("MaxRetries %d must not be negative", c.MaxRetries)
 	case c.PollInterval <= 0 || c.ReapInterval <= 0 || c.RetryBackoff <= 0:
 		return bad("PollInterval, ReapInterval and RetryBackoff must be positive")
+	case c.TxnTimeout <= 0 || c.TxnRecordRetention < 10*c.TxnTimeout:
+		return bad("TxnTimeout must be positive and TxnRecordRetention at least 10 times it")
 	case c.MaxFrameSize < 1024:
 		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
 	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
@@ -489,6 +502,9 @@ func (c *Config) leaderRules() leaderRules {
 
 // testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
 type testHooks struct {
+	// txnStep, when set, is asked before each request this node sends as the coordinator of a transaction
+	// over several segments; an error stops the coordinator there, as if it died.
+	txnStep func(step txnStep) error
 	// observeAck, when set, is told of every write this node acknowledged as owner, with the
 	// partition and the epoch it owned it under.
 	observeAck func(owner NodeID, partition int, epoch uint64)

@@ -43,9 +43,6 @@ var (
 	ErrTooManyWatchers = errors.New("zaris: too many watchers on the owner")
 	// ErrConflict: a transaction did not commit because a key it read changed before the commit.
 	ErrConflict = errors.New("zaris: transaction conflict")
-	// ErrTxnSpansSegments: a transaction's keys are in more than one segment; a hash tag shared by the keys
-	// puts them in one.
-	ErrTxnSpansSegments = errors.New("zaris: transaction keys in more than one segment")
 	// ErrLocked: the key stayed held by a transaction being committed through every retry.
 	ErrLocked = errors.New("zaris: key locked by a transaction")
 )

@@ -192,6 +192,7 @@ func (n *Node) start(ctx context.Context) error {
 	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
 	n.every(n.cfg.ReapInterval, n.expireOwned)
+	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }

@@ -17,8 +17,8 @@ type keyOperation struct {
 	batch    BatchOp    // the batch item operation that runs it; 0 if none
 	resp     []string   // the RESP commands that run it (resp_commands.go)
 	apply    applyFunc
-	// ownLocks: the operation checks the transactions holding its keys itself, so the store does not check
-	// its request's key.
+	// ownLocks: the operation checks the transactions holding its keys itself, or writes only a record
+	// that its key routes to, so the store does not check its request's key.
 	ownLocks bool
 	// txnOnly: the operation runs only as an item of a transaction (opTxn), whose atomic group holds the
 	// segment from its lock checks to its writes.
@@ -68,8 +68,8 @@ var keyOps = [...]keyOperation{
 	opTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
 	opIntent:       {name: "intent", reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
 	opResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
-	opDecide:       {name: "decide", reveals: revealsUnwritten, apply: applyDecide},
-	opForget:       {name: "forget", reveals: revealsNotFound, apply: applyForget},
+	opDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
+	opForget:       {name: "forget", reveals: revealsNotFound, ownLocks: true, apply: applyForget},
 
 	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
 	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},

@@ -228,6 +228,12 @@ func (r *router) close() {
 // execute routes one key operation to the active owner of its partition, in one hop. Replies that say the
 // map is stale refresh it and retry, a bounded number of times; other failures return at once.
 func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
+	return n.route(ctx, op, req, true)
+}
+
+// route is execute; with waitLocks false, a key held by a transaction answers StatusLocked at once instead
+// of being waited for.
+func (n *Node) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
 	select {
 	case <-n.life.Done():
 		return kvReply{}, ErrClosed
@@ -240,12 +246,20 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 	seg := t.layout().KeySegment(req.Key)
 	part := t.layout().SegmentPartition(seg)
 	backoff := n.cfg.RetryBackoff
+	var locked lockWait
 	for attempt := 1; ; attempt++ {
 		p := t.segmentPeer[seg]
 		if p == nil {
 			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
 		}
 		reply, err := n.send(ctx, p, op, req)
+		if err == nil && reply.Status == StatusLocked && waitLocks {
+			if err := locked.wait(ctx, n.cfg); err != nil {
+				return kvReply{}, err
+			}
+			attempt-- // waiting for a transaction is not a routing retry
+			continue
+		}
 		if err != nil || !reply.redirects(t.m.Index) {
 			return reply, err
 		}
@@ -264,11 +278,34 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 	}
 }
 
+// lockWait paces the retries of an operation whose key a transaction holds. The transaction resolves the
+// key, or its owner does within TxnTimeout of the prepare: past twice that, the operation fails with
+// ErrLocked.
+type lockWait struct {
+	since time.Time
+	pause time.Duration
+}
+
+func (w *lockWait) wait(ctx context.Context, cfg Config) error {
+	now := cfg.Clock.Now()
+	if w.since.IsZero() {
+		w.since, w.pause = now, cfg.RetryBackoff
+	}
+	if waited := now.Sub(w.since); waited > 2*cfg.TxnTimeout {
+		return fmt.Errorf("%w: still held after %v", ErrLocked, waited.Round(time.Millisecond))
+	}
+	if err := sleepCtx(ctx, cfg.Clock, w.pause); err != nil {
+		return err
+	}
+	w.pause = min(2*w.pause, max(cfg.TxnTimeout/16, cfg.RetryBackoff))
+	return nil
+}
+
 // redirects reports whether reply, to a caller whose routing table is at map index, sends the caller
 // elsewhere or to try again rather than settle the operation. The operation was never applied.
 func (reply *kvReply) redirects(index uint64) bool {
 	switch reply.Status {
-	case StatusNotReady, StatusLocked:
+	case StatusNotReady:
 		return true
 	case StatusPartitionUnavailable:
 		// Refused from an older map than the caller's, as by a restarted node still replaying its maps.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
@@ -37,7 +38,7 @@ type segmentStore struct {
 	// revision counts the segment's writes. A key's version is the revision of its last write, so
 	// versions grow across delete and re-create.
 	revision uint64
-	intents  int // the transaction intents among entries (txn_intent.go)
+	intents  atomic.Int64 // the transaction intents among entries (txn_intent.go); read without the lock
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
@@ -169,7 +170,7 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	v := &s.views[seg]
-	if !k.ownLocks && ss.intents > 0 && v.lockedBy(seg, req.Key) != "" {
+	if !k.ownLocks && v.lockedBy(seg, req.Key) != "" {
 		return kvReply{Status: StatusLocked}
 	}
 	return k.apply(v, seg, req, lim)
@@ -256,6 +257,9 @@ func (s *store) reapKey(segment int, key string) bool {
 	defer s.unlock(seg)
 	if cur := seg.entries[key]; cur == nil || !cur.expired(now) {
 		return false
+	}
+	if _, held := seg.intentOf(key, now); held {
+		return false // a transaction holds it: it expires once resolved
 	}
 	s.commit(segment, seg, key, nil, writeChange{expired: true})
 	return true
@@ -392,9 +396,9 @@ func (seg *segmentStore) set(key string, e *entry) {
 func (seg *segmentStore) keysChanged(key string, added bool) {
 	switch {
 	case isIntentKey(key) && added:
-		seg.intents++
+		seg.intents.Add(1)
 	case isIntentKey(key):
-		seg.intents--
+		seg.intents.Add(-1)
 	case isInternalKey(key):
 	case added:
 		seg.index.add(key)
@@ -545,7 +549,8 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	s.lock(seg)
 	defer s.unlock(seg)
 	seg.entries = entries
-	seg.index, seg.intents = newScanIndex(), 0
+	seg.index = newScanIndex()
+	seg.intents.Store(0)
 	for k := range entries {
 		seg.keysChanged(k, true)
 	}

@@ -9,13 +9,14 @@ import (
 )
 
 // Tx is a transaction in progress, handed to the function Txn runs. Reads go to the keys' owners and
-// record the version they saw; writes are buffered until the function returns. Its keys must share one
-// segment: give them one hash tag ("{user1}:balance", "{user1}:history"). A Tx is not safe for concurrent
-// use.
+// record the version they saw; writes are buffered until the function returns. Keys sharing a hash tag
+// ("{user1}:balance", "{user1}:history") are in one segment, and a transaction within one segment commits
+// in a single round trip; others commit in two phases. A Tx is not safe for concurrent use.
 type Tx struct {
 	n       *Node
-	segment int // the segment of the transaction's keys; -1 before the first
+	segment int // the segment of the transaction's first key; -1 before the first
 	anchor  string
+	spans   bool // the keys are in more than one segment
 	reads   map[string]txRead
 	writes  map[string]txWrite
 	order   []string // the written keys, in the order of their first write
@@ -42,17 +43,20 @@ type txnOptions struct {
 	retries int
 }
 
-// TxnRetries makes Txn run the function again, up to n more times, when its commit fails with ErrConflict,
-// pausing a little longer each time (from Config.RetryBackoff, doubling, with jitter).
+// TxnRetries makes Txn run the function again, up to n more times, when it or its commit fails with
+// ErrConflict or ErrLocked, pausing a little longer each time (from Config.RetryBackoff, doubling, with
+// jitter).
 func TxnRetries(n int) TxnOption { return func(o *txnOptions) { o.retries = n } }
 
 // Txn runs fn, then commits the writes fn buffered in its Tx, all or none, provided that no key fn read
-// has changed since it was read; otherwise it writes nothing and fails with a *ConflictError, which
-// matches ErrConflict. The commit is one atomic write of the keys' segment, replicated as one op, so
-// every observer, and every copy after a failover, sees all of the transaction's writes or none. The
-// transaction is serializable: it takes effect at one instant, at which everything it read still held.
-// An error fn returns aborts the transaction and is returned as it is. A commit that fails with
-// ErrUnconfirmed may or may not have taken effect, as for any write.
+// has changed since it was read; otherwise it writes nothing and fails with an error matching ErrConflict
+// (a *ConflictError names the key that changed). The transaction is serializable: it takes effect at one
+// instant, at which everything it read still held. Within one segment the commit is one atomic write,
+// replicated as one op. Over several segments it is a two-phase commit whose outcome is recorded in the
+// segment of the first key; until every key is resolved, readers and writers of the transaction's keys
+// wait (their calls retry), and they never see part of it. Every observer, and every copy after a failover,
+// sees all of the transaction's writes or none. An error fn returns aborts the transaction and is returned
+// as it is. A commit that fails with ErrUnconfirmed may or may not have taken effect, as for any write.
 func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption) error {
 	var o txnOptions
 	for _, opt := range opts {
@@ -61,11 +65,11 @@ func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption
 	backoff := n.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		tx := &Tx{n: n, segment: -1, reads: make(map[string]txRead), writes: make(map[string]txWrite)}
-		if err := fn(tx); err != nil {
-			return err
+		err := fn(tx)
+		if err == nil {
+			err = tx.commit(ctx)
 		}
-		err := tx.commit(ctx)
-		if !errors.Is(err, ErrConflict) || attempt >= o.retries {
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLocked) || attempt >= o.retries {
 			return err
 		}
 		if err := sleepCtx(ctx, n.cfg.Clock, backoff/2+rand.N(backoff)); err != nil {
@@ -75,16 +79,16 @@ func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption
 	}
 }
 
-// join adds key to the transaction's keys, which must share one segment.
-func (tx *Tx) join(key string) error {
+// join adds key to the transaction's keys: the first one is its anchor, whose segment keeps the record of
+// a transaction over several segments.
+func (tx *Tx) join(key string) {
 	seg := tx.n.layout.KeySegment(key)
 	switch {
 	case tx.segment < 0:
 		tx.segment, tx.anchor = seg, key
 	case seg != tx.segment:
-		return fmt.Errorf("%w: %q and %q", ErrTxnSpansSegments, tx.anchor, key)
+		tx.spans = true
 	}
-	return nil
 }
 
 // Get returns key's value as the transaction sees it: what the transaction wrote, or else the value read
@@ -98,9 +102,7 @@ func (tx *Tx) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	r, ok := tx.reads[key]
 	if !ok {
-		if err := tx.join(key); err != nil {
-			return nil, err
-		}
+		tx.join(key)
 		e, err := tx.n.GetEntry(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
@@ -133,9 +135,7 @@ func (tx *Tx) Delete(key string) error { return tx.buffer(key, txWrite{del: true
 // buffer records w as the transaction's write of key, replacing an earlier one, within the size a request
 // may take.
 func (tx *Tx) buffer(key string, w txWrite) error {
-	if err := tx.join(key); err != nil {
-		return err
-	}
+	tx.join(key)
 	if _, again := tx.writes[key]; !again {
 		tx.order = append(tx.order, key)
 	}
@@ -147,11 +147,15 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 	return nil
 }
 
-// commit sends the transaction to the owner of its segment: a version check of every key read, then its
-// writes, applied atomically.
+// commit commits the transaction: over several segments in two phases (commitAcross), and otherwise in
+// one request to the owner of its segment, which checks the version of every key read and applies the
+// writes in one atomic write.
 func (tx *Tx) commit(ctx context.Context) error {
-	if tx.segment < 0 {
+	switch {
+	case tx.segment < 0:
 		return nil
+	case tx.spans:
+		return tx.commitAcross(ctx)
 	}
 	args := make([][]byte, 0, len(tx.reads)+len(tx.order))
 	checked := make([]string, 0, len(tx.reads))

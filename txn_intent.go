@@ -96,17 +96,24 @@ func decodeIntent(b []byte) (intent, error) {
 // intentOn returns the intent on key in segment seg, if there is one.
 func (s *store) intentOn(seg int, key string) (intent, bool) {
 	ss := &s.segments[seg]
+	if ss.intents.Load() == 0 {
+		return intent{}, false
+	}
 	s.rlock(ss)
-	n := ss.intents
-	s.runlock(ss)
-	if n == 0 {
+	defer s.runlock(ss)
+	return ss.intentOf(key, s.now())
+}
+
+// intentOf returns the intent on key, if there is one. Called with seg.mu held.
+func (seg *segmentStore) intentOf(key string, now int64) (intent, bool) {
+	if seg.intents.Load() == 0 {
 		return intent{}, false
 	}
-	v, _, ok := s.get(seg, intentKey(key))
-	if !ok {
+	e := seg.entries[intentKey(key)]
+	if e == nil || e.expired(now) {
 		return intent{}, false
 	}
-	in, err := decodeIntent(v)
+	in, err := decodeIntent(e.value)
 	return in, err == nil
 }
 

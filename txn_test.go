@@ -161,20 +161,11 @@ func TestTxnSemantics(t *testing.T) {
 	}
 
 	// Refusals.
-	err = n.Txn(ctx, func(tx *Tx) error {
-		must(t, tx.Put("{t}:a", nil))
-		return tx.Put("{u}:a", nil)
-	})
-	if !errors.Is(err, ErrTxnSpansSegments) && !sameSegment(n, "{t}:a", "{u}:a") {
-		t.Fatalf("a transaction over two segments: %v", err)
-	}
 	err = n.Txn(ctx, func(tx *Tx) error { return tx.Put("{t}:a", nil, IfAbsent()) })
 	if !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("a transaction's conditional put: %v", err)
 	}
 }
-
-func sameSegment(n *Node, a, b string) bool { return n.layout.KeySegment(a) == n.layout.KeySegment(b) }
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -183,22 +174,43 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// TestTxnTransfersKeepTheTotal runs money transfers between accounts of one hash tag from every node of a
-// replicated cluster, and read-only transactions that sum the accounts. Every sum is the initial total, and
-// each account ends at its initial balance plus what the committed transfers moved: no transfer is lost,
-// applied twice or applied in part.
+// TestTxnTransfersKeepTheTotal runs money transfers between accounts of one hash tag, all in one segment,
+// from every node of a replicated cluster (transfers).
 func TestTxnTransfersKeepTheTotal(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2))
+	transfers(t, c, func(i int) string { return fmt.Sprintf("{bank}:account-%d", i) })
+}
+
+// TestTxnTransfersAcrossSegmentsKeepTheTotal is TestTxnTransfersKeepTheTotal with accounts spread over
+// every node, so that transfers and sums commit in two phases.
+func TestTxnTransfersAcrossSegmentsKeepTheTotal(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2))
+	account := func(i int) string { return fmt.Sprintf("account-%d", i) }
+	owners := map[NodeID]bool{}
+	for i := range bankAccounts {
+		owners[c.owner(account(i)).id] = true
+	}
+	if len(owners) < 2 {
+		t.Fatalf("the accounts are on %d node(s)", len(owners))
+	}
+	transfers(t, c, account)
+}
+
+const bankAccounts = 6
+
+// transfers runs money transfers between accounts from every node, and read-only transactions that sum
+// the accounts. Every sum is the initial total, and each account ends at its initial balance plus what the
+// committed transfers moved: no transfer is lost, applied twice or applied in part.
+func transfers(t *testing.T, c *testCluster, account func(int) string) {
 	ctx := bg(t)
 	const (
-		accounts  = 6
 		initial   = 100
-		transfers = 60 // per worker
+		perWorker = 40
 		workers   = 6
 	)
-	account := func(i int) string { return fmt.Sprintf("{bank}:account-%d", i) }
-	for i := range accounts {
+	for i := range bankAccounts {
 		must(t, c.node(0).Put(ctx, account(i), []byte(strconv.Itoa(initial))))
 	}
 	balance := func(tx *Tx, i int) (int, error) {
@@ -209,14 +221,14 @@ func TestTxnTransfersKeepTheTotal(t *testing.T) {
 		return strconv.Atoi(string(v))
 	}
 	var mu sync.Mutex
-	moved := make([]int, accounts)
+	moved := make([]int, bankAccounts)
 	var commits, conflicts, sums atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			node, rng := c.node(w%3), rand.New(rand.NewPCG(uint64(w), 1))
-			for range transfers {
-				from, to, amount := rng.IntN(accounts), rng.IntN(accounts), 1+rng.IntN(10)
+			for range perWorker {
+				from, to, amount := rng.IntN(bankAccounts), rng.IntN(bankAccounts), 1+rng.IntN(10)
 				if from == to {
 					continue
 				}
@@ -233,7 +245,7 @@ func TestTxnTransfersKeepTheTotal(t *testing.T) {
 					return tx.Put(account(to), []byte(strconv.Itoa(b+amount)))
 				})
 				switch {
-				case errors.Is(err, ErrConflict):
+				case errors.Is(err, ErrConflict) || errors.Is(err, ErrLocked):
 					conflicts.Add(1)
 				case err != nil:
 					t.Errorf("transfer: %v", err)
@@ -248,7 +260,7 @@ func TestTxnTransfersKeepTheTotal(t *testing.T) {
 				sum := 0
 				err = node.Txn(ctx, func(tx *Tx) error {
 					sum = 0
-					for i := range accounts {
+					for i := range bankAccounts {
 						b, err := balance(tx, i)
 						if err != nil {
 							return err
@@ -256,13 +268,13 @@ func TestTxnTransfersKeepTheTotal(t *testing.T) {
 						sum += b
 					}
 					return nil
-				}, TxnRetries(20))
+				}, TxnRetries(50))
 				switch {
 				case err != nil:
 					t.Errorf("sum: %v", err)
 					return
-				case sum != accounts*initial:
-					t.Errorf("a transaction read a total of %d, want %d", sum, accounts*initial)
+				case sum != bankAccounts*initial:
+					t.Errorf("a transaction read a total of %d, want %d", sum, bankAccounts*initial)
 					return
 				}
 				sums.Add(1)
@@ -276,7 +288,7 @@ func TestTxnTransfersKeepTheTotal(t *testing.T) {
 	if commits.Load() == 0 || conflicts.Load() == 0 {
 		t.Fatalf("%d commits and %d conflicts: the workload did not contend", commits.Load(), conflicts.Load())
 	}
-	for i := range accounts {
+	for i := range bankAccounts {
 		for _, node := range c.live() {
 			v, err := node.Get(ctx, account(i))
 			if err != nil || string(v) != strconv.Itoa(initial+moved[i]) {
@@ -407,3 +419,77 @@ func TestApplyTxn(t *testing.T) {
 }
 
 func bytes40() []byte { return []byte("0123456789012345678901234567890123456789") }
+
+// TestTxnCoordinatorCrashPoints stops a transaction's coordinator at each point of its two-phase commit, as
+// if it died there, and checks that the owners of its keys resolve them once TxnTimeout has passed: aborted
+// when it stopped before its commit was recorded, committed after, and never one key without the other.
+func TestTxnCoordinatorCrashPoints(t *testing.T) {
+	t.Parallel()
+	var crashAt atomic.Pointer[txnStep]
+	hook := func(step txnStep) error {
+		if at := crashAt.Load(); at != nil && *at == step {
+			return errors.New("crash")
+		}
+		return nil
+	}
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.hooks.txnStep = hook
+	}))
+	ctx, coordinator, reader := bg(t), c.node(0), c.node(1)
+	a, b := "crash-a", "crash-b"
+	for c.owner(b) == c.owner(a) || coordinator.layout.KeySegment(a) == coordinator.layout.KeySegment(b) {
+		b += "!"
+	}
+	for i, tc := range []struct {
+		name      string
+		at        txnStep
+		committed bool
+	}{
+		{"before the prepare of the second segment", txnStep{"prepare", 1}, false},
+		{"before the decision", txnStep{"decide", 0}, false},
+		{"before any resolve", txnStep{"resolve", 0}, true},
+		{"before the resolve of the second segment", txnStep{"resolve", 1}, true},
+	} {
+		old, next := fmt.Sprintf("old-%d", i), fmt.Sprintf("new-%d", i)
+		must(t, reader.Put(ctx, a, []byte(old)))
+		must(t, reader.Put(ctx, b, []byte(old)))
+		crashAt.Store(&tc.at)
+		err := coordinator.Txn(ctx, func(tx *Tx) error {
+			for _, key := range []string{a, b} {
+				if _, err := tx.Get(ctx, key); err != nil {
+					return err
+				}
+				must(t, tx.Put(key, []byte(next)))
+			}
+			return nil
+		})
+		crashAt.Store(nil)
+		// Once the commit is recorded, Txn succeeds whether or not the resolves went out.
+		if stopped := errors.Is(err, errCoordinatorStopped); !stopped && !(tc.committed && err == nil) {
+			t.Fatalf("%s: Txn returned %v", tc.name, err)
+		}
+		want := old
+		if tc.committed {
+			want = next
+		}
+		for _, key := range []string{a, b} {
+			v, err := reader.Get(ctx, key) // waits while the key is held
+			if err != nil || string(v) != want {
+				t.Fatalf("%s: %s = %q, %v; want %q", tc.name, key, v, err, want)
+			}
+		}
+		waitFor(t, 5*time.Second, "every intent resolved on every copy", func() bool { return intentsLeft(c, a, b) == 0 })
+	}
+}
+
+// intentsLeft counts the intents that the live nodes hold in the segments of keys.
+func intentsLeft(c *testCluster, keys ...string) int64 {
+	var n int64
+	for _, node := range c.live() {
+		for _, key := range keys {
+			n += node.store.segments[node.layout.KeySegment(key)].intents.Load()
+		}
+	}
+	return n
+}

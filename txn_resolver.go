@@ -1,0 +1,84 @@
+package zaris
+
+import (
+	"context"
+)
+
+// staleIntent is an intent whose deadline has passed, as its owner finds it.
+type staleIntent struct {
+	key    string
+	txn    string
+	anchor string
+}
+
+// staleIntents lists the intents of segment seg whose deadline is at or before now.
+func (s *store) staleIntents(seg int, now int64) []staleIntent {
+	ss := &s.segments[seg]
+	s.rlock(ss)
+	defer s.runlock(ss)
+	if ss.intents.Load() == 0 {
+		return nil
+	}
+	var out []staleIntent
+	for k, e := range ss.entries {
+		if !isIntentKey(k) {
+			continue
+		}
+		if in, err := decodeIntent(e.value); err == nil && in.deadline <= now {
+			out = append(out, staleIntent{key: k[len(intentPrefix):], txn: in.txn, anchor: in.anchor})
+		}
+	}
+	return out
+}
+
+// resolveStaleIntents resolves the intents in this node's partitions whose coordinator did not resolve them
+// within TxnTimeout: it records an abort for their transaction, unless its record holds a commit already,
+// and applies the outcome recorded. A transaction whose record cannot be reached now is tried again at the
+// next round.
+func (n *Node) resolveStaleIntents() {
+	m := n.fsm.clusterMap()
+	now := n.store.now()
+	for p, st := range m.Runtime {
+		if !n.ownsIn(m, p) || st.Health == Recovering {
+			continue
+		}
+		first, end := n.layout.PartitionSegments(p)
+		for seg := first; seg < end; seg++ {
+			n.resolveSegment(n.store.staleIntents(seg, now))
+		}
+	}
+}
+
+// resolveSegment resolves the stale intents of one segment, transaction by transaction.
+func (n *Node) resolveSegment(stale []staleIntent) {
+	byTxn := map[string][]staleIntent{}
+	for _, si := range stale {
+		byTxn[si.txn] = append(byTxn[si.txn], si)
+	}
+	for txn, intents := range byTxn {
+		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
+		committed, err := n.decideAbort(ctx, txn, intents[0].anchor)
+		if err == nil {
+			keys := make([]string, len(intents))
+			for i := range intents {
+				keys[i] = intents[i].key
+			}
+			err = n.resolveIntents(ctx, txn, keys, committed)
+		}
+		cancel()
+		if err != nil {
+			n.log.Debug("transaction intents left for the next round", "txn", txn, "err", err)
+		}
+	}
+}
+
+// decideAbort records an abort for transaction txn in the segment of anchor, unless an outcome is recorded
+// already, and reports whether the outcome recorded is a commit.
+func (n *Node) decideAbort(ctx context.Context, txn, anchor string) (committed bool, err error) {
+	req := &kvRequest{Key: anchor, Value: []byte(txn), TTL: int64(n.cfg.TxnRecordRetention), Concern: Sync}
+	reply, err := n.execute(ctx, opDecide, req)
+	if err == nil {
+		err = reply.Status.err()
+	}
+	return reply.Int == 1, err
+}
