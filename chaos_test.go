@@ -51,6 +51,8 @@ type certification struct {
 	allowUnavailable bool
 	// nemesis injects faults until ctx ends; it returns the steps it took.
 	nemesis func(ctx context.Context, cr *certRun)
+	// bank adds the bank workload: transfers between accounts in transactions (chaos.Bank).
+	bank bool
 }
 
 // certRun is a certification in progress.
@@ -516,6 +518,10 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	workCtx, stopWork := context.WithCancel(context.Background())
 	var workDone sync.WaitGroup
 	workDone.Go(func() { w.Run(workCtx) })
+	var bank *chaos.Bank
+	if cert.bank {
+		bank = startBank(t, c, cert, workCtx, &workDone)
+	}
 	cr.history, cr.stopWork = history, sync.OnceFunc(func() { stopWork(); workDone.Wait() })
 
 	cr.start = time.Now()
@@ -535,7 +541,94 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 	cr.stopWork()
 	cr.awaitSettled(60 * time.Second)
 
-	return cr.report(cert, history, ledger, writable)
+	r := cr.report(cert, history, ledger, writable)
+	if bank != nil {
+		verdict := bank.Verify(context.Background(), bankTarget{c.live()[0]})
+		r.Bank = &verdict
+	}
+	return r
+}
+
+// bankAccounts is how many accounts the bank workload moves money between, spread over every node.
+const bankAccounts = 8
+
+// startBank opens the bank's accounts and starts its clients, which stop when ctx ends.
+func startBank(t *testing.T, c *testCluster, cert certification, ctx context.Context, done *sync.WaitGroup) *chaos.Bank {
+	bank := &chaos.Bank{Accounts: bankAccounts, Initial: 1000, Clients: 4, Seed: cert.seed,
+		CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second),
+		Failed:      func(err error) bool { return errors.Is(err, ErrConflict) || errors.Is(err, ErrLocked) },
+	}
+	for i := range bank.Accounts {
+		if err := c.node(0).Put(bg(t), bankAccount(i), []byte(strconv.Itoa(bank.Initial))); err != nil {
+			t.Fatalf("open account %d: %v", i, err)
+		}
+	}
+	bank.Target = func(client int) chaos.BankTarget {
+		live := c.live()
+		if len(live) == 0 {
+			return nil
+		}
+		return bankTarget{live[(client+int(time.Now().UnixNano()>>20))%len(live)]}
+	}
+	done.Go(func() { bank.Run(ctx) })
+	return bank
+}
+
+func bankAccount(i int) string { return "bank-" + strconv.Itoa(i) }
+
+// bankTarget runs the bank workload's transactions on one node.
+type bankTarget struct{ n *Node }
+
+func (b bankTarget) Transfer(ctx context.Context, from, to, amount int, receipt string) error {
+	return b.n.Txn(ctx, func(tx *Tx) error {
+		a, err := txBalance(ctx, tx, from)
+		if err != nil {
+			return err
+		}
+		c, err := txBalance(ctx, tx, to)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(bankAccount(from), []byte(strconv.Itoa(a-amount))); err != nil {
+			return err
+		}
+		if err := tx.Put(bankAccount(to), []byte(strconv.Itoa(c+amount))); err != nil {
+			return err
+		}
+		return tx.Put(receipt, []byte(strconv.Itoa(amount)))
+	})
+}
+
+func (b bankTarget) Balances(ctx context.Context) ([]int, error) {
+	out := make([]int, bankAccounts)
+	err := b.n.Txn(ctx, func(tx *Tx) error {
+		for i := range out {
+			v, err := txBalance(ctx, tx, i)
+			if err != nil {
+				return err
+			}
+			out[i] = v
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (b bankTarget) HasReceipt(ctx context.Context, receipt string) (bool, error) {
+	_, err := b.n.Get(ctx, receipt)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// txBalance reads account i's balance in tx.
+func txBalance(ctx context.Context, tx *Tx, i int) (int, error) {
+	v, err := tx.Get(ctx, bankAccount(i))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(string(v))
 }
 
 // settled reports whether partition p is where the run may end in map m: Healthy, or Unavailable when
@@ -905,7 +998,7 @@ func requireChaos(t *testing.T) {
 // TestChaosCertification is the certification run of CI.
 func TestChaosCertification(t *testing.T) {
 	requireChaos(t)
-	cert := certification{seed: chaosSeed(t), duration: chaosDuration(t, 45*time.Second), rf: 2, concern: Sync, nemesis: randomNemesis}
+	cert := certification{seed: chaosSeed(t), duration: chaosDuration(t, 45*time.Second), rf: 2, concern: Sync, nemesis: randomNemesis, bank: true}
 	r := runCertification(t, cert)
 	logReport(t, r)
 	if !r.Passed() {

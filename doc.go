@@ -73,6 +73,22 @@
 // that cannot be reached fails only its own items (ErrNoReply, naming the node). A batch too large for one
 // frame goes to its owner in several requests, one after another.
 //
+// # Transactions
+//
+// Txn runs a function that reads keys through its Tx, recording the version of each, and buffers writes;
+// it then commits them all or none, provided no key it read has changed (ErrConflict otherwise; TxnRetries
+// runs it again). Keys of one segment, which a shared hash tag guarantees, commit in one round trip to
+// their owner: the version checks and the writes are one atomic write of the segment, replicated, logged
+// and watched as one op. Keys of several segments commit in two phases coordinated by the calling node:
+// each owner checks its versions and places an intent on each key, holding it against every other writer
+// and against readers, in one atomic write per segment; the commit is recorded in the segment of the
+// transaction's first key, where the first outcome recorded stands; then each owner applies or drops its
+// intents. Intents and records are stored, replicated and moved like values, so an owner's failover or a
+// migration keeps them, and an owner resolves intents its coordinator left for longer than TxnTimeout by
+// recording an abort unless the commit was recorded first. A read or write of a held key waits, up to
+// twice TxnTimeout (ErrLocked after that); a prepare that meets another transaction's intent aborts at
+// once, so transactions never wait for each other in a cycle. Keys starting with "\x00zaris:" are reserved.
+//
 // # Hashes, sets, lists and sorted sets
 //
 // Besides strings, a key may hold a hash (HSet, HGet, HGetAll...), a set (SAdd, SMembers...), a list
@@ -147,6 +163,8 @@
 //     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //
 // The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,
+// transactions in txn.go (the owner's side in txn_ops.go and txn_intent.go, the coordinator's in
+// txn_commit.go, the resolution of abandoned intents in txn_resolver.go),
 // configuration in config.go, errors in errors.go, the wire format in wire.go, kv_wire.go and
 // batch_wire.go, and time in clock.go: every timer the node runs reads Config.Clock. Tests run clusters
 // on an in-memory network (internal/memnet) with the same fault injection as sockets, and drive failure
@@ -236,6 +254,14 @@
 //     zero, so versions seen before the loss may come back naming other writes. A conditional write
 //     (IfVersion, CompareAndSwap, DeleteIfVersion) that finds another version writes nothing and answers
 //     with the current one, which reveals state as a read does.
+//   - A transaction is serializable and atomic: it takes effect at one instant at which every version it
+//     read still held, and every read, every copy and every watcher sees all of its writes or none, across
+//     failovers, moves and the death of its coordinator at any step. Its writes survive what an acknowledged
+//     Sync write survives: every step is written under the Sync concern. Txn returns nil only once the
+//     commit is recorded; an ErrConflict means it did not take effect; an ErrUnconfirmed means its
+//     outcome could not be learned. A record is kept for TxnRecordRetention when its coordinator could not
+//     drop it: an owner that cannot resolve an intent for that long (every copy of the record's partition
+//     gone meanwhile) would abort a transaction that committed elsewhere.
 //   - Expiry times are absolute, set by the owner's clock; every copy expires a key at that instant by its
 //     own clock, so copies agree only as far as the nodes' clocks do. Expired keys are never returned; the
 //     owner reclaims them in the background by expiry ops, which replicas apply in revision order.

@@ -610,6 +610,44 @@ func TestApplyFunctions(t *testing.T) {
 		{name: "type none", op: opType, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess, Value: []byte("none")}},
 		{name: "type expired", op: opType, setup: putThen("k", "v", time.Second, time.Second), req: kvRequest{Key: "k"},
 			want: kvReply{Status: StatusSuccess, Value: []byte("none")}},
+
+		{name: "checkversion", op: opCheckVersion, setup: put("k", "v", 0), req: kvRequest{Key: "k", Version: 1},
+			want: kvReply{Status: StatusSuccess, Version: 1}},
+		{name: "checkversion mismatch", op: opCheckVersion, setup: put("k", "v", 0), req: kvRequest{Key: "k", Version: 2},
+			want: kvReply{Status: StatusVersionMismatch, Version: 1}},
+		{name: "checkversion absent", op: opCheckVersion, req: kvRequest{Key: "k"}, want: kvReply{Status: StatusSuccess}},
+		{name: "txn", op: opTxn, setup: put("k", "v", 0), req: kvRequest{Key: "k", Args: txnArgs(
+			txnItem{op: opCheckVersion, req: kvRequest{Key: "k", Version: 1}}, txnItem{op: opPut, req: kvRequest{Key: "k", Value: []byte("w")}})},
+			want: kvReply{Status: StatusSuccess}, after: &stored{"w", NoExpiry}},
+		{name: "txn conflict", op: opTxn, setup: put("k", "v", 0), req: kvRequest{Key: "k", Args: txnArgs(
+			txnItem{op: opPut, req: kvRequest{Key: "k", Value: []byte("w")}}, txnItem{op: opCheckVersion, req: kvRequest{Key: "k", Version: 5}})},
+			want: kvReply{Status: StatusVersionMismatch, Version: 1, Int: 1}, after: &stored{"v", NoExpiry}},
+		{name: "txn on a held key", op: opTxn, setup: held("k", "other"), req: kvRequest{Key: "k", Args: txnArgs(
+			txnItem{op: opPut, req: kvRequest{Key: "k", Value: []byte("w")}})},
+			want: kvReply{Status: StatusLocked}, after: &stored{}},
+		{name: "intent", op: opIntent, req: kvRequest{Key: "k", Value: intentOf("t", "w"), Delta: int64(time.Second)},
+			want: kvReply{Status: StatusSuccess, Version: 1}, after: &stored{}},
+		{name: "intent held by another", op: opIntent, setup: held("k", "other"), req: kvRequest{Key: "k", Value: intentOf("t", "w")},
+			want: kvReply{Status: StatusLocked}},
+		{name: "intent again", op: opIntent, setup: held("k", "t"), req: kvRequest{Key: "k", Value: intentOf("t", "w")},
+			want: kvReply{Status: StatusSuccess}},
+		{name: "intent malformed", op: opIntent, req: kvRequest{Key: "k", Value: []byte("x")},
+			want: invalidArgs("ERR invalid intent: intent: msgp: attempted to decode type \"int\" with method for \"array\"")},
+		{name: "resolve commit", op: opResolve, setup: held("k", "t"), req: kvRequest{Key: "k", Value: []byte("t"), Delta: 1},
+			want: kvReply{Status: StatusSuccess, Int: 1}, after: &stored{"v", NoExpiry}},
+		{name: "resolve abort", op: opResolve, setup: writes(put("k", "old", 0), held("k", "t")), req: kvRequest{Key: "k", Value: []byte("t")},
+			want: kvReply{Status: StatusSuccess, Int: 1}, after: &stored{"old", NoExpiry}},
+		{name: "resolve another's", op: opResolve, setup: held("k", "u"), req: kvRequest{Key: "k", Value: []byte("t"), Delta: 1},
+			want: kvReply{Status: StatusSuccess}, after: &stored{}},
+		{name: "decide commit", op: opDecide, req: kvRequest{Key: "k", Value: []byte("t"), Delta: 1},
+			want: kvReply{Status: StatusSuccess, Int: 1}},
+		{name: "decide abort after a commit", op: opDecide, setup: recorded("t", recordCommitted), req: kvRequest{Key: "k", Value: []byte("t")},
+			want: kvReply{Status: StatusSuccess, Int: 1}},
+		{name: "decide commit after an abort", op: opDecide, setup: recorded("t", recordAborted), req: kvRequest{Key: "k", Value: []byte("t"), Delta: 1},
+			want: kvReply{Status: StatusSuccess}},
+		{name: "forget", op: opForget, setup: recorded("t", recordCommitted), req: kvRequest{Key: "k", Value: []byte("t")},
+			want: kvReply{Status: StatusSuccess}},
+		{name: "forget missing", op: opForget, req: kvRequest{Key: "k", Value: []byte("t")}, want: kvReply{Status: StatusNotFound}},
 	}
 	tested := map[transport.Op]bool{}
 	for _, tc := range cases {
@@ -619,8 +657,7 @@ func TestApplyFunctions(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(s, clock)
 			}
-			req := tc.req
-			got := lookupKeyOp(tc.op).apply(s, 0, req, testLimits)
+			got := applyFixture(s, lookupKeyOp(tc.op), tc.req)
 			if got.Status != tc.want.Status || !bytes.Equal(got.Value, tc.want.Value) || got.Version != tc.want.Version ||
 				got.Int != tc.want.Int || got.Existed != tc.want.Existed {
 				t.Errorf("reply = %+v, want %+v", got, tc.want)
@@ -642,6 +679,21 @@ func TestApplyFunctions(t *testing.T) {
 			t.Errorf("%s has no case", k.name)
 		}
 	}
+}
+
+// held places transaction txn's intent to put "v" on key.
+func held(key, txn string) func(*store, *clocktest.Manual) {
+	return func(s *store, _ *clocktest.Manual) { holdKey(key, txn)(s) }
+}
+
+// recorded records outcome for transaction txn.
+func recorded(txn string, outcome byte) func(*store, *clocktest.Manual) {
+	return func(s *store, _ *clocktest.Manual) { s.put(0, recordKey(txn), []byte{outcome}, 0) }
+}
+
+// intentOf encodes transaction txn's intent to put value.
+func intentOf(txn, value string) []byte {
+	return (&intent{txn: txn, anchor: "a", action: intentPut, value: []byte(value)}).encode()
 }
 
 func put(key, value string, ttl time.Duration) func(*store, *clocktest.Manual) {

@@ -171,7 +171,7 @@ func (tx *Tx) commit(ctx context.Context) error {
 		}
 		args = append(args, appendTxnItem(nil, &it))
 	}
-	reply, err := tx.n.execute(ctx, opTxn, &kvRequest{Key: tx.anchor, Args: args})
+	reply, err := tx.n.execute(ctx, opTxn, &kvRequest{Key: tx.anchor, Args: args, Concern: Sync})
 	if err != nil {
 		return err
 	}

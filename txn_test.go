@@ -189,7 +189,7 @@ func TestTxnTransfersAcrossSegmentsKeepTheTotal(t *testing.T) {
 	c := startCluster(t, 3, replicated(2))
 	account := func(i int) string { return fmt.Sprintf("account-%d", i) }
 	owners := map[NodeID]bool{}
-	for i := range bankAccounts {
+	for i := range txnAccounts {
 		owners[c.owner(account(i)).id] = true
 	}
 	if len(owners) < 2 {
@@ -198,7 +198,7 @@ func TestTxnTransfersAcrossSegmentsKeepTheTotal(t *testing.T) {
 	transfers(t, c, account)
 }
 
-const bankAccounts = 6
+const txnAccounts = 6
 
 // transfers runs money transfers between accounts from every node, and read-only transactions that sum
 // the accounts. Every sum is the initial total, and each account ends at its initial balance plus what the
@@ -210,7 +210,7 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 		perWorker = 40
 		workers   = 6
 	)
-	for i := range bankAccounts {
+	for i := range txnAccounts {
 		must(t, c.node(0).Put(ctx, account(i), []byte(strconv.Itoa(initial))))
 	}
 	balance := func(tx *Tx, i int) (int, error) {
@@ -221,14 +221,14 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 		return strconv.Atoi(string(v))
 	}
 	var mu sync.Mutex
-	moved := make([]int, bankAccounts)
+	moved := make([]int, txnAccounts)
 	var commits, conflicts, sums atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			node, rng := c.node(w%3), rand.New(rand.NewPCG(uint64(w), 1))
 			for range perWorker {
-				from, to, amount := rng.IntN(bankAccounts), rng.IntN(bankAccounts), 1+rng.IntN(10)
+				from, to, amount := rng.IntN(txnAccounts), rng.IntN(txnAccounts), 1+rng.IntN(10)
 				if from == to {
 					continue
 				}
@@ -260,7 +260,7 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 				sum := 0
 				err = node.Txn(ctx, func(tx *Tx) error {
 					sum = 0
-					for i := range bankAccounts {
+					for i := range txnAccounts {
 						b, err := balance(tx, i)
 						if err != nil {
 							return err
@@ -273,8 +273,8 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 				case err != nil:
 					t.Errorf("sum: %v", err)
 					return
-				case sum != bankAccounts*initial:
-					t.Errorf("a transaction read a total of %d, want %d", sum, bankAccounts*initial)
+				case sum != txnAccounts*initial:
+					t.Errorf("a transaction read a total of %d, want %d", sum, txnAccounts*initial)
 					return
 				}
 				sums.Add(1)
@@ -288,7 +288,7 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 	if commits.Load() == 0 || conflicts.Load() == 0 {
 		t.Fatalf("%d commits and %d conflicts: the workload did not contend", commits.Load(), conflicts.Load())
 	}
-	for i := range bankAccounts {
+	for i := range txnAccounts {
 		for _, node := range c.live() {
 			v, err := node.Get(ctx, account(i))
 			if err != nil || string(v) != strconv.Itoa(initial+moved[i]) {

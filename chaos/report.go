@@ -32,15 +32,17 @@ type Report struct {
 	BeyondModel    []string        // partitions every copy of which died, beyond the failure model, and why
 	Faults         []string        // the nemesis steps, in order, with times
 	Notes          []string
+	Bank           *BankResult // the bank workload's verdict, when it ran
 }
 
 // Passed reports whether the run certifies the cluster: nothing lost, invented or unreadable (keys whose
 // every copy died, beyond the failure model, may be unreadable, and nothing more), no get
 // denying an acknowledged write, every key proven linearizable (a timed-out check proves nothing), no split
-// brain and no partition answering against its health.
+// brain, no partition answering against its health, and transactions kept whole.
 func (r *Report) Passed() bool {
 	return r.Ledger.Lost == 0 && r.Ledger.Phantom == 0 && r.Ledger.Unreadable == 0 && r.Phantoms == 0 &&
-		r.Linear.FalseNotFound == 0 && r.Linear.Ok && len(r.SplitBrain) == 0 && len(r.Dishonest) == 0
+		r.Linear.FalseNotFound == 0 && r.Linear.Ok && len(r.SplitBrain) == 0 && len(r.Dishonest) == 0 &&
+		(r.Bank == nil || r.Bank.Ok())
 }
 
 // Print writes a readable multi-line summary of the run to w.
@@ -78,6 +80,9 @@ func (r *Report) printChecks(w io.Writer) {
 	fmt.Fprintf(w, "false NotFound: %d register gets, %d ledger read-backs\n", r.Linear.FalseNotFound, l.NotFound)
 	fmt.Fprintf(w, "register phantoms: %d\n", r.Phantoms)
 	fmt.Fprintf(w, "linearizability: %s (%d keys, %d ops)\n", r.linearVerdict(), r.Linear.Keys, r.Linear.Ops)
+	if r.Bank != nil {
+		fmt.Fprintf(w, "bank transfers: %s\n", r.Bank)
+	}
 }
 
 // linearVerdict summarizes the linearizability check in a few words.

@@ -1,0 +1,225 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// BankTarget is the system under test as the bank workload drives it: accounts holding integer balances,
+// changed only by transactions.
+type BankTarget interface {
+	// Transfer moves amount from account from to account to and records receipt, in one transaction.
+	Transfer(ctx context.Context, from, to, amount int, receipt string) error
+	// Balances reads every account in one transaction.
+	Balances(ctx context.Context) ([]int, error)
+	// HasReceipt reports whether receipt was recorded.
+	HasReceipt(ctx context.Context, receipt string) (bool, error)
+}
+
+// Bank is a workload of money transfers between Accounts accounts that start at Initial each, run by
+// Clients clients, each of which also reads every balance in one transaction between its transfers. Every
+// transfer records a receipt of its own in the same transaction, so that afterwards the transfers that
+// took effect are known: those whose receipt exists. Verify then checks that every snapshot read summed to
+// the initial total, that every acknowledged transfer took effect, and that the final balances are exactly
+// what the transfers that took effect made of them: none applied twice or in part.
+type Bank struct {
+	Accounts, Initial, Clients int
+	Seed                       uint64
+	CallTimeout                time.Duration
+	// Target returns the node a client's next call goes to, nil when none is up.
+	Target func(client int) BankTarget
+	// Failed reports a transfer error that proves the transfer did not take effect (a conflict).
+	Failed func(error) bool
+
+	mu        sync.Mutex
+	transfers []transfer
+	sums      int
+	badSums   []string
+}
+
+// transfer is one transfer a client attempted and how it ended, as the client saw it.
+type transfer struct {
+	from, to, amount int
+	receipt          string
+	state            ledgerState
+}
+
+// BankResult is what verifying a bank run found.
+type BankResult struct {
+	Acked, Unknown, Failed int // transfers by outcome, as the clients saw them
+	Applied                int // transfers whose receipt exists
+	Sums                   int // snapshots read by transactions
+	BadSums                []string
+	LostTransfers          []string // acknowledged transfers whose receipt is missing
+	PhantomTransfers       []string // transfers that failed for certain yet left a receipt
+	WrongBalances          []string // accounts whose final balance is not what the applied transfers made
+	Err                    error    // the final read failed
+}
+
+// Ok reports whether the run kept every promise of transactions.
+func (r BankResult) Ok() bool {
+	return r.Err == nil && len(r.BadSums) == 0 && len(r.LostTransfers) == 0 && len(r.PhantomTransfers) == 0 &&
+		len(r.WrongBalances) == 0
+}
+
+func (r BankResult) String() string {
+	s := fmt.Sprintf("%d acked, %d unknown, %d failed; %d applied; %d snapshots, %d with a wrong total; "+
+		"%d acked transfers lost, %d failed ones applied, %d wrong balances",
+		r.Acked, r.Unknown, r.Failed, r.Applied, r.Sums, len(r.BadSums), len(r.LostTransfers),
+		len(r.PhantomTransfers), len(r.WrongBalances))
+	for _, list := range [][]string{r.BadSums, r.LostTransfers, r.PhantomTransfers, r.WrongBalances} {
+		for _, line := range list[:min(len(list), maxKeysPrinted)] {
+			s += "\n  " + line
+		}
+	}
+	if r.Err != nil {
+		s += "\n  final read: " + r.Err.Error()
+	}
+	return s
+}
+
+// Run runs the clients until ctx ends.
+func (b *Bank) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for id := range b.Clients {
+		wg.Go(func() { b.runClient(ctx, id) })
+	}
+	wg.Wait()
+}
+
+func (b *Bank) runClient(ctx context.Context, id int) {
+	rng := rand.New(rand.NewPCG(b.Seed, uint64(id)+1000))
+	for seq := 0; ctx.Err() == nil; seq++ {
+		target := b.Target(id)
+		if target == nil {
+			Sleep(ctx, 50*time.Millisecond)
+			continue
+		}
+		t := transfer{from: rng.IntN(b.Accounts), to: rng.IntN(b.Accounts), amount: 1 + rng.IntN(20),
+			receipt: fmt.Sprintf("receipt-%d-%d", id, seq)}
+		if t.from == t.to {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
+		err := target.Transfer(callCtx, t.from, t.to, t.amount, t.receipt)
+		cancel()
+		switch {
+		case err == nil:
+			t.state = acked
+		case b.Failed(err):
+			t.state = failed
+		default:
+			t.state = unknown
+		}
+		b.mu.Lock()
+		b.transfers = append(b.transfers, t)
+		b.mu.Unlock()
+		b.readSnapshot(ctx, target)
+	}
+}
+
+// readSnapshot reads every balance in one transaction and records a total other than the initial one.
+func (b *Bank) readSnapshot(ctx context.Context, target BankTarget) {
+	callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
+	balances, err := target.Balances(callCtx)
+	cancel()
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sums++
+	if total := sum(balances); total != b.Accounts*b.Initial {
+		b.badSums = append(b.badSums, fmt.Sprintf("a snapshot read a total of %d, not %d: %v", total, b.Accounts*b.Initial, balances))
+	}
+}
+
+func sum(xs []int) int {
+	total := 0
+	for _, x := range xs {
+		total += x
+	}
+	return total
+}
+
+// Verify reads every receipt and the final balances through target, once the clients have stopped and the
+// faults are over, and checks them against what the clients saw.
+func (b *Bank) Verify(ctx context.Context, target BankTarget) BankResult {
+	b.mu.Lock()
+	transfers := slices.Clone(b.transfers)
+	r := BankResult{Sums: b.sums, BadSums: slices.Clone(b.badSums)}
+	b.mu.Unlock()
+	want := make([]int, b.Accounts)
+	for i := range want {
+		want[i] = b.Initial
+	}
+	for _, t := range transfers {
+		r.count(t)
+		found, err := b.receipt(ctx, target, t.receipt)
+		if err != nil {
+			r.Err = fmt.Errorf("receipt %s: %w", t.receipt, err)
+			return r
+		}
+		switch {
+		case !found && t.state == acked:
+			r.LostTransfers = append(r.LostTransfers, fmt.Sprintf("%s: %d from %d to %d, acknowledged", t.receipt, t.amount, t.from, t.to))
+		case found && t.state == failed:
+			r.PhantomTransfers = append(r.PhantomTransfers, fmt.Sprintf("%s: %d from %d to %d, failed", t.receipt, t.amount, t.from, t.to))
+		}
+		if found {
+			r.Applied++
+			want[t.from] -= t.amount
+			want[t.to] += t.amount
+		}
+	}
+	got, err := b.balances(ctx, target)
+	if err != nil {
+		r.Err = fmt.Errorf("final balances: %w", err)
+		return r
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			r.WrongBalances = append(r.WrongBalances, fmt.Sprintf("account %d holds %d, the applied transfers leave %d", i, got[i], want[i]))
+		}
+	}
+	return r
+}
+
+func (r *BankResult) count(t transfer) {
+	switch t.state {
+	case acked:
+		r.Acked++
+	case unknown:
+		r.Unknown++
+	default:
+		r.Failed++
+	}
+}
+
+// receipt reads one receipt, retrying failed reads a few times.
+func (b *Bank) receipt(ctx context.Context, target BankTarget, receipt string) (found bool, err error) {
+	for attempt := 0; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
+		found, err = target.HasReceipt(callCtx, receipt)
+		cancel()
+		if err == nil || attempt == readRetries || !Sleep(ctx, readPause) {
+			return found, err
+		}
+	}
+}
+
+// balances reads the final balances, retrying failed reads a few times.
+func (b *Bank) balances(ctx context.Context, target BankTarget) (got []int, err error) {
+	for attempt := 0; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
+		got, err = target.Balances(callCtx)
+		cancel()
+		if err == nil || attempt == readRetries || !Sleep(ctx, readPause) {
+			return got, err
+		}
+	}
+}

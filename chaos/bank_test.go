@@ -1,0 +1,101 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memBank is an in-memory BankTarget whose faults a test chooses.
+type memBank struct {
+	mu       sync.Mutex
+	balances []int
+	receipts map[string]bool
+	calls    int
+	// faults
+	halfEvery  int  // every halfEvery-th transfer debits without crediting
+	dropEvery  int  // every dropEvery-th transfer is acknowledged but not applied
+	tornSums   bool // Balances reads the first account before a transfer and the rest after
+	conflictAt int  // every conflictAt-th transfer fails with errConflict, applying nothing
+}
+
+var errConflict = errors.New("conflict")
+
+func newMemBank(accounts, initial int) *memBank {
+	b := &memBank{balances: make([]int, accounts), receipts: map[string]bool{}}
+	for i := range b.balances {
+		b.balances[i] = initial
+	}
+	return b
+}
+
+func (b *memBank) Transfer(_ context.Context, from, to, amount int, receipt string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	switch {
+	case b.conflictAt > 0 && b.calls%b.conflictAt == 0:
+		return errConflict
+	case b.dropEvery > 0 && b.calls%b.dropEvery == 0:
+		return nil
+	}
+	b.balances[from] -= amount
+	if b.halfEvery == 0 || b.calls%b.halfEvery != 0 {
+		b.balances[to] += amount
+	}
+	b.receipts[receipt] = true
+	return nil
+}
+
+func (b *memBank) Balances(context.Context) ([]int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := append([]int(nil), b.balances...)
+	if b.tornSums {
+		out[0] += 7 // as if read before a transfer that the other accounts already show
+	}
+	return out, nil
+}
+
+func (b *memBank) HasReceipt(_ context.Context, receipt string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.receipts[receipt], nil
+}
+
+// runBank runs a short bank workload against target and verifies it.
+func runBank(t *testing.T, target *memBank) BankResult {
+	t.Helper()
+	bank := &Bank{Accounts: 4, Initial: 100, Clients: 3, Seed: 1, CallTimeout: time.Second,
+		Target: func(int) BankTarget { return target }, Failed: func(err error) bool { return errors.Is(err, errConflict) }}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	bank.Run(ctx)
+	return bank.Verify(context.Background(), target)
+}
+
+// TestBankChecks runs the bank workload against a correct bank, which passes, and against banks that break
+// each promise, which the checker catches.
+func TestBankChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(b *memBank)
+		want  func(BankResult) bool
+	}{
+		{"correct, with conflicts", func(b *memBank) { b.conflictAt = 3 }, func(r BankResult) bool { return r.Ok() && r.Failed > 0 }},
+		{"half applied", func(b *memBank) { b.halfEvery = 5 }, func(r BankResult) bool { return !r.Ok() && len(r.WrongBalances) > 0 }},
+		{"acknowledged, not applied", func(b *memBank) { b.dropEvery = 5 }, func(r BankResult) bool { return !r.Ok() && len(r.LostTransfers) > 0 }},
+		{"torn snapshots", func(b *memBank) { b.tornSums = true }, func(r BankResult) bool { return !r.Ok() && len(r.BadSums) > 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := newMemBank(4, 100)
+			tc.fault(target)
+			r := runBank(t, target)
+			if r.Acked == 0 || r.Sums == 0 || !tc.want(r) {
+				t.Fatalf("verdict: %s", r)
+			}
+		})
+	}
+}
