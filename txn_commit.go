@@ -94,7 +94,7 @@ func (tx *Tx) commitAcross(ctx context.Context) error {
 		return fmt.Errorf("%w: transaction timed out in its prepare and was aborted", ErrConflict)
 	}
 	if tx.resolveAll(ctx, id, parts, true) {
-		tx.forget(ctx, id)
+		tx.n.forgetLater(tx.anchor, id)
 	}
 	return nil
 }
@@ -204,9 +204,17 @@ func (tx *Tx) resolveAll(ctx context.Context, id string, parts []txnSegment, com
 	return !slices.Contains(ok, false)
 }
 
-// forget drops the transaction's record once every segment resolved its intents.
-func (tx *Tx) forget(ctx context.Context, id string) {
-	tx.n.execute(ctx, opForget, &kvRequest{Key: tx.anchor, Value: []byte(id), Concern: Sync})
+// forgetLater drops the record of transaction id, kept in the segment of anchor, once every segment
+// resolved its intents. The commit does not wait for it: a record left behind expires after
+// TxnRecordRetention.
+func (n *Node) forgetLater(anchor, id string) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
+		defer cancel()
+		n.execute(ctx, opForget, &kvRequest{Key: anchor, Value: []byte(id), Concern: Sync})
+	}()
 }
 
 // resolveIntents ends transaction id's intents on keys, all in one segment, in one atomic write.

@@ -296,7 +296,26 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 			}
 		}
 	}
+	waitFor(t, 10*time.Second, "every intent resolved and every record dropped", func() bool { return internalEntries(c) == 0 })
 	t.Logf("%d transfers committed, %d conflicts, %d sums read", commits.Load(), conflicts.Load(), sums.Load())
+}
+
+// internalEntries counts the intents and transaction records the live nodes hold.
+func internalEntries(c *testCluster) int {
+	n := 0
+	for _, node := range c.live() {
+		for i := range node.store.segments {
+			seg := &node.store.segments[i]
+			seg.mu.RLock()
+			for key := range seg.entries {
+				if isInternalKey(key) {
+					n++
+				}
+			}
+			seg.mu.RUnlock()
+		}
+	}
+	return n
 }
 
 // TestTxnAllOrNothingAcrossFailover commits transactions that write the same counter into five keys of one
