@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/killfs"
 )
 
 // TestAtomicGroupIsOneWrite runs three writes in one atomic group: the hook sees one multi op at one
@@ -511,4 +514,65 @@ func intentsLeft(c *testCluster, keys ...string) int64 {
 		}
 	}
 	return n
+}
+
+// TestTxnSurvivesFullRestart commits transactions in one segment and over several on a 3-node RF 2
+// cluster with data dirs, leaves one more committed but unresolved (its coordinator stopped after the
+// decision), kills every node at once and starts them again: the committed writes read back, and the
+// owners resolve the unresolved one, from their disks, as committed.
+func TestTxnSurvivesFullRestart(t *testing.T) {
+	var sw killfs.Switch
+	var stopAt atomic.Pointer[txnStep]
+	base := t.TempDir()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.WriteConcern = Sync
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+		cfg.hooks.diskFS = killfs.FS(vfs.Default, &sw)
+		cfg.FailoverTimeout = time.Second
+		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.hooks.txnStep = func(step txnStep) error {
+			if at := stopAt.Load(); at != nil && *at == step {
+				return errors.New("stop")
+			}
+			return nil
+		}
+	}))
+	ctx, n := bg(t), c.node(0)
+	write := func(value string, keys ...string) error {
+		return n.Txn(ctx, func(tx *Tx) error {
+			for _, key := range keys {
+				if err := tx.Put(key, []byte(value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	one, across, unresolved := []string{"{r}:a", "{r}:b"}, []string{"restart-a", "restart-b", "restart-c"}, []string{"left-a", "left-b"}
+	must(t, write("one", one...))
+	must(t, write("across", across...))
+	stopAt.Store(&txnStep{"resolve", 0})
+	must(t, write("unresolved", unresolved...)) // committed: the decision was recorded
+	stopAt.Store(nil)
+	sw.Kill()
+	for i := range 3 {
+		c.kill(i)
+	}
+	for i := range 3 {
+		c.cfgs[i].hooks.diskFS = nil
+		c.restart(i)
+	}
+	for value, keys := range map[string][]string{"one": one, "across": across, "unresolved": unresolved} {
+		for _, key := range keys {
+			var v []byte
+			var err error
+			waitFor(t, 20*time.Second, "a read of "+key+" after the restart", func() bool {
+				v, err = c.node(1).Get(ctx, key)
+				return err == nil || errors.Is(err, ErrNotFound)
+			})
+			if string(v) != value {
+				t.Fatalf("%s = %q, %v after the full restart; want %q", key, v, err, value)
+			}
+		}
+	}
 }
