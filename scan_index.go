@@ -136,10 +136,11 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 	return w
 }
 
-// segmentLen counts the keys stored in segment, expired ones not yet reclaimed included, as DBSIZE does.
+// segmentLen counts the keys stored in segment, expired ones not yet reclaimed included, as DBSIZE does:
+// those of the scan index, which leaves out internal keys.
 func (s *store) segmentLen(segment int) int {
 	seg := &s.segments[segment]
 	seg.mu.RLock()
 	defer seg.mu.RUnlock()
-	return len(seg.entries)
+	return seg.index.tree.Len()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -574,5 +575,65 @@ func TestTxnSurvivesFullRestart(t *testing.T) {
 				t.Fatalf("%s = %q, %v after the full restart; want %q", key, v, err, value)
 			}
 		}
+	}
+}
+
+// TestTxnInternalKeysStayHidden leaves a transaction's intents and record in place (its coordinator stopped
+// before resolving) and checks that watches, scans and DBSIZE's count show only the keys users wrote, and
+// that a transaction in one segment is one event per key, all at one version.
+func TestTxnInternalKeysStayHidden(t *testing.T) {
+	t.Parallel()
+	var stopAt atomic.Pointer[txnStep]
+	c := startCluster(t, 2, func(cfg *Config) {
+		cfg.TxnTimeout, cfg.TxnRecordRetention = 2*time.Second, time.Minute
+		cfg.hooks.txnStep = func(step txnStep) error {
+			if at := stopAt.Load(); at != nil && *at == step {
+				return errors.New("stop")
+			}
+			return nil
+		}
+	})
+	ctx, n := bg(t), c.node(0)
+	events, err := n.WatchTag(ctx, "w")
+	must(t, err)
+	put := func(keys ...string) error {
+		return n.Txn(ctx, func(tx *Tx) error {
+			for _, key := range keys {
+				if err := tx.Put(key, []byte("v")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	must(t, put("{w}:a", "{w}:b"))
+	first, second := <-events, <-events
+	if first.Key != "{w}:a" || second.Key != "{w}:b" || first.Version != second.Version || first.Kind != WatchPut {
+		t.Fatalf("events %+v, %+v; want puts of {w}:a and {w}:b at one version", first, second)
+	}
+	stopAt.Store(&txnStep{"resolve", 0})
+	must(t, put("{w}:c", "elsewhere")) // committed, its intents and record left in place
+	if intentsLeft(c, "{w}:c", "elsewhere") == 0 {
+		t.Fatal("the stopped transaction left no intent")
+	}
+	var keys []string
+	for key, err := range n.Scan(ctx) {
+		must(t, err)
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	if want := []string{"{w}:a", "{w}:b"}; !slices.Equal(keys, want) {
+		t.Fatalf("scan found %q; want %q", keys, want)
+	}
+	if count := c.node(0).ownedKeyCount() + c.node(1).ownedKeyCount(); count != 2 {
+		t.Fatalf("the owners count %d keys; want 2", count)
+	}
+	select {
+	case ev := <-events:
+		if ev.Key != "{w}:c" {
+			t.Fatalf("the watch delivered %+v before the transaction's key", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resolved transaction's key never reached the watch")
 	}
 }

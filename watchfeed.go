@@ -114,7 +114,10 @@ type watchScope struct {
 }
 
 func (s watchScope) matches(key string) bool {
-	if s.slot < 0 {
+	switch {
+	case isInternalKey(key): // transactions' intents and records
+		return false
+	case s.slot < 0:
 		return key == s.key
 	}
 	return int(KeySlot(key)) == s.slot
