@@ -63,6 +63,7 @@ type options struct {
 	pprofAddr       string
 	joinTimeout     time.Duration
 	failoverTimeout time.Duration
+	txnTimeout      time.Duration
 	deadServer      time.Duration
 	eviction        time.Duration
 	dataPort        dataPortOptions
@@ -126,6 +127,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", time.Minute, "how long to keep retrying when no --join address answers yet")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", def.FailoverTimeout, "how long a failed owner must stay silent before its partitions fail over")
+	fs.DurationVar(&o.txnTimeout, "txn-timeout", def.TxnTimeout, "how long a transaction over several segments may hold its keys before their owners resolve them")
 	fs.DurationVar(&o.deadServer, "dead-server-timeout", def.DeadServerTimeout, "how long a failed member stays a control-plane server before a live one replaces it")
 	fs.DurationVar(&o.lostPartition, "lost-partition-timeout", def.LostPartitionTimeout, "how long a partition whose last copies are on a failed node's disk waits for that node before it is recreated empty")
 	fs.DurationVar(&o.eviction, "eviction-timeout", def.EvictionTimeout, "how long a failed member keeps its partitions before they are rebalanced to the others; at least --failover-timeout")
@@ -204,6 +206,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.DataDir = o.dataDir
 	cfg.DiskDurability = o.diskDurability
 	cfg.FailoverTimeout = o.failoverTimeout
+	cfg.TxnTimeout = o.txnTimeout
 	cfg.DeadServerTimeout = o.deadServer
 	cfg.EvictionTimeout = o.eviction
 	cfg.LostPartitionTimeout = o.lostPartition
