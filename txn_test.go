@@ -449,15 +449,9 @@ func bytes40() []byte { return []byte("0123456789012345678901234567890123456789"
 func TestTxnCoordinatorCrashPoints(t *testing.T) {
 	t.Parallel()
 	var crashAt atomic.Pointer[txnStep]
-	hook := func(step txnStep) error {
-		if at := crashAt.Load(); at != nil && *at == step {
-			return errors.New("crash")
-		}
-		return nil
-	}
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
-		cfg.hooks.txnStep = hook
+		cfg.hooks.txnStep = stopAt(&crashAt)
 	}))
 	ctx, coordinator, reader := bg(t), c.node(0), c.node(1)
 	a, b := "crash-a", "crash-b"
@@ -506,6 +500,16 @@ func TestTxnCoordinatorCrashPoints(t *testing.T) {
 	}
 }
 
+// stopAt is a txnStep hook that stops the coordinator at the step at points to, if any.
+func stopAt(at *atomic.Pointer[txnStep]) func(txnStep) error {
+	return func(step txnStep) error {
+		if p := at.Load(); p != nil && *p == step {
+			return errors.New("stopped by the test")
+		}
+		return nil
+	}
+}
+
 // intentsLeft counts the intents that the live nodes hold in the segments of keys.
 func intentsLeft(c *testCluster, keys ...string) int64 {
 	var n int64
@@ -523,7 +527,7 @@ func intentsLeft(c *testCluster, keys ...string) int64 {
 // owners resolve the unresolved one, from their disks, as committed.
 func TestTxnSurvivesFullRestart(t *testing.T) {
 	var sw killfs.Switch
-	var stopAt atomic.Pointer[txnStep]
+	var stop atomic.Pointer[txnStep]
 	base := t.TempDir()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.WriteConcern = Sync
@@ -531,12 +535,7 @@ func TestTxnSurvivesFullRestart(t *testing.T) {
 		cfg.hooks.diskFS = killfs.FS(vfs.Default, &sw)
 		cfg.FailoverTimeout = time.Second
 		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
-		cfg.hooks.txnStep = func(step txnStep) error {
-			if at := stopAt.Load(); at != nil && *at == step {
-				return errors.New("stop")
-			}
-			return nil
-		}
+		cfg.hooks.txnStep = stopAt(&stop)
 	}))
 	ctx, n := bg(t), c.node(0)
 	write := func(value string, keys ...string) error {
@@ -552,9 +551,9 @@ func TestTxnSurvivesFullRestart(t *testing.T) {
 	one, across, unresolved := []string{"{r}:a", "{r}:b"}, []string{"restart-a", "restart-b", "restart-c"}, []string{"left-a", "left-b"}
 	must(t, write("one", one...))
 	must(t, write("across", across...))
-	stopAt.Store(&txnStep{"resolve", 0})
+	stop.Store(&txnStep{"resolve", 0})
 	must(t, write("unresolved", unresolved...)) // committed: the decision was recorded
-	stopAt.Store(nil)
+	stop.Store(nil)
 	sw.Kill()
 	for i := range 3 {
 		c.kill(i)
@@ -583,15 +582,10 @@ func TestTxnSurvivesFullRestart(t *testing.T) {
 // that a transaction in one segment is one event per key, all at one version.
 func TestTxnInternalKeysStayHidden(t *testing.T) {
 	t.Parallel()
-	var stopAt atomic.Pointer[txnStep]
+	var stop atomic.Pointer[txnStep]
 	c := startCluster(t, 2, func(cfg *Config) {
 		cfg.TxnTimeout, cfg.TxnRecordRetention = 2*time.Second, time.Minute
-		cfg.hooks.txnStep = func(step txnStep) error {
-			if at := stopAt.Load(); at != nil && *at == step {
-				return errors.New("stop")
-			}
-			return nil
-		}
+		cfg.hooks.txnStep = stopAt(&stop)
 	})
 	ctx, n := bg(t), c.node(0)
 	events, err := n.WatchTag(ctx, "w")
@@ -611,7 +605,7 @@ func TestTxnInternalKeysStayHidden(t *testing.T) {
 	if first.Key != "{w}:a" || second.Key != "{w}:b" || first.Version != second.Version || first.Kind != WatchPut {
 		t.Fatalf("events %+v, %+v; want puts of {w}:a and {w}:b at one version", first, second)
 	}
-	stopAt.Store(&txnStep{"resolve", 0})
+	stop.Store(&txnStep{"resolve", 0})
 	must(t, put("{w}:c", "elsewhere")) // committed, its intents and record left in place
 	if intentsLeft(c, "{w}:c", "elsewhere") == 0 {
 		t.Fatal("the stopped transaction left no intent")
