@@ -631,3 +631,45 @@ func TestTxnInternalKeysStayHidden(t *testing.T) {
 		t.Fatal("the resolved transaction's key never reached the watch")
 	}
 }
+
+// TestTxnIntentsSurviveFailover commits a transaction over two segments whose coordinator stops before any
+// resolve, kills the owner of one of its keys, and checks that the new owner, from the intent it holds as a
+// replica, resolves the key as committed.
+func TestTxnIntentsSurviveFailover(t *testing.T) {
+	t.Parallel()
+	var stop atomic.Pointer[txnStep]
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.hooks.txnStep = stopAt(&stop)
+	}))
+	ctx := bg(t)
+	victim := (c.leader() + 1) % 3
+	coordinator := c.node((victim + 1) % 3)
+	held := c.keyOwnedBy("failover-held", c.node(victim))
+	other := c.keyOwnedBy("failover-other", coordinator)
+	stop.Store(&txnStep{"resolve", 0})
+	err := coordinator.Txn(ctx, func(tx *Tx) error {
+		must(t, tx.Put(other, []byte("committed")))
+		return tx.Put(held, []byte("committed"))
+	})
+	stop.Store(nil)
+	must(t, err)
+	if intentsLeft(c, held) == 0 {
+		t.Fatal("no intent on the victim's key")
+	}
+	dead := c.node(victim).id
+	c.kill(victim)
+	c.waitFailedOver(dead, 20*time.Second)
+	for _, key := range []string{held, other} {
+		var v []byte
+		var err error
+		waitFor(t, 10*time.Second, key+" resolved", func() bool {
+			v, err = coordinator.Get(ctx, key)
+			return !errors.Is(err, ErrLocked)
+		})
+		if err != nil || string(v) != "committed" {
+			t.Fatalf("%s = %q, %v after the failover; want the committed value", key, v, err)
+		}
+	}
+}
