@@ -500,6 +500,15 @@ func TestTxnCoordinatorCrashPoints(t *testing.T) {
 	}
 }
 
+// intentsOn counts the intents node holds.
+func intentsOn(node *Node) int64 {
+	var n int64
+	for i := range node.store.segments {
+		n += node.store.segments[i].intents.Load()
+	}
+	return n
+}
+
 // stopAt is a txnStep hook that stops the coordinator at the step at points to, if any.
 func stopAt(at *atomic.Pointer[txnStep]) func(txnStep) error {
 	return func(step txnStep) error {
@@ -671,5 +680,53 @@ func TestTxnIntentsSurviveFailover(t *testing.T) {
 		if err != nil || string(v) != "committed" {
 			t.Fatalf("%s = %q, %v after the failover; want the committed value", key, v, err)
 		}
+	}
+}
+
+// TestTxnIntentsMoveWithTheirPartition commits a transaction over many segments whose coordinator stops
+// before any resolve, then adds a node so that partitions move to it: the intents move with them, and the
+// new owners resolve the keys as committed.
+func TestTxnIntentsMoveWithTheirPartition(t *testing.T) {
+	t.Parallel()
+	var stop atomic.Pointer[txnStep]
+	c := startCluster(t, 2, elastic(func(cfg *Config) {
+		cfg.TxnTimeout, cfg.TxnRecordRetention = 4*time.Second, time.Minute // outlasts the move
+		cfg.hooks.txnStep = stopAt(&stop)
+	}))
+	ctx := bg(t)
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("moving-%d", i)
+	}
+	stop.Store(&txnStep{"resolve", 0})
+	err := c.node(0).Txn(ctx, func(tx *Tx) error {
+		for _, key := range keys {
+			must(t, tx.Put(key, []byte("committed")))
+		}
+		return nil
+	})
+	stop.Store(nil)
+	must(t, err)
+	joined := c.add(1)
+	c.waitHealthy(30 * time.Second)
+	if intentsOn(joined) == 0 {
+		t.Fatal("no intent moved to the new node")
+	}
+	moved := 0
+	for _, key := range keys {
+		if c.owner(key) == joined {
+			moved++
+		}
+		var v []byte
+		waitFor(t, 10*time.Second, key+" resolved", func() bool {
+			v, err = joined.Get(ctx, key)
+			return !errors.Is(err, ErrLocked)
+		})
+		if err != nil || string(v) != "committed" {
+			t.Fatalf("%s = %q, %v after the move; want the committed value", key, v, err)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to the new node")
 	}
 }
