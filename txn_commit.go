@@ -77,12 +77,12 @@ func (tx *Tx) commitAcross(ctx context.Context) error {
 	id, parts := newTxnID(), tx.segments()
 	if err := tx.prepare(ctx, id, parts); err != nil {
 		if !errors.Is(err, errCoordinatorStopped) {
-			tx.resolveAll(ctx, id, parts, false)
+			tx.releaseLater(id, parts)
 		}
 		return err
 	}
 	if len(tx.order) == 0 { // read-only: everything read held at once; release the keys
-		tx.resolveAll(ctx, id, parts, false)
+		tx.releaseLater(id, parts)
 		return nil
 	}
 	committed, err := tx.decide(ctx, id)
@@ -90,7 +90,7 @@ func (tx *Tx) commitAcross(ctx context.Context) error {
 		return err
 	}
 	if !committed {
-		tx.resolveAll(ctx, id, parts, false)
+		tx.releaseLater(id, parts)
 		return fmt.Errorf("%w: transaction timed out in its prepare and was aborted", ErrConflict)
 	}
 	if tx.resolveAll(ctx, id, parts, true) {
@@ -202,6 +202,19 @@ func (tx *Tx) resolveAll(ctx context.Context, id string, parts []txnSegment, com
 	}
 	wg.Wait()
 	return !slices.Contains(ok, false)
+}
+
+// releaseLater drops the intents of transaction id, which did not commit, without holding the caller, and
+// even when the caller's context has ended: the sooner they go, the sooner others may write their keys.
+func (tx *Tx) releaseLater(id string, parts []txnSegment) {
+	n := tx.n
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
+		defer cancel()
+		tx.resolveAll(ctx, id, parts, false)
+	}()
 }
 
 // forgetLater drops the record of transaction id, kept in the segment of anchor, once every segment
