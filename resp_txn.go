@@ -207,14 +207,9 @@ func (c *respConn) cmdExec([][]byte) {
 	}
 	defer c.endTxn()
 	keys := txnKeys(m.queue, watched)
-	var seg int
-	if len(keys) > 0 {
-		var ok bool
-		if seg, ok = c.ownKeys(keys); !ok {
-			return
-		}
-	}
+	seg, ok := c.txnSegment(keys)
 	switch {
+	case !ok:
 	case m.flagged:
 		c.wr.error(execAbortedMessage)
 	case len(keys) == 0:
@@ -222,6 +217,15 @@ func (c *respConn) cmdExec([][]byte) {
 	default:
 		c.execAtomically(seg, keys, m.queue, watched)
 	}
+}
+
+// txnSegment checks, as Redis Cluster does at EXEC, that the keys of a transaction share one slot this
+// node owns, and returns their segment. A transaction without keys needs none.
+func (c *respConn) txnSegment(keys [][]byte) (int, bool) {
+	if len(keys) == 0 {
+		return 0, true
+	}
+	return c.ownKeys(keys)
 }
 
 // txnKeys returns every key of the queued commands and the watched keys.
