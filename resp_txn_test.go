@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -107,6 +108,12 @@ func startStoreRESP(t *testing.T) (*storeOwner, *respServer) {
 	t.Helper()
 	layout, _ := NewLayout(64, 8)
 	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+	return owner, serveRESP(t, owner, layout)
+}
+
+// serveRESP serves RESP from owner, which owns the slots below half of the key space.
+func serveRESP(t *testing.T, owner keyOwner, layout Layout) *respServer {
+	t.Helper()
 	m := newClusterMap(layout, 1)
 	m.Version = 1
 	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"}}
@@ -119,7 +126,7 @@ func startStoreRESP(t *testing.T) (*storeOwner, *respServer) {
 	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
 	s.serve(ln)
 	t.Cleanup(func() { s.close() })
-	return owner, s
+	return s
 }
 
 // ownedKeys returns n keys starting with prefix, in n different slots, that owner serves.
@@ -229,5 +236,34 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 	})
 	if _, _, ok := owner.store.get(owner.layout.KeySegment(key), key); ok {
 		t.Fatal("a transaction that never ran wrote its key")
+	}
+}
+
+// lockedOwner is a storeOwner whose atomic groups are all refused: a transaction over several segments
+// holds their keys.
+type lockedOwner struct{ *storeOwner }
+
+func (lockedOwner) applyAtomically(context.Context, int, []string, func(*store, opLimits)) Status {
+	return StatusLocked
+}
+
+// TestRESPExecRefused checks that an atomic group refused at EXEC answers the refusal for the slot instead
+// of the replies, and that nothing was written.
+func TestRESPExecRefused(t *testing.T) {
+	layout, _ := NewLayout(64, 8)
+	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+	s := serveRESP(t, lockedOwner{owner}, layout)
+	key := ownedKeys(owner, "k", 1)[0]
+	conn := dialRaw(t, s.addr)
+	conn.send(respCmd("MULTI") + respCmd("SET", key, "1") + respCmd("EXEC") + respCmd("MULTI") + respCmd("PING") +
+		respCmd("EXEC"))
+	locked := fmt.Sprintf("-TRYAGAIN A key of hash slot %d is locked by a transaction being committed, try again", KeySlot(key))
+	for _, want := range []string{"+OK", "+QUEUED", locked, "+OK", "+QUEUED", "*1", "+PONG"} {
+		if got := conn.line(); got != want {
+			t.Fatalf("reply %q; want %q", got, want)
+		}
+	}
+	if owner.store.len() != 0 {
+		t.Fatal("a refused EXEC wrote")
 	}
 }
