@@ -135,7 +135,9 @@
 // use the cluster (cmd/zaris runs a node as a standalone server). Each node serves the keys it actively
 // owns and answers any other key with MOVED and the owner's RESP address, exactly as a Redis Cluster node
 // would; it never forwards. CLUSTER SLOTS, SHARDS and NODES describe the live runtime map. Multi-key
-// commands need all their keys in one slot (use a hash tag), as in Redis Cluster.
+// commands need all their keys in one slot (use a hash tag), as in Redis Cluster. So do transactions:
+// EXEC runs the commands MULTI queued as one atomic write, which replicas, the disk and watchers see whole
+// or not at all, and runs nothing if a key WATCH named has changed since.
 //
 // # Architecture
 //

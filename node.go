@@ -500,13 +500,13 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 // for a hand-over since the ownership check.
 func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	k := lookupKeyOp(op)
-	switch {
-	case k == nil:
+	if k == nil {
 		return kvReply{Status: StatusInvalidRequest}
-	case isInternalKey(req.Key):
-		return invalidArgs("ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved")
-	case k.txnOnly:
-		return invalidArgs("ERR " + k.name + " runs only in a transaction")
+	}
+	if refusal, ok := refuseKeyOp(k, req.Key); !ok {
+		return refusal
+	}
+	switch {
 	case k.readOnly && n.store.writeIntentOn(seg, req.Key):
 		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
 	case k.readOnly:
@@ -521,6 +521,18 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 	}
 	defer n.cut.leave(p)
 	return n.store.applyExclusive(seg, k, *req, n.opLimits())
+}
+
+// refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
+// an operation that runs only inside a transaction. It reports true when the request may run.
+func refuseKeyOp(k *keyOperation, key string) (kvReply, bool) {
+	switch {
+	case isInternalKey(key):
+		return invalidArgs("ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"), false
+	case k.txnOnly:
+		return invalidArgs("ERR " + k.name + " runs only in a transaction"), false
+	}
+	return kvReply{}, true
 }
 
 // countdowns remember since when each key has been in some state, for the leader's timeouts.

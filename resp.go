@@ -695,6 +695,15 @@ func (wr *respWriter) bulk(b []byte) {
 	wr.maybeFlush()
 }
 
+// raw writes replies encoded already, straight from b when it is large, as bulk does.
+func (wr *respWriter) raw(b []byte) {
+	if len(b) >= respFlushAbove && wr.flush() == nil {
+		_, wr.err = wr.dst.Write(b)
+		return
+	}
+	wr.buf = append(wr.buf, b...)
+}
+
 func (wr *respWriter) bulkString(s string) {
 	wr.header('$', len(s))
 	wr.buf = append(wr.buf, s...)

@@ -138,18 +138,16 @@ func matchesAny(patterns []string, key []byte) bool {
 	return false
 }
 
-// checkPermissions writes the NOPERM error Redis gives, and reports false, when the user may not run the
-// command on its keys.
-func (c *respConn) checkPermissions(cmd *respCommand, args [][]byte) bool {
+// permissionError returns the NOPERM error Redis gives when the user may not run the command on its keys,
+// or "" when it may.
+func (c *respConn) permissionError(cmd *respCommand, args [][]byte) string {
 	switch {
 	case !c.user.mayRun(cmd):
-		c.wr.error("NOPERM this user has no permissions to run the '" + cmd.fullName(args) + "' command")
+		return "NOPERM this user has no permissions to run the '" + cmd.fullName(args) + "' command"
 	case !c.user.mayAccess(cmd, args):
-		c.wr.error("NOPERM this user has no permissions to access one of the keys used as arguments")
-	default:
-		return true
+		return "NOPERM this user has no permissions to access one of the keys used as arguments"
 	}
-	return false
+	return ""
 }
 
 // Password guessing is slowed per source address: each may fail authFailureBurst times at once, then once

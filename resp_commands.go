@@ -29,6 +29,12 @@ type respCommand struct {
 	noAuth   bool // may run before AUTH
 	parent   bool // has subcommands, which permissions name as parent|sub
 	run      func(c *respConn, args [][]byte)
+
+	// controlsMulti: runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT).
+	controlsMulti bool
+	// noMulti: refused inside MULTI, because it logs in or switches the protocol, or reads across the store,
+	// which an EXEC holding its segment's lock cannot do.
+	noMulti bool
 }
 
 func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
@@ -72,6 +78,8 @@ func buildRESPCommands() map[string]*respCommand {
 	write := []string{"write", "denyoom"}
 	writeFast := []string{"write", "denyoom", "fast"}
 	meta := []string{"loading", "stale", "fast"}
+	txnFlags := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
+	txnFast := []string{"@fast", "@transaction"}
 	list := []*respCommand{
 		{name: "get", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdGet},
 		{name: "set", arity: -3, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSet},
@@ -125,23 +133,28 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZRank, rankReply)},
 		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZCard, intReply)},
 		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZIncrBy, scoreReply)},
-		{name: "scan", arity: -2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdScan},
-		{name: "keys", arity: 2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow", "@dangerous"}, run: (*respConn).cmdKeys},
-		{name: "dbsize", arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
+		{name: "scan", noMulti: true, arity: -2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdScan},
+		{name: "keys", noMulti: true, arity: 2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow", "@dangerous"}, run: (*respConn).cmdKeys},
+		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
 		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
-		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
-		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
-		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
+		{name: "hello", noMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
+		{name: "auth", noMulti: true, arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
+		{name: "quit", controlsMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
 		{parent: true, name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
 		{parent: true, name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
 		{parent: true, name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
-		{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
+		{name: "info", noMulti: true, arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
 		{parent: true, name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
 		{name: "readonly", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "readwrite", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "asking", arity: 1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "select", arity: 2, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdSelect},
+		{name: "multi", arity: 1, flags: txnFlags, acl: txnFast, controlsMulti: true, run: (*respConn).cmdMulti},
+		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, acl: []string{"@slow", "@transaction"}, controlsMulti: true, run: (*respConn).cmdExec},
+		{name: "discard", arity: 1, flags: txnFlags, acl: txnFast, controlsMulti: true, run: (*respConn).cmdDiscard},
+		{name: "watch", arity: -2, flags: txnFlags, firstKey: 1, lastKey: -1, step: 1, acl: txnFast, controlsMulti: true, run: (*respConn).cmdWatch},
+		{name: "unwatch", arity: 1, flags: txnFlags, acl: txnFast, run: (*respConn).cmdUnwatch},
 	}
 	table := make(map[string]*respCommand, len(list))
 	for _, cmd := range list {
@@ -151,24 +164,36 @@ func buildRESPCommands() map[string]*respCommand {
 }
 
 // dispatch runs one command: HTTP refusal, lookup, arity, authentication, permissions, then the command
-// itself.
+// itself, or, inside MULTI, its queueing (resp_txn.go).
 func (s *respServer) dispatch(c *respConn, args [][]byte) {
 	if isHTTPInput(args[0]) {
 		c.refuseHTTP()
 		return
 	}
 	cmd := s.lookup(args[0])
-	switch {
-	case cmd == nil:
-		c.wr.error(unknownCommandMessage(args))
-	case !cmd.arityOK(len(args)):
-		c.wr.error("ERR wrong number of arguments for '" + cmd.name + "' command")
-	case c.user == nil && !cmd.noAuth:
-		c.wr.error("NOAUTH Authentication required.")
-	case c.user != nil && !c.checkPermissions(cmd, args):
+	switch msg := c.admission(cmd, args); {
+	case msg != "":
+		c.reject(cmd, msg)
+	case c.queues(cmd):
+		c.enqueue(cmd, args)
 	default:
 		cmd.run(c, args)
 	}
+}
+
+// admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
+func (c *respConn) admission(cmd *respCommand, args [][]byte) string {
+	switch {
+	case cmd == nil:
+		return unknownCommandMessage(args)
+	case !cmd.arityOK(len(args)):
+		return "ERR wrong number of arguments for '" + cmd.name + "' command"
+	case c.user == nil && !cmd.noAuth:
+		return "NOAUTH Authentication required."
+	case c.user != nil:
+		return c.permissionError(cmd, args)
+	}
+	return ""
 }
 
 // lookup finds a command by name in any case, without allocating.
@@ -230,6 +255,9 @@ func (c *respConn) unknownSubcommand(cmd string, sub []byte) {
 // ownKey checks that this node actively owns key's partition and returns its segment. Otherwise it writes
 // the redirect or refusal and reports false.
 func (c *respConn) ownKey(key string) (int, bool) {
+	if c.exec != nil {
+		return c.exec.seg, true // EXEC checked the transaction's slot before it began
+	}
 	seg, refusal, owned := c.srv.owner.checkOwner(key)
 	if !owned {
 		c.refuse(KeySlot(key), refusal)
@@ -285,7 +313,7 @@ func (s *respServer) respAddrOf(id NodeID) string {
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
 // (the node lost the partition meanwhile) is written as a refusal and reported false.
 func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
-	return c.answered(op, req, c.srv.owner.applyKV(c.srv.ctx, op, seg, req))
+	return c.answered(op, req, c.applyKV(op, seg, req))
 }
 
 // answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
@@ -480,7 +508,7 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	replies := make([]kvReply, len(keys))
 	for i, k := range keys {
 		req := &kvRequest{Key: string(k)}
-		reply := c.srv.owner.applyKV(c.srv.ctx, opGet, seg, req)
+		reply := c.applyKV(opGet, seg, req)
 		if reply.Status == StatusWrongType {
 			reply = kvReply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
 		}

@@ -34,10 +34,18 @@ type diffSeq struct {
 type diffCmd struct {
 	args []string
 	norm func(reply string) string
+	// aside sends the command on a second connection to the same server, as another client would.
+	aside bool
 }
 
 // cmd is a command whose replies must be byte for byte the same.
 func cmd(args ...string) diffCmd { return diffCmd{args: args} }
+
+// elsewhere returns the command sent on the sequence's second connection.
+func (d diffCmd) elsewhere() diffCmd {
+	d.aside = true
+	return d
+}
 
 // within returns the command with its integer reply compared only for lying in [lo, hi].
 func (d diffCmd) within(lo, hi int64) diffCmd {
@@ -98,13 +106,22 @@ func (d *respDiff) run(t *testing.T, seqs []diffSeq) {
 func diffSequence(t *testing.T, redis, zaris *diffConn, seq diffSeq, tag string) string {
 	t.Helper()
 	sent := make([]string, 0, len(seq.cmds))
+	var redisAside, zarisAside *diffConn
 	for _, c := range seq.cmds {
 		args := make([]string, len(c.args))
 		for i, a := range c.args {
 			args[i] = strings.ReplaceAll(a, diffTag, tag)
 		}
 		sent = append(sent, quoteArgs(args))
-		want, got := redis.do(t, args), zaris.do(t, args)
+		r, z := redis, zaris
+		if c.aside {
+			if redisAside == nil {
+				redisAside, zarisAside = dialDiff(t, redis.conn.RemoteAddr().String()), dialDiff(t, zaris.conn.RemoteAddr().String())
+			}
+			r, z = redisAside, zarisAside
+			sent[len(sent)-1] = "(second connection) " + sent[len(sent)-1]
+		}
+		want, got := r.do(t, args), z.do(t, args)
 		if c.norm != nil {
 			want, got = c.norm(want), c.norm(got)
 		}

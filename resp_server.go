@@ -81,6 +81,9 @@ type keyOwner interface {
 	checkOwner(key string) (segment int, refusal kvReply, owned bool)
 	// applyKV runs one key operation on an owned segment, waiting for the replicas as the concern asks.
 	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
+	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
+	// one of keys, and waits for the replicas as applyKV does (Node.applyAtomically).
+	applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
 	// keyCount counts the keys held on this node, owned or replicated.
 	keyCount() int
 	// serveOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
@@ -219,6 +222,7 @@ func (s *respServer) drop(c *respConn) {
 	s.mu.Unlock()
 	c.conn.Close()
 	c.rd.close()
+	c.endTxn()
 	s.wg.Done()
 }
 
@@ -255,6 +259,11 @@ type respConn struct {
 	opened time.Time
 	quit   bool
 	hangUp bool // close at once, dropping the replies not sent yet
+
+	multi   *respMulti   // the open transaction, nil outside MULTI
+	watched []watchedKey // the keys WATCH recorded
+	txnHeld int          // bytes of the transaction and watched keys, counted in the server's budget
+	exec    *execGroup   // set while EXEC runs the queued commands
 
 	authFailures  int
 	deadline      time.Time // the read deadline last set

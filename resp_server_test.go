@@ -31,6 +31,11 @@ func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *k
 	return lookupKeyOp(op).apply(o.store, seg, *req, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20})
 }
 
+func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(*store, opLimits)) Status {
+	o.store.atomically(seg, func(g *store) { fn(g, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}) })
+	return StatusSuccess
+}
+
 func (o *storeOwner) keyCount() int { return o.store.len() }
 
 // ownsPartition reports whether the owner's half of the key space holds partition p.

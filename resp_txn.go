@@ -1,0 +1,314 @@
+package zaris
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Redis transactions. MULTI queues a connection's commands and EXEC runs them as one atomic write of their
+// slot's segment (Node.applyAtomically): replicas, the disk and watchers see all of it or none. WATCH makes
+// EXEC run only if the watched keys kept the versions they had. As in Redis Cluster, every key of a
+// transaction must be in one slot this node owns.
+
+// respMulti is a connection's open transaction.
+type respMulti struct {
+	queue   []queuedCommand
+	flagged bool // a command was refused while queueing: EXEC discards the transaction
+}
+
+// queuedCommand is a command MULTI queued, with its own copy of the arguments.
+type queuedCommand struct {
+	cmd  *respCommand
+	args [][]byte
+}
+
+// watchedKey is a key WATCH recorded with its version then, zero for no live value.
+type watchedKey struct {
+	key     string
+	version uint64
+}
+
+// execGroup is where the key operations of a running EXEC go: the atomic group of segment seg.
+type execGroup struct {
+	g   *store
+	seg int
+	lim opLimits
+}
+
+// respTxnOverhead is what the connection keeps per queued command or watched key besides its bytes.
+const respTxnOverhead = 64
+
+const (
+	execAbortedMessage  = "EXECABORT Transaction discarded because of previous errors."
+	noMultiMessage      = "ERR Command not allowed inside a transaction"
+	txnTooLargeMessage  = "ERR the transaction exceeds the query buffer limit"
+	watchInMultiMessage = "ERR WATCH inside MULTI is not allowed"
+)
+
+// reject answers a command refused before it ran. Inside MULTI the refusal dooms the transaction, and a
+// refused EXEC discards it at once, as in Redis.
+func (c *respConn) reject(cmd *respCommand, msg string) {
+	if cmd != nil && cmd.name == "exec" {
+		c.endTxn()
+		c.wr.error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
+		return
+	}
+	c.flagMulti()
+	c.wr.error(msg)
+}
+
+func (c *respConn) flagMulti() {
+	if c.multi != nil {
+		c.multi.flagged = true
+	}
+}
+
+// queues reports whether cmd is queued rather than run: inside MULTI, every command but those that
+// control the transaction or the connection's end.
+func (c *respConn) queues(cmd *respCommand) bool { return c.multi != nil && !cmd.controlsMulti }
+
+// enqueue queues a command inside MULTI after the checks Redis Cluster makes of a single command: its keys
+// in one slot this node serves. A refused command flags the transaction.
+func (c *respConn) enqueue(cmd *respCommand, args [][]byte) {
+	if cmd.noMulti {
+		c.reject(cmd, noMultiMessage)
+		return
+	}
+	if keys := cmd.keys(args); len(keys) > 0 {
+		if _, ok := c.ownKeys(keys); !ok {
+			c.flagMulti()
+			return
+		}
+	}
+	if !c.holdTxn(argsSize(args)) {
+		c.reject(cmd, txnTooLargeMessage)
+		return
+	}
+	c.multi.queue = append(c.multi.queue, queuedCommand{cmd: cmd, args: cloneValues(args)})
+	c.wr.simple("QUEUED")
+}
+
+func argsSize(args [][]byte) int {
+	n := respTxnOverhead
+	for _, a := range args {
+		n += len(a) + respArgOverhead
+	}
+	return n
+}
+
+// holdTxn counts n more bytes of queued commands or watched keys, within the query buffer limit of one
+// command and the budget every connection shares, and reports false when they do not fit.
+func (c *respConn) holdTxn(n int) bool {
+	if c.txnHeld+n > c.srv.limits.maxQuery || !c.srv.budget.reserve(n) {
+		return false
+	}
+	c.txnHeld += n
+	return true
+}
+
+// endTxn forgets the transaction and the watched keys, and gives their bytes back to the budget.
+func (c *respConn) endTxn() {
+	c.multi, c.watched = nil, nil
+	c.srv.budget.release(c.txnHeld)
+	c.txnHeld = 0
+}
+
+func (c *respConn) cmdMulti([][]byte) {
+	if c.multi != nil {
+		c.wr.error("ERR MULTI calls can not be nested")
+		return
+	}
+	c.multi = &respMulti{}
+	c.wr.ok()
+}
+
+func (c *respConn) cmdDiscard([][]byte) {
+	if c.multi == nil {
+		c.wr.error("ERR DISCARD without MULTI")
+		return
+	}
+	c.endTxn()
+	c.wr.ok()
+}
+
+// cmdWatch records the versions of keys, which must share a slot this node owns. A key watched already
+// keeps the version it had then.
+func (c *respConn) cmdWatch(args [][]byte) {
+	if c.multi != nil {
+		c.wr.error(watchInMultiMessage)
+		return
+	}
+	seg, ok := c.ownKeys(args[1:])
+	if !ok {
+		return
+	}
+	var watched []watchedKey
+	for _, k := range args[1:] {
+		key := string(k)
+		version, ok := c.currentVersion(seg, key)
+		if !ok {
+			return
+		}
+		watched = append(watched, watchedKey{key: key, version: version})
+	}
+	for _, w := range watched {
+		if c.watches(w.key) {
+			continue
+		}
+		if !c.holdTxn(len(w.key) + respTxnOverhead) {
+			c.wr.error(txnTooLargeMessage)
+			return
+		}
+		c.watched = append(c.watched, w)
+	}
+	c.wr.ok()
+}
+
+func (c *respConn) watches(key string) bool {
+	for _, w := range c.watched {
+		if w.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// currentVersion reads key's version, zero without a live value. A refusal is written and reported false.
+func (c *respConn) currentVersion(seg int, key string) (uint64, bool) {
+	req := &kvRequest{Key: key}
+	reply := c.srv.owner.applyKV(c.srv.ctx, opCheckVersion, seg, req)
+	if reply.Status == StatusSuccess || reply.Status == StatusVersionMismatch {
+		return reply.Version, true
+	}
+	if _, answered := c.answered(opCheckVersion, req, reply); answered {
+		c.wr.error("ERR " + reply.Status.String())
+	}
+	return 0, false
+}
+
+// cmdUnwatch forgets the watched keys. Inside MULTI it is queued, and EXEC forgets them anyway.
+func (c *respConn) cmdUnwatch([][]byte) {
+	if c.multi == nil {
+		c.endTxn()
+	}
+	c.wr.ok()
+}
+
+// cmdExec runs the queued commands, all or none of their writes taking effect, and replies the array of
+// their replies. A runtime error of one command is its reply; the others still run. A watched key that
+// changed makes EXEC run nothing and reply a null array.
+func (c *respConn) cmdExec([][]byte) {
+	m, watched := c.multi, c.watched
+	if m == nil {
+		c.wr.error("ERR EXEC without MULTI")
+		return
+	}
+	defer c.endTxn()
+	keys := txnKeys(m.queue, watched)
+	seg, ok := c.txnSegment(keys)
+	switch {
+	case !ok:
+	case m.flagged:
+		c.wr.error(execAbortedMessage)
+	case len(keys) == 0:
+		c.writeExec(c.runQueued(m.queue), len(m.queue))
+	default:
+		c.execAtomically(seg, keys, m.queue, watched)
+	}
+}
+
+// txnSegment checks, as Redis Cluster does at EXEC, that the keys of a transaction share one slot this
+// node owns, and returns their segment. A transaction without keys needs none.
+func (c *respConn) txnSegment(keys [][]byte) (int, bool) {
+	if len(keys) == 0 {
+		return 0, true
+	}
+	return c.ownKeys(keys)
+}
+
+// txnKeys returns every key of the queued commands and the watched keys.
+func txnKeys(queue []queuedCommand, watched []watchedKey) [][]byte {
+	var keys [][]byte
+	for _, q := range queue {
+		keys = append(keys, q.cmd.keys(q.args)...)
+	}
+	for _, w := range watched {
+		keys = append(keys, []byte(w.key))
+	}
+	return keys
+}
+
+// execAtomically runs the queued commands in one atomic group of seg, unless a watched key changed.
+func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand, watched []watchedKey) {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = string(k)
+	}
+	var replies []byte
+	ran := false
+	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
+		if changedSince(g, seg, watched) {
+			return
+		}
+		c.exec = &execGroup{g: g, seg: seg, lim: lim}
+		replies, ran = c.runQueued(queue), true
+		c.exec = nil
+	})
+	switch {
+	case status != StatusSuccess:
+		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+	case !ran:
+		c.nullArray()
+	default:
+		c.writeExec(replies, len(queue))
+	}
+}
+
+// changedSince reports whether a watched key's version is no longer the one WATCH recorded.
+func changedSince(g *store, seg int, watched []watchedKey) bool {
+	for _, w := range watched {
+		if _, version, _ := g.get(seg, w.key); version != w.version {
+			return true
+		}
+	}
+	return false
+}
+
+// runQueued runs the queued commands and returns their replies, written in the connection's protocol
+// into a buffer of their own, so that nothing goes out before EXEC knows it succeeded.
+func (c *respConn) runQueued(queue []queuedCommand) []byte {
+	var out bytes.Buffer
+	conn := c.wr
+	c.wr = newRESPWriter(&out)
+	c.wr.proto = conn.proto
+	for _, q := range queue {
+		q.cmd.run(c, q.args)
+	}
+	c.wr.flush()
+	c.wr = conn
+	return out.Bytes()
+}
+
+// writeExec writes EXEC's array of n replies.
+func (c *respConn) writeExec(replies []byte, n int) {
+	c.wr.array(n)
+	c.wr.raw(replies)
+}
+
+// applyKV runs one key operation on an owned segment: through the owner, or within the atomic group of
+// the EXEC being run.
+func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
+	if c.exec == nil {
+		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
+	}
+	k := lookupKeyOp(op)
+	if k == nil {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	if refusal, ok := refuseKeyOp(k, req.Key); !ok {
+		return refusal
+	}
+	return k.apply(c.exec.g, seg, *req, c.exec.lim)
+}
