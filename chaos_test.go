@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -543,7 +544,7 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 
 	r := cr.report(cert, history, ledger, writable)
 	if bank != nil {
-		verdict := bank.Verify(context.Background(), bankTarget{c.live()[0]})
+		verdict := bank.Verify(context.Background(), bankOn(c.live()[0]))
 		r.Bank = &verdict
 	}
 	return r
@@ -555,80 +556,45 @@ const bankAccounts = 8
 // startBank opens the bank's accounts and starts its clients, which stop when ctx ends.
 func startBank(t *testing.T, c *testCluster, cert certification, ctx context.Context, done *sync.WaitGroup) *chaos.Bank {
 	bank := &chaos.Bank{Accounts: bankAccounts, Initial: 1000, Clients: 4, Seed: cert.seed,
-		CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second),
-		Failed:      func(err error) bool { return errors.Is(err, ErrConflict) || errors.Is(err, ErrLocked) },
+		CallTimeout: cmp.Or(cert.callTimeout, 2*time.Second), Failed: txnFailed,
 	}
-	for i := range bank.Accounts {
-		if err := c.node(0).Put(bg(t), bankAccount(i), []byte(strconv.Itoa(bank.Initial))); err != nil {
-			t.Fatalf("open account %d: %v", i, err)
-		}
+	if err := bank.Open(bg(t), func(ctx context.Context, key string, value []byte) error { return c.node(0).Put(ctx, key, value) }); err != nil {
+		t.Fatal(err)
 	}
+	var picks atomic.Int64
 	bank.Target = func(client int) chaos.BankTarget {
 		live := c.live()
 		if len(live) == 0 {
 			return nil
 		}
-		return bankTarget{live[(client+int(time.Now().UnixNano()>>20))%len(live)]}
+		return bankOn(live[(client+int(picks.Add(1)))%len(live)])
 	}
 	done.Go(func() { bank.Run(ctx) })
 	return bank
 }
 
-func bankAccount(i int) string { return "bank-" + strconv.Itoa(i) }
+// txnFailed reports a Txn error that proves the transaction did not take effect.
+func txnFailed(err error) bool { return errors.Is(err, ErrConflict) || errors.Is(err, ErrLocked) }
 
-// bankTarget runs the bank workload's transactions on one node.
-type bankTarget struct{ n *Node }
-
-func (b bankTarget) Transfer(ctx context.Context, from, to, amount int, receipt string) error {
-	return b.n.Txn(ctx, func(tx *Tx) error {
-		a, err := txBalance(ctx, tx, from)
-		if err != nil {
-			return err
-		}
-		c, err := txBalance(ctx, tx, to)
-		if err != nil {
-			return err
-		}
-		if err := tx.Put(bankAccount(from), []byte(strconv.Itoa(a-amount))); err != nil {
-			return err
-		}
-		if err := tx.Put(bankAccount(to), []byte(strconv.Itoa(c+amount))); err != nil {
-			return err
-		}
-		return tx.Put(receipt, []byte(strconv.Itoa(amount)))
-	})
-}
-
-func (b bankTarget) Balances(ctx context.Context) ([]int, error) {
-	out := make([]int, bankAccounts)
-	err := b.n.Txn(ctx, func(tx *Tx) error {
-		for i := range out {
-			v, err := txBalance(ctx, tx, i)
-			if err != nil {
-				return err
+// bankOn is the bank workload's target on node n: transactions coordinated by n.
+func bankOn(n *Node) chaos.BankTarget {
+	return chaos.TxnBank(chaos.TxnStore{
+		Txn: func(ctx context.Context, fn func(chaos.TxnOps) error) error {
+			return n.Txn(ctx, func(tx *Tx) error {
+				return fn(chaos.TxnOps{
+					Get: func(key string) ([]byte, error) { return tx.Get(ctx, key) },
+					Put: func(key string, value []byte) error { return tx.Put(key, value) },
+				})
+			})
+		},
+		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
+			v, err := n.Get(ctx, key)
+			if errors.Is(err, ErrNotFound) {
+				return nil, false, nil
 			}
-			out[i] = v
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (b bankTarget) HasReceipt(ctx context.Context, receipt string) (bool, error) {
-	_, err := b.n.Get(ctx, receipt)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// txBalance reads account i's balance in tx.
-func txBalance(ctx context.Context, tx *Tx, i int) (int, error) {
-	v, err := tx.Get(ctx, bankAccount(i))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(string(v))
+			return v, err == nil, err
+		},
+	}, bankAccounts)
 }
 
 // settled reports whether partition p is where the run may end in map m: Healthy, or Unavailable when

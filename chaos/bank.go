@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -222,4 +223,90 @@ func (b *Bank) balances(ctx context.Context, target BankTarget) (got []int, err 
 			return got, err
 		}
 	}
+}
+
+// TxnStore is a key-value store with transactions, as TxnBank drives it.
+type TxnStore struct {
+	// Txn runs fn as one transaction, in which get reads a key and put buffers a write; an error of fn
+	// aborts it.
+	Txn func(ctx context.Context, fn func(tx TxnOps) error) error
+	// Get reads a key outside any transaction; found is false when it has no value.
+	Get func(ctx context.Context, key string) (value []byte, found bool, err error)
+}
+
+// TxnOps are the reads and writes of one transaction.
+type TxnOps struct {
+	Get func(key string) ([]byte, error)
+	Put func(key string, value []byte) error
+}
+
+// BankAccount is the key of account i in a TxnBank.
+func BankAccount(i int) string { return "bank-" + strconv.Itoa(i) }
+
+// TxnBank is the bank on a TxnStore: each account a key holding its balance in decimal, each receipt a key
+// of its own holding the amount.
+func TxnBank(s TxnStore, accounts int) BankTarget { return txnBank{s: s, accounts: accounts} }
+
+type txnBank struct {
+	s        TxnStore
+	accounts int
+}
+
+func (b txnBank) Transfer(ctx context.Context, from, to, amount int, receipt string) error {
+	return b.s.Txn(ctx, func(tx TxnOps) error {
+		a, err := balance(tx, from)
+		if err != nil {
+			return err
+		}
+		c, err := balance(tx, to)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(BankAccount(from), []byte(strconv.Itoa(a-amount))); err != nil {
+			return err
+		}
+		if err := tx.Put(BankAccount(to), []byte(strconv.Itoa(c+amount))); err != nil {
+			return err
+		}
+		return tx.Put(receipt, []byte(strconv.Itoa(amount)))
+	})
+}
+
+func (b txnBank) Balances(ctx context.Context) ([]int, error) {
+	out := make([]int, b.accounts)
+	err := b.s.Txn(ctx, func(tx TxnOps) error {
+		for i := range out {
+			v, err := balance(tx, i)
+			if err != nil {
+				return err
+			}
+			out[i] = v
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (b txnBank) HasReceipt(ctx context.Context, receipt string) (bool, error) {
+	_, found, err := b.s.Get(ctx, receipt)
+	return found, err
+}
+
+// balance reads account i's balance in tx.
+func balance(tx TxnOps, i int) (int, error) {
+	v, err := tx.Get(BankAccount(i))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(string(v))
+}
+
+// Open writes every account's initial balance through put, before the run.
+func (b *Bank) Open(ctx context.Context, put func(ctx context.Context, key string, value []byte) error) error {
+	for i := range b.Accounts {
+		if err := put(ctx, BankAccount(i), []byte(strconv.Itoa(b.Initial))); err != nil {
+			return fmt.Errorf("open account %d: %w", i, err)
+		}
+	}
+	return nil
 }

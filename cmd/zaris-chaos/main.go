@@ -51,6 +51,8 @@ import (
 
 // The workload and the bounds of the certification, as in the in-process one.
 const (
+	bankAccounts = 8 // the bank workload's accounts
+	bankClients  = 3 // and its clients, besides the others
 	clients      = 10
 	registers    = 200
 	ledgerShare  = 0.3
@@ -214,6 +216,7 @@ type harness struct {
 	nem     *nemesis
 	history *chaos.History
 	ledger  *chaos.Ledger
+	bank    *chaos.Bank
 	notes   []string
 }
 
@@ -405,6 +408,9 @@ func (h *harness) setUp(ctx context.Context) error {
 	if _, err := h.awaitWritable(ctx); err != nil {
 		return err
 	}
+	if err := h.openBank(ctx); err != nil {
+		return err
+	}
 	fmt.Printf("%d servers serving, lite member %s joined\n", h.o.nodes, lite.Name())
 	return nil
 }
@@ -551,6 +557,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	workCtx, stopWork := context.WithCancel(ctx)
 	var work sync.WaitGroup
 	work.Go(func() { w.Run(workCtx) })
+	work.Go(func() { h.bank.Run(workCtx) })
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
 	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
 	h.nem.net = h.lab
@@ -642,6 +649,39 @@ func (h *harness) workload() *chaos.Workload {
 	}
 }
 
+// openBank opens the accounts of the bank workload: transfers in transactions that the lite member
+// coordinates, between accounts spread over every server.
+func (h *harness) openBank(ctx context.Context) error {
+	target := h.bankTarget()
+	h.bank = &chaos.Bank{Accounts: bankAccounts, Initial: 1000, Clients: bankClients, Seed: h.o.seed, CallTimeout: callTimeout,
+		Target: func(int) chaos.BankTarget { return target },
+		Failed: func(err error) bool { return errors.Is(err, zaris.ErrConflict) || errors.Is(err, zaris.ErrLocked) },
+	}
+	return h.bank.Open(ctx, func(ctx context.Context, key string, value []byte) error {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return h.lite.Put(ctx, key, value)
+	})
+}
+
+// bankTarget runs the bank's transactions on the lite member.
+func (h *harness) bankTarget() chaos.BankTarget {
+	return chaos.TxnBank(chaos.TxnStore{
+		Txn: func(ctx context.Context, fn func(chaos.TxnOps) error) error {
+			return h.lite.Txn(ctx, func(tx *zaris.Tx) error {
+				return fn(chaos.TxnOps{
+					Get: func(key string) ([]byte, error) { return tx.Get(ctx, key) },
+					Put: func(key string, value []byte) error { return tx.Put(key, value) },
+				})
+			})
+		},
+		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
+			v, found, err := h.read(ctx, key)
+			return []byte(v), found, err
+		},
+	}, bankAccounts)
+}
+
 // report checks the history and fills the report as the in-process certification does.
 func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	ops := h.history.Ops()
@@ -670,6 +710,8 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
+	bank := h.bank.Verify(verifyCtx, h.bankTarget())
+	r.Bank = &bank
 	if restartSchedule(h.o.nemesis) || h.o.nemesis == nemesisPartition {
 		h.notes = append(h.notes, writeStalls(acked, h.nem.start, healed).String())
 	}
