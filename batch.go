@@ -371,7 +371,7 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 	if res.Op == BatchGet {
 		res.TTL = time.Duration(r.Reply.Int)
 	}
-	if r.Reply.redirects(b.router.current().m.Index) {
+	if r.Reply.redirects(b.router.current().m.Index) || r.Reply.Status == StatusLocked { // a transaction holds it: not applied
 		out.redirected = append(out.redirected, r.Index)
 		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)
 		out.goesAgain(b.items[r.Index].Key)
