@@ -86,8 +86,9 @@
 // intents. Intents and records are stored, replicated and moved like values, so an owner's failover or a
 // migration keeps them, and an owner resolves intents its coordinator left for longer than TxnTimeout by
 // recording an abort unless the commit was recorded first. A read or write of a held key waits, up to
-// twice TxnTimeout (ErrLocked after that); a prepare that meets another transaction's intent aborts at
-// once, so transactions never wait for each other in a cycle. Keys starting with "\x00zaris:" are reserved.
+// twice TxnTimeout (ErrLocked after that; a batch item goes again within MaxRetries, and a RESP command is
+// answered TRYAGAIN); a prepare that meets another transaction's intent aborts at once, so transactions
+// never wait for each other in a cycle. Keys starting with "\x00zaris:" are reserved.
 //
 // # Hashes, sets, lists and sorted sets
 //
