@@ -87,10 +87,11 @@ type certRun struct {
 // killEvent is a node killed by the nemesis, with the epochs of the partitions it owned and the partitions
 // it held a copy of (as owner or in-sync replica) in the newest map just before.
 type killEvent struct {
-	at     time.Time
-	id     NodeID
-	epochs map[int]uint64
-	held   []int
+	at          time.Time
+	id          NodeID
+	incarnation uint64 // the process killed
+	epochs      map[int]uint64
+	held        []int
 }
 
 // ackRecorder records, from the owners themselves, every acknowledged write: who acknowledged it, in which
@@ -733,7 +734,7 @@ func (cr *certRun) destroyed(p int) (partitionLoss, string) {
 	if !ok || len(loss.holders) == 0 {
 		return loss, ""
 	}
-	killed := cr.killedHolding(p, loss.holders)
+	killed := cr.killedHolding(p, loss)
 	if len(killed) != len(loss.holders) {
 		return loss, ""
 	}
@@ -776,15 +777,16 @@ func (cr *certRun) destroyedKey(layout Layout, key string) (string, bool) {
 		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed), true
 }
 
-// killedHolding describes, for each of ids that the nemesis killed while it held a copy of partition p,
-// its last such kill.
-func (cr *certRun) killedHolding(p int, ids []NodeID) []string {
+// killedHolding describes, for each holder of a loss of partition p, the nemesis's kill of the very
+// process the map then held it as, made while that process held a copy of p. A holder that was only cut
+// off, or that the map knew as another process than the one killed, has none: its copy may come back.
+func (cr *certRun) killedHolding(p int, loss partitionLoss) []string {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	var out []string
-	for _, id := range ids {
-		for i := len(cr.kills) - 1; i >= 0; i-- {
-			if ev := cr.kills[i]; ev.id == id && slices.Contains(ev.held, p) {
+	for i, id := range loss.holders {
+		for _, ev := range slices.Backward(cr.kills) {
+			if ev.id == id && ev.incarnation == loss.incarnations[i] && slices.Contains(ev.held, p) {
 				out = append(out, fmt.Sprintf("%s at %.1fs", id, ev.at.Sub(cr.start).Seconds()))
 				break
 			}
@@ -1067,7 +1069,7 @@ func (cr *certRun) replicaOf(owner, not NodeID) (NodeID, []int) {
 // leaving. It notes the partitions the kill left with no live in-sync copy: an in-sync set shrank during it.
 func (cr *certRun) killOwnerAt(i int) {
 	n := cr.c.node(i)
-	ev := killEvent{id: n.id, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
+	ev := killEvent{id: n.id, incarnation: n.repl.incarnation, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
 	for p, st := range n.ClusterMap().Runtime {
 		if st.Owner == n.id {
 			ev.epochs[p] = st.Epoch

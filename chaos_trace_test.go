@@ -29,10 +29,12 @@ type mapTrace struct {
 	lost map[int]partitionLoss
 }
 
-// partitionLoss is a partition's loss of its owner with no in-sync replica to take over.
+// partitionLoss is a partition's loss of its owner with no in-sync replica to take over: the nodes the map
+// kept as holders of its writes, the processes it knew them as, and when.
 type partitionLoss struct {
-	holders []NodeID
-	at      time.Time
+	holders      []NodeID
+	incarnations []uint64
+	at           time.Time
 }
 
 // observe is the nodes' beforeApply hook: it records how next differs from the last map recorded.
@@ -56,7 +58,11 @@ func (tr *mapTrace) observe(next *ClusterMap) {
 			if tr.lost == nil {
 				tr.lost = map[int]partitionLoss{}
 			}
-			tr.lost[p] = partitionLoss{holders: slices.Clone(st.InSync), at: time.Now()}
+			loss := partitionLoss{holders: slices.Clone(st.InSync), at: time.Now()}
+			for _, id := range st.InSync {
+				loss.incarnations = append(loss.incarnations, next.Nodes[id].Incarnation)
+			}
+			tr.lost[p] = loss
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(next.Nodes)) {
