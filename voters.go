@@ -33,6 +33,23 @@ func splitRaftID(s raft.ServerID) (NodeID, uint64) {
 	return NodeID(s[:i]), inc
 }
 
+// raftAddress is the control-plane address of server id, whose process listens on dataAddr. It names the
+// server as well as the place: a restarted process listens where its predecessor did, and must not answer
+// for it (see raftStream).
+func raftAddress(dataAddr string, id raft.ServerID) raft.ServerAddress {
+	return raft.ServerAddress(string(id) + "@" + dataAddr)
+}
+
+// splitRaftAddress returns the server a control-plane address names and where it listens. A plain host:port
+// names no server: it reaches whichever listens there.
+func splitRaftAddress(a raft.ServerAddress) (raft.ServerID, string) {
+	i := strings.LastIndexByte(string(a), '@')
+	if i < 0 {
+		return "", string(a)
+	}
+	return raft.ServerID(a[:i]), string(a[i+1:])
+}
+
 // serverChangeKind says what a serverChange does.
 type serverChangeKind uint8
 
@@ -93,7 +110,7 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	for _, m := range sortedMembers(members) {
 		id := raftID(m.ID, m.Server)
 		if _, in := kept[id]; m.Status == serf.StatusAlive && m.DataAddr != "" && !in {
-			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: m.DataAddr, Why: "new process"})
+			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: string(raftAddress(m.DataAddr, id)), Why: "new process"})
 		}
 	}
 	return append(changes, promotions(kept, byName, f)...)

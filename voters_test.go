@@ -2,7 +2,10 @@ package zaris
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -119,6 +122,133 @@ func TestRaftIDRoundTrip(t *testing.T) {
 	for _, name := range []NodeID{"a", "node-1", "odd#name"} {
 		if got, inc := splitRaftID(raftID(name, 0xbeef)); got != name || inc != 0xbeef {
 			t.Fatalf("splitRaftID(raftID(%q)) = %q, %x", name, got, inc)
+		}
+	}
+}
+
+// TestRaftAddressRoundTrip checks that a control-plane address names its server and where it listens, and
+// that a plain host:port names no server.
+func TestRaftAddressRoundTrip(t *testing.T) {
+	tests := []struct {
+		addr   raft.ServerAddress
+		id     raft.ServerID
+		listen string
+	}{
+		{raftAddress("127.0.0.1:7000", "node-1#beef"), "node-1#beef", "127.0.0.1:7000"},
+		{raftAddress("[::1]:7000", "odd@name#1"), "odd@name#1", "[::1]:7000"},
+		{raftAddress("host.example:7000", raftID("n", 0xff)), "n#ff", "host.example:7000"},
+		{"127.0.0.1:7000", "", "127.0.0.1:7000"},
+	}
+	for _, tc := range tests {
+		if id, listen := splitRaftAddress(tc.addr); id != tc.id || listen != tc.listen {
+			t.Errorf("splitRaftAddress(%q) = %q, %q, want %q, %q", tc.addr, id, listen, tc.id, tc.listen)
+		}
+	}
+}
+
+// TestRaftStreamServesOnlyItsServer checks that a control-plane connection reaches raft only on the server
+// it names, or on any server when it names none: a process does not answer for another server at its address.
+func TestRaftStreamServesOnlyItsServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := raftID("node-1", 2)
+	stream := newRaftStream(rawRaftListener{ln}, nil, self)
+	defer stream.Close()
+	dialer := newRaftStream(nil, nil, raftID("node-0", 1))
+	tests := []struct {
+		to     raft.ServerAddress
+		served bool
+	}{
+		{raftAddress(ln.Addr().String(), self), true},
+		{raft.ServerAddress(ln.Addr().String()), true},
+		{raftAddress(ln.Addr().String(), raftID("node-1", 1)), false}, // the process this one replaced
+		{raftAddress(ln.Addr().String(), raftID("node-2", 2)), false},
+	}
+	for _, tc := range tests {
+		conn, err := dialer.Dial(tc.to, time.Second)
+		if err != nil {
+			t.Fatalf("dial %s: %v", tc.to, err)
+		}
+		if _, err := conn.Write([]byte("raft")); err != nil {
+			t.Fatalf("write to %s: %v", tc.to, err)
+		}
+		accepted, err := stream.Accept()
+		if err != nil {
+			t.Fatalf("accept from %s: %v", tc.to, err)
+		}
+		got := make([]byte, 4)
+		_, err = io.ReadFull(accepted, got)
+		switch {
+		case tc.served && (err != nil || string(got) != "raft"):
+			t.Errorf("connection for %s: read %q, %v; want it served", tc.to, got, err)
+		case !tc.served && !errors.Is(err, errOtherServer):
+			t.Errorf("connection for %s: read %q, %v; want %v", tc.to, got, err, errOtherServer)
+		}
+		accepted.Close()
+		conn.Close()
+	}
+}
+
+// rawRaftListener hands out connections whose protocol byte has been read, as the data port's mux does.
+type rawRaftListener struct{ net.Listener }
+
+func (l rawRaftListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var lane [1]byte
+	if _, err := io.ReadFull(conn, lane[:]); err != nil || lane[0] != muxRaft {
+		conn.Close()
+		return nil, fmt.Errorf("lane %q: %v", lane[0], err)
+	}
+	return conn, nil
+}
+
+// TestRestartedProcessDoesNotVoteForItsPredecessor reproduces a lost control-plane decision: the leader
+// commits it with one follower while the other is cut off, that follower crashes and restarts (memory only:
+// a new server, at the same address), and the leader is cut off. The cut-off follower, lacking the
+// decision, must not be elected by the restarted process answering for its predecessor's server; once the
+// network heals, every node's map holds the decision.
+func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.leaderNode()
+	var others []int
+	for i, n := range c.live() {
+		if n != leader {
+			others = append(others, i)
+		}
+	}
+	crashed, behind := c.node(others[0]), c.node(others[1])
+	c.isolate(behind)
+
+	const p = 0
+	if err := leader.commit(&command{Kind: cmdReclaim, Partition: p, Epoch: leader.ClusterMap().Runtime[p].Epoch}); err != nil {
+		t.Fatalf("commit with %s alone: %v", crashed.id, err)
+	}
+	decided := leader.ClusterMap().Runtime[p].Epoch
+
+	c.kill(others[0])
+	c.faults.Partition(string(leader.id), string(crashed.id))
+	c.faults.Heal(string(behind.id), string(crashed.id))
+	c.faults.Heal(string(crashed.id), string(behind.id))
+	restarted := c.restartVia(others[0], behind)
+	if restarted.serverID() == crashed.serverID() {
+		t.Fatalf("%s restarted as the same server %s", crashed.id, crashed.serverID())
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if behind.IsLeader() {
+			t.Fatalf("%s, without the decision committed at epoch %d, was elected", behind.id, decided)
+		}
+	}
+
+	c.faults.HealAll()
+	c.waitStable(20 * time.Second)
+	for _, n := range c.live() {
+		if got := n.ClusterMap().Runtime[p].Epoch; got < decided {
+			t.Errorf("%s: partition %d at epoch %d, want the committed epoch %d or later", n.id, p, got, decided)
 		}
 	}
 }
