@@ -14,7 +14,8 @@ import (
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too. New servers join as non-voters and are promoted once alive for
+// DeadServerTimeout, is removed too; a voter whose member is leaving, or left, is first demoted, which still
+// reaches it, so that it never departs holding a vote the others need for a quorum. New servers join as non-voters and are promoted once alive for
 // ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
@@ -57,6 +58,7 @@ const (
 	removeServer serverChangeKind = iota + 1
 	addNonvoter
 	promoteServer
+	demoteServer
 )
 
 func (k serverChangeKind) String() string {
@@ -67,6 +69,8 @@ func (k serverChangeKind) String() string {
 		return "add non-voter"
 	case promoteServer:
 		return "promote to voter"
+	case demoteServer:
+		return "demote to non-voter"
 	}
 	return fmt.Sprintf("serverChangeKind(%d)", uint8(k))
 }
@@ -101,7 +105,10 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	var changes []serverChange
 	kept := map[raft.ServerID]raft.Server{}
 	for _, s := range servers {
-		if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
+		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
+			changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: why})
+			s.Suffrage = raft.Nonvoter
+		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
 			continue
 		}
@@ -114,6 +121,22 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 		}
 	}
 	return append(changes, promotions(kept, byName, f)...)
+}
+
+// departingVoter says why voter s, whose process is leaving or has left gracefully, is to lose its vote, or
+// "" when it keeps it.
+func departingVoter(s raft.Server, byName map[NodeID]member) string {
+	name, server := splitRaftID(s.ID)
+	m, known := byName[name]
+	switch {
+	case s.Suffrage != raft.Voter || !known || m.Server != server:
+		return ""
+	case m.Status == serf.StatusLeft:
+		return "member left"
+	case m.Leaving && m.Status == serf.StatusAlive:
+		return "member leaving"
+	}
+	return ""
 }
 
 // staleServer says why server s no longer stands for a live process, or "" when it does.
@@ -187,6 +210,8 @@ func (n *Node) followMembership(members []member) error {
 			switch ch.Kind {
 			case removeServer:
 				return n.raft.RemoveServer(ch.ID, 0, applyTimeout)
+			case demoteServer:
+				return n.raft.DemoteVoter(ch.ID, 0, applyTimeout)
 			case addNonvoter:
 				return n.raft.AddNonvoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
 			default:

@@ -48,9 +48,17 @@ func TestPlanServers(t *testing.T) {
 		{name: "a dead voter is removed", servers: three, dead: []NodeID{"c"},
 			members: []member{alive("a", 1), alive("b", 1), failed("c", 1)},
 			want:    []string{"remove c#1"}},
-		{name: "a member that left is removed", servers: three,
+		{name: "a voter whose member left is demoted first", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Status = serf.StatusLeft })},
+			want:    []string{"demote to non-voter c#1"}},
+		{name: "a non-voter whose member left is removed", servers: []raft.Server{voter("a", 1), voter("b", 1), nonvoter("c", 1)},
 			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Status = serf.StatusLeft })},
 			want:    []string{"remove c#1"}},
+		{name: "a leaving voter is demoted, leaving its partner alone to vote", servers: []raft.Server{voter("a", 1), voter("c", 1)},
+			members: []member{alive("a", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })},
+			want:    []string{"demote to non-voter c#1"}},
+		{name: "the leader is not demoted while it leaves", servers: three,
+			members: []member{with(alive("a", 1), func(m *member) { m.Leaving = true }), alive("b", 1), alive("c", 1)}},
 		{name: "a server gossip does not know stays until DeadServerTimeout", servers: three,
 			members: []member{alive("a", 1), alive("b", 1)}},
 		{name: "a server gossip has not known for DeadServerTimeout is removed", servers: three, dead: []NodeID{"c"},
@@ -330,26 +338,27 @@ func (c *testCluster) replaced(dead NodeID) bool {
 }
 
 // TestLeaverFindsItsServer checks that a leaving node tells its own control-plane server, named by node and
-// process, from the servers of other nodes and from its predecessor's.
+// process, from the servers of other nodes and from its predecessor's, and whether it still votes.
 func TestLeaverFindsItsServer(t *testing.T) {
 	n := &Node{id: "a", serverInc: 2}
 	server := func(name NodeID, inc uint64, s raft.ServerSuffrage) raft.Server {
 		return raft.Server{Suffrage: s, ID: raftID(name, inc)}
 	}
 	for _, tc := range []struct {
-		name           string
-		servers        []raft.Server
-		listed, others bool
+		name          string
+		servers       []raft.Server
+		votes, others bool
 	}{
 		{"alone", []raft.Server{server("a", 2, raft.Voter)}, true, false},
 		{"with a voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Voter)}, true, true},
 		{"with a non-voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Nonvoter)}, true, false},
+		{"demoted", []raft.Server{server("a", 2, raft.Nonvoter), server("b", 1, raft.Voter)}, false, true},
 		{"removed", []raft.Server{server("a", 1, raft.Voter), server("b", 1, raft.Voter)}, false, true},
 		{"beside its predecessor", []raft.Server{server("a", 1, raft.Voter), server("a", 2, raft.Voter)}, true, false},
 	} {
 		c := raft.Configuration{Servers: tc.servers}
-		if got := n.isServerIn(c); got != tc.listed {
-			t.Errorf("%s: isServerIn = %v, want %v", tc.name, got, tc.listed)
+		if got := n.votesIn(c); got != tc.votes {
+			t.Errorf("%s: votesIn = %v, want %v", tc.name, got, tc.votes)
 		}
 		if got := n.othersVote(c); got != tc.others {
 			t.Errorf("%s: othersVote = %v, want %v", tc.name, got, tc.others)
@@ -503,4 +512,22 @@ func longestGap(acks []time.Time, from, to time.Time) time.Duration {
 		prev = at
 	}
 	return max(longest, to.Sub(prev))
+}
+
+// TestOthersKeepQuorum checks when a leaving voter may take silence from the leader for its removal: only
+// where the other voters make a quorum without it.
+func TestOthersKeepQuorum(t *testing.T) {
+	for voters, want := range []bool{1: false, 2: false, 3: true, 4: true, 5: true} {
+		if voters == 0 {
+			continue
+		}
+		var c raft.Configuration
+		for i := range voters {
+			c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raftID(NodeID(fmt.Sprint(i)), 1)})
+		}
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Nonvoter, ID: "n#1"})
+		if got := othersKeepQuorum(c); got != want {
+			t.Errorf("%d voters and a non-voter: othersKeepQuorum = %v, want %v", voters, got, want)
+		}
+	}
 }
