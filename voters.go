@@ -91,6 +91,8 @@ type serverFacts struct {
 	Dead func(NodeID) bool
 	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
 	Stable func(raft.ServerID) bool
+	// Alive reports whether a server's process is a member gossip reports alive.
+	Alive func(raft.ServerID) bool
 }
 
 // planServers returns, in the order to apply them, the changes that make the servers follow the members:
@@ -104,12 +106,21 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	}
 	var changes []serverChange
 	kept := map[raft.ServerID]raft.Server{}
+	voting := map[raft.ServerID]bool{} // the voters once the changes so far apply
+	for _, s := range servers {
+		voting[s.ID] = s.Suffrage == raft.Voter
+	}
 	for _, s := range servers {
 		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
+			if !othersKeepLiveQuorum(voting, s.ID, f.Alive) {
+				kept[s.ID] = s // it keeps its vote until enough other voters are alive to commit without it
+				continue
+			}
 			changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: why})
-			s.Suffrage = raft.Nonvoter
+			s.Suffrage, voting[s.ID] = raft.Nonvoter, false
 		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
+			voting[s.ID] = false
 			continue
 		}
 		kept[s.ID] = s
@@ -137,6 +148,23 @@ func departingVoter(s raft.Server, byName map[NodeID]member) string {
 		return "member leaving"
 	}
 	return ""
+}
+
+// othersKeepLiveQuorum reports whether the voters other than id, as voting has them, are a majority of
+// live servers: taking id's vote commits only with them, and leaves the control plane unable to decide
+// anything if they are not.
+func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, alive func(raft.ServerID) bool) bool {
+	voters, live := 0, 0
+	for s, votes := range voting {
+		if !votes || s == id {
+			continue
+		}
+		voters++
+		if alive(s) {
+			live++
+		}
+	}
+	return live > voters/2
 }
 
 // staleServer says why server s no longer stands for a live process, or "" when it does.
@@ -258,6 +286,7 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
 		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.DeadServerTimeout },
+		Alive:     func(id raft.ServerID) bool { return alive[id] },
 		Stable: func(id raft.ServerID) bool {
 			return alive[id] && n.stableSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.Timing.ServerStabilization
 		},

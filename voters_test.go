@@ -57,6 +57,15 @@ func TestPlanServers(t *testing.T) {
 		{name: "a leaving voter is demoted, leaving its partner alone to vote", servers: []raft.Server{voter("a", 1), voter("c", 1)},
 			members: []member{alive("a", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })},
 			want:    []string{"demote to non-voter c#1"}},
+		{name: "a leaving voter keeps its vote while the others would have no live quorum without it", servers: three,
+			members: []member{alive("a", 1), failed("b", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })}},
+		{name: "a leaving voter is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
+			members: []member{alive("a", 1), failed("b", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })},
+			want:    []string{"remove b#1", "demote to non-voter c#1"}},
+		{name: "two leaving voters are both demoted: the voter left is live", servers: three,
+			members: []member{alive("a", 1), with(alive("b", 1), func(m *member) { m.Leaving = true }),
+				with(alive("c", 1), func(m *member) { m.Leaving = true })},
+			want: []string{"demote to non-voter b#1", "demote to non-voter c#1"}},
 		{name: "the leader is not demoted while it leaves", servers: three,
 			members: []member{with(alive("a", 1), func(m *member) { m.Leaving = true }), alive("b", 1), alive("c", 1)}},
 		{name: "a server gossip does not know stays until DeadServerTimeout", servers: three,
@@ -109,6 +118,11 @@ func TestPlanServers(t *testing.T) {
 				MaxVoters: 5,
 				Dead:      func(id NodeID) bool { return slices.Contains(tc.dead, id) },
 				Stable:    func(id raft.ServerID) bool { return slices.Contains(tc.stable, id) },
+				Alive: func(id raft.ServerID) bool {
+					return slices.ContainsFunc(tc.members, func(m member) bool {
+						return raftID(m.ID, m.Server) == id && m.Status == serf.StatusAlive
+					})
+				},
 			}
 			if tc.max > 0 {
 				facts.MaxVoters = tc.max
