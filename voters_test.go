@@ -275,6 +275,69 @@ func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
 	}
 }
 
+// TestLeaveFromTwoVotersKeepsTheOtherDeciding has one of two voters leave while the fault injector holds its
+// control-plane traffic, so that it hears nothing from the other after it hands leadership over. It must not
+// take that silence for its removal and close with its vote: the other would then never again have a quorum.
+// Once the link heals the other voter leads and takes writes, and the leaver's departure went through.
+func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) { cfg.Lite = cfg.Name == "node-1" }) // the leaver has nothing to drain
+	stayer, leaver := c.node(0), c.node(1)
+	cf := leaver.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if voters := countVoters(cf.Configuration()); voters != 2 {
+		t.Fatalf("%d voters, want 2: %v", voters, cf.Configuration().Servers)
+	}
+	waitFor(t, 10*time.Second, string(leaver.id)+" to lead", func() bool {
+		if !leaver.IsLeader() {
+			_ = c.giveLeadershipBack(leaver, time.Second) // a transfer that fails is tried again
+		}
+		return leaver.IsLeader()
+	})
+
+	c.faults.Partition(string(stayer.id), string(leaver.id))
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		left <- leaver.Leave(ctx)
+	}()
+	waitFor(t, 10*time.Second, string(leaver.id)+" to stop leading", func() bool { return !leaver.IsLeader() })
+	held := time.After(20 * leaver.cfg.Timing.RaftHeartbeat) // far beyond the silence it once took for its removal
+	select {
+	case err := <-left:
+		t.Fatalf("%s left, with its vote, while cut off from the only other voter: %v", leaver.id, err)
+	case <-held:
+	}
+	c.faults.HealAll()
+	select {
+	case err := <-left:
+		if err != nil {
+			t.Fatalf("%s leaves: %v", leaver.id, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not finish leaving once healed", leaver.id)
+	}
+	waitFor(t, 10*time.Second, string(stayer.id)+" to lead alone", stayer.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stayer.Put(ctx, "after-the-leave", []byte("v")); err != nil {
+		t.Fatalf("put after %s left: %v", leaver.id, err)
+	}
+}
+
+// countVoters counts the voters of configuration c.
+func countVoters(c raft.Configuration) int {
+	n := 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
+}
+
 // TestVotersReplacedOneByOne replaces every node of a three-node cluster, one at a time, by a new node with a
 // new name: each original is killed for good once its replacement has joined. The dead voter must leave the
 // control plane and the replacement become a voter, so the cluster keeps deciding: each partition of the
