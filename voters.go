@@ -14,8 +14,9 @@ import (
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too; a voter whose member is leaving, or left, is first demoted, which still
-// reaches it, so that it never departs holding a vote the others need for a quorum. New servers join as non-voters and are promoted once alive for
+// DeadServerTimeout, is removed too. A voter whose member is leaving, or left, is first demoted, while the
+// other voters keep a live quorum without it: a demotion still reaches the leaver, which departs only once
+// it holds no vote the others need. New servers join as non-voters and are promoted once alive for
 // ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
