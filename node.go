@@ -614,7 +614,7 @@ func (n *Node) handOverLeadership() {
 }
 
 // awaitRemoval waits until this node's server holds no vote in the control plane (the leader demotes a
-// leaving voter, then removes it), or no other node has a vote to take it. Only a leader changes servers,
+// voter that left, then removes it), or no other node has a vote to take it. Only a leader changes servers,
 // never its own, so while this node leads it hands leadership over again. A removed server may never hear of
 // its removal, so silence from the leader counts as one, but only where the other voters keep a quorum
 // without this one: a voter departing unremoved from two would leave the other unable to elect a leader.

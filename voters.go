@@ -14,9 +14,9 @@ import (
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too. A voter whose member is leaving, or left, is first demoted, while the
-// other voters keep a live quorum without it: a demotion still reaches the leaver, which departs only once
-// it holds no vote the others need. New servers join as non-voters and are promoted once alive for
+// DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
+// a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
+// the others need. New servers join as non-voters and are promoted once alive for
 // ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
@@ -92,8 +92,6 @@ type serverFacts struct {
 	Dead func(NodeID) bool
 	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
 	Stable func(raft.ServerID) bool
-	// Alive reports whether a server's process is a member gossip reports alive.
-	Alive func(raft.ServerID) bool
 }
 
 // planServers returns, in the order to apply them, the changes that make the servers follow the members:
@@ -113,7 +111,7 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	}
 	for _, s := range servers {
 		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
-			if !othersKeepLiveQuorum(voting, s.ID, f.Alive) {
+			if !othersKeepLiveQuorum(voting, s.ID, func(id raft.ServerID) bool { return runs(id, byName) }) {
 				kept[s.ID] = s // it keeps its vote until enough other voters are alive to commit without it
 				continue
 			}
@@ -135,37 +133,41 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	return append(changes, promotions(kept, byName, f)...)
 }
 
-// departingVoter says why voter s, whose process is leaving or has left gracefully, is to lose its vote, or
-// "" when it keeps it.
+// departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
+// waits to hear that it holds no vote), or "" when it keeps it. A voter keeps its vote while it drains: the
+// drain may take long, and one voter fewer meanwhile would leave the others less room for failures.
 func departingVoter(s raft.Server, byName map[NodeID]member) string {
 	name, server := splitRaftID(s.ID)
 	m, known := byName[name]
-	switch {
-	case s.Suffrage != raft.Voter || !known || m.Server != server:
-		return ""
-	case m.Status == serf.StatusLeft:
+	if s.Suffrage == raft.Voter && known && m.Server == server && m.Status == serf.StatusLeft {
 		return "member left"
-	case m.Leaving && m.Status == serf.StatusAlive:
-		return "member leaving"
 	}
 	return ""
 }
 
-// othersKeepLiveQuorum reports whether the voters other than id, as voting has them, are a majority of
-// live servers: taking id's vote commits only with them, and leaves the control plane unable to decide
+// othersKeepLiveQuorum reports whether the voters other than id, as voting has them, are mostly servers
+// that run: taking id's vote commits only with them, and leaves the control plane unable to decide
 // anything if they are not.
-func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, alive func(raft.ServerID) bool) bool {
-	voters, live := 0, 0
+func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, runs func(raft.ServerID) bool) bool {
+	voters, running := 0, 0
 	for s, votes := range voting {
 		if !votes || s == id {
 			continue
 		}
 		voters++
-		if alive(s) {
-			live++
+		if runs(s) {
+			running++
 		}
 	}
-	return live > voters/2
+	return running > voters/2
+}
+
+// runs reports whether server s's process still runs, as gossip tells: its member is alive, or has left
+// and waits to hear that it holds no vote.
+func runs(s raft.ServerID, byName map[NodeID]member) bool {
+	name, server := splitRaftID(s)
+	m, known := byName[name]
+	return known && m.Server == server && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
 }
 
 // staleServer says why server s no longer stands for a live process, or "" when it does.
@@ -287,7 +289,6 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
 		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.DeadServerTimeout },
-		Alive:     func(id raft.ServerID) bool { return alive[id] },
 		Stable: func(id raft.ServerID) bool {
 			return alive[id] && n.stableSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.Timing.ServerStabilization
 		},

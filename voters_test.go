@@ -32,6 +32,12 @@ func TestPlanServers(t *testing.T) {
 	failed := func(name string, inc uint64) member {
 		return with(alive(name, inc), func(m *member) { m.Status = serf.StatusFailed })
 	}
+	leaving := func(name string, inc uint64) member {
+		return with(alive(name, inc), func(m *member) { m.Leaving = true })
+	}
+	left := func(name string, inc uint64) member {
+		return with(leaving(name, inc), func(m *member) { m.Status = serf.StatusLeft })
+	}
 	three := []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1)}
 	tests := []struct {
 		name    string
@@ -54,20 +60,28 @@ func TestPlanServers(t *testing.T) {
 		{name: "a non-voter whose member left is removed", servers: []raft.Server{voter("a", 1), voter("b", 1), nonvoter("c", 1)},
 			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Status = serf.StatusLeft })},
 			want:    []string{"remove c#1"}},
-		{name: "a leaving voter is demoted, leaving its partner alone to vote", servers: []raft.Server{voter("a", 1), voter("c", 1)},
-			members: []member{alive("a", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })},
+		{name: "a voter keeps its vote while it drains", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), leaving("c", 1)}},
+		{name: "a voter that left is demoted, leaving its partner alone to vote", servers: []raft.Server{voter("a", 1), voter("c", 1)},
+			members: []member{alive("a", 1), left("c", 1)},
 			want:    []string{"demote to non-voter c#1"}},
-		{name: "a leaving voter keeps its vote while the others would have no live quorum without it", servers: three,
-			members: []member{alive("a", 1), failed("b", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })}},
-		{name: "a leaving voter is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
-			members: []member{alive("a", 1), failed("b", 1), with(alive("c", 1), func(m *member) { m.Leaving = true })},
+		{name: "a voter that left keeps its vote while the others would have no live quorum without it", servers: three,
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1)}},
+		{name: "a voter that left is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1)},
 			want:    []string{"remove b#1", "demote to non-voter c#1"}},
-		{name: "two leaving voters are both demoted: the voter left is live", servers: three,
-			members: []member{alive("a", 1), with(alive("b", 1), func(m *member) { m.Leaving = true }),
-				with(alive("c", 1), func(m *member) { m.Leaving = true })},
-			want: []string{"demote to non-voter b#1", "demote to non-voter c#1"}},
-		{name: "the leader is not demoted while it leaves", servers: three,
-			members: []member{with(alive("a", 1), func(m *member) { m.Leaving = true }), alive("b", 1), alive("c", 1)}},
+		{name: "two voters that left are both demoted: the voter left is live", servers: three,
+			members: []member{alive("a", 1), left("b", 1), left("c", 1)},
+			want:    []string{"demote to non-voter b#1", "demote to non-voter c#1"}},
+		{name: "of five voters, one that left is demoted while three others are live",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), failed("c", 1), alive("d", 1), left("e", 1)},
+			want:    []string{"demote to non-voter e#1"}},
+		{name: "of five voters, one that left keeps its vote beside two failed ones",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), failed("b", 1), failed("c", 1), alive("d", 1), left("e", 1)}},
+		{name: "the leader is not demoted after it left", servers: three,
+			members: []member{left("a", 1), alive("b", 1), alive("c", 1)}},
 		{name: "a server gossip does not know stays until DeadServerTimeout", servers: three,
 			members: []member{alive("a", 1), alive("b", 1)}},
 		{name: "a server gossip has not known for DeadServerTimeout is removed", servers: three, dead: []NodeID{"c"},
@@ -118,11 +132,6 @@ func TestPlanServers(t *testing.T) {
 				MaxVoters: 5,
 				Dead:      func(id NodeID) bool { return slices.Contains(tc.dead, id) },
 				Stable:    func(id raft.ServerID) bool { return slices.Contains(tc.stable, id) },
-				Alive: func(id raft.ServerID) bool {
-					return slices.ContainsFunc(tc.members, func(m member) bool {
-						return raftID(m.ID, m.Server) == id && m.Status == serf.StatusAlive
-					})
-				},
 			}
 			if tc.max > 0 {
 				facts.MaxVoters = tc.max
