@@ -138,11 +138,17 @@ func (c *testCluster) baseDialer() transport.Dialer {
 // restart starts node i again after kill, with its name, addresses and data directory.
 func (c *testCluster) restart(i int) *Node {
 	c.t.Helper()
+	return c.restartVia(i, c.live()...)
+}
+
+// restartVia is restart joining through seeds only.
+func (c *testCluster) restartVia(i int, seeds ...*Node) *Node {
+	c.t.Helper()
 	c.mu.Lock()
 	cfg := c.cfgs[i]
 	c.mu.Unlock()
 	cfg.Join = nil
-	for _, n := range c.live() {
+	for _, n := range seeds {
 		cfg.Join = append(cfg.Join, n.GossipAddr())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

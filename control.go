@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -135,9 +136,15 @@ func (mapSnapshot) Release() {}
 // raftStream carries raft's connections over the shared data port. Raft does not close the connections it
 // accepted when it shuts down, nor wait for the handlers serving them, so the stream tracks them, closes them
 // itself and lets the node wait until every handler has let go of its connection.
+//
+// Each connection names the server it is for, and a process serves only its own. A restarted process
+// listens where its predecessor did but is a new server: answering for the old one, with none of its log
+// or votes, it would grant votes and acknowledge entries the old server never had, and a leader could be
+// elected without a committed entry.
 type raftStream struct {
 	net.Listener
 	dialer transport.Dialer
+	self   raft.ServerID
 
 	mu       sync.Mutex
 	accepted map[net.Conn]struct{}
@@ -145,9 +152,22 @@ type raftStream struct {
 	handlers sync.WaitGroup // one per accepted connection its handler has not closed
 }
 
-func newRaftStream(ln net.Listener, d transport.Dialer) *raftStream {
-	return &raftStream{Listener: ln, dialer: d, accepted: map[net.Conn]struct{}{}}
+func newRaftStream(ln net.Listener, d transport.Dialer, self raft.ServerID) *raftStream {
+	return &raftStream{Listener: ln, dialer: d, self: self, accepted: map[net.Conn]struct{}{}}
 }
+
+// Addr is this server's control-plane address, which raft sends along with its requests.
+func (s *raftStream) Addr() net.Addr {
+	return serverAddr{s.Listener.Addr(), raftAddress(s.Listener.Addr().String(), s.self)}
+}
+
+// serverAddr is a listener's address that also names the server listening.
+type serverAddr struct {
+	net.Addr
+	named raft.ServerAddress
+}
+
+func (a serverAddr) String() string { return string(a.named) }
 
 func (s *raftStream) Accept() (net.Conn, error) {
 	conn, err := s.Listener.Accept()
@@ -184,9 +204,33 @@ func (s *raftStream) awaitHandlers() { s.handlers.Wait() }
 
 type streamConn struct {
 	net.Conn
-	s    *raftStream
-	once sync.Once
+	s     *raftStream
+	once  sync.Once
+	named bool // the server the connection is for has been read, and is this one
 }
+
+// Read reads, first of all, the server the connection is for, and fails for any server but this one.
+// Only the connection's handler reads.
+func (c *streamConn) Read(p []byte) (int, error) {
+	if !c.named {
+		to, err := readServerName(c.Conn)
+		if err != nil {
+			return 0, err
+		}
+		if !c.s.serves(to) {
+			return 0, fmt.Errorf("%w: connection for %s reached %s", errOtherServer, to, c.s.self)
+		}
+		c.named = true
+	}
+	return c.Conn.Read(p)
+}
+
+// errOtherServer says a control-plane connection was for a server this process is not.
+var errOtherServer = errors.New("zaris: control-plane connection for another server")
+
+// serves reports whether a connection for server to is this process's to serve: it names this server, or
+// none (a plain host:port).
+func (s *raftStream) serves(to raft.ServerID) bool { return to == "" || to == s.self }
 
 // Close is called by the connection's handler as it returns.
 func (c *streamConn) Close() error {
@@ -199,10 +243,57 @@ func (c *streamConn) Close() error {
 	return c.Conn.Close()
 }
 
+// Dial connects to the server that addr names and sends its name, ahead of raft's own bytes.
 func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return transport.DialMux(ctx, s.dialer, string(addr), muxRaft)
+	to, hostPort := splitRaftAddress(addr)
+	conn, err := transport.DialMux(ctx, s.dialer, hostPort, muxRaft)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeServerName(ctx, conn, to); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// maxServerName bounds the server name a control-plane connection may send.
+const maxServerName = 1024
+
+// writeServerName sends the server a connection is for: its length in two bytes, then the name.
+func writeServerName(ctx context.Context, conn net.Conn, to raft.ServerID) error {
+	if len(to) > maxServerName {
+		return fmt.Errorf("zaris: control-plane server name of %d bytes", len(to))
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+	}
+	msg := binary.BigEndian.AppendUint16(nil, uint16(len(to)))
+	if _, err := conn.Write(append(msg, to...)); err != nil {
+		return err
+	}
+	return conn.SetWriteDeadline(time.Time{})
+}
+
+// readServerName reads the server a connection is for, as writeServerName sent it.
+func readServerName(r io.Reader) (raft.ServerID, error) {
+	var size [2]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return "", err
+	}
+	n := binary.BigEndian.Uint16(size[:])
+	if n > maxServerName {
+		return "", fmt.Errorf("zaris: control-plane server name of %d bytes", n)
+	}
+	name := make([]byte, n)
+	if _, err := io.ReadFull(r, name); err != nil {
+		return "", err
+	}
+	return raft.ServerID(name), nil
 }
 
 // startRaft creates the consensus member of this node. Its log, term, vote and snapshots live in the data
@@ -217,7 +308,7 @@ func (n *Node) startRaft(ln net.Listener) error {
 	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
 	rc.NotifyCh = n.leaderCh
 
-	n.raftStream = newRaftStream(ln, n.dialer)
+	n.raftStream = newRaftStream(ln, n.dialer, n.serverID())
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.raftStream,
 		MaxPool: 3,
@@ -394,7 +485,7 @@ func (n *Node) maybeBootstrap() {
 		if i >= n.cfg.MaxVoters {
 			suffrage = raft.Nonvoter
 		}
-		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Server), Address: raft.ServerAddress(m.DataAddr)})
+		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Server), Address: raftAddress(m.DataAddr, raftID(m.ID, m.Server))})
 	}
 	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		n.log.Warn("bootstrap control plane", "err", err)

@@ -25,8 +25,9 @@
 // to the operating system, or fsynced under DiskSynced), so epochs only grow across any restart, every node
 // at once included, and a full restart comes back with the same map. The raft servers follow membership. A node with DataDir is one server for the life of its
 // directory; a memory-only process has forgotten its raft term and vote when it restarts, so it joins as a
-// new server and its predecessor is removed. A member that left, or stayed failed (or unknown to gossip) for
-// DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters once they have
+// new server and its predecessor is removed. Control-plane connections name the server they are for, so a
+// restarted process at its predecessor's address never answers for it. A member that left, or stayed failed
+// (or unknown to gossip) for DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters once they have
 // stayed alive for Timing.ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster
 // whose first voters are all replaced, one at a time, keeps deciding.
 //

@@ -626,22 +626,24 @@ func (n *Node) handOverLeadership() {
 	}
 }
 
-// awaitRemoval waits until the control plane no longer lists this node's server, or no other node has a vote
-// to remove it. Only a leader removes servers, never itself, so while this node leads (its hand-over did not
-// take, or it has won an election since) it hands leadership over again.
+// awaitRemoval waits until this node's server holds no vote in the control plane (the leader demotes a
+// voter that left, then removes it), or no other node has a vote to take it. Only a leader changes servers,
+// never its own, so while this node leads it hands leadership over again. A removed server may never hear of
+// its removal, so silence from the leader counts as one, but only where the other voters keep a quorum
+// without this one: a voter departing unremoved from two would leave the other unable to elect a leader.
 func (n *Node) awaitRemoval(ctx context.Context) error {
 	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.GossipInterval)
 	defer tick.Stop()
 	following := time.Now() // compared with raft's last contact, a wall-clock time
 	for {
 		cf := n.raft.GetConfiguration()
-		if cf.Error() != nil || !n.isServerIn(cf.Configuration()) || !n.othersVote(cf.Configuration()) {
+		if cf.Error() != nil || !n.votesIn(cf.Configuration()) || !n.othersVote(cf.Configuration()) {
 			return nil
 		}
 		if n.IsLeader() {
 			n.handOverLeadership()
 			following = time.Now()
-		} else if n.forgotten(following) {
+		} else if othersKeepQuorum(cf.Configuration()) && n.forgotten(following) {
 			return nil
 		}
 		select {
@@ -650,6 +652,17 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 		case <-tick.C():
 		}
 	}
+}
+
+// othersKeepQuorum reports whether, of configuration c's voters, all but one still make a quorum.
+func othersKeepQuorum(c raft.Configuration) bool {
+	voters := 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	return voters-1 >= voters/2+1
 }
 
 // forgotten reports whether no leader has contacted this follower for a heartbeat timeout since following
@@ -666,9 +679,9 @@ func (n *Node) forgotten(following time.Time) bool {
 // serverID is this process's identity in the control plane.
 func (n *Node) serverID() raft.ServerID { return raftID(n.id, n.serverInc) }
 
-// isServerIn reports whether configuration c lists this process's server.
-func (n *Node) isServerIn(c raft.Configuration) bool {
-	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == n.serverID() })
+// votesIn reports whether configuration c lists this process's server as a voter.
+func (n *Node) votesIn(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == n.serverID() && s.Suffrage == raft.Voter })
 }
 
 // othersVote reports whether configuration c gives a vote to a server of another node.

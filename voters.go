@@ -14,7 +14,9 @@ import (
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too. New servers join as non-voters and are promoted once alive for
+// DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
+// a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
+// the others need. New servers join as non-voters and are promoted once alive for
 // ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
@@ -33,6 +35,23 @@ func splitRaftID(s raft.ServerID) (NodeID, uint64) {
 	return NodeID(s[:i]), inc
 }
 
+// raftAddress is the control-plane address of server id, whose process listens on dataAddr. It names the
+// server as well as the place: a restarted process listens where its predecessor did, and must not answer
+// for it (see raftStream).
+func raftAddress(dataAddr string, id raft.ServerID) raft.ServerAddress {
+	return raft.ServerAddress(string(id) + "@" + dataAddr)
+}
+
+// splitRaftAddress returns the server a control-plane address names and where it listens. A plain host:port
+// names no server: it reaches whichever listens there.
+func splitRaftAddress(a raft.ServerAddress) (raft.ServerID, string) {
+	i := strings.LastIndexByte(string(a), '@')
+	if i < 0 {
+		return "", string(a)
+	}
+	return raft.ServerID(a[:i]), string(a[i+1:])
+}
+
 // serverChangeKind says what a serverChange does.
 type serverChangeKind uint8
 
@@ -40,6 +59,7 @@ const (
 	removeServer serverChangeKind = iota + 1
 	addNonvoter
 	promoteServer
+	demoteServer
 )
 
 func (k serverChangeKind) String() string {
@@ -50,6 +70,8 @@ func (k serverChangeKind) String() string {
 		return "add non-voter"
 	case promoteServer:
 		return "promote to voter"
+	case demoteServer:
+		return "demote to non-voter"
 	}
 	return fmt.Sprintf("serverChangeKind(%d)", uint8(k))
 }
@@ -83,9 +105,21 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	}
 	var changes []serverChange
 	kept := map[raft.ServerID]raft.Server{}
+	voting := map[raft.ServerID]bool{} // the voters once the changes so far apply
 	for _, s := range servers {
-		if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
+		voting[s.ID] = s.Suffrage == raft.Voter
+	}
+	for _, s := range servers {
+		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
+			if !othersKeepLiveQuorum(voting, s.ID, func(id raft.ServerID) bool { return runs(id, byName) }) {
+				kept[s.ID] = s // it keeps its vote until enough other voters are alive to commit without it
+				continue
+			}
+			changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: why})
+			s.Suffrage, voting[s.ID] = raft.Nonvoter, false
+		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
+			voting[s.ID] = false
 			continue
 		}
 		kept[s.ID] = s
@@ -93,10 +127,47 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	for _, m := range sortedMembers(members) {
 		id := raftID(m.ID, m.Server)
 		if _, in := kept[id]; m.Status == serf.StatusAlive && m.DataAddr != "" && !in {
-			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: m.DataAddr, Why: "new process"})
+			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: string(raftAddress(m.DataAddr, id)), Why: "new process"})
 		}
 	}
 	return append(changes, promotions(kept, byName, f)...)
+}
+
+// departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
+// waits to hear that it holds no vote), or "" when it keeps it. A voter keeps its vote while it drains: the
+// drain may take long, and one voter fewer meanwhile would leave the others less room for failures.
+func departingVoter(s raft.Server, byName map[NodeID]member) string {
+	name, server := splitRaftID(s.ID)
+	m, known := byName[name]
+	if s.Suffrage == raft.Voter && known && m.Server == server && m.Status == serf.StatusLeft {
+		return "member left"
+	}
+	return ""
+}
+
+// othersKeepLiveQuorum reports whether the voters other than id, as voting has them, are mostly servers
+// that run: taking id's vote commits only with them, and leaves the control plane unable to decide
+// anything if they are not.
+func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, runs func(raft.ServerID) bool) bool {
+	voters, running := 0, 0
+	for s, votes := range voting {
+		if !votes || s == id {
+			continue
+		}
+		voters++
+		if runs(s) {
+			running++
+		}
+	}
+	return running > voters/2
+}
+
+// runs reports whether server s's process still runs, as gossip tells: its member is alive, or has left
+// and waits to hear that it holds no vote.
+func runs(s raft.ServerID, byName map[NodeID]member) bool {
+	name, server := splitRaftID(s)
+	m, known := byName[name]
+	return known && m.Server == server && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
 }
 
 // staleServer says why server s no longer stands for a live process, or "" when it does.
@@ -170,6 +241,8 @@ func (n *Node) followMembership(members []member) error {
 			switch ch.Kind {
 			case removeServer:
 				return n.raft.RemoveServer(ch.ID, 0, applyTimeout)
+			case demoteServer:
+				return n.raft.DemoteVoter(ch.ID, 0, applyTimeout)
 			case addNonvoter:
 				return n.raft.AddNonvoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
 			default:

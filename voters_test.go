@@ -2,7 +2,10 @@ package zaris
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -29,6 +32,12 @@ func TestPlanServers(t *testing.T) {
 	failed := func(name string, inc uint64) member {
 		return with(alive(name, inc), func(m *member) { m.Status = serf.StatusFailed })
 	}
+	leaving := func(name string, inc uint64) member {
+		return with(alive(name, inc), func(m *member) { m.Leaving = true })
+	}
+	left := func(name string, inc uint64) member {
+		return with(leaving(name, inc), func(m *member) { m.Status = serf.StatusLeft })
+	}
 	three := []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1)}
 	tests := []struct {
 		name    string
@@ -45,9 +54,34 @@ func TestPlanServers(t *testing.T) {
 		{name: "a dead voter is removed", servers: three, dead: []NodeID{"c"},
 			members: []member{alive("a", 1), alive("b", 1), failed("c", 1)},
 			want:    []string{"remove c#1"}},
-		{name: "a member that left is removed", servers: three,
+		{name: "a voter whose member left is demoted first", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Status = serf.StatusLeft })},
+			want:    []string{"demote to non-voter c#1"}},
+		{name: "a non-voter whose member left is removed", servers: []raft.Server{voter("a", 1), voter("b", 1), nonvoter("c", 1)},
 			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Status = serf.StatusLeft })},
 			want:    []string{"remove c#1"}},
+		{name: "a voter keeps its vote while it drains", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), leaving("c", 1)}},
+		{name: "a voter that left is demoted, leaving its partner alone to vote", servers: []raft.Server{voter("a", 1), voter("c", 1)},
+			members: []member{alive("a", 1), left("c", 1)},
+			want:    []string{"demote to non-voter c#1"}},
+		{name: "a voter that left keeps its vote while the others would have no live quorum without it", servers: three,
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1)}},
+		{name: "a voter that left is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1)},
+			want:    []string{"remove b#1", "demote to non-voter c#1"}},
+		{name: "two voters that left are both demoted: the voter left is live", servers: three,
+			members: []member{alive("a", 1), left("b", 1), left("c", 1)},
+			want:    []string{"demote to non-voter b#1", "demote to non-voter c#1"}},
+		{name: "of five voters, one that left is demoted while three others are live",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), failed("c", 1), alive("d", 1), left("e", 1)},
+			want:    []string{"demote to non-voter e#1"}},
+		{name: "of five voters, one that left keeps its vote beside two failed ones",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), failed("b", 1), failed("c", 1), alive("d", 1), left("e", 1)}},
+		{name: "the leader is not demoted after it left", servers: three,
+			members: []member{left("a", 1), alive("b", 1), alive("c", 1)}},
 		{name: "a server gossip does not know stays until DeadServerTimeout", servers: three,
 			members: []member{alive("a", 1), alive("b", 1)}},
 		{name: "a server gossip has not known for DeadServerTimeout is removed", servers: three, dead: []NodeID{"c"},
@@ -121,6 +155,196 @@ func TestRaftIDRoundTrip(t *testing.T) {
 			t.Fatalf("splitRaftID(raftID(%q)) = %q, %x", name, got, inc)
 		}
 	}
+}
+
+// TestRaftAddressRoundTrip checks that a control-plane address names its server and where it listens, and
+// that a plain host:port names no server.
+func TestRaftAddressRoundTrip(t *testing.T) {
+	tests := []struct {
+		addr   raft.ServerAddress
+		id     raft.ServerID
+		listen string
+	}{
+		{raftAddress("127.0.0.1:7000", "node-1#beef"), "node-1#beef", "127.0.0.1:7000"},
+		{raftAddress("[::1]:7000", "odd@name#1"), "odd@name#1", "[::1]:7000"},
+		{raftAddress("host.example:7000", raftID("n", 0xff)), "n#ff", "host.example:7000"},
+		{"127.0.0.1:7000", "", "127.0.0.1:7000"},
+	}
+	for _, tc := range tests {
+		if id, listen := splitRaftAddress(tc.addr); id != tc.id || listen != tc.listen {
+			t.Errorf("splitRaftAddress(%q) = %q, %q, want %q, %q", tc.addr, id, listen, tc.id, tc.listen)
+		}
+	}
+}
+
+// TestRaftStreamServesOnlyItsServer checks that a control-plane connection reaches raft only on the server
+// it names, or on any server when it names none: a process does not answer for another server at its address.
+func TestRaftStreamServesOnlyItsServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := raftID("node-1", 2)
+	stream := newRaftStream(rawRaftListener{ln}, nil, self)
+	defer stream.Close()
+	dialer := newRaftStream(nil, nil, raftID("node-0", 1))
+	tests := []struct {
+		to     raft.ServerAddress
+		served bool
+	}{
+		{raftAddress(ln.Addr().String(), self), true},
+		{raft.ServerAddress(ln.Addr().String()), true},
+		{raftAddress(ln.Addr().String(), raftID("node-1", 1)), false}, // the process this one replaced
+		{raftAddress(ln.Addr().String(), raftID("node-2", 2)), false},
+	}
+	for _, tc := range tests {
+		conn, err := dialer.Dial(tc.to, time.Second)
+		if err != nil {
+			t.Fatalf("dial %s: %v", tc.to, err)
+		}
+		if _, err := conn.Write([]byte("raft")); err != nil {
+			t.Fatalf("write to %s: %v", tc.to, err)
+		}
+		accepted, err := stream.Accept()
+		if err != nil {
+			t.Fatalf("accept from %s: %v", tc.to, err)
+		}
+		got := make([]byte, 4)
+		_, err = io.ReadFull(accepted, got)
+		switch {
+		case tc.served && (err != nil || string(got) != "raft"):
+			t.Errorf("connection for %s: read %q, %v; want it served", tc.to, got, err)
+		case !tc.served && !errors.Is(err, errOtherServer):
+			t.Errorf("connection for %s: read %q, %v; want %v", tc.to, got, err, errOtherServer)
+		}
+		accepted.Close()
+		conn.Close()
+	}
+}
+
+// rawRaftListener hands out connections whose protocol byte has been read, as the data port's mux does.
+type rawRaftListener struct{ net.Listener }
+
+func (l rawRaftListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var lane [1]byte
+	if _, err := io.ReadFull(conn, lane[:]); err != nil || lane[0] != muxRaft {
+		conn.Close()
+		return nil, fmt.Errorf("lane %q: %v", lane[0], err)
+	}
+	return conn, nil
+}
+
+// TestRestartedProcessDoesNotVoteForItsPredecessor reproduces a lost control-plane decision: the leader
+// commits it with one follower while the other is cut off, that follower crashes and restarts (memory only:
+// a new server, at the same address), and the leader is cut off. The cut-off follower, lacking the
+// decision, must not be elected by the restarted process answering for its predecessor's server; once the
+// network heals, every node's map holds the decision.
+func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.leaderNode()
+	var others []int
+	for i, n := range c.live() {
+		if n != leader {
+			others = append(others, i)
+		}
+	}
+	crashed, behind := c.node(others[0]), c.node(others[1])
+	c.isolate(behind)
+
+	const p = 0
+	if err := leader.commit(&command{Kind: cmdReclaim, Partition: p, Epoch: leader.ClusterMap().Runtime[p].Epoch}); err != nil {
+		t.Fatalf("commit with %s alone: %v", crashed.id, err)
+	}
+	decided := leader.ClusterMap().Runtime[p].Epoch
+
+	c.kill(others[0])
+	c.faults.Partition(string(leader.id), string(crashed.id))
+	c.faults.Heal(string(behind.id), string(crashed.id))
+	c.faults.Heal(string(crashed.id), string(behind.id))
+	restarted := c.restartVia(others[0], behind)
+	if restarted.serverID() == crashed.serverID() {
+		t.Fatalf("%s restarted as the same server %s", crashed.id, crashed.serverID())
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if behind.IsLeader() {
+			t.Fatalf("%s, without the decision committed at epoch %d, was elected", behind.id, decided)
+		}
+	}
+
+	c.faults.HealAll()
+	c.waitStable(20 * time.Second)
+	for _, n := range c.live() {
+		if got := n.ClusterMap().Runtime[p].Epoch; got < decided {
+			t.Errorf("%s: partition %d at epoch %d, want the committed epoch %d or later", n.id, p, got, decided)
+		}
+	}
+}
+
+// TestLeaveFromTwoVotersKeepsTheOtherDeciding has one of two voters leave while the fault injector holds its
+// control-plane traffic, so that it hears nothing from the other after it hands leadership over. It must not
+// take that silence for its removal and close with its vote: the other would then never again have a quorum.
+// Once the link heals the other voter leads and takes writes, and the leaver's departure went through.
+func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *Config) { cfg.Lite = cfg.Name == "node-1" }) // the leaver has nothing to drain
+	stayer, leaver := c.node(0), c.node(1)
+	cf := leaver.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if voters := countVoters(cf.Configuration()); voters != 2 {
+		t.Fatalf("%d voters, want 2: %v", voters, cf.Configuration().Servers)
+	}
+	waitFor(t, 10*time.Second, string(leaver.id)+" to lead", func() bool {
+		if !leaver.IsLeader() {
+			_ = c.giveLeadershipBack(leaver, time.Second) // a transfer that fails is tried again
+		}
+		return leaver.IsLeader()
+	})
+
+	c.faults.Partition(string(stayer.id), string(leaver.id))
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		left <- leaver.Leave(ctx)
+	}()
+	waitFor(t, 10*time.Second, string(leaver.id)+" to stop leading", func() bool { return !leaver.IsLeader() })
+	held := time.After(20 * leaver.cfg.Timing.RaftHeartbeat) // far beyond the silence it once took for its removal
+	select {
+	case err := <-left:
+		t.Fatalf("%s left, with its vote, while cut off from the only other voter: %v", leaver.id, err)
+	case <-held:
+	}
+	c.faults.HealAll()
+	select {
+	case err := <-left:
+		if err != nil {
+			t.Fatalf("%s leaves: %v", leaver.id, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not finish leaving once healed", leaver.id)
+	}
+	waitFor(t, 10*time.Second, string(stayer.id)+" to lead alone", stayer.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stayer.Put(ctx, "after-the-leave", []byte("v")); err != nil {
+		t.Fatalf("put after %s left: %v", leaver.id, err)
+	}
+}
+
+// countVoters counts the voters of configuration c.
+func countVoters(c raft.Configuration) int {
+	n := 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
 }
 
 // TestVotersReplacedOneByOne replaces every node of a three-node cluster, one at a time, by a new node with a
@@ -200,26 +424,27 @@ func (c *testCluster) replaced(dead NodeID) bool {
 }
 
 // TestLeaverFindsItsServer checks that a leaving node tells its own control-plane server, named by node and
-// process, from the servers of other nodes and from its predecessor's.
+// process, from the servers of other nodes and from its predecessor's, and whether it still votes.
 func TestLeaverFindsItsServer(t *testing.T) {
 	n := &Node{id: "a", serverInc: 2}
 	server := func(name NodeID, inc uint64, s raft.ServerSuffrage) raft.Server {
 		return raft.Server{Suffrage: s, ID: raftID(name, inc)}
 	}
 	for _, tc := range []struct {
-		name           string
-		servers        []raft.Server
-		listed, others bool
+		name          string
+		servers       []raft.Server
+		votes, others bool
 	}{
 		{"alone", []raft.Server{server("a", 2, raft.Voter)}, true, false},
 		{"with a voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Voter)}, true, true},
 		{"with a non-voter", []raft.Server{server("a", 2, raft.Voter), server("b", 1, raft.Nonvoter)}, true, false},
+		{"demoted", []raft.Server{server("a", 2, raft.Nonvoter), server("b", 1, raft.Voter)}, false, true},
 		{"removed", []raft.Server{server("a", 1, raft.Voter), server("b", 1, raft.Voter)}, false, true},
 		{"beside its predecessor", []raft.Server{server("a", 1, raft.Voter), server("a", 2, raft.Voter)}, true, false},
 	} {
 		c := raft.Configuration{Servers: tc.servers}
-		if got := n.isServerIn(c); got != tc.listed {
-			t.Errorf("%s: isServerIn = %v, want %v", tc.name, got, tc.listed)
+		if got := n.votesIn(c); got != tc.votes {
+			t.Errorf("%s: votesIn = %v, want %v", tc.name, got, tc.votes)
 		}
 		if got := n.othersVote(c); got != tc.others {
 			t.Errorf("%s: othersVote = %v, want %v", tc.name, got, tc.others)
@@ -373,4 +598,22 @@ func longestGap(acks []time.Time, from, to time.Time) time.Duration {
 		prev = at
 	}
 	return max(longest, to.Sub(prev))
+}
+
+// TestOthersKeepQuorum checks when a leaving voter may take silence from the leader for its removal: only
+// where the other voters make a quorum without it.
+func TestOthersKeepQuorum(t *testing.T) {
+	for voters, want := range []bool{1: false, 2: false, 3: true, 4: true, 5: true} {
+		if voters == 0 {
+			continue
+		}
+		var c raft.Configuration
+		for i := range voters {
+			c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raftID(NodeID(fmt.Sprint(i)), 1)})
+		}
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Nonvoter, ID: "n#1"})
+		if got := othersKeepQuorum(c); got != want {
+			t.Errorf("%d voters and a non-voter: othersKeepQuorum = %v, want %v", voters, got, want)
+		}
+	}
 }

@@ -460,8 +460,8 @@ func (n *Node) RemoveGossipKey(key []byte) error {
 
 // Leave departs gracefully. It drains first: the node stops taking partitions, and rebalancing moves each
 // partition it owns or replicates to other nodes, cut over without losing a write. Then it announces the
-// departure, waits (bounded by ctx) until the control plane has removed it, and closes. It hands leadership
-// over whenever it leads meanwhile, so it never stops as leader while another node could lead.
+// departure, waits (bounded by ctx) until the control plane no longer counts its vote, and closes. It hands
+// leadership over whenever it leads meanwhile, so it never stops as leader while another node could lead.
 //
 // If ctx ends before the drain does, the node leaves anyway, and the leader hands what it still owns to
 // in-sync replicas at once rather than after FailoverTimeout.
