@@ -777,16 +777,17 @@ func (cr *certRun) destroyedKey(layout Layout, key string) (string, bool) {
 		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed), true
 }
 
-// killedHolding describes, for each holder of a loss of partition p, the nemesis's kill of the very
-// process the map then held it as, made while that process held a copy of p. A holder that was only cut
-// off, or that the map knew as another process than the one killed, has none: its copy may come back.
+// killedHolding describes, for each holder of a loss of partition p, the nemesis's kill, before the loss,
+// of the very process the map then held it as, made while that process held a copy of p. A holder that was
+// only cut off, or that the map knew as another process than the one killed, has none: its copy may come
+// back.
 func (cr *certRun) killedHolding(p int, loss partitionLoss) []string {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	var out []string
 	for i, id := range loss.holders {
 		for _, ev := range slices.Backward(cr.kills) {
-			if ev.id == id && ev.incarnation == loss.incarnations[i] && slices.Contains(ev.held, p) {
+			if ev.id == id && ev.incarnation == loss.incarnations[i] && ev.at.Before(loss.at) && slices.Contains(ev.held, p) {
 				out = append(out, fmt.Sprintf("%s at %.1fs", id, ev.at.Sub(cr.start).Seconds()))
 				break
 			}
