@@ -741,22 +741,23 @@ func (cr *certRun) destroyed(p int) (partitionLoss, string) {
 	return loss, strings.Join(killed, ", ")
 }
 
-// withoutDestroyed returns ops without those begun before their key's partition lost every copy to the
-// nemesis's kills (destroyed), and how many it left out: what such a partition held is gone, beyond the
-// failure model, and it starts again empty. The ops after the loss are checked as a history of their own.
+// withoutDestroyed returns ops without those begun before their key's partition, having lost every copy to
+// the nemesis's kills (destroyed), had an owner again, and how many it left out: what such a partition held
+// is gone, beyond the failure model, and it starts again empty. The ops after that are checked as a history
+// of their own.
 func (cr *certRun) withoutDestroyed(ops []chaos.Op, layout Layout) ([]chaos.Op, int) {
-	lossAt := map[int]time.Time{}
+	lossOf := map[int]partitionLoss{}
 	for p := range layout.Partitions {
 		if loss, killed := cr.destroyed(p); killed != "" {
-			lossAt[p] = loss.at
+			lossOf[p] = loss
 		}
 	}
-	if len(lossAt) == 0 {
+	if len(lossOf) == 0 {
 		return ops, 0
 	}
 	kept := make([]chaos.Op, 0, len(ops))
 	for _, op := range ops {
-		if at, lost := lossAt[layout.KeyPartition(op.Key)]; !lost || op.Start.After(at) {
+		if loss, lost := lossOf[layout.KeyPartition(op.Key)]; !lost || !loss.before(op.Start) {
 			kept = append(kept, op)
 		}
 	}
@@ -764,30 +765,30 @@ func (cr *certRun) withoutDestroyed(ops []chaos.Op, layout Layout) ([]chaos.Op, 
 }
 
 // destroyedKey reports, for a ledger key read back as not found, whether every copy of it died beyond the
-// failure model: it was attempted before its partition's loss of every holder (destroyed), and describes
-// that loss.
+// failure model: it was attempted before its partition, having lost every holder (destroyed), had an owner
+// again, and describes that loss.
 func (cr *certRun) destroyedKey(layout Layout, key string) (string, bool) {
 	p := layout.KeyPartition(key)
 	loss, killed := cr.destroyed(p)
 	attempted, ok := cr.ledger.AttemptedAt(key)
-	if killed == "" || !ok || !attempted.Before(loss.at) {
+	if killed == "" || !ok || !loss.before(attempted) {
 		return "", false
 	}
 	return fmt.Sprintf("partition %d lost every copy at %.1fs: its holders %v all died, killed by the nemesis holding it (%s)",
 		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed), true
 }
 
-// killedHolding describes, for each holder of a loss of partition p, the nemesis's kill, before the loss,
-// of the very process the map then held it as, made while that process held a copy of p. A holder that was
-// only cut off, or that the map knew as another process than the one killed, has none: its copy may come
-// back.
+// killedHolding describes, for each holder of a loss of partition p, the nemesis's kill of the very
+// process the map then held it as, made while that process held a copy of p and before the partition had
+// an owner again. A holder that was only cut off and came back, or that the map knew as another process
+// than the one killed, has none.
 func (cr *certRun) killedHolding(p int, loss partitionLoss) []string {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	var out []string
 	for i, id := range loss.holders {
 		for _, ev := range slices.Backward(cr.kills) {
-			if ev.id == id && ev.incarnation == loss.incarnations[i] && ev.at.Before(loss.at) && slices.Contains(ev.held, p) {
+			if ev.id == id && ev.incarnation == loss.incarnations[i] && loss.before(ev.at) && slices.Contains(ev.held, p) {
 				out = append(out, fmt.Sprintf("%s at %.1fs", id, ev.at.Sub(cr.start).Seconds()))
 				break
 			}

@@ -35,7 +35,11 @@ type partitionLoss struct {
 	holders      []NodeID
 	incarnations []uint64
 	at           time.Time
+	recovered    time.Time // when the partition had an owner again; zero while it has none
 }
+
+// before reports whether t came before the partition had an owner again after the loss.
+func (l partitionLoss) before(t time.Time) bool { return l.recovered.IsZero() || t.Before(l.recovered) }
 
 // observe is the nodes' beforeApply hook: it records how next differs from the last map recorded.
 func (tr *mapTrace) observe(next *ClusterMap) {
@@ -53,6 +57,10 @@ func (tr *mapTrace) observe(next *ClusterMap) {
 	for p, st := range next.Runtime {
 		if was := prev.Runtime[p]; !samePartitionState(was, st) || !slices.Equal(prev.Assignment[p], next.Assignment[p]) {
 			tr.lines = append(tr.lines, fmt.Sprintf("%s partition %d: %s -> %s", at, p, describePartition(prev, p), describePartition(next, p)))
+		}
+		if loss, lost := tr.lost[p]; lost && loss.recovered.IsZero() && prev.Runtime[p].Owner == "" && st.Owner != "" {
+			loss.recovered = time.Now()
+			tr.lost[p] = loss
 		}
 		if prev.Runtime[p].Owner != "" && st.Owner == "" && st.Health == Unavailable {
 			if tr.lost == nil {
