@@ -151,6 +151,7 @@ const (
 	cmdRecovered // a Recovering owner has synced from its source and serves, Degraded
 	cmdAdmit     // an owner returns a caught-up replica to the in-sync set
 	cmdDrop      // an owner drops replicas that did not acknowledge a write from the in-sync set
+	cmdBarrier   // changes nothing: a node that applied it has applied every decision before it
 )
 
 // command is one committed control-plane decision.
@@ -194,6 +195,7 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		next.admit(cmd.Partition, cmd.Epoch, cmd.InSyncIndex, cmd.Node.ID)
 	case cmdDrop:
 		next.drop(cmd.Partition, cmd.Epoch, cmd.InSync, index)
+	case cmdBarrier:
 	case cmdPromote:
 		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID, cmd.Source)
 	case cmdPlan:

@@ -693,7 +693,7 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 
 // proposable lists the commands a partition owner may propose. Each is void unless the partition is still
 // at the epoch it names.
-var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true}
+var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true, cmdBarrier: true}
 
 // awaitApplied waits until this node's map reflects the log up to index.
 func (n *Node) awaitApplied(ctx context.Context, index uint64) error {

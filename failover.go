@@ -1,7 +1,9 @@
 package zaris
 
 import (
+	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -208,13 +210,57 @@ func (r *replication) nudgeReplicas() {
 
 // holdsLease reports whether this node has heard from the control plane recently enough to keep serving
 // the partitions it owns: it leads with a quorum, or its last contact with the leader is younger than half
-// of FailoverTimeout.
+// of FailoverTimeout. After its lease lapsed it holds none until its map has caught up with the leader's
+// log (catchUpAfterLapse): the leader's first heartbeat comes before the log, and while the node was away
+// the leader may have given its partitions to others.
 func (n *Node) holdsLease() bool {
 	if n.raft.State() == raft.Leader {
+		n.lease.held.Store(true)
 		return true
 	}
 	// The leader promotes a replica only after a whole FailoverTimeout of silence, so a cut-off owner stops
 	// serving well before another may start. This assumes clocks run at similar rates, not that they agree.
 	last := n.raft.LastContact()
-	return !last.IsZero() && time.Since(last) < n.cfg.FailoverTimeout/2
+	if last.IsZero() || time.Since(last) >= n.cfg.FailoverTimeout/2 {
+		if n.lease.held.Load() {
+			n.lease.lapses.Add(1)
+		}
+		return false
+	}
+	if n.lease.lapses.Load() > n.lease.caughtUp.Load() {
+		n.catchUpAfterLapse()
+		return false
+	}
+	n.lease.held.Store(true)
+	return true
+}
+
+// leaseState tracks the lapses of a node's lease and its catching up after them.
+type leaseState struct {
+	held       atomic.Bool   // the node has held a lease: losing it is a lapse
+	lapses     atomic.Uint64 // counts the times the node found its lease lapsed
+	caughtUp   atomic.Uint64 // the lapse count its map has caught up after
+	catchingUp atomic.Bool
+}
+
+// catchUpAfterLapse proposes a barrier through the leader and, once this node has applied it, and with it
+// every decision the leader made before, counts the lapses seen until then as caught up. One runs at a time.
+func (n *Node) catchUpAfterLapse() {
+	if n.life.Err() != nil || !n.lease.catchingUp.CompareAndSwap(false, true) {
+		return
+	}
+	seen := n.lease.lapses.Load()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.lease.catchingUp.Store(false)
+		ctx, cancel := context.WithTimeout(n.life, n.cfg.FailoverTimeout)
+		defer cancel()
+		if err := n.propose(ctx, &command{Kind: cmdBarrier}); err != nil {
+			n.log.Debug("catching up after a lease lapse", "err", err)
+			return
+		}
+		for cur := n.lease.caughtUp.Load(); cur < seen && !n.lease.caughtUp.CompareAndSwap(cur, seen); cur = n.lease.caughtUp.Load() {
+		}
+	}()
 }

@@ -435,3 +435,41 @@ func TestLeaveWaitsWhileCutOff(t *testing.T) {
 		t.Fatalf("Leave of a cut-off node after %v: %v, want it to wait for its context", time.Since(start).Round(time.Millisecond), err)
 	}
 }
+
+// TestReconnectedOwnerServesNothingStale isolates an owner until its partition fails over and the new owner
+// takes a write, then heals the network. From then on the old owner, asked directly, must never answer with
+// the value the new owner replaced: its lease comes back with the leader's first heartbeat, but it serves
+// only once its map has caught up with the leader's log, which names the new owner.
+func TestReconnectedOwnerServesNothingStale(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
+	ctx := bg(t)
+	owner := c.node((c.leader() + 1) % 3)
+	key := c.keyOwnedBy("reconnected", owner)
+	must(t, owner.Put(ctx, key, []byte("old")))
+	c.isolate(owner)
+	leader, p := c.leaderNode(), owner.layout.KeyPartition(key)
+	waitFor(t, 20*time.Second, "the partition to fail over", func() bool {
+		st := leader.ClusterMap().Runtime[p]
+		return st.Owner != "" && st.Owner != owner.id
+	})
+	newOwner := c.nodeByID(leader.ClusterMap().Runtime[p].Owner)
+	waitFor(t, 10*time.Second, "a write through the new owner", func() bool { return newOwner.Put(ctx, key, []byte("new")) == nil })
+	c.faults.HealAll()
+	deadline := time.Now().Add(3 * time.Second)
+	served := 0
+	for time.Now().Before(deadline) {
+		reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key})
+		if reply.Status == StatusSuccess {
+			served++
+			if string(reply.Value) != "new" {
+				t.Fatalf("the reconnected owner served %q after the new owner wrote %q", reply.Value, "new")
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, 10*time.Second, "the reconnected node to send the key to its new owner", func() bool {
+		return owner.serveKV(ctx, opGet, &kvRequest{Key: key}).Status == StatusMoved
+	})
+	t.Logf("the reconnected owner served the key %d times, never stale, then redirected it", served)
+}

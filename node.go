@@ -68,6 +68,7 @@ type Node struct {
 	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
 	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
 
+	lease leaseState // holdsLease's memory of lapses
 	// life ends when Close starts: every background job and the requests they make end with it.
 	life      context.Context
 	end       context.CancelFunc
@@ -193,6 +194,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
 	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
+	n.every(n.cfg.FailoverTimeout/8, func() { n.holdsLease() }) // notices a lapse no request saw
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }
