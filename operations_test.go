@@ -346,13 +346,7 @@ func holdKey(key, txn string) func(s *store) {
 }
 
 // txnArgs encodes items as a transaction request's arguments.
-func txnArgs(items ...txnItem) [][]byte {
-	args := make([][]byte, len(items))
-	for i := range items {
-		args[i] = appendTxnItem(nil, &items[i])
-	}
-	return args
-}
+func txnArgs(items ...txnItem) [][]byte { return encodeTxnItems(items) }
 
 // collReq is a request for a collection operation on key k.
 func collReq(args ...string) kvRequest { return kvRequest{Key: "k", Args: stringArgs(args)} }

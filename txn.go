@@ -157,11 +157,9 @@ func (tx *Tx) commit(ctx context.Context) error {
 	case tx.spans:
 		return tx.commitAcross(ctx)
 	}
-	args := make([][]byte, 0, len(tx.reads)+len(tx.order))
-	checked := make([]string, 0, len(tx.reads))
+	items := make([]txnItem, 0, len(tx.reads)+len(tx.order))
 	for key, r := range tx.reads {
-		args = append(args, appendTxnItem(nil, &txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: r.version}}))
-		checked = append(checked, key)
+		items = append(items, txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: r.version}})
 	}
 	for _, key := range tx.order {
 		w := tx.writes[key]
@@ -169,20 +167,23 @@ func (tx *Tx) commit(ctx context.Context) error {
 		if w.del {
 			it = txnItem{op: opDelete, req: kvRequest{Key: key}}
 		}
-		args = append(args, appendTxnItem(nil, &it))
+		items = append(items, it)
 	}
-	reply, err := tx.n.execute(ctx, opTxn, &kvRequest{Key: tx.anchor, Args: args, Concern: Sync})
+	reply, err := tx.n.sendTxn(ctx, "", tx.anchor, items, true)
 	if err != nil {
-		return err
-	}
-	if reply.Status == StatusVersionMismatch && reply.Int >= 0 && reply.Int < int64(len(checked)) {
-		key := checked[reply.Int]
-		return &ConflictError{Key: key, Read: tx.reads[key].version, Current: reply.Version}
-	}
-	if err := reply.Status.err(); err != nil {
 		return fmt.Errorf("zaris: transaction on %q: %w", tx.anchor, err)
 	}
-	return checkTxnReplies(reply.Values)
+	return tx.conflict(items, reply)
+}
+
+// conflict returns the *ConflictError of a transaction request refused by the version check of one of its
+// items, and nil for a request that succeeded.
+func (tx *Tx) conflict(items []txnItem, reply kvReply) error {
+	if reply.Status != StatusVersionMismatch {
+		return nil
+	}
+	key := items[reply.Int].req.Key
+	return &ConflictError{Key: key, Read: tx.reads[key].version, Current: reply.Version}
 }
 
 // checkTxnReplies returns the first failure among a committed transaction's write replies. Puts and deletes

@@ -156,11 +156,8 @@ func (tx *Tx) prepareSegment(ctx context.Context, id string, part txnSegment) er
 		return fmt.Errorf("%w: a key of %q is held by another transaction", ErrConflict, part.keys[0])
 	case err != nil:
 		return fmt.Errorf("zaris: transaction aborted: prepare at %q: %w", part.keys[0], err)
-	case reply.Status == StatusVersionMismatch:
-		key := items[reply.Int].req.Key
-		return &ConflictError{Key: key, Read: tx.reads[key].version, Current: reply.Version}
 	}
-	return nil
+	return tx.conflict(items, reply)
 }
 
 // decide records the commit in the anchor's segment, unless an owner recorded an abort first, and returns
@@ -245,11 +242,7 @@ func (n *Node) resolveIntents(ctx context.Context, id string, keys []string, com
 // and a version mismatch. Without waitLocks, a key held by another transaction fails it with ErrLocked at
 // once: a prepare that waited for another could wait for one that waits for it.
 func (n *Node) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error) {
-	args := make([][]byte, len(items))
-	for i := range items {
-		args[i] = appendTxnItem(nil, &items[i])
-	}
-	reply, err := n.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: args, Concern: Sync}, waitLocks)
+	reply, err := n.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
 	switch {
 	case err != nil:
 		return reply, err

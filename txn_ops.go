@@ -23,6 +23,15 @@ func appendTxnItem(dst []byte, it *txnItem) []byte {
 	return it.req.appendMsg(dst)
 }
 
+// encodeTxnItems encodes items as a transaction request's arguments.
+func encodeTxnItems(items []txnItem) [][]byte {
+	args := make([][]byte, len(items))
+	for i := range items {
+		args[i] = appendTxnItem(nil, &items[i])
+	}
+	return args
+}
+
 // decodeTxnItems decodes a transaction's items. The requests alias args.
 func decodeTxnItems(args [][]byte) ([]txnItem, error) {
 	items := make([]txnItem, len(args))
