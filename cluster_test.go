@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,10 +26,50 @@ type testCluster struct {
 	network *memnet.Network
 	tweak   func(*Config)
 
+	logs  *logTail // the nodes' recent log lines, printed when the test fails
+
 	mu    sync.Mutex
 	nodes []*Node  // nil once stopped
 	cfgs  []Config // the config each node was started with, its bound addresses filled in
 	seq   int
+}
+
+// logTail keeps the last lines written to it, at most max, for a failing test to print.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+	next  int
+	max   int
+}
+
+func newLogTail(max int) *logTail { return &logTail{max: max} }
+
+// Write keeps p as one line: slog handlers write each record in one call.
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) < l.max {
+		l.lines = append(l.lines, string(p))
+	} else {
+		l.lines[l.next] = string(p)
+		l.next = (l.next + 1) % l.max
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...), "")
+}
+
+// logger writes Info and above to the tail, unless ZARIS_TEST_LOG sends
+// every node's log to stderr.
+func (l *logTail) logger(name string) *slog.Logger {
+	if os.Getenv("ZARIS_TEST_LOG") != "" {
+		return testLogger()
+	}
+	return slog.New(slog.NewTextHandler(l, nil))
 }
 
 // testLogger is silent unless ZARIS_TEST_LOG is set.
@@ -70,8 +111,13 @@ func startSocketCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 // startClusterOn starts n nodes on network, or on loopback sockets when it is nil.
 func startClusterOn(t testing.TB, network *memnet.Network, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, faults: transport.NewFaults(), network: network, tweak: tweak}
+	c := &testCluster{t: t, faults: transport.NewFaults(), network: network, tweak: tweak, logs: newLogTail(300)}
 	t.Cleanup(c.stopAll)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster's last %d log lines:\n%s", c.logs.max, c.logs)
+		}
+	})
 	for i := 0; i < n; i++ {
 		c.add(n)
 	}
@@ -101,6 +147,7 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	c.mu.Unlock()
 
 	cfg := testConfig(name)
+	cfg.Logger = c.logs.logger(name)
 	cfg.BootstrapExpect = bootstrapExpect
 	cfg.Join = seeds
 	cfg.hooks.network = c.network

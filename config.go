@@ -100,9 +100,12 @@ type Config struct {
 	MaxVoters int
 	// PollInterval is the backstop refresh of the routing table.
 	PollInterval time.Duration
-	// MaxRetries bounds the retries of one operation after replies that say the map is stale.
+	// MaxRetries bounds the retries of one operation after replies that say the map is stale or that the
+	// partition is changing hands.
 	MaxRetries int
-	// RetryBackoff is the first pause between such retries; it doubles each time.
+	// RetryBackoff is the first pause between such retries; it doubles each time. With the defaults an
+	// operation waits up to about half a second in all: a hand-over under load, or an owner catching up
+	// with the control plane, takes longer than a few milliseconds.
 	RetryBackoff time.Duration
 	// ReapInterval is how often an owner deletes the expired entries of its partitions, by expiry ops that
 	// reach its replicas and watchers.
@@ -290,7 +293,7 @@ func DefaultConfig() Config {
 		ReplicationFactor:    2,
 		MaxVoters:            5,
 		PollInterval:         10 * time.Second,
-		MaxRetries:           3,
+		MaxRetries:           8,
 		RetryBackoff:         2 * time.Millisecond,
 		ReapInterval:         time.Second,
 		TxnTimeout:           2 * time.Second,

@@ -222,7 +222,7 @@ func (n *Node) holdsLease() bool {
 	// serving well before another may start. This assumes clocks run at similar rates, not that they agree.
 	last := n.raft.LastContact()
 	if last.IsZero() || time.Since(last) >= n.cfg.FailoverTimeout/2 {
-		if n.lease.held.Load() {
+		if n.lease.held.CompareAndSwap(true, false) {
 			n.lease.lapses.Add(1)
 		}
 		return false
@@ -237,7 +237,7 @@ func (n *Node) holdsLease() bool {
 
 // leaseState tracks the lapses of a node's lease and its catching up after them.
 type leaseState struct {
-	held       atomic.Bool   // the node has held a lease: losing it is a lapse
+	held       atomic.Bool   // the node holds a lease: losing it is a lapse
 	lapses     atomic.Uint64 // counts the times the node found its lease lapsed
 	caughtUp   atomic.Uint64 // the lapse count its map has caught up after
 	catchingUp atomic.Bool

@@ -473,3 +473,64 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 	})
 	t.Logf("the reconnected owner served the key %d times, never stale, then redirected it", served)
 }
+
+// TestLostPartitionsComeBackEmpty cuts off an owner until its replica takes its partitions over and
+// acknowledges writes alone, kills that replica, and only then reconnects the first owner. Those
+// partitions have lost every copy of their last writes; wherever they are recreated, the deposed owner
+// included, they must come back empty rather than with the copy it was deposed from.
+func TestLostPartitionsComeBackEmpty(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 5, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout, cfg.EvictionTimeout = time.Second, 8*time.Second
+	}))
+	ctx := bg(t)
+	_, first, nodes := c.awayFromLeader()
+	deposed, replica := nodes[0], nodes[1]
+	m := c.currentMap()
+	var keys []string
+	for p, ids := range m.Assignment {
+		if slices.Equal(ids, m.Assignment[first]) && m.Runtime[p].Owner == deposed.id {
+			keys = append(keys, keyInPartition(deposed.layout, "lost-", p))
+			must(t, deposed.Put(ctx, keys[len(keys)-1], []byte("old")))
+		}
+	}
+	c.isolate(deposed)
+	owners := func(id NodeID) bool {
+		m := c.currentMap()
+		for _, key := range keys {
+			if m.Runtime[m.Layout().KeyPartition(key)].Owner != id {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 20*time.Second, "the replica to take the partitions over", func() bool { return owners(replica.id) })
+	for _, key := range keys {
+		waitFor(t, 10*time.Second, "a write through the new owner", func() bool { return replica.Put(ctx, key, []byte("new")) == nil })
+	}
+	c.kill(c.indexOf(replica.id))
+	waitFor(t, 20*time.Second, "the partitions to be lost", func() bool { return owners("") })
+	c.faults.HealAll()
+	waitFor(t, 30*time.Second, "every node to route the partitions to a new owner", func() bool {
+		for _, n := range c.live() {
+			if slices.ContainsFunc(keys, func(key string) bool { return n.router.current().m.Runtime[n.layout.KeyPartition(key)].Owner == "" }) {
+				return false
+			}
+		}
+		return true
+	})
+	onDeposed := 0
+	for _, key := range keys {
+		p := deposed.layout.KeyPartition(key)
+		if c.currentMap().Runtime[p].Owner == deposed.id {
+			onDeposed++
+		}
+		for _, n := range c.live() {
+			if v, err := n.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s read %q = %q, %v after partition %d was recreated; want not found (partition: %+v)",
+					n.id, key, v, err, p, c.currentMap().Runtime[p])
+			}
+		}
+	}
+	t.Logf("%d partitions lost and recreated empty, %d of them on the node deposed from them", len(keys), onDeposed)
+}
