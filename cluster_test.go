@@ -26,7 +26,7 @@ type testCluster struct {
 	network *memnet.Network
 	tweak   func(*Config)
 
-	logs  *logTail // the nodes' recent log lines, printed when the test fails
+	logs *logTail // the nodes' recent log lines, printed when the test fails
 
 	mu    sync.Mutex
 	nodes []*Node  // nil once stopped
@@ -63,9 +63,8 @@ func (l *logTail) String() string {
 	return strings.Join(append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...), "")
 }
 
-// logger writes Info and above to the tail, unless ZARIS_TEST_LOG sends
-// every node's log to stderr.
-func (l *logTail) logger(name string) *slog.Logger {
+// logger writes Info and above to the tail, unless ZARIS_TEST_LOG sends every node's log to stderr.
+func (l *logTail) logger() *slog.Logger {
 	if os.Getenv("ZARIS_TEST_LOG") != "" {
 		return testLogger()
 	}
@@ -147,7 +146,7 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	c.mu.Unlock()
 
 	cfg := testConfig(name)
-	cfg.Logger = c.logs.logger(name)
+	cfg.Logger = c.logs.logger()
 	cfg.BootstrapExpect = bootstrapExpect
 	cfg.Join = seeds
 	cfg.hooks.network = c.network
