@@ -38,6 +38,7 @@ type Bank struct {
 
 	mu        sync.Mutex
 	transfers []transfer
+	begun     map[string]int // receipt to index in transfers
 	sums      int
 	badSums   []string
 }
@@ -83,59 +84,105 @@ func (r BankResult) String() string {
 	return s
 }
 
+// BankEvent is one step of a bank client as it happens: a transfer begun (Amount set), a transfer ended
+// (Outcome set), or a snapshot read (Balances set). A client that runs in another process sends its events
+// to the Bank that verifies the run (Record); one begun and never ended has an unknown outcome.
+type BankEvent struct {
+	Receipt  string `json:",omitempty"`
+	From     int    `json:",omitempty"`
+	To       int    `json:",omitempty"`
+	Amount   int    `json:",omitempty"`
+	Outcome  string `json:",omitempty"` // "acked", "failed" or "unknown"
+	Balances []int  `json:",omitempty"`
+}
+
+// Bank outcomes of a transfer, as BankEvent.Outcome names them.
+const (
+	OutcomeAcked   = "acked"
+	OutcomeFailed  = "failed"
+	OutcomeUnknown = "unknown"
+)
+
+// Record takes one event of a client.
+func (b *Bank) Record(ev BankEvent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case ev.Balances != nil:
+		b.sums++
+		if total := sum(ev.Balances); total != b.Accounts*b.Initial {
+			b.badSums = append(b.badSums, fmt.Sprintf("a snapshot read a total of %d, not %d: %v", total, b.Accounts*b.Initial, ev.Balances))
+		}
+	case ev.Outcome != "":
+		if i, ok := b.begun[ev.Receipt]; ok {
+			b.transfers[i].state = outcomeState(ev.Outcome)
+		}
+	case ev.Receipt != "":
+		if b.begun == nil {
+			b.begun = map[string]int{}
+		}
+		b.begun[ev.Receipt] = len(b.transfers)
+		b.transfers = append(b.transfers, transfer{from: ev.From, to: ev.To, amount: ev.Amount, receipt: ev.Receipt, state: unknown})
+	}
+}
+
+func outcomeState(outcome string) ledgerState {
+	switch outcome {
+	case OutcomeAcked:
+		return acked
+	case OutcomeFailed:
+		return failed
+	}
+	return unknown
+}
+
 // Run runs the clients until ctx ends.
 func (b *Bank) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for id := range b.Clients {
-		wg.Go(func() { b.runClient(ctx, id) })
+		wg.Go(func() { b.RunClient(ctx, id, 0, b.Record) })
 	}
 	wg.Wait()
 }
 
-func (b *Bank) runClient(ctx context.Context, id int) {
-	rng := rand.New(rand.NewPCG(b.Seed, uint64(id)+1000))
+// RunClient runs client id until ctx ends, sending each step to emit before and after it happens. A
+// client restarted in a new process takes a new incarnation: its receipts differ from its predecessor's.
+func (b *Bank) RunClient(ctx context.Context, id, incarnation int, emit func(BankEvent)) {
+	rng := rand.New(rand.NewPCG(b.Seed, uint64(id)<<32|uint64(incarnation)+1000))
 	for seq := 0; ctx.Err() == nil; seq++ {
 		target := b.Target(id)
 		if target == nil {
 			Sleep(ctx, 50*time.Millisecond)
 			continue
 		}
-		t := transfer{from: rng.IntN(b.Accounts), to: rng.IntN(b.Accounts), amount: 1 + rng.IntN(20),
-			receipt: fmt.Sprintf("receipt-%d-%d", id, seq)}
-		if t.from == t.to {
+		from, to := rng.IntN(b.Accounts), rng.IntN(b.Accounts)
+		if from == to {
 			continue
 		}
+		ev := BankEvent{From: from, To: to, Amount: 1 + rng.IntN(20), Receipt: fmt.Sprintf("receipt-%d-%d-%d", id, incarnation, seq)}
+		emit(ev)
 		callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
-		err := target.Transfer(callCtx, t.from, t.to, t.amount, t.receipt)
+		err := target.Transfer(callCtx, ev.From, ev.To, ev.Amount, ev.Receipt)
 		cancel()
 		switch {
 		case err == nil:
-			t.state = acked
+			emit(BankEvent{Receipt: ev.Receipt, Outcome: OutcomeAcked})
 		case b.Failed(err):
-			t.state = failed
+			emit(BankEvent{Receipt: ev.Receipt, Outcome: OutcomeFailed})
 		default:
-			t.state = unknown
+			emit(BankEvent{Receipt: ev.Receipt, Outcome: OutcomeUnknown})
 		}
-		b.mu.Lock()
-		b.transfers = append(b.transfers, t)
-		b.mu.Unlock()
-		b.readSnapshot(ctx, target)
+		b.readSnapshot(ctx, target, emit)
 	}
 }
 
-// readSnapshot reads every balance in one transaction and records a total other than the initial one.
-func (b *Bank) readSnapshot(ctx context.Context, target BankTarget) {
+// readSnapshot reads every balance in one transaction and emits what it read.
+func (b *Bank) readSnapshot(ctx context.Context, target BankTarget, emit func(BankEvent)) {
 	callCtx, cancel := context.WithTimeout(ctx, b.CallTimeout)
 	balances, err := target.Balances(callCtx)
 	cancel()
-	if err != nil {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sums++
-	if total := sum(balances); total != b.Accounts*b.Initial {
-		b.badSums = append(b.badSums, fmt.Sprintf("a snapshot read a total of %d, not %d: %v", total, b.Accounts*b.Initial, balances))
+	if err == nil {
+		emit(BankEvent{Balances: balances})
 	}
 }
 

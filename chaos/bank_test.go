@@ -99,3 +99,45 @@ func TestBankChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestBankRecordsClientsElsewhere feeds a Bank the events of a client that ran in another process and died
+// amid a transfer: the transfer it began and never ended counts as unknown, and applied or not, it leaves
+// the check passing; an acknowledged transfer whose receipt is missing still fails it.
+func TestBankRecordsClientsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name           string
+		applyTheLast   bool
+		dropAnAcked    bool
+		unknown, acked int
+		ok             bool
+	}{
+		{name: "killed before its transfer took effect", unknown: 1, acked: 2, ok: true},
+		{name: "killed after its transfer took effect", applyTheLast: true, unknown: 1, acked: 2, ok: true},
+		{name: "an acknowledged transfer lost", dropAnAcked: true, unknown: 1, acked: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := newMemBank(3, 100)
+			b := &Bank{Accounts: 3, Initial: 100, CallTimeout: time.Second}
+			transfer := func(ev BankEvent, outcome string, apply bool) {
+				b.Record(ev)
+				if apply {
+					if err := target.Transfer(ctx, ev.From, ev.To, ev.Amount, ev.Receipt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if outcome != "" {
+					b.Record(BankEvent{Receipt: ev.Receipt, Outcome: outcome})
+				}
+			}
+			transfer(BankEvent{Receipt: "r-0-0-0", From: 0, To: 1, Amount: 5}, OutcomeAcked, true)
+			transfer(BankEvent{Receipt: "r-0-0-1", From: 1, To: 2, Amount: 7}, OutcomeAcked, !tc.dropAnAcked)
+			transfer(BankEvent{Receipt: "r-0-0-2", From: 2, To: 0, Amount: 9}, "", tc.applyTheLast)
+			b.Record(BankEvent{Balances: []int{100, 100, 100}})
+			r := b.Verify(ctx, target)
+			if r.Ok() != tc.ok || r.Unknown != tc.unknown || r.Acked != tc.acked || r.Sums != 1 {
+				t.Fatalf("result %v; want ok %v, %d acked, %d unknown, 1 snapshot", r, tc.ok, tc.acked, tc.unknown)
+			}
+		})
+	}
+}

@@ -6,7 +6,10 @@
 // full-restart, which needs -data-dir), restarts the servers one at a time, each once the cluster is
 // Healthy again (-nemesis rolling-restart), or cuts the network between servers while it kills and
 // restarts them (-nemesis partition). It then checks what the clients saw: no acknowledged write lost, no
-// get denying one, no phantom value, every key linearizable. It prints the report, with the restart
+// get denying one, no phantom value, every key linearizable. Beside the lite member's clients, the bank
+// workload's clients run as processes of their own (bank-client, bankclients.go), each a lite member
+// coordinating its transfers, and one of them is SIGKILLed every 1 to 3 s and restarted: the servers must
+// resolve the transactions a dead coordinator left, all or nothing. It prints the report, with the restart
 // schedules' recovery times and write stalls, and exits 1 if the cluster failed or never recovered.
 // With -secure, every process, the lite member included, speaks mutual TLS under a CA the run makes, and
 // gossip is encrypted with a key the run draws.
@@ -100,6 +103,9 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == bankClientCommand {
+		os.Exit(runBankClient(os.Args[2:]))
+	}
 	o, err := parseOptions(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -556,13 +562,14 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	w := h.workload()
 	workCtx, stopWork := context.WithCancel(ctx)
 	var work sync.WaitGroup
-	work.Go(func() { w.Run(workCtx) })
-	work.Go(func() { h.bank.Run(workCtx) })
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
 	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
 	h.nem.net = h.lab
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
+	work.Go(func() { w.Run(workCtx) })
+	var bankNote string
+	work.Go(func() { bankNote = h.runBank(workCtx) })
 	fmt.Printf("faults for %v:\n", h.o.duration)
 	h.nem.run(ctx, h.o.nemesis, h.o.duration)
 	h.nem.healAll()
@@ -570,6 +577,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	settled = h.settle(ctx, h.awaitWritable, "every partition writable %v after the final heal")
 	stopWork()
 	work.Wait()
+	h.notes = append(h.notes, bankNote)
 	settled = h.settleHealthy(ctx) && settled
 	if h.o.nemesis == nemesisReplace {
 		settled = h.checkReplaced(ctx) && settled
@@ -649,14 +657,9 @@ func (h *harness) workload() *chaos.Workload {
 	}
 }
 
-// openBank opens the accounts of the bank workload: transfers in transactions that the lite member
-// coordinates, between accounts spread over every server.
+// openBank opens the accounts of the bank workload, spread over every server.
 func (h *harness) openBank(ctx context.Context) error {
-	target := h.bankTarget()
-	h.bank = &chaos.Bank{Accounts: bankAccounts, Initial: 1000, Clients: bankClients, Seed: h.o.seed, CallTimeout: callTimeout,
-		Target: func(int) chaos.BankTarget { return target },
-		Failed: func(err error) bool { return errors.Is(err, zaris.ErrConflict) || errors.Is(err, zaris.ErrLocked) },
-	}
+	h.bank = newBank(h.o.seed, nil)
 	return h.bank.Open(ctx, func(ctx context.Context, key string, value []byte) error {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -664,22 +667,25 @@ func (h *harness) openBank(ctx context.Context) error {
 	})
 }
 
-// bankTarget runs the bank's transactions on the lite member.
-func (h *harness) bankTarget() chaos.BankTarget {
-	return chaos.TxnBank(chaos.TxnStore{
-		Txn: func(ctx context.Context, fn func(chaos.TxnOps) error) error {
-			return h.lite.Txn(ctx, func(tx *zaris.Tx) error {
-				return fn(chaos.TxnOps{
-					Get: func(key string) ([]byte, error) { return tx.Get(ctx, key) },
-					Put: func(key string, value []byte) error { return tx.Put(key, value) },
-				})
-			})
-		},
-		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
-			v, found, err := h.read(ctx, key)
-			return []byte(v), found, err
-		},
-	}, bankAccounts)
+// runBank runs the bank's clients until ctx ends and returns a note on how they ran: in processes of their
+// own that the harness kills and restarts (bankProcs), or under -nemesis partition, whose network
+// namespaces only the lite member follows, as goroutines of the lite member.
+func (h *harness) runBank(ctx context.Context) string {
+	if h.o.nemesis == nemesisPartition {
+		target := txnBankOn(h.lite)
+		h.bank.Target = func(int) chaos.BankTarget { return target }
+		h.bank.Run(ctx)
+		return "bank: clients run in the lite member, which the nemesis never kills, under -nemesis partition"
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "bank: no client ran: " + err.Error()
+	}
+	clients := &bankProcs{self: self, args: h.bankClientArgs, logDir: h.c.logDir, bank: h.bank, start: h.nem.start, out: os.Stdout}
+	if err := clients.run(ctx, h.o.seed); err != nil {
+		return "bank: " + err.Error()
+	}
+	return clients.note()
 }
 
 // report checks the history and fills the report as the in-process certification does.
@@ -710,7 +716,7 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	verifyCtx, cancel := context.WithTimeout(context.Background(), verify)
 	defer cancel()
 	r.Ledger = h.ledger.Verify(verifyCtx, h.read)
-	bank := h.bank.Verify(verifyCtx, h.bankTarget())
+	bank := h.bank.Verify(verifyCtx, txnBankOn(h.lite))
 	r.Bank = &bank
 	if restartSchedule(h.o.nemesis) || h.o.nemesis == nemesisPartition {
 		h.notes = append(h.notes, writeStalls(acked, h.nem.start, healed).String())
