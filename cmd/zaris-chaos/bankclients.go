@@ -219,11 +219,8 @@ func runBankClient(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := zaris.DefaultConfig()
-	cfg.Name = fmt.Sprintf("chaos-bank-%d", *id) // a restarted client is a new process of the same member
-	cfg.Lite, cfg.Timing, cfg.ReplicationFactor = true, zaris.LocalTiming(), *rf
-	cfg.FailoverTimeout, cfg.BootstrapExpect, cfg.MaxRetries = *failover, *nodes, maxRetries
-	cfg.Join = strings.Split(*join, ",")
+	// A restarted client is a new process of the same member.
+	cfg := liteConfig(fmt.Sprintf("chaos-bank-%d", *id), *rf, *nodes, *failover, strings.Split(*join, ","))
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *cert != "" {
 		tlsCfg, err := zaris.TLSFromFiles(*cert, *key, *ca)
@@ -253,6 +250,15 @@ func runBankClient(args []string) int {
 	defer cancel()
 	node.Leave(leaveCtx)
 	return 0
+}
+
+// liteConfig is the config of a lite member of the run's cluster, with the servers' parameters and timings.
+func liteConfig(name string, rf, nodes int, failover time.Duration, join []string) zaris.Config {
+	cfg := zaris.DefaultConfig()
+	cfg.Name, cfg.Lite, cfg.Timing = name, true, zaris.LocalTiming()
+	cfg.ReplicationFactor, cfg.BootstrapExpect, cfg.FailoverTimeout = rf, nodes, failover
+	cfg.MaxRetries, cfg.Join = maxRetries, join
+	return cfg
 }
 
 // joinClient joins cfg's lite member and waits for its first map.

@@ -423,15 +423,7 @@ func (h *harness) setUp(ctx context.Context) error {
 
 // joinLite joins this process as a lite member with the servers' cluster parameters and timings.
 func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
-	cfg := zaris.DefaultConfig()
-	cfg.Name = "chaos-lite"
-	cfg.Lite = true
-	cfg.Timing = zaris.LocalTiming()
-	cfg.ReplicationFactor = h.o.rf
-	cfg.FailoverTimeout = h.o.failoverTimeout
-	cfg.BootstrapExpect = h.o.nodes
-	cfg.MaxRetries = maxRetries
-	cfg.Join = h.c.joinAddrs(nil)
+	cfg := liteConfig("chaos-lite", h.o.rf, h.o.nodes, h.o.failoverTimeout, h.c.joinAddrs(nil))
 	cfg.Logger = h.log
 	if h.c.pki != nil {
 		if err := h.c.pki.secure(&cfg); err != nil {
@@ -442,15 +434,9 @@ func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
 		host := h.lab.hostAddr().String()
 		cfg.GossipAddr, cfg.DataAddr = net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0")
 	}
-	ctx, cancel := context.WithTimeout(ctx, settleBound)
-	defer cancel()
-	node, err := zaris.Join(ctx, cfg)
+	node, err := joinClient(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("join as a lite member: %w", err)
-	}
-	if err := node.Ready(ctx); err != nil {
-		node.Close()
-		return nil, fmt.Errorf("lite member got no partition map: %w", err)
+		return nil, err
 	}
 	if h.lab != nil {
 		if err := h.lab.setLite(node.GossipAddr()); err != nil {
