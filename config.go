@@ -210,6 +210,9 @@ type Config struct {
 	WatchBufferBytes  int
 	// WatchPoll is how long an owner holds a watcher's poll open waiting for an event. Default 2s.
 	WatchPoll time.Duration
+	// NearCache, with MaxBytes set, keeps values this node reads from other owners in its memory
+	// (nearcache.go). Off by default.
+	NearCache NearCacheConfig
 
 	Timing Timing
 	// Clock is the time source for TTLs and the node's own timers (see Clock). Default: the system clock.
@@ -277,6 +280,20 @@ type RESPUser struct {
 	ReadOnly bool
 	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
 	// list: none.
+	Keys []string
+}
+
+// NearCacheConfig configures a node's near cache: the values of keys other nodes own, kept in this node's
+// memory after a Get and served from there until their owner reports a change. A Get never returns from
+// it a value older than this node's own acknowledged write of the key.
+type NearCacheConfig struct {
+	// MaxBytes bounds the memory the cached keys and values take; zero turns the cache off.
+	MaxBytes int64
+	// MaxStaleness, when set, bounds how long a cached value is served without its owner confirming it
+	// current: past that it is checked with the owner by version, which resends the value only if it
+	// changed. Zero relies on the owner's reports of changes alone.
+	MaxStaleness time.Duration
+	// Keys, when set, limits the cache to the keys matching one of these glob patterns (as Redis's KEYS).
 	Keys []string
 }
 
@@ -470,6 +487,8 @@ func (c Config) Validate() error {
 		return bad("MaxWatchers %d: need at most half of DataMaxConnRequests (%d)", c.MaxWatchers, c.DataMaxConnRequests/2)
 	case c.WatchBufferEvents < 1 || c.WatchBufferBytes < 1 || c.WatchPoll <= 0:
 		return bad("WatchBufferEvents, WatchBufferBytes and WatchPoll must be positive")
+	case c.NearCache.MaxBytes < 0 || c.NearCache.MaxStaleness < 0:
+		return bad("NearCache.MaxBytes and NearCache.MaxStaleness must not be negative")
 	}
 	return c.validateRESP()
 }

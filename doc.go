@@ -122,6 +122,19 @@
 // expiry ops, which replicas apply like any write and watchers see as WatchExpire. Replicas keep expired
 // keys, invisible to reads, until that op arrives, so that an expiry is announced even if they take over.
 //
+// # Near cache
+//
+// With Config.NearCache, a node keeps the values Get reads from other owners in a ristretto cache bounded
+// in bytes and serves repeated reads from memory. Each owner reports the keys written in the segments a
+// node caches: one long poll per owner (opNearWatch), read from its op log, drops those keys. A gap in the
+// reports (the log trimmed past what the node has seen), a failed poll, or a change of the partition's owner
+// or epoch drops every cached value of the segment at once. A fill starts from the segment's revision read
+// just before the value, so no later write escapes the reports, and a fill during which its key was dropped
+// keeps nothing. This node's own Put, Delete, CompareAndSwap, batch writes and transactions drop the key
+// before they return, so a Get never returns a value older than the caller's own acknowledged write. With
+// MaxStaleness set, a value the owner has not confirmed for that long is checked by version before it is
+// served. NearCacheStats counts hits, misses, reports and drops.
+//
 // # Scans
 //
 // Scan iterates over the keys of the whole cluster. Every key has a position, its slot followed by a hash of

@@ -12,10 +12,12 @@ import (
 // know, so fields can be appended, and read appended fields only when present, so an older writer's
 // messages still decode. The reflective codec refuses an array of another length than its struct, so only
 // these readers read the messages of other versions. Collection operations append Args to the request and
-// Values to the reply: arrays of values, or nil.
+// Values to the reply: arrays of values, or nil; the reply then ends with the segment's revision.
 const (
 	kvRequestFields = 8
-	kvReplyFields   = 9
+	kvReplyFields   = 10
+	// kvReplyFieldsValues is the fewest fields of a reply with Values.
+	kvReplyFieldsValues = 9
 	// kvRequestFieldsVersion is the fewest fields of a request with a version.
 	kvRequestFieldsVersion = 7
 	// kvRequestFieldsLeast and kvReplyFieldsLeast are what every writer sends: messages with fewer fields
@@ -27,8 +29,8 @@ const (
 	// value header, ttl, delta, cond, concern, version.
 	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9
 	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
-	// value header, version, owner header, epoch, map index, int, existed.
-	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1
+	// value header, version, owner header, epoch, map index, int, existed, revision.
+	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9
 )
 
 // sizeBound bounds the encoded size of r.
@@ -107,7 +109,8 @@ func (r *kvReply) appendMsg(dst []byte) []byte {
 	dst = msgp.AppendUint64(dst, r.MapIndex)
 	dst = msgp.AppendInt64(dst, r.Int)
 	dst = msgp.AppendBool(dst, r.Existed)
-	return appendValues(dst, r.Values)
+	dst = appendValues(dst, r.Values)
+	return msgp.AppendUint64(dst, r.Revision)
 }
 
 // marshal returns the encoded reply in a buffer of its own.
@@ -130,8 +133,11 @@ func (r *kvReply) decodeMsg(b []byte) error {
 		Int:      w.int64(),
 		Existed:  w.bool(),
 	}
-	if n >= kvReplyFields {
+	if n >= kvReplyFieldsValues {
 		r.Values = w.values()
+	}
+	if n >= kvReplyFields {
+		r.Revision = w.uint64()
 	}
 	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {

@@ -35,6 +35,7 @@ type Node struct {
 	fsm     *mapFSM
 	repl    *replication
 	watches *watchFeed // serves the watchers of the partitions this node owns
+	near    *nearCache // nil unless Config.NearCache.MaxBytes is set
 	cut     *cutovers
 	disk    *diskLog // nil without a DataDir
 
@@ -128,6 +129,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		life:        n.life,
 		log:         n.log,
 		stats:       &n.stats.routingStats,
+		installed: func(old, next *ClusterMap) {
+			if n.near != nil {
+				n.near.remapped(old, next)
+			}
+		},
 	})
 	n.batch = batchSender{cfg: &n.cfg, router: n.router, stats: &n.stats, serveOwned: n.serveBatchItems}
 	n.repl = newReplication(replicationConfig{
@@ -148,6 +154,13 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		idle: 3 * cfg.WatchPoll,
 	})
 	n.cut = newCutovers(layout.Partitions)
+	if cfg.NearCache.MaxBytes > 0 {
+		near, err := newNearCache(cfg, layout, n.log, n.startNearPoller)
+		if err != nil {
+			return nil, fmt.Errorf("%w: near cache: %w", ErrInvalidConfig, err)
+		}
+		n.near = near
+	}
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.hooks.beforeApply
 	n.router.install(n.fsm.clusterMap(), causePush)
@@ -341,6 +354,8 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		return n.serveBatch(ctx, payload)
 	case op == opWatch:
 		return n.serveWatchRequest(ctx, payload)
+	case op == opNearWatch:
+		return n.serveNearWatchRequest(ctx, payload)
 	case op == opScan:
 		return n.serveScanRequest(ctx, payload)
 	}
@@ -726,6 +741,9 @@ func (n *Node) Close() error {
 		}
 		n.router.close()
 		n.wg.Wait()
+		if n.near != nil {
+			n.near.close()
+		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

@@ -52,6 +52,7 @@ var keyOps = [...]keyOperation{
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
 	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
+	opNearGet:         {name: "nearget", readOnly: true, reveals: revealsAlways, apply: applyNearGet},
 	opPutIfVersion:    {name: "putifversion", reveals: revealsUnmetVersion, apply: applyPutIfVersion},
 	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
 
@@ -175,6 +176,18 @@ func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 		return kvReply{Status: StatusWrongType}
 	}
 	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
+}
+
+// applyNearGet is applyGet for a near cache: the reply carries the segment's revision read before the
+// value, and when the key still has req.Version (non-zero), it leaves the value out and sets Existed.
+func applyNearGet(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	revision := s.revision(seg)
+	reply := applyGet(s, seg, req, lim)
+	reply.Revision = revision
+	if req.Version != 0 && reply.Status == StatusSuccess && reply.Version == req.Version {
+		reply.Value, reply.Existed = nil, true
+	}
+	return reply
 }
 
 func applyPut(s *store, seg int, req kvRequest, lim opLimits) kvReply {

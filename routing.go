@@ -66,8 +66,10 @@ type routerConfig struct {
 	dialOptions func(lane byte) transport.Options
 	pollTimeout time.Duration   // bounds one backstop fetch from the leader
 	life        context.Context // ends when the node closes
-	log         *slog.Logger
-	stats       *routingStats
+	// installed, when set, learns of each table installed, once requests go by it.
+	installed func(old, next *ClusterMap)
+	log       *slog.Logger
+	stats     *routingStats
 }
 
 // router keeps the routing table honest by push, poll and react, and swaps it atomically.
@@ -115,6 +117,9 @@ func (r *router) install(m *ClusterMap, cause refreshCause) bool {
 	}
 	r.table.Store(r.build(old, m))
 	r.stats.refreshes[cause].Add(1)
+	if r.installed != nil && old != nil {
+		r.installed(old.m, m)
+	}
 	if m.Version > 0 {
 		select {
 		case <-r.ready:
@@ -232,8 +237,15 @@ func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kv
 }
 
 // route is execute; with waitLocks false, a key held by a transaction answers StatusLocked at once instead
-// of being waited for.
+// of being waited for. A write, whatever its outcome, drops the key from the near cache before it returns.
 func (n *Node) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
+	if n.near != nil && !readOnly(op) {
+		defer n.near.forget(req.Key)
+	}
+	return n.routeKey(ctx, op, req, waitLocks)
+}
+
+func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
 	select {
 	case <-n.life.Done():
 		return kvReply{}, ErrClosed

@@ -68,6 +68,7 @@ func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption
 		err := fn(tx)
 		if err == nil {
 			err = tx.commit(ctx)
+			tx.forgetWrites()
 		}
 		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLocked) || attempt >= o.retries {
 			return err
@@ -145,6 +146,15 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 	}
 	tx.writes[key] = w
 	return nil
+}
+
+// forgetWrites drops the keys the transaction wrote from the node's near cache, whatever its outcome.
+func (tx *Tx) forgetWrites() {
+	if tx.n.near != nil {
+		for _, key := range tx.order {
+			tx.n.near.forget(key)
+		}
+	}
 }
 
 // commit commits the transaction: over several segments in two phases (commitAcross), and otherwise in

@@ -28,8 +28,9 @@ type watchFeed struct {
 	maxEvents, maxBytes int
 	idle                time.Duration
 
-	signals []segmentSignal // per segment, woken by every write recorded
-	remap   segmentSignal   // woken by every map this node commits: a waiting poll's partition may have moved
+	signals  []segmentSignal // per segment, woken by every write recorded
+	anyWrite segmentSignal   // woken by every write recorded, for near caches' polls over many segments
+	remap    segmentSignal   // woken by every map this node commits: a waiting poll's partition may have moved
 
 	mu       sync.Mutex
 	watchers map[uint64]time.Time // watcher -> start of its last poll
@@ -81,7 +82,10 @@ func (s *segmentSignal) fire() {
 }
 
 // notify tells the feed that segment has a new op in the log.
-func (f *watchFeed) notify(segment int) { f.signals[segment].fire() }
+func (f *watchFeed) notify(segment int) {
+	f.signals[segment].fire()
+	f.anyWrite.fire()
+}
 
 // remapped ends the waits of every poll, after a map change, so each checks that this node still owns
 // what it watches.

@@ -104,9 +104,12 @@ const (
 	opForget       transport.Op = 95 // drop a transaction's record once its keys are resolved
 )
 
-// Key watches (watch.go, watchfeed.go). Numbers 85 to 89 are theirs.
+// Key watches (watch.go, watchfeed.go) and near caches (nearcache.go, nearcache_feed.go). Numbers 85 to 89
+// are theirs.
 const (
-	opWatch transport.Op = 85 // watcher's node -> owner: a long poll for a key's or slot's events
+	opWatch     transport.Op = 85 // watcher's node -> owner: a long poll for a key's or slot's events
+	opNearGet   transport.Op = 86 // a read for a near cache: value, version, TTL and the segment's revision
+	opNearWatch transport.Op = 87 // caching node -> owner: a long poll for the keys changed in segments
 )
 
 // kvRequest is a single-key operation. The receiver derives the segment from Key itself and never trusts
@@ -137,10 +140,15 @@ type kvReply struct {
 	// Int is, for opIncr, the new value; opTTL: nanoseconds left, or -1 without expiry; opGet and
 	// opGetEntry: nanoseconds left, or 0 without expiry; opPersist and opGetEx: 1 if written; opAppend and
 	// opSetRange: the new length. Beside StatusInvalidRequest, a refusal code (strings.go).
-	Int     int64
-	Existed bool // opPutIf: the key had a live value (then Value holds it, if asked for)
+	Int int64
+	// Existed: for opPutIf, the key had a live value (then Value holds it, if asked for); for opNearGet, the
+	// key still has the version the request named, and Value is left out.
+	Existed bool
 	// Values are a collection operation's array reply, a nil element for a missing one.
 	Values [][]byte
+	// Revision is, for opNearGet, the segment's revision just before the read: every later change of the
+	// key comes after it in the segment's op log.
+	Revision uint64
 }
 
 func encode(v any) ([]byte, error) { return msgpack.Marshal(v) }

@@ -228,7 +228,7 @@ func TestKVWireRejects(t *testing.T) {
 		"trailing bytes": append(append([]byte(nil), goodReply...), 0),
 		"status string":  withField(goodReply, 0, []byte{0xa1, 'x'}),
 		"status large":   append([]byte{0x98, 0xcd, 1, 0}, goodReply[2:]...),
-		"existed int":    append(append([]byte(nil), goodReply[:len(goodReply)-1]...), 0x01),
+		"existed int":    append(append(append([]byte(nil), goodReply[:len(goodReply)-3]...), 0x01), goodReply[len(goodReply)-2:]...),
 		"huge value":     {0x98, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff},
 	}
 	for name, b := range replies {

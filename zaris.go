@@ -40,8 +40,12 @@ func WithTTL(d time.Duration) PutOption {
 	return func(o *putOptions) { o.ttl = d }
 }
 
-// Get returns the value stored under key, or an error matching ErrNotFound.
+// Get returns the value stored under key, or an error matching ErrNotFound. With Config.NearCache, a key
+// another node owns may be served from this node's memory (nearcache.go).
 func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
+	if v, served, err := n.nearGet(ctx, key); served {
+		return v, err
+	}
 	reply, err := n.execute(ctx, opGet, &kvRequest{Key: key})
 	if err != nil {
 		return nil, err
@@ -294,6 +298,13 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	}
 	b := newBatchRun(&n.batch, items)
 	b.run(ctx, t)
+	if n.near != nil {
+		for _, it := range items {
+			if it.Op != BatchGet {
+				n.near.forget(it.Key)
+			}
+		}
+	}
 	return b.results, nil
 }
 
