@@ -393,3 +393,62 @@ func BenchmarkNearCache(b *testing.B) {
 	b.Run("zipf-near-cached", zipf(cached))
 	b.Run("zipf-plain", zipf(plain))
 }
+
+// nearWireSeeds are opNearWatch messages the fuzz tests start from.
+func nearWireSeeds() ([]nearWatchRequest, []nearWatchReply) {
+	return []nearWatchRequest{
+			{Cache: 7, Segments: []uint32{3, 9}, After: []uint64{10, 0}, Wait: int64(time.Second)},
+			{Cache: 1},
+		}, []nearWatchReply{
+			{Status: StatusSuccess, Segments: []nearSegmentReply{
+				{Status: StatusSuccess, Epoch: 2, Revision: 14, Keys: []string{"a", "{t}b"}},
+				{Status: StatusSuccess, Epoch: 2, Revision: 30, Gap: true},
+				{Status: StatusMoved},
+			}},
+			{Status: StatusTooManyWatchers},
+		}
+}
+
+// FuzzDecodeNearWatchRequest fuzzes the opNearWatch request, read with the reflective codec.
+func FuzzDecodeNearWatchRequest(f *testing.F) {
+	requests, _ := nearWireSeeds()
+	for i := range requests {
+		b, err := encode(&requests[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[nearWatchRequest])
+}
+
+// FuzzDecodeNearWatchReply fuzzes the opNearWatch reply, which the caching node reads with the reflective
+// codec.
+func FuzzDecodeNearWatchReply(f *testing.F) {
+	_, replies := nearWireSeeds()
+	for i := range replies {
+		b, err := encode(&replies[i])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(fuzzReflective[nearWatchReply])
+}
+
+// TestNearWatchRefusesBadRequests checks that an owner refuses a poll whose segments and revisions do not
+// pair up or name segments that do not exist, before it waits.
+func TestNearWatchRefusesBadRequests(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, nil)
+	n := c.node(0)
+	for name, req := range map[string]nearWatchRequest{
+		"unpaired": {Segments: []uint32{1, 2}, After: []uint64{0}, Wait: int64(time.Hour)},
+		"no such":  {Segments: []uint32{uint32(n.layout.Segments)}, After: []uint64{0}, Wait: int64(time.Hour)},
+		"too many": {Segments: make([]uint32, n.layout.Segments+1), After: make([]uint64, n.layout.Segments+1)},
+	} {
+		if r := n.serveNearWatch(bg(t), &req); r.Status != StatusInvalidRequest {
+			t.Errorf("%s: status %s, want InvalidRequest", name, r.Status)
+		}
+	}
+}
