@@ -17,7 +17,8 @@ import (
 // DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
 // a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
 // the others need. New servers join as non-voters and are promoted once alive for
-// ServerStabilization, keeping an odd number of voters up to MaxVoters. A cluster whose first voters are
+// ServerStabilization, keeping an odd number of voters up to MaxVoters; the new process of a voter that
+// restarted takes its predecessor's vote at once, right after the old server is removed. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
 // raftID is the control-plane identity of process incarnation of node id.
@@ -58,6 +59,7 @@ type serverChangeKind uint8
 const (
 	removeServer serverChangeKind = iota + 1
 	addNonvoter
+	addVoter
 	promoteServer
 	demoteServer
 )
@@ -68,6 +70,8 @@ func (k serverChangeKind) String() string {
 		return "remove"
 	case addNonvoter:
 		return "add non-voter"
+	case addVoter:
+		return "add voter"
 	case promoteServer:
 		return "promote to voter"
 	case demoteServer:
@@ -106,6 +110,7 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	var changes []serverChange
 	kept := map[raft.ServerID]raft.Server{}
 	voting := map[raft.ServerID]bool{} // the voters once the changes so far apply
+	restartedVoters := map[NodeID]bool{}
 	for _, s := range servers {
 		voting[s.ID] = s.Suffrage == raft.Voter
 	}
@@ -119,6 +124,9 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 			s.Suffrage, voting[s.ID] = raft.Nonvoter, false
 		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
+			if name, _ := splitRaftID(s.ID); voting[s.ID] && why == restartedServer {
+				restartedVoters[name] = true
+			}
 			voting[s.ID] = false
 			continue
 		}
@@ -126,9 +134,18 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	}
 	for _, m := range sortedMembers(members) {
 		id := raftID(m.ID, m.Server)
-		if _, in := kept[id]; m.Status == serf.StatusAlive && m.DataAddr != "" && !in {
-			changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: string(raftAddress(m.DataAddr, id)), Why: "new process"})
+		if _, in := kept[id]; m.Status != serf.StatusAlive || m.DataAddr == "" || in {
+			continue
 		}
+		addr := string(raftAddress(m.DataAddr, id))
+		if restartedVoters[m.ID] && !m.Lite && !m.Leaving {
+			// It takes its predecessor's vote at once: waiting for ServerStabilization would leave the others
+			// one voter short, and a second death in that window could take their quorum for good.
+			changes = append(changes, serverChange{Kind: addVoter, ID: id, Address: addr, Why: "new process of a voter"})
+			kept[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(addr)}
+			continue
+		}
+		changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: addr, Why: "new process"})
 	}
 	return append(changes, promotions(kept, byName, f)...)
 }
@@ -170,6 +187,9 @@ func runs(s raft.ServerID, byName map[NodeID]member) bool {
 	return known && m.Server == server && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
 }
 
+// restartedServer is why the server of a member's previous process is removed.
+const restartedServer = "member restarted as a new server"
+
 // staleServer says why server s no longer stands for a live process, or "" when it does.
 func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string {
 	name, server := splitRaftID(s.ID)
@@ -182,7 +202,7 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 	case !known:
 		return "" // gossip may not have met it yet, after a restart of the leader
 	case m.Server != server:
-		return "member restarted as a new server"
+		return restartedServer
 	case m.Status == serf.StatusFailed && f.Dead(name):
 		return "member failed for DeadServerTimeout"
 	}

@@ -87,8 +87,15 @@ func TestPlanServers(t *testing.T) {
 		{name: "a server gossip has not known for DeadServerTimeout is removed", servers: three, dead: []NodeID{"c"},
 			members: []member{alive("a", 1), alive("b", 1)},
 			want:    []string{"remove c#1"}},
-		{name: "a memory-only process restarted replaces its predecessor, which is removed first", servers: three,
+		{name: "a memory-only process restarted replaces its predecessor, which is removed first, and takes its vote", servers: three,
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 2)},
+			want:    []string{"remove c#1", "add voter c#2"}},
+		{name: "a restarted non-voter's new process joins as a non-voter",
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 2)},
+			want:    []string{"remove d#1", "add non-voter d#2"}},
+		{name: "a restarted voter's new process that is leaving joins as a non-voter", servers: three,
+			members: []member{alive("a", 1), alive("b", 1), leaving("c", 2)},
 			want:    []string{"remove c#1", "add non-voter c#2"}},
 		{name: "a process restarted from its data dir is the same server", servers: three,
 			members: []member{alive("a", 1), alive("b", 1), with(alive("c", 1), func(m *member) { m.Incarnation = 2 })}},
@@ -616,4 +623,33 @@ func TestOthersKeepQuorum(t *testing.T) {
 			t.Errorf("%d voters and a non-voter: othersKeepQuorum = %v, want %v", voters, got, want)
 		}
 	}
+}
+
+// TestRestartedVoterKeepsItsVote restarts a voter, memory-only, with ServerStabilization far away: its new
+// process is a new server, and it takes its predecessor's vote at once rather than wait to be promoted, so
+// the control plane is never left a voter short while the cluster restarts its processes one after another.
+func TestRestartedVoterKeepsItsVote(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour })
+	leader := c.leader()
+	i := (leader + 1) % 3
+	old := c.node(i).serverID()
+	c.kill(i)
+	restarted := c.restart(i)
+	waitFor(t, 20*time.Second, "the restarted process to vote in its predecessor's place", func() bool {
+		cf := c.node(leader).raft.GetConfiguration()
+		if cf.Error() != nil {
+			return false
+		}
+		voters := 0
+		for _, s := range cf.Configuration().Servers {
+			switch {
+			case s.ID == old:
+				return false
+			case s.Suffrage == raft.Voter:
+				voters++
+			}
+		}
+		return voters == 3 && restarted.votesIn(cf.Configuration())
+	})
 }
