@@ -198,7 +198,10 @@ func (c *nearCache) dropLocked(key string) {
 
 // dropSegment drops every value of segment seg and stops following it. The caller holds mu.
 func (c *nearCache) dropSegment(seg int, why string) {
-	c.gens[seg].Add(1)
+	c.gens[seg].Add(1) // fills in flight too, followed or not
+	if c.subs[seg] == nil {
+		return
+	}
 	delete(c.subs, seg)
 	c.stats.segmentsDropped.Add(1)
 	c.log.Debug("near cache: segment dropped", "segment", seg, "why", why)

