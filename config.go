@@ -524,6 +524,9 @@ func (c *Config) leaderRules() leaderRules {
 
 // testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
 type testHooks struct {
+	// nearReport, when set, sees each owner's answer to a near cache poll before the cache applies it, and
+	// may change it: a test loses reports of changed keys with it.
+	nearReport func(reply *nearWatchReply)
 	// txnStep, when set, is asked before each request this node sends as the coordinator of a transaction
 	// over several segments; an error stops the coordinator there, as if it died.
 	txnStep func(step txnStep) error

@@ -24,8 +24,8 @@ import (
 //     the key reaches the cache after it; a fill during which the key was dropped keeps nothing.
 //   - This node's own writes drop the key before they return, so a Get never serves a value older than
 //     the caller's acknowledged write.
-//   - With MaxStaleness set, a value whose segment the owner has not confirmed for that long is checked
-//     again by version before it is served.
+//   - With MaxStaleness set, a value read or checked longer ago than that is checked again by version
+//     before it is served, so even a report that went missing leaves no value stale for longer.
 type nearCache struct {
 	cfg    NearCacheConfig
 	clock  Clock
@@ -37,8 +37,7 @@ type nearCache struct {
 	// startPoller runs the node's pollOwner for an owner in a goroutine the node waits for.
 	startPoller func(owner NodeID)
 
-	gens  []atomic.Uint64 // per segment: moved on when all its values must go
-	fresh []atomic.Int64  // per segment: when its owner last confirmed what the cache holds (clock nanos)
+	gens []atomic.Uint64 // per segment: moved on when all its values must go
 
 	mu      sync.Mutex
 	seq     uint64            // counts the keys dropped
@@ -103,7 +102,7 @@ func newNearCache(cfg Config, layout Layout, log *slog.Logger, startPoller func(
 	return &nearCache{
 		cfg: cfg.NearCache, clock: cfg.Clock, layout: layout, log: log, values: values,
 		id: rand.Uint64() | 1, wait: wait, startPoller: startPoller,
-		gens: make([]atomic.Uint64, layout.Segments), fresh: make([]atomic.Int64, layout.Segments),
+		gens:    make([]atomic.Uint64, layout.Segments),
 		dropped: map[string]uint64{}, ring: make([]string, 0, nearDropMemory),
 		subs: map[int]*nearSub{}, pollers: map[NodeID]*nearPoller{},
 	}, nil
@@ -123,7 +122,8 @@ func (c *nearCache) wants(key string) bool {
 }
 
 // lookup returns key's cached entry while its segment's generation holds and it has not expired. check is
-// true when the owner has not confirmed it within MaxStaleness: it must be checked before it is served.
+// true when it was read or checked more than MaxStaleness ago: it must be checked before it is served,
+// whatever the owner's reports said, since a report may have been lost.
 func (c *nearCache) lookup(key string, seg int) (e *nearEntry, check bool) {
 	e, ok := c.values.Get(key)
 	now := c.clock.Now().UnixNano()
@@ -131,7 +131,7 @@ func (c *nearCache) lookup(key string, seg int) (e *nearEntry, check bool) {
 		c.stats.misses.Add(1)
 		return nil, false
 	}
-	if s := c.cfg.MaxStaleness; s > 0 && now-max(e.fetched, c.fresh[seg].Load()) > int64(s) {
+	if s := c.cfg.MaxStaleness; s > 0 && now-e.fetched > int64(s) {
 		return e, true
 	}
 	c.stats.hits.Add(1)
@@ -159,7 +159,6 @@ func (c *nearCache) keep(key string, seg int, f nearFill, e *nearEntry, owner No
 	switch {
 	case sub == nil:
 		c.subs[seg] = &nearSub{owner: owner, cursor: revision, epoch: epoch}
-		c.fresh[seg].Store(f.at)
 		c.follow(owner)
 	case sub.owner != owner || sub.epoch != epoch:
 		c.stats.refused.Add(1) // the map moved during the fill: its poller will find out
@@ -260,8 +259,8 @@ func (c *nearCache) pollRequest(life context.Context, owner NodeID) (*nearWatchR
 	return req, ctx, cancel, true
 }
 
-// apply takes an owner's answer to req, sent at sent: the keys to drop, and the segments to drop whole.
-func (c *nearCache) apply(owner NodeID, req *nearWatchRequest, reply *nearWatchReply, sent int64) {
+// apply takes an owner's answer to req: the keys to drop, and the segments to drop whole.
+func (c *nearCache) apply(owner NodeID, req *nearWatchRequest, reply *nearWatchReply) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range reply.Segments {
@@ -286,7 +285,6 @@ func (c *nearCache) apply(owner NodeID, req *nearWatchRequest, reply *nearWatchR
 		}
 		c.stats.invalidations.Add(uint64(len(r.Keys)))
 		sub.cursor, sub.epoch = r.Revision, r.Epoch
-		c.fresh[seg].Store(sent)
 	}
 }
 
@@ -392,7 +390,6 @@ func (n *Node) pollOwner(owner NodeID) {
 		if !ok {
 			return
 		}
-		sent := c.clock.Now().UnixNano()
 		reply, err := n.pollNear(ctx, owner, req)
 		kicked := ctx.Err() != nil && n.life.Err() == nil
 		cancel()
@@ -409,7 +406,10 @@ func (n *Node) pollOwner(owner NodeID) {
 			sleepStop(n.cfg.Clock, n.life.Done(), backoff)
 			backoff = min(2*backoff, n.cfg.WatchPoll)
 		default:
-			c.apply(owner, req, &reply, sent)
+			if h := n.cfg.hooks.nearReport; h != nil {
+				h(&reply)
+			}
+			c.apply(owner, req, &reply)
 			backoff = n.cfg.RetryBackoff
 		}
 	}
