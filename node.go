@@ -36,8 +36,10 @@ type Node struct {
 	repl    *replication
 	watches *watchFeed // serves the watchers of the partitions this node owns
 	near    *nearCache // nil unless Config.NearCache.MaxBytes is set
-	cut     *cutovers
-	disk    *diskLog // nil without a DataDir
+	// tracking remembers the keys RESP clients cache (CLIENT TRACKING), to invalidate them.
+	tracking *respTracking
+	cut      *cutovers
+	disk     *diskLog // nil without a DataDir
 
 	listener   net.Listener
 	mux        *transport.Mux
@@ -154,6 +156,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		idle: 3 * cfg.WatchPoll,
 	})
 	n.cut = newCutovers(layout.Partitions)
+	n.tracking = newRESPTracking(respTrackedKeys)
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.startNearPoller)
 		if err != nil {
@@ -217,6 +220,7 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
 	n.repl.recordWrite(segment, revision, epoch, key, next, change)
 	n.watches.notify(segment)
+	n.tracking.invalidate(key)
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
@@ -232,6 +236,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 // ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.router.install(next, causePush)
+	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
 	n.repl.wakeWaiters()
 	n.watches.remapped()
 	n.cut.wake()

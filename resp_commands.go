@@ -170,6 +170,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		c.refuseHTTP()
 		return
 	}
+	c.busy()
 	cmd := s.lookup(args[0])
 	switch msg := c.admission(cmd, args); {
 	case msg != "":
@@ -178,7 +179,9 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		c.enqueue(cmd, args)
 	default:
 		cmd.run(c, args)
+		c.trackRead(cmd, args)
 	}
+	c.afterCommand(cmd)
 }
 
 // admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
@@ -874,6 +877,12 @@ func (c *respConn) cmdClient(args [][]byte) {
 	case isSubcommand(sub, "INFO") && len(args) == 2:
 		c.wr.bulkString(fmt.Sprintf("id=%d addr=%s laddr=%s name=%s resp=%d\n",
 			c.id, c.conn.RemoteAddr(), c.conn.LocalAddr(), c.name, c.wr.proto))
+	case isSubcommand(sub, "TRACKING") && len(args) >= 3:
+		c.cmdClientTracking(args[2:])
+	case isSubcommand(sub, "CACHING") && len(args) == 3:
+		c.cmdClientCaching(args[2])
+	case isSubcommand(sub, "TRACKINGINFO") && len(args) == 2:
+		c.writeTrackingInfo()
 	default:
 		c.unknownSubcommand("client", sub)
 	}

@@ -64,7 +64,7 @@ func deadlineSlack(timeout time.Duration) time.Duration { return min(timeout/16,
 
 // beforeRead runs before every read that may block: it sends the replies waiting and sets the read deadline.
 func (c *respConn) beforeRead() error {
-	if err := c.wr.flush(); err != nil {
+	if err := c.awaitInput(); err != nil {
 		return err
 	}
 	deadline := c.readDeadline(time.Now())

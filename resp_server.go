@@ -39,6 +39,7 @@ type respServer struct {
 	commands    map[string]*respCommand
 	ctx         context.Context // cancelled on close, so work for a connection stops with the node
 	cancel      context.CancelFunc
+	tracking    *respTracking // the node's: writes of its keys invalidate what clients cache
 	nextID      atomic.Int64
 	members     atomic.Pointer[membership] // set once the node gossips; CLUSTER NODES leaves out departed members
 	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
@@ -62,6 +63,7 @@ func (n *Node) startRESP() error {
 	}
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
 	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
+	s.tracking = n.tracking
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true
@@ -220,6 +222,7 @@ func (s *respServer) drop(c *respConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.tracking.stop(c)
 	c.conn.Close()
 	c.rd.close()
 	c.endTxn()
@@ -260,6 +263,13 @@ type respConn struct {
 	quit   bool
 	hangUp bool // close at once, dropping the replies not sent yet
 
+	// Client-side caching (CLIENT TRACKING): the keys this connection read that its node remembers, nil
+	// with tracking off; OPTIN/OPTOUT; CLIENT CACHING's answer for the next command; and the pushes.
+	tracked   map[string]struct{}
+	trackMode trackMode
+	caching   cachingChoice
+	pushes    respPushes
+
 	multi   *respMulti   // the open transaction, nil outside MULTI
 	watched []watchedKey // the keys WATCH recorded
 	txnHeld int          // bytes of the transaction and watched keys, counted in the server's budget
@@ -279,7 +289,9 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 		lim = s.preAuth
 	}
 	c.rd = newRESPReader(sock, lim, s.budget)
-	c.wr = newRESPWriter(&deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle})
+	out := &deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle}
+	c.wr = newRESPWriter(out)
+	c.pushes.out = out
 	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
 	return c
 }

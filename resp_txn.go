@@ -285,6 +285,7 @@ func (c *respConn) runQueued(queue []queuedCommand) []byte {
 	c.wr.proto = conn.proto
 	for _, q := range queue {
 		q.cmd.run(c, q.args)
+		c.trackRead(q.cmd, q.args)
 	}
 	c.wr.flush()
 	c.wr = conn

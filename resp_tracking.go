@@ -1,0 +1,337 @@
+package zaris
+
+import (
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// respTracking is the server side of Redis client-side caching (CLIENT TRACKING, default mode, RESP3): it
+// remembers which connections read which keys this node owns, and when such a key is written (from any
+// node: every write of it is applied here) or this node stops owning it, it pushes an invalidation to each
+// of them and forgets the key, as Redis does. The keys remembered are bounded; beyond, the oldest are
+// invalidated early.
+type respTracking struct {
+	active atomic.Int32 // connections with tracking on: writes cost nothing while there are none
+	max    int
+
+	mu    sync.Mutex
+	keys  map[string]map[*respConn]struct{}
+	order []string // keys in the order first remembered, for the bound; may hold forgotten ones
+}
+
+// respTrackedKeys bounds the keys a node remembers for client-side caching (Redis's
+// tracking-table-max-keys defaults to a million).
+const respTrackedKeys = 1 << 20
+
+func newRESPTracking(max int) *respTracking {
+	return &respTracking{max: max, keys: map[string]map[*respConn]struct{}{}}
+}
+
+// remember records that c read key.
+func (t *respTracking) remember(c *respConn, key string) {
+	t.mu.Lock()
+	readers := t.keys[key]
+	if readers == nil {
+		readers = map[*respConn]struct{}{}
+		t.keys[key] = readers
+		t.order = append(t.order, key)
+	}
+	readers[c] = struct{}{}
+	c.tracked[key] = struct{}{}
+	var evicted []string
+	for len(t.keys) > t.max && len(t.order) > 0 {
+		old := t.order[0]
+		t.order = t.order[1:]
+		if _, ok := t.keys[old]; ok && old != key {
+			evicted = append(evicted, old)
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range evicted {
+		t.invalidate(k)
+	}
+}
+
+// invalidate tells every connection that read key that it changed, and forgets it.
+func (t *respTracking) invalidate(key string) {
+	if t.active.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	readers := t.keys[key]
+	delete(t.keys, key)
+	for c := range readers {
+		delete(c.tracked, key)
+	}
+	if len(t.keys) == 0 {
+		t.order = t.order[:0]
+	}
+	t.mu.Unlock()
+	for c := range readers {
+		c.push(invalidationPush(key))
+	}
+}
+
+// invalidateWhere invalidates every remembered key for which gone reports true: keys of partitions this
+// node no longer owns.
+func (t *respTracking) invalidateWhere(gone func(key string) bool) {
+	if t.active.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	var keys []string
+	for key := range t.keys {
+		if gone(key) {
+			keys = append(keys, key)
+		}
+	}
+	t.mu.Unlock()
+	for _, key := range keys {
+		t.invalidate(key)
+	}
+}
+
+// start counts c as tracking.
+func (t *respTracking) start(c *respConn) {
+	if c.tracked == nil {
+		c.tracked = map[string]struct{}{}
+		t.active.Add(1)
+	}
+}
+
+// stop forgets what c read and stops counting it.
+func (t *respTracking) stop(c *respConn) {
+	if c.tracked == nil {
+		return
+	}
+	t.mu.Lock()
+	for key := range c.tracked {
+		if readers := t.keys[key]; readers != nil {
+			delete(readers, c)
+			if len(readers) == 0 {
+				delete(t.keys, key)
+			}
+		}
+	}
+	c.tracked = nil
+	t.mu.Unlock()
+	t.active.Add(-1)
+}
+
+// invalidationPush is the RESP3 push that tells a client key changed.
+func invalidationPush(key string) []byte {
+	b := make([]byte, 0, 32+len(key))
+	b = append(b, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$"...)
+	b = strconv.AppendInt(b, int64(len(key)), 10)
+	b = append(b, "\r\n"...)
+	b = append(b, key...)
+	return append(b, "\r\n"...)
+}
+
+// respPushes is a connection's side of invalidation pushes, which other goroutines send. They go straight
+// to the socket while the connection's goroutine waits for input with every reply sent; otherwise they
+// wait, bounded, and go out before it next waits.
+type respPushes struct {
+	mu      sync.Mutex
+	out     io.Writer // the socket, with its write deadline
+	idle    bool
+	resp3   bool // pushes exist only in RESP3: a RESP2 client is sent none
+	pending []byte
+	dropped bool // pending overflowed: the client is told to drop everything instead
+}
+
+// respPendingPushes bounds the pushes waiting for a busy connection.
+const respPendingPushes = 64 << 10
+
+// flushAll is the push that tells a client to drop every key it caches.
+var flushAll = []byte(">2\r\n$10\r\ninvalidate\r\n_\r\n")
+
+// push sends or queues one push.
+func (c *respConn) push(frame []byte) {
+	p := &c.pushes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !p.resp3:
+	case p.idle:
+		p.out.Write(frame) // a failed write fails the connection's next one too
+	case p.dropped:
+	case len(p.pending)+len(frame) > respPendingPushes:
+		p.pending, p.dropped = append(p.pending[:0], flushAll...), true
+	default:
+		p.pending = append(p.pending, frame...)
+	}
+}
+
+// busy marks the connection's goroutine at work: pushes wait for it. A push may still come after tracking
+// stopped, from an invalidation that began before, so this holds whatever the mode.
+func (c *respConn) busy() {
+	c.pushes.mu.Lock()
+	c.pushes.idle = false
+	c.pushes.mu.Unlock()
+}
+
+// awaitInput sends the replies and the pushes that waited, and lets pushes go straight out until the
+// connection's goroutine is busy again.
+func (c *respConn) awaitInput() error {
+	if c.tracked == nil {
+		return c.wr.flush()
+	}
+	p := &c.pushes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.wr.buf = append(c.wr.buf, p.pending...)
+	p.pending, p.dropped = p.pending[:0], false
+	if err := c.wr.flush(); err != nil {
+		return err
+	}
+	p.idle = true
+	return nil
+}
+
+// trackMode is how a tracking connection chooses the reads it caches (CLIENT TRACKING ... OPTIN|OPTOUT).
+type trackMode uint8
+
+const (
+	trackAll    trackMode = iota // every read
+	trackOptIn                   // only a command after CLIENT CACHING YES
+	trackOptOut                  // every read but a command after CLIENT CACHING NO
+)
+
+// cachingChoice is CLIENT CACHING's answer for the next command (and a transaction it opens).
+type cachingChoice uint8
+
+const (
+	cachingUnset cachingChoice = iota
+	cachingYes
+	cachingNo
+)
+
+// cmdClientTracking serves CLIENT TRACKING ON|OFF [OPTIN|OPTOUT]. Broadcasting, prefixes, redirection and
+// NOLOOP are refused: in RESP2 a client can track, but is sent nothing, as in Redis without REDIRECT.
+func (c *respConn) cmdClientTracking(args [][]byte) {
+	on := isSubcommand(args[0], "ON")
+	if !on && !isSubcommand(args[0], "OFF") {
+		c.wr.error("ERR syntax error")
+		return
+	}
+	mode := trackAll
+	for _, opt := range args[1:] {
+		switch {
+		case isSubcommand(opt, "OPTIN") && mode != trackOptOut:
+			mode = trackOptIn
+		case isSubcommand(opt, "OPTOUT") && mode != trackOptIn:
+			mode = trackOptOut
+		case isSubcommand(opt, "OPTIN"), isSubcommand(opt, "OPTOUT"):
+			c.wr.error("ERR You can't use both OPTIN and OPTOUT")
+			return
+		case isSubcommand(opt, "BCAST"), isSubcommand(opt, "PREFIX"), isSubcommand(opt, "REDIRECT"), isSubcommand(opt, "NOLOOP"):
+			c.wr.error("ERR CLIENT TRACKING " + clip(opt, 16) + " is not supported: only the default mode, with OPTIN or OPTOUT, in RESP3")
+			return
+		default:
+			c.wr.error("ERR syntax error")
+			return
+		}
+	}
+	switch {
+	case !on:
+		c.srv.tracking.stop(c)
+		c.trackMode, c.caching = trackAll, cachingUnset
+	case c.tracked != nil && mode != c.trackMode:
+		c.wr.error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
+		return
+	default:
+		c.pushes.mu.Lock()
+		c.pushes.resp3 = c.wr.proto == 3
+		c.pushes.mu.Unlock()
+		c.srv.tracking.start(c)
+		c.trackMode = mode
+	}
+	c.wr.ok()
+}
+
+// cmdClientCaching serves CLIENT CACHING YES|NO, which chooses whether the next command's reads are cached.
+func (c *respConn) cmdClientCaching(choice []byte) {
+	switch {
+	case c.tracked == nil || c.trackMode == trackAll:
+		c.wr.error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+	case isSubcommand(choice, "YES") && c.trackMode == trackOptIn:
+		c.caching = cachingYes
+		c.wr.ok()
+	case isSubcommand(choice, "NO") && c.trackMode == trackOptOut:
+		c.caching = cachingNo
+		c.wr.ok()
+	case isSubcommand(choice, "YES"), isSubcommand(choice, "NO"):
+		c.wr.error("ERR CLIENT CACHING " + clip(choice, 4) + " is only valid when tracking is enabled in " +
+			map[trackMode]string{trackOptIn: "OPTOUT", trackOptOut: "OPTIN"}[c.trackMode] + " mode.")
+	default:
+		c.wr.error("ERR syntax error")
+	}
+}
+
+// writeTrackingInfo answers CLIENT TRACKINGINFO.
+func (c *respConn) writeTrackingInfo() {
+	var flags []string
+	switch {
+	case c.tracked == nil:
+		flags = []string{"off"}
+	case c.trackMode == trackOptIn:
+		flags = []string{"on", "optin"}
+	case c.trackMode == trackOptOut:
+		flags = []string{"on", "optout"}
+	default:
+		flags = []string{"on"}
+	}
+	switch c.caching {
+	case cachingYes:
+		flags = append(flags, "caching-yes")
+	case cachingNo:
+		flags = append(flags, "caching-no")
+	}
+	c.wr.mapOf(3)
+	c.wr.bulkString("flags")
+	c.wr.array(len(flags))
+	for _, f := range flags {
+		c.wr.bulkString(f)
+	}
+	c.wr.bulkString("redirect")
+	c.wr.int(-1)
+	c.wr.bulkString("prefixes")
+	c.wr.array(0)
+}
+
+// trackRead remembers the keys a read-only command read on a tracking connection, when they are in a slot
+// this node owns and the connection's mode and CLIENT CACHING let it.
+func (c *respConn) trackRead(cmd *respCommand, args [][]byte) {
+	if c.tracked == nil || cmd == nil || !cmd.hasFlag("readonly") {
+		return
+	}
+	switch {
+	case c.trackMode == trackOptIn && c.caching != cachingYes, c.trackMode == trackOptOut && c.caching == cachingNo:
+		return
+	}
+	keys := cmd.keys(args)
+	if len(keys) == 0 {
+		return
+	}
+	m := c.srv.clusterMap()
+	for _, key := range keys {
+		if m.Runtime[m.Layout().KeyPartition(string(key))].Owner != c.srv.id {
+			return
+		}
+	}
+	for _, key := range keys {
+		c.srv.tracking.remember(c, string(key))
+	}
+}
+
+// afterCommand ends CLIENT CACHING's choice once the command it was for has run: at once, or, when the
+// command opened a transaction, once the transaction ends.
+func (c *respConn) afterCommand(cmd *respCommand) {
+	if cmd != nil && cmd.name == "client" || c.multi != nil {
+		return
+	}
+	c.caching = cachingUnset
+}
