@@ -65,6 +65,10 @@ var sessionSeeds = []string{
 		respCmd("HGETALL", "h") + respCmd("SADD", "s", "m") + respCmd("SMEMBERS", "s") + respCmd("RPUSH", "l", "a", "b") +
 		respCmd("LPOP", "l", "3") + respCmd("ZADD", "z", "1.5", "m", "inf", "n") + respCmd("ZRANGE", "z", "0", "-1", "WITHSCORES") +
 		respCmd("GET", "h") + respCmd("TYPE", "z"),
+	respCmd("HELLO", "3", "AUTH", "any", "x") + respCmd("CLIENT", "TRACKING", "ON") + respCmd("SET", "t", "1") + respCmd("GET", "t") +
+		respCmd("SET", "t", "2") + respCmd("CLIENT", "TRACKING", "ON", "OPTIN") + respCmd("CLIENT", "TRACKING", "OFF") +
+		respCmd("CLIENT", "TRACKING", "ON", "OPTIN") + respCmd("CLIENT", "CACHING", "YES") + respCmd("MULTI") + respCmd("GET", "t") +
+		respCmd("EXEC") + respCmd("DEL", "t") + respCmd("CLIENT", "TRACKINGINFO"),
 }
 
 // FuzzRESPSession runs whole client sessions against a live node's connection handler: any byte stream,
