@@ -152,7 +152,10 @@
 // would; it never forwards. CLUSTER SLOTS, SHARDS and NODES describe the live runtime map. Multi-key
 // commands need all their keys in one slot (use a hash tag), as in Redis Cluster. So do transactions:
 // EXEC runs the commands MULTI queued as one atomic write, which replicas, the disk and watchers see whole
-// or not at all, and runs nothing if a key WATCH named has changed since.
+// or not at all, and runs nothing if a key WATCH named has changed since. CLIENT TRACKING (the default mode,
+// with OPTIN or OPTOUT, pushes in RESP3) serves Redis client-side caching: a node remembers the keys each
+// tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
+// node, or when it stops owning the key.
 //
 // # Architecture
 //
