@@ -220,7 +220,12 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
 	n.repl.recordWrite(segment, revision, epoch, key, next, change)
 	n.watches.notify(segment)
-	n.tracking.invalidate(key)
+	if key != "" {
+		n.tracking.invalidate(key)
+	}
+	for i := range change.multi {
+		n.tracking.invalidate(change.multi[i].Key)
+	}
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under

@@ -223,6 +223,7 @@ func (s *respServer) drop(c *respConn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.tracking.stop(c)
+	c.closePushes()
 	c.conn.Close()
 	c.rd.close()
 	c.endTxn()
@@ -292,6 +293,7 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	out := &deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle}
 	c.wr = newRESPWriter(out)
 	c.pushes.out = out
+	c.pushes.wake = sync.NewCond(&c.pushes.mu)
 	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
 	return c
 }

@@ -40,6 +40,15 @@ func (t *respTracking) remember(c *respConn, key string) {
 	}
 	readers[c] = struct{}{}
 	c.tracked[key] = struct{}{}
+	if len(t.order) > 2*len(t.keys)+1024 { // keys invalidated since: keep the others, in order
+		kept := t.order[:0]
+		for _, k := range t.order {
+			if _, ok := t.keys[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		t.order = kept
+	}
 	var evicted []string
 	for len(t.keys) > t.max && len(t.order) > 0 {
 		old := t.order[0]
@@ -130,60 +139,117 @@ func invalidationPush(key string) []byte {
 	return append(b, "\r\n"...)
 }
 
-// respPushes is a connection's side of invalidation pushes, which other goroutines send. They go straight
-// to the socket while the connection's goroutine waits for input with every reply sent; otherwise they
-// wait, bounded, and go out before it next waits.
+// respPushes is a connection's side of invalidation pushes. Invalidations come from the goroutines that
+// write the store, under a segment's lock, so they only queue a push (bounded) and never touch the socket.
+// A goroutine of the connection's own, its pusher, sends what is queued while the connection's goroutine
+// waits for input with every reply sent; that goroutine sends what is left before it next waits, and
+// waits for the pusher's write in flight before it answers, so pushes fall between replies.
 type respPushes struct {
 	mu      sync.Mutex
+	wake    *sync.Cond
 	out     io.Writer // the socket, with its write deadline
-	idle    bool
+	idle    bool      // the connection's goroutine waits for input, its replies sent
+	writing bool      // the pusher is writing
+	closed  bool
+	running bool // the pusher was started
 	resp3   bool // pushes exist only in RESP3: a RESP2 client is sent none
 	pending []byte
 	dropped bool // pending overflowed: the client is told to drop everything instead
 }
 
-// respPendingPushes bounds the pushes waiting for a busy connection.
+// respPendingPushes bounds the pushes waiting for a connection.
 const respPendingPushes = 64 << 10
 
 // flushAll is the push that tells a client to drop every key it caches.
 var flushAll = []byte(">2\r\n$10\r\ninvalidate\r\n_\r\n")
 
-// push sends or queues one push.
+// push queues one push for the pusher. It never blocks on the socket.
 func (c *respConn) push(frame []byte) {
 	p := &c.pushes
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case !p.resp3:
-	case p.idle:
-		p.out.Write(frame) // a failed write fails the connection's next one too
-	case p.dropped:
+	case !p.resp3 || p.closed || p.dropped:
+		return
 	case len(p.pending)+len(frame) > respPendingPushes:
 		p.pending, p.dropped = append(p.pending[:0], flushAll...), true
 	default:
 		p.pending = append(p.pending, frame...)
 	}
+	p.wake.Broadcast()
 }
 
-// busy marks the connection's goroutine at work: pushes wait for it. A push may still come after tracking
-// stopped, from an invalidation that began before, so this holds whatever the mode.
-func (c *respConn) busy() {
-	c.pushes.mu.Lock()
-	c.pushes.idle = false
-	c.pushes.mu.Unlock()
-}
-
-// awaitInput sends the replies and the pushes that waited, and lets pushes go straight out until the
-// connection's goroutine is busy again.
-func (c *respConn) awaitInput() error {
-	if c.tracked == nil {
-		return c.wr.flush()
-	}
+// startPusher starts the connection's pusher, once.
+func (c *respConn) startPusher() {
 	p := &c.pushes
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c.wr.buf = append(c.wr.buf, p.pending...)
-	p.pending, p.dropped = p.pending[:0], false
+	if p.running || p.closed {
+		return
+	}
+	p.running = true
+	c.srv.wg.Add(1)
+	go func() {
+		defer c.srv.wg.Done()
+		c.runPusher()
+	}()
+}
+
+// runPusher sends queued pushes while the connection's goroutine is idle, until the connection closes.
+func (c *respConn) runPusher() {
+	p := &c.pushes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for !p.closed && (!p.idle || len(p.pending) == 0) {
+			p.wake.Wait()
+		}
+		if p.closed {
+			return
+		}
+		frames := p.pending
+		p.pending, p.dropped, p.writing = nil, false, true
+		p.mu.Unlock()
+		_, err := p.out.Write(frames)
+		p.mu.Lock()
+		p.writing = false
+		p.wake.Broadcast()
+		if err != nil {
+			p.closed = true // the connection's goroutine finds the socket broken too
+		}
+	}
+}
+
+// closePushes stops the pusher; the server waits for it.
+func (c *respConn) closePushes() {
+	p := &c.pushes
+	p.mu.Lock()
+	p.closed = true
+	p.wake.Broadcast()
+	p.mu.Unlock()
+}
+
+// busy marks the connection's goroutine at work, once the pusher's write in flight is done: pushes wait.
+func (c *respConn) busy() {
+	p := &c.pushes
+	p.mu.Lock()
+	for p.writing {
+		p.wake.Wait()
+	}
+	p.idle = false
+	p.mu.Unlock()
+}
+
+// awaitInput sends the replies and the pushes that waited, and lets the pusher send until the
+// connection's goroutine is busy again.
+func (c *respConn) awaitInput() error {
+	p := &c.pushes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) > 0 {
+		c.wr.buf = append(c.wr.buf, p.pending...)
+		p.pending, p.dropped = p.pending[:0], false
+	}
 	if err := c.wr.flush(); err != nil {
 		return err
 	}
@@ -246,6 +312,7 @@ func (c *respConn) cmdClientTracking(args [][]byte) {
 		c.pushes.mu.Lock()
 		c.pushes.resp3 = c.wr.proto == 3
 		c.pushes.mu.Unlock()
+		c.startPusher()
 		c.srv.tracking.start(c)
 		c.trackMode = mode
 	}

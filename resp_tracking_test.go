@@ -95,6 +95,19 @@ func TestClientTrackingPushes(t *testing.T) {
 			t.Fatalf("push line %q, want %q (only the key read after CLIENT CACHING YES)", got, want)
 		}
 	}
+
+	// A transaction's write is one atomic write of several keys: each tracked one is invalidated.
+	reader.expect(t, "+OK", "CLIENT", "CACHING", "YES")
+	reader.expect(t, "$2", "GET", "k")
+	writer.expect(t, "+OK", "MULTI")
+	writer.expect(t, "+QUEUED", "SET", "k", "v4")
+	writer.expect(t, "+QUEUED", "SET", "{k}untracked", "u")
+	writer.expect(t, "*2", "EXEC")
+	for _, want := range []string{">2", "$10", "invalidate", "*1", "$1", "k"} {
+		if got := reader.line(t); got != want {
+			t.Fatalf("after EXEC, push line %q, want %q", got, want)
+		}
+	}
 }
 
 // respLine is a raw RESP connection for tests that read replies line by line.
