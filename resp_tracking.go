@@ -230,6 +230,8 @@ func (c *respConn) closePushes() {
 }
 
 // busy marks the connection's goroutine at work, once the pusher's write in flight is done: pushes wait.
+// Those queued already go out before the reply to the command about to run, as in Redis, where they
+// would have been sent when the keys changed.
 func (c *respConn) busy() {
 	p := &c.pushes
 	p.mu.Lock()
@@ -237,6 +239,10 @@ func (c *respConn) busy() {
 		p.wake.Wait()
 	}
 	p.idle = false
+	if len(p.pending) > 0 {
+		c.wr.buf = append(c.wr.buf, p.pending...)
+		p.pending, p.dropped = p.pending[:0], false
+	}
 	p.mu.Unlock()
 }
 
@@ -359,12 +365,20 @@ func (c *respConn) writeTrackingInfo() {
 	}
 	c.wr.mapOf(3)
 	c.wr.bulkString("flags")
-	c.wr.array(len(flags))
+	if c.wr.proto == 3 {
+		c.wr.header('~', len(flags)) // a set, as Redis answers
+	} else {
+		c.wr.array(len(flags))
+	}
 	for _, f := range flags {
 		c.wr.bulkString(f)
 	}
 	c.wr.bulkString("redirect")
-	c.wr.int(-1)
+	if c.tracked == nil {
+		c.wr.int(-1)
+	} else {
+		c.wr.int(0) // on, redirecting nowhere
+	}
 	c.wr.bulkString("prefixes")
 	c.wr.array(0)
 }
