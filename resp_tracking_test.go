@@ -72,14 +72,7 @@ func TestClientTrackingPushes(t *testing.T) {
 	reader.expect(t, "+OK", "CLIENT", "TRACKING", "ON")
 	reader.expect(t, "$2", "GET", "k")
 	writer.do(t, "SET", "k", "v2")
-	if got := reader.line(t); got != ">2" {
-		t.Fatalf("after a write of a tracked key the reader got %q, want an invalidation push", got)
-	}
-	for _, want := range []string{"$10", "invalidate", "*1", "$1", "k"} {
-		if got := reader.line(t); got != want {
-			t.Fatalf("push line %q, want %q", got, want)
-		}
-	}
+	reader.expectPush(t, "k", "after a write of a tracked key")
 	reader.expect(t, "+OK", "CLIENT", "TRACKING", "OFF")
 	reader.expect(t, "+OK", "CLIENT", "TRACKING", "ON", "OPTIN")
 	reader.expect(t, "$2", "GET", "k") // not opted in: not tracked
@@ -87,14 +80,7 @@ func TestClientTrackingPushes(t *testing.T) {
 	reader.expect(t, "$2", "GET", "other")
 	writer.do(t, "SET", "k", "v3")
 	writer.do(t, "SET", "other", "o2")
-	if got := reader.line(t); got != ">2" {
-		t.Fatalf("after writes of an untracked and a tracked key the reader got %q", got)
-	}
-	for _, want := range []string{"$10", "invalidate", "*1", "$5", "other"} {
-		if got := reader.line(t); got != want {
-			t.Fatalf("push line %q, want %q (only the key read after CLIENT CACHING YES)", got, want)
-		}
-	}
+	reader.expectPush(t, "other", "after writes of an untracked key and one read after CLIENT CACHING YES")
 
 	// A transaction's write is one atomic write of several keys: each tracked one is invalidated.
 	reader.expect(t, "+OK", "CLIENT", "CACHING", "YES")
@@ -103,11 +89,7 @@ func TestClientTrackingPushes(t *testing.T) {
 	writer.expect(t, "+QUEUED", "SET", "k", "v4")
 	writer.expect(t, "+QUEUED", "SET", "{k}untracked", "u")
 	writer.expect(t, "*2", "EXEC")
-	for _, want := range []string{">2", "$10", "invalidate", "*1", "$1", "k"} {
-		if got := reader.line(t); got != want {
-			t.Fatalf("after EXEC, push line %q, want %q", got, want)
-		}
-	}
+	reader.expectPush(t, "k", "after EXEC")
 }
 
 // respLine is a raw RESP connection for tests that read replies line by line.
@@ -185,6 +167,16 @@ func (r *respLine) do2(t *testing.T) string {
 		r.line(t)
 	}
 	return l
+}
+
+// expectPush reads an invalidation push of key, which what came after is to have brought.
+func (r *respLine) expectPush(t *testing.T, key, after string) {
+	t.Helper()
+	for _, want := range []string{">2", "$10", "invalidate", "*1", "$" + strconv.Itoa(len(key)), key} {
+		if got := r.line(t); got != want {
+			t.Fatalf("%s: push line %q, want %q", after, got, want)
+		}
+	}
 }
 
 // expect sends a command and fails unless its reply starts with want.
