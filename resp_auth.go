@@ -324,6 +324,9 @@ func (c *respConn) cmdHello(args [][]byte) {
 		c.name = string(opts.name)
 	}
 	c.wr.proto = proto
+	c.pushes.mu.Lock()
+	c.pushes.resp3 = proto == 3 && c.tracked != nil // a RESP2 client is sent no push
+	c.pushes.mu.Unlock()
 	c.helloReply()
 }
 
