@@ -3,6 +3,7 @@ package zaris
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // A node's near cache (Config.NearCache) keeps the values Get reads from other owners, in a ristretto cache
@@ -361,6 +364,10 @@ func (n *Node) nearGet(ctx context.Context, key string) (value []byte, served bo
 	}
 	f := c.begin(seg)
 	reply, err := n.execute(ctx, opNearGet, &req)
+	var refused *transport.RemoteError
+	if errors.As(err, &refused) {
+		return nil, false, nil // an owner of an older version, which knows no opNearGet: read it uncached
+	}
 	if err != nil {
 		return nil, true, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/transport"
 )
 
 // newTestNearCache is a near cache with no node behind it: its pollers are not started.
@@ -451,5 +452,30 @@ func TestNearWatchRefusesBadRequests(t *testing.T) {
 		if r := n.serveNearWatch(bg(t), &req); r.Status != StatusInvalidRequest {
 			t.Errorf("%s: status %s, want InvalidRequest", name, r.Status)
 		}
+	}
+}
+
+// TestNearCacheReadsUncachedFromOlderOwners gives a node a near cache in a cluster whose other node, like a
+// node of an older version, knows neither opNearGet nor opNearWatch: reads of its keys go through the
+// plain path, current and uncached.
+func TestNearCacheReadsUncachedFromOlderOwners(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, nearCached(0, func(cfg *Config) {
+		if cfg.Name == "node-1" {
+			cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opNearGet || op == opNearWatch }
+		}
+	}))
+	ctx := bg(t)
+	reader, owner := c.node(0), c.node(1)
+	key := c.keyOwnedBy("old", owner)
+	for i := range 5 {
+		want := strconv.Itoa(i)
+		must(t, owner.Put(ctx, key, []byte(want)))
+		if v, err := reader.Get(ctx, key); err != nil || string(v) != want {
+			t.Fatalf("read %q, %v; want %q", v, err, want)
+		}
+	}
+	if s := reader.NearCacheStats(); s.Hits != 0 || s.Bytes != 0 {
+		t.Fatalf("stats %+v: an older owner's key was cached", s)
 	}
 }

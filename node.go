@@ -352,6 +352,7 @@ func (n *Node) raftListener() net.Listener {
 // serveRequest is the handler of the data lane: callers' key and batch requests.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch {
+	case n.cfg.hooks.refuseOp != nil && n.cfg.hooks.refuseOp(op):
 	case lookupKeyOp(op) != nil:
 		var req kvRequest
 		if err := req.decodeMsg(payload); err != nil { // req.Value aliases payload, which is ours alone
