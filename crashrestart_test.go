@@ -41,12 +41,12 @@ func (h *restartHooks) release() { h.resumeOnce.Do(func() { close(h.resume) }) }
 
 // startHeldCluster starts three nodes, RF 2, with the hooks installed, a fast failover and no heal during
 // the test (a partition keeps its epoch).
-func startHeldCluster(t *testing.T) (*testCluster, *restartHooks) {
+func startHeldCluster(t *testing.T, more ...func(*Config)) (*testCluster, *restartHooks) {
 	h := newRestartHooks()
-	c := startCluster(t, 3, replicated(2, h.install, func(cfg *Config) {
+	c := startCluster(t, 3, replicated(2, append([]func(*Config){h.install, func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
 		cfg.HealCooldown = 10 * time.Minute
-	}))
+	}}, more...)...))
 	return c, h
 }
 
@@ -90,7 +90,9 @@ func (h *restartHooks) install(cfg *Config) {
 // acknowledged write is still there.
 func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 	t.Parallel()
-	c, h := startHeldCluster(t)
+	// The replica must stay in sync through the writes below, which a loaded machine may delay past the
+	// 300 ms the other tests give a replica's acknowledgement: dropped, it could not take the partition over.
+	c, h := startHeldCluster(t, func(cfg *Config) { cfg.ReplicaAckTimeout = 5 * time.Second })
 	defer h.release()
 	ctx := bg(t)
 	_, p, nodes := c.awayFromLeader()
