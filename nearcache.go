@@ -98,13 +98,9 @@ func newNearCache(cfg Config, layout Layout, log *slog.Logger, startPoller func(
 	if err != nil {
 		return nil, err
 	}
-	wait := cfg.WatchPoll
-	if s := cfg.NearCache.MaxStaleness; s > 0 {
-		wait = min(wait, max(s/2, time.Millisecond))
-	}
 	return &nearCache{
 		cfg: cfg.NearCache, clock: cfg.Clock, layout: layout, log: log, values: values,
-		id: rand.Uint64() | 1, wait: wait, startPoller: startPoller,
+		id: rand.Uint64() | 1, wait: cfg.WatchPoll, startPoller: startPoller,
 		gens:    make([]atomic.Uint64, layout.Segments),
 		dropped: map[string]uint64{}, ring: make([]string, 0, nearDropMemory),
 		subs: map[int]*nearSub{}, pollers: map[NodeID]*nearPoller{},
@@ -276,10 +272,7 @@ func (c *nearCache) apply(owner NodeID, req *nearWatchRequest, reply *nearWatchR
 		case r.Status != StatusSuccess:
 			c.dropSegment(seg, "owner no longer serves it: "+r.Status.String())
 			continue
-		case r.Gap:
-			c.gens[seg].Add(1)
-			c.stats.segmentsDropped.Add(1)
-		case r.Epoch != sub.epoch:
+		case r.Gap, r.Epoch != sub.epoch: // the keys changed are not all known: drop them all, keep following
 			c.gens[seg].Add(1)
 			c.stats.segmentsDropped.Add(1)
 		}
