@@ -213,6 +213,10 @@ type Config struct {
 	// NearCache, with MaxBytes set, keeps values this node reads from other owners in its memory
 	// (nearcache.go). Off by default.
 	NearCache NearCacheConfig
+	// DisableMetrics stops counting and timing each operation, which the zaris_operations_total and
+	// zaris_operation_duration_seconds series report (metrics.go); every other series reads state and
+	// stays. The counting costs a few atomic adds and two clock reads per operation.
+	DisableMetrics bool
 
 	Timing Timing
 	// Clock is the time source for TTLs and the node's own timers (see Clock). Default: the system clock.

@@ -549,6 +549,9 @@ func (n *Node) commitDecisions(decisions []decision) error {
 		if err != nil || void {
 			return err
 		}
+		if !d.suspected.IsZero() {
+			n.stats.failovers.observe(n.cfg.Clock.Now().Sub(d.suspected))
+		}
 	}
 	return nil
 }

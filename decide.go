@@ -91,6 +91,8 @@ type decision struct {
 	level slog.Level
 	why   string
 	attrs []any
+	// suspected is, for a failover of a silent owner, when the leader began to suspect it; zero otherwise.
+	suspected time.Time
 }
 
 // decider holds the leader's rules and countdowns.
@@ -228,7 +230,7 @@ func (r *round) failOverSilent() {
 			r.log.Warn("owner suspected dead", "node", id)
 		}
 		if r.clocks.suspected.elapsed(id, r.Now) >= r.rules.FailoverTimeout {
-			r.promoteEach(parts, promotion{giveUp: true})
+			r.promoteEach(parts, promotion{giveUp: true, suspected: r.clocks.suspected[id]})
 		}
 	}
 }
@@ -249,6 +251,8 @@ func (r *round) reviveLost() {
 type promotion struct {
 	giveUp    bool // a partition with no in-sync replica left becomes Unavailable; otherwise it waits
 	withOwner bool // the current owner, restarted with intact copies, is a candidate too
+	// suspected is when the leader began to suspect the failed owner, for the failover's duration.
+	suspected time.Time
 }
 
 // promoteEach promotes each partition of parts to its most caught-up live in-sync replica, with a source
@@ -273,6 +277,7 @@ func (r *round) promoteEach(parts []int, how promotion) (waiting int) {
 		}
 		r.add(command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}, Source: source},
 			slog.LevelWarn, "failing over partition", "partition", p, "from", st.Owner, "to", to, "epoch", st.Epoch+1, "source", source)
+		r.out[len(r.out)-1].suspected = how.suspected
 	}
 	return waiting
 }

@@ -157,6 +157,14 @@
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
 // node, or when it stops owning the key.
 //
+// # Operations
+//
+// Collector reports the node's Prometheus series (zaris_*, with a node label): operations by side, kind
+// and status with latency histograms, counted with atomics so the hot path never touches a registry
+// (Config.DisableMetrics turns that counting off), and the rest read from the node's state at scrape time.
+// HTTPHandler serves a status page, its data, and the /healthz and /readyz probes; Readiness is what
+// /readyz reports.
+//
 // # Architecture
 //
 // A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go). Each

@@ -9,14 +9,16 @@ func (n *Node) expireOwned() {
 	if !n.holdsLease() {
 		return
 	}
+	expired := 0
 	for p, st := range m.Runtime {
 		if !n.ownsIn(m, p) || st.Health == Recovering || !n.cut.enter(p) {
 			continue
 		}
 		first, end := n.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
-			n.store.expireSegment(s)
+			expired += n.store.expireSegment(s)
 		}
 		n.cut.leave(p)
 	}
+	n.stats.expired.Add(uint64(expired))
 }

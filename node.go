@@ -30,12 +30,15 @@ type Node struct {
 
 	store   *store
 	stats   nodeStats
-	router  *router
-	batch   batchSender // the sending side of ExecuteBatch
-	fsm     *mapFSM
-	repl    *replication
-	watches *watchFeed // serves the watchers of the partitions this node owns
-	near    *nearCache // nil unless Config.NearCache.MaxBytes is set
+	metrics *opMetrics // nil with Config.DisableMetrics
+	// failovers keeps the recent failovers this node applied, for the status page.
+	failovers failoverHistory
+	router    *router
+	batch     batchSender // the sending side of ExecuteBatch
+	fsm       *mapFSM
+	repl      *replication
+	watches   *watchFeed // serves the watchers of the partitions this node owns
+	near      *nearCache // nil unless Config.NearCache.MaxBytes is set
 	// tracking remembers the keys RESP clients cache (CLIENT TRACKING), to invalidate them.
 	tracking *respTracking
 	cut      *cutovers
@@ -156,6 +159,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		idle: 3 * cfg.WatchPoll,
 	})
 	n.cut = newCutovers(layout.Partitions)
+	if !cfg.DisableMetrics {
+		n.metrics = newOpMetrics()
+	}
 	n.tracking = newRESPTracking(respTrackedKeys)
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.startNearPoller)
@@ -240,6 +246,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 // onCommit runs on the control plane's apply goroutine for every new map, once replication has seen the
 // ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
+	n.failovers.note(old, next, n.cfg.Clock.Now())
 	n.router.install(next, causePush)
 	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
 	n.repl.wakeWaiters()
@@ -362,7 +369,10 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		reply := n.serveKV(ctx, op, &req)
 		return reply.marshal(), nil
 	case op == opBatch:
-		return n.serveBatch(ctx, payload)
+		start := time.Now()
+		reply, err := n.serveBatch(ctx, payload)
+		n.ownerOp(op, statusOf(err), start)
+		return reply, err
 	case op == opWatch:
 		return n.serveWatchRequest(ctx, payload)
 	case op == opNearWatch:
@@ -393,7 +403,9 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 
 // serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
 // Moved with the owner and epoch it knows. It never forwards.
-func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvReply {
+func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) (reply kvReply) {
+	start := time.Now()
+	defer func() { n.ownerOp(op, reply.Status, start) }()
 	seg, refusal, owned := n.checkOwner(req.Key)
 	if !owned {
 		return refusal
@@ -403,6 +415,12 @@ func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvR
 
 // keyCount counts the keys held on this node, owned or replicated.
 func (n *Node) keyCount() int { return n.store.len() }
+
+// expiringKeyCount counts the keys held on this node that have a TTL.
+func (n *Node) expiringKeyCount() int { return n.store.expiringLen() }
+
+// expiredKeys counts the keys this node expired as their owner.
+func (n *Node) expiredKeys() uint64 { return n.stats.expired.Load() }
 
 // ownsIn reports whether this process is partition p's active owner in m (see replication.ownsIn).
 func (n *Node) ownsIn(m *ClusterMap, p int) bool { return n.repl.ownsIn(m, p) }

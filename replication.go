@@ -690,3 +690,53 @@ func (r *replication) snapshotStats() ReplicationStats {
 		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(), OpsFromDisk: s.opsFromDisk.Load(),
 	}
 }
+
+// lagOpsLimit bounds the ops lag reads from the op log to size one segment's backlog.
+const lagOpsLimit = 4096
+
+// lag returns how far replica is behind this owner on partition p: revisions and op bytes not yet
+// acknowledged, over the partition's segments. known is false while the link has no acknowledgement to
+// count from (no link yet, or one just reset by a failure). Bytes count the backlog the op log still holds,
+// up to lagOpsLimit ops a segment.
+func (r *replication) lag(p int, replica NodeID) (revisions uint64, bytes int64, known bool) {
+	r.mu.Lock()
+	l := r.links[replica]
+	r.mu.Unlock()
+	if l == nil {
+		return 0, 0, false
+	}
+	first, end := r.layout.PartitionSegments(p)
+	acked := make([]uint64, end-first)
+	seen := make([]bool, end-first)
+	l.lock()
+	for s := first; s < end; s++ {
+		acked[s-first], seen[s-first] = l.acked[s]
+	}
+	l.unlock()
+	for i, a := range acked {
+		s := first + i
+		have := r.store.revision(s)
+		switch {
+		case !seen[i] && have > 0:
+			return 0, 0, false
+		case have <= a:
+			continue
+		}
+		revisions += have - a
+		ops, _ := r.oplog.Ops(uint32(s), a, lagOpsLimit)
+		for j := range ops {
+			bytes += int64(opBytes(&ops[j]))
+		}
+	}
+	return revisions, bytes, true
+}
+
+// oplogBytes is what the op log in memory holds over every segment.
+func (r *replication) oplogBytes() int64 {
+	var total int64
+	for s := range r.layout.Segments {
+		n, _ := r.oplog.LogBytes(uint32(s))
+		total += n
+	}
+	return total
+}

@@ -218,15 +218,13 @@ func (c *respConn) clusterNodes() {
 	c.wr.bulkString(b.String())
 }
 
-// clusterInfo writes CLUSTER INFO. The state is ok when every slot is served by a node with a RESP endpoint.
+// clusterInfo writes CLUSTER INFO, with Redis's fields in Redis's order. Zaris has no cluster bus: the
+// messages it counts are those that carry data between nodes (infoMessages).
 func (c *respConn) clusterInfo() {
-	m := c.srv.clusterMap()
-	ranges := slotRanges(m)
-	nodes := respNodes(m, ranges, c.srv.memberStates())
-	served, size := 0, 0
-	for _, r := range ranges {
-		served += int(r.last-r.first) + 1
-	}
+	m, states := c.srv.clusterMap(), c.srv.memberStates()
+	slots := countSlots(m, states)
+	nodes := respNodes(m, slotRanges(m), states)
+	size := 0
 	var epoch, myEpoch uint64
 	for _, n := range nodes {
 		if len(n.slots) > 0 {
@@ -238,23 +236,61 @@ func (c *respConn) clusterInfo() {
 		}
 	}
 	state := "fail"
-	if served == NumSlots {
+	if slots.served() == NumSlots {
 		state = "ok"
 	}
-	lines := []string{
-		"cluster_state:" + state,
-		"cluster_slots_assigned:" + strconv.Itoa(served),
-		"cluster_slots_ok:" + strconv.Itoa(served),
-		"cluster_slots_pfail:0",
-		"cluster_slots_fail:" + strconv.Itoa(NumSlots-served),
-		"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
-		"cluster_size:" + strconv.Itoa(size),
-		"cluster_current_epoch:" + strconv.FormatUint(epoch, 10),
-		"cluster_my_epoch:" + strconv.FormatUint(myEpoch, 10),
-		"cluster_stats_messages_sent:0",
-		"cluster_stats_messages_received:0",
+	sent, received := c.srv.owner.infoMessages()
+	var w infoText
+	w.field("cluster_state", state)
+	w.int("cluster_slots_assigned", int64(slots.assigned))
+	w.int("cluster_slots_ok", int64(slots.ok))
+	w.int("cluster_slots_pfail", int64(slots.pfail))
+	w.int("cluster_slots_fail", int64(slots.fail))
+	w.int("cluster_known_nodes", int64(len(nodes)))
+	w.int("cluster_size", int64(size))
+	w.uint("cluster_current_epoch", epoch)
+	w.uint("cluster_my_epoch", myEpoch)
+	w.uint("cluster_stats_messages_sent", sent)
+	w.uint("cluster_stats_messages_received", received)
+	w.int("total_cluster_links_buffer_limit_exceeded", 0) // no cluster bus, so no link buffer to outgrow
+	c.wr.verbatim(w.b)
+}
+
+// slotCounts sorts the hash slots as CLUSTER INFO counts them. Assigned slots are ok, pfail or fail;
+// the others belong to a partition the map gives to no node.
+type slotCounts struct {
+	assigned int
+	ok       int // served by an owner gossip sees alive
+	pfail    int // served by an owner gossip suspects has failed, before the cluster acts on it
+	fail     int // not served: no active owner, the partition unavailable, or its owner without a RESP endpoint
+}
+
+// served counts the slots a client is sent to an owner for.
+func (n slotCounts) served() int { return n.ok + n.pfail }
+
+// countSlots sorts the slots of m by what serves them, with gossip's view of the members in states.
+func countSlots(m *ClusterMap, states memberStates) slotCounts {
+	var n slotCounts
+	if m.Version == 0 {
+		return n
 	}
-	c.wr.bulkString(strings.Join(lines, "\r\n") + "\r\n")
+	layout := m.Layout()
+	for p, st := range m.Runtime {
+		first, last := layout.PartitionSlots(p)
+		slots := int(last-first) + 1
+		switch {
+		case st.Owner == "" && len(m.Assignment[p]) == 0:
+			continue
+		case st.Owner == "" || st.Health == Unavailable || m.Nodes[st.Owner].RESPAddr == "":
+			n.fail += slots
+		case states[st.Owner] == serf.StatusFailed:
+			n.pfail += slots
+		default:
+			n.ok += slots
+		}
+		n.assigned += slots
+	}
+	return n
 }
 
 // ---- The keys this node owns ----

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +170,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		return
 	}
 	c.busy()
+	replyAt := len(c.wr.buf)
 	cmd := s.lookup(args[0])
 	switch msg := c.admission(cmd, args); {
 	case msg != "":
@@ -179,9 +179,11 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		c.enqueue(cmd, args)
 	default:
 		cmd.run(c, args)
+		c.stats.counted.commands++
 		c.trackRead(cmd, args)
 	}
 	c.afterCommand(cmd)
+	c.countErrorReply(replyAt)
 }
 
 // admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
@@ -321,6 +323,9 @@ func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, boo
 
 // answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
 func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvReply, bool) {
+	if readOnly(op) {
+		c.stats.counted.lookup(reply.Status)
+	}
 	switch reply.Status {
 	case StatusSuccess, StatusNotFound:
 		return reply, true
@@ -989,15 +994,4 @@ func (c *respConn) cmdConfig(args [][]byte) {
 	default:
 		c.unknownSubcommand("config", sub)
 	}
-}
-
-func (c *respConn) cmdInfo([][]byte) {
-	_, port, _ := splitHostPort(c.srv.addr)
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:cluster\r\nzaris_node:%s\r\nprocess_id:%d\r\ntcp_port:%d\r\n",
-		respVersion, c.srv.id, os.Getpid(), port)
-	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\n", c.srv.clients())
-	fmt.Fprintf(&b, "\r\n# Cluster\r\ncluster_enabled:1\r\n")
-	fmt.Fprintf(&b, "\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", c.srv.owner.keyCount())
-	c.wr.bulkString(b.String())
 }

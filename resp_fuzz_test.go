@@ -69,6 +69,10 @@ var sessionSeeds = []string{
 		respCmd("SET", "t", "2") + respCmd("CLIENT", "TRACKING", "ON", "OPTIN") + respCmd("CLIENT", "TRACKING", "OFF") +
 		respCmd("CLIENT", "TRACKING", "ON", "OPTIN") + respCmd("CLIENT", "CACHING", "YES") + respCmd("MULTI") + respCmd("GET", "t") +
 		respCmd("EXEC") + respCmd("DEL", "t") + respCmd("CLIENT", "TRACKINGINFO"),
+	respCmd("INFO") + respCmd("AUTH", "pw") + respCmd("INFO") + respCmd("INFO", "everything") + respCmd("SET", "k", "v") +
+		respCmd("GET", "k") + respCmd("GET", "nokey") + respCmd("NOSUCH") + respCmd("INFO", "KeySpace", "server", "nosuch") +
+		respCmd("INFO", "stats", "ERRORSTATS", "stats") + respCmd("HELLO", "3") + respCmd("INFO", "cluster") + respCmd("INFO", "") +
+		respCmd("CLUSTER", "INFO") + respCmd("MULTI") + respCmd("GET", "k") + respCmd("INFO") + respCmd("EXEC"),
 }
 
 // FuzzRESPSession runs whole client sessions against a live node's connection handler: any byte stream,

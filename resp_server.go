@@ -44,6 +44,7 @@ type respServer struct {
 	members     atomic.Pointer[membership] // set once the node gossips; CLUSTER NODES leaves out departed members
 	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
 	turningAway atomic.Int32               // refused connections being told why
+	info        respInfo                   // what INFO reports besides the connections' own counts
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -86,12 +87,21 @@ type keyOwner interface {
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
 	// one of keys, and waits for the replicas as applyKV does (Node.applyAtomically).
 	applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
-	// keyCount counts the keys held on this node, owned or replicated.
+	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
+	// with a TTL.
 	keyCount() int
+	expiringKeyCount() int
+	// expiredKeys counts the keys this node expired as their owner.
+	expiredKeys() uint64
 	// serveOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
 	serveOwnedScan(ctx context.Context, req *scanRequest) scanReply
 	// ownedKeyCount counts the keys of the partitions this node owns.
 	ownedKeyCount() int
+	// infoReplication describes the replicas this node feeds for the partitions it owns (INFO replication).
+	infoReplication() respReplication
+	// infoMessages counts the messages of data this node sent to the others and received from them
+	// (CLUSTER INFO).
+	infoMessages() (sent, received uint64)
 }
 
 // newRESPServer returns the endpoint of node id, serving keys through owner and describing the cluster from
@@ -119,14 +129,16 @@ func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *Cl
 		ctx:        ctx,
 		cancel:     cancel,
 		conns:      map[*respConn]struct{}{},
+		info:       respInfo{started: time.Now()},
 	}
 }
 
 // serve accepts connections on ln, in the background, until close.
 func (s *respServer) serve(ln net.Listener) {
 	s.ln = ln
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.accept()
+	go s.sampleRates()
 }
 
 // advertisedAddr is the address clients are told to use: the bound one, or, when bound to every interface,
@@ -173,6 +185,7 @@ func (s *respServer) admit(conn net.Conn) {
 	case reason == "":
 		conn.Close()
 	default:
+		s.info.rejected.Add(1)
 		s.turnAway(conn, reason)
 	}
 }
@@ -221,6 +234,7 @@ func (s *respServer) turnAway(conn net.Conn, reason string) {
 func (s *respServer) drop(c *respConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.retire(c)
 	s.mu.Unlock()
 	s.tracking.stop(c)
 	c.closePushes()
@@ -276,6 +290,8 @@ type respConn struct {
 	txnHeld int          // bytes of the transaction and watched keys, counted in the server's budget
 	exec    *execGroup   // set while EXEC runs the queued commands
 
+	stats respConnStats // what INFO counts of the connection
+
 	authFailures  int
 	deadline      time.Time // the read deadline last set
 	partialSince  time.Time // when the command now half-received began to wait
@@ -289,9 +305,9 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	if c.user == nil {
 		lim = s.preAuth
 	}
-	c.rd = newRESPReader(sock, lim, s.budget)
+	c.rd = newRESPReader(countingReader{src: sock, n: &c.stats.counted.netIn}, lim, s.budget)
 	out := &deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle}
-	c.wr = newRESPWriter(out)
+	c.wr = newRESPWriter(countingWriter{dst: out, n: &c.stats.counted.netOut})
 	c.pushes.out = out
 	c.pushes.wake = sync.NewCond(&c.pushes.mu)
 	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
@@ -314,9 +330,11 @@ func (c *respConn) serve() {
 		switch {
 		case errors.As(err, &rejected):
 			c.wr.error(rejected.msg)
+			c.countErrorMessage(rejected.msg)
 			continue
 		case errors.Is(err, errRESPProtocol):
 			c.wr.error("ERR " + err.Error())
+			c.countErrorMessage("ERR")
 		}
 		if err != nil {
 			break

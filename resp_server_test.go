@@ -48,6 +48,23 @@ func (o *storeOwner) serveOwnedScan(_ context.Context, req *scanRequest) scanRep
 	return testPager(o.store, o.layout, o.ownsPartition).page(req, scanOwned).reply
 }
 
+// infoReplication describes the owner as a primary without replicas, at the revisions of its segments.
+func (o *storeOwner) infoReplication() respReplication {
+	info := respReplication{history: strings.Repeat("ab", 20)}
+	for seg := range o.layout.Segments {
+		if o.ownsPartition(o.layout.SegmentPartition(seg)) {
+			info.offset += o.store.revision(seg)
+		}
+	}
+	return info
+}
+
+func (o *storeOwner) infoMessages() (sent, received uint64) { return 0, 0 }
+
+func (o *storeOwner) expiringKeyCount() int { return o.store.expiringLen() }
+
+func (o *storeOwner) expiredKeys() uint64 { return 0 }
+
 func (o *storeOwner) ownedKeyCount() int {
 	count := 0
 	for seg := range o.layout.Segments {

@@ -154,7 +154,8 @@ type respPushes struct {
 	running bool // the pusher was started
 	resp3   bool // pushes exist only in RESP3: a RESP2 client is sent none
 	pending []byte
-	dropped bool // pending overflowed: the client is told to drop everything instead
+	dropped bool   // pending overflowed: the client is told to drop everything instead
+	sent    uint64 // bytes the pusher wrote, not yet in the connection's count (takeSent)
 }
 
 // respPendingPushes bounds the pushes waiting for a connection.
@@ -210,8 +211,9 @@ func (c *respConn) runPusher() {
 		frames := p.pending
 		p.pending, p.dropped, p.writing = nil, false, true
 		p.mu.Unlock()
-		_, err := p.out.Write(frames)
+		n, err := p.out.Write(frames)
 		p.mu.Lock()
+		p.sent += uint64(n)
 		p.writing = false
 		p.wake.Broadcast()
 		if err != nil {
@@ -239,11 +241,18 @@ func (c *respConn) busy() {
 		p.wake.Wait()
 	}
 	p.idle = false
+	c.takeSent()
 	if len(p.pending) > 0 {
 		c.wr.buf = append(c.wr.buf, p.pending...)
 		p.pending, p.dropped = p.pending[:0], false
 	}
 	p.mu.Unlock()
+}
+
+// takeSent counts the bytes the pusher wrote as the connection's output. Called with c.pushes.mu held.
+func (c *respConn) takeSent() {
+	c.stats.counted.netOut += c.pushes.sent
+	c.pushes.sent = 0
 }
 
 // awaitInput sends the replies and the pushes that waited, and lets the pusher send until the
@@ -252,6 +261,7 @@ func (c *respConn) awaitInput() error {
 	p := &c.pushes
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c.takeSent()
 	if len(p.pending) > 0 {
 		c.wr.buf = append(c.wr.buf, p.pending...)
 		p.pending, p.dropped = p.pending[:0], false

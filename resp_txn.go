@@ -284,7 +284,10 @@ func (c *respConn) runQueued(queue []queuedCommand) []byte {
 	c.wr = newRESPWriter(&out)
 	c.wr.proto = conn.proto
 	for _, q := range queue {
+		replyAt := len(c.wr.buf)
 		q.cmd.run(c, q.args)
+		c.stats.counted.commands++
+		c.countErrorReply(replyAt)
 		c.trackRead(q.cmd, q.args)
 	}
 	c.wr.flush()

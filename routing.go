@@ -242,7 +242,10 @@ func (n *Node) route(ctx context.Context, op transport.Op, req *kvRequest, waitL
 	if n.near != nil && !readOnly(op) {
 		defer n.near.forget(req.Key)
 	}
-	return n.routeKey(ctx, op, req, waitLocks)
+	start := time.Now()
+	reply, err := n.routeKey(ctx, op, req, waitLocks)
+	n.callerOp(op, reply.Status, err, start)
+	return reply, err
 }
 
 func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {

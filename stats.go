@@ -30,5 +30,8 @@ type nodeStats struct {
 	redirectsSent atomic.Uint64
 	redirects     atomic.Uint64
 	retries       atomic.Uint64
+	expired       atomic.Uint64 // keys this node expired as their owner
+	// failovers times the failovers this node committed as leader, from its suspicion of the owner.
+	failovers histogram
 	routingStats
 }

@@ -18,6 +18,32 @@ type entry struct {
 	coll     collection // nil for a string
 	version  uint64
 	expireAt int64
+	// footprint is what the entry was counted for in its segment's bytes when it was last stored.
+	footprint int64
+}
+
+// Estimates behind the store's byte count: what Go spends on an entry and its map slot beyond the key
+// and value bytes, and what a collection's element takes on average.
+const (
+	entryOverhead  = 112
+	elementAverage = 64
+)
+
+// ttlCount is 1 for an entry with a TTL, 0 for one without, for the segment's count of them.
+func (e *entry) ttlCount() int64 {
+	if e.expireAt != 0 {
+		return 1
+	}
+	return 0
+}
+
+// size estimates the memory the entry takes under key.
+func (e *entry) size(key string) int64 {
+	n := int64(len(key) + entryOverhead)
+	if e.coll != nil {
+		return n + int64(e.coll.len())*elementAverage
+	}
+	return n + int64(cap(e.value))
 }
 
 func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.expireAt }
@@ -39,6 +65,8 @@ type segmentStore struct {
 	// versions grow across delete and re-create.
 	revision uint64
 	intents  atomic.Int64 // the transaction intents among entries (txn_intent.go); read without the lock
+	bytes    atomic.Int64 // the entries' footprints; written under the lock, read without it
+	expiring atomic.Int64 // the entries with a TTL; written under the lock, read without it
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
@@ -381,10 +409,19 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 // when the set of keys does. Called with seg.mu held.
 func (seg *segmentStore) set(key string, e *entry) {
 	had := len(seg.entries)
+	var was int64
+	if old := seg.entries[key]; old != nil {
+		was = old.footprint
+		seg.expiring.Add(-old.ttlCount())
+	}
 	if e == nil {
 		delete(seg.entries, key)
+		seg.bytes.Add(-was)
 	} else {
 		seg.entries[key] = e
+		e.footprint = e.size(key)
+		seg.bytes.Add(e.footprint - was)
+		seg.expiring.Add(e.ttlCount())
 	}
 	if len(seg.entries) != had {
 		seg.keysChanged(key, e != nil)
@@ -432,6 +469,24 @@ func expiryFrom(now int64, ttl time.Duration) int64 {
 		return 0
 	}
 	return now + int64(ttl)
+}
+
+// bytes estimates the memory the stored entries take: keys, values and Go's overhead per entry.
+func (s *store) bytes() int64 {
+	var n int64
+	for i := range s.segments {
+		n += s.segments[i].bytes.Load()
+	}
+	return n
+}
+
+// expiringLen counts the stored entries with a TTL, expired ones not yet reclaimed included.
+func (s *store) expiringLen() int {
+	var n int64
+	for i := range s.segments {
+		n += s.segments[i].expiring.Load()
+	}
+	return int(n)
 }
 
 // len counts stored entries, expired ones not yet reclaimed included.
@@ -551,9 +606,15 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	seg.entries = entries
 	seg.index = newScanIndex()
 	seg.intents.Store(0)
-	for k := range entries {
+	var bytes, expiring int64
+	for k, e := range entries {
 		seg.keysChanged(k, true)
+		e.footprint = e.size(k)
+		bytes += e.footprint
+		expiring += e.ttlCount()
 	}
+	seg.bytes.Store(bytes)
+	seg.expiring.Store(expiring)
 	seg.revision = revision
 }
 

@@ -296,8 +296,10 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	b := newBatchRun(&n.batch, items)
 	b.run(ctx, t)
+	n.callerOp(opBatch, StatusSuccess, ctx.Err(), start)
 	if n.near != nil {
 		for _, it := range items {
 			if it.Op != BatchGet {

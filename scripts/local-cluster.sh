@@ -8,7 +8,8 @@
 # Node i (1-based) serves RESP on 127.0.0.1:$((BASE+i-1)), gossips on BASE+10000+i-1 and carries data on
 # BASE+20000+i-1, with BASE=7001 unless ZARIS_BASE_PORT says otherwise. Pid and log files live in
 # ZARIS_CLUSTER_DIR (default: a folder under ${TMPDIR:-/tmp}). ZARIS_RF sets the replication factor
-# (default 1), ZARIS_PASSWORD a RESP password, ZARIS_PPROF_BASE a first port for per-node pprof endpoints,
+# (default 1), ZARIS_PASSWORD a RESP password, ZARIS_HTTP_BASE a first port for per-node operations endpoints (metrics,
+# status page, probes and pprof),
 # and any other ZARIS_* variable named after a flag reaches every node as that flag.
 set -euo pipefail
 
@@ -46,8 +47,8 @@ start() {
   for i in $(seq 1 "$n"); do
     local join=""
     if ((i > 1)); then join="127.0.0.1:$(gossip_port 1)"; fi
-    local pprof=""
-    if [[ -n ${ZARIS_PPROF_BASE:-} ]]; then pprof="127.0.0.1:$((ZARIS_PPROF_BASE + i - 1))"; fi
+    local http="" pprof=false
+    if [[ -n ${ZARIS_HTTP_BASE:-} ]]; then http="127.0.0.1:$((ZARIS_HTTP_BASE + i - 1))" pprof=true; fi
     ZARIS_RF=${ZARIS_RF:-1} setsid "$DIR/zaris" \
       --name "zaris-$i" \
       --resp-addr "127.0.0.1:$(resp_port "$i")" \
@@ -56,7 +57,7 @@ start() {
       --join "$join" \
       --bootstrap-expect "$n" \
       --timing "${ZARIS_TIMING:-local}" \
-      --pprof-addr "$pprof" \
+      --http-addr "$http" --pprof="$pprof" \
       </dev/null >"$DIR/zaris-$i.log" 2>&1 &
     echo $! >"$DIR/zaris-$i.pid"
   done

@@ -14,8 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
-	_ "net/http/pprof" // served only with --pprof-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -60,7 +58,7 @@ type options struct {
 	timing          string
 	logLevel        string
 	leaveTimeout    time.Duration
-	pprofAddr       string
+	http            httpOptions
 	joinTimeout     time.Duration
 	failoverTimeout time.Duration
 	txnTimeout      time.Duration
@@ -76,6 +74,9 @@ type dataPortOptions struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "leave" {
+		os.Exit(runLeave(os.Args[2:]))
+	}
 	opts, err := parseOptions(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zaris:", err)
@@ -131,7 +132,10 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.deadServer, "dead-server-timeout", def.DeadServerTimeout, "how long a failed member stays a control-plane server before a live one replaces it")
 	fs.DurationVar(&o.lostPartition, "lost-partition-timeout", def.LostPartitionTimeout, "how long a partition whose last copies are on a failed node's disk waits for that node before it is recreated empty")
 	fs.DurationVar(&o.eviction, "eviction-timeout", def.EvictionTimeout, "how long a failed member keeps its partitions before they are rebalanced to the others; at least --failover-timeout")
-	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "host:port serving net/http/pprof for profiling; empty: off")
+	fs.StringVar(&o.http.addr, "http-addr", "", "host:port of the operations endpoint: Prometheus /metrics, the status page at /, /healthz and /readyz; empty: off")
+	fs.StringVar(&o.http.password, "http-password", "", "password the operations endpoint asks with HTTP basic auth, except on /healthz and /readyz; empty: none (prefer ZARIS_HTTP_PASSWORD)")
+	fs.BoolVar(&o.http.tls, "http-tls", false, "serve the operations endpoint over HTTPS with --tls-cert and --tls-key")
+	fs.BoolVar(&o.http.pprof, "pprof", false, "also serve net/http/pprof under /debug/pprof/ on --http-addr")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -248,8 +252,8 @@ func (o options) security(cfg *zaris.Config) error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case f.ca != "" && f.cert == "":
 		return errors.New("--tls-ca needs --tls-cert and --tls-key")
-	case f.cert != "" && !o.respTLS:
-		return errors.New("--tls-cert without --tls-ca secures nothing: peers need the CA, RESP needs --resp-tls")
+	case f.cert != "" && !o.respTLS && !o.http.tls:
+		return errors.New("--tls-cert without --tls-ca secures nothing: peers need the CA, RESP needs --resp-tls, the operations endpoint --http-tls")
 	}
 	if o.gossipKey != "" {
 		key, err := base64.StdEncoding.DecodeString(o.gossipKey)
@@ -305,12 +309,19 @@ func run(o options, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if o.pprofAddr != "" {
-		servePprof(o.pprofAddr, log)
+	ops, err := o.startOpsServer(log)
+	if err != nil {
+		return err
+	}
+	if ops != nil {
+		defer ops.shutdown(context.Background())
 	}
 	node, err := joinWithRetry(ctx, cfg, o.joinTimeout, log)
 	if err != nil {
 		return err
+	}
+	if ops != nil {
+		ops.joined(node)
 	}
 	log.Info("zaris node started", "name", node.Name(), "resp", node.RESPAddr(), "data", node.DataAddr(),
 		"gossip", node.GossipAddr(), "pid", strconv.Itoa(os.Getpid()))
@@ -326,13 +337,26 @@ func run(o options, log *slog.Logger) error {
 	return nil
 }
 
-// servePprof serves the profiling endpoints in the background for as long as the process lives.
-func servePprof(addr string, log *slog.Logger) {
-	go func() {
-		if err := http.ListenAndServe(addr, nil); err != nil {
-			log.Warn("pprof endpoint stopped", "addr", addr, "err", err)
+// startOpsServer starts the operations endpoint when --http-addr is set; nil otherwise.
+func (o options) startOpsServer(log *slog.Logger) (*opsServer, error) {
+	if o.http.addr == "" {
+		if o.http.pprof || o.http.tls || o.http.password != "" {
+			return nil, errors.New("--pprof, --http-tls and --http-password need --http-addr")
 		}
-	}()
+		return nil, nil
+	}
+	var tlsCfg *tls.Config
+	if o.http.tls {
+		if o.tls.cert == "" || o.tls.key == "" {
+			return nil, errors.New("--http-tls needs --tls-cert and --tls-key")
+		}
+		cert, err := tls.LoadX509KeyPair(o.tls.cert, o.tls.key)
+		if err != nil {
+			return nil, fmt.Errorf("--http-tls: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return startOpsServer(o.http, tlsCfg, log)
 }
 
 // joinWithRetry joins the cluster, retrying for up to timeout while the members to join through do not

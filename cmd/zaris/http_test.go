@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaris-go/zaris"
+)
+
+func fetch(t *testing.T, url, password string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if password != "" {
+		req.SetBasicAuth("ops", password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestOpsServer: before the node joins, /healthz answers 200 and the rest 503; once it joined, /readyz,
+// the page and /metrics answer; the password guards everything but the probes; pprof is served only when
+// asked for.
+func TestOpsServer(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, pprof := range []bool{false, true} {
+		s, err := startOpsServer(httpOptions{addr: "127.0.0.1:0", password: "secret", pprof: pprof}, nil, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + s.addr
+		if code, _ := fetch(t, base+"/healthz", ""); code != http.StatusOK {
+			t.Errorf("healthz while joining = %d", code)
+		}
+		if code, body := fetch(t, base+"/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "joining") {
+			t.Errorf("readyz while joining = %d %q", code, body)
+		}
+		if code, _ := fetch(t, base+"/metrics", "secret"); code != http.StatusServiceUnavailable {
+			t.Errorf("metrics while joining = %d", code)
+		}
+
+		cfg := zaris.DefaultConfig()
+		cfg.Name = "ops"
+		cfg.Timing = zaris.LocalTiming()
+		cfg.ReplicationFactor = 1
+		cfg.Logger = log
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		node, err := zaris.Join(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		s.joined(node)
+		deadline := time.Now().Add(10 * time.Second)
+		for code, _ := fetch(t, base+"/readyz", ""); code != http.StatusOK; code, _ = fetch(t, base+"/readyz", "") {
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz = %d after the node joined", code)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, path := range []string{"/", "/metrics", "/status.json"} {
+			if code, _ := fetch(t, base+path, ""); code != http.StatusUnauthorized {
+				t.Errorf("%s without the password = %d; want 401", path, code)
+			}
+			if code, _ := fetch(t, base+path, "wrong"); code != http.StatusUnauthorized {
+				t.Errorf("%s with a wrong password = %d; want 401", path, code)
+			}
+		}
+		if code, body := fetch(t, base+"/metrics", "secret"); code != http.StatusOK || !strings.Contains(body, `zaris_partitions_owned{node="ops"}`) || !strings.Contains(body, "go_goroutines") {
+			t.Errorf("metrics = %d, node series: %v, runtime series: %v", code, strings.Contains(body, "zaris_partitions_owned"), strings.Contains(body, "go_goroutines"))
+		}
+		if code, body := fetch(t, base+"/", "secret"); code != http.StatusOK || !strings.Contains(body, "<title>Zaris status</title>") {
+			t.Errorf("status page = %d", code)
+		}
+		want := http.StatusNotFound
+		if pprof {
+			want = http.StatusOK
+		}
+		if code, _ := fetch(t, base+"/debug/pprof/", "secret"); code != want {
+			t.Errorf("pprof %v: /debug/pprof/ = %d; want %d", pprof, code, want)
+		}
+		node.Close()
+		s.shutdown(context.Background())
+	}
+}
+
+// TestOpsServerOptions: the endpoint's options need --http-addr, and HTTPS needs a certificate.
+func TestOpsServerOptions(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, args := range [][]string{{"--pprof"}, {"--http-password", "x"}, {"--http-tls"}, {"--http-addr", "127.0.0.1:0", "--http-tls"}} {
+		o, err := parseOptions(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := o.startOpsServer(log); err == nil {
+			if s != nil {
+				s.shutdown(context.Background())
+			}
+			t.Errorf("%q: started", args)
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package zaris
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Collector returns a Prometheus collector of the node's series, to register on the embedding service's
+// registry. Every series carries a node label, so several nodes of one process can share a registry.
+// Counters and histograms of operations come from atomics the node keeps; the other series read the
+// node's state at scrape time.
+func (n *Node) Collector() prometheus.Collector { return &collector{n: n, d: newMetricDescs(n.id)} }
+
+type collector struct {
+	n *Node
+	d metricDescs
+}
+
+// metricDescs describe every series the collector reports.
+type metricDescs struct {
+	ops, opSeconds                            *prometheus.Desc
+	redirectsSent, redirectsReceived, retries *prometheus.Desc
+	refreshes, requestsSent, requestsServed   *prometheus.Desc
+	replLagRevisions, replLagBytes, inSync    *prometheus.Desc
+	replOps, replBytes, replSnapshots, gaps   *prometheus.Desc
+	replApplied, replRejected                 *prometheus.Desc
+	partitions, owned, replicated             *prometheus.Desc
+	failovers, failoverSeconds, moved         *prometheus.Desc
+	migrations, cutovers                      *prometheus.Desc
+	raftState, raftTerm, raftCommit           *prometheus.Desc
+	raftApplied, raftLastContact, members     *prometheus.Desc
+	storeBytes, keys, oplogBytes, bufferBytes *prometheus.Desc
+	expiringKeys, expiredKeys                 *prometheus.Desc
+	nearBytes, nearOps                        *prometheus.Desc
+	respConns, dataConns                      *prometheus.Desc
+}
+
+func newMetricDescs(node NodeID) metricDescs {
+	labels := prometheus.Labels{"node": string(node)}
+	d := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("zaris_"+name, help, variable, labels)
+	}
+	return metricDescs{
+		ops:               d("operations_total", "Key operations by side (caller: from the call to its final reply; owner: served as the key's owner), kind and outcome.", "side", "op", "status"),
+		opSeconds:         d("operation_duration_seconds", "Time key operations took, by side and kind.", "side", "op"),
+		redirectsSent:     d("redirects_sent_total", "Requests this node refused because it is not the key's active owner."),
+		redirectsReceived: d("redirects_received_total", "Moved, OwnershipChanging and ReplicaWriteRejected replies this node received."),
+		retries:           d("retries_total", "Operations resent after a redirect."),
+		refreshes:         d("map_refreshes_total", "Routing-table installs by cause (push, poll, react; coalesced: a reactive refresh found it done).", "cause"),
+		requestsSent:      d("requests_sent_total", "Key requests sent to each peer.", "peer"),
+		requestsServed:    d("requests_served_total", "Key and batch requests served for other nodes."),
+		replLagRevisions:  d("replication_lag_revisions", "Writes of a partition this node owns that a replica has not acknowledged.", "partition", "replica"),
+		replLagBytes:      d("replication_lag_bytes", "Op-log bytes of a partition this node owns that a replica has not acknowledged.", "partition", "replica"),
+		inSync:            d("partition_in_sync_replicas", "Replicas in the in-sync set of each partition this node owns.", "partition"),
+		replOps:           d("replication_ops_sent_total", "Ops this node sent to its replicas."),
+		replBytes:         d("replication_sent_bytes_total", "Bytes of replication requests this node sent, ops and snapshots (moves included)."),
+		replSnapshots:     d("replication_snapshots_sent_total", "Whole segments this node sent to replicas and incoming owners."),
+		gaps:              d("replication_gaps_total", "Ops this node received as a replica past a gap, which made its owner resend."),
+		replApplied:       d("replication_ops_applied_total", "Ops this node applied as a replica."),
+		replRejected:      d("replication_rejected_stale_epoch_total", "Replication requests this node refused for a stale epoch."),
+		partitions:        d("partitions", "Partitions of the cluster by health, as this node's map has them.", "health"),
+		owned:             d("partitions_owned", "Partitions this node serves as active owner."),
+		replicated:        d("partitions_replicated", "Partitions this node is assigned as a replica."),
+		failovers:         d("partition_failovers_total", "Partitions failed over in the cluster's life, as this node's map counts them."),
+		failoverSeconds:   d("failover_duration_seconds", "For failovers this node committed as leader: from its suspicion of the owner to the commit."),
+		moved:             d("partitions_moved_total", "Partitions whose nodes rebalancing changed, in the cluster's life."),
+		migrations:        d("migrations", "Partition moves in the cluster by state (copying, or waiting for a free slot).", "state"),
+		cutovers:          d("cutovers_total", "Moves this node cut over as the partition's previous owner."),
+		raftState:         d("raft_state", "1 for this node's control-plane state.", "state"),
+		raftTerm:          d("raft_term", "The control plane's current term as this node knows it."),
+		raftCommit:        d("raft_commit_index", "The control plane's commit index as this node knows it."),
+		raftApplied:       d("raft_applied_index", "The control-plane log index this node applied."),
+		raftLastContact:   d("raft_last_contact_seconds", "Time since this follower last heard from the leader; 0 on the leader."),
+		members:           d("members", "Cluster members by gossip status.", "status"),
+		storeBytes:        d("store_bytes", "Estimated memory of the stored entries: keys, values and per-entry overhead."),
+		keys:              d("keys", "Keys held on this node, owned or replicated, expired ones not yet reclaimed included."),
+		expiringKeys:      d("keys_with_ttl", "Keys held on this node that have a TTL."),
+		expiredKeys:       d("expired_keys_total", "Keys this node expired as their owner. Zaris never evicts a key: it has no memory limit."),
+		oplogBytes:        d("oplog_bytes", "Bytes of recent ops the op log keeps in memory for replicas, watchers and near caches."),
+		bufferBytes:       d("data_port_buffered_bytes", "Bytes of requests the data port has read and not yet handed to a handler."),
+		nearBytes:         d("near_cache_bytes", "Bytes the near cache holds."),
+		nearOps:           d("near_cache_events_total", "Near-cache events by kind.", "event"),
+		respConns:         d("resp_connections", "Open RESP client connections."),
+		dataConns:         d("data_port_connections", "Open connections to the data port from other nodes."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	d := &c.d
+	for _, desc := range []*prometheus.Desc{
+		d.ops, d.opSeconds, d.redirectsSent, d.redirectsReceived, d.retries, d.refreshes, d.requestsSent,
+		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots,
+		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
+		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
+		d.raftApplied, d.raftLastContact, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
+		d.nearBytes, d.nearOps, d.respConns, d.dataConns,
+	} {
+		ch <- desc
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectOps(ch)
+	c.collectRouting(ch)
+	c.collectPartitions(ch)
+	c.collectReplication(ch)
+	c.collectControl(ch)
+	c.collectMemory(ch)
+}
+
+// metric sends one gauge or counter.
+func metric(ch chan<- prometheus.Metric, desc *prometheus.Desc, kind prometheus.ValueType, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(desc, kind, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, desc *prometheus.Desc, v uint64, labels ...string) {
+	metric(ch, desc, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, desc *prometheus.Desc, v float64, labels ...string) {
+	metric(ch, desc, prometheus.GaugeValue, v, labels...)
+}
+
+func histogramMetric(ch chan<- prometheus.Metric, desc *prometheus.Desc, h *histogram, labels ...string) {
+	count, sum, buckets := h.cumulative()
+	ch <- prometheus.MustNewConstHistogram(desc, count, sum, buckets, labels...)
+}
+
+func (c *collector) collectOps(ch chan<- prometheus.Metric) {
+	m := c.n.metrics
+	if m == nil {
+		return
+	}
+	for _, side := range []struct {
+		name string
+		ops  *opSide
+	}{{"caller", m.caller}, {"owner", m.owner}} {
+		for op, series := range side.ops.ops {
+			if series == nil {
+				continue
+			}
+			name := opMetricName(op)
+			for status := range series.outcomes {
+				if v := series.outcomes[status].Load(); v > 0 {
+					counter(ch, c.d.ops, v, side.name, name, outcomeName(Status(status)))
+				}
+			}
+			if series.latency.counted() {
+				histogramMetric(ch, c.d.opSeconds, &series.latency, side.name, name)
+			}
+		}
+	}
+}
+
+// opMetricName names an operation kind in the op label.
+func opMetricName(op int) string {
+	if op == int(opBatch) {
+		return "batch"
+	}
+	return opName(transport.Op(op))
+}
+
+func (c *collector) collectRouting(ch chan<- prometheus.Metric) {
+	s := c.n.Stats()
+	counter(ch, c.d.redirectsSent, s.RedirectsSent)
+	counter(ch, c.d.redirectsReceived, s.RedirectsReceived)
+	counter(ch, c.d.retries, s.Retries)
+	counter(ch, c.d.requestsServed, s.RequestsServed)
+	counter(ch, c.d.refreshes, s.Refreshes.Push, "push")
+	counter(ch, c.d.refreshes, s.Refreshes.Poll, "poll")
+	counter(ch, c.d.refreshes, s.Refreshes.React, "react")
+	counter(ch, c.d.refreshes, s.Refreshes.Coalesced, "coalesced")
+	for peer, sent := range s.RequestsSent {
+		counter(ch, c.d.requestsSent, sent, string(peer))
+	}
+}
+
+func (c *collector) collectPartitions(ch chan<- prometheus.Metric) {
+	m := c.n.fsm.clusterMap()
+	byHealth := map[Health]int{}
+	owned, replicated := 0, 0
+	for p, st := range m.Runtime {
+		byHealth[st.Health]++
+		if c.n.ownsIn(m, p) {
+			owned++
+		} else if p < len(m.Assignment) && slices.Contains(m.Assignment[p], c.n.id) {
+			replicated++
+		}
+	}
+	for _, h := range []Health{Healthy, Degraded, Recovering, Unavailable} {
+		gauge(ch, c.d.partitions, float64(byHealth[h]), h.String())
+	}
+	gauge(ch, c.d.owned, float64(owned))
+	gauge(ch, c.d.replicated, float64(replicated))
+	counter(ch, c.d.failovers, m.Promotions)
+	counter(ch, c.d.moved, m.Moved)
+	histogramMetric(ch, c.d.failoverSeconds, &c.n.stats.failovers)
+	copying, waiting := 0, 0
+	for _, mg := range c.n.Migrations() {
+		if mg.Copying {
+			copying++
+		} else {
+			waiting++
+		}
+	}
+	gauge(ch, c.d.migrations, float64(copying), "copying")
+	gauge(ch, c.d.migrations, float64(waiting), "waiting")
+	counter(ch, c.d.cutovers, c.n.cut.done.Load())
+}
+
+func (c *collector) collectReplication(ch chan<- prometheus.Metric) {
+	n := c.n
+	m := n.fsm.clusterMap()
+	for p, st := range m.Runtime {
+		if !n.ownsIn(m, p) {
+			continue
+		}
+		part := strconv.Itoa(p)
+		gauge(ch, c.d.inSync, float64(len(st.InSync)), part)
+		for _, replica := range m.Assignment[p] {
+			if replica == n.id {
+				continue
+			}
+			if revs, bytes, known := n.repl.lag(p, replica); known {
+				gauge(ch, c.d.replLagRevisions, float64(revs), part, string(replica))
+				gauge(ch, c.d.replLagBytes, float64(bytes), part, string(replica))
+			}
+		}
+	}
+	s := n.ReplicationStats()
+	counter(ch, c.d.replOps, s.OpsSent)
+	counter(ch, c.d.replBytes, s.BytesSent)
+	counter(ch, c.d.replSnapshots, s.SnapshotsSent)
+	counter(ch, c.d.gaps, s.Gaps)
+	counter(ch, c.d.replApplied, s.OpsApplied)
+	counter(ch, c.d.replRejected, s.RejectedStaleEpoch)
+}
+
+func (c *collector) collectControl(ch chan<- prometheus.Metric) {
+	r := c.n.raft
+	state := r.State()
+	for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		gauge(ch, c.d.raftState, boolFloat(s == state), s.String())
+	}
+	gauge(ch, c.d.raftTerm, float64(r.CurrentTerm()))
+	gauge(ch, c.d.raftCommit, float64(r.CommitIndex()))
+	gauge(ch, c.d.raftApplied, float64(r.AppliedIndex()))
+	contact := 0.0
+	if state != raft.Leader {
+		if last := r.LastContact(); !last.IsZero() {
+			contact = c.n.cfg.Clock.Now().Sub(last).Seconds()
+		}
+	}
+	gauge(ch, c.d.raftLastContact, contact)
+	byStatus := map[serf.MemberStatus]int{}
+	for _, mb := range c.n.members.members() {
+		byStatus[mb.Status]++
+	}
+	for _, s := range []serf.MemberStatus{serf.StatusAlive, serf.StatusLeaving, serf.StatusLeft, serf.StatusFailed} {
+		gauge(ch, c.d.members, float64(byStatus[s]), s.String())
+	}
+}
+
+func (c *collector) collectMemory(ch chan<- prometheus.Metric) {
+	n := c.n
+	gauge(ch, c.d.storeBytes, float64(n.store.bytes()))
+	gauge(ch, c.d.keys, float64(n.store.len()))
+	gauge(ch, c.d.expiringKeys, float64(n.store.expiringLen()))
+	counter(ch, c.d.expiredKeys, n.expiredKeys())
+	gauge(ch, c.d.oplogBytes, float64(n.repl.oplogBytes()))
+	data, internal := n.server.Stats(), n.internal.Stats()
+	gauge(ch, c.d.bufferBytes, float64(data.BufferedBytes+internal.BufferedBytes))
+	gauge(ch, c.d.dataConns, float64(data.Conns+internal.Conns))
+	if n.resp != nil {
+		gauge(ch, c.d.respConns, float64(n.resp.clients()))
+	}
+	if n.near != nil {
+		s := n.NearCacheStats()
+		gauge(ch, c.d.nearBytes, float64(s.Bytes))
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{
+			{"hit", s.Hits}, {"miss", s.Misses}, {"revalidation", s.Revalidations}, {"unchanged", s.Unchanged},
+			{"invalidation", s.Invalidations}, {"segment_dropped", s.SegmentsDropped}, {"refused", s.Refused},
+		} {
+			counter(ch, c.d.nearOps, e.v, e.name)
+		}
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

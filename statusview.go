@@ -1,0 +1,164 @@
+package zaris
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// statusView is what the status page shows, as /status.json serves it: the cluster as this node's map
+// and gossip see it.
+type statusView struct {
+	Node       NodeID          `json:"node"`
+	Leader     NodeID          `json:"leader"`
+	Time       int64           `json:"time"` // Unix milliseconds
+	Ready      string          `json:"ready"`
+	MapIndex   uint64          `json:"mapIndex"`
+	MapVersion uint64          `json:"mapVersion"`
+	RF         int             `json:"rf"`
+	Members    []memberView    `json:"members"`
+	Partitions []partitionView `json:"partitions"`
+	Migrations []Migration     `json:"migrations"`
+	Failovers  []failoverEvent `json:"failovers"` // the most recent first
+	// Called and Served count the operations this node called and served as owner, for the page to turn
+	// into rates.
+	Called    uint64 `json:"called"`
+	Served    uint64 `json:"served"`
+	Keys      int    `json:"keys"`
+	Failed    uint64 `json:"failedOver"` // partitions failed over in the cluster's life
+	MovedEver uint64 `json:"moved"`
+}
+
+type memberView struct {
+	Name       NodeID `json:"name"`
+	Status     string `json:"status"` // alive, leaving, left or failed
+	DataAddr   string `json:"dataAddr"`
+	RESPAddr   string `json:"respAddr,omitempty"`
+	Owned      int    `json:"owned"`
+	Replicated int    `json:"replicated"`
+	Voter      bool   `json:"voter"`
+	Leader     bool   `json:"leader"`
+}
+
+type partitionView struct {
+	Owner    NodeID   `json:"owner"`
+	Replicas []NodeID `json:"replicas"`
+	InSync   []NodeID `json:"inSync"`
+	Health   string   `json:"health"`
+	Epoch    uint64   `json:"epoch"`
+	Moving   bool     `json:"moving"`
+}
+
+// failoverEvent is one partition's promotion, as this node's map recorded it.
+type failoverEvent struct {
+	Partition int    `json:"partition"`
+	From      NodeID `json:"from"`
+	To        NodeID `json:"to"` // "" when no copy was left: the partition became Unavailable
+	Epoch     uint64 `json:"epoch"`
+	At        int64  `json:"at"` // Unix milliseconds, when this node applied it
+}
+
+// failoverHistory keeps the most recent failovers this node applied, for the status page.
+type failoverHistory struct {
+	mu     sync.Mutex
+	events []failoverEvent // oldest first, at most failoverHistoryLen
+}
+
+const failoverHistoryLen = 32
+
+// note records the partitions a map change failed over: those whose owner changed while the map's
+// count of promotions grew.
+func (h *failoverHistory) note(old, next *ClusterMap, at time.Time) {
+	if next.Promotions == old.Promotions || len(old.Runtime) != len(next.Runtime) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, st := range next.Runtime {
+		was := old.Runtime[p]
+		if st.Epoch == was.Epoch || st.Owner == was.Owner || was.Owner == "" {
+			continue
+		}
+		h.events = append(h.events, failoverEvent{Partition: p, From: was.Owner, To: st.Owner, Epoch: st.Epoch, At: at.UnixMilli()})
+	}
+	if over := len(h.events) - failoverHistoryLen; over > 0 {
+		h.events = slices.Delete(h.events, 0, over)
+	}
+}
+
+// recent returns the recorded failovers, the most recent first.
+func (h *failoverHistory) recent() []failoverEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Clone(h.events)
+	slices.Reverse(out)
+	return out
+}
+
+// statusView assembles the view of the cluster the status page shows.
+func (n *Node) statusView() statusView {
+	m := n.fsm.clusterMap()
+	v := statusView{
+		Node: n.id, Leader: n.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
+		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
+		Called: n.opsCounted(n.metrics.callerSide()), Served: n.opsCounted(n.metrics.ownerSide()), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
+	}
+	if err := n.Readiness(); err != nil {
+		v.Ready = err.Error()
+	}
+	owned, replicated := map[NodeID]int{}, map[NodeID]int{}
+	for p, st := range m.Runtime {
+		pv := partitionView{Owner: st.Owner, InSync: st.InSync, Health: st.Health.String(), Epoch: st.Epoch, Moving: st.Target != nil}
+		if p < len(m.Assignment) {
+			pv.Replicas = slices.DeleteFunc(slices.Clone(m.Assignment[p]), func(id NodeID) bool { return id == st.Owner })
+		}
+		owned[st.Owner]++
+		for _, id := range pv.Replicas {
+			replicated[id]++
+		}
+		v.Partitions = append(v.Partitions, pv)
+	}
+	voters := n.voters()
+	for _, mb := range sortedMembers(n.members.members()) {
+		v.Members = append(v.Members, memberView{
+			Name: mb.ID, Status: mb.Status.String(), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
+			Owned: owned[mb.ID], Replicated: replicated[mb.ID], Voter: voters[mb.ID], Leader: mb.ID == v.Leader,
+		})
+	}
+	return v
+}
+
+// voters returns the members that hold a vote in the control plane's latest configuration.
+func (n *Node) voters() map[NodeID]bool {
+	out := map[NodeID]bool{}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return out
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			id, _ := splitRaftID(s.ID)
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// opsCounted sums the operations one side counted.
+func (n *Node) opsCounted(side *opSide) uint64 {
+	if side == nil {
+		return 0
+	}
+	var total uint64
+	for _, s := range side.ops {
+		if s == nil {
+			continue
+		}
+		for i := range s.outcomes {
+			total += s.outcomes[i].Load()
+		}
+	}
+	return total
+}
