@@ -29,6 +29,7 @@ type metricDescs struct {
 	refreshes, requestsSent, requestsServed   *prometheus.Desc
 	replLagRevisions, replLagBytes, inSync    *prometheus.Desc
 	replOps, replBytes, replSnapshots, gaps   *prometheus.Desc
+	moveBytes                                 *prometheus.Desc
 	replApplied, replRejected                 *prometheus.Desc
 	partitions, owned, replicated             *prometheus.Desc
 	failovers, failoverSeconds, moved         *prometheus.Desc
@@ -61,6 +62,7 @@ func newMetricDescs(node NodeID) metricDescs {
 		replOps:           d("replication_ops_sent_total", "Ops this node sent to its replicas."),
 		replBytes:         d("replication_sent_bytes_total", "Bytes of replication requests this node sent, ops and snapshots (moves included)."),
 		replSnapshots:     d("replication_snapshots_sent_total", "Whole segments this node sent to replicas and incoming owners."),
+		moveBytes:         d("move_sent_bytes_total", "Bytes of replication requests this node sent to the incoming nodes of moves."),
 		gaps:              d("replication_gaps_total", "Ops this node received as a replica past a gap, which made its owner resend."),
 		replApplied:       d("replication_ops_applied_total", "Ops this node applied as a replica."),
 		replRejected:      d("replication_rejected_stale_epoch_total", "Replication requests this node refused for a stale epoch."),
@@ -95,7 +97,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
 	for _, desc := range []*prometheus.Desc{
 		d.ops, d.opSeconds, d.redirectsSent, d.redirectsReceived, d.retries, d.refreshes, d.requestsSent,
-		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots,
+		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots, d.moveBytes,
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
 		d.raftApplied, d.raftLastContact, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
@@ -237,6 +239,7 @@ func (c *collector) collectReplication(ch chan<- prometheus.Metric) {
 	counter(ch, c.d.replOps, s.OpsSent)
 	counter(ch, c.d.replBytes, s.BytesSent)
 	counter(ch, c.d.replSnapshots, s.SnapshotsSent)
+	counter(ch, c.d.moveBytes, s.MoveBytesSent)
 	counter(ch, c.d.gaps, s.Gaps)
 	counter(ch, c.d.replApplied, s.OpsApplied)
 	counter(ch, c.d.replRejected, s.RejectedStaleEpoch)

@@ -171,6 +171,21 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 		t.Errorf("%v nodes report leading the control plane; want 1", leaders)
 	}
 
+	sum := func(name string) float64 {
+		total := 0.0
+		for _, url := range urls {
+			total += scrapeMetrics(t, url).value(name)
+		}
+		return total
+	}
+	movedBefore, copiedBefore := after.value("zaris_partitions_moved_total"), sum("zaris_move_sent_bytes_total")
+	c.add(3) // a fourth node: partitions move to it, copied whole
+	c.waitStable(20 * time.Second)
+	moved := scrapeMetrics(t, urls[0]).value("zaris_partitions_moved_total") - movedBefore
+	if copied := sum("zaris_move_sent_bytes_total") - copiedBefore; moved == 0 || copied <= 0 {
+		t.Errorf("after a join: %v partitions moved, %v bytes copied", moved, copied)
+	}
+
 	victim := 1
 	if c.leader() == victim {
 		victim = 2

@@ -319,6 +319,9 @@ func (l *replicaLink) sendOnce() error {
 	l.r.stats.opsSent.Add(uint64(len(b.req.Ops)))
 	l.r.stats.opsFromDisk.Add(uint64(b.disk))
 	l.r.stats.bytesSent.Add(uint64(size))
+	if l.feedsMove(&b.req) {
+		l.r.stats.moveBytes.Add(uint64(size))
+	}
 	for _, s := range b.req.Snapshots {
 		if !s.More {
 			l.r.stats.snapshotsSent.Add(1)
@@ -326,6 +329,17 @@ func (l *replicaLink) sendOnce() error {
 	}
 	l.absorb(b, reply)
 	return nil
+}
+
+// feedsMove reports whether req carries a partition to this replica as an incoming node of its move.
+func (l *replicaLink) feedsMove(req *replicateRequest) bool {
+	m := l.r.clusterMap()
+	for p := range req.Epochs {
+		if st := m.Runtime[p]; slices.Contains(st.Target, l.to) && !slices.Contains(st.From, l.to) {
+			return true
+		}
+	}
+	return false
 }
 
 // call sends one replication request to the replica and returns its reply and the request's size.

@@ -140,6 +140,8 @@ type ReplicationStats struct {
 	// OpsFromDisk counts the ops among OpsSent read from the data dir's op log, which serves a replica behind
 	// the op log in memory before it needs a snapshot.
 	OpsFromDisk uint64
+	// MoveBytesSent counts the bytes among BytesSent that went to the incoming nodes of moves.
+	MoveBytesSent uint64
 }
 
 type replicationStats struct {
@@ -150,6 +152,7 @@ type replicationStats struct {
 	recoveries, pulledSegments         atomic.Uint64
 	pulledPieces                       atomic.Uint64
 	resyncs, opsFromDisk               atomic.Uint64
+	moveBytes                          atomic.Uint64
 }
 
 // replicationConfig is what replication needs from its node.
@@ -688,6 +691,7 @@ func (r *replication) snapshotStats() ReplicationStats {
 		RejectedStaleEpoch: s.rejected.Load(), InSyncDecisions: s.inSyncDecisions.Load(),
 		RecoveredOps: s.recoveredOps.Load(), Recoveries: s.recoveries.Load(), PulledSegments: s.pulledSegments.Load(),
 		PulledPieces: s.pulledPieces.Load(), Resyncs: s.resyncs.Load(), OpsFromDisk: s.opsFromDisk.Load(),
+		MoveBytesSent: s.moveBytes.Load(),
 	}
 }
 

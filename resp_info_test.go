@@ -2,7 +2,6 @@ package zaris
 
 import (
 	"fmt"
-	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -299,19 +298,8 @@ func TestRESPInfoExpiredAndTracking(t *testing.T) {
 // TestRESPInfoCounters drives the endpoint on a bare store and checks that INFO's counters move with what
 // clients do: commands, hits and misses, bytes each way, errors, connections, refusals and keys.
 func TestRESPInfoCounters(t *testing.T) {
-	layout, _ := NewLayout(64, 8)
-	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
-	m := newClusterMap(layout, 1)
-	m.Version = 1
-	cfg := DefaultConfig().withDefaults()
-	cfg.RESPMaxClients = 2
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
-	s.serve(ln)
-	t.Cleanup(func() { s.close() })
+	owner := newStoreOwner()
+	s := startBareRESP(t, owner, owner.layout, func(cfg *Config) { cfg.RESPMaxClients = 2 })
 
 	var keys, missing []string
 	for i := 0; len(keys) < 20 || len(missing) < 5; i++ {
@@ -323,7 +311,7 @@ func TestRESPInfoCounters(t *testing.T) {
 			missing = append(missing, key)
 		}
 	}
-	conn := dialDiff(t, ln.Addr().String())
+	conn := dialDiff(t, s.addr)
 	info := func() map[string]string { return infoMap(infoFields(t, infoOf(t, conn, "everything"))) }
 	before := info()
 
@@ -378,12 +366,12 @@ func TestRESPInfoCounters(t *testing.T) {
 		t.Errorf("connected_clients:%s with one connection", after["connected_clients"])
 	}
 
-	second := dialDiff(t, ln.Addr().String())
+	second := dialDiff(t, s.addr)
 	second.do(t, []string{"PING"})
 	if got := info()["connected_clients"]; got != "2" {
 		t.Errorf("connected_clients:%s with two connections", got)
 	}
-	third := dialDiff(t, ln.Addr().String())
+	third := dialDiff(t, s.addr)
 	if reply := third.do(t, []string{"PING"}); !strings.HasPrefix(reply, "-ERR max number of clients reached") {
 		t.Fatalf("a third connection over RESPMaxClients 2 was answered %q", reply)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// storeOwner is a keyOwner over a bare store that owns the slots below half of the key space and knows
-// node "b" at otherAddr as the owner of the rest: enough to run the RESP endpoint without a cluster.
+// storeOwner is a keyOwner over a bare store that owns the slots below half of the key space and names
+// node "b" as the owner of the rest: enough to run the RESP endpoint without a cluster.
 type storeOwner struct {
 	layout Layout
 	store  *store
@@ -75,15 +75,24 @@ func (o *storeOwner) ownedKeyCount() int {
 	return count
 }
 
-// TestRESPServerAlone runs the RESP endpoint on a bare store, without a node: owned keys are served from
-// the store, the others are answered MOVED to the owner the map names, and INFO counts the store's keys.
-func TestRESPServerAlone(t *testing.T) {
+// newStoreOwner returns a storeOwner over an empty store of 64 partitions.
+func newStoreOwner() *storeOwner {
 	layout, _ := NewLayout(64, 8)
-	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+	return &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+}
+
+// startBareRESP serves RESP as node "a" from owner, a storeOwner over layout or a wrapper of one, with no
+// node behind it. The map, at version 1, gives "a" and "b" RESP addresses 127.0.0.1:7001 and :7002, so
+// MOVED replies name "b" at 127.0.0.1:7002. tweak, if not nil, adjusts the default config.
+func startBareRESP(t *testing.T, owner keyOwner, layout Layout, tweak func(*Config)) *respServer {
+	t.Helper()
 	m := newClusterMap(layout, 1)
 	m.Version = 1
 	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"}}
 	cfg := DefaultConfig().withDefaults()
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +100,14 @@ func TestRESPServerAlone(t *testing.T) {
 	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
 	s.serve(ln)
 	t.Cleanup(func() { s.close() })
+	return s
+}
+
+// TestRESPServerAlone runs the RESP endpoint on a bare store, without a node: owned keys are served from
+// the store, the others are answered MOVED to the owner the map names, and INFO counts the store's keys.
+func TestRESPServerAlone(t *testing.T) {
+	owner := newStoreOwner()
+	s := startBareRESP(t, owner, owner.layout, nil)
 
 	var mine, theirs string
 	for i := 0; mine == "" || theirs == ""; i++ {
@@ -101,7 +118,7 @@ func TestRESPServerAlone(t *testing.T) {
 			theirs = key
 		}
 	}
-	c := dialRaw(t, ln.Addr().String())
+	c := dialRaw(t, s.addr)
 	for _, step := range []struct {
 		cmd  []string
 		want string

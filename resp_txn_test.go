@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,31 +101,12 @@ func TestRESPExecIsOneWrite(t *testing.T) {
 	}
 }
 
-// startStoreRESP serves RESP from a bare store that owns the slots below half of the key space
-// (storeOwner), and returns the owner and the server.
+// startStoreRESP serves RESP from a bare store (storeOwner) with a 64 KiB query buffer limit, and returns the
+// owner and the server.
 func startStoreRESP(t *testing.T) (*storeOwner, *respServer) {
 	t.Helper()
-	layout, _ := NewLayout(64, 8)
-	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
-	return owner, serveRESP(t, owner, layout)
-}
-
-// serveRESP serves RESP from owner, which owns the slots below half of the key space.
-func serveRESP(t *testing.T, owner keyOwner, layout Layout) *respServer {
-	t.Helper()
-	m := newClusterMap(layout, 1)
-	m.Version = 1
-	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"}}
-	cfg := DefaultConfig().withDefaults()
-	cfg.RESPMaxQueryBuffer = 64 << 10
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
-	s.serve(ln)
-	t.Cleanup(func() { s.close() })
-	return s
+	owner := newStoreOwner()
+	return owner, startBareRESP(t, owner, owner.layout, func(cfg *Config) { cfg.RESPMaxQueryBuffer = 64 << 10 })
 }
 
 // ownedKeys returns n keys starting with prefix, in n different slots, that owner serves.
@@ -250,9 +230,8 @@ func (lockedOwner) applyAtomically(context.Context, int, []string, func(*store, 
 // TestRESPExecRefused checks that an atomic group refused at EXEC answers the refusal for the slot instead
 // of the replies, and that nothing was written.
 func TestRESPExecRefused(t *testing.T) {
-	layout, _ := NewLayout(64, 8)
-	owner := &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
-	s := serveRESP(t, lockedOwner{owner}, layout)
+	owner := newStoreOwner()
+	s := startBareRESP(t, lockedOwner{owner}, owner.layout, nil)
 	key := ownedKeys(owner, "k", 1)[0]
 	conn := dialRaw(t, s.addr)
 	conn.send(respCmd("MULTI") + respCmd("SET", key, "1") + respCmd("EXEC") + respCmd("MULTI") + respCmd("PING") +

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"net"
 	"regexp"
 	"slices"
@@ -8,7 +10,93 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
+
+// k8sObject holds the fields of a manifest's object that the checks read; unlisted fields are ignored.
+// One spec serves every kind, each filling its own fields.
+type k8sObject struct {
+	Kind     string
+	Metadata struct{ Name string }
+	Spec     struct {
+		ClusterIP                string      `yaml:"clusterIP"`                // Service
+		PublishNotReadyAddresses bool        `yaml:"publishNotReadyAddresses"` // Service
+		MaxUnavailable           string      `yaml:"maxUnavailable"`           // PodDisruptionBudget: a number or a percentage
+		ServiceName              string      `yaml:"serviceName"`              // StatefulSet
+		Replicas                 int         // StatefulSet
+		Template                 podTemplate // StatefulSet
+		VolumeClaimTemplates     []k8sObject `yaml:"volumeClaimTemplates"` // StatefulSet
+	}
+}
+
+// podTemplate is a StatefulSet's pod template.
+type podTemplate struct {
+	Metadata struct{ Annotations map[string]string }
+	Spec     struct {
+		TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"` // nil: Kubernetes's default
+		SecurityContext               struct {
+			RunAsNonRoot bool `yaml:"runAsNonRoot"`
+		} `yaml:"securityContext"`
+		Containers []container
+	}
+}
+
+type container struct {
+	Args []string
+	Env  []struct {
+		Name, Value string
+		ValueFrom   struct {
+			FieldRef struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
+	}
+	Ports          []declaredPort
+	ReadinessProbe probe `yaml:"readinessProbe"`
+	LivenessProbe  probe `yaml:"livenessProbe"`
+	Lifecycle      struct {
+		PreStop struct{ Exec struct{ Command []string } } `yaml:"preStop"`
+	}
+	SecurityContext struct {
+		RunAsNonRoot           bool `yaml:"runAsNonRoot"`
+		ReadOnlyRootFilesystem bool `yaml:"readOnlyRootFilesystem"`
+	} `yaml:"securityContext"`
+	VolumeMounts []volumeMount `yaml:"volumeMounts"`
+}
+
+type declaredPort struct {
+	Name          string
+	ContainerPort int `yaml:"containerPort"`
+	Protocol      string
+}
+
+type volumeMount struct {
+	Name      string
+	MountPath string `yaml:"mountPath"`
+}
+
+// probe is an HTTP probe; its port is a number or the name of a container port.
+type probe struct {
+	HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+}
+
+// parseManifest decodes every document of a multi-document manifest.
+func parseManifest(src string) ([]k8sObject, error) {
+	var objs []k8sObject
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	for {
+		var o k8sObject
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+}
 
 // fieldSamples stand for the values the downward API gives a pod, so that addresses built from them can
 // be checked.
@@ -35,15 +123,14 @@ func expand(s string, vars map[string]string, where string, p *problems) string 
 
 // containerEnv returns a container's variables with references expanded and downward-API fields as
 // samples.
-func containerEnv(c any, p *problems) map[string]string {
+func containerEnv(c container, p *problems) map[string]string {
 	env := map[string]string{}
-	for _, e := range digList(c, "env") {
-		name := digString(e, "name")
-		if field := digString(e, "valueFrom", "fieldRef", "fieldPath"); field != "" {
-			env[name] = fieldSamples[field]
+	for _, e := range c.Env {
+		if field := e.ValueFrom.FieldRef.FieldPath; field != "" {
+			env[e.Name] = fieldSamples[field]
 			continue
 		}
-		env[name] = expand(digString(e, "value"), env, name, p)
+		env[e.Name] = expand(e.Value, env, e.Name, p)
 	}
 	return env
 }
@@ -54,27 +141,30 @@ func containerEnv(c any, p *problems) map[string]string {
 // hook runs `zaris leave` of binary and ends within the grace period, after the server's own leave.
 func lintManifest(src string, flags map[string]bool, binary string) problems {
 	var p problems
-	docs, err := parseYAML(src)
+	objs, err := parseManifest(src)
 	if err != nil {
 		p.add("%v", err)
 		return p
 	}
-	byKind := map[string][]any{}
-	for _, d := range docs {
-		byKind[digString(d, "kind")] = append(byKind[digString(d, "kind")], d)
+	byKind := map[string][]k8sObject{}
+	for _, o := range objs {
+		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
 	if len(byKind["StatefulSet"]) != 1 {
 		p.add("%d StatefulSets, want 1", len(byKind["StatefulSet"]))
 		return p
 	}
 	sts := byKind["StatefulSet"][0]
-	pod := dig(sts, "spec", "template")
-	c := dig(pod, "spec", "containers", 0)
+	pod := sts.Spec.Template
+	if len(pod.Spec.Containers) == 0 {
+		p.add("the StatefulSet's pods have no container")
+		return p
+	}
+	c := pod.Spec.Containers[0]
 	env := containerEnv(c, &p)
 	var args []string
-	for _, a := range digList(c, "args") {
-		s, _ := a.(string)
-		args = append(args, expand(s, env, "args", &p))
+	for _, a := range c.Args {
+		args = append(args, expand(a, env, "args", &p))
 	}
 	o := serverOptions(env, args, flags, &p)
 	httpAddr := setting(env, args, "http-addr")
@@ -84,10 +174,10 @@ func lintManifest(src string, flags map[string]bool, binary string) problems {
 	checkProbes(pod, c, addrPort(httpAddr), &p)
 	checkStop(pod, c, binary, o, &p)
 	checkStorage(sts, c, o, &p)
-	if digString(pod, "spec", "securityContext", "runAsNonRoot") != "true" && digString(c, "securityContext", "runAsNonRoot") != "true" {
+	if !pod.Spec.SecurityContext.RunAsNonRoot && !c.SecurityContext.RunAsNonRoot {
 		p.add("runAsNonRoot is not set")
 	}
-	if digString(c, "securityContext", "readOnlyRootFilesystem") != "true" {
+	if !c.SecurityContext.ReadOnlyRootFilesystem {
 		p.add("readOnlyRootFilesystem is not set")
 	}
 	return p
@@ -95,20 +185,19 @@ func lintManifest(src string, flags map[string]bool, binary string) problems {
 
 // checkPeers wants the StatefulSet's service headless and published before readiness, and --join to name
 // pods of the StatefulSet through it, at their gossip port.
-func checkPeers(services []any, sts any, o options, p *problems) {
-	name, svcName := digString(sts, "metadata", "name"), digString(sts, "spec", "serviceName")
-	i := slices.IndexFunc(services, func(s any) bool { return digString(s, "metadata", "name") == svcName })
+func checkPeers(services []k8sObject, sts k8sObject, o options, p *problems) {
+	name, svcName, replicas := sts.Metadata.Name, sts.Spec.ServiceName, sts.Spec.Replicas
+	i := slices.IndexFunc(services, func(s k8sObject) bool { return s.Metadata.Name == svcName })
 	if i < 0 {
 		p.add("no Service %q, the StatefulSet's serviceName", svcName)
 		return
 	}
-	if digString(services[i], "spec", "clusterIP") != "None" {
+	if services[i].Spec.ClusterIP != "None" {
 		p.add("Service %s is not headless (clusterIP: None)", svcName)
 	}
-	if digString(services[i], "spec", "publishNotReadyAddresses") != "true" {
+	if !services[i].Spec.PublishNotReadyAddresses {
 		p.add("Service %s: publishNotReadyAddresses is not true; pods could not find each other before they are ready", svcName)
 	}
-	replicas, _ := strconv.Atoi(digString(sts, "spec", "replicas"))
 	if o.bootstrapExpect > replicas {
 		p.add("--bootstrap-expect %d with %d replicas", o.bootstrapExpect, replicas)
 	}
@@ -130,36 +219,36 @@ func checkPeers(services []any, sts any, o options, p *problems) {
 }
 
 // checkDisruptions wants a disruption budget that stops fewer nodes at once than there are copies.
-func checkDisruptions(budgets []any, o options, p *problems) {
+func checkDisruptions(budgets []k8sObject, o options, p *problems) {
 	if len(budgets) != 1 {
 		p.add("%d PodDisruptionBudgets, want 1", len(budgets))
 		return
 	}
-	if n, err := strconv.Atoi(digString(budgets[0], "spec", "maxUnavailable")); err != nil || n < 1 || n >= o.rf {
-		p.add("PodDisruptionBudget maxUnavailable %q: want 1 to --rf - 1 (%d)", digString(budgets[0], "spec", "maxUnavailable"), o.rf-1)
+	maxUnavailable := budgets[0].Spec.MaxUnavailable
+	if n, err := strconv.Atoi(maxUnavailable); err != nil || n < 1 || n >= o.rf {
+		p.add("PodDisruptionBudget maxUnavailable %q: want 1 to --rf - 1 (%d)", maxUnavailable, o.rf-1)
 	}
 }
 
 // containerPort resolves a port by number or by the name of one of c's ports; 0 when unknown.
-func containerPort(c any, port string) int {
+func containerPort(c container, port string) int {
 	if n, err := strconv.Atoi(port); err == nil {
 		return n
 	}
-	for _, cp := range digList(c, "ports") {
-		if digString(cp, "name") == port {
-			n, _ := strconv.Atoi(digString(cp, "containerPort"))
-			return n
+	for _, cp := range c.Ports {
+		if cp.Name == port {
+			return cp.ContainerPort
 		}
 	}
 	return 0
 }
 
 // checkPorts wants every port the server listens on declared by the container, with its protocol.
-func checkPorts(c any, ls []listener, p *problems) {
+func checkPorts(c container, ls []listener, p *problems) {
 	for _, l := range ls {
-		found := slices.ContainsFunc(digList(c, "ports"), func(cp any) bool {
-			proto := strings.ToLower(digString(cp, "protocol"))
-			return digString(cp, "containerPort") == strconv.Itoa(l.port) && (proto == l.proto || proto == "" && l.proto == "tcp")
+		found := slices.ContainsFunc(c.Ports, func(cp declaredPort) bool {
+			proto := strings.ToLower(cp.Protocol)
+			return cp.ContainerPort == l.port && (proto == l.proto || proto == "" && l.proto == "tcp")
 		})
 		if !found {
 			p.add("the container declares no port %d/%s (%s)", l.port, l.proto, l.what)
@@ -169,34 +258,32 @@ func checkPorts(c any, ls []listener, p *problems) {
 
 // checkProbes wants readiness on /readyz and liveness on /healthz, and the metrics annotations, at the
 // HTTP endpoint's port.
-func checkProbes(pod, c any, httpPort int, p *problems) {
+func checkProbes(pod podTemplate, c container, httpPort int, p *problems) {
 	if httpPort == 0 {
 		p.add("no --http-addr: the probes and metrics have nothing to reach")
 		return
 	}
-	for probe, want := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
-		get := dig(c, probe, "httpGet")
-		if got := digString(get, "path"); got != want {
-			p.add("%s path %q, want %s", probe, got, want)
+	for _, pr := range []struct {
+		name, want string
+		probe
+	}{{"readinessProbe", "/readyz", c.ReadinessProbe}, {"livenessProbe", "/healthz", c.LivenessProbe}} {
+		if got := pr.HTTPGet.Path; got != pr.want {
+			p.add("%s path %q, want %s", pr.name, got, pr.want)
 		}
-		if port := digString(get, "port"); containerPort(c, port) != httpPort {
-			p.add("%s port %q is not --http-addr's port %d", probe, port, httpPort)
+		if port := pr.HTTPGet.Port; containerPort(c, port) != httpPort {
+			p.add("%s port %q is not --http-addr's port %d", pr.name, port, httpPort)
 		}
 	}
-	ann := dig(pod, "metadata", "annotations")
-	if digString(ann, "prometheus.io/scrape") != "true" || digString(ann, "prometheus.io/port") != strconv.Itoa(httpPort) {
+	ann := pod.Metadata.Annotations
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(httpPort) {
 		p.add("prometheus.io annotations: want scrape \"true\" on port %d", httpPort)
 	}
 }
 
 // checkStop wants the pre-stop hook to run `binary leave` with a --timeout longer than the server's
 // --leave-timeout and shorter than the grace period, which would cut the leave short.
-func checkStop(pod, c any, binary string, o options, p *problems) {
-	var cmd []string
-	for _, w := range digList(c, "lifecycle", "preStop", "exec", "command") {
-		s, _ := w.(string)
-		cmd = append(cmd, s)
-	}
+func checkStop(pod podTemplate, c container, binary string, o options, p *problems) {
+	cmd := c.Lifecycle.PreStop.Exec.Command
 	if len(cmd) < 2 || cmd[0] != binary || cmd[1] != "leave" {
 		p.add("preStop command %q: want [%s leave ...]", cmd, binary)
 		return
@@ -207,9 +294,8 @@ func checkStop(pod, c any, binary string, o options, p *problems) {
 		return
 	}
 	grace := 30 * time.Second // Kubernetes's default
-	if s := digString(pod, "spec", "terminationGracePeriodSeconds"); s != "" {
-		n, _ := strconv.Atoi(s)
-		grace = time.Duration(n) * time.Second
+	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		grace = time.Duration(*s) * time.Second
 	}
 	if lo.timeout >= grace {
 		p.add("preStop --timeout %v is not below terminationGracePeriodSeconds (%v)", lo.timeout, grace)
@@ -220,17 +306,17 @@ func checkStop(pod, c any, binary string, o options, p *problems) {
 }
 
 // checkStorage wants --data-dir on a volume of the pod's own claim: the root file system is read-only.
-func checkStorage(sts, c any, o options, p *problems) {
+func checkStorage(sts k8sObject, c container, o options, p *problems) {
 	if o.dataDir == "" {
 		return
 	}
-	i := slices.IndexFunc(digList(c, "volumeMounts"), func(m any) bool { return digString(m, "mountPath") == o.dataDir })
+	i := slices.IndexFunc(c.VolumeMounts, func(m volumeMount) bool { return m.MountPath == o.dataDir })
 	if i < 0 {
 		p.add("--data-dir %s is on no volume mount", o.dataDir)
 		return
 	}
-	name := digString(c, "volumeMounts", i, "name")
-	if !slices.ContainsFunc(digList(sts, "spec", "volumeClaimTemplates"), func(v any) bool { return digString(v, "metadata", "name") == name }) {
+	name := c.VolumeMounts[i].Name
+	if !slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(v k8sObject) bool { return v.Metadata.Name == name }) {
 		p.add("--data-dir %s: volume %q is no volumeClaimTemplate, so it does not outlive the pod", o.dataDir, name)
 	}
 }
