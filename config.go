@@ -191,9 +191,11 @@ type Config struct {
 	DiskQueueBytes int64
 	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay.
 	// A replica further behind is fed from the op log on disk (with a DataDir) or else gets a snapshot.
+	// Default 4096.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
-	// keeps at least its newest op).
+	// keeps at least its newest op). Default 64 MiB: about 64 KiB of recent writes a segment, which covers
+	// a replica cut off for seconds under heavy writes; one behind longer gets the segment whole.
 	OpLogRetainBytes int64
 	// MaxWatchers bounds the watchers (Watch, WatchTag) this node serves as owner; one more is refused with
 	// ErrTooManyWatchers. A watcher counts from its first poll until it has not polled for three
@@ -333,7 +335,7 @@ func DefaultConfig() Config {
 		ReplicaAckTimeout:    time.Second,
 		MinInSync:            1,
 		OpLogRetain:          4096,
-		OpLogRetainBytes:     256 << 20,
+		OpLogRetainBytes:     64 << 20,
 		WatchBufferEvents:    256,
 		WatchBufferBytes:     1 << 20,
 		WatchPoll:            2 * time.Second,

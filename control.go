@@ -394,11 +394,12 @@ func (n *Node) caughtUp() bool {
 	if b == nil || b.term != term {
 		b = &termBarrier{term: term, done: make(chan struct{})}
 		n.barrier = b
-		future := n.raft.Barrier(n.cfg.Timing.Reconcile)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			b.err = future.Error()
+			// Through decide, as every request to the control plane: Close waits for the answer before it
+			// stops raft, which would otherwise leave the barrier unanswered for good.
+			b.err = n.decide(func() raft.Future { return n.raft.Barrier(n.cfg.Timing.Reconcile) })
 			close(b.done)
 			n.wakeControl()
 		}()

@@ -105,6 +105,7 @@ func hasLabels(m *dto.Metric, want []string) bool {
 // grow on both sides as many as were made, and after a node is killed its partitions show Degraded, the
 // failovers are counted, and the leader times them.
 func TestMetricsFollowTheCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor = 2 })
 	c.waitHealthy(20 * time.Second)
 	urls := make([]string, 3)
@@ -235,6 +236,7 @@ func TestHistogramBuckets(t *testing.T) {
 // TestMetricsOffCountsNoOperations: with DisableMetrics, the operation series are absent and the state
 // series stay.
 func TestMetricsOffCountsNoOperations(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.DisableMetrics = true })
 	n := c.node(0)
 	if err := n.Put(context.Background(), "k", []byte("v")); err != nil {

@@ -169,6 +169,7 @@ func chromium(t *testing.T) string {
 // by default it goes to the test's temporary folder) and checks that a phone-wide window needs no
 // horizontal scrolling.
 func TestStatusPageInBrowser(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	c := startCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor = 2 })
 	c.waitHealthy(20 * time.Second)

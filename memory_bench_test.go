@@ -1,0 +1,83 @@
+package zaris
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkMemoryPerKey writes 3M puts of 64-byte values over 1M random keys (about 950k distinct), from
+// 16 goroutines, and reports the live heap per distinct key after a full collection, with the store's own
+// estimate and the bytes the op log counts. Run it with -benchtime=1x: each case builds its own cluster.
+//
+//   - rf1: one node, the default op log bound;
+//   - rf1-oplog256MiB: one node, the op log bound at 256 MiB;
+//   - rf2: two nodes in this process, each key on both; the heap of both per key.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		tweak func(*Config)
+	}{
+		{"rf1", 1, nil},
+		{"rf1-oplog256MiB", 1, func(cfg *Config) { cfg.OpLogRetainBytes = 256 << 20 }},
+		{"rf2", 2, func(cfg *Config) { cfg.ReplicationFactor = 2 }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				measureMemoryPerKey(b, tc.nodes, tc.tweak)
+			}
+		})
+	}
+}
+
+func measureMemoryPerKey(b *testing.B, nodes int, tweak func(*Config)) {
+	const space, writes = 1_000_000, 3_000_000
+	before := liveHeap()
+	c := startCluster(b, nodes, tweak)
+	defer c.stopAll()
+	c.waitHealthy(20 * time.Second)
+	n := c.node(0)
+	ctx := context.Background()
+	value := make([]byte, 64)
+	const writers = 16
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for range writes / writers {
+				if err := n.Put(ctx, "key:"+strconv.Itoa(rng.IntN(space)), value); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	keys := float64(n.keyCount())
+	if nodes > 1 {
+		keys = float64(c.node(1).keyCount()) // a replica holds every key too; count them once
+	}
+	heap := float64(liveHeap() - before)
+	var store, oplog float64
+	for _, n := range c.live() {
+		store += float64(n.store.bytes())
+		oplog += float64(n.repl.oplogBytes())
+	}
+	b.ReportMetric(heap/keys, "heap-B/key")
+	b.ReportMetric(store/keys, "store-est-B/key")
+	b.ReportMetric(oplog/keys, "oplog-B/key")
+	b.ReportMetric(keys, "keys")
+}
+
+// liveHeap is the heap that survives a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
