@@ -137,6 +137,23 @@ func (h *histogram) counted() bool {
 	return false
 }
 
+// total sums the operations the side counted; 0 for a nil side (metrics off).
+func (s *opSide) total() uint64 {
+	if s == nil {
+		return 0
+	}
+	var n uint64
+	for _, series := range s.ops {
+		if series == nil {
+			continue
+		}
+		for i := range series.outcomes {
+			n += series.outcomes[i].Load()
+		}
+	}
+	return n
+}
+
 // callerSide and ownerSide return the sides' series, nil with metrics off.
 func (m *opMetrics) callerSide() *opSide {
 	if m == nil {

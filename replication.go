@@ -698,25 +698,32 @@ func (r *replication) snapshotStats() ReplicationStats {
 // lagOpsLimit bounds the ops lag reads from the op log to size one segment's backlog.
 const lagOpsLimit = 4096
 
-// lag returns how far replica is behind this owner on partition p: revisions and op bytes not yet
-// acknowledged, over the partition's segments. known is false while the link has no acknowledgement to
-// count from (no link yet, or one just reset by a failure). Bytes count the backlog the op log still holds,
-// up to lagOpsLimit ops a segment.
-func (r *replication) lag(p int, replica NodeID) (revisions uint64, bytes int64, known bool) {
+// ackedIn returns what replica is known to hold of each segment of partition p, in order: the revision it
+// acknowledged, with known false where it acknowledged none (or this node has no link to it).
+func (r *replication) ackedIn(p int, replica NodeID) (acked []uint64, known []bool) {
+	first, end := r.layout.PartitionSegments(p)
+	acked, known = make([]uint64, end-first), make([]bool, end-first)
 	r.mu.Lock()
 	l := r.links[replica]
 	r.mu.Unlock()
 	if l == nil {
-		return 0, 0, false
+		return acked, known
 	}
-	first, end := r.layout.PartitionSegments(p)
-	acked := make([]uint64, end-first)
-	seen := make([]bool, end-first)
 	l.lock()
+	defer l.unlock()
 	for s := first; s < end; s++ {
-		acked[s-first], seen[s-first] = l.acked[s]
+		acked[s-first], known[s-first] = l.acked[s]
 	}
-	l.unlock()
+	return acked, known
+}
+
+// lag returns how far replica is behind this owner on partition p: revisions and op bytes not yet
+// acknowledged, over the partition's segments. known is false while a written segment has no
+// acknowledgement to count from (no link yet, or one just reset by a failure). Bytes count the backlog the
+// op log still holds, up to lagOpsLimit ops a segment.
+func (r *replication) lag(p int, replica NodeID) (revisions uint64, bytes int64, known bool) {
+	acked, seen := r.ackedIn(p, replica)
+	first, _ := r.layout.PartitionSegments(p)
 	for i, a := range acked {
 		s := first + i
 		have := r.store.revision(s)

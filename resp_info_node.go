@@ -75,22 +75,13 @@ func (n *Node) partitionRevisions(p int) []uint64 {
 // unless the replica is in the partition's in-sync set, which a committed decision keeps to replicas
 // holding every acknowledged write.
 func (n *Node) replicaLacks(id NodeID, p int, revisions []uint64, inSync bool) uint64 {
-	n.repl.mu.Lock()
-	l := n.repl.links[id]
-	n.repl.mu.Unlock()
-	acked := func(int) (uint64, bool) { return 0, false }
-	if l != nil {
-		l.lock()
-		defer l.unlock()
-		acked = func(seg int) (uint64, bool) { rev, ok := l.acked[seg]; return rev, ok }
-	}
-	first, _ := n.layout.PartitionSegments(p)
+	acked, known := n.repl.ackedIn(p, id)
 	var lacks uint64
 	for i, rev := range revisions {
-		switch have, known := acked(first + i); {
-		case known && have < rev:
+		switch have := acked[i]; {
+		case known[i] && have < rev:
 			lacks += rev - have
-		case !known && !inSync:
+		case !known[i] && !inSync:
 			lacks += rev
 		}
 	}

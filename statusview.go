@@ -103,7 +103,7 @@ func (n *Node) statusView() statusView {
 	v := statusView{
 		Node: n.id, Leader: n.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
 		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
-		Called: n.opsCounted(n.metrics.callerSide()), Served: n.opsCounted(n.metrics.ownerSide()), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
+		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
 	}
 	if err := n.Readiness(); err != nil {
 		v.Ready = err.Error()
@@ -144,21 +144,4 @@ func (n *Node) voters() map[NodeID]bool {
 		}
 	}
 	return out
-}
-
-// opsCounted sums the operations one side counted.
-func (n *Node) opsCounted(side *opSide) uint64 {
-	if side == nil {
-		return 0
-	}
-	var total uint64
-	for _, s := range side.ops {
-		if s == nil {
-			continue
-		}
-		for i := range s.outcomes {
-			total += s.outcomes[i].Load()
-		}
-	}
-	return total
 }

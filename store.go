@@ -405,25 +405,27 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	return true
 }
 
-// set stores e under key, or deletes key when e is nil, and keeps the scan index in step: it changes only
-// when the set of keys does. Called with seg.mu held.
+// set stores e under key, or deletes key when e is nil, and keeps the scan index (which changes only when
+// the set of keys does), the bytes and the count of entries with a TTL in step. Called with seg.mu held.
 func (seg *segmentStore) set(key string, e *entry) {
-	had := len(seg.entries)
-	var was int64
-	if old := seg.entries[key]; old != nil {
-		was = old.footprint
-		seg.expiring.Add(-old.ttlCount())
+	old, had := seg.entries[key]
+	var bytes, expiring int64
+	if had {
+		bytes, expiring = -old.footprint, -old.ttlCount()
 	}
 	if e == nil {
 		delete(seg.entries, key)
-		seg.bytes.Add(-was)
 	} else {
 		seg.entries[key] = e
 		e.footprint = e.size(key)
-		seg.bytes.Add(e.footprint - was)
-		seg.expiring.Add(e.ttlCount())
+		bytes += e.footprint
+		expiring += e.ttlCount()
 	}
-	if len(seg.entries) != had {
+	seg.bytes.Add(bytes)
+	if expiring != 0 {
+		seg.expiring.Add(expiring)
+	}
+	if had != (e != nil) {
 		seg.keysChanged(key, e != nil)
 	}
 }
