@@ -5,9 +5,9 @@ import (
 )
 
 // kvRequest and kvReply carry every single-key operation, so they are encoded by hand, field by field,
-// like the batch messages (batch_wire.go). The bytes are those the reflective codec writes for the two
-// structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), so either codec
-// reads the other's output. A request is [key, value, ttl, delta, cond, concern, version]. A reply is
+// like the batch messages (batch_wire.go). The layout is the one the reflective codec writes for the two
+// structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), with integers
+// in their shortest form rather than full width, so either codec reads the other's output. A request is [key, value, ttl, delta, cond, concern, version]. A reply is
 // [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
 // know, so fields can be appended, and read appended fields only when present, so an older writer's
 // messages still decode. The reflective codec refuses an array of another length than its struct, so only

@@ -390,11 +390,11 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		return encode(n.fsm.clusterMap())
 	case opReplicate:
 		var req replicateRequest
-		if err := decode(payload, &req); err != nil {
+		if err := req.decodeMsg(payload); err != nil {
 			return nil, err
 		}
 		reply := n.repl.serveReplicate(ctx, &req)
-		return encode(&reply)
+		return reply.marshal(), nil
 	case opPropose:
 		return n.serveProposal(payload)
 	}

@@ -355,10 +355,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}
 	req.FromIncarnation = n.repl.incarnation
-	payload, err := encode(req)
-	if err != nil {
-		return nil, 0, err
-	}
+	payload := req.marshal()
 	ctx, cancel := context.WithTimeout(n.life, timeout)
 	defer cancel()
 	resp, err := p.internal.Call(ctx, opReplicate, payload)
@@ -366,7 +363,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 		return nil, 0, err
 	}
 	var reply replicateReply
-	if err := decode(resp, &reply); err != nil {
+	if err := reply.decodeMsg(resp); err != nil {
 		return nil, 0, err
 	}
 	if reply.Status == StatusNotReady {

@@ -65,12 +65,9 @@ func (net *replicaNet) caller(from NodeID) func(NodeID, *replicateRequest, time.
 			return nil, 0, fmt.Errorf("no node %s", id)
 		}
 		req.FromIncarnation = sender.incarnation
-		payload, err := encode(req)
-		if err != nil {
-			return nil, 0, err
-		}
+		payload := req.marshal()
 		var delivered replicateRequest
-		if err := decode(payload, &delivered); err != nil {
+		if err := delivered.decodeMsg(payload); err != nil {
 			return nil, 0, err
 		}
 		net.mu.Lock()
