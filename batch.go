@@ -109,8 +109,8 @@ type batchSender struct {
 	cfg    *Config
 	router *router
 	stats  *nodeStats
-	// serveOwned serves the items whose owner is this node, in process.
-	serveOwned func(ctx context.Context, items []batchItemWire, budget int) []batchItemReply
+	// serveOwned serves the items of w whose owner is this node, in process, leaving the replies in w.
+	serveOwned func(ctx context.Context, w *batchWork, budget int)
 }
 
 func newBatchRun(s *batchSender, items []BatchItem) *batchRun {
@@ -239,17 +239,38 @@ func (b *batchRun) sendRound(ctx context.Context, groups []ownerGroup) []ownerOu
 // serveLocal serves this node's own items in-process, with no network call, as send does for single ops.
 func (b *batchRun) serveLocal(ctx context.Context, g ownerGroup) ownerOutcome {
 	b.stats.localOps.Add(uint64(len(g.seqs)))
-	items := make([]batchItemWire, len(g.seqs))
+	w := getBatchWork()
+	defer w.release()
+	w.items = resize(w.items, len(g.seqs))
 	for i, seq := range g.seqs {
-		items[i] = b.wireItem(seq)
-		items[i].Req.Value = bytes.Clone(items[i].Req.Value) // the store keeps it; the caller may reuse its own
+		w.items[i] = b.wireItem(seq)
+		w.items[i].Req.Value = bytes.Clone(w.items[i].Req.Value) // the store keeps it; the caller may reuse its own
 	}
+	b.serveOwned(ctx, w, unlimitedReply)
+	copyValues(w.replies) // the store's values must not reach the caller
 	out := ownerOutcome{p: g.p}
-	for _, r := range b.serveOwned(ctx, items, unlimitedReply) {
-		r.Reply.Value = bytes.Clone(r.Reply.Value) // the store's copy must not reach the caller
-		b.absorb(&out, &r)
+	for i := range w.replies {
+		b.absorb(&out, &w.replies[i])
 	}
 	return out
+}
+
+// copyValues gives the replies' values memory of their own, one buffer for all of them.
+func copyValues(replies []batchItemReply) {
+	size := 0
+	for i := range replies {
+		size += len(replies[i].Reply.Value)
+	}
+	buf := make([]byte, 0, size)
+	for i := range replies {
+		r := &replies[i].Reply
+		if r.Value == nil {
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, r.Value...)
+		r.Value = buf[start:len(buf):len(buf)]
+	}
 }
 
 // sendRemote sends one owner's items, in as many requests as its frame limit needs, one after another so
@@ -320,17 +341,11 @@ func (b *batchRun) requestSize(seq int) int {
 // items, in order. On error nothing of the reply is kept.
 func (b *batchRun) call(ctx context.Context, out *ownerOutcome, seqs []int) error {
 	p := out.p
-	size := batchHeaderOverhead
-	for _, seq := range seqs {
-		size += b.requestSize(seq)
-	}
-	payload := appendBatchHeader(make([]byte, 0, size), len(seqs))
-	for _, seq := range seqs {
-		it := b.wireItem(seq)
-		payload = appendBatchRequestItem(payload, &it)
-	}
+	buf := requestBuffers.Get().(*[]byte)
+	payload := b.encodeRequest(*buf, seqs)
 	p.sent.Add(1)
 	resp, err := p.client.Call(ctx, opBatch, payload)
+	putRequestBuffer(buf, payload) // Call copied the payload before returning
 	if err != nil {
 		return fmt.Errorf("zaris: batch of %d items to node %s (%s): %w", len(seqs), p.id, p.addr, err)
 	}
@@ -353,6 +368,36 @@ func (b *batchRun) call(ctx context.Context, out *ownerOutcome, seqs []int) erro
 	return nil
 }
 
+// encodeRequest encodes the request for items seqs into dst's memory.
+func (b *batchRun) encodeRequest(dst []byte, seqs []int) []byte {
+	size := batchHeaderOverhead
+	for _, seq := range seqs {
+		size += b.requestSize(seq)
+	}
+	payload := appendBatchHeader(slices.Grow(dst[:0], size), len(seqs))
+	for _, seq := range seqs {
+		it := b.wireItem(seq)
+		payload = appendBatchRequestItem(payload, &it)
+	}
+	return payload
+}
+
+// maxPooledRequest caps the request buffers kept for reuse, so that one huge batch does not keep its
+// buffer in memory.
+const maxPooledRequest = 256 << 10
+
+// requestBuffers holds encode buffers of batch requests between calls.
+var requestBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// putRequestBuffer returns buf to the pool with the memory of used, unless that is above the cap.
+func putRequestBuffer(buf *[]byte, used []byte) {
+	if cap(used) > maxPooledRequest {
+		return
+	}
+	*buf = used[:0]
+	requestBuffers.Put(buf)
+}
+
 // wireItem is the owner-side form of item seq, stamped with its sequence number.
 func (b *batchRun) wireItem(seq int) batchItemWire {
 	it := &b.items[seq]
@@ -371,11 +416,17 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 	if res.Op == BatchGet {
 		res.TTL = time.Duration(r.Reply.Int)
 	}
-	if r.Reply.redirects(b.router.current().m.Index) || r.Reply.Status == StatusLocked { // a transaction holds it: not applied
+	if r.Reply.Status != StatusSuccess && b.refused(&r.Reply) {
 		out.redirected = append(out.redirected, r.Index)
 		out.mapIndex = max(out.mapIndex, r.Reply.MapIndex)
 		out.goesAgain(b.items[r.Index].Key)
 	}
+}
+
+// refused reports whether reply did not settle its item, which goes again: it was refused for a stale
+// table, or a transaction holds the key. The item was not applied.
+func (b *batchRun) refused(reply *kvReply) bool {
+	return reply.redirects(b.router.current().m.Index) || reply.Status == StatusLocked
 }
 
 // replan refreshes the routing table once per owner that refused items (refreshes coalesce), and returns
@@ -450,48 +501,103 @@ func (b *batchRun) abandon(pending []int, cause error) {
 }
 
 // serveBatch answers one batch request from another node. Each item gets the same ownership check and
-// store operation as a single-key request.
+// store operation as a single-key request. The reply gets memory of its own, not pooled: the transport
+// copies it only after serveBatch has returned.
 func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
-	items, err := decodeBatchRequest(payload)
-	if err != nil {
+	w := getBatchWork()
+	defer w.release()
+	if err := w.decodeRequest(payload); err != nil {
 		return nil, err
 	}
 	n.stats.served.Add(1)
-	n.stats.batchItems.Add(uint64(len(items)))
-	budget := n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(items)*batchReplyItemOverhead
-	replies := n.serveBatchItems(ctx, items, budget)
-	size := batchHeaderOverhead + len(items)*batchReplyItemOverhead
-	for _, r := range replies {
-		size += len(r.Reply.Value) + len(r.Reply.Owner)
-	}
-	return appendBatchReply(make([]byte, 0, size), replies), nil
+	n.stats.batchItems.Add(uint64(len(w.items)))
+	budget := n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(w.items)*batchReplyItemOverhead
+	n.serveBatchItems(ctx, w, budget)
+	return appendBatchReply(make([]byte, 0, batchReplySize(w.replies)), w.replies), nil
 }
 
 // unlimitedReply is the reply budget of in-process batches, which never cross a frame.
 const unlimitedReply = int(^uint(0) >> 1)
 
-// serveBatchItems runs items on this node in up to Config.BatchParallelism lanes and returns their replies in
-// Index order. A key always falls in one lane, which runs its items in Index order, so a key's items apply in
-// order. Once one is refused or held back, the key's later items are held back too, so a resend keeps order.
-// Reads and refusals that would take the reply past budget are held back (Withheld) and resent by the sender.
-func (n *Node) serveBatchItems(ctx context.Context, items []batchItemWire, budget int) []batchItemReply {
-	byIndex := func(a, b batchItemWire) int { return cmp.Compare(a.Index, b.Index) }
-	if !slices.IsSortedFunc(items, byIndex) {
-		slices.SortStableFunc(items, byIndex)
+// batchWork is the memory one batch is served in on its owner: the items, their replies and what serving
+// them takes. It is pooled, so that serving a batch allocates nothing per item.
+type batchWork struct {
+	items   []batchItemWire
+	replies []batchItemReply
+	left    replyBudget
+	waits   syncWaits
+	// The lanes' memory (keyLanes).
+	positions, laneOf []int32
+	laneSizes         []int
+	lanes             [][]int32
+	// The keys that share one string, end to end, and where each ends (decodeRequest).
+	sharedKeys []byte
+	keyEnds    []int
+}
+
+// maxPooledItems caps the items of the batch memory kept for reuse, so that one huge batch does not keep
+// its memory.
+const maxPooledItems = 4096
+
+var batchWorkPool = sync.Pool{New: func() any { return new(batchWork) }}
+
+func getBatchWork() *batchWork { return batchWorkPool.Get().(*batchWork) }
+
+// release returns w to the pool, unless it grew too large to keep.
+func (w *batchWork) release() {
+	if w.reusable() {
+		w.reset()
+		batchWorkPool.Put(w)
 	}
-	replies := make([]batchItemReply, len(items))
-	waits := &syncWaits{}
-	var left replyBudget
-	left.n.Store(int64(budget))
-	lanes := keyLanes(items, min(n.cfg.BatchParallelism, (len(items)+minLaneItems-1)/minLaneItems))
+}
+
+// reset empties w for the next batch, dropping every reference its items and replies hold, so that pooled
+// memory keeps neither keys nor values alive.
+func (w *batchWork) reset() {
+	clear(w.items)
+	clear(w.replies)
+	w.items, w.replies = w.items[:0], w.replies[:0]
+	w.waits.reset()
+}
+
+// reusable reports whether w is within the caps of the memory kept for reuse.
+func (w *batchWork) reusable() bool {
+	return cap(w.items) <= maxPooledItems && cap(w.replies) <= maxPooledItems && cap(w.sharedKeys) <= maxPooledRequest
+}
+
+// resize returns s with length n, in its own memory when that is large enough. Elements past n are
+// zeroed, so that the memory past a slice's length holds nothing; those within keep what they held.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	if n < len(s) {
+		clear(s[n:])
+	}
+	return s[:n]
+}
+
+// serveBatchItems runs w's items on this node in up to Config.BatchParallelism lanes and leaves their replies
+// in w.replies, in Index order. A key always falls in one lane, which runs its items in Index order, so a
+// key's items apply in order. Once one is refused or held back, the key's later items are held back too, so
+// a resend keeps order. Reads and refusals that would take the reply past budget are held back (Withheld)
+// and resent by the sender. The clock is read once for the batch's reads (serveLane).
+func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
+	byIndex := func(a, b batchItemWire) int { return cmp.Compare(a.Index, b.Index) }
+	if !slices.IsSortedFunc(w.items, byIndex) {
+		slices.SortStableFunc(w.items, byIndex)
+	}
+	w.replies = resize(w.replies, len(w.items))
+	w.left.n.Store(int64(budget))
+	now := n.store.now()
+	lanes := w.keyLanes(min(n.cfg.BatchParallelism, (len(w.items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
 	for _, lane := range lanes[1:] {
-		wg.Go(func() { n.serveLane(ctx, items, lane, replies, &left, waits) })
+		wg.Go(func() { n.serveLane(ctx, w, lane, now) })
 	}
-	n.serveLane(ctx, items, lanes[0], replies, &left, waits)
+	n.serveLane(ctx, w, lanes[0], now)
 	wg.Wait()
-	waits.await(ctx, n, replies)
-	return replies
+	w.waits.await(ctx, n, w.replies)
 }
 
 // syncWaits collects, per segment, the highest revision a batch wrote (or a read revealed) under the Sync
@@ -519,6 +625,9 @@ func (w *syncWaits) add(seg int, rev uint64, item int32, write bool) {
 	}
 }
 
+// reset forgets every wait, for the next batch.
+func (w *syncWaits) reset() { w.rev, w.items, w.writes = nil, nil, nil }
+
 // await waits for the replicas of every segment the batch touched. When a segment's replicas cannot confirm,
 // its items get the failing status, settled for the writes (settleApplied), except that
 // StatusNotEnoughReplicas fails only its writes.
@@ -545,42 +654,50 @@ const minLaneItems = 16
 // laneSeed seeds the hash that spreads keys over lanes.
 var laneSeed = maphash.MakeSeed()
 
-// keyLanes splits the positions of items into count lanes by a hash of their key, each lane in order.
-func keyLanes(items []batchItemWire, count int) [][]int32 {
-	positions := make([]int32, len(items))
+// keyLanes splits the positions of w's items into count lanes by a hash of their key, each lane in order,
+// in w's memory.
+func (w *batchWork) keyLanes(count int) [][]int32 {
+	w.positions = resize(w.positions, len(w.items))
 	if count <= 1 {
-		for i := range positions {
-			positions[i] = int32(i)
+		for i := range w.positions {
+			w.positions[i] = int32(i)
 		}
-		return [][]int32{positions}
+		w.lanes = append(w.lanes[:0], w.positions)
+		return w.lanes
 	}
-	laneOf := make([]int32, len(items))
-	sizes := make([]int, count)
-	for i := range items {
-		laneOf[i] = int32(maphash.String(laneSeed, items[i].Req.Key) % uint64(count))
-		sizes[laneOf[i]]++
+	w.laneOf, w.laneSizes = resize(w.laneOf, len(w.items)), resize(w.laneSizes, count)
+	clear(w.laneSizes)
+	for i := range w.items {
+		w.laneOf[i] = int32(maphash.String(laneSeed, w.items[i].Req.Key) % uint64(count))
+		w.laneSizes[w.laneOf[i]]++
 	}
-	lanes := make([][]int32, count)
+	w.lanes = resize(w.lanes, count)
 	for l, start := 0, 0; l < count; l++ {
-		lanes[l] = positions[start : start : start+sizes[l]]
-		start += sizes[l]
+		w.lanes[l] = w.positions[start : start : start+w.laneSizes[l]]
+		start += w.laneSizes[l]
 	}
-	for i, l := range laneOf {
-		lanes[l] = append(lanes[l], int32(i))
+	for i, l := range w.laneOf {
+		w.lanes[l] = append(w.lanes[l], int32(i))
 	}
-	return lanes
+	return w.lanes
 }
 
-// serveLane serves the items at positions, in order.
-func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions []int32, replies []batchItemReply, left *replyBudget, waits *syncWaits) {
-	var held map[string]bool // keys whose later items are held back
+// serveLane serves the items of w at positions, in order. Its gets read the store at the batch's instant
+// now, unless the lane wrote since: then at an instant after that write, so that no get reads at a time
+// before a write it follows.
+func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, now int64) {
+	items, replies := w.items, w.replies // read here once: the lanes write w.left, next to them, all along
+	var held map[string]bool             // keys whose later items are held back
 	for _, i := range positions {
 		it := &items[i]
 		if held[it.Req.Key] {
 			replies[i] = batchItemReply{Index: it.Index, Withheld: true}
 			continue
 		}
-		replies[i] = n.serveBatchItem(ctx, it, left, i == 0, waits, i)
+		replies[i] = n.serveBatchItem(ctx, w, it, i, now)
+		if it.Op != opGet {
+			now = n.store.now()
+		}
 		if replies[i].Withheld || replies[i].Reply.Status.requiresRefresh() {
 			if held == nil {
 				held = map[string]bool{}
@@ -590,23 +707,51 @@ func (n *Node) serveLane(ctx context.Context, items []batchItemWire, positions [
 	}
 }
 
-// serveBatchItem checks ownership and applies one item, as serveKV does for a single request. The first
-// item of a request is always answered, so that every request makes progress.
-func (n *Node) serveBatchItem(ctx context.Context, it *batchItemWire, left *replyBudget, first bool, waits *syncWaits, pos int32) batchItemReply {
+// serveBatchItem checks ownership and applies it, the item of w at pos, as serveKV does for a single
+// request. The first item of a request is always answered, so that every request makes progress.
+func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64) batchItemReply {
 	seg, reply, owned := n.checkOwner(it.Req.Key)
 	if owned {
-		reply = n.applyStore(ctx, it.Op, seg, &it.Req)
+		reply = n.applyBatchItem(ctx, it, seg, now)
 		if n.awaitsReplicas(it.Op, &it.Req, &reply) {
-			waits.add(seg, n.store.revision(seg), pos, true)
+			w.waits.add(seg, n.store.revision(seg), pos, true)
 		} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
-			waits.add(seg, rev, pos, false)
+			w.waits.add(seg, rev, pos, false)
 		}
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.
-	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !left.take(cost, first) {
+	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !w.left.take(cost, pos == 0) {
 		return batchItemReply{Index: it.Index, Withheld: true}
 	}
 	return batchItemReply{Index: it.Index, Reply: reply}
+}
+
+// applyBatchItem runs an owned item on the store: a get at the instant now, any other item as applyStore
+// runs a single request.
+func (n *Node) applyBatchItem(ctx context.Context, it *batchItemWire, seg int, now int64) kvReply {
+	if it.Op == opGet {
+		return n.getAt(seg, it.Req.Key, now)
+	}
+	return n.applyStore(ctx, it.Op, seg, &it.Req)
+}
+
+// getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
+// rather than at a clock read of its own: an entry expired at now is a miss.
+func (n *Node) getAt(seg int, key string, now int64) kvReply {
+	if refusal, ok := refuseKeyOp(&keyOps[opGet], key); !ok {
+		return refusal
+	}
+	if n.store.writeIntentOn(seg, key) {
+		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+	}
+	e, ttl, ok := n.store.getEntryAt(seg, key, now)
+	switch {
+	case !ok:
+		return kvReply{Status: StatusNotFound}
+	case e.coll != nil:
+		return kvReply{Status: StatusWrongType}
+	}
+	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
 }
 
 // replyBudget is the room left in a reply frame for values and owner names, shared by the workers.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 
+	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -608,8 +610,9 @@ func TestBatchWireOverheads(t *testing.T) {
 	if extra := len(encoded) - len(key) - len(value); extra > batchHeaderOverhead+batchRequestItemOverhead {
 		t.Fatalf("request item takes %d bytes beyond key and value; the bound is %d", extra, batchRequestItemOverhead)
 	}
-	decoded, err := decodeBatchRequest(encoded)
-	if err != nil || len(decoded) != 1 || decoded[0].Index != req.Index || decoded[0].Req.Key != key ||
+	var w batchWork
+	err := w.decodeRequest(encoded)
+	if decoded := w.items; err != nil || len(decoded) != 1 || decoded[0].Index != req.Index || decoded[0].Req.Key != key ||
 		decoded[0].Req.TTL != math.MinInt64 || !bytes.Equal(decoded[0].Req.Value, value) {
 		t.Fatalf("request round trip: %v", err)
 	}
@@ -634,7 +637,7 @@ func TestBatchWireOverheads(t *testing.T) {
 		t.Fatalf("truncated reply: err = %v; want ErrInvalidRequest", err)
 	}
 	// A count larger than the bytes that follow is refused before anything is allocated.
-	if _, err := decodeBatchRequest([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}); !errors.Is(err, ErrInvalidRequest) {
+	if err := w.decodeRequest([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("oversized count: err = %v; want ErrInvalidRequest", err)
 	}
 }
@@ -692,5 +695,250 @@ func TestBatchParallelismValidated(t *testing.T) {
 			n.Close()
 		}
 		t.Fatalf("Join with BatchParallelism 0: err = %v; want ErrInvalidConfig", err)
+	}
+}
+
+// TestBatchResultsOutliveLaterCalls checks that the memory batches reuse never reaches a result: results a
+// caller holds keep their values through later batches that read new values of the same keys, from the
+// caller's own keys (served in-process) and from other owners.
+func TestBatchResultsOutliveLaterCalls(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := bg(t)
+	caller := c.node(0)
+	keys := randomKeys(rand.New(rand.NewPCG(7, 7)), 300)
+	if owners := keysOwnedBy(c, keys); len(owners) != 3 {
+		t.Fatalf("keys spread over %d owners; want 3", len(owners))
+	}
+	// Each round's values differ in length too, so bytes left over from a longer value would show.
+	valueOf := func(round, i int) []byte {
+		return []byte(strings.Repeat(fmt.Sprint(round), 1+(i*7+round*13)%90) + keys[i])
+	}
+	var held [][]BatchResult
+	for round := range 4 {
+		entries := make([]KeyValue, len(keys))
+		for i, key := range keys {
+			entries[i] = KeyValue{Key: key, Value: valueOf(round, i)}
+		}
+		results, err := caller.PutMany(ctx, entries)
+		requireAll(t, "put many", results, err, keys)
+		results, err = caller.GetMany(ctx, keys)
+		requireAll(t, "get many", results, err, keys)
+		held = append(held, results)
+	}
+	for round, results := range held {
+		for i, r := range results {
+			if want := valueOf(round, i); !bytes.Equal(r.Value, want) {
+				t.Fatalf("round %d: get %q now holds %q; want %q", round, keys[i], r.Value, want)
+			}
+			clear(r.Value) // the caller's to change: the stored value must not follow
+		}
+	}
+	results, err := caller.GetMany(ctx, keys)
+	requireAll(t, "get many after the caller changed its results", results, err, keys)
+	for i, r := range results {
+		if want := valueOf(len(held)-1, i); !bytes.Equal(r.Value, want) {
+			t.Fatalf("get %q = %q after the caller changed an earlier result; want %q", keys[i], r.Value, want)
+		}
+	}
+}
+
+// TestBatchConcurrentCallsKeepTheirOwn runs batches at once from several goroutines, each over keys of its
+// own: every result must hold its own key's value, never one of another batch served with reused memory.
+func TestBatchConcurrentCallsKeepTheirOwn(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := bg(t)
+	caller := c.node(0)
+	const callers, rounds = 4, 15
+	keySets := make([][]string, callers)
+	for g := range keySets {
+		keySets[g] = randomKeys(rand.New(rand.NewPCG(8, uint64(g))), 200)
+		results, err := caller.PutMany(ctx, putEntries(keySets[g]))
+		requireAll(t, "put many", results, err, keySets[g])
+	}
+	errs := make(chan error, callers)
+	for _, keys := range keySets {
+		go func() {
+			errs <- func() error {
+				for range rounds {
+					results, err := caller.GetMany(ctx, keys)
+					if err != nil {
+						return err
+					}
+					for i, r := range results {
+						if r.Err != nil || r.Key != keys[i] || string(r.Value) != "value-of-"+keys[i] {
+							return fmt.Errorf("result %d for %q = %q, %v", i, keys[i], r.Value, r.Err)
+						}
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBatchGetExpiresAtTheBatchInstant stops the nodes' clock: one nanosecond before its expiry an entry is
+// a hit with exactly that nanosecond left, and at its expiry it is a miss, from its owner in-process and
+// from other owners, as for a single get.
+func TestBatchGetExpiresAtTheBatchInstant(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	c := startCluster(t, 3, func(cfg *Config) { cfg.Clock = clock })
+	ctx := bg(t)
+	caller := c.node(0)
+	keys := randomKeys(rand.New(rand.NewPCG(10, 10)), 60)
+	if owners := keysOwnedBy(c, keys); len(owners) != 3 {
+		t.Fatalf("keys spread over %d owners; want 3", len(owners))
+	}
+	const ttl = 10 * time.Second
+	results, err := caller.PutMany(ctx, putEntries(keys), WithTTL(ttl))
+	requireAll(t, "put many", results, err, keys)
+
+	clock.Advance(ttl - time.Nanosecond)
+	results, err = caller.GetMany(ctx, keys)
+	requireAll(t, "get many a nanosecond before expiry", results, err, keys)
+	for _, r := range results {
+		if r.TTL != time.Nanosecond {
+			t.Fatalf("get %q a nanosecond before expiry: TTL %v; want 1ns", r.Key, r.TTL)
+		}
+	}
+	if e, err := caller.GetEntry(ctx, keys[0]); err != nil || e.TTL != time.Nanosecond {
+		t.Fatalf("single get a nanosecond before expiry = %+v, %v; want a TTL of 1ns", e, err)
+	}
+
+	clock.Advance(time.Nanosecond)
+	results, err = caller.GetMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Status != StatusNotFound || !errors.Is(r.Err, ErrNotFound) || len(r.Value) != 0 {
+			t.Fatalf("get %q at its expiry = %s %q, %v; want a miss", r.Key, r.Status, r.Value, r.Err)
+		}
+	}
+}
+
+// TestBatchGetAnswersAsGet checks that an owner answers a batch's get exactly as a single get, for every
+// state of the key: a value, one with a TTL, none, a collection, a reserved key, and a key a transaction
+// is writing.
+func TestBatchGetAnswersAsGet(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	c := startCluster(t, 2, func(cfg *Config) { cfg.Clock = clock })
+	ctx := bg(t)
+	n := c.node(0)
+	key := func(name string) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprintf("%s-%d", name, i); c.owner(k) == n {
+				return k
+			}
+		}
+	}
+	plain, lasting, absent, hash, locked := key("plain"), key("lasting"), key("absent"), key("hash"), key("locked")
+	reserved := key(internalPrefix + "reserved")
+	for k, opts := range map[string][]PutOption{plain: nil, lasting: {WithTTL(time.Minute)}, locked: nil} {
+		if err := n.Put(ctx, k, []byte("value of "+k), opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.HSet(ctx, hash, map[string][]byte{"f": []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	in := intent{txn: "writer", anchor: locked, deadline: clock.Now().Add(time.Hour).UnixNano(), action: intentPut, value: []byte("next")}
+	n.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), 0)
+	clock.Advance(time.Second)
+
+	keys := []string{plain, lasting, absent, hash, reserved, locked}
+	w := getBatchWork()
+	defer w.release()
+	for i, k := range keys {
+		w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: k}})
+	}
+	n.serveBatchItems(ctx, w, unlimitedReply)
+	statuses := map[Status]bool{}
+	for i, k := range keys {
+		single := n.serveKV(ctx, opGet, &kvRequest{Key: k})
+		if got := w.replies[i]; got.Index != i || got.Withheld || !reflect.DeepEqual(got.Reply, single) {
+			t.Errorf("batch get of %q = %+v; a single get answers %+v", k, got, single)
+		}
+		statuses[single.Status] = true
+	}
+	for _, want := range []Status{StatusSuccess, StatusNotFound, StatusWrongType, StatusInvalidRequest, StatusLocked} {
+		if !statuses[want] {
+			t.Errorf("no key answered %s: the states do not cover it", want)
+		}
+	}
+}
+
+// TestBatchWorkReuse checks that decoding into reused memory gives each request its own items, leaves the
+// keys of an earlier request intact, and that releasing the memory drops what its items and replies hold.
+func TestBatchWorkReuse(t *testing.T) {
+	encode := func(items ...batchItemWire) []byte {
+		b := appendBatchHeader(nil, len(items))
+		for i := range items {
+			b = appendBatchRequestItem(b, &items[i])
+		}
+		return b
+	}
+	first := []batchItemWire{
+		{Index: 0, Op: opGet, Req: kvRequest{Key: "a-long-key-read-first"}},
+		{Index: 1, Op: opPut, Req: kvRequest{Key: "a-long-key-written", Value: []byte("v1"), TTL: 5}},
+		{Index: 2, Op: opDelete, Req: kvRequest{Key: "a-long-key-deleted"}},
+		{Index: 3, Op: opGet, Req: kvRequest{Key: "another-long-key-read"}},
+	}
+	second := []batchItemWire{
+		{Index: 7, Op: opGet, Req: kvRequest{Key: "b"}},
+		{Index: 8, Op: opPut, Req: kvRequest{Key: "c", Value: []byte("v2")}},
+	}
+	w := &batchWork{}
+	check := func(want []batchItemWire) {
+		t.Helper()
+		if len(w.items) != len(want) {
+			t.Fatalf("%d items decoded; want %d", len(w.items), len(want))
+		}
+		for i := range want {
+			got := w.items[i]
+			if got.Index != want[i].Index || got.Op != want[i].Op || got.Req.Key != want[i].Req.Key ||
+				!bytes.Equal(got.Req.Value, want[i].Req.Value) || got.Req.TTL != want[i].Req.TTL {
+				t.Fatalf("item %d decoded as %+v; want %+v", i, got, want[i])
+			}
+		}
+	}
+	if err := w.decodeRequest(encode(first...)); err != nil {
+		t.Fatal(err)
+	}
+	check(first)
+	var firstKeys []string
+	for _, it := range w.items {
+		firstKeys = append(firstKeys, it.Req.Key)
+	}
+	if err := w.decodeRequest(encode(second...)); err != nil {
+		t.Fatal(err)
+	}
+	check(second)
+	for i, k := range firstKeys {
+		if k != first[i].Req.Key {
+			t.Fatalf("key %d of the first request now reads %q; want %q", i, k, first[i].Req.Key)
+		}
+	}
+
+	w.replies = append(w.replies[:0], batchItemReply{Index: 7, Reply: kvReply{Value: []byte("stored")}})
+	items, replies := w.items[:cap(w.items)], w.replies[:cap(w.replies)]
+	w.reset()
+	for i := range items {
+		if !reflect.DeepEqual(items[i], batchItemWire{}) {
+			t.Fatalf("released item %d still holds %+v", i, items[i])
+		}
+	}
+	for i := range replies {
+		if !reflect.DeepEqual(replies[i], batchItemReply{}) {
+			t.Fatalf("released reply %d still holds %+v", i, replies[i])
+		}
+	}
+	huge := &batchWork{items: make([]batchItemWire, 0, maxPooledItems+1)}
+	if huge.reusable() || !(&batchWork{}).reusable() {
+		t.Fatal("memory above the cap is kept for reuse, or memory within it is not")
 	}
 }

@@ -59,20 +59,61 @@ func appendBatchRequestItem(dst []byte, it *batchItemWire) []byte {
 	return msgp.AppendInt64(dst, it.Req.TTL)
 }
 
-func decodeBatchRequest(data []byte) ([]batchItemWire, error) {
+// decodeRequest decodes a batch request into w.items, in w's memory. A write's key gets a string of its
+// own, since the store keeps it; the other items' keys share one string, so a batch of reads costs one
+// allocation for all its keys. Values are copied: nothing decoded pins data.
+func (w *batchWork) decodeRequest(data []byte) error {
 	r := wireReader{b: data}
-	items := make([]batchItemWire, r.items())
-	for i := range items {
-		it := &items[i]
+	w.items = resize(w.items, r.items())
+	w.sharedKeys, w.keyEnds = w.sharedKeys[:0], w.keyEnds[:0]
+	for i := range w.items {
 		n := r.fields(batchRequestFields)
-		it.Index = r.int()
-		it.Op = transport.Op(r.uint16())
-		it.Req.Key = r.string()
-		it.Req.Value = r.bytes()
-		it.Req.TTL = r.int64()
+		index, op := r.int(), transport.Op(r.uint16())
+		key := r.stringBytes()
+		value, ttl := r.bytes(), r.int64()
 		r.skip(n - batchRequestFields)
+		w.items[i] = batchItemWire{Index: index, Op: op, Req: kvRequest{Value: value, TTL: ttl}}
+		if keepsKey(op) {
+			w.items[i].Req.Key = string(key)
+		} else {
+			w.sharedKeys = append(w.sharedKeys, key...)
+			w.keyEnds = append(w.keyEnds, len(w.sharedKeys))
+		}
 	}
-	return items, r.done("batch request")
+	if err := r.done("batch request"); err != nil {
+		return err
+	}
+	w.shareKeys()
+	return nil
+}
+
+// keepsKey reports whether serving an item of op may keep its key beyond the request: any write may.
+func keepsKey(op transport.Op) bool { return !readOnly(op) }
+
+// shareKeys gives the items whose key decodeRequest set aside their key, all cut from one string.
+func (w *batchWork) shareKeys() {
+	if len(w.keyEnds) == 0 {
+		return
+	}
+	shared := string(w.sharedKeys)
+	start, next := 0, 0
+	for i := range w.items {
+		it := &w.items[i]
+		if keepsKey(it.Op) {
+			continue
+		}
+		end := w.keyEnds[next]
+		it.Req.Key, start, next = shared[start:end], end, next+1
+	}
+}
+
+// batchReplySize bounds the encoded size of replies.
+func batchReplySize(replies []batchItemReply) int {
+	size := batchHeaderOverhead + len(replies)*batchReplyItemOverhead
+	for i := range replies {
+		size += len(replies[i].Reply.Value) + len(replies[i].Reply.Owner)
+	}
+	return size
 }
 
 func appendBatchReply(dst []byte, replies []batchItemReply) []byte {
@@ -189,6 +230,9 @@ func (r *wireReader) uint64() uint64 { return readField(r, msgp.ReadUint64Bytes)
 func (r *wireReader) bool() bool     { return readField(r, msgp.ReadBoolBytes) }
 func (r *wireReader) string() string { return readField(r, msgp.ReadStringBytes) }
 func (r *wireReader) bytes() []byte  { return readField(r, readBytesCopy) }
+
+// stringBytes reads a str value in place: the bytes alias the message.
+func (r *wireReader) stringBytes() []byte { return readField(r, msgp.ReadStringZC) }
 
 // readBytesCopy reads a bin value into its own memory, so it does not pin the frame it came in: a stored
 // value must not keep a whole request alive.

@@ -221,11 +221,16 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
 // never expires.
 func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, ok bool) {
+	return s.getEntryAt(segment, key, s.now())
+}
+
+// getEntryAt is getEntry at the instant now (Unix nanoseconds), for a caller that reads many keys at one
+// instant and so reads the clock once for all of them.
+func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	e, found := seg.entries[key]
 	s.runlock(seg)
-	now := s.now()
 	if !found || e.expired(now) {
 		return nil, 0, false
 	}
