@@ -9,8 +9,6 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/zaris-go/zaris/durability"
 )
 
 func sampleKVRequests() []kvRequest {
@@ -293,8 +291,6 @@ func TestDecodeBoundsAllocation(t *testing.T) {
 		data []byte
 		v    any
 	}{
-		"replicate ops":   {huge(0x94, 0xa1, 'n', 0xc0), new(replicateRequest)},
-		"replicate probe": {huge(0x94, 0xa1, 'n', 0xc0, 0xc0), new(replicateRequest)},
 		"command in-sync": {huge(0x81, 0xa6, 'I', 'n', 'S', 'y', 'n', 'c'), new(command)},
 		"cluster map":     {huge(), new(ClusterMap)},
 	}
@@ -394,30 +390,6 @@ func fuzzReflective[T any](t *testing.T, data []byte) {
 	if !reflect.DeepEqual(again, v) {
 		t.Fatalf("round trip: got %+v, want %+v", again, v)
 	}
-}
-
-// FuzzDecodeReplicateRequest fuzzes the opReplicate request, read with the reflective codec.
-func FuzzDecodeReplicateRequest(f *testing.F) {
-	seeds := []replicateRequest{
-		{From: "n1"},
-		{From: "n1", Probe: []int{0, 7}},
-		{From: "n2", Ops: []durability.Op{{Segment: 3, Revision: 9, Epoch: 2, Kind: durability.OpPut, Key: "k",
-			Value: []byte("v"), ExpireAt: 5, Version: 4, Time: 6}}},
-		{From: "n3", Snapshots: []segmentSnapshot{{Segment: 1, Revision: 2, Epoch: 3,
-			Entries: []durability.Entry{{Key: "a", Value: []byte("b"), ExpireAt: 1, Version: 2}}}}},
-		{From: "n3", Snapshots: []segmentSnapshot{{Segment: 1, Revision: 2, Epoch: 3, Part: 4, More: true,
-			Entries: []durability.Entry{{Key: "c", Value: []byte("d")}}}}},
-		{From: "n4", Epochs: map[int]uint64{2: 7}, Pull: &pullRequest{Segment: 16, Part: 3}},
-		{From: "n5", Epochs: map[int]uint64{1: 2}, Pull: &pullRequest{Segment: -1, Part: -2}},
-	}
-	for i := range seeds {
-		b, err := encode(&seeds[i])
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(fuzzReflective[replicateRequest])
 }
 
 // FuzzDecodeCommand fuzzes a control-plane command, read with the reflective codec from proposals and from
