@@ -233,15 +233,21 @@ func appendEntries(dst []byte, entries []durability.Entry) []byte {
 
 // entries reads what appendEntries wrote.
 func (r *wireReader) entries() []durability.Entry {
-	n := r.arrayLen(entryLeastBytes)
+	return readArray(r, entryLeastBytes, r.entry)
+}
+
+// readArray reads an array whose elements take at least least bytes each, each element by read, or nil for
+// msgpack nil. Its length is checked against the bytes left before anything is allocated (arrayLen).
+func readArray[T any](r *wireReader, least int, read func(*T)) []T {
+	n := r.arrayLen(least)
 	if n < 0 {
 		return nil
 	}
-	entries := make([]durability.Entry, n)
-	for i := range entries {
-		r.entry(&entries[i])
+	out := make([]T, n)
+	for i := range out {
+		read(&out[i])
 	}
-	return entries
+	return out
 }
 
 // entry reads one entry into e: a map of its fields by name, holding each of them.
@@ -292,15 +298,7 @@ func appendOps(dst []byte, ops []durability.Op) []byte {
 
 // ops reads what appendOps wrote.
 func (r *wireReader) ops() []durability.Op {
-	n := r.arrayLen(opLeastBytes)
-	if n < 0 {
-		return nil
-	}
-	ops := make([]durability.Op, n)
-	for i := range ops {
-		r.op(&ops[i])
-	}
-	return ops
+	return readArray(r, opLeastBytes, r.op)
 }
 
 // op reads one op into op: a map of its fields by name, holding each of them.
