@@ -206,6 +206,46 @@ func (r *wireReader) arrayHeader() uint32 {
 	return n
 }
 
+// readNil reads a msgpack nil if one comes next and reports whether it did.
+func (r *wireReader) readNil() bool {
+	if r.err == nil && msgp.IsNil(r.b) {
+		r.b = r.b[1:]
+		return true
+	}
+	return false
+}
+
+// arrayLen reads what precedes a slice: msgpack nil, for which it returns -1, or an array header, whose
+// count it refuses when the bytes left cannot hold that many elements of at least least bytes each. It
+// returns -1 after an error too.
+func (r *wireReader) arrayLen(least int) int {
+	if r.readNil() {
+		return -1
+	}
+	n := r.arrayHeader()
+	if r.err == nil && uint64(n)*uint64(least) > uint64(len(r.b)) {
+		r.err = fmt.Errorf("%d elements of at least %d bytes in %d bytes", n, least, len(r.b))
+	}
+	if r.err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// readArray reads an array whose elements take at least least bytes each, each element by read, or nil for
+// msgpack nil. Its length is checked against the bytes left before anything is allocated (arrayLen).
+func readArray[T any](r *wireReader, least int, read func(*T)) []T {
+	n := r.arrayLen(least)
+	if n < 0 {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		read(&out[i])
+	}
+	return out
+}
+
 // skip skips fields values; none when fields is not positive.
 func (r *wireReader) skip(fields int) {
 	for ; fields > 0 && r.err == nil; fields-- {

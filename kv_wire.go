@@ -158,8 +158,7 @@ func appendValue(dst, v []byte) []byte {
 
 // value reads what appendValue wrote: nil, or a bin value in place (see sharedBytes).
 func (r *wireReader) value() []byte {
-	if r.err == nil && msgp.IsNil(r.b) {
-		r.b = r.b[1:]
+	if r.readNil() {
 		return nil
 	}
 	return r.sharedBytes()
@@ -179,17 +178,5 @@ func appendValues(dst []byte, values [][]byte) []byte {
 
 // values reads what appendValues wrote, each value in place, refusing a count the bytes left cannot hold.
 func (r *wireReader) values() [][]byte {
-	if r.err == nil && msgp.IsNil(r.b) {
-		r.b = r.b[1:]
-		return nil
-	}
-	n := r.items()
-	if r.err != nil {
-		return nil
-	}
-	values := make([][]byte, n)
-	for i := range values {
-		values[i] = r.value()
-	}
-	return values
+	return readArray(r, 1, func(v *[]byte) { *v = r.value() })
 }

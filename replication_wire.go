@@ -193,24 +193,21 @@ func appendSnapshots(dst []byte, snaps []segmentSnapshot) []byte {
 
 // snapshots reads what appendSnapshots wrote.
 func (r *wireReader) snapshots() []segmentSnapshot {
-	n := r.arrayLen(snapshotLeastBytes)
-	if n < 0 {
-		return nil
+	return readArray(r, snapshotLeastBytes, r.snapshot)
+}
+
+// snapshot reads one snapshot into s.
+func (r *wireReader) snapshot(s *segmentSnapshot) {
+	fields := r.fields(segmentSnapshotFields)
+	*s = segmentSnapshot{
+		Segment:  r.int(),
+		Revision: r.uint64(),
+		Epoch:    r.uint64(),
+		Entries:  r.entries(),
+		Part:     r.int(),
+		More:     r.bool(),
 	}
-	snaps := make([]segmentSnapshot, n)
-	for i := range snaps {
-		fields := r.fields(segmentSnapshotFields)
-		snaps[i] = segmentSnapshot{
-			Segment:  r.int(),
-			Revision: r.uint64(),
-			Epoch:    r.uint64(),
-			Entries:  r.entries(),
-			Part:     r.int(),
-			More:     r.bool(),
-		}
-		r.skip(fields - segmentSnapshotFields)
-	}
-	return snaps
+	r.skip(fields - segmentSnapshotFields)
 }
 
 // appendEntries writes nil entries as msgpack nil and any others as an array of maps of their fields.
@@ -236,25 +233,11 @@ func (r *wireReader) entries() []durability.Entry {
 	return readArray(r, entryLeastBytes, r.entry)
 }
 
-// readArray reads an array whose elements take at least least bytes each, each element by read, or nil for
-// msgpack nil. Its length is checked against the bytes left before anything is allocated (arrayLen).
-func readArray[T any](r *wireReader, least int, read func(*T)) []T {
-	n := r.arrayLen(least)
-	if n < 0 {
-		return nil
-	}
-	out := make([]T, n)
-	for i := range out {
-		read(&out[i])
-	}
-	return out
-}
-
 // entry reads one entry into e: a map of its fields by name, holding each of them.
 func (r *wireReader) entry(e *durability.Entry) {
 	known := 0
 	for range r.mapLen() {
-		switch string(r.name()) {
+		switch string(r.stringBytes()) {
 		case "Key":
 			e.Key = r.string()
 		case "Value":
@@ -305,7 +288,7 @@ func (r *wireReader) ops() []durability.Op {
 func (r *wireReader) op(op *durability.Op) {
 	known := 0
 	for range r.mapLen() {
-		switch string(r.name()) {
+		switch string(r.stringBytes()) {
 		case "Segment":
 			op.Segment = r.uint32()
 		case "Revision":
@@ -347,15 +330,7 @@ func appendInts(dst []byte, ints []int) []byte {
 
 // ints reads what appendInts wrote.
 func (r *wireReader) ints() []int {
-	n := r.arrayLen(intLeastBytes)
-	if n < 0 {
-		return nil
-	}
-	ints := make([]int, n)
-	for i := range ints {
-		ints[i] = r.int()
-	}
-	return ints
+	return readArray(r, intLeastBytes, func(v *int) { *v = r.int() })
 }
 
 // appendIntMap writes a nil map as msgpack nil and any other as a map of ints in the fewest bytes to
@@ -438,35 +413,6 @@ func appendFullInt64(dst []byte, v int64) []byte {
 }
 
 func (r *wireReader) uint32() uint32 { return readField(r, msgp.ReadUint32Bytes) }
-
-// name reads a field name in place.
-func (r *wireReader) name() []byte { return readField(r, msgp.ReadStringZC) }
-
-// readNil reads a msgpack nil if one comes next and reports whether it did.
-func (r *wireReader) readNil() bool {
-	if r.err == nil && msgp.IsNil(r.b) {
-		r.b = r.b[1:]
-		return true
-	}
-	return false
-}
-
-// arrayLen reads what precedes a slice: msgpack nil, for which it returns -1, or an array header, whose
-// count it refuses when the bytes left cannot hold that many elements of at least least bytes each. It
-// returns -1 after an error too.
-func (r *wireReader) arrayLen(least int) int {
-	if r.readNil() {
-		return -1
-	}
-	n := r.arrayHeader()
-	if r.err == nil && uint64(n)*uint64(least) > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%d elements of at least %d bytes in %d bytes", n, least, len(r.b))
-	}
-	if r.err != nil {
-		return -1
-	}
-	return int(n)
-}
 
 // mapLen reads a map header, refusing a count the bytes left cannot hold; 0 after an error.
 func (r *wireReader) mapLen() int {
