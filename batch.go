@@ -341,11 +341,11 @@ func (b *batchRun) requestSize(seq int) int {
 // items, in order. On error nothing of the reply is kept.
 func (b *batchRun) call(ctx context.Context, out *ownerOutcome, seqs []int) error {
 	p := out.p
-	buf := requestBuffers.Get().(*[]byte)
+	buf := wireBuffers.Get().(*[]byte)
 	payload := b.encodeRequest(*buf, seqs)
 	p.sent.Add(1)
 	resp, err := p.client.Call(ctx, opBatch, payload)
-	putRequestBuffer(buf, payload) // Call copied the payload before returning
+	putWireBuffer(buf, payload) // Call copied the payload before returning
 	if err != nil {
 		return fmt.Errorf("zaris: batch of %d items to node %s (%s): %w", len(seqs), p.id, p.addr, err)
 	}
@@ -382,20 +382,20 @@ func (b *batchRun) encodeRequest(dst []byte, seqs []int) []byte {
 	return payload
 }
 
-// maxPooledRequest caps the request buffers kept for reuse, so that one huge batch does not keep its
-// buffer in memory.
+// maxPooledRequest caps the request and reply buffers kept for reuse, so that one huge batch does not
+// keep its buffer in memory.
 const maxPooledRequest = 256 << 10
 
-// requestBuffers holds encode buffers of batch requests between calls.
-var requestBuffers = sync.Pool{New: func() any { return new([]byte) }}
+// wireBuffers holds encode buffers of batch requests and replies between calls.
+var wireBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// putRequestBuffer returns buf to the pool with the memory of used, unless that is above the cap.
-func putRequestBuffer(buf *[]byte, used []byte) {
+// putWireBuffer returns buf to the pool with the memory of used, unless that is above the cap.
+func putWireBuffer(buf *[]byte, used []byte) {
 	if cap(used) > maxPooledRequest {
 		return
 	}
 	*buf = used[:0]
-	requestBuffers.Put(buf)
+	wireBuffers.Put(buf)
 }
 
 // wireItem is the owner-side form of item seq, stamped with its sequence number.
@@ -501,8 +501,8 @@ func (b *batchRun) abandon(pending []int, cause error) {
 }
 
 // serveBatch answers one batch request from another node. Each item gets the same ownership check and
-// store operation as a single-key request. The reply gets memory of its own, not pooled: the transport
-// copies it only after serveBatch has returned.
+// store operation as a single-key request. The reply is written into a pooled buffer, which the transport
+// hands back once it has copied it (dataHandler).
 func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
 	w := getBatchWork()
 	defer w.release()
@@ -513,7 +513,8 @@ func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
 	n.stats.batchItems.Add(uint64(len(w.items)))
 	budget := n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(w.items)*batchReplyItemOverhead
 	n.serveBatchItems(ctx, w, budget)
-	return appendBatchReply(make([]byte, 0, batchReplySize(w.replies)), w.replies), nil
+	buf := wireBuffers.Get().(*[]byte) // its memory goes back to the pool with another box (dataHandler)
+	return appendBatchReply(slices.Grow((*buf)[:0], batchReplySize(w.replies)), w.replies), nil
 }
 
 // unlimitedReply is the reply budget of in-process batches, which never cross a frame.
@@ -533,6 +534,7 @@ type batchWork struct {
 	// The keys that share one string, end to end, and where each ends (decodeRequest).
 	sharedKeys []byte
 	keyEnds    []int
+	reads      readVerdicts
 }
 
 // maxPooledItems caps the items of the batch memory kept for reuse, so that one huge batch does not keep
@@ -558,11 +560,13 @@ func (w *batchWork) reset() {
 	clear(w.replies)
 	w.items, w.replies = w.items[:0], w.replies[:0]
 	w.waits.reset()
+	w.reads.reset()
 }
 
 // reusable reports whether w is within the caps of the memory kept for reuse.
 func (w *batchWork) reusable() bool {
-	return cap(w.items) <= maxPooledItems && cap(w.replies) <= maxPooledItems && cap(w.sharedKeys) <= maxPooledRequest
+	return cap(w.items) <= maxPooledItems && cap(w.replies) <= maxPooledItems && cap(w.reads.segments) <= maxPooledItems &&
+		cap(w.sharedKeys) <= maxPooledRequest
 }
 
 // resize returns s with length n, in its own memory when that is large enough. Elements past n are
@@ -589,6 +593,7 @@ func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	}
 	w.replies = resize(w.replies, len(w.items))
 	w.left.n.Store(int64(budget))
+	n.judgeReads(w)
 	now := n.store.now()
 	lanes := w.keyLanes(min(n.cfg.BatchParallelism, (len(w.items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
@@ -682,6 +687,90 @@ func (w *batchWork) keyLanes(count int) [][]int32 {
 	return w.lanes
 }
 
+// readVerdicts is one batch's ownership check of the partitions its gets read: taken once per partition
+// before the lanes start, under one cluster map, and confirmed after each read (serveJudgedGet), so that a
+// get costs a hash and a store read rather than a check of its own.
+type readVerdicts struct {
+	m        *ClusterMap     // the map the verdicts were taken under; nil when the batch has no get
+	segments []int32         // per item, its key's segment; -1 for an item that is not a get
+	owned    []int8          // per partition: 0 not judged, verdictOwned or verdictRefused
+	refusals map[int]kvReply // the refusal of each refused partition
+	judged   []int32         // the partitions with a verdict, to clear
+}
+
+const (
+	verdictOwned   int8 = 1
+	verdictRefused int8 = 2
+)
+
+// reset forgets the verdicts, for the next batch.
+func (v *readVerdicts) reset() {
+	for _, p := range v.judged {
+		v.owned[p] = 0
+	}
+	v.m, v.judged = nil, v.judged[:0]
+	clear(v.refusals)
+}
+
+// judgeReads takes the ownership verdict of each partition that w's gets read. The map is loaded before
+// any verdict, so a verdict taken under a newer one fails every confirmation and leaves its gets to a
+// check of their own.
+func (n *Node) judgeReads(w *batchWork) {
+	v := &w.reads
+	v.m = n.fsm.clusterMap()
+	v.segments = resize(v.segments, len(w.items))
+	if len(v.owned) != n.layout.Partitions {
+		v.owned, v.judged = make([]int8, n.layout.Partitions), v.judged[:0]
+	}
+	for i := range w.items {
+		if w.items[i].Op != opGet {
+			v.segments[i] = -1
+			continue
+		}
+		seg := n.layout.KeySegment(w.items[i].Req.Key)
+		v.segments[i] = int32(seg)
+		p := n.layout.SegmentPartition(seg)
+		if v.owned[p] != 0 {
+			continue
+		}
+		v.judged = append(v.judged, int32(p))
+		refusal, owned := n.partitionRefusal(p)
+		if owned {
+			v.owned[p] = verdictOwned
+			continue
+		}
+		v.owned[p] = verdictRefused
+		if v.refusals == nil {
+			v.refusals = map[int]kvReply{}
+		}
+		v.refusals[p] = refusal
+	}
+}
+
+// serveJudgedGet answers the get at pos from its partition's verdict: refused as the verdict says, or read
+// at the instant now if the verdict still holds after the read (no newer map, the partition not sealed
+// for a hand-over), as it held before. served is false for any other item, and for a get whose verdict
+// did not hold: those take a check of their own.
+func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64) (reply kvReply, served bool) {
+	v := &w.reads
+	if v.m == nil || v.segments[pos] < 0 {
+		return kvReply{}, false
+	}
+	seg := int(v.segments[pos])
+	p := n.layout.SegmentPartition(seg)
+	if v.owned[p] == verdictRefused {
+		reply = v.refusals[p]
+		n.countRefusal(&reply)
+		return reply, true
+	}
+	reply, rev := n.getAt(seg, it.Req.Key, now)
+	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) {
+		return kvReply{}, false
+	}
+	n.awaitRead(w, seg, rev, pos, &reply)
+	return reply, true
+}
+
 // serveLane serves the items of w at positions, in order. Its gets read the store at the batch's instant
 // now, unless the lane wrote since: then at an instant after that write, so that no get reads at a time
 // before a write it follows.
@@ -710,14 +799,9 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 // serveBatchItem checks ownership and applies it, the item of w at pos, as serveKV does for a single
 // request. The first item of a request is always answered, so that every request makes progress.
 func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64) batchItemReply {
-	seg, reply, owned := n.checkOwner(it.Req.Key)
-	if owned {
-		reply = n.applyBatchItem(ctx, it, seg, now)
-		if n.awaitsReplicas(it.Op, &it.Req, &reply) {
-			w.waits.add(seg, n.store.revision(seg), pos, true)
-		} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
-			w.waits.add(seg, rev, pos, false)
-		}
+	reply, served := n.serveJudgedGet(w, it, pos, now)
+	if !served {
+		reply = n.serveCheckedItem(ctx, w, it, pos, now)
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.
 	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !w.left.take(cost, pos == 0) {
@@ -726,32 +810,53 @@ func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWi
 	return batchItemReply{Index: it.Index, Reply: reply}
 }
 
-// applyBatchItem runs an owned item on the store: a get at the instant now, any other item as applyStore
-// runs a single request.
-func (n *Node) applyBatchItem(ctx context.Context, it *batchItemWire, seg int, now int64) kvReply {
-	if it.Op == opGet {
-		return n.getAt(seg, it.Req.Key, now)
+// serveCheckedItem checks the item's ownership on its own and applies it: a get at the instant now, any
+// other item as applyStore runs a single request.
+func (n *Node) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64) kvReply {
+	seg, reply, owned := n.checkOwner(it.Req.Key)
+	if !owned {
+		return reply
 	}
-	return n.applyStore(ctx, it.Op, seg, &it.Req)
+	if it.Op == opGet {
+		reply, rev := n.getAt(seg, it.Req.Key, now)
+		n.awaitRead(w, seg, rev, pos, &reply)
+		return reply
+	}
+	reply = n.applyStore(ctx, it.Op, seg, &it.Req)
+	if n.awaitsReplicas(it.Op, &it.Req, &reply) {
+		w.waits.add(seg, n.store.revision(seg), pos, true)
+	} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
+		w.waits.add(seg, rev, pos, false)
+	}
+	return reply
+}
+
+// awaitRead makes the batch wait, before it answers, until the in-sync replicas hold the revision rev of
+// seg that a get's reply revealed (see unconfirmed).
+func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kvReply) {
+	if n.cfg.WriteConcern == Sync && revealsState(opGet, reply) && n.repl.unconfirmedAt(seg, rev) {
+		w.waits.add(seg, rev, pos, false)
+	}
 }
 
 // getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
-// rather than at a clock read of its own: an entry expired at now is a miss.
-func (n *Node) getAt(seg int, key string, now int64) kvReply {
+// rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
+// revision the read saw.
+func (n *Node) getAt(seg int, key string, now int64) (kvReply, uint64) {
 	if refusal, ok := refuseKeyOp(&keyOps[opGet], key); !ok {
-		return refusal
+		return refusal, 0
 	}
 	if n.store.writeIntentOn(seg, key) {
-		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+		return kvReply{Status: StatusLocked}, 0 // a committed transaction may be about to change it
 	}
-	e, ttl, ok := n.store.getEntryAt(seg, key, now)
+	e, ttl, ok, rev := n.store.getEntryAt(seg, key, now)
 	switch {
 	case !ok:
-		return kvReply{Status: StatusNotFound}
+		return kvReply{Status: StatusNotFound}, rev
 	case e.coll != nil:
-		return kvReply{Status: StatusWrongType}
+		return kvReply{Status: StatusWrongType}, rev
 	}
-	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
+	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}, rev
 }
 
 // replyBudget is the room left in a reply frame for values and owner names, shared by the workers.

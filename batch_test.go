@@ -837,6 +837,12 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 		}
 	}
 	plain, lasting, absent, hash, locked := key("plain"), key("lasting"), key("absent"), key("hash"), key("locked")
+	var elsewhere []string
+	for i := 0; len(elsewhere) < 2; i++ {
+		if k := fmt.Sprintf("elsewhere-%d", i); c.owner(k) != n {
+			elsewhere = append(elsewhere, k)
+		}
+	}
 	reserved := key(internalPrefix + "reserved")
 	for k, opts := range map[string][]PutOption{plain: nil, lasting: {WithTTL(time.Minute)}, locked: nil} {
 		if err := n.Put(ctx, k, []byte("value of "+k), opts...); err != nil {
@@ -850,13 +856,17 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 	n.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), 0)
 	clock.Advance(time.Second)
 
-	keys := []string{plain, lasting, absent, hash, reserved, locked}
+	keys := []string{plain, lasting, absent, hash, reserved, locked, elsewhere[0], elsewhere[1]}
 	w := getBatchWork()
 	defer w.release()
 	for i, k := range keys {
 		w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: k}})
 	}
+	redirects := n.stats.redirectsSent.Load()
 	n.serveBatchItems(ctx, w, unlimitedReply)
+	if got := n.stats.redirectsSent.Load() - redirects; got != 2 {
+		t.Errorf("the batch counted %d redirects; want one for each of its 2 items owned elsewhere", got)
+	}
 	statuses := map[Status]bool{}
 	for i, k := range keys {
 		single := n.serveKV(ctx, opGet, &kvRequest{Key: k})
@@ -865,10 +875,62 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 		}
 		statuses[single.Status] = true
 	}
-	for _, want := range []Status{StatusSuccess, StatusNotFound, StatusWrongType, StatusInvalidRequest, StatusLocked} {
+	for _, want := range []Status{StatusSuccess, StatusNotFound, StatusWrongType, StatusInvalidRequest, StatusLocked, StatusMoved} {
 		if !statuses[want] {
 			t.Errorf("no key answered %s: the states do not cover it", want)
 		}
+	}
+}
+
+// TestBatchGetVerdictConfirmedAfterRead checks that a get served from its partition's verdict, taken when
+// the batch began, is answered only if the verdict still holds after the read: a partition sealed for a
+// hand-over since, or a newer map that moved it, sends the get to a check of its own, which refuses it.
+func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	ctx := bg(t)
+	n, other := c.node(0), c.node(1)
+	key := "judged"
+	for i := 0; c.owner(key) != n; i++ {
+		key = fmt.Sprintf("judged-%d", i)
+	}
+	if err := n.Put(ctx, key, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	p := n.layout.KeyPartition(key)
+	serve := func(change func() (undo func())) kvReply {
+		t.Helper()
+		w := getBatchWork()
+		defer w.release()
+		w.items = append(w.items, batchItemWire{Op: opGet, Req: kvRequest{Key: key}})
+		w.replies = resize(w.replies, 1)
+		n.judgeReads(w)
+		if w.reads.owned[p] != verdictOwned {
+			t.Fatalf("partition %d judged %d; want owned", p, w.reads.owned[p])
+		}
+		undo := change()
+		defer undo()
+		return n.serveBatchItem(ctx, w, &w.items[0], 0, n.store.now()).Reply
+	}
+
+	if r := serve(func() func() { return func() {} }); r.Status != StatusSuccess || string(r.Value) != "v" {
+		t.Fatalf("get under a verdict that holds = %+v; want the value", r)
+	}
+	r := serve(func() func() {
+		n.cut.sealed[p].Store(true)
+		return func() { n.cut.sealed[p].Store(false) }
+	})
+	if r.Status != StatusOwnershipChanging {
+		t.Fatalf("get of a partition sealed after its verdict = %s; want %s", r.Status, StatusOwnershipChanging)
+	}
+	r = serve(func() func() {
+		m := n.fsm.clusterMap()
+		moved := m.clone()
+		moved.Runtime[p].Owner = other.id
+		n.fsm.current.Store(moved)
+		return func() { n.fsm.current.CompareAndSwap(moved, m) }
+	})
+	if r.Status != StatusMoved || r.Owner != other.id {
+		t.Fatalf("get of a partition a newer map moved after its verdict = %s to %q; want %s to %s", r.Status, r.Owner, StatusMoved, other.id)
 	}
 }
 

@@ -303,7 +303,7 @@ func (n *Node) listen() error {
 	}
 	n.listener = ln
 	n.mux = transport.NewMux(n.secureListener(ln))
-	n.server = transport.NewServer(transport.HandlerFunc(n.serveRequest), n.transportOptions(muxData))
+	n.server = transport.NewServer((*dataHandler)(n), n.transportOptions(muxData))
 	n.internal = transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal))
 	dataLn, internalLn := n.mux.Listener(muxData), n.mux.Listener(muxInternal)
 	n.wg.Add(3)
@@ -383,6 +383,20 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
 
+// dataHandler serves the data lane (serveRequest) and takes back the memory of batch replies once the
+// transport has copied them.
+type dataHandler Node
+
+func (h *dataHandler) ServeRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
+	return (*Node)(h).serveRequest(ctx, op, payload)
+}
+
+func (h *dataHandler) ReleaseResponse(op transport.Op, resp []byte) {
+	if op == opBatch {
+		putWireBuffer(new([]byte), resp)
+	}
+}
+
 // serveInternal is the handler of the internal lane: requests that never wait on another node.
 func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch op {
@@ -440,10 +454,15 @@ func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool)
 // lease, and otherwise returns the reply that refuses a request for it.
 func (n *Node) checkPartition(p int) (refusal kvReply, owned bool) {
 	refusal, owned = n.partitionRefusal(p)
+	n.countRefusal(&refusal)
+	return refusal, owned
+}
+
+// countRefusal counts a refusal that sends the request to another node.
+func (n *Node) countRefusal(refusal *kvReply) {
 	if refusal.Status == StatusMoved || refusal.Status == StatusPartitionUnavailable {
 		n.stats.redirectsSent.Add(1)
 	}
-	return refusal, owned
 }
 
 // partitionRefusal is checkPartition without counting the redirects, for scans that only look.

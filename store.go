@@ -221,23 +221,26 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
 // never expires.
 func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, ok bool) {
-	return s.getEntryAt(segment, key, s.now())
+	e, ttl, ok, _ = s.getEntryAt(segment, key, s.now())
+	return e, ttl, ok
 }
 
 // getEntryAt is getEntry at the instant now (Unix nanoseconds), for a caller that reads many keys at one
-// instant and so reads the clock once for all of them.
-func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool) {
+// instant and so reads the clock once for all of them. It also returns the segment's revision the read
+// saw, found or not.
+func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool, revision uint64) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	e, found := seg.entries[key]
+	revision = seg.revision
 	s.runlock(seg)
 	if !found || e.expired(now) {
-		return nil, 0, false
+		return nil, 0, false, revision
 	}
 	if e.expireAt != 0 {
 		ttl = time.Duration(e.expireAt - now)
 	}
-	return e, ttl, true
+	return e, ttl, true, revision
 }
 
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says

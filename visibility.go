@@ -16,7 +16,12 @@ func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision u
 		return 0, false
 	}
 	revision = n.store.revision(seg)
-	return revision, revision > n.repl.committed[seg].Load()
+	return revision, n.repl.unconfirmedAt(seg, revision)
+}
+
+// unconfirmedAt reports whether some in-sync replica may not yet hold segment up to revision.
+func (r *replication) unconfirmedAt(segment int, revision uint64) bool {
+	return revision > r.committed[segment].Load()
 }
 
 // revealsState reports whether the reply tells something about the stored state without having written:

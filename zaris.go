@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -312,11 +313,9 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 
 // GetMany reads keys in one batch; result i is for keys[i].
 func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	items := make([]BatchItem, len(keys))
-	for i, key := range keys {
-		items[i] = BatchItem{Index: i, Op: BatchGet, Key: key}
-	}
-	return n.ExecuteBatch(ctx, items)
+	return n.executeItems(ctx, len(keys), func(i int) BatchItem {
+		return BatchItem{Index: i, Op: BatchGet, Key: keys[i]}
+	})
 }
 
 // PutMany stores entries in one batch; result i is for entries[i]. Of the options only WithTTL applies, to
@@ -326,20 +325,36 @@ func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOptio
 	if o.cond != 0 || o.concern != 0 || o.ifVersion {
 		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
 	}
-	items := make([]BatchItem, len(entries))
-	for i, e := range entries {
-		items[i] = BatchItem{Index: i, Op: BatchPut, Key: e.Key, Value: e.Value, TTL: o.ttl}
-	}
-	return n.ExecuteBatch(ctx, items)
+	return n.executeItems(ctx, len(entries), func(i int) BatchItem {
+		return BatchItem{Index: i, Op: BatchPut, Key: entries[i].Key, Value: entries[i].Value, TTL: o.ttl}
+	})
 }
 
 // DeleteMany removes keys in one batch; result i is for keys[i], with ErrNotFound if it held no value.
 func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	items := make([]BatchItem, len(keys))
-	for i, key := range keys {
-		items[i] = BatchItem{Index: i, Op: BatchDelete, Key: key}
+	return n.executeItems(ctx, len(keys), func(i int) BatchItem {
+		return BatchItem{Index: i, Op: BatchDelete, Key: keys[i]}
+	})
+}
+
+// itemLists keeps the item lists that GetMany, PutMany and DeleteMany build: ExecuteBatch reads its items
+// only until it returns.
+var itemLists = sync.Pool{New: func() any { return new([]BatchItem) }}
+
+// executeItems runs, as ExecuteBatch, the batch of count items that item builds, in a pooled list.
+func (n *Node) executeItems(ctx context.Context, count int, item func(i int) BatchItem) ([]BatchResult, error) {
+	list := itemLists.Get().(*[]BatchItem)
+	items := resize(*list, count)
+	for i := range items {
+		items[i] = item(i)
 	}
-	return n.ExecuteBatch(ctx, items)
+	results, err := n.ExecuteBatch(ctx, items)
+	clear(items)
+	if cap(items) <= maxPooledItems {
+		*list = items[:0]
+		itemLists.Put(list)
+	}
+	return results, err
 }
 
 // GetManyTyped reads keys in one batch and decodes each msgpack value into a T, as GetTyped does; result i

@@ -22,6 +22,12 @@ type Handler interface {
 	ServeRequest(ctx context.Context, op Op, payload []byte) ([]byte, error)
 }
 
+// ResponseReleaser is a Handler that reuses the memory of its responses: the server hands each response
+// back to it once the response is copied for writing and no longer read.
+type ResponseReleaser interface {
+	ReleaseResponse(op Op, resp []byte)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, op Op, payload []byte) ([]byte, error)
 

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -167,5 +170,55 @@ func TestServerCloseWithPeerThatStopsReading(t *testing.T) {
 	receive(t, closed, "Server.Close")
 	if err := <-served; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// releasingHandler answers each request with its payload in a buffer of its own, and on release scribbles
+// over the buffer, as reusing it would, and counts it.
+type releasingHandler struct {
+	released atomic.Int64
+}
+
+func (h *releasingHandler) ServeRequest(_ context.Context, op Op, payload []byte) ([]byte, error) {
+	if op == 2 {
+		return nil, errors.New("refused")
+	}
+	return append([]byte(nil), payload...), nil
+}
+
+func (h *releasingHandler) ReleaseResponse(_ Op, resp []byte) {
+	for i := range resp {
+		resp[i] = 'x'
+	}
+	h.released.Add(1)
+}
+
+// TestServerReleasesResponses checks that a ResponseReleaser gets back every successful response once it
+// is copied: what the handler then does with the memory never reaches the wire.
+func TestServerReleasesResponses(t *testing.T) {
+	h := &releasingHandler{}
+	_, addr := startServer(t, h, Options{})
+	c := newClient(t, addr, Options{})
+	ctx := testContext(t)
+	const callers, calls = 8, 50
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				want := fmt.Sprintf("caller %d call %d", g, i)
+				got, err := c.Call(ctx, 1, []byte(want))
+				if err != nil || string(got) != want {
+					t.Errorf("call answered %q, %v; want %q", got, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := c.Call(ctx, 2, []byte("p")); err == nil {
+		t.Fatal("a refused call succeeded")
+	}
+	if got := h.released.Load(); got != callers*calls {
+		t.Fatalf("%d responses released; want %d, one per successful call", got, callers*calls)
 	}
 }

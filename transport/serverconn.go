@@ -130,7 +130,11 @@ func (sc *serverConn) done() {
 func (sc *serverConn) serve(req envelope) {
 	defer sc.srv.wg.Done()
 	kind, resp := sc.handle(req)
-	if err := sc.w.write(sc.ctx, kind, req.id, req.op, resp); err != nil {
+	err := sc.w.write(sc.ctx, kind, req.id, req.op, resp)
+	if r, ok := sc.srv.handler.(ResponseReleaser); ok && kind == kindResponse {
+		r.ReleaseResponse(req.op, resp)
+	}
+	if err != nil {
 		sc.close(err) // the connection is gone: there is nobody left to answer
 	}
 	sc.done()
