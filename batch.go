@@ -68,8 +68,8 @@ type BatchResult struct {
 	// TTL is the time a get's value has left to live; zero when it never expires, and for other operations.
 	// Owners running a version of this package that does not report it answer zero.
 	TTL time.Duration
-	// Value is the value read by a get. The values of one reply share memory, so keeping one keeps the
-	// others alive too: copy a value held for long.
+	// Value is the value read by a get, nil when it found none. The values of one reply share memory, so
+	// keeping one keeps the others alive too: copy a value held for long.
 	Value []byte
 	// Err is nil exactly when the item succeeded. Otherwise it matches Status's sentinel with errors.Is
 	// (ErrNotFound for a get or delete of a missing key), or says why no answer came.
@@ -412,7 +412,10 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 		return
 	}
 	res := &b.results[r.Index]
-	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, r.Reply.Value, r.Reply.Status.err()
+	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, nil, r.Reply.Status.err()
+	if r.Reply.Status == StatusSuccess {
+		res.Value = r.Reply.Value // a miss reads nil whichever owner answered it
+	}
 	if res.Op == BatchGet {
 		res.TTL = time.Duration(r.Reply.Int)
 	}

@@ -314,6 +314,9 @@ func (r *wireReader) op(op *durability.Op) {
 		known++
 	}
 	r.wantFields("op", known, opFieldCount)
+	if r.err == nil {
+		r.err = durability.CheckOp(op)
+	}
 }
 
 // appendInts writes nil ints as msgpack nil and any others as an array of ints in the fewest bytes.

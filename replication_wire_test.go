@@ -15,11 +15,20 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
-// everyOpKind lists the kinds durability.Op has, and one it does not, which the wire carries all the same.
+// everyOpKind lists the kinds durability.Op has.
 var everyOpKind = []durability.OpKind{
 	durability.OpPut, durability.OpDelete, durability.OpHashSet, durability.OpHashDel, durability.OpSetAdd,
 	durability.OpSetRem, durability.OpListPush, durability.OpListPop, durability.OpListTrim, durability.OpZAdd,
-	durability.OpZRem, durability.OpExpireAt, durability.OpExpire, durability.OpMulti, durability.OpKind(math.MaxUint8),
+	durability.OpZRem, durability.OpExpireAt, durability.OpExpire, durability.OpMulti,
+}
+
+// bareOps returns n deletes with every other field zero.
+func bareOps(n int) []durability.Op {
+	ops := make([]durability.Op, n)
+	for i := range ops {
+		ops[i].Kind = durability.OpDelete
+	}
+	return ops
 }
 
 // sampleOps returns one op of every kind, with values as each kind carries them.
@@ -73,7 +82,7 @@ func sampleReplicateRequests() []replicateRequest {
 		{From: "n6", Pull: &pullRequest{}},
 		{From: NodeID(strings.Repeat("n", 40)), Ops: []durability.Op{{Kind: durability.OpPut, Key: strings.Repeat("k", 70_000),
 			Value: make([]byte, 70_000), ExpireAt: math.MinInt64, Time: math.MinInt64}, {Kind: durability.OpPut, Key: "", Value: []byte{}}}},
-		{From: "n7", Ops: make([]durability.Op, 20), Probe: make([]int, 70_000)},
+		{From: "n7", Ops: bareOps(20), Probe: make([]int, 70_000)},
 	}
 }
 
@@ -326,6 +335,17 @@ func TestReplicateWireRejects(t *testing.T) {
 		"more not a bool":     append(header(8), 0x91, 0x96, 0, 0, 0, 0xc0, 0, 0x01, 0xc0, 0xc0, 0xc0, 0xc0, 0),
 		"incarnation missing": header(8)[:len(header(8))-1],
 	}
+	withOp := func(op durability.Op) []byte {
+		return append(append(append(header(8), 0xc0, 0x91), appendOps(nil, []durability.Op{op})[1:]...), 0xc0, 0xc0, 0xc0, 0)
+	}
+	put := durability.Op{Kind: durability.OpPut, Key: "a", Value: []byte("1")}
+	inner := durability.AppendMulti(nil, []durability.Op{put})
+	cases["op of no kind"] = withOp(durability.Op{Key: "a"})
+	cases["op of an unknown kind"] = withOp(durability.Op{Kind: math.MaxUint8, Key: "a", Value: []byte("1")})
+	cases["collection op of bad arguments"] = withOp(durability.Op{Kind: durability.OpHashSet, Key: "h", Value: []byte{0xc1}})
+	cases["multi op of bad ops"] = withOp(durability.Op{Kind: durability.OpMulti, Key: "a", Value: inner[:len(inner)-1]})
+	cases["multi op inside a multi op"] = withOp(durability.Op{Kind: durability.OpMulti, Key: "a",
+		Value: durability.AppendMulti(nil, []durability.Op{{Kind: durability.OpMulti, Key: "a", Value: inner}})})
 	for name, b := range cases {
 		expectRefused(t, name, b)
 	}

@@ -173,6 +173,23 @@ func decodeOp(b []byte, op *Op) (value []byte, rest []byte, err error) {
 	return value, b, nil
 }
 
+// CheckOp reports whether op is one DecodeOp could have returned: a known kind, and for a collection op
+// or a multi op a value that decodes. Ops decoded by other means (a replication message) are checked
+// with it before they are applied. Errors wrap ErrCorrupt.
+func CheckOp(op *Op) error {
+	switch {
+	case !op.Kind.valid():
+		return corrupt(fmt.Sprintf("unknown op kind %d", op.Kind), nil)
+	case op.Kind.HasArgs():
+		_, err := DecodeArgs(op.Value)
+		return err
+	case op.Kind == OpMulti:
+		_, err := DecodeMulti(op.Value)
+		return err
+	}
+	return nil
+}
+
 // decodeOpValue reads the value field: bin for a put, nil for a delete or an expiry, and for a collection
 // op the bin of well-formed arguments.
 func decodeOpValue(b []byte, kind OpKind) (value []byte, rest []byte, err error) {

@@ -214,3 +214,31 @@ func TestDecodeSnapshotBoundedAllocation(t *testing.T) {
 		t.Fatalf("rejecting a lying header allocated %d bytes for %d bytes of input", allocated, len(b))
 	}
 }
+
+// TestCheckOp checks that CheckOp accepts every op DecodeOp returns and refuses, with ErrCorrupt, the ops
+// DecodeOp would have refused for their kind or value.
+func TestCheckOp(t *testing.T) {
+	for _, op := range codecOps() {
+		decoded, _, err := DecodeOp(AppendOp(nil, &op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckOp(&decoded); err != nil {
+			t.Errorf("CheckOp of a decoded %s op = %v", decoded.Kind, err)
+		}
+	}
+	put := Op{Kind: OpPut, Key: "a", Value: []byte("1")}
+	multi := AppendMulti(nil, []Op{put})
+	for name, op := range map[string]Op{
+		"no kind":         {Key: "a"},
+		"unknown kind":    {Kind: 17, Key: "a"},
+		"args malformed":  {Kind: OpHashSet, Key: "h", Value: []byte("v")},
+		"multi truncated": {Kind: OpMulti, Key: "a", Value: multi[:len(multi)-1]},
+		"multi inside":    {Kind: OpMulti, Key: "a", Value: AppendMulti(nil, []Op{{Kind: OpMulti, Key: "a", Value: multi}})},
+		"multi of no ops": {Kind: OpMulti, Key: "a", Value: msgp.AppendArrayHeader(nil, 0)},
+	} {
+		if err := CheckOp(&op); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: CheckOp = %v, want ErrCorrupt", name, err)
+		}
+	}
+}
