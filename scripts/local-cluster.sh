@@ -34,6 +34,23 @@ resp_query() {
 
 cluster_ok() { [[ $(resp_query "$1" CLUSTER INFO) == *cluster_state:ok* ]]; }
 
+# port_taken PORT succeeds when something already accepts connections on 127.0.0.1:PORT.
+port_taken() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# refuse_taken_ports N fails if any port the N nodes would listen on is in use: nodes that cannot bind
+# would leave whatever holds the port answering in their place.
+refuse_taken_ports() {
+  local n=$1 port
+  for i in $(seq 1 "$n"); do
+    for port in "$(resp_port "$i")" "$(gossip_port "$i")" "$(data_port "$i")" ${ZARIS_HTTP_BASE:+$((ZARIS_HTTP_BASE + i - 1))}; do
+      if port_taken "$port"; then
+        echo "port $port is already in use (another cluster?); stop what holds it or set ZARIS_BASE_PORT" >&2
+        exit 1
+      fi
+    done
+  done
+}
+
 start() {
   local n=${1:-3}
   mkdir -p "$DIR"
@@ -41,6 +58,7 @@ start() {
     echo "a cluster is already running from $DIR; stop it first" >&2
     exit 1
   fi
+  refuse_taken_ports "$n"
   echo "building cmd/zaris"
   (cd "$ROOT" && go build -o "$DIR/zaris" ./cmd/zaris)
   echo "$n" >"$DIR/size"
