@@ -694,7 +694,7 @@ func (w *batchWork) keyLanes(count int) [][]int32 {
 // before the lanes start, under one cluster map, and confirmed after each read (serveJudgedGet), so that a
 // get costs a hash and a store read rather than a check of its own.
 type readVerdicts struct {
-	m        *ClusterMap     // the map the verdicts were taken under; nil when the batch has no get
+	m        *ClusterMap     // the map the verdicts were taken under; nil outside a batch being served
 	segments []int32         // per item, its key's segment; -1 for an item that is not a get
 	owned    []int8          // per partition: 0 not judged, verdictOwned or verdictRefused
 	refusals map[int]kvReply // the refusal of each refused partition
@@ -752,8 +752,10 @@ func (n *Node) judgeReads(w *batchWork) {
 
 // serveJudgedGet answers the get at pos from its partition's verdict: refused as the verdict says, or read
 // at the instant now if the verdict still holds after the read (no newer map, the partition not sealed
-// for a hand-over), as it held before. served is false for any other item, and for a get whose verdict
-// did not hold: those take a check of their own.
+// for a hand-over, no lapse of the lease noticed), as it held before. served is false for any other item,
+// and for a get whose verdict did not hold: those take a check of their own. A lapse is noticed by the
+// first check after it, and at the latest by the node's periodic one, FailoverTimeout/8 later: still well
+// before another node may be promoted, a whole FailoverTimeout after the last contact.
 func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64) (reply kvReply, served bool) {
 	v := &w.reads
 	if v.m == nil || v.segments[pos] < 0 {
@@ -767,7 +769,7 @@ func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now in
 		return reply, true
 	}
 	reply, rev := n.getAt(seg, it.Req.Key, now)
-	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) {
+	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.lease.held.Load() {
 		return kvReply{}, false
 	}
 	n.awaitRead(w, seg, rev, pos, &reply)

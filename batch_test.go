@@ -884,11 +884,16 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 
 // TestBatchGetVerdictConfirmedAfterRead checks that a get served from its partition's verdict, taken when
 // the batch began, is answered only if the verdict still holds after the read: a partition sealed for a
-// hand-over since, or a newer map that moved it, sends the get to a check of its own, which refuses it.
+// hand-over since, a newer map that moved it, or a lapse of the lease noticed since, sends the get to a
+// check of its own, which refuses it.
 func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 	c := startCluster(t, 2, nil)
 	ctx := bg(t)
-	n, other := c.node(0), c.node(1)
+	other := c.leaderNode()
+	n := c.node(0) // a follower of the control plane, whose lease can lapse
+	if n == other {
+		n = c.node(1)
+	}
 	key := "judged"
 	for i := 0; c.owner(key) != n; i++ {
 		key = fmt.Sprintf("judged-%d", i)
@@ -932,6 +937,16 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 	if r.Status != StatusMoved || r.Owner != other.id {
 		t.Fatalf("get of a partition a newer map moved after its verdict = %s to %q; want %s to %s", r.Status, r.Owner, StatusMoved, other.id)
 	}
+	r = serve(func() func() {
+		// As holdsLease records a lapse it notices; the node then serves again once it has caught up.
+		n.lease.held.Store(false)
+		n.lease.lapses.Add(1)
+		return func() {}
+	})
+	if r.Status != StatusOwnershipChanging {
+		t.Fatalf("get after a lease lapse noticed since its verdict = %s; want %s", r.Status, StatusOwnershipChanging)
+	}
+	waitFor(t, 10*time.Second, "the node to catch up after the lapse", n.holdsLease)
 }
 
 // TestBatchWorkReuse checks that decoding into reused memory gives each request its own items, leaves the
