@@ -26,10 +26,13 @@ type replicaLink struct {
 	to   NodeID
 	wake chan struct{}
 
-	mu       sync.Mutex
-	dirty    map[int]uint64 // segment -> generation, bumped by every write
-	acked    map[int]uint64 // segment -> revision the replica is known to have
-	progress chan struct{}  // closed and replaced whenever acked changes or the link fails
+	mu    sync.Mutex
+	dirty map[int]uint64 // segment -> generation, bumped by every write
+	acked map[int]uint64 // segment -> revision the replica is known to have
+	// acks holds, for a segment writes wait on, a channel closed when the replica's revision of it is next
+	// learnt, so that a reply wakes only the writes of the segments it answers for.
+	acks     map[int]chan struct{}
+	progress chan struct{}  // closed and replaced when the link is fenced, or the map may have changed what writes wait for
 	fenced   map[int]uint64 // partition -> newer epoch the replica has seen: this node was deposed
 	// resync lists the segments whose copy on the replica may follow another history than this node's.
 	// Until that is settled the replica gets no op of them and its revisions of them are not trusted.
@@ -69,6 +72,7 @@ func newReplicaLink(r *replication, to NodeID) *replicaLink {
 		wake:     make(chan struct{}, 1),
 		dirty:    map[int]uint64{},
 		acked:    map[int]uint64{},
+		acks:     map[int]chan struct{}{},
 		fenced:   map[int]uint64{},
 		resync:   map[int]resyncMark{},
 		outgoing: map[int]*outgoingSnapshot{},
@@ -130,7 +134,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 	for {
 		l.lock()
 		acked, known := l.acked[segment]
-		rejected, progress := l.isFenced(segment), l.progress
+		rejected, progress, ack := l.isFenced(segment), l.progress, l.ackOf(segment)
 		l.unlock()
 		owner, needed := l.expected(segment, a)
 		switch {
@@ -144,6 +148,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return nil // a committed decision no longer expects the replica to hold the write
 		}
 		select {
+		case <-ack:
 		case <-progress:
 		case <-timer.C():
 			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
@@ -152,6 +157,27 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		case <-l.r.life.Done():
 			return ErrClosed
 		}
+	}
+}
+
+// ackOf returns the channel closed when the replica's revision of segment is next learnt. Called with
+// l.mu held.
+func (l *replicaLink) ackOf(segment int) chan struct{} {
+	ch := l.acks[segment]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.acks[segment] = ch
+	}
+	return ch
+}
+
+// learnt records the replica's revision of segment and wakes the writes waiting on it. Called with l.mu
+// held.
+func (l *replicaLink) learnt(segment int, revision uint64) {
+	l.acked[segment] = revision
+	if ch := l.acks[segment]; ch != nil {
+		close(ch)
+		delete(l.acks, segment)
 	}
 }
 
@@ -581,7 +607,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 	l.tookPieces(b, took)
 	for seg, rev := range reply.Revisions {
 		if l.resync[seg].step == 0 {
-			l.acked[seg] = rev
+			l.learnt(seg, rev)
 		}
 	}
 	for seg, gen := range b.gen {
@@ -589,8 +615,10 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 			delete(l.dirty, seg)
 		}
 	}
-	close(l.progress)
-	l.progress = make(chan struct{})
+	if reply.Status == StatusReplicaWriteRejected {
+		close(l.progress) // every write of the fenced partition fails now
+		l.progress = make(chan struct{})
+	}
 }
 
 // noteIncarnation records the replica's process. When it restarted, each segment this node owns there is

@@ -234,3 +234,42 @@ func TestReplicationRefusesOlderEpoch(t *testing.T) {
 		t.Errorf("control decisions proposed: %+v", net.proposed)
 	}
 }
+
+// TestReplicaLinkWakesTheAnsweredSegments checks whom a reply wakes: the writes waiting on the segments
+// whose revision it reports, not those of other segments, while a refusal for a newer epoch wakes every
+// write on the link.
+func TestReplicaLinkWakesTheAnsweredSegments(t *testing.T) {
+	net := newReplicaNet()
+	var clusterMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &clusterMap), net.add(t, "b", &clusterMap)
+	clusterMap.Store(replicatedMap(1, owner, replica))
+	l := owner.link("b")
+	closed := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	l.lock()
+	one, two, progress := l.ackOf(1), l.ackOf(2), l.progress
+	l.unlock()
+
+	l.absorb(&batch{}, &replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{1: 0}})
+	if !closed(one) || closed(two) || closed(progress) {
+		t.Fatalf("a reply on segment 1 woke segment 1 %v, segment 2 %v, every write %v; want only segment 1",
+			closed(one), closed(two), closed(progress))
+	}
+	l.lock()
+	again := l.ackOf(1)
+	l.unlock()
+	if again == one || closed(again) {
+		t.Fatal("a write waiting on segment 1 after the reply got the channel already closed")
+	}
+
+	l.absorb(&batch{}, &replicateReply{Status: StatusReplicaWriteRejected, Epoch: 2, Segment: 5})
+	if !closed(progress) {
+		t.Fatal("a refusal for a newer epoch left the link's writes asleep")
+	}
+}
