@@ -134,11 +134,16 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 	for {
 		l.lock()
 		acked, known := l.acked[segment]
-		rejected, progress, ack := l.isFenced(segment), l.progress, l.ackOf(segment)
+		held := known && acked >= revision
+		rejected, progress := l.isFenced(segment), l.progress
+		var ack chan struct{}
+		if !held {
+			ack = l.ackOf(segment)
+		}
 		l.unlock()
 		owner, needed := l.expected(segment, a)
 		switch {
-		case known && acked >= revision:
+		case held:
 			return nil
 		case rejected:
 			return ErrReplicaWriteRejected
