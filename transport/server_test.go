@@ -197,7 +197,7 @@ func (h *releasingHandler) ReleaseResponse(_ Op, resp []byte) {
 // is copied: what the handler then does with the memory never reaches the wire.
 func TestServerReleasesResponses(t *testing.T) {
 	h := &releasingHandler{}
-	_, addr := startServer(t, h, Options{})
+	srv, addr := startServer(t, h, Options{})
 	c := newClient(t, addr, Options{})
 	ctx := testContext(t)
 	const callers, calls = 8, 50
@@ -218,6 +218,7 @@ func TestServerReleasesResponses(t *testing.T) {
 	if _, err := c.Call(ctx, 2, []byte("p")); err == nil {
 		t.Fatal("a refused call succeeded")
 	}
+	srv.Close() // waits for the handlers: a response can reach its caller before its release
 	if got := h.released.Load(); got != callers*calls {
 		t.Fatalf("%d responses released; want %d, one per successful call", got, callers*calls)
 	}
