@@ -270,7 +270,8 @@
 //     at once. A batch checks the lease once for its reads, then refuses them from the moment a lapse is
 //     noticed, at the latest FailoverTimeout/8 after it: still well before a promotion. After its lease
 //     lapsed, a node serves again only once it has applied a barrier it proposed through the leader, and
-//     with it every decision made while it was away, such as its partitions' failover. This assumes the nodes' clocks run at similar rates; it does not need them to agree.
+//     with it every decision made while it was away, such as its partitions' failover. This assumes the
+//     nodes' clocks run at similar rates; it does not need them to agree.
 //   - A call that fails with a connection error (transport.ErrConnectionLost) may or may not have been
 //     applied; one that fails with transport.ErrUnreachable was never sent. A Sync write that fails after
 //     the owner applied it (a replica refused it, the in-sync set could not be changed, or the partition
