@@ -545,10 +545,24 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 
 	r := cr.report(cert, history, ledger, writable)
 	if bank != nil {
-		verdict := bank.Verify(context.Background(), bankOn(c.live()[0]))
+		verdict := bank.Verify(context.Background(), cr.bankVerifier(c.live()[0]))
 		r.Bank = &verdict
 	}
 	return r
+}
+
+// bankVerifier is bankOn(n) for the bank's final read: a key of a partition the run took beyond the failure
+// model, Unavailable because every copy of it died, reads as chaos.ErrOutsideFailureModel, as the ledger's
+// keys do.
+func (cr *certRun) bankVerifier(n *Node) chaos.BankTarget {
+	final := cr.c.currentMap()
+	beyond := cr.beyondModel(final)
+	return bankWith(n, func(key string, err error) error {
+		if why := beyond[final.Layout().KeyPartition(key)]; why != "" && errors.Is(err, ErrPartitionUnavailable) {
+			return fmt.Errorf("%w: %s", chaos.ErrOutsideFailureModel, why)
+		}
+		return err
+	})
 }
 
 // bankAccounts is how many accounts the bank workload moves money between, spread over every node.
@@ -579,11 +593,22 @@ func txnFailed(err error) bool { return errors.Is(err, ErrConflict) || errors.Is
 
 // bankOn is the bank workload's target on node n: transactions coordinated by n.
 func bankOn(n *Node) chaos.BankTarget {
+	return bankWith(n, func(_ string, err error) error { return err })
+}
+
+// bankWith is bankOn whose reads of a key fail with readErr(key, err) instead of err.
+func bankWith(n *Node, readErr func(key string, err error) error) chaos.BankTarget {
 	return chaos.TxnBank(chaos.TxnStore{
 		Txn: func(ctx context.Context, fn func(chaos.TxnOps) error) error {
 			return n.Txn(ctx, func(tx *Tx) error {
 				return fn(chaos.TxnOps{
-					Get: func(key string) ([]byte, error) { return tx.Get(ctx, key) },
+					Get: func(key string) ([]byte, error) {
+						v, err := tx.Get(ctx, key)
+						if err != nil && !errors.Is(err, ErrNotFound) {
+							err = readErr(key, err)
+						}
+						return v, err
+					},
 					Put: func(key string, value []byte) error { return tx.Put(key, value) },
 				})
 			})
@@ -592,6 +617,9 @@ func bankOn(n *Node) chaos.BankTarget {
 			v, err := n.Get(ctx, key)
 			if errors.Is(err, ErrNotFound) {
 				return nil, false, nil
+			}
+			if err != nil {
+				err = readErr(key, err)
 			}
 			return v, err == nil, err
 		},

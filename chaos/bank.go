@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -60,6 +61,18 @@ type BankResult struct {
 	PhantomTransfers       []string // transfers that failed for certain yet left a receipt
 	WrongBalances          []string // accounts whose final balance is not what the applied transfers made
 	Err                    error    // the final read failed
+	// Unverifiable says why the final read stopped at a key whose every copy died, beyond the failure
+	// model (ErrOutsideFailureModel): what it checked until then stands, the rest is not judged.
+	Unverifiable string
+}
+
+// fail records why the final read stopped: beyond the failure model, or a failure.
+func (r *BankResult) fail(err error) {
+	if errors.Is(err, ErrOutsideFailureModel) {
+		r.Unverifiable = err.Error()
+		return
+	}
+	r.Err = err
 }
 
 // Ok reports whether the run kept every promise of transactions.
@@ -80,6 +93,9 @@ func (r BankResult) String() string {
 	}
 	if r.Err != nil {
 		s += "\n  final read: " + r.Err.Error()
+	}
+	if r.Unverifiable != "" {
+		s += "\n  final read stopped, beyond the failure model: " + r.Unverifiable
 	}
 	return s
 }
@@ -209,7 +225,7 @@ func (b *Bank) Verify(ctx context.Context, target BankTarget) BankResult {
 		r.count(t)
 		found, err := b.receipt(ctx, target, t.receipt)
 		if err != nil {
-			r.Err = fmt.Errorf("receipt %s: %w", t.receipt, err)
+			r.fail(fmt.Errorf("receipt %s: %w", t.receipt, err))
 			return r
 		}
 		switch {
@@ -226,7 +242,7 @@ func (b *Bank) Verify(ctx context.Context, target BankTarget) BankResult {
 	}
 	got, err := b.balances(ctx, target)
 	if err != nil {
-		r.Err = fmt.Errorf("final balances: %w", err)
+		r.fail(fmt.Errorf("final balances: %w", err))
 		return r
 	}
 	for i := range want {
