@@ -82,8 +82,9 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// commits is read-locked by each decision waiting on the control plane. Close write-locks it before
-	// stopping raft, which never answers a decision still queued inside it.
+	// commits is read-locked by each decision waiting on the control plane, and by each start of a
+	// background goroutine (goBackground). Close write-locks it before stopping raft, which never answers a
+	// decision still queued inside it, and before waiting on wg.
 	commits      sync.RWMutex
 	commitsEnded bool
 	left         atomic.Bool
@@ -802,6 +803,17 @@ func (n *Node) endCommits() {
 	n.commits.Lock()
 	n.commitsEnded = true
 	n.commits.Unlock()
+}
+
+// goBackground runs f in a goroutine that Close waits for, or not at all once Close has begun, so that no
+// goroutine is added to n.wg while Close waits on it.
+func (n *Node) goBackground(f func()) {
+	n.commits.RLock()
+	defer n.commits.RUnlock()
+	if n.commitsEnded {
+		return
+	}
+	n.wg.Go(f)
 }
 
 // processTags describes this node's process to the other members.

@@ -205,26 +205,22 @@ func (tx *Tx) resolveAll(ctx context.Context, id string, parts []txnSegment, com
 // even when the caller's context has ended: the sooner they go, the sooner others may write their keys.
 func (tx *Tx) releaseLater(id string, parts []txnSegment) {
 	n := tx.n
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.goBackground(func() {
 		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
 		defer cancel()
 		tx.resolveAll(ctx, id, parts, false)
-	}()
+	})
 }
 
 // forgetLater drops the record of transaction id, kept in the segment of anchor, once every segment
 // resolved its intents. The commit does not wait for it: a record left behind expires after
 // TxnRecordRetention.
 func (n *Node) forgetLater(anchor, id string) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.goBackground(func() {
 		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
 		defer cancel()
 		n.execute(ctx, opForget, &kvRequest{Key: anchor, Value: []byte(id), Concern: Sync})
-	}()
+	})
 }
 
 // resolveIntents ends transaction id's intents on keys, all in one segment, in one atomic write.
