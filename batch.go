@@ -839,7 +839,7 @@ func (n *Node) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItem
 // awaitRead makes the batch wait, before it answers, until the in-sync replicas hold the revision rev of
 // seg that a get's reply revealed (see unconfirmed).
 func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kvReply) {
-	if n.cfg.WriteConcern == Sync && revealsState(opGet, reply) && n.repl.unconfirmedAt(seg, rev) {
+	if n.unconfirmedAt(opGet, seg, rev, reply) {
 		w.waits.add(seg, rev, pos, false)
 	}
 }

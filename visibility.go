@@ -16,12 +16,13 @@ func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision u
 		return 0, false
 	}
 	revision = n.store.revision(seg)
-	return revision, n.repl.unconfirmedAt(seg, revision)
+	return revision, n.unconfirmedAt(op, seg, revision, reply)
 }
 
-// unconfirmedAt reports whether some in-sync replica may not yet hold segment up to revision.
-func (r *replication) unconfirmedAt(segment int, revision uint64) bool {
-	return revision > r.committed[segment].Load()
+// unconfirmedAt is unconfirmed for a reply of op that revealed seg at revision, read with the state it
+// reveals.
+func (n *Node) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kvReply) bool {
+	return n.cfg.WriteConcern == Sync && revealsState(op, reply) && revision > n.repl.committed[seg].Load()
 }
 
 // revealsState reports whether the reply tells something about the stored state without having written:

@@ -67,6 +67,7 @@ type serverStats struct {
 // an idle connection may take.
 type Server struct {
 	handler  Handler
+	releaser ResponseReleaser // handler, when it takes its responses back; nil otherwise
 	opts     Options
 	log      *slog.Logger
 	ctx      context.Context // ends at Close; parent of every connection context
@@ -88,8 +89,10 @@ type Server struct {
 func NewServer(h Handler, opts Options) *Server {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
+	releaser, _ := h.(ResponseReleaser)
 	return &Server{
 		handler:   h,
+		releaser:  releaser,
 		opts:      opts,
 		log:       opts.Logger,
 		ctx:       ctx,

@@ -131,8 +131,8 @@ func (sc *serverConn) serve(req envelope) {
 	defer sc.srv.wg.Done()
 	kind, resp := sc.handle(req)
 	err := sc.w.write(sc.ctx, kind, req.id, req.op, resp)
-	if r, ok := sc.srv.handler.(ResponseReleaser); ok && kind == kindResponse {
-		r.ReleaseResponse(req.op, resp)
+	if sc.srv.releaser != nil && kind == kindResponse {
+		sc.srv.releaser.ReleaseResponse(req.op, resp)
 	}
 	if err != nil {
 		sc.close(err) // the connection is gone: there is nobody left to answer
