@@ -135,7 +135,7 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		l.lock()
 		acked, known := l.acked[segment]
 		held := known && acked >= revision
-		rejected, progress := l.isFenced(segment), l.progress
+		fenced, progress := l.isFenced(segment), l.progress
 		var ack chan struct{}
 		if !held {
 			ack = l.ackOf(segment)
@@ -145,17 +145,22 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 		switch {
 		case held:
 			return nil
-		case rejected:
-			return ErrReplicaWriteRejected
 		case !owner:
 			return ErrOwnershipChanging
 		case !needed:
 			return nil // a committed decision no longer expects the replica to hold the write
 		}
+		// A fenced write waits for this node's map to reach the epoch the replica saw: it may be this node's
+		// own next epoch (a reclaim), which the replica learnt first. Deposed, the map soon names another
+		// owner; cut off from the control plane, the write fails at its deadline.
 		select {
 		case <-ack:
 		case <-progress:
+			signal(l.wake) // the map may have lifted the fence: the link resends what it held back
 		case <-timer.C():
+			if fenced {
+				return ErrReplicaWriteRejected
+			}
 			return fmt.Errorf("%w: %s, segment %d, revision %d", errReplicaTimeout, l.to, segment, revision)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -621,7 +626,7 @@ func (l *replicaLink) absorb(b *batch, reply *replicateReply) {
 		}
 	}
 	if reply.Status == StatusReplicaWriteRejected {
-		close(l.progress) // every write of the fenced partition fails now
+		close(l.progress) // the writes of the fenced partition look at the map again
 		l.progress = make(chan struct{})
 	}
 }

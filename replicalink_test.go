@@ -215,23 +215,69 @@ func TestReplicationRefusesOlderEpoch(t *testing.T) {
 		t.Fatalf("an op from the owner at its epoch: %+v; want applied", reply)
 	}
 
+	// The replica learns that c owns the partition at epoch 4, while the owner's map still says epoch 1.
+	deposed := replicatedMap(4, owner, replica)
+	for p := range deposed.Runtime {
+		deposed.Runtime[p].Owner = "c"
+	}
+	replicaMap.Store(deposed)
+	owner.cfg.ReplicaAckTimeout = 100 * time.Millisecond
 	rev := owner.store.put(seg, "k", []byte("w"), 0)
 	if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusReplicaWriteRejected {
-		t.Fatalf("the deposed owner's Sync write: %v; want ReplicaWriteRejected", status)
+		t.Fatalf("the deposed owner's Sync write, its map never catching up: %v; want ReplicaWriteRejected", status)
 	}
 	if got := replica.stats.rejected.Load(); got < 3 {
 		t.Fatalf("%d rejections counted; want the link's too", got)
-	}
-	if have := replica.store.revision(seg); have != 0 {
-		t.Fatalf("the replica applied the deposed owner's ops: revision %d", have)
 	}
 	link := owner.link("b")
 	owner.store.put(seg, "k", []byte("x"), 0)
 	if link.hasWork() {
 		t.Fatal("the link has work for a partition the replica fenced it from")
 	}
+
+	owner.cfg.ReplicaAckTimeout = 10 * time.Second
+	rev = owner.store.put(seg, "k", []byte("y"), 0)
+	done := make(chan Status, 1)
+	go func() { done <- owner.awaitReplicas(context.Background(), seg, rev, true) }()
+	ownerMap.Store(deposed)
+	owner.wakeWaiters()
+	if status := <-done; status != StatusOwnershipChanging {
+		t.Fatalf("the deposed owner's Sync write, its map then naming the new owner: %v; want OwnershipChanging", status)
+	}
+	if have := replica.store.revision(seg); have != 0 {
+		t.Fatalf("the replica applied the deposed owner's ops: revision %d", have)
+	}
 	if len(net.proposed) != 0 {
 		t.Errorf("control decisions proposed: %+v", net.proposed)
+	}
+}
+
+// TestRefusalWaitsForTheOwnersMap has a replica refuse the owner's epoch because it learnt first of the
+// owner's own next epoch (a reclaim, say): the Sync write waits for the owner's map to catch up and is
+// then acknowledged with the replica holding it, instead of failing as if the owner had been deposed.
+func TestRefusalWaitsForTheOwnersMap(t *testing.T) {
+	net := newReplicaNet()
+	var ownerMap, replicaMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &ownerMap), net.add(t, "b", &replicaMap)
+	ownerMap.Store(replicatedMap(1, owner, replica))
+	replicaMap.Store(replicatedMap(2, owner, replica))
+	const seg = 3
+	rev := owner.store.put(seg, "k", []byte("v"), 0)
+	done := make(chan Status, 1)
+	go func() { done <- owner.awaitReplicas(context.Background(), seg, rev, true) }()
+	waitFor(t, 10*time.Second, "the replica to refuse epoch 1", func() bool { return replica.stats.rejected.Load() > 0 })
+	select {
+	case status := <-done:
+		t.Fatalf("the Sync write ended with %v before the owner's map caught up", status)
+	default:
+	}
+	ownerMap.Store(replicatedMap(2, owner, replica))
+	owner.wakeWaiters()
+	if status := <-done; status != StatusSuccess {
+		t.Fatalf("the Sync write once the owner's map caught up: %v; want Success", status)
+	}
+	if have := replica.store.revision(seg); have != rev {
+		t.Fatalf("the replica holds revision %d of the segment; want %d", have, rev)
 	}
 }
 
