@@ -82,24 +82,21 @@ func (n *Node) runCutovers() {
 		case <-tick.C():
 		}
 		m := n.fsm.clusterMap()
-		for p, st := range m.Runtime {
-			switch {
+		for p := range m.Runtime {
+			switch st := &m.Runtime[p]; {
 			case !n.ownsIn(m, p):
 			case st.Health == Recovering:
-				n.startWorker(p, func() { n.syncFromSource(p, st) })
+				n.startWorker(p, *st, n.syncFromSource)
 			case st.targetInSync() && st.Target[0] != n.id:
-				n.startWorker(p, func() {
-					if !n.cfg.Clock.Now().Before(n.cut.retryAt[p]) {
-						n.cutOver(p, st)
-					}
-				})
+				n.startWorker(p, *st, n.cutOverWhenDue)
 			}
 		}
 	}
 }
 
-// startWorker runs work for partition p in a goroutine of its own, unless one is already at work there.
-func (n *Node) startWorker(p int, work func()) {
+// startWorker runs work for partition p in state st in a goroutine of its own, unless one is already at
+// work there.
+func (n *Node) startWorker(p int, st PartitionState, work func(int, PartitionState)) {
 	if !n.cut.running[p].CompareAndSwap(false, true) {
 		return
 	}
@@ -107,8 +104,15 @@ func (n *Node) startWorker(p int, work func()) {
 	go func() {
 		defer n.wg.Done()
 		defer n.cut.running[p].Store(false)
-		work()
+		work(p, st)
 	}()
+}
+
+// cutOverWhenDue cuts partition p over unless its last failed cut-over asks to wait longer.
+func (n *Node) cutOverWhenDue(p int, st PartitionState) {
+	if !n.cfg.Clock.Now().Before(n.cut.retryAt[p]) {
+		n.cutOver(p, st)
+	}
 }
 
 // cutOver hands partition p, owned under st.Epoch, to its target primary.

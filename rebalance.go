@@ -21,13 +21,18 @@ import (
 // planned is the map rebalancing is heading for: each partition's target, or its assignment if it stays.
 func (m *ClusterMap) planned() Assignment {
 	a := make(Assignment, len(m.Runtime))
-	for p, st := range m.Runtime {
-		a[p] = st.Target
-		if a[p] == nil {
-			a[p] = m.Assignment[p]
-		}
+	for p := range m.Runtime {
+		a[p] = m.plannedFor(p)
 	}
 	return a
+}
+
+// plannedFor is partition p's nodes in the planned map.
+func (m *ClusterMap) plannedFor(p int) []NodeID {
+	if target := m.Runtime[p].Target; target != nil {
+		return target
+	}
+	return m.Assignment[p]
 }
 
 // moving reports whether any partition has a move planned or under way.
@@ -38,8 +43,8 @@ func (m *ClusterMap) moving() bool {
 // plannedNodes returns, sorted, the nodes the planned map places partitions on.
 func (m *ClusterMap) plannedNodes() []NodeID {
 	var ids []NodeID
-	for _, nodes := range m.planned() {
-		for _, id := range nodes {
+	for p := range m.Runtime {
+		for _, id := range m.plannedFor(p) {
 			if !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}

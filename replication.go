@@ -257,7 +257,7 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	r.lines[segment].Store(epoch)
 	ops := [1]durability.Op{opOfWrite(segment, revision, key, next, change)}
 	op := &ops[0]
-	op.Epoch, op.Time = epoch, r.cfg.Clock.Now().UnixNano()
+	op.Epoch, op.Time = epoch, change.at
 	if err := r.oplog.Append(ops[:]); err != nil {
 		r.relogOps(ops[:], err)
 	}
@@ -370,9 +370,12 @@ func (r *replication) awaitDisk(ctx context.Context, ticket uint64) Status {
 // waitCopies waits for each in-sync replica of a partition in state st, and each replica being admitted, to
 // apply revision; it returns the replicas that timed out.
 func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining map[NodeID]*admission, segment int, revision uint64) ([]NodeID, Status) {
-	deadline := r.cfg.Clock.Now().Add(r.cfg.ReplicaAckTimeout)
+	var deadline time.Time // read from the clock only when there is a copy to wait for
 	var lagging []NodeID
 	await := func(id NodeID, a *admission) Status {
+		if deadline.IsZero() {
+			deadline = r.cfg.Clock.Now().Add(r.cfg.ReplicaAckTimeout)
+		}
 		switch err := r.link(id).awaitAcked(ctx, segment, revision, deadline, a); {
 		case err == nil:
 		case errors.Is(err, ErrReplicaWriteRejected):

@@ -14,6 +14,17 @@ import (
 // blocks, so the announcement is not needed.
 type rawSocket struct {
 	rc syscall.RawConn
+	// A read and a write may run at once. Each keeps its buffer and outcome here, for a callback made once
+	// in newSocketIO: a closure made per call would cost an allocation per read and per write.
+	rd, wr          rawCall
+	onRead, onWrite func(fd uintptr) bool
+}
+
+// rawCall is one direction's system call in progress: its buffer, the bytes done and the error.
+type rawCall struct {
+	p     []byte
+	n     int
+	errno syscall.Errno
 }
 
 // newSocketIO returns raw I/O for TCP connections and conn itself for anything else.
@@ -26,20 +37,19 @@ func newSocketIO(conn net.Conn) io.ReadWriter {
 	if err != nil {
 		return conn
 	}
-	return &rawSocket{rc: rc}
+	s := &rawSocket{rc: rc}
+	s.onRead, s.onWrite = s.read, s.write
+	return s
 }
 
 func (s *rawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := s.rc.Read(func(fd uintptr) bool {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		n, errno = int(r), e
-		return errno != syscall.EAGAIN && errno != syscall.EINTR
-	})
+	s.rd = rawCall{p: p}
+	err := s.rc.Read(s.onRead)
+	n, errno := s.rd.n, s.rd.errno
+	s.rd.p = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -51,25 +61,39 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// read is Read's callback: it reports false, to wait for the poller, while the socket has nothing.
+func (s *rawSocket) read(fd uintptr) bool {
+	c := &s.rd
+	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.p[0])), uintptr(len(c.p)))
+	c.n, c.errno = int(r), e
+	return e != syscall.EAGAIN && e != syscall.EINTR
+}
+
 func (s *rawSocket) Write(p []byte) (int, error) {
-	written := 0
-	var errno syscall.Errno
-	err := s.rc.Write(func(fd uintptr) bool {
-		for written < len(p) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[written])), uintptr(len(p)-written))
-			if e == syscall.EAGAIN || e == syscall.EINTR {
-				return false
-			}
-			if e != 0 {
-				errno = e
-				return true
-			}
-			written += int(r)
-		}
-		return true
-	})
+	s.wr = rawCall{p: p}
+	err := s.rc.Write(s.onWrite)
+	written, errno := s.wr.n, s.wr.errno
+	s.wr.p = nil
 	if err == nil && errno != 0 {
 		err = errno
 	}
 	return written, err
+}
+
+// write is Write's callback: it writes until all of the buffer is out, reporting false, to wait for the
+// poller, while the socket takes no more.
+func (s *rawSocket) write(fd uintptr) bool {
+	c := &s.wr
+	for c.n < len(c.p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.p[c.n])), uintptr(len(c.p)-c.n))
+		if e == syscall.EAGAIN || e == syscall.EINTR {
+			return false
+		}
+		if e != 0 {
+			c.errno = e
+			return true
+		}
+		c.n += int(r)
+	}
+	return true
 }

@@ -326,7 +326,11 @@ func (c *respConn) serve() {
 	defer c.srv.drop(c)
 	for !c.quit && c.wr.err == nil {
 		args, err := c.rd.next()
-		var rejected *respRejection
+		if err == nil {
+			c.srv.dispatch(c, args)
+			continue
+		}
+		var rejected *respRejection // out of the common path: errors.As makes it escape
 		switch {
 		case errors.As(err, &rejected):
 			c.wr.error(rejected.msg)
@@ -336,10 +340,7 @@ func (c *respConn) serve() {
 			c.wr.error("ERR " + err.Error())
 			c.countErrorMessage("ERR")
 		}
-		if err != nil {
-			break
-		}
-		c.srv.dispatch(c, args)
+		break
 	}
 	if !c.hangUp {
 		c.wr.flush()

@@ -83,6 +83,7 @@ type writeChange struct {
 	// multi are the writes of an atomic group (store.atomically), all at one revision. The hook is then
 	// called once, with no key and a nil entry.
 	multi []durability.Op
+	at    int64 // when the write was made, by the store's clock (Unix ns): one clock read serves both
 }
 
 // store is a node's local data: one map per segment, with TTLs that are checked on every read. The owner
@@ -175,7 +176,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	}
 	seg.revision++
 	if root.onWrite != nil {
-		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops})
+		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops, at: root.now()})
 	}
 	return seg.revision
 }
@@ -260,7 +261,7 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	if !write {
 		return cur
 	}
-	s.commit(segment, seg, key, next, writeChange{})
+	s.commit(segment, seg, key, next, writeChange{at: now})
 	return next
 }
 
@@ -297,7 +298,7 @@ func (s *store) reapKey(segment int, key string) bool {
 	if _, held := seg.intentOf(key, now); held {
 		return false // a transaction holds it: it expires once resolved
 	}
-	s.commit(segment, seg, key, nil, writeChange{expired: true})
+	s.commit(segment, seg, key, nil, writeChange{expired: true, at: now})
 	return true
 }
 
@@ -380,9 +381,9 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	next := applyCollOp(cur, &op, expireAt)
 	if next == nil {
-		return s.commit(segment, seg, key, nil, writeChange{}), StatusSuccess
+		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
 	}
-	s.commit(segment, seg, key, next, writeChange{coll: &op})
+	s.commit(segment, seg, key, next, writeChange{coll: &op, at: now})
 	return next.version, StatusSuccess
 }
 
@@ -403,12 +404,12 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	switch {
 	case !write:
 	case del:
-		s.commit(segment, seg, key, nil, writeChange{})
+		s.commit(segment, seg, key, nil, writeChange{at: now})
 	case cur.coll == nil:
-		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, writeChange{})
+		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, writeChange{at: now})
 	default:
 		op := collOp{kind: durability.OpExpireAt}
-		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), writeChange{coll: &op})
+		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), writeChange{coll: &op, at: now})
 	}
 	return true
 }
@@ -530,13 +531,14 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 			seg.set(ops[i].Key, next)
 		}
 		if s.onWrite != nil {
-			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops})
+			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops, at: s.now()})
 		}
 		return true, op.Revision
 	}
 	next, change := applyOp(seg, op)
 	seg.set(op.Key, next)
 	if s.onWrite != nil {
+		change.at = s.now()
 		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
 	}
 	return true, op.Revision
