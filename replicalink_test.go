@@ -185,16 +185,33 @@ func TestReplicationSendsOpsInRevisionOrder(t *testing.T) {
 	}
 }
 
+// epochPair is an owner a and its replica b, each acting on a map of its own.
+type epochPair struct {
+	net                  *replicaNet
+	ownerMap, replicaMap atomic.Pointer[ClusterMap]
+	owner, replica       *replication
+}
+
+// newEpochPair starts a and b with maps naming a the owner of every partition, at ownerEpoch in a's map and
+// at replicaEpoch in b's.
+func newEpochPair(t *testing.T, ownerEpoch, replicaEpoch uint64) *epochPair {
+	e := &epochPair{net: newReplicaNet()}
+	e.owner, e.replica = e.net.add(t, "a", &e.ownerMap), e.net.add(t, "b", &e.replicaMap)
+	e.ownerMap.Store(replicatedMap(ownerEpoch, e.owner, e.replica))
+	e.replicaMap.Store(replicatedMap(replicaEpoch, e.owner, e.replica))
+	return e
+}
+
 // TestReplicationRefusesOlderEpoch checks fencing without a cluster. The replica's map gives the partition
 // back to its owner at epoch 3 while the owner still acts on epoch 1: the replica refuses ops carrying the
-// older epoch, and ops at the new epoch from any node but its owner, and applies none of them. The owner's
-// Sync write fails with ReplicaWriteRejected, after which its link stops sending.
+// older epoch, and ops at the new epoch from any node but its owner, and applies none of them. Once the
+// replica's map names another owner, the first owner's Sync write fails: with ReplicaWriteRejected at its
+// deadline while its own map stays behind (its link then stops sending), with OwnershipChanging once its
+// map names the new owner.
 func TestReplicationRefusesOlderEpoch(t *testing.T) {
-	net := newReplicaNet()
-	var ownerMap, replicaMap atomic.Pointer[ClusterMap]
-	owner, replica := net.add(t, "a", &ownerMap), net.add(t, "b", &replicaMap)
-	ownerMap.Store(replicatedMap(1, owner, replica))
-	replicaMap.Store(replicatedMap(3, owner, replica))
+	e := newEpochPair(t, 1, 3)
+	net, owner, replica := e.net, e.owner, e.replica
+	ownerMap, replicaMap := &e.ownerMap, &e.replicaMap
 	const seg = 3
 	p := owner.layout.SegmentPartition(seg)
 	serve := func(from NodeID, epoch uint64, seg int) replicateReply {
@@ -256,11 +273,8 @@ func TestReplicationRefusesOlderEpoch(t *testing.T) {
 // owner's own next epoch (a reclaim, say): the Sync write waits for the owner's map to catch up and is
 // then acknowledged with the replica holding it, instead of failing as if the owner had been deposed.
 func TestRefusalWaitsForTheOwnersMap(t *testing.T) {
-	net := newReplicaNet()
-	var ownerMap, replicaMap atomic.Pointer[ClusterMap]
-	owner, replica := net.add(t, "a", &ownerMap), net.add(t, "b", &replicaMap)
-	ownerMap.Store(replicatedMap(1, owner, replica))
-	replicaMap.Store(replicatedMap(2, owner, replica))
+	e := newEpochPair(t, 1, 2)
+	owner, replica := e.owner, e.replica
 	const seg = 3
 	rev := owner.store.put(seg, "k", []byte("v"), 0)
 	done := make(chan Status, 1)
@@ -271,7 +285,7 @@ func TestRefusalWaitsForTheOwnersMap(t *testing.T) {
 		t.Fatalf("the Sync write ended with %v before the owner's map caught up", status)
 	default:
 	}
-	ownerMap.Store(replicatedMap(2, owner, replica))
+	e.ownerMap.Store(replicatedMap(2, owner, replica))
 	owner.wakeWaiters()
 	if status := <-done; status != StatusSuccess {
 		t.Fatalf("the Sync write once the owner's map caught up: %v; want Success", status)
