@@ -130,20 +130,20 @@ func applyCollOp(cur *entry, op *collOp, expireAt int64) *entry {
 		return &entry{value: cur.value, coll: cur.coll, expireAt: expireAt}
 	}
 	k := opCollKind(op.kind)
-	var c collection
+	var cv *collValue
 	switch {
 	case op.flags&collFresh != 0:
-		c = newCollection(k)
-	case cur == nil || cur.coll == nil || cur.coll.kind() != k:
+		cv = &collValue{c: newCollection(k)}
+	case cur == nil || cur.coll == nil || cur.coll.c.kind() != k:
 		return cur
 	default:
-		c = cur.coll
+		cv = cur.coll // changed in place: the new entry shares it
 	}
-	applyToCollection(c, op)
-	if c.len() == 0 {
+	applyToCollection(cv.c, op)
+	if cv.c.len() == 0 {
 		return nil
 	}
-	return &entry{coll: c, expireAt: expireAt}
+	return &entry{coll: cv, expireAt: expireAt}
 }
 
 func applyToCollection(c collection, op *collOp) {
@@ -184,7 +184,7 @@ const collectionChunkBytes = 256 << 10
 // snapshotEntries appends to dst the snapshot entries of a collection entry: one or more, each with part of
 // its elements, whole elements in each.
 func snapshotEntries(dst []durability.Entry, key string, e *entry) []durability.Entry {
-	elems, k := e.coll.elements(), e.coll.kind()
+	elems, k := e.coll.c.elements(), e.coll.c.kind()
 	stride := k.stride()
 	for start := 0; start < len(elems); {
 		end, size := start, 0

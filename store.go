@@ -15,17 +15,41 @@ import (
 // lock. A collection changes in place, under the lock (collections.go).
 type entry struct {
 	value    []byte
-	coll     collection // nil for a string
+	coll     *collValue // nil for a string
 	version  uint64
 	expireAt int64
-	// footprint is what the entry was counted for in its segment's bytes when it was last stored.
-	footprint int64
+}
+
+// collValue is the value of a collection entry. Writes change the collection in place, and the entry
+// they make shares its collValue with the one it replaces, so the footprint the segment's bytes counted
+// lives here: a string entry's is its size, which never changes. Keeping both out of entry keeps an entry
+// at 48 bytes.
+type collValue struct {
+	c         collection
+	footprint int64 // what the entry was counted for in its segment's bytes when it was last stored
+}
+
+// counted is what e was counted for under key in its segment's bytes when it was stored.
+func (e *entry) counted(key string) int64 {
+	if e.coll != nil {
+		return e.coll.footprint
+	}
+	return e.size(key)
+}
+
+// count records and returns what e counts for under key in its segment's bytes, as it is stored.
+func (e *entry) count(key string) int64 {
+	n := e.size(key)
+	if e.coll != nil {
+		e.coll.footprint = n
+	}
+	return n
 }
 
 // Estimates behind the store's byte count: what Go spends on an entry and its map slot beyond the key
 // and value bytes, and what a collection's element takes on average.
 const (
-	entryOverhead  = 112
+	entryOverhead  = 96
 	elementAverage = 64
 )
 
@@ -41,7 +65,7 @@ func (e *entry) ttlCount() int64 {
 func (e *entry) size(key string) int64 {
 	n := int64(len(key) + entryOverhead)
 	if e.coll != nil {
-		return n + int64(e.coll.len())*elementAverage
+		return n + int64(e.coll.c.len())*elementAverage
 	}
 	return n + int64(cap(e.value))
 }
@@ -53,7 +77,7 @@ func (e *entry) kind() kind {
 	if e.coll == nil {
 		return kindString
 	}
-	return e.coll.kind()
+	return e.coll.c.kind()
 }
 
 // segmentStore holds the entries of one segment. Writes to different segments never contend.
@@ -345,7 +369,7 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 	case e.kind() != k:
 		return StatusWrongType
 	}
-	fn(e.coll)
+	fn(e.coll.c)
 	return StatusSuccess
 }
 
@@ -367,7 +391,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	var c collection
 	if cur != nil {
-		c = cur.coll
+		c = cur.coll.c
 	}
 	op := fn(c)
 	if op.kind == 0 {
@@ -420,14 +444,13 @@ func (seg *segmentStore) set(key string, e *entry) {
 	old, had := seg.entries[key]
 	var bytes, expiring int64
 	if had {
-		bytes, expiring = -old.footprint, -old.ttlCount()
+		bytes, expiring = -old.counted(key), -old.ttlCount()
 	}
 	if e == nil {
 		delete(seg.entries, key)
 	} else {
 		seg.entries[key] = e
-		e.footprint = e.size(key)
-		bytes += e.footprint
+		bytes += e.count(key)
 		expiring += e.ttlCount()
 	}
 	seg.bytes.Add(bytes)
@@ -605,11 +628,11 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 			if c == nil {
 				continue
 			}
-			e = &entry{coll: c, expireAt: d.ExpireAt, version: d.Version}
+			e = &entry{coll: &collValue{c: c}, expireAt: d.ExpireAt, version: d.Version}
 			entries[d.Key] = e
 		}
 		if elems, err := durability.DecodeArgs(d.Value); err == nil {
-			e.coll.load(elems)
+			e.coll.c.load(elems)
 		}
 	}
 	seg := &s.segments[segment]
@@ -621,8 +644,7 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	var bytes, expiring int64
 	for k, e := range entries {
 		seg.keysChanged(k, true)
-		e.footprint = e.size(k)
-		bytes += e.footprint
+		bytes += e.count(k)
 		expiring += e.ttlCount()
 	}
 	seg.bytes.Store(bytes)
@@ -660,8 +682,8 @@ func entryHash(key string, e *entry) uint64 {
 	h.Write(e.value)
 	if e.coll != nil {
 		var c [9]byte
-		c[0] = byte(e.coll.kind())
-		binary.LittleEndian.PutUint64(c[1:], e.coll.digest())
+		c[0] = byte(e.coll.c.kind())
+		binary.LittleEndian.PutUint64(c[1:], e.coll.c.digest())
 		h.Write(c[:])
 	}
 	var b [16]byte

@@ -143,3 +143,44 @@ func TestStoreSnapshotRestoresEqualDigest(t *testing.T) {
 		t.Fatalf("an empty copy at the same revision has the digest %+v of a full one %+v", db, da)
 	}
 }
+
+// TestStoreBytesFollowCollections checks the store's byte count through writes that change collections in
+// place, expire them and empty them, on an owner and on the replica applying its ops: after every step it
+// equals the estimate of the live entries computed afresh, and it is zero once every key is gone.
+func TestStoreBytesFollowCollections(t *testing.T) {
+	p := newReplicatedPair(t)
+	fresh := func(s *store) (n int64) {
+		for key, e := range s.segments[0].entries {
+			n += e.size(key)
+		}
+		return n
+	}
+	steps := []struct {
+		what string
+		do   func()
+	}{
+		{"a string", func() { p.owner.put(0, "s", []byte("value"), 0) }},
+		{"a hash of one field", func() { p.do(opHSet, "h", "f1", "v1") }},
+		{"fields added in place", func() { p.do(opHSet, "h", "f2", "v2", "f3", "v3") }},
+		{"a set", func() { p.do(opSAdd, "set", "a", "b", "c") }},
+		{"an expiry on the hash", func() { p.owner.expire(0, "h", time.Hour) }},
+		{"a field removed in place", func() { p.do(opHDel, "h", "f1") }},
+		{"a member removed in place", func() { p.do(opSRem, "set", "a") }},
+		{"the string overwritten", func() { p.owner.put(0, "s", []byte("a longer value"), 0) }},
+		{"the hash emptied", func() { p.do(opHDel, "h", "f2", "f3") }},
+		{"the set emptied", func() { p.do(opSRem, "set", "b", "c") }},
+		{"the string deleted", func() { p.owner.remove(0, "s") }},
+	}
+	for _, step := range steps {
+		step.do()
+		for name, s := range map[string]*store{"owner": p.owner, "replica": p.replica} {
+			if got, want := s.bytes(), fresh(s); got != want {
+				t.Fatalf("after %s, the %s counts %d bytes; its live entries take %d", step.what, name, got, want)
+			}
+		}
+	}
+	if n := p.owner.bytes() + p.replica.bytes(); n != 0 || p.owner.len() != 0 || p.replica.len() != 0 {
+		t.Fatalf("every key gone: %d bytes counted, %d keys left", n, p.owner.len())
+	}
+	p.same(t)
+}
