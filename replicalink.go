@@ -147,12 +147,13 @@ func (l *replicaLink) awaitAcked(ctx context.Context, segment int, revision uint
 			return nil
 		case !owner:
 			return ErrOwnershipChanging
-		case !needed:
+		case !needed && !fenced:
 			return nil // a committed decision no longer expects the replica to hold the write
 		}
-		// A fenced write waits for this node's map to reach the epoch the replica saw: it may be this node's
-		// own next epoch (a reclaim), which the replica learnt first. Deposed, the map soon names another
-		// owner; cut off from the control plane, the write fails at its deadline.
+		// A fenced write waits for this node's map to reach the epoch the replica saw, even if that map no
+		// longer expects the replica: the epoch may be this node's own next one (a reclaim), which the
+		// replica learnt first. Deposed, the map soon names another owner; cut off from the control plane,
+		// the write fails at its deadline.
 		select {
 		case <-ack:
 		case <-progress:

@@ -279,7 +279,12 @@ func TestRefusalWaitsForTheOwnersMap(t *testing.T) {
 	rev := owner.store.put(seg, "k", []byte("v"), 0)
 	done := make(chan Status, 1)
 	go func() { done <- owner.awaitReplicas(context.Background(), seg, rev, true) }()
-	waitFor(t, 10*time.Second, "the replica to refuse epoch 1", func() bool { return replica.stats.rejected.Load() > 0 })
+	link := owner.link("b")
+	waitFor(t, 10*time.Second, "the owner's link to take the replica's refusal of epoch 1", func() bool {
+		link.lock()
+		defer link.unlock()
+		return link.fenced[owner.layout.SegmentPartition(seg)] == 2
+	})
 	select {
 	case status := <-done:
 		t.Fatalf("the Sync write ended with %v before the owner's map caught up", status)

@@ -3,6 +3,7 @@ package zaris
 import (
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -14,8 +15,10 @@ import (
 // blocks, so the announcement is not needed.
 type rawSocket struct {
 	rc syscall.RawConn
-	// A read and a write may run at once. Each keeps its buffer and outcome here, for a callback made once
-	// in newSocketIO: a closure made per call would cost an allocation per read and per write.
+	// A read and a write may run at once, and two writes may be asked for at once (a connection's replies
+	// and its pusher's). Each direction keeps its call's buffer and outcome here, under its own lock, for a
+	// callback made once in newSocketIO: a closure made per call would cost an allocation per call.
+	rmu, wmu        sync.Mutex
 	rd, wr          rawCall
 	onRead, onWrite func(fd uintptr) bool
 }
@@ -46,6 +49,8 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	s.rd = rawCall{p: p}
 	err := s.rc.Read(s.onRead)
 	n, errno := s.rd.n, s.rd.errno
@@ -70,6 +75,8 @@ func (s *rawSocket) read(fd uintptr) bool {
 }
 
 func (s *rawSocket) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.wr = rawCall{p: p}
 	err := s.rc.Write(s.onWrite)
 	written, errno := s.wr.n, s.wr.errno
