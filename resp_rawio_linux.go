@@ -16,18 +16,29 @@ import (
 type rawSocket struct {
 	rc syscall.RawConn
 	// A read and a write may run at once, and two writes may be asked for at once (a connection's replies
-	// and its pusher's). Each direction keeps its call's buffer and outcome here, under its own lock, for a
-	// callback made once in newSocketIO: a closure made per call would cost an allocation per call.
-	rmu, wmu        sync.Mutex
-	rd, wr          rawCall
-	onRead, onWrite func(fd uintptr) bool
+	// and its pusher's): each direction takes turns on its own.
+	rd, wr rawDirection
 }
 
-// rawCall is one direction's system call in progress: its buffer, the bytes done and the error.
-type rawCall struct {
-	p     []byte
-	n     int
-	errno syscall.Errno
+// rawDirection is one direction of a raw socket: its call in progress, under a lock, and the callback that
+// makes the system call, made once in newSocketIO: a closure made per call would cost an allocation per call.
+type rawDirection struct {
+	mu       sync.Mutex
+	p        []byte
+	n        int
+	errno    syscall.Errno
+	callback func(fd uintptr) bool
+}
+
+// run makes one call of the direction with buffer p, through wait (the connection's RawConn.Read or
+// Write), and returns the bytes done, the system call's error and wait's.
+func (d *rawDirection) run(p []byte, wait func(func(fd uintptr) bool) error) (int, syscall.Errno, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.p, d.n, d.errno = p, 0, 0
+	err := wait(d.callback)
+	d.p = nil
+	return d.n, d.errno, err
 }
 
 // newSocketIO returns raw I/O for TCP connections and conn itself for anything else.
@@ -41,7 +52,7 @@ func newSocketIO(conn net.Conn) io.ReadWriter {
 		return conn
 	}
 	s := &rawSocket{rc: rc}
-	s.onRead, s.onWrite = s.read, s.write
+	s.rd.callback, s.wr.callback = s.read, s.write
 	return s
 }
 
@@ -49,12 +60,7 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
-	s.rd = rawCall{p: p}
-	err := s.rc.Read(s.onRead)
-	n, errno := s.rd.n, s.rd.errno
-	s.rd.p = nil
+	n, errno, err := s.rd.run(p, s.rc.Read)
 	switch {
 	case err != nil:
 		return 0, err
@@ -68,19 +74,14 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 
 // read is Read's callback: it reports false, to wait for the poller, while the socket has nothing.
 func (s *rawSocket) read(fd uintptr) bool {
-	c := &s.rd
-	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.p[0])), uintptr(len(c.p)))
-	c.n, c.errno = int(r), e
+	d := &s.rd
+	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&d.p[0])), uintptr(len(d.p)))
+	d.n, d.errno = int(r), e
 	return e != syscall.EAGAIN && e != syscall.EINTR
 }
 
 func (s *rawSocket) Write(p []byte) (int, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.wr = rawCall{p: p}
-	err := s.rc.Write(s.onWrite)
-	written, errno := s.wr.n, s.wr.errno
-	s.wr.p = nil
+	written, errno, err := s.wr.run(p, s.rc.Write)
 	if err == nil && errno != 0 {
 		err = errno
 	}
@@ -90,17 +91,17 @@ func (s *rawSocket) Write(p []byte) (int, error) {
 // write is Write's callback: it writes until all of the buffer is out, reporting false, to wait for the
 // poller, while the socket takes no more.
 func (s *rawSocket) write(fd uintptr) bool {
-	c := &s.wr
-	for c.n < len(c.p) {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.p[c.n])), uintptr(len(c.p)-c.n))
+	d := &s.wr
+	for d.n < len(d.p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&d.p[d.n])), uintptr(len(d.p)-d.n))
 		if e == syscall.EAGAIN || e == syscall.EINTR {
 			return false
 		}
 		if e != 0 {
-			c.errno = e
+			d.errno = e
 			return true
 		}
-		c.n += int(r)
+		d.n += int(r)
 	}
 	return true
 }

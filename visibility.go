@@ -12,17 +12,27 @@ import "github.com/zaris-go/zaris/transport"
 // unconfirmed returns the revision a reply of op on seg reveals and whether the in-sync replicas must
 // confirm it before the reply is sent. Writes that wait for their replicas confirm themselves.
 func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision uint64, wait bool) {
-	if n.cfg.WriteConcern != Sync || !revealsState(op, reply) {
+	if !n.confirmsReply(op, reply) {
 		return 0, false
 	}
 	revision = n.store.revision(seg)
-	return revision, n.unconfirmedAt(op, seg, revision, reply)
+	return revision, n.repl.unconfirmedAt(seg, revision)
 }
 
 // unconfirmedAt is unconfirmed for a reply of op that revealed seg at revision, read with the state it
 // reveals.
 func (n *Node) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kvReply) bool {
-	return n.cfg.WriteConcern == Sync && revealsState(op, reply) && revision > n.repl.committed[seg].Load()
+	return n.confirmsReply(op, reply) && n.repl.unconfirmedAt(seg, revision)
+}
+
+// confirmsReply reports whether a reply of op waits for the replicas to confirm the state it reveals.
+func (n *Node) confirmsReply(op transport.Op, reply *kvReply) bool {
+	return n.cfg.WriteConcern == Sync && revealsState(op, reply)
+}
+
+// unconfirmedAt reports whether some in-sync replica may not yet hold segment up to revision.
+func (r *replication) unconfirmedAt(segment int, revision uint64) bool {
+	return revision > r.committed[segment].Load()
 }
 
 // revealsState reports whether the reply tells something about the stored state without having written:
