@@ -656,8 +656,10 @@ func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply
 	}
 }
 
-// minLaneItems is the fewest items worth a lane of their own: fewer cost less to serve than a goroutine.
-const minLaneItems = 16
+// minLaneItems is the fewest items worth a lane of their own. A lane costs a goroutine, whose stack grows
+// on its first items, and the wake-up of a thread to run it, tens of microseconds on a busy machine: a lane
+// earns that back only with about a hundred microseconds of work, some 256 gets.
+const minLaneItems = 256
 
 // laneSeed seeds the hash that spreads keys over lanes.
 var laneSeed = maphash.MakeSeed()
@@ -756,24 +758,25 @@ func (n *Node) judgeReads(w *batchWork) {
 // and for a get whose verdict did not hold: those take a check of their own. A lapse is noticed by the
 // first check after it, and at the latest by the node's periodic one, FailoverTimeout/8 later: still well
 // before another node may be promoted, a whole FailoverTimeout after the last contact.
-func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64) (reply kvReply, served bool) {
+func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) (served bool) {
 	v := &w.reads
 	if v.m == nil || v.segments[pos] < 0 {
-		return kvReply{}, false
+		return false
 	}
 	seg := int(v.segments[pos])
 	p := n.layout.SegmentPartition(seg)
 	if v.owned[p] == verdictRefused {
-		reply = v.refusals[p]
-		n.countRefusal(&reply)
-		return reply, true
+		*reply = v.refusals[p]
+		n.countRefusal(reply)
+		return true
 	}
-	reply, rev := n.getAt(seg, it.Req.Key, now)
+	rev := n.getAt(seg, it.Req.Key, now, reply)
 	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.lease.held.Load() {
-		return kvReply{}, false
+		*reply = kvReply{}
+		return false
 	}
-	n.awaitRead(w, seg, rev, pos, &reply)
-	return reply, true
+	n.awaitRead(w, seg, rev, pos, reply)
+	return true
 }
 
 // serveLane serves the items of w at positions, in order. Its gets read the store at the batch's instant
@@ -788,7 +791,7 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 			replies[i] = batchItemReply{Index: it.Index, Withheld: true}
 			continue
 		}
-		replies[i] = n.serveBatchItem(ctx, w, it, i, now)
+		n.serveBatchItem(ctx, w, it, i, now, &replies[i])
 		if it.Op != opGet {
 			now = n.store.now()
 		}
@@ -802,38 +805,39 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 }
 
 // serveBatchItem checks ownership and applies it, the item of w at pos, as serveKV does for a single
-// request. The first item of a request is always answered, so that every request makes progress.
-func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64) batchItemReply {
-	reply, served := n.serveJudgedGet(w, it, pos, now)
-	if !served {
-		reply = n.serveCheckedItem(ctx, w, it, pos, now)
+// request, and writes its reply to out. The first item of a request is always answered, so that every
+// request makes progress.
+func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, out *batchItemReply) {
+	*out = batchItemReply{Index: it.Index}
+	reply := &out.Reply
+	if !n.serveJudgedGet(w, it, pos, now, reply) {
+		n.serveCheckedItem(ctx, w, it, pos, now, reply)
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.
 	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !w.left.take(cost, pos == 0) {
-		return batchItemReply{Index: it.Index, Withheld: true}
+		*out = batchItemReply{Index: it.Index, Withheld: true}
 	}
-	return batchItemReply{Index: it.Index, Reply: reply}
 }
 
 // serveCheckedItem checks the item's ownership on its own and applies it: a get at the instant now, any
 // other item as applyStore runs a single request.
-func (n *Node) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64) kvReply {
-	seg, reply, owned := n.checkOwner(it.Req.Key)
+func (n *Node) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) {
+	seg, refusal, owned := n.checkOwner(it.Req.Key)
 	if !owned {
-		return reply
+		*reply = refusal
+		return
 	}
 	if it.Op == opGet {
-		reply, rev := n.getAt(seg, it.Req.Key, now)
-		n.awaitRead(w, seg, rev, pos, &reply)
-		return reply
+		rev := n.getAt(seg, it.Req.Key, now, reply)
+		n.awaitRead(w, seg, rev, pos, reply)
+		return
 	}
-	reply = n.applyStore(ctx, it.Op, seg, &it.Req)
-	if n.awaitsReplicas(it.Op, &it.Req, &reply) {
+	*reply = n.applyStore(ctx, it.Op, seg, &it.Req)
+	if n.awaitsReplicas(it.Op, &it.Req, reply) {
 		w.waits.add(seg, n.store.revision(seg), pos, true)
-	} else if rev, wait := n.unconfirmed(it.Op, seg, &reply); wait {
+	} else if rev, wait := n.unconfirmed(it.Op, seg, reply); wait {
 		w.waits.add(seg, rev, pos, false)
 	}
-	return reply
 }
 
 // awaitRead makes the batch wait, before it answers, until the in-sync replicas hold the revision rev of
@@ -846,22 +850,26 @@ func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv
 
 // getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
-// revision the read saw.
-func (n *Node) getAt(seg int, key string, now int64) (kvReply, uint64) {
-	if refusal, ok := refuseKeyOp(&keyOps[opGet], key); !ok {
-		return refusal, 0
+// revision the read saw. It writes the reply to out, which is zero.
+func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
+	if refusal := refuseKeyOp(&keyOps[opGet], key); refusal != nil {
+		*out = *refusal
+		return 0
 	}
 	if n.store.writeIntentOn(seg, key) {
-		return kvReply{Status: StatusLocked}, 0 // a committed transaction may be about to change it
+		out.Status = StatusLocked // a committed transaction may be about to change it
+		return 0
 	}
 	e, ttl, ok, rev := n.store.getEntryAt(seg, key, now)
 	switch {
 	case !ok:
-		return kvReply{Status: StatusNotFound}, rev
+		out.Status = StatusNotFound
 	case e.coll != nil:
-		return kvReply{Status: StatusWrongType}, rev
+		out.Status = StatusWrongType
+	default:
+		out.Status, out.Value, out.Version, out.Int = StatusSuccess, e.value, e.version, int64(ttl)
 	}
-	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}, rev
+	return rev
 }
 
 // replyBudget is the room left in a reply frame for values and owner names, shared by the workers.

@@ -205,7 +205,7 @@ func TestBatchResultsInCallerOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for round := 0; round < 20; round++ {
 		caller := []*Node{client, c.node(0)}[round%2]
-		items := randomMix(rng, 400, 40, 64)
+		items := randomMix(rng, 1600, 40, 64) // several lanes of minLaneItems on each owner
 		results, err := caller.ExecuteBatch(ctx, items)
 		if err != nil {
 			t.Fatal(err)
@@ -914,7 +914,8 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 		}
 		undo := change()
 		defer undo()
-		return n.serveBatchItem(ctx, w, &w.items[0], 0, n.store.now()).Reply
+		n.serveBatchItem(ctx, w, &w.items[0], 0, n.store.now(), &w.replies[0])
+		return w.replies[0].Reply
 	}
 
 	if r := serve(func() func() { return func() {} }); r.Status != StatusSuccess || string(r.Value) != "v" {

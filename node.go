@@ -569,8 +569,8 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 	if k == nil {
 		return kvReply{Status: StatusInvalidRequest}
 	}
-	if refusal, ok := refuseKeyOp(k, req.Key); !ok {
-		return refusal
+	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
+		return *refusal
 	}
 	switch {
 	case k.readOnly && n.store.writeIntentOn(seg, req.Key):
@@ -590,15 +590,20 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 }
 
 // refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
-// an operation that runs only inside a transaction. It reports true when the request may run.
-func refuseKeyOp(k *keyOperation, key string) (kvReply, bool) {
+// an operation that runs only inside a transaction. It returns nil when the request may run: the path every
+// request takes returns no reply to copy.
+func refuseKeyOp(k *keyOperation, key string) *kvReply {
+	var reason string
 	switch {
 	case isInternalKey(key):
-		return invalidArgs("ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"), false
+		reason = "ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"
 	case k.txnOnly:
-		return invalidArgs("ERR " + k.name + " runs only in a transaction"), false
+		reason = "ERR " + k.name + " runs only in a transaction"
+	default:
+		return nil
 	}
-	return kvReply{}, true
+	refusal := invalidArgs(reason)
+	return &refusal
 }
 
 // countdowns remember since when each key has been in some state, for the leader's timeouts.

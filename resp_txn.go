@@ -311,8 +311,8 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 	if k == nil {
 		return kvReply{Status: StatusInvalidRequest}
 	}
-	if refusal, ok := refuseKeyOp(k, req.Key); !ok {
-		return refusal
+	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
+		return *refusal
 	}
 	return k.apply(c.exec.g, seg, *req, c.exec.lim)
 }
