@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // Memory is a Store that keeps everything in process memory: nothing survives the process. It serves
@@ -48,8 +49,10 @@ func NewMemoryWith(opts MemoryOptions) *Memory {
 	return &Memory{opts: opts, segs: make(map[uint32]*memSegment)}
 }
 
-// memOpSize is what one op counts towards LogBytes: the same order as its encoding, without encoding it.
-func memOpSize(op *Op) int64 { return int64(opSizeHint(op)) }
+// memOpSize is what one op counts towards LogBytes: the memory it holds, its struct in the log's chunks,
+// its key and its value. A value the store shares with its caller counts too, since the op may outlive
+// the caller's use of it (a later write replaces the key's value, and the op alone keeps the old one).
+func memOpSize(op *Op) int64 { return int64(unsafe.Sizeof(*op)) + int64(len(op.Key)+cap(op.Value)) }
 
 // Append implements Store. Ops of a single segment, as a node records its writes, lock only that
 // segment.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // sizedPut is segment's put at rev with a value of size bytes.
@@ -66,6 +67,23 @@ func TestMemoryRetainBytes(t *testing.T) {
 	checkBounds(t, s, 0, 11, 11)
 	checkTruncated(t, s, 0, 9)
 	checkBounds(t, s, 1, 1, 1)
+}
+
+// TestMemoryRetainBytesCountsMemory checks that the bound in bytes bounds memory: small ops hold more
+// than their encoding (a struct in the log, and a shared value), and the log keeps as many as that memory
+// allows, not as many as their encoded size would.
+func TestMemoryRetainBytesCountsMemory(t *testing.T) {
+	const kept, valueSize = 100, 64
+	per := int64(unsafe.Sizeof(Op{})) + int64(len("k")+valueSize)
+	s := NewMemoryWith(MemoryOptions{RetainOps: 10_000, RetainBytes: kept * per, ShareValues: true})
+	defer s.Close()
+	for rev := uint64(1); rev <= 1000; rev++ {
+		mustAppend(t, s, []Op{sizedPut(0, rev, valueSize)})
+	}
+	checkBounds(t, s, 0, 1000-kept+1, 1000)
+	if n := logBytes(t, s, 0); n != kept*per {
+		t.Fatalf("LogBytes %d for %d ops; want %d, what they hold", n, kept, kept*per)
+	}
 }
 
 // TestMemoryShareValues checks that a store sharing values hands back the very bytes appended, and that

@@ -52,8 +52,8 @@ type Store interface {
 	// rev-1. A rev at or below first changes nothing.
 	TruncateBefore(segment uint32, rev uint64) error
 
-	// LogBytes returns the approximate encoded size of segment's retained log, for size-bounded
-	// retention.
+	// LogBytes returns the approximate size of segment's retained log where the store keeps it (on disk,
+	// or in memory), for size-bounded retention.
 	LogBytes(segment uint32) (int64, error)
 
 	// SaveSnapshot replaces the snapshot of s.Segment. Like Append, it is not synced.
