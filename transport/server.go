@@ -60,6 +60,7 @@ type ServerStats struct {
 
 type serverStats struct {
 	accepted, refused, idleClosed, timedOut atomic.Uint64
+	workers                                 atomic.Uint64 // worker goroutines started
 }
 
 // Server answers data-plane requests on any number of listeners and connections, within the bounds of its
@@ -181,6 +182,7 @@ func (s *Server) start(conn net.Conn) {
 		conn:   conn,
 		w:      newFrameWriter(conn, &writeStats{}, s.opts.WriteTimeout),
 		freed:  make(chan struct{}, 1),
+		work:   make(chan envelope),
 		ctx:    ctx,
 		cancel: cancel,
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,5 +222,66 @@ func TestServerReleasesResponses(t *testing.T) {
 	srv.Close() // waits for the handlers: a response can reach its caller before its release
 	if got := h.released.Load(); got != callers*calls {
 		t.Fatalf("%d responses released; want %d, one per successful call", got, callers*calls)
+	}
+}
+
+// TestServerReusesWorkers checks that a connection's requests run on the workers of earlier ones, and
+// that it keeps at most idleWorkers of them waiting. Calls in turn start at most two: a request may arrive
+// before the worker that answered the one before it waits again, but then the other one waits.
+func TestServerReusesWorkers(t *testing.T) {
+	gate := make(chan struct{})
+	var blocked atomic.Int32
+	h := HandlerFunc(func(_ context.Context, op Op, _ []byte) ([]byte, error) {
+		if op == 2 {
+			blocked.Add(1)
+			<-gate
+		}
+		return nil, nil
+	})
+	srv, addr := startServer(t, h, Options{})
+	c := newClient(t, addr, Options{})
+	ctx := testContext(t)
+	for range 100 {
+		if _, err := c.Call(ctx, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := srv.stats.workers.Load()
+	if first > 2 {
+		t.Fatalf("100 calls in turn started %d workers; want at most 2", first)
+	}
+
+	const busy = 2 * idleWorkers
+	var wg sync.WaitGroup
+	for range busy {
+		wg.Go(func() {
+			if _, err := c.Call(ctx, 2, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for blocked.Load() < busy {
+		runtime.Gosched()
+	}
+	close(gate)
+	wg.Wait()
+	burst := srv.stats.workers.Load()
+	if burst-first > busy {
+		t.Fatalf("%d calls at once started %d workers", busy, burst-first)
+	}
+	for range 100 {
+		if _, err := c.Call(ctx, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.stats.workers.Load(); n != burst {
+		t.Fatalf("calls in turn after the burst started %d more workers; want none", n-burst)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for sc := range srv.conns {
+		if idle := sc.idle.Load(); idle > idleWorkers {
+			t.Fatalf("%d idle workers kept; want at most %d", idle, idleWorkers)
+		}
 	}
 }

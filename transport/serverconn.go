@@ -18,14 +18,16 @@ type serverConn struct {
 	lastDone atomic.Int64    // when the connection started or last had no request in progress, in Unix nanoseconds
 	full     atomic.Bool     // the reader waits for one of MaxConnRequests requests to end
 	freed    chan struct{}   // a request ended while the reader waited; buffered, so no wake-up is lost
+	work     chan envelope   // hands a request to an idle worker; unbuffered, so a send finds one or fails
+	idle     atomic.Int32    // workers waiting on work
 	ctx      context.Context // ends when the connection closes; handlers run under it
 	cancel   context.CancelFunc
 	once     sync.Once
 }
 
-// readLoop reads requests and starts a handler goroutine for each, until the connection fails or idles
-// out. Reading stops while a request waits for a slot on its connection and on the server, so a peer that
-// pipelines faster than the handlers answer is held back by the connection itself.
+// readLoop reads requests and hands each to a worker, an idle one or a new one, until the connection fails
+// or idles out. Reading stops while a request waits for a slot on its connection and on the server, so a
+// peer that pipelines faster than the handlers answer is held back by the connection itself.
 func (sc *serverConn) readLoop() {
 	defer sc.srv.wg.Done()
 	for {
@@ -40,9 +42,50 @@ func (sc *serverConn) readLoop() {
 			sc.close(err)
 			return
 		}
-		sc.srv.wg.Add(1)
 		sc.w.active.Add(1)
-		go sc.serve(req)
+		select {
+		case sc.work <- req:
+		default:
+			sc.srv.wg.Add(1)
+			sc.srv.stats.workers.Add(1)
+			go sc.worker(req)
+		}
+	}
+}
+
+// idleWorkers bounds the workers a connection keeps waiting for its next requests. A worker kept saves
+// the next request a goroutine's start and the growth of its stack to the depth handlers reach.
+const idleWorkers = 8
+
+// park counts the calling worker among the idle ones, unless there are enough already.
+func (sc *serverConn) park() bool {
+	for {
+		n := sc.idle.Load()
+		if n >= idleWorkers {
+			return false
+		}
+		if sc.idle.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// worker serves req, then the requests the reader hands it while it is among the connection's idle
+// workers, until the connection closes.
+func (sc *serverConn) worker(req envelope) {
+	defer sc.srv.wg.Done()
+	for {
+		sc.serve(req)
+		if !sc.park() {
+			return
+		}
+		select {
+		case req = <-sc.work:
+			sc.idle.Add(-1)
+		case <-sc.ctx.Done():
+			sc.idle.Add(-1)
+			return
+		}
 	}
 }
 
@@ -128,7 +171,6 @@ func (sc *serverConn) done() {
 
 // serve runs the handler for one request and writes its response, coalesced with its neighbours'.
 func (sc *serverConn) serve(req envelope) {
-	defer sc.srv.wg.Done()
 	kind, resp := sc.handle(req)
 	err := sc.w.write(sc.ctx, kind, req.id, req.op, resp)
 	if sc.srv.releaser != nil && kind == kindResponse {
