@@ -365,6 +365,13 @@ func refusalMessage(op transport.Op, code int64) string {
 }
 
 // keyOp checks ownership of req.Key and applies op.
+// request returns the connection's request, emptied, for key: a command that applies one request at a time
+// builds it there rather than in memory of its own, since nothing keeps a request once it is applied.
+func (c *respConn) request(key []byte) *kvRequest {
+	c.req = kvRequest{Key: string(key)}
+	return &c.req
+}
+
 func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
 	seg, ok := c.ownKey(req.Key)
 	if !ok {
@@ -376,7 +383,7 @@ func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
 // ---- Strings and keys ----
 
 func (c *respConn) cmdGet(args [][]byte) {
-	reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])})
+	reply, ok := c.keyOp(opGet, c.request(args[1]))
 	if !ok {
 		return
 	}
@@ -402,7 +409,8 @@ func (c *respConn) cmdSet(args [][]byte) {
 	if !ok {
 		return
 	}
-	req := &kvRequest{Key: string(args[1]), Value: bytes.Clone(args[2]), TTL: int64(opts.ttl), Cond: opts.cond}
+	req := c.request(args[1])
+	req.Value, req.TTL, req.Cond = bytes.Clone(args[2]), int64(opts.ttl), opts.cond
 	if opts.cond == 0 {
 		if _, ok := c.keyOp(opPut, req); ok {
 			c.wr.ok()
@@ -496,7 +504,7 @@ func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
 	}
 	var count int64
 	for _, k := range keys {
-		reply, ok := c.apply(op, seg, &kvRequest{Key: string(k)})
+		reply, ok := c.apply(op, seg, c.request(k))
 		if !ok {
 			return
 		}
@@ -515,7 +523,7 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	}
 	replies := make([]kvReply, len(keys))
 	for i, k := range keys {
-		req := &kvRequest{Key: string(k)}
+		req := c.request(k)
 		reply := c.applyKV(opGet, seg, req)
 		if reply.Status == StatusWrongType {
 			reply = kvReply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does

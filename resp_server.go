@@ -271,6 +271,7 @@ type respConn struct {
 	conn   net.Conn
 	rd     *respReader
 	wr     *respWriter
+	req    kvRequest // the request of the command being run, for the commands that run one at a time (request)
 	id     int64
 	name   string
 	user   *respUser // nil until the client logs in
