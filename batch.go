@@ -772,8 +772,7 @@ func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now in
 	}
 	rev := n.getAt(seg, it.Req.Key, now, reply)
 	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.lease.held.Load() {
-		*reply = kvReply{}
-		return false
+		return false // the item's own check writes its reply anew
 	}
 	n.awaitRead(w, seg, rev, pos, reply)
 	return true
@@ -850,24 +849,24 @@ func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv
 
 // getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
-// revision the read saw. It writes the reply to out, which is zero.
+// revision the read saw. It writes the reply to out.
 func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
 	if refusal := refuseKeyOp(&keyOps[opGet], key); refusal != nil {
 		*out = *refusal
 		return 0
 	}
 	if n.store.writeIntentOn(seg, key) {
-		out.Status = StatusLocked // a committed transaction may be about to change it
+		*out = kvReply{Status: StatusLocked} // a committed transaction may be about to change it
 		return 0
 	}
 	e, ttl, ok, rev := n.store.getEntryAt(seg, key, now)
 	switch {
 	case !ok:
-		out.Status = StatusNotFound
+		*out = kvReply{Status: StatusNotFound}
 	case e.coll != nil:
-		out.Status = StatusWrongType
+		*out = kvReply{Status: StatusWrongType}
 	default:
-		out.Status, out.Value, out.Version, out.Int = StatusSuccess, e.value, e.version, int64(ttl)
+		*out = kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
 	}
 	return rev
 }

@@ -179,6 +179,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		c.enqueue(cmd, args)
 	default:
 		cmd.run(c, args)
+		c.req = kvRequest{}
 		c.stats.counted.commands++
 		c.trackRead(cmd, args)
 	}
@@ -364,14 +365,15 @@ func refusalMessage(op transport.Op, code int64) string {
 	return "ERR invalid request"
 }
 
-// keyOp checks ownership of req.Key and applies op.
 // request returns the connection's request, emptied, for key: a command that applies one request at a time
-// builds it there rather than in memory of its own, since nothing keeps a request once it is applied.
+// builds it there rather than in memory of its own, since nothing keeps a request once it is applied. The
+// request is emptied again after each command, so that an idle connection keeps no key or value alive.
 func (c *respConn) request(key []byte) *kvRequest {
 	c.req = kvRequest{Key: string(key)}
 	return &c.req
 }
 
+// keyOp checks ownership of req.Key and applies op.
 func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
 	seg, ok := c.ownKey(req.Key)
 	if !ok {

@@ -82,8 +82,7 @@ type Op struct {
 // version can append fields without breaking older readers.
 const opFields = 9
 
-// opSizeHint is an upper bound on the encoded size of op, used to grow buffers once and to account for
-// ops held in memory.
+// opSizeHint is an upper bound on the encoded size of op, used to grow buffers once.
 func opSizeHint(op *Op) int {
 	return msgp.ArrayHeaderSize + msgp.Uint32Size + 3*msgp.Uint64Size + msgp.Uint8Size +
 		msgp.StringPrefixSize + len(op.Key) + msgp.BytesPrefixSize + len(op.Value) + 2*msgp.Int64Size

@@ -60,7 +60,7 @@ type ServerStats struct {
 
 type serverStats struct {
 	accepted, refused, idleClosed, timedOut atomic.Uint64
-	workers                                 atomic.Uint64 // worker goroutines started
+	workers, workersDone                    atomic.Uint64 // worker goroutines started, and ended
 }
 
 // Server answers data-plane requests on any number of listeners and connections, within the bounds of its

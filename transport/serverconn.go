@@ -74,6 +74,7 @@ func (sc *serverConn) park() bool {
 // workers, until the connection closes.
 func (sc *serverConn) worker(req envelope) {
 	defer sc.srv.wg.Done()
+	defer sc.srv.stats.workersDone.Add(1)
 	for {
 		sc.serve(req)
 		if !sc.park() {
