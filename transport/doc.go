@@ -22,8 +22,10 @@
 // it is made and answered in whatever order the server finishes. Writes are coalesced: frames go into a
 // shared buffer and whoever holds the flush duty (a writer goroutine on the client, the answering handler
 // on the server) writes everything queued with one call, so frames queued while a write is in flight leave
-// together in the next (see ClientStats.Flushes and FramesWritten). The server runs each request in its
-// own goroutine. Behind a Mux, clients set Options.MuxByte.
+// together in the next (see ClientStats.Flushes and FramesWritten). The server runs each request in a
+// goroutine of its own, a worker that a connection keeps waiting for its next request once it has answered
+// (up to eight), so that most requests start on a worker whose stack has already grown. Behind a Mux,
+// clients set Options.MuxByte.
 //
 // # Bounds
 //
