@@ -77,6 +77,7 @@ type Server struct {
 	requests *semaphore     // a unit per request in progress over all connections
 	budget   *semaphore     // claimed by request frames from their length prefix until their handler starts
 	stats    serverStats
+	idle     atomic.Int32 // workers waiting for a request, over all connections
 
 	mu        sync.Mutex
 	closed    bool

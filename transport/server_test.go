@@ -284,3 +284,46 @@ func TestServerReusesWorkers(t *testing.T) {
 		t.Fatalf("calls in turn after the burst started %d more workers; want none", n-burst)
 	}
 }
+
+// TestServerBoundsIdleWorkers checks that over many connections a server keeps at most serverIdleWorkers
+// workers waiting, and lets the others end.
+func TestServerBoundsIdleWorkers(t *testing.T) {
+	const conns = serverIdleWorkers/idleWorkers + 8 // each keeps idleWorkers: more than the server keeps
+	gate := make(chan struct{})
+	var blocked atomic.Int32
+	h := HandlerFunc(func(context.Context, Op, []byte) ([]byte, error) {
+		blocked.Add(1)
+		<-gate
+		return nil, nil
+	})
+	srv, addr := startServer(t, h, Options{})
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	for range conns {
+		c := newClient(t, addr, Options{})
+		for range idleWorkers {
+			wg.Go(func() {
+				if _, err := c.Call(ctx, 1, nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	for blocked.Load() < conns*idleWorkers {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d calls reached the handler", blocked.Load(), conns*idleWorkers)
+		}
+		runtime.Gosched()
+	}
+	close(gate)
+	wg.Wait()
+	for live := srv.stats.workers.Load() - srv.stats.workersDone.Load(); live > serverIdleWorkers; live = srv.stats.workers.Load() - srv.stats.workersDone.Load() {
+		if ctx.Err() != nil {
+			t.Fatalf("%d workers left over %d connections; want at most %d", live, conns, serverIdleWorkers)
+		}
+		runtime.Gosched()
+	}
+	if idle := srv.idle.Load(); idle > serverIdleWorkers {
+		t.Fatalf("%d idle workers counted; want at most %d", idle, serverIdleWorkers)
+	}
+}

@@ -53,18 +53,40 @@ func (sc *serverConn) readLoop() {
 	}
 }
 
-// idleWorkers bounds the workers a connection keeps waiting for its next requests. A worker kept saves
-// the next request a goroutine's start and the growth of its stack to the depth handlers reach.
-const idleWorkers = 8
+// idleWorkers bounds the workers a connection keeps waiting for its next requests, and serverIdleWorkers
+// those of all a server's connections. A worker kept saves the next request a goroutine's start and the
+// growth of its stack to the depth handlers reach; a server keeps at most a few megabytes of such stacks.
+const (
+	idleWorkers       = 8
+	serverIdleWorkers = 256
+)
 
-// park counts the calling worker among the idle ones, unless there are enough already.
+// park counts the calling worker among the idle ones, unless its connection or its server keeps enough
+// already. unpark undoes it.
 func (sc *serverConn) park() bool {
+	if !raiseBelow(&sc.idle, idleWorkers) {
+		return false
+	}
+	if !raiseBelow(&sc.srv.idle, serverIdleWorkers) {
+		sc.idle.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (sc *serverConn) unpark() {
+	sc.idle.Add(-1)
+	sc.srv.idle.Add(-1)
+}
+
+// raiseBelow adds one to n unless that would take it past limit, and reports whether it did.
+func raiseBelow(n *atomic.Int32, limit int32) bool {
 	for {
-		n := sc.idle.Load()
-		if n >= idleWorkers {
+		v := n.Load()
+		if v >= limit {
 			return false
 		}
-		if sc.idle.CompareAndSwap(n, n+1) {
+		if n.CompareAndSwap(v, v+1) {
 			return true
 		}
 	}
@@ -82,9 +104,9 @@ func (sc *serverConn) worker(req envelope) {
 		}
 		select {
 		case req = <-sc.work:
-			sc.idle.Add(-1)
+			sc.unpark()
 		case <-sc.ctx.Done():
-			sc.idle.Add(-1)
+			sc.unpark()
 			return
 		}
 	}
