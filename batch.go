@@ -807,8 +807,8 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 // request, and writes its reply to out. The first item of a request is always answered, so that every
 // request makes progress.
 func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, out *batchItemReply) {
-	*out = batchItemReply{Index: it.Index}
-	reply := &out.Reply
+	out.Index, out.Withheld = it.Index, false
+	reply := &out.Reply // written whole by whichever serves the item
 	if !n.serveJudgedGet(w, it, pos, now, reply) {
 		n.serveCheckedItem(ctx, w, it, pos, now, reply)
 	}

@@ -25,8 +25,7 @@
 // together in the next (see ClientStats.Flushes and FramesWritten). The server runs each request in a
 // goroutine of its own, a worker that a connection keeps waiting for its next request once it has answered
 // (up to eight a connection, 256 a server), so that most requests start on a worker whose stack has
-// already grown. Behind a Mux,
-// clients set Options.MuxByte.
+// already grown. Behind a Mux, clients set Options.MuxByte.
 //
 // # Bounds
 //

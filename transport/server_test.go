@@ -264,20 +264,10 @@ func TestServerReusesWorkers(t *testing.T) {
 			}
 		})
 	}
-	for blocked.Load() < busy {
-		if ctx.Err() != nil {
-			t.Fatalf("%d of %d calls reached the handler", blocked.Load(), busy)
-		}
-		runtime.Gosched()
-	}
+	awaitCount(ctx, t, "calls reaching the handler", &blocked, busy)
 	close(gate)
 	wg.Wait()
-	for live := srv.stats.workers.Load() - srv.stats.workersDone.Load(); live > idleWorkers; live = srv.stats.workers.Load() - srv.stats.workersDone.Load() {
-		if ctx.Err() != nil {
-			t.Fatalf("%d workers left after the burst; want at most %d", live, idleWorkers)
-		}
-		runtime.Gosched()
-	}
+	awaitWorkersAtMost(ctx, t, srv, idleWorkers)
 	burst := srv.stats.workers.Load()
 	callsInTurn()
 	if n := srv.stats.workers.Load(); n != burst {
@@ -309,21 +299,34 @@ func TestServerBoundsIdleWorkers(t *testing.T) {
 			})
 		}
 	}
-	for blocked.Load() < conns*idleWorkers {
-		if ctx.Err() != nil {
-			t.Fatalf("%d of %d calls reached the handler", blocked.Load(), conns*idleWorkers)
-		}
-		runtime.Gosched()
-	}
+	awaitCount(ctx, t, "calls reaching the handler", &blocked, conns*idleWorkers)
 	close(gate)
 	wg.Wait()
-	for live := srv.stats.workers.Load() - srv.stats.workersDone.Load(); live > serverIdleWorkers; live = srv.stats.workers.Load() - srv.stats.workersDone.Load() {
+	awaitWorkersAtMost(ctx, t, srv, serverIdleWorkers)
+	if idle := srv.idle.Load(); idle > serverIdleWorkers {
+		t.Fatalf("%d idle workers counted; want at most %d", idle, serverIdleWorkers)
+	}
+}
+
+// awaitCount waits until n reaches want, failing the test if ctx ends first.
+func awaitCount(ctx context.Context, t *testing.T, what string, n *atomic.Int32, want int) {
+	t.Helper()
+	for int(n.Load()) < want {
 		if ctx.Err() != nil {
-			t.Fatalf("%d workers left over %d connections; want at most %d", live, conns, serverIdleWorkers)
+			t.Fatalf("%d of %d %s", n.Load(), want, what)
 		}
 		runtime.Gosched()
 	}
-	if idle := srv.idle.Load(); idle > serverIdleWorkers {
-		t.Fatalf("%d idle workers counted; want at most %d", idle, serverIdleWorkers)
+}
+
+// awaitWorkersAtMost waits until srv has at most limit workers alive, failing the test if ctx ends first.
+func awaitWorkersAtMost(ctx context.Context, t *testing.T, srv *Server, limit int) {
+	t.Helper()
+	live := func() uint64 { return srv.stats.workers.Load() - srv.stats.workersDone.Load() }
+	for live() > uint64(limit) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d workers alive; want at most %d", live(), limit)
+		}
+		runtime.Gosched()
 	}
 }
