@@ -146,13 +146,23 @@ func (c *nearCache) begin(seg int) nearFill {
 
 // keep caches what a fill begun at f read of key from owner, at the segment revision read before the
 // value, unless the key or its segment was dropped since f: then the value may predate the change that
-// dropped it.
+// dropped it. It returns once the value is in the cache (or refused by its admission policy), so that
+// the next read finds it: ristretto applies a Set in the background, and under a busy scheduler that
+// background can lag many reads behind.
 func (c *nearCache) keep(key string, seg int, f nearFill, e *nearEntry, owner NodeID, epoch, revision uint64) {
+	if c.set(key, seg, f, e, owner, epoch, revision) {
+		c.values.Wait()
+	}
+}
+
+// set is keep's decision and its Set, under mu so that it is ordered with the drops. It reports whether
+// it set the value.
+func (c *nearCache) set(key string, seg int, f nearFill, e *nearEntry, owner NodeID, epoch, revision uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gens[seg].Load() != f.gen || c.floor > f.seq || c.dropped[key] > f.seq {
 		c.stats.refused.Add(1)
-		return
+		return false
 	}
 	sub := c.subs[seg]
 	switch {
@@ -161,10 +171,10 @@ func (c *nearCache) keep(key string, seg int, f nearFill, e *nearEntry, owner No
 		c.follow(owner)
 	case sub.owner != owner || sub.epoch != epoch:
 		c.stats.refused.Add(1) // the map moved during the fill: its poller will find out
-		return
+		return false
 	}
 	e.gen, e.fetched = f.gen, f.at
-	c.values.Set(key, e, int64(len(key)+len(e.value)+nearEntryOverhead))
+	return c.values.Set(key, e, int64(len(key)+len(e.value)+nearEntryOverhead))
 }
 
 // forget drops key and waits until the cache has applied the drop: a Set still queued in ristretto would

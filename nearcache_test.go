@@ -36,7 +36,6 @@ func newTestNearCache(t *testing.T, staleness time.Duration) (*nearCache, *clock
 func (c *nearCache) testFill(key, value string, f nearFill) {
 	seg := c.layout.KeySegment(key)
 	c.keep(key, seg, f, &nearEntry{value: []byte(value), version: 1}, "owner", 1, 10)
-	c.values.Wait()
 }
 
 func (c *nearCache) cached(key string) string {
