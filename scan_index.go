@@ -1,9 +1,5 @@
 package zaris
 
-import (
-	"github.com/google/btree"
-)
-
 // Scan positions. Every key has a position in one ordered space: its slot in the top 14 bits, then 50 bits
 // of a hash of the whole key. Every node computes the same position for a key, so a cursor, the position
 // where a scan resumes, means the same on whichever node owns that range next. Keys are visited in position
@@ -35,37 +31,6 @@ func fnv64a(key string) uint64 {
 	}
 	return h
 }
-
-// scanItem is one key of a segment's scan index. Keys that share a position are ordered by their bytes.
-type scanItem struct {
-	pos uint64
-	key string
-}
-
-func scanItemLess(a, b scanItem) bool {
-	if a.pos != b.pos {
-		return a.pos < b.pos
-	}
-	return a.key < b.key
-}
-
-// scanIndex orders a segment's keys by scan position, so a page starts where the last one ended in
-// logarithmic time and walks only the keys it returns. It holds each key of the segment's map, expired
-// ones included, and is guarded by the segment's lock.
-type scanIndex struct{ tree *btree.BTreeG[scanItem] }
-
-// scanIndexDegree is the B-tree's degree: wide nodes keep the tree shallow and the walk cache-friendly.
-const scanIndexDegree = 32
-
-func newScanIndex() scanIndex {
-	return scanIndex{tree: btree.NewG(scanIndexDegree, scanItemLess)}
-}
-
-func (x scanIndex) add(key string) {
-	x.tree.ReplaceOrInsert(scanItem{pos: scanPosition(key), key: key})
-}
-
-func (x scanIndex) remove(key string) { x.tree.Delete(scanItem{pos: scanPosition(key), key: key}) }
 
 // scanFilter selects the keys a scan returns among the live ones it visits.
 type scanFilter struct {
@@ -115,32 +80,34 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 	defer seg.mu.RUnlock()
 	w := scanWalk{keys: keys, next: end, revision: seg.revision}
 	last, started := uint64(0), false
-	seg.index.tree.AscendGreaterOrEqual(scanItem{pos: from}, func(it scanItem) bool {
-		if end != scanDone && it.pos >= end {
-			return false
+	for pos, e := range seg.entries.from(from) {
+		if end != scanDone && pos >= end {
+			break
 		}
-		newPosition := !started || it.pos != last
+		if isInternalKey(e.key) {
+			continue
+		}
+		newPosition := !started || pos != last
 		if newPosition && (started || !bounds.takeFirst) &&
-			(w.visited >= bounds.visits || w.bytes+len(it.key)+scanKeyOverhead > bounds.bytes) {
-			w.next = it.pos
-			return false
+			(w.visited >= bounds.visits || w.bytes+len(e.key)+scanKeyOverhead > bounds.bytes) {
+			w.next = pos
+			break
 		}
-		last, started = it.pos, true
+		last, started = pos, true
 		w.visited++
-		if e := seg.entries[it.key]; !e.expired(now) && f.accepts(it.key, e) {
-			w.keys = append(w.keys, it.key)
-			w.bytes += len(it.key) + scanKeyOverhead
+		if !e.expired(now) && f.accepts(e.key, e) {
+			w.keys = append(w.keys, e.key)
+			w.bytes += len(e.key) + scanKeyOverhead
 		}
-		return true
-	})
+	}
 	return w
 }
 
 // segmentLen counts the keys stored in segment, expired ones not yet reclaimed included, as DBSIZE does:
-// those of the scan index, which leaves out internal keys.
+// internal keys left out.
 func (s *store) segmentLen(segment int) int {
 	seg := &s.segments[segment]
 	seg.mu.RLock()
 	defer seg.mu.RUnlock()
-	return seg.index.tree.Len()
+	return seg.entries.len() - seg.internal
 }

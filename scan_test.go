@@ -248,9 +248,9 @@ func TestScanPositionGroups(t *testing.T) {
 	keys := numberedKeys("c", 40)
 	fillStore(s, layout, keys)
 	seg := &s.segments[0]
-	seg.index = newScanIndex()
+	seg.entries = newKeyTable(0, 1, 0)
 	for i, k := range keys {
-		seg.index.tree.ReplaceOrInsert(scanItem{pos: uint64(i/8) << 20, key: k}) // five groups of eight
+		seg.entries.insert(uint64(i/8)<<20, &entry{key: k, value: []byte("v")}) // five groups of eight
 	}
 	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 3}, scanRouted)
 	checkEachOnce(t, seen, keys)
@@ -395,26 +395,26 @@ func FuzzScanRequest(f *testing.F) {
 	})
 }
 
-// checkIndex fails the test unless every segment's scan index holds exactly the keys of its map.
+// checkIndex fails the test unless every segment's table keeps its invariants, with every key at its scan
+// position, and counts its internal keys.
 func checkIndex(t testing.TB, name string, s *store) {
 	t.Helper()
 	for i := range s.segments {
 		seg := &s.segments[i]
 		seg.mu.RLock()
-		indexed := 0
-		var stray string
-		seg.index.tree.Ascend(func(it scanItem) bool {
-			indexed++
-			if _, ok := seg.entries[it.key]; !ok || it.pos != scanPosition(it.key) {
-				stray = it.key
-				return false
+		err := seg.entries.check(true)
+		internal := 0
+		for k := range seg.entries.all() {
+			if isInternalKey(k) {
+				internal++
 			}
-			return true
-		})
-		held := len(seg.entries)
+		}
+		if err == nil && internal != seg.internal {
+			err = fmt.Errorf("%d internal keys counted as %d", internal, seg.internal)
+		}
 		seg.mu.RUnlock()
-		if stray != "" || indexed != held {
-			t.Fatalf("%s: segment %d indexes %d keys (stray %q) for %d held", name, i, indexed, stray, held)
+		if err != nil {
+			t.Fatalf("%s: segment %d: %v", name, i, err)
 		}
 	}
 }

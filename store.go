@@ -14,6 +14,7 @@ import (
 // no expiry. An entry's fields never change once stored, so a string can be read outside the segment's
 // lock. A collection changes in place, under the lock (collections.go).
 type entry struct {
+	key      string // set as the entry is stored
 	value    []byte
 	coll     *collValue // nil for a string
 	version  uint64
@@ -23,7 +24,7 @@ type entry struct {
 // collValue is the value of a collection entry. Writes change the collection in place, and the entry
 // they make shares its collValue with the one it replaces, so the footprint the segment's bytes counted
 // lives here: a string entry's is its size, which never changes. Keeping both out of entry keeps an entry
-// at 48 bytes.
+// at 64 bytes.
 type collValue struct {
 	c         collection
 	footprint int64 // what the entry was counted for in its segment's bytes when it was last stored
@@ -46,7 +47,7 @@ func (e *entry) count(key string) int64 {
 	return n
 }
 
-// Estimates behind the store's byte count: what Go spends on an entry and its map slot beyond the key
+// Estimates behind the store's byte count: what Go spends on an entry and its table slot beyond the key
 // and value bytes, and what a collection's element takes on average.
 const (
 	entryOverhead  = 96
@@ -82,9 +83,9 @@ func (e *entry) kind() kind {
 
 // segmentStore holds the entries of one segment. Writes to different segments never contend.
 type segmentStore struct {
-	mu      sync.RWMutex
-	entries map[string]*entry
-	index   scanIndex // the keys of entries in scan order
+	mu       sync.RWMutex
+	entries  keyTable // in scan order
+	internal int      // the internal keys among entries (intents, transaction records)
 	// revision counts the segment's writes. A key's version is the revision of its last write, so
 	// versions grow across delete and re-create.
 	revision uint64
@@ -208,8 +209,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 func newStore(segments int, clock Clock) *store {
 	s := &store{clock: clock, segments: make([]segmentStore, segments), views: make([]store, segments)}
 	for i := range s.segments {
-		s.segments[i].entries = make(map[string]*entry)
-		s.segments[i].index = newScanIndex()
+		s.segments[i].entries = newKeyTable(i, segments, 0)
 		s.views[i] = store{clock: clock, segments: s.segments, group: &writeGroup{parent: s, segment: i, seg: &s.segments[i]}}
 	}
 	return s
@@ -235,9 +235,9 @@ func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 func (s *store) get(segment int, key string) (value []byte, version uint64, ok bool) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
-	e, found := seg.entries[key]
+	e := seg.entries.get(key)
 	s.runlock(seg)
-	if !found || e.expired(s.now()) {
+	if e == nil || e.expired(s.now()) {
 		return nil, 0, false
 	}
 	return e.value, e.version, true
@@ -256,10 +256,10 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool, revision uint64) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
-	e, found := seg.entries[key]
+	e = seg.entries.get(key)
 	revision = seg.revision
 	s.runlock(seg)
-	if !found || e.expired(now) {
+	if e == nil || e.expired(now) {
 		return nil, 0, false, revision
 	}
 	if e.expireAt != 0 {
@@ -277,7 +277,7 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	seg := &s.segments[segment]
 	s.lock(seg)
 	defer s.unlock(seg)
-	cur := seg.entries[key]
+	cur := seg.entries.get(key)
 	if cur != nil && cur.expired(now) {
 		cur = nil
 	}
@@ -316,7 +316,7 @@ func (s *store) reapKey(segment int, key string) bool {
 	seg := &s.segments[segment]
 	s.lock(seg)
 	defer s.unlock(seg)
-	if cur := seg.entries[key]; cur == nil || !cur.expired(now) {
+	if cur := seg.entries.get(key); cur == nil || !cur.expired(now) {
 		return false
 	}
 	if _, held := seg.intentOf(key, now); held {
@@ -346,7 +346,7 @@ func (s *store) expiredKeys(segment int) []string {
 	s.rlock(seg)
 	defer s.runlock(seg)
 	var keys []string
-	for key, e := range seg.entries {
+	for key, e := range seg.entries.all() {
 		if e.expired(now) {
 			keys = append(keys, key)
 		}
@@ -362,7 +362,7 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	defer s.runlock(seg)
-	e := seg.entries[key]
+	e := seg.entries.get(key)
 	switch {
 	case e == nil || e.expired(now):
 		return StatusNotFound
@@ -382,7 +382,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	seg := &s.segments[segment]
 	s.lock(seg)
 	defer s.unlock(seg)
-	cur := seg.entries[key]
+	cur := seg.entries.get(key)
 	if cur != nil && cur.expired(now) {
 		cur = nil
 	}
@@ -420,7 +420,7 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	seg := &s.segments[segment]
 	s.lock(seg)
 	defer s.unlock(seg)
-	cur := seg.entries[key]
+	cur := seg.entries.get(key)
 	if cur == nil || cur.expired(now) {
 		return false
 	}
@@ -438,18 +438,21 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	return true
 }
 
-// set stores e under key, or deletes key when e is nil, and keeps the scan index (which changes only when
-// the set of keys does), the bytes and the count of entries with a TTL in step. Called with seg.mu held.
+// set stores e under key, or deletes key when e is nil, and keeps the counts of internal keys, bytes and
+// entries with a TTL in step. Called with seg.mu held.
 func (seg *segmentStore) set(key string, e *entry) {
-	old, had := seg.entries[key]
+	var old *entry
+	if e == nil {
+		old = seg.entries.remove(key)
+	} else {
+		old = seg.entries.set(key, e)
+	}
 	var bytes, expiring int64
-	if had {
+	had := old != nil
+	if had { // before e is counted: a collection's entries share the footprint counting changes
 		bytes, expiring = -old.counted(key), -old.ttlCount()
 	}
-	if e == nil {
-		delete(seg.entries, key)
-	} else {
-		seg.entries[key] = e
+	if e != nil {
 		bytes += e.count(key)
 		expiring += e.ttlCount()
 	}
@@ -462,19 +465,19 @@ func (seg *segmentStore) set(key string, e *entry) {
 	}
 }
 
-// keysChanged keeps the scan index and the count of intents in step with a key added to the segment or
-// removed from it. Internal keys (intents, transaction records) stay out of the scan index.
+// keysChanged keeps the counts of internal keys and intents in step with a key added to the segment or
+// removed from it.
 func (seg *segmentStore) keysChanged(key string, added bool) {
-	switch {
-	case isIntentKey(key) && added:
-		seg.intents.Add(1)
-	case isIntentKey(key):
-		seg.intents.Add(-1)
-	case isInternalKey(key):
-	case added:
-		seg.index.add(key)
-	default:
-		seg.index.remove(key)
+	if !isInternalKey(key) {
+		return
+	}
+	d := 1
+	if !added {
+		d = -1
+	}
+	seg.internal += d
+	if isIntentKey(key) {
+		seg.intents.Add(int64(d))
 	}
 }
 
@@ -529,7 +532,7 @@ func (s *store) len() int {
 	for i := range s.segments {
 		seg := &s.segments[i]
 		seg.mu.RLock()
-		n += len(seg.entries)
+		n += seg.entries.len()
 		seg.mu.RUnlock()
 	}
 	return n
@@ -578,7 +581,7 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 	case op.Kind.HasArgs():
 		if c, err := decodeCollOp(op.Kind, op.Value); err == nil {
 			change.coll = &c
-			if next = applyCollOp(seg.entries[op.Key], change.coll, op.ExpireAt); next != nil {
+			if next = applyCollOp(seg.entries.get(op.Key), change.coll, op.ExpireAt); next != nil {
 				next.version = op.Version
 			}
 		}
@@ -601,8 +604,8 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	defer s.runlock(seg)
-	entries = make([]durability.Entry, 0, len(seg.entries))
-	for k, e := range seg.entries {
+	entries = make([]durability.Entry, 0, seg.entries.len())
+	for k, e := range seg.entries.all() {
 		if e.coll != nil {
 			entries = snapshotEntries(entries, k, e)
 			continue
@@ -615,21 +618,21 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 // restore replaces the segment's whole content with a snapshot taken at revision. The entries of one
 // collection are joined.
 func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
-	entries := make(map[string]*entry, len(snap))
+	entries := newKeyTable(segment, len(s.segments), len(snap))
 	for i := range snap {
 		d := &snap[i]
 		if d.Kind == uint8(kindString) {
-			entries[d.Key] = &entry{value: d.Value, expireAt: d.ExpireAt, version: d.Version}
+			entries.set(d.Key, &entry{value: d.Value, expireAt: d.ExpireAt, version: d.Version})
 			continue
 		}
-		e := entries[d.Key]
+		e := entries.get(d.Key)
 		if e == nil || e.kind() != kind(d.Kind) {
 			c := newCollection(kind(d.Kind))
 			if c == nil {
 				continue
 			}
 			e = &entry{coll: &collValue{c: c}, expireAt: d.ExpireAt, version: d.Version}
-			entries[d.Key] = e
+			entries.set(d.Key, e)
 		}
 		if elems, err := durability.DecodeArgs(d.Value); err == nil {
 			e.coll.c.load(elems)
@@ -639,10 +642,10 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	s.lock(seg)
 	defer s.unlock(seg)
 	seg.entries = entries
-	seg.index = newScanIndex()
+	seg.internal = 0
 	seg.intents.Store(0)
 	var bytes, expiring int64
-	for k, e := range entries {
+	for k, e := range entries.all() {
 		seg.keysChanged(k, true)
 		bytes += e.count(k)
 		expiring += e.ttlCount()
@@ -666,8 +669,8 @@ func (s *store) digest(segment int) Digest {
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	defer s.runlock(seg)
-	d := Digest{Segment: segment, Revision: seg.revision, Keys: len(seg.entries)}
-	for k, e := range seg.entries {
+	d := Digest{Segment: segment, Revision: seg.revision, Keys: seg.entries.len()}
+	for k, e := range seg.entries.all() {
 		d.Hash ^= entryHash(k, e)
 	}
 	return d

@@ -150,7 +150,7 @@ func TestStoreSnapshotRestoresEqualDigest(t *testing.T) {
 func TestStoreBytesFollowCollections(t *testing.T) {
 	p := newReplicatedPair(t)
 	fresh := func(s *store) (n int64) {
-		for key, e := range s.segments[0].entries {
+		for key, e := range s.segments[0].entries.all() {
 			n += e.size(key)
 		}
 		return n

@@ -109,7 +109,7 @@ func (seg *segmentStore) intentOf(key string, now int64) (intent, bool) {
 	if seg.intents.Load() == 0 {
 		return intent{}, false
 	}
-	e := seg.entries[intentKey(key)]
+	e := seg.entries.get(intentKey(key))
 	if e == nil || e.expired(now) {
 		return intent{}, false
 	}

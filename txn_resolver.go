@@ -20,7 +20,7 @@ func (s *store) staleIntents(seg int, now int64) []staleIntent {
 		return nil
 	}
 	var out []staleIntent
-	for k, e := range ss.entries {
+	for k, e := range ss.entries.all() {
 		if !isIntentKey(k) {
 			continue
 		}

@@ -314,7 +314,7 @@ func internalEntries(c *testCluster) int {
 		for i := range node.store.segments {
 			seg := &node.store.segments[i]
 			seg.mu.RLock()
-			for key := range seg.entries {
+			for key := range seg.entries.all() {
 				if isInternalKey(key) {
 					n++
 				}

@@ -1,0 +1,58 @@
+package zaris
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkStore measures the local store alone, one goroutine, on 1M keys of 64-byte values over the
+// default 1,024 segments: reads of present and absent keys, overwrites, and a delete with the insert that
+// puts the key back (which changes the set of keys, as new keys and expiries do).
+func BenchmarkStore(b *testing.B) {
+	const space = 1_000_000
+	layout, _ := NewLayout(DefaultSegments, 1)
+	s := newStore(layout.Segments, systemClock{})
+	keys := make([]string, space)
+	segs := make([]int, space)
+	value := make([]byte, 64)
+	for i := range keys {
+		keys[i] = "key:" + strconv.Itoa(i)
+		segs[i] = layout.KeySegment(keys[i])
+		s.put(segs[i], keys[i], value, 0)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.Run("get", func(b *testing.B) {
+		for b.Loop() {
+			i := rng.IntN(space)
+			if _, _, ok := s.get(segs[i], keys[i]); !ok {
+				b.Fatal("a stored key is missing")
+			}
+		}
+	})
+	absent := make([]string, space)
+	for i := range absent {
+		absent[i] = "absent:" + strconv.Itoa(i)
+	}
+	b.Run("get-absent", func(b *testing.B) {
+		for b.Loop() {
+			k := absent[rng.IntN(space)]
+			if _, _, ok := s.get(layout.KeySegment(k), k); ok {
+				b.Fatal("an absent key was found")
+			}
+		}
+	})
+	b.Run("overwrite", func(b *testing.B) {
+		for b.Loop() {
+			i := rng.IntN(space)
+			s.put(segs[i], keys[i], value, 0)
+		}
+	})
+	b.Run("delete-insert", func(b *testing.B) {
+		for b.Loop() {
+			i := rng.IntN(space)
+			s.remove(segs[i], keys[i])
+			s.put(segs[i], keys[i], value, 0)
+		}
+	})
+}
