@@ -10,78 +10,41 @@ import (
 	"testing"
 )
 
-// check returns an error unless t keeps its invariants: entries in (position, key) order, each at its key's
-// position when keyed says positions come from keys, at or after its home with no empty slot in between,
-// and as many as it counts.
-func (t *keyTable) check(keyed bool) error {
-	n, prev := 0, (*tableSlot)(nil)
-	for i := range t.slots {
-		s := &t.slots[i]
-		if s.e == nil {
-			continue
+// check returns an error unless t holds its entries in strict (position, key) order, each at its key's
+// position when keyed says positions come from keys.
+func (t keyTable) check(keyed bool) error {
+	var prev *tableItem
+	var err error
+	t.tree.Ascend(func(it tableItem) bool {
+		switch {
+		case keyed && it.pos != scanPosition(it.e.key):
+			err = fmt.Errorf("%q at position %#x, want %#x", it.e.key, it.pos, scanPosition(it.e.key))
+		case prev != nil && !tableItemLess(*prev, it):
+			err = fmt.Errorf("%q at %#x follows %q at %#x", it.e.key, it.pos, prev.e.key, prev.pos)
 		}
-		n++
-		if keyed && s.pos != scanPosition(s.e.key) {
-			return fmt.Errorf("slot %d: %q at position %#x, want %#x", i, s.e.key, s.pos, scanPosition(s.e.key))
-		}
-		if prev != nil && (prev.pos > s.pos || prev.pos == s.pos && prev.e.key >= s.e.key) {
-			return fmt.Errorf("slot %d: %q at %#x follows %q at %#x", i, s.e.key, s.pos, prev.e.key, prev.pos)
-		}
-		home := t.home(s.pos)
-		if home > i {
-			return fmt.Errorf("slot %d: %q lies before its home %d", i, s.e.key, home)
-		}
-		for j := home; j < i; j++ {
-			if t.slots[j].e == nil {
-				return fmt.Errorf("slot %d: %q has an empty slot %d after its home %d", i, s.e.key, j, home)
-			}
-		}
-		prev = s
-	}
-	if n != t.used {
-		return fmt.Errorf("%d entries counted as %d", n, t.used)
-	}
-	return nil
+		prev = &it
+		return err == nil
+	})
+	return err
 }
 
-// tableRanges are the segments whose tables the tests fill: the whole space, the first, a middle and the
-// last of 1,024, and segments of 3, whose ranges are not a power of two wide.
-var tableRanges = []struct{ segment, segments int }{{0, 1}, {0, 1024}, {517, 1024}, {1023, 1024}, {1, 3}, {2, 3}}
-
-// segmentKeys returns n distinct keys of segment out of segments, as the layout places them.
-func segmentKeys(segment, segments, n int) []string {
-	layout := Layout{Segments: segments, Partitions: 1}
-	var keys []string
-	for i := 0; len(keys) < n; i++ {
-		if k := "key:" + strconv.Itoa(i); layout.KeySegment(k) == segment {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// TestKeyTableIsAMapInScanOrder runs random sets, removals and lookups against a map, through growth and
-// shrinking, and checks after each step of a hundred that the table holds what the map does, in scan order,
-// that a walk from any position yields exactly the entries at or after it, and that the invariants hold.
+// TestKeyTableIsAMapInScanOrder runs random sets, removals and lookups against a map, and checks after
+// each step of a hundred that the table holds what the map does, in scan order, and that a walk from a
+// position yields exactly the entries at or after it: with keys spread over the slots, and with keys that
+// share one hash tag, and so one slot.
 func TestKeyTableIsAMapInScanOrder(t *testing.T) {
-	for _, r := range tableRanges {
-		t.Run(fmt.Sprintf("%d_of_%d", r.segment, r.segments), func(t *testing.T) {
-			keys := segmentKeys(r.segment, r.segments, 3000)
-			keys = append(keys, "outside:a", "outside:b") // a key of another segment still finds its entry
-			tab := newKeyTable(r.segment, r.segments, 0)
+	for _, prefix := range []string{"key:", "{tag}:"} {
+		t.Run(prefix, func(t *testing.T) {
+			keys := make([]string, 3000)
+			for i := range keys {
+				keys[i] = prefix + strconv.Itoa(i)
+			}
+			tab := newKeyTable()
 			model := map[string]*entry{}
-			rng := rand.New(rand.NewPCG(uint64(r.segment), uint64(r.segments)))
-			peak := 0
+			rng := rand.New(rand.NewPCG(1, uint64(len(prefix))))
 			for step := range 40000 {
 				k := keys[rng.IntN(len(keys))]
-				if step > 25000 { // then mostly removals, so that the table shrinks
-					if rng.IntN(8) != 0 {
-						if got, want := tab.remove(k), model[k]; got != want {
-							t.Fatalf("remove %q returned %p, want %p", k, got, want)
-						}
-						delete(model, k)
-					}
-				} else if rng.IntN(4) == 0 {
+				if removing := step > 25000; removing && rng.IntN(8) != 0 || !removing && rng.IntN(4) == 0 {
 					if got, want := tab.remove(k), model[k]; got != want {
 						t.Fatalf("remove %q returned %p, want %p", k, got, want)
 					}
@@ -96,22 +59,18 @@ func TestKeyTableIsAMapInScanOrder(t *testing.T) {
 				if got, want := tab.get(k), model[k]; got != want {
 					t.Fatalf("get %q = %p, want %p", k, got, want)
 				}
-				peak = max(peak, tab.homes)
 				if step%100 == 0 {
-					checkTableHolds(t, &tab, model)
+					checkTableHolds(t, tab, model)
 				}
 			}
-			checkTableHolds(t, &tab, model)
-			if tab.homes >= peak/4 {
-				t.Fatalf("%d home slots for %d entries after a peak of %d: the table did not shrink", tab.homes, tab.len(), peak)
-			}
+			checkTableHolds(t, tab, model)
 		})
 	}
 }
 
 // checkTableHolds fails the test unless tab keeps its invariants and holds exactly model's entries in scan
 // order, and a walk from a position yields those at or after it.
-func checkTableHolds(t *testing.T, tab *keyTable, model map[string]*entry) {
+func checkTableHolds(t *testing.T, tab keyTable, model map[string]*entry) {
 	t.Helper()
 	if err := tab.check(true); err != nil {
 		t.Fatal(err)
@@ -146,43 +105,37 @@ func checkTableHolds(t *testing.T, tab *keyTable, model map[string]*entry) {
 	}
 }
 
-// TestKeyTableSharedPositions gives many keys one position, as hash collisions would, and some positions
-// outside the segment's range: lookups still find each, and they keep (position, key) order.
+// TestKeyTableSharedPositions gives many keys one position, as hash collisions would: each is still found
+// and removed by its key, and they keep (position, key) order.
 func TestKeyTableSharedPositions(t *testing.T) {
-	tab := newKeyTable(5, 16, 0)
-	lo := slotStart(5 * NumSlots / 16)
-	positions := []uint64{0, lo, lo, lo + 1<<40, lo + 1<<40, ^uint64(0), ^uint64(0)}
-	var keys []string
+	tab := newKeyTable()
+	positions := []uint64{0, 1 << 50, 1 << 50, 1<<50 + 1, ^uint64(0), ^uint64(0)}
+	entries := map[string]*entry{}
 	for i := range 200 {
 		k := "k" + strconv.Itoa(i)
-		keys = append(keys, k)
-		tab.insert(positions[i%len(positions)], &entry{key: k})
+		entries[k] = &entry{key: k}
+		tab.insert(positions[i%len(positions)], entries[k])
 	}
 	if err := tab.check(false); err != nil {
 		t.Fatal(err)
 	}
-	for i, k := range keys {
+	for i := range 200 {
+		k, pos := "k"+strconv.Itoa(i), positions[i%len(positions)]
+		if got := tab.find(pos, k); got != entries[k] {
+			t.Fatalf("find %q at %#x = %p, want %p", k, pos, got, entries[k])
+		}
 		if i%2 == 0 {
-			if tab.removeAt(slotOf(t, &tab, k)); tab.check(false) != nil {
-				t.Fatalf("after removing %q: %v", k, tab.check(false))
+			if got := tab.removeAt(pos, k); got != entries[k] {
+				t.Fatalf("removeAt %q = %p, want %p", k, got, entries[k])
+			}
+			if tab.find(pos, k) != nil {
+				t.Fatalf("%q is still found after its removal", k)
 			}
 		}
 	}
-	if tab.len() != 100 {
-		t.Fatalf("%d entries left, want 100", tab.len())
+	if err := tab.check(false); err != nil || tab.len() != 100 {
+		t.Fatalf("%d entries left, want 100 (%v)", tab.len(), err)
 	}
-}
-
-// slotOf returns the slot of key's entry in tab, whatever its position.
-func slotOf(t *testing.T, tab *keyTable, key string) int {
-	t.Helper()
-	for i, s := range tab.slots {
-		if s.e != nil && s.e.key == key {
-			return i
-		}
-	}
-	t.Fatalf("%q is not in the table", key)
-	return -1
 }
 
 // FuzzKeyTable runs a sequence of sets and removals, one byte each, against a map.
@@ -190,7 +143,7 @@ func FuzzKeyTable(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 0x80, 0x81, 4, 0x82})
 	f.Add([]byte("a long run of sets that fills and grows the table, then removes"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		tab := newKeyTable(1, 3, 0)
+		tab := newKeyTable()
 		model := map[string]*entry{}
 		for _, op := range ops {
 			k := strconv.Itoa(int(op & 0x7f))

@@ -248,7 +248,7 @@ func TestScanPositionGroups(t *testing.T) {
 	keys := numberedKeys("c", 40)
 	fillStore(s, layout, keys)
 	seg := &s.segments[0]
-	seg.entries = newKeyTable(0, 1, 0)
+	seg.entries = newKeyTable()
 	for i, k := range keys {
 		seg.entries.insert(uint64(i/8)<<20, &entry{key: k, value: []byte("v")}) // five groups of eight
 	}

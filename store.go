@@ -209,7 +209,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 func newStore(segments int, clock Clock) *store {
 	s := &store{clock: clock, segments: make([]segmentStore, segments), views: make([]store, segments)}
 	for i := range s.segments {
-		s.segments[i].entries = newKeyTable(i, segments, 0)
+		s.segments[i].entries = newKeyTable()
 		s.views[i] = store{clock: clock, segments: s.segments, group: &writeGroup{parent: s, segment: i, seg: &s.segments[i]}}
 	}
 	return s
@@ -618,7 +618,7 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 // restore replaces the segment's whole content with a snapshot taken at revision. The entries of one
 // collection are joined.
 func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
-	entries := newKeyTable(segment, len(s.segments), len(snap))
+	entries := newKeyTable()
 	for i := range snap {
 		d := &snap[i]
 		if d.Kind == uint8(kindString) {
