@@ -47,7 +47,7 @@ func (e *entry) count(key string) int64 {
 	return n
 }
 
-// Estimates behind the store's byte count: what Go spends on an entry and its table slot beyond the key
+// Estimates behind the store's byte count: what Go spends on an entry and its tree item beyond the key
 // and value bytes, and what a collection's element takes on average.
 const (
 	entryOverhead  = 96
