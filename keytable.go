@@ -6,12 +6,9 @@ import (
 	"github.com/google/btree"
 )
 
-// keyTable holds one segment's entries in scan order, in a B-tree of (position, entry) items: a lookup
-// walks a few wide nodes, a scan resumes at a position in logarithmic time, and a key costs a 16-byte item
-// (its key lives in its entry), where a map and a separate ordered index of keys cost a map slot and an
-// index item. A tree keeps that cost whatever the positions: keys of one hash tag share a slot, and a
-// writer may pick keys whose positions crowd together, which would turn a hash table ordered by position
-// into long runs. Guarded by the segment's lock.
+// keyTable holds one segment's entries in scan order, as (position, entry) items in a B-tree; an entry holds
+// its key. A tree rather than a hash table ordered by position: keys of one hash tag share a slot, and a
+// writer may pick keys whose positions crowd together. Guarded by the segment's lock.
 type keyTable struct{ tree *btree.BTreeG[tableItem] }
 
 // tableItem is an entry at its key's scan position. A probe for a position, with no entry, sorts before
@@ -56,9 +53,13 @@ func (t keyTable) find(pos uint64, key string) (found *entry) {
 	return found
 }
 
-// set stores e under key, replacing the entry key had, and returns that one (nil when key had none).
+// set stores e under key, replacing the entry key had, and returns that one (nil when key had none). e
+// must not be stored under another key: its key orders the tree.
 func (t keyTable) set(key string, e *entry) (old *entry) {
 	if e.key != key {
+		if e.key != "" {
+			panic("zaris: an entry stored under two keys")
+		}
 		e.key = key
 	}
 	return t.insert(scanPosition(key), e)

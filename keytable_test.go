@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -19,7 +20,7 @@ func (t keyTable) check(keyed bool) error {
 		switch {
 		case keyed && it.pos != scanPosition(it.e.key):
 			err = fmt.Errorf("%q at position %#x, want %#x", it.e.key, it.pos, scanPosition(it.e.key))
-		case prev != nil && !tableItemLess(*prev, it):
+		case prev != nil && cmp.Or(cmp.Compare(prev.pos, it.pos), strings.Compare(prev.e.key, it.e.key)) >= 0:
 			err = fmt.Errorf("%q at %#x follows %q at %#x", it.e.key, it.pos, prev.e.key, prev.pos)
 		}
 		prev = &it

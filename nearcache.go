@@ -35,6 +35,10 @@ type nearCache struct {
 	layout Layout
 	log    *slog.Logger
 	values *ristretto.Cache[string, *nearEntry]
+	// life orders keep's and forget's use of values with close: ristretto's Wait blocks forever on a cache
+	// closed under it, and its Set panics. They run under the read lock and do nothing once closed is set.
+	life   sync.RWMutex
+	closed bool
 	id     uint64 // what owners count this cache as, among their watchers
 	wait   time.Duration
 	// startPoller runs the node's pollOwner for an owner in a goroutine the node waits for.
@@ -150,7 +154,9 @@ func (c *nearCache) begin(seg int) nearFill {
 // the next read finds it: ristretto applies a Set in the background, and under a busy scheduler that
 // background can lag many reads behind.
 func (c *nearCache) keep(key string, seg int, f nearFill, e *nearEntry, owner NodeID, epoch, revision uint64) {
-	if c.set(key, seg, f, e, owner, epoch, revision) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if !c.closed && c.set(key, seg, f, e, owner, epoch, revision) {
 		c.values.Wait()
 	}
 }
@@ -180,6 +186,11 @@ func (c *nearCache) set(key string, seg int, f nearFill, e *nearEntry, owner Nod
 // forget drops key and waits until the cache has applied the drop: a Set still queued in ristretto would
 // otherwise land after it.
 func (c *nearCache) forget(key string) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed {
+		return
+	}
 	c.mu.Lock()
 	c.dropLocked(key)
 	c.mu.Unlock()
@@ -306,7 +317,12 @@ func (c *nearCache) lost(owner NodeID, req *nearWatchRequest, why string) {
 }
 
 // close stops the cache; the node has stopped its pollers.
-func (c *nearCache) close() { c.values.Close() }
+func (c *nearCache) close() {
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.closed = true
+	c.values.Close()
+}
 
 // NearCacheStats are a node's near cache counters.
 type NearCacheStats struct {

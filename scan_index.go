@@ -72,7 +72,7 @@ type scanWalk struct {
 
 // scan walks segment's keys from position from up to, but excluding, end (0: to the end of the key space),
 // within bounds, and appends to keys the live ones f accepts. It holds the segment's read lock for the walk
-// only, and reads nothing outside the bounds.
+// only, and reads nothing outside the bounds but the internal keys it skips.
 func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFilter, keys []string) scanWalk {
 	now := s.now()
 	seg := &s.segments[segment]

@@ -395,9 +395,9 @@ func FuzzScanRequest(f *testing.F) {
 	})
 }
 
-// checkIndex fails the test unless every segment's table keeps its invariants, with every key at its scan
+// checkTable fails the test unless every segment's table keeps its invariants, with every key at its scan
 // position, and counts its internal keys.
-func checkIndex(t testing.TB, name string, s *store) {
+func checkTable(t testing.TB, name string, s *store) {
 	t.Helper()
 	for i := range s.segments {
 		seg := &s.segments[i]
@@ -419,9 +419,9 @@ func checkIndex(t testing.TB, name string, s *store) {
 	}
 }
 
-// TestScanIndexFollowsEveryChange keeps the index equal to the map through puts, overwrites, deletes,
-// reaping, a replica's ordered writes and a snapshot restore.
-func TestScanIndexFollowsEveryChange(t *testing.T) {
+// TestStoreTableFollowsEveryChange keeps every segment's table in order, each key at its position, through
+// puts, overwrites, deletes, reaping, a replica's ordered writes and a snapshot restore.
+func TestStoreTableFollowsEveryChange(t *testing.T) {
 	layout, _ := NewLayout(8, 2)
 	clock := clocktest.New(time.Unix(1000, 0))
 	s := newStore(layout.Segments, clock)
@@ -434,19 +434,19 @@ func TestScanIndexFollowsEveryChange(t *testing.T) {
 	for _, k := range keys[150:200] {
 		s.put(layout.KeySegment(k), k, []byte("v"), time.Second)
 	}
-	checkIndex(t, "after writes", s)
+	checkTable(t, "after writes", s)
 	clock.Advance(2 * time.Second)
 	for seg := range layout.Segments {
 		s.expireSegment(seg)
 	}
-	checkIndex(t, "after reaping", s)
+	checkTable(t, "after reaping", s)
 
 	replica := newStore(layout.Segments, clock)
 	for seg := range layout.Segments {
 		rev, snap := s.snapshot(seg)
 		replica.restore(seg, rev, snap)
 	}
-	checkIndex(t, "after restore", replica)
+	checkTable(t, "after restore", replica)
 	seg := layout.KeySegment("r")
 	for _, kind := range []durability.OpKind{durability.OpPut, durability.OpDelete, durability.OpDelete, durability.OpPut} {
 		op := durability.Op{Segment: uint32(seg), Revision: replica.revision(seg) + 1, Kind: kind, Key: "r"}
@@ -457,7 +457,7 @@ func TestScanIndexFollowsEveryChange(t *testing.T) {
 			t.Fatal("an op in order was not applied")
 		}
 	}
-	checkIndex(t, "after ordered writes", replica)
+	checkTable(t, "after ordered writes", replica)
 	seen, _ := scanAll(t, testPager(replica, layout, nil), scanRequest{Count: 17}, scanRouted)
 	if want := 400 - 50 - 50 + 1; len(seen) != want {
 		t.Fatalf("replica scan: %d keys; want %d", len(seen), want)

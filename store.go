@@ -111,8 +111,9 @@ type writeChange struct {
 	at    int64 // when the write was made, by the store's clock (Unix ns): one clock read serves both
 }
 
-// store is a node's local data: one map per segment, with TTLs that are checked on every read. The owner
-// of a segment reclaims its expired entries in the background by writes of their own (expireSegment).
+// store is a node's local data: one table per segment (keytable.go), with TTLs that are checked on every
+// read. The owner of a segment reclaims its expired entries in the background by writes of their own
+// (expireSegment).
 type store struct {
 	clock    Clock
 	segments []segmentStore
@@ -449,7 +450,7 @@ func (seg *segmentStore) set(key string, e *entry) {
 	}
 	var bytes, expiring int64
 	had := old != nil
-	if had { // before e is counted: a collection's entries share the footprint counting changes
+	if had { // old's count first: e.count overwrites the footprint a collection's entries share
 		bytes, expiring = -old.counted(key), -old.ttlCount()
 	}
 	if e != nil {
@@ -581,7 +582,12 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 	case op.Kind.HasArgs():
 		if c, err := decodeCollOp(op.Kind, op.Value); err == nil {
 			change.coll = &c
-			if next = applyCollOp(seg.entries.get(op.Key), change.coll, op.ExpireAt); next != nil {
+			cur := seg.entries.get(op.Key)
+			if next = applyCollOp(cur, change.coll, op.ExpireAt); next == cur && cur != nil {
+				copied := *cur // an op that does not fit returns the stored entry, which readers may hold
+				next = &copied
+			}
+			if next != nil {
 				next.version = op.Version
 			}
 		}
