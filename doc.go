@@ -171,9 +171,9 @@
 // component takes the few things it uses (a map source, the local store, a way to reach peers, a clock, a
 // logger), not the Node, and has unit tests that run without a cluster:
 //
-//   - the store (store.go): the partitions' entries in memory, with a revision per segment. Every write
-//     goes through store.commit (from update, or from writeCollection for a collection), which hands the
-//     replication engine the resulting op.
+//   - the store (store.go, keytable.go): the partitions' entries in memory, with a revision per segment.
+//     Every write goes through store.commit (from update, or from writeCollection for a collection), which
+//     hands the replication engine the resulting op.
 //   - the key operations (operations.go): one table that declares each operation once, with its name,
 //     whether it writes, what its replies reveal, its batch and RESP bindings and its apply function.
 //   - the router (routing.go): the routing table built from the committed map. It is repointed on every
@@ -187,7 +187,7 @@
 //     rules are a pure function of a view (decide.go); control.go commits what it decides.
 //   - the watch feed (watchfeed.go): the owner's side of key watches, which serves long polls from the op
 //     log; the watcher's side, which routes and re-attaches them, is in watch.go.
-//   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_index.go) and the RESP endpoint
+//   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_walk.go) and the RESP endpoint
 //     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //
 // The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,

@@ -6,7 +6,7 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// scanRequest asks an owner for one page of keys from Cursor, a scan position (scan_index.go).
+// scanRequest asks an owner for one page of keys from Cursor, a scan position (scan_walk.go).
 type scanRequest struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Cursor   uint64
