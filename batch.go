@@ -863,10 +863,10 @@ func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
 	switch {
 	case !ok:
 		*out = kvReply{Status: StatusNotFound}
-	case e.coll != nil:
+	case e.coll() != nil:
 		*out = kvReply{Status: StatusWrongType}
 	default:
-		*out = kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
+		*out = kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version, Int: int64(ttl)}
 	}
 	return rev
 }

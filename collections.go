@@ -118,32 +118,32 @@ func opCollKind(k durability.OpKind) kind {
 	return kindString
 }
 
-// applyCollOp applies op to cur, the key's stored entry (nil if none), changing cur's collection in place,
+// applyCollOp applies op to cur, key's stored entry (nil if none), changing cur's collection in place,
 // and returns the entry that replaces cur: nil when the collection ends up empty. The new entry expires at
 // expireAt. An op that does not fit cur (another kind, or no collection when it is not fresh) changes
 // nothing.
-func applyCollOp(cur *entry, op *collOp, expireAt int64) *entry {
+func applyCollOp(key string, cur *entry, op *collOp, expireAt int64) *entry {
 	if op.kind == durability.OpExpireAt {
 		if cur == nil {
 			return nil
 		}
-		return &entry{value: cur.value, coll: cur.coll, expireAt: expireAt}
+		return cur.withExpiry(expireAt)
 	}
 	k := opCollKind(op.kind)
 	var cv *collValue
 	switch {
 	case op.flags&collFresh != 0:
 		cv = &collValue{c: newCollection(k)}
-	case cur == nil || cur.coll == nil || cur.coll.c.kind() != k:
+	case cur == nil || cur.coll() == nil || cur.coll().c.kind() != k:
 		return cur
 	default:
-		cv = cur.coll // changed in place: the new entry shares it
+		cv = cur.coll() // changed in place: the new entry shares it
 	}
 	applyToCollection(cv.c, op)
 	if cv.c.len() == 0 {
 		return nil
 	}
-	return &entry{coll: cv, expireAt: expireAt}
+	return newCollEntry(key, cv, 0, expireAt)
 }
 
 func applyToCollection(c collection, op *collOp) {
@@ -184,7 +184,7 @@ const collectionChunkBytes = 256 << 10
 // snapshotEntries appends to dst the snapshot entries of a collection entry: one or more, each with part of
 // its elements, whole elements in each.
 func snapshotEntries(dst []durability.Entry, key string, e *entry) []durability.Entry {
-	elems, k := e.coll.c.elements(), e.coll.c.kind()
+	elems, k := e.coll().c.elements(), e.coll().c.kind()
 	stride := k.stride()
 	for start := 0; start < len(elems); {
 		end, size := start, 0

@@ -83,13 +83,13 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		var base int64
 		var expireAt int64
-		if cur != nil && cur.coll != nil {
+		if cur != nil && cur.coll() != nil {
 			err = errWrongType
 			return nil, false
 		}
 		if cur != nil {
 			var ok bool
-			if base, ok = parseCanonicalInt(cur.value); !ok {
+			if base, ok = parseCanonicalInt(cur.value()); !ok {
 				err = errIncrNotInteger
 				return nil, false
 			}
@@ -100,7 +100,7 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 			return nil, false
 		}
 		result = base + delta
-		return &entry{value: strconv.AppendInt(nil, result, 10), expireAt: expireAt}, true
+		return newStringEntry(key, strconv.AppendInt(nil, result, 10), 0, expireAt), true
 	})
 	return result, err
 }
@@ -158,7 +158,7 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		prev = cur
 		if (cond&condIfAbsent != 0 && cur != nil) || (cond&condIfExists != 0 && cur == nil) ||
-			cond&condReturnPrev != 0 && cur != nil && cur.coll != nil {
+			cond&condReturnPrev != 0 && cur != nil && cur.coll() != nil {
 			return nil, false
 		}
 		written = true
@@ -166,7 +166,7 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 		if cond&condKeepTTL != 0 && cur != nil {
 			expireAt = cur.expireAt
 		}
-		return &entry{value: value, expireAt: expireAt}, true
+		return newStringEntry(key, value, 0, expireAt), true
 	})
 	return prev, written
 }

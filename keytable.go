@@ -25,7 +25,7 @@ func tableItemLess(a, b tableItem) bool {
 	case a.e == nil || b.e == nil:
 		return a.e == nil && b.e != nil
 	}
-	return a.e.key < b.e.key
+	return a.e.key() < b.e.key()
 }
 
 // tableDegree is the B-tree's degree: wide nodes keep the tree shallow and the walk cache-friendly.
@@ -45,7 +45,7 @@ func (t keyTable) get(key string) *entry { return t.find(scanPosition(key), key)
 // the walk usually stops at the first item it reads.
 func (t keyTable) find(pos uint64, key string) (found *entry) {
 	t.tree.AscendGreaterOrEqual(tableItem{pos: pos}, func(it tableItem) bool {
-		if it.pos == pos && it.e.key == key {
+		if it.pos == pos && it.e.key() == key {
 			found = it.e
 		}
 		return found == nil && it.pos == pos
@@ -53,14 +53,10 @@ func (t keyTable) find(pos uint64, key string) (found *entry) {
 	return found
 }
 
-// set stores e under key, replacing the entry key had, and returns that one (nil when key had none). e
-// must not be stored under another key: its key orders the tree.
+// set stores e, an entry of key, replacing the entry key had, and returns that one (nil when key had none).
 func (t keyTable) set(key string, e *entry) (old *entry) {
-	if e.key != key {
-		if e.key != "" {
-			panic("zaris: an entry stored under two keys")
-		}
-		e.key = key
+	if e.key() != key {
+		panic("zaris: an entry stored under a key not its own")
 	}
 	return t.insert(scanPosition(key), e)
 }
@@ -86,7 +82,7 @@ func (t keyTable) removeAt(pos uint64, key string) *entry {
 // all yields every key and its entry, in scan order.
 func (t keyTable) all() iter.Seq2[string, *entry] {
 	return func(yield func(string, *entry) bool) {
-		t.tree.Ascend(func(it tableItem) bool { return yield(it.e.key, it.e) })
+		t.tree.Ascend(func(it tableItem) bool { return yield(it.e.key(), it.e) })
 	}
 }
 

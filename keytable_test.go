@@ -18,10 +18,10 @@ func (t keyTable) check(keyed bool) error {
 	var err error
 	t.tree.Ascend(func(it tableItem) bool {
 		switch {
-		case keyed && it.pos != scanPosition(it.e.key):
-			err = fmt.Errorf("%q at position %#x, want %#x", it.e.key, it.pos, scanPosition(it.e.key))
-		case prev != nil && cmp.Or(cmp.Compare(prev.pos, it.pos), strings.Compare(prev.e.key, it.e.key)) >= 0:
-			err = fmt.Errorf("%q at %#x follows %q at %#x", it.e.key, it.pos, prev.e.key, prev.pos)
+		case keyed && it.pos != scanPosition(it.e.key()):
+			err = fmt.Errorf("%q at position %#x, want %#x", it.e.key(), it.pos, scanPosition(it.e.key()))
+		case prev != nil && cmp.Or(cmp.Compare(prev.pos, it.pos), strings.Compare(prev.e.key(), it.e.key())) >= 0:
+			err = fmt.Errorf("%q at %#x follows %q at %#x", it.e.key(), it.pos, prev.e.key(), prev.pos)
 		}
 		prev = &it
 		return err == nil
@@ -51,7 +51,7 @@ func TestKeyTableIsAMapInScanOrder(t *testing.T) {
 					}
 					delete(model, k)
 				} else {
-					e := &entry{value: []byte(k)}
+					e := newStringEntry(k, []byte(k), 0, 0)
 					if got, want := tab.set(k, e), model[k]; got != want {
 						t.Fatalf("set %q returned %p, want %p", k, got, want)
 					}
@@ -95,10 +95,10 @@ func checkTableHolds(t *testing.T, tab keyTable, model map[string]*entry) {
 	from := scanPosition(want[len(want)/3])
 	got = got[:0]
 	for pos, e := range tab.from(from) {
-		if pos != scanPosition(e.key) {
-			t.Fatalf("from yields %q at %#x, its position is %#x", e.key, pos, scanPosition(e.key))
+		if pos != scanPosition(e.key()) {
+			t.Fatalf("from yields %q at %#x, its position is %#x", e.key(), pos, scanPosition(e.key()))
 		}
-		got = append(got, e.key)
+		got = append(got, e.key())
 	}
 	i, _ := slices.BinarySearchFunc(want, from, func(k string, pos uint64) int { return cmp.Compare(scanPosition(k), pos) })
 	if !slices.Equal(got, want[i:]) {
@@ -114,7 +114,7 @@ func TestKeyTableSharedPositions(t *testing.T) {
 	entries := map[string]*entry{}
 	for i := range 200 {
 		k := "k" + strconv.Itoa(i)
-		entries[k] = &entry{key: k}
+		entries[k] = newStringEntry(k, nil, 0, 0)
 		tab.insert(positions[i%len(positions)], entries[k])
 	}
 	if err := tab.check(false); err != nil {
@@ -154,7 +154,7 @@ func FuzzKeyTable(f *testing.F) {
 				}
 				delete(model, k)
 			} else {
-				e := &entry{}
+				e := newStringEntry(k, nil, 0, 0)
 				if tab.set(k, e) != model[k] {
 					t.Fatalf("set %q disagrees with the map", k)
 				}

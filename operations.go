@@ -172,10 +172,10 @@ func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if !ok {
 		return kvReply{Status: StatusNotFound}
 	}
-	if e.coll != nil {
+	if e.coll() != nil {
 		return kvReply{Status: StatusWrongType}
 	}
-	return kvReply{Status: StatusSuccess, Value: e.value, Version: e.version, Int: int64(ttl)}
+	return kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version, Int: int64(ttl)}
 }
 
 // applyNearGet is applyGet for a near cache: the reply carries the segment's revision read before the
@@ -250,7 +250,7 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		return kvReply{Status: StatusInvalidRequest}
 	}
 	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
-	if !written && prev != nil && prev.coll != nil && req.Cond&condReturnPrev != 0 {
+	if !written && prev != nil && prev.coll() != nil && req.Cond&condReturnPrev != 0 {
 		return kvReply{Status: StatusWrongType}
 	}
 	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
@@ -258,7 +258,7 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		reply.Int = 1
 	}
 	if prev != nil && req.Cond&condReturnPrev != 0 {
-		reply.Value = prev.value
+		reply.Value = prev.value()
 	}
 	return reply
 }

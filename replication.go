@@ -287,10 +287,10 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 	case change.coll != nil:
 		op.Kind, op.Value = change.coll.kind, change.coll.encode()
 	case next != nil:
-		op.Kind, op.Value = durability.OpPut, next.value
+		op.Kind, op.Value = durability.OpPut, next.value()
 	}
-	if next != nil {
-		op.ExpireAt, op.Version = next.expireAt, next.version
+	if next != nil { // the entry's own key, which the op then shares
+		op.Key, op.ExpireAt, op.Version = next.key(), next.expireAt, next.version
 	}
 	return op
 }

@@ -250,7 +250,7 @@ func TestScanPositionGroups(t *testing.T) {
 	seg := &s.segments[0]
 	seg.entries = newKeyTable()
 	for i, k := range keys {
-		seg.entries.insert(uint64(i/8)<<20, &entry{key: k, value: []byte("v")}) // five groups of eight
+		seg.entries.insert(uint64(i/8)<<20, newStringEntry(k, []byte("v"), 0, 0)) // five groups of eight
 	}
 	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 3}, scanRouted)
 	checkEachOnce(t, seen, keys)

@@ -84,20 +84,20 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 		if end != scanDone && pos >= end {
 			break
 		}
-		if isInternalKey(e.key) {
+		if isInternalKey(e.key()) {
 			continue
 		}
 		newPosition := !started || pos != last
 		if newPosition && (started || !bounds.takeFirst) &&
-			(w.visited >= bounds.visits || w.bytes+len(e.key)+scanKeyOverhead > bounds.bytes) {
+			(w.visited >= bounds.visits || w.bytes+len(e.key())+scanKeyOverhead > bounds.bytes) {
 			w.next = pos
 			break
 		}
 		last, started = pos, true
 		w.visited++
-		if !e.expired(now) && f.accepts(e.key, e) {
-			w.keys = append(w.keys, e.key)
-			w.bytes += len(e.key) + scanKeyOverhead
+		if !e.expired(now) && f.accepts(e.key(), e) {
+			w.keys = append(w.keys, e.key())
+			w.bytes += len(e.key()) + scanKeyOverhead
 		}
 	}
 	return w

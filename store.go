@@ -3,28 +3,99 @@ package zaris
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/zaris-go/zaris/durability"
 )
 
 // entry is one stored value: a string, or a collection. expireAt is a Unix time in nanoseconds; zero means
-// no expiry. An entry's fields never change once stored, so a string can be read outside the segment's
-// lock. A collection changes in place, under the lock (collections.go).
+// no expiry. An entry never changes once stored, so a string can be read outside the segment's lock; a
+// collection changes in place, under the lock (collections.go).
+//
+// entry is only the header. A string's header, key and value are one allocation holding no pointers
+// (newStringEntry), which the collector never scans; a collection's header starts a collEntry.
 type entry struct {
-	key      string // set as the entry is stored
-	value    []byte
-	coll     *collValue // nil for a string
 	version  uint64
 	expireAt int64
+	klen     uint32
+	vlen     uint32 // collMark for a collection
+}
+
+// collEntry is a collection's entry: its header, then what the collector must see.
+type collEntry struct {
+	entry
+	coll *collValue
+	key  string
+}
+
+const (
+	collMark    = math.MaxUint32
+	entryHeader = unsafe.Sizeof(entry{})
+)
+
+// newStringEntry returns an entry of key holding a copy of value.
+func newStringEntry(key string, value []byte, version uint64, expireAt int64) *entry {
+	if uint64(len(key)) >= collMark || uint64(len(value)) >= collMark {
+		panic("zaris: a key or value of 4 GiB")
+	}
+	b := make([]byte, int(entryHeader)+len(key)+len(value))
+	copy(b[copy(b[entryHeader:], key)+int(entryHeader):], value)
+	e := (*entry)(unsafe.Pointer(unsafe.SliceData(b)))
+	e.version, e.expireAt, e.klen, e.vlen = version, expireAt, uint32(len(key)), uint32(len(value))
+	return e
+}
+
+// newCollEntry returns an entry of key holding cv.
+func newCollEntry(key string, cv *collValue, version uint64, expireAt int64) *entry {
+	c := &collEntry{entry: entry{version: version, expireAt: expireAt, vlen: collMark}, coll: cv, key: key}
+	return &c.entry
+}
+
+// withExpiry returns a new entry like e, which expires at expireAt. A collection shares e's.
+func (e *entry) withExpiry(expireAt int64) *entry {
+	if cv := e.coll(); cv != nil {
+		return newCollEntry(e.key(), cv, e.version, expireAt)
+	}
+	return newStringEntry(e.key(), e.value(), e.version, expireAt)
+}
+
+// key is the key e is stored under.
+func (e *entry) key() string {
+	switch {
+	case e.vlen == collMark:
+		return (*collEntry)(unsafe.Pointer(e)).key
+	case e.klen == 0:
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader)), e.klen)
+}
+
+// value is a string's value, which callers must not modify; nil for a collection.
+func (e *entry) value() []byte {
+	switch {
+	case e.vlen == collMark:
+		return nil
+	case e.vlen == 0:
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader+uintptr(e.klen))), e.vlen)
+}
+
+// coll is a collection's value, nil for a string.
+func (e *entry) coll() *collValue {
+	if e.vlen != collMark {
+		return nil
+	}
+	return (*collEntry)(unsafe.Pointer(e)).coll
 }
 
 // collValue is the value of a collection entry. Writes change the collection in place, and the entry
 // they make shares its collValue with the one it replaces, so the footprint the segment's bytes counted
-// lives here: a string entry's is its size, which never changes. Keeping both out of entry keeps an entry
-// at 64 bytes.
+// lives here: a string entry's is its size, which never changes.
 type collValue struct {
 	c         collection
 	footprint int64 // what the entry was counted for in its segment's bytes when it was last stored
@@ -32,8 +103,8 @@ type collValue struct {
 
 // counted is what e was counted for under key in its segment's bytes when it was stored.
 func (e *entry) counted(key string) int64 {
-	if e.coll != nil {
-		return e.coll.footprint
+	if cv := e.coll(); cv != nil {
+		return cv.footprint
 	}
 	return e.size(key)
 }
@@ -41,17 +112,19 @@ func (e *entry) counted(key string) int64 {
 // count records and returns what e counts for under key in its segment's bytes, as it is stored.
 func (e *entry) count(key string) int64 {
 	n := e.size(key)
-	if e.coll != nil {
-		e.coll.footprint = n
+	if cv := e.coll(); cv != nil {
+		cv.footprint = n
 	}
 	return n
 }
 
-// Estimates behind the store's byte count: what Go spends on an entry and its tree item beyond the key
-// and value bytes, and what a collection's element takes on average.
+// Estimates behind the store's byte count: what Go spends on a string's entry and its tree item beyond
+// the key and value bytes (its header, its size class's rounding, an item in a partly filled node), what a
+// collection's entry takes beyond that, and what a collection's element takes on average.
 const (
-	entryOverhead  = 96
-	elementAverage = 64
+	entryOverhead     = 56
+	collEntryOverhead = 64
+	elementAverage    = 64
 )
 
 // ttlCount is 1 for an entry with a TTL, 0 for one without, for the segment's count of them.
@@ -65,20 +138,20 @@ func (e *entry) ttlCount() int64 {
 // size estimates the memory the entry takes under key.
 func (e *entry) size(key string) int64 {
 	n := int64(len(key) + entryOverhead)
-	if e.coll != nil {
-		return n + int64(e.coll.c.len())*elementAverage
+	if cv := e.coll(); cv != nil {
+		return n + collEntryOverhead + int64(cv.c.len())*elementAverage
 	}
-	return n + int64(cap(e.value))
+	return n + int64(e.vlen)
 }
 
 func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.expireAt }
 
 // kind is the type of value e holds.
 func (e *entry) kind() kind {
-	if e.coll == nil {
-		return kindString
+	if cv := e.coll(); cv != nil {
+		return cv.c.kind()
 	}
-	return e.coll.c.kind()
+	return kindString
 }
 
 // segmentStore holds the entries of one segment. Writes to different segments never contend.
@@ -241,7 +314,7 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 	if e == nil || e.expired(s.now()) {
 		return nil, 0, false
 	}
-	return e.value, e.version, true
+	return e.value(), e.version, true
 }
 
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
@@ -370,7 +443,7 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 	case e.kind() != k:
 		return StatusWrongType
 	}
-	fn(e.coll.c)
+	fn(e.coll().c)
 	return StatusSuccess
 }
 
@@ -392,7 +465,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	var c collection
 	if cur != nil {
-		c = cur.coll.c
+		c = cur.coll().c
 	}
 	op := fn(c)
 	if op.kind == 0 {
@@ -404,7 +477,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	} else {
 		expireAt = cur.expireAt
 	}
-	next := applyCollOp(cur, &op, expireAt)
+	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
 		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
 	}
@@ -430,11 +503,11 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	case !write:
 	case del:
 		s.commit(segment, seg, key, nil, writeChange{at: now})
-	case cur.coll == nil:
-		s.commit(segment, seg, key, &entry{value: cur.value, expireAt: expireAt}, writeChange{at: now})
+	case cur.coll() == nil:
+		s.commit(segment, seg, key, cur.withExpiry(expireAt), writeChange{at: now})
 	default:
 		op := collOp{kind: durability.OpExpireAt}
-		s.commit(segment, seg, key, applyCollOp(cur, &op, expireAt), writeChange{coll: &op, at: now})
+		s.commit(segment, seg, key, applyCollOp(key, cur, &op, expireAt), writeChange{coll: &op, at: now})
 	}
 	return true
 }
@@ -486,7 +559,7 @@ func (seg *segmentStore) keysChanged(key string, added bool) {
 // The store keeps value as given: callers pass a slice they no longer modify.
 func (s *store) put(segment int, key string, value []byte, ttl time.Duration) uint64 {
 	e := s.update(segment, key, func(_ *entry, now int64) (*entry, bool) {
-		return &entry{value: value, expireAt: expiryFrom(now, ttl)}, true
+		return newStringEntry(key, value, 0, expiryFrom(now, ttl)), true
 	})
 	return e.version
 }
@@ -578,14 +651,13 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 	case op.Kind == durability.OpExpire:
 		change.expired = true
 	case op.Kind == durability.OpPut:
-		next = &entry{value: op.Value, expireAt: op.ExpireAt, version: op.Version}
+		next = newStringEntry(op.Key, op.Value, op.Version, op.ExpireAt)
 	case op.Kind.HasArgs():
 		if c, err := decodeCollOp(op.Kind, op.Value); err == nil {
 			change.coll = &c
 			cur := seg.entries.get(op.Key)
-			if next = applyCollOp(cur, change.coll, op.ExpireAt); next == cur && cur != nil {
-				copied := *cur // an op that does not fit returns the stored entry, which readers may hold
-				next = &copied
+			if next = applyCollOp(op.Key, cur, change.coll, op.ExpireAt); next == cur && cur != nil {
+				next = cur.withExpiry(cur.expireAt) // a copy: readers may hold the stored entry
 			}
 			if next != nil {
 				next.version = op.Version
@@ -612,11 +684,11 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 	defer s.runlock(seg)
 	entries = make([]durability.Entry, 0, seg.entries.len())
 	for k, e := range seg.entries.all() {
-		if e.coll != nil {
+		if e.coll() != nil {
 			entries = snapshotEntries(entries, k, e)
 			continue
 		}
-		entries = append(entries, durability.Entry{Key: k, Value: e.value, ExpireAt: e.expireAt, Version: e.version})
+		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expireAt, Version: e.version})
 	}
 	return seg.revision, entries
 }
@@ -628,7 +700,7 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	for i := range snap {
 		d := &snap[i]
 		if d.Kind == uint8(kindString) {
-			entries.set(d.Key, &entry{value: d.Value, expireAt: d.ExpireAt, version: d.Version})
+			entries.set(d.Key, newStringEntry(d.Key, d.Value, d.Version, d.ExpireAt))
 			continue
 		}
 		e := entries.get(d.Key)
@@ -637,11 +709,11 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 			if c == nil {
 				continue
 			}
-			e = &entry{coll: &collValue{c: c}, expireAt: d.ExpireAt, version: d.Version}
+			e = newCollEntry(d.Key, &collValue{c: c}, d.Version, d.ExpireAt)
 			entries.set(d.Key, e)
 		}
 		if elems, err := durability.DecodeArgs(d.Value); err == nil {
-			e.coll.c.load(elems)
+			e.coll().c.load(elems)
 		}
 	}
 	seg := &s.segments[segment]
@@ -688,11 +760,11 @@ func entryHash(key string, e *entry) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	h.Write([]byte{0})
-	h.Write(e.value)
-	if e.coll != nil {
+	h.Write(e.value())
+	if cv := e.coll(); cv != nil {
 		var c [9]byte
-		c[0] = byte(e.coll.c.kind())
-		binary.LittleEndian.PutUint64(c[1:], e.coll.c.digest())
+		c[0] = byte(cv.c.kind())
+		binary.LittleEndian.PutUint64(c[1:], cv.c.digest())
 		h.Write(c[:])
 	}
 	var b [16]byte

@@ -184,3 +184,40 @@ func TestStoreBytesFollowCollections(t *testing.T) {
 	}
 	p.same(t)
 }
+
+// TestEntryHoldsItsKeyAndValue checks a string's entry: one allocation that gives back its key, value,
+// version and expiry, whose value cannot be appended to over anything else, and which copies the value it
+// was made from. A collection's entry gives back its key and collection, and no value.
+func TestEntryHoldsItsKeyAndValue(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{{"k", "v"}, {"", "v"}, {"k", ""}, {"", ""}, {"key:000000123456", string(make([]byte, 64))}} {
+		value := []byte(tc.value)
+		e := newStringEntry(tc.key, value, 7, 99)
+		if e.key() != tc.key || string(e.value()) != tc.value || e.version != 7 || e.expireAt != 99 || e.coll() != nil {
+			t.Fatalf("entry of %q, %q: key %q, value %q, version %d, expiry %d", tc.key, tc.value, e.key(), e.value(), e.version, e.expireAt)
+		}
+		if e.value() == nil || cap(e.value()) != len(tc.value) {
+			t.Fatalf("value of %q: nil %v, cap %d", tc.value, e.value() == nil, cap(e.value()))
+		}
+		if len(value) > 0 {
+			value[0]++
+			if string(e.value()) != tc.value {
+				t.Fatalf("the entry shares its caller's value")
+			}
+		}
+		if later := e.withExpiry(5); later == e || later.key() != tc.key || string(later.value()) != tc.value || later.expireAt != 5 {
+			t.Fatalf("withExpiry: key %q, value %q, expiry %d", later.key(), later.value(), later.expireAt)
+		}
+	}
+	var kept *entry
+	if n := testing.AllocsPerRun(100, func() { kept = newStringEntry("key", []byte("value"), 1, 0) }); n != 1 || kept == nil {
+		t.Fatalf("a string's entry takes %v allocations, want 1", n)
+	}
+	cv := &collValue{c: newCollection(kindHash)}
+	e := newCollEntry("h", cv, 3, 0)
+	if e.key() != "h" || e.coll() != cv || e.value() != nil || e.kind() != kindHash || e.version != 3 {
+		t.Fatalf("collection entry: key %q, value %q, kind %v", e.key(), e.value(), e.kind())
+	}
+	if later := e.withExpiry(8); later.coll() != cv || later.key() != "h" || later.expireAt != 8 {
+		t.Fatal("withExpiry on a collection lost its collection or key")
+	}
+}

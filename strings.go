@@ -34,13 +34,13 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 	var err error
 	s.update(segment, key, func(cur *entry, _ int64) (*entry, bool) {
 		base, baseInf, expireAt := new(big.Float), false, int64(0)
-		if cur != nil && cur.coll != nil {
+		if cur != nil && cur.coll() != nil {
 			err = errWrongType
 			return nil, false
 		}
 		if cur != nil {
 			var ok bool
-			if base, baseInf, ok = parseLongDouble(cur.value); !ok {
+			if base, baseInf, ok = parseLongDouble(cur.value()); !ok {
 				err = errNotFloat
 				return nil, false
 			}
@@ -62,7 +62,7 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 			return nil, false
 		}
 		result = text
-		return &entry{value: result, expireAt: expireAt}, true
+		return newStringEntry(key, result, 0, expireAt), true
 	})
 	return result, err
 }
@@ -73,10 +73,10 @@ func editableString(cur *entry) (value []byte, expireAt int64, err error) {
 	switch {
 	case cur == nil:
 		return nil, 0, nil
-	case cur.coll != nil:
+	case cur.coll() != nil:
 		return nil, 0, errWrongType
 	}
-	return cur.value, cur.expireAt, nil
+	return cur.value(), cur.expireAt, nil
 }
 
 // appendValue appends suffix to key's value, creating the key when it is missing and keeping its expiry
@@ -98,7 +98,7 @@ func (s *store) appendValue(segment int, key string, suffix []byte, limit int) (
 		}
 		value := make([]byte, 0, length)
 		value = append(append(value, prefix...), suffix...)
-		return &entry{value: value, expireAt: expireAt}, true
+		return newStringEntry(key, value, 0, expireAt), true
 	})
 	return length, err
 }
@@ -123,7 +123,7 @@ func (s *store) setRange(segment int, key string, offset int64, part []byte, lim
 		copy(value, old)
 		copy(value[offset:], part)
 		length = len(value)
-		return &entry{value: value, expireAt: expireAt}, true
+		return newStringEntry(key, value, 0, expireAt), true
 	})
 	return length, err
 }
@@ -134,11 +134,11 @@ func (s *store) getDel(segment int, key string) (value []byte, found bool, err e
 		if cur == nil {
 			return nil, false
 		}
-		if cur.coll != nil {
+		if cur.coll() != nil {
 			err = errWrongType
 			return nil, false
 		}
-		value, found = cur.value, true
+		value, found = cur.value(), true
 		return nil, true
 	})
 	return value, found, err
@@ -152,23 +152,23 @@ func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (va
 		if cur == nil {
 			return nil, false
 		}
-		if cur.coll != nil {
+		if cur.coll() != nil {
 			err = errWrongType
 			return nil, false
 		}
-		value, found = cur.value, true
+		value, found = cur.value(), true
 		switch {
 		case ttl < 0:
 			written = true
 			return nil, true
 		case ttl > 0:
 			written = true
-			return &entry{value: cur.value, expireAt: expiryFrom(now, ttl)}, true
+			return newStringEntry(key, cur.value(), 0, expiryFrom(now, ttl)), true
 		case keep || cur.expireAt == 0:
 			return nil, false
 		}
 		written = true
-		return &entry{value: cur.value}, true
+		return newStringEntry(key, cur.value(), 0, 0), true
 	})
 	return value, found, written, err
 }

@@ -113,7 +113,7 @@ func (seg *segmentStore) intentOf(key string, now int64) (intent, bool) {
 	if e == nil || e.expired(now) {
 		return intent{}, false
 	}
-	in, err := decodeIntent(e.value)
+	in, err := decodeIntent(e.value())
 	return in, err == nil
 }
 

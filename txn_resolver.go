@@ -24,7 +24,7 @@ func (s *store) staleIntents(seg int, now int64) []staleIntent {
 		if !isIntentKey(k) {
 			continue
 		}
-		if in, err := decodeIntent(e.value); err == nil && in.deadline <= now {
+		if in, err := decodeIntent(e.value()); err == nil && in.deadline <= now {
 			out = append(out, staleIntent{key: k[len(intentPrefix):], txn: in.txn, anchor: in.anchor})
 		}
 	}

@@ -60,7 +60,7 @@ func (s *store) putIfVersion(segment int, key string, value []byte, ttl time.Dur
 		if keepTTL && cur != nil {
 			expireAt = cur.expireAt
 		}
-		return &entry{value: value, expireAt: expireAt}, true
+		return newStringEntry(key, value, 0, expireAt), true
 	})
 	if current != version {
 		return current, false
