@@ -1,7 +1,6 @@
 package zaris
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -243,8 +242,7 @@ func (b *batchRun) serveLocal(ctx context.Context, g ownerGroup) ownerOutcome {
 	defer w.release()
 	w.items = resize(w.items, len(g.seqs))
 	for i, seq := range g.seqs {
-		w.items[i] = b.wireItem(seq)
-		w.items[i].Req.Value = bytes.Clone(w.items[i].Req.Value) // the store keeps it; the caller may reuse its own
+		w.items[i] = b.wireItem(seq) // the store copies the values it keeps
 	}
 	b.serveOwned(ctx, w, unlimitedReply)
 	copyValues(w.replies) // the store's values must not reach the caller

@@ -412,7 +412,7 @@ func (c *respConn) cmdSet(args [][]byte) {
 		return
 	}
 	req := c.request(args[1])
-	req.Value, req.TTL, req.Cond = bytes.Clone(args[2]), int64(opts.ttl), opts.cond
+	req.Value, req.TTL, req.Cond = args[2], int64(opts.ttl), opts.cond // the store copies what it keeps
 	if opts.cond == 0 {
 		if _, ok := c.keyOp(opPut, req); ok {
 			c.wr.ok()
@@ -554,7 +554,7 @@ func (c *respConn) cmdMSet(args [][]byte) {
 		return
 	}
 	for i := 1; i < len(args); i += 2 {
-		if _, ok := c.apply(opPut, seg, &kvRequest{Key: string(args[i]), Value: bytes.Clone(args[i+1])}); !ok {
+		if _, ok := c.apply(opPut, seg, &kvRequest{Key: string(args[i]), Value: args[i+1]}); !ok {
 			return
 		}
 	}

@@ -334,8 +334,7 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 	if p.local {
 		n.stats.localOps.Add(1)
 		local := *req
-		local.Value = append([]byte(nil), req.Value...) // the caller may reuse its buffer after Put returns
-		local.Args = cloneValues(req.Args)
+		local.Args = cloneValues(req.Args) // a collection keeps its arguments; the store copies a value
 		reply := n.serveKV(ctx, op, &local)
 		if reply.Value != nil {
 			reply.Value = append([]byte(nil), reply.Value...) // nor may it change the stored value

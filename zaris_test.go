@@ -568,6 +568,50 @@ func TestPollRepairsStaleTable(t *testing.T) {
 	}
 }
 
+// TestLocalWritesKeepNoCallerBuffer checks that every way of writing a value on the node that owns the key
+// stores a copy: a caller that reuses its buffers afterwards changes nothing stored.
+func TestLocalWritesKeepNoCallerBuffer(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	ctx := bg(t)
+	n := c.node(0)
+	var bufs [][]byte
+	buf := func(s string) []byte {
+		b := []byte(s)
+		bufs = append(bufs, b)
+		return b
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(n.Put(ctx, "put", buf("put")))
+	_, _, err := n.Swap(ctx, "swap", buf("swap"))
+	must(err)
+	must(n.Put(ctx, "cas", []byte("old")))
+	v, err := n.GetEntry(ctx, "cas")
+	must(err)
+	_, err = n.CompareAndSwap(ctx, "cas", v.Version, buf("cas"))
+	must(err)
+	_, err = n.Append(ctx, "append", buf("append"))
+	must(err)
+	_, err = n.SetRange(ctx, "setrange", 0, buf("setrange"))
+	must(err)
+	_, err = n.PutMany(ctx, []KeyValue{{"many1", buf("many1")}, {"many2", buf("many2")}})
+	must(err)
+	for _, b := range bufs {
+		for i := range b {
+			b[i] = 'X'
+		}
+	}
+	for _, key := range []string{"put", "swap", "cas", "append", "setrange", "many1", "many2"} {
+		if got, err := n.Get(ctx, key); err != nil || string(got) != key {
+			t.Fatalf("%s holds %q (%v) after its caller reused the buffer; want %q", key, got, err, key)
+		}
+	}
+}
+
 // TestLocalGetReturnsACopy checks that a caller modifying a value it read does not change the stored one.
 func TestLocalGetReturnsACopy(t *testing.T) {
 	c := startCluster(t, 1, nil)
