@@ -259,6 +259,24 @@ func TestScanPositionGroups(t *testing.T) {
 	}
 }
 
+// TestScanCountsInternalKeys fills a segment with transaction intents and a few keys: a walk visits no more
+// entries than its bound, intents included, and pages of walks return every key once and no intent.
+func TestScanCountsInternalKeys(t *testing.T) {
+	layout, _ := NewLayout(1, 1)
+	s := newStore(layout.Segments, systemClock{})
+	keys := numberedKeys("k", 5)
+	fillStore(s, layout, keys)
+	for i := range 500 {
+		s.put(0, intentKey(fmt.Sprint("held", i)), []byte("intent"), 0)
+	}
+	walk := s.scan(0, scanDone, scanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
+	if walk.visited > 10 || walk.next == scanDone {
+		t.Fatalf("a walk bounded to 10 visits visited %d entries and resumes at %#x", walk.visited, walk.next)
+	}
+	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
+	checkEachOnce(t, seen, keys)
+}
+
 // TestScanDuringWrites scans while other keys are written and deleted: every key present for the whole
 // scan comes, and no key that was never written does.
 func TestScanDuringWrites(t *testing.T) {

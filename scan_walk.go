@@ -72,7 +72,8 @@ type scanWalk struct {
 
 // scan walks segment's keys from position from up to, but excluding, end (0: to the end of the key space),
 // within bounds, and appends to keys the live ones f accepts. It holds the segment's read lock for the walk
-// only, and reads nothing outside the bounds but the internal keys it skips.
+// only, and reads nothing outside the bounds. Internal keys (intents, transaction records) count as visits,
+// so that many of them cannot make one walk long, but are never returned.
 func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFilter, keys []string) scanWalk {
 	now := s.now()
 	seg := &s.segments[segment]
@@ -84,20 +85,21 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 		if end != scanDone && pos >= end {
 			break
 		}
-		if isInternalKey(e.key()) {
-			continue
+		key := e.key()
+		cost := len(key) + scanKeyOverhead
+		if isInternalKey(key) {
+			cost = 0
 		}
 		newPosition := !started || pos != last
-		if newPosition && (started || !bounds.takeFirst) &&
-			(w.visited >= bounds.visits || w.bytes+len(e.key())+scanKeyOverhead > bounds.bytes) {
+		if newPosition && (started || !bounds.takeFirst) && (w.visited >= bounds.visits || w.bytes+cost > bounds.bytes) {
 			w.next = pos
 			break
 		}
 		last, started = pos, true
 		w.visited++
-		if !e.expired(now) && f.accepts(e.key(), e) {
-			w.keys = append(w.keys, e.key())
-			w.bytes += len(e.key()) + scanKeyOverhead
+		if cost > 0 && !e.expired(now) && f.accepts(key, e) {
+			w.keys = append(w.keys, key)
+			w.bytes += cost
 		}
 	}
 	return w

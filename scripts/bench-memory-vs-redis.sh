@@ -59,7 +59,7 @@ wait_serving() {
   return 1
 }
 
-go build -o "$WORK/zaris" "$ROOT/cmd/zaris"
+(cd "$ROOT" && go build -o "$WORK/zaris" ./cmd/zaris)
 for i in $(seq 1 "$COPIES"); do
   zargs=(--name "mem-$i" --resp-addr "127.0.0.1:$((ZPORT + i - 1))" --gossip-addr "127.0.0.1:$((17201 + i - 1))"
     --data-addr "127.0.0.1:$((27201 + i - 1))" --bootstrap-expect "$COPIES" --rf "$COPIES" --timing lan)
