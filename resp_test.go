@@ -731,7 +731,7 @@ func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if line[0] == '$' {
+			if line[0] == '$' && line[1] != '-' { // a value, not a missing key's null
 				rd.Discard(len(value) + 2)
 			}
 		}
