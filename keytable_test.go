@@ -12,21 +12,64 @@ import (
 )
 
 // check returns an error unless t holds its entries in strict (position, key) order, each at its key's
-// position when keyed says positions come from keys.
+// position when keyed says positions come from keys, and unless its tree is sound: every leaf at one depth,
+// every child's entries within its bounds, no node over full, and its count right.
 func (t keyTable) check(keyed bool) error {
-	var prev *tableItem
-	var err error
-	t.tree.Ascend(func(it tableItem) bool {
-		switch {
-		case keyed && it.pos != scanPosition(it.e.key()):
-			err = fmt.Errorf("%q at position %#x, want %#x", it.e.key(), it.pos, scanPosition(it.e.key()))
-		case prev != nil && cmp.Or(cmp.Compare(prev.pos, it.pos), strings.Compare(prev.e.key(), it.e.key())) >= 0:
-			err = fmt.Errorf("%q at %#x follows %q at %#x", it.e.key(), it.pos, prev.e.key(), prev.pos)
+	var prev *entry
+	var prevPos uint64
+	count, depth := 0, -1
+	var walk func(nd *tableNode, level int, lo, hi *entry, loPos, hiPos uint64) error
+	walk = func(nd *tableNode, level int, lo, hi *entry, loPos, hiPos uint64) error {
+		if nd.n > tableMax || nd.n < 0 || nd.kids != nil && nd.n == 0 {
+			return fmt.Errorf("a node holds %d items", nd.n)
 		}
-		prev = &it
-		return err == nil
-	})
-	return err
+		if nd.kids != nil {
+			for i := range nd.n {
+				clo, cloPos := lo, loPos
+				if i > 0 {
+					clo, cloPos = nd.ents[i], nd.pos[i]
+				}
+				chi, chiPos := hi, hiPos
+				if i+1 < nd.n {
+					chi, chiPos = nd.ents[i+1], nd.pos[i+1]
+				}
+				if err := walk(nd.kids[i], level+1, clo, chi, cloPos, chiPos); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if depth >= 0 && depth != level {
+			return fmt.Errorf("leaves at depths %d and %d", depth, level)
+		}
+		depth = level
+		for i := range nd.n {
+			e, pos := nd.ents[i], nd.pos[i]
+			order := func(aPos uint64, a *entry, bPos uint64, b *entry) int {
+				return cmp.Or(cmp.Compare(aPos, bPos), strings.Compare(a.key(), b.key()))
+			}
+			switch {
+			case keyed && pos != scanPosition(e.key()):
+				return fmt.Errorf("%q at position %#x, want %#x", e.key(), pos, scanPosition(e.key()))
+			case prev != nil && order(prevPos, prev, pos, e) >= 0:
+				return fmt.Errorf("%q at %#x follows %q at %#x", e.key(), pos, prev.key(), prevPos)
+			case lo != nil && order(pos, e, loPos, lo) < 0:
+				return fmt.Errorf("%q at %#x sorts before its leaf's bound %q at %#x", e.key(), pos, lo.key(), loPos)
+			case hi != nil && order(pos, e, hiPos, hi) >= 0:
+				return fmt.Errorf("%q at %#x sorts at or after the next leaf's bound %q at %#x", e.key(), pos, hi.key(), hiPos)
+			}
+			prev, prevPos = e, pos
+			count++
+		}
+		return nil
+	}
+	if err := walk(t.t.root, 0, nil, nil, 0, 0); err != nil {
+		return err
+	}
+	if count != t.len() {
+		return fmt.Errorf("%d entries in the tree, len says %d", count, t.len())
+	}
+	return nil
 }
 
 // TestKeyTableIsAMapInScanOrder runs random sets, removals and lookups against a map, and checks after
@@ -136,6 +179,47 @@ func TestKeyTableSharedPositions(t *testing.T) {
 	}
 	if err := tab.check(false); err != nil || tab.len() != 100 {
 		t.Fatalf("%d entries left, want 100 (%v)", tab.len(), err)
+	}
+}
+
+// TestKeyTableOnePosition gives 3,000 keys one position, as crafted hash collisions would: the tree orders
+// them by key across many nodes, finds each, and empties in any order.
+func TestKeyTableOnePosition(t *testing.T) {
+	tab := newKeyTable()
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := make([]string, 3000)
+	for i := range keys {
+		keys[i] = "c" + strconv.Itoa(i)
+	}
+	const pos = 1 << 40
+	for _, i := range rng.Perm(len(keys)) {
+		tab.insert(pos, newStringEntry(keys[i], nil, 0, 0))
+	}
+	if err := tab.check(false); err != nil {
+		t.Fatal(err)
+	}
+	var walked []string
+	for p, e := range tab.from(pos) {
+		if p != pos {
+			t.Fatalf("%q at %#x", e.key(), p)
+		}
+		walked = append(walked, e.key())
+	}
+	if !slices.IsSorted(walked) || len(walked) != len(keys) {
+		t.Fatalf("a walk from the position yields %d keys, sorted %v", len(walked), slices.IsSorted(walked))
+	}
+	for n, i := range rng.Perm(len(keys)) {
+		if tab.find(pos, keys[i]) == nil || tab.removeAt(pos, keys[i]) == nil || tab.find(pos, keys[i]) != nil {
+			t.Fatalf("%q not found, not removed, or found after its removal", keys[i])
+		}
+		if n%97 == 0 {
+			if err := tab.check(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if tab.len() != 0 || tab.t.root.kids != nil || tab.t.root.n != 0 {
+		t.Fatalf("emptied, the table holds %d entries under a root of %d items", tab.len(), tab.t.root.n)
 	}
 }
 
