@@ -21,9 +21,8 @@ type tableTree struct {
 // fills Go's 1,024-byte size class.
 const tableMax = 62
 
-// tableMerge is the fill below which a node that lost an item joins a neighbour, when both fit in one.
-// A node left below it has a neighbour more than three quarters full, so two neighbours always hold more
-// than three quarters of one node between them.
+// tableMerge is the fill below which a node that lost an item joins a neighbour, when the two fit in one
+// node: one left below it has a neighbour more than three quarters full.
 const tableMerge = tableMax / 4
 
 // tableNode is a leaf, whose items are entries, or an inner node, whose items are children. An inner
