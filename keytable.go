@@ -22,14 +22,14 @@ type tableTree struct {
 const tableMax = 62
 
 // tableMerge is the fill below which a node that lost an item joins a neighbour, when the two fit in one
-// node: one left below it has a neighbour more than three quarters full.
+// node. Removals can still leave nodes below it (their neighbours were too full to take them when it
+// happened): lookups, inserts and walks are correct whatever the fill.
 const tableMerge = tableMax / 4
 
 // tableNode is a leaf, whose items are entries, or an inner node, whose items are children. An inner
-// node's item i is child i under a lower bound: every entry of the child sorts at or after
-// (pos[i], ents[i].key()), and before the next child's bound. The bound of child 0 is only passed up
-// when the node splits; searches never read it. A bound may be an entry since removed, which still
-// orders correctly.
+// node's item i (i > 0) is child i under a lower bound: every entry of the child sorts at or after
+// (pos[i], ents[i].key()), and before the next child's bound. A bound's entry holds only a key (boundOf),
+// so that it keeps no value alive; item 0 of an inner node has none, as searches never need it.
 type tableNode struct {
 	n    int
 	pos  [tableMax]uint64
@@ -110,8 +110,7 @@ func (t keyTable) insert(pos uint64, e *entry) (old *entry) {
 	old, split := t.t.root.insert(pos, e)
 	if split != nil { // the root split: a new root over both halves
 		root := &tableNode{n: 2, kids: &[tableMax]*tableNode{t.t.root, split}}
-		root.pos[0], root.ents[0] = t.t.root.pos[0], t.t.root.ents[0]
-		root.pos[1], root.ents[1] = split.pos[0], split.ents[0]
+		root.pos[1], root.ents[1] = split.pos[0], boundOf(split)
 		t.t.root = root
 	}
 	if old == nil {
@@ -136,7 +135,16 @@ func (nd *tableNode) insert(pos uint64, e *entry) (old *entry, split *tableNode)
 	if sp == nil {
 		return old, nil
 	}
-	return old, nd.add(c+1, sp.pos[0], sp.ents[0], sp)
+	return old, nd.add(c+1, sp.pos[0], boundOf(sp), sp)
+}
+
+// boundOf returns the bound a parent keeps for nd, the new right half of a split: its first item's, as
+// an entry holding only the key when nd is a leaf, whose item is a stored entry.
+func boundOf(nd *tableNode) *entry {
+	if nd.kids != nil {
+		return nd.ents[0]
+	}
+	return newStringEntry(nd.ents[0].key(), nil, 0, 0)
 }
 
 // add puts an item at index i: an entry in a leaf, or child kid under its bound (pos, e) in an inner node.

@@ -66,8 +66,28 @@ func (t keyTable) check(keyed bool) error {
 	if err := walk(t.t.root, 0, nil, nil, 0, 0); err != nil {
 		return err
 	}
+	if err := t.t.root.boundsHoldOnlyKeys(); err != nil {
+		return err
+	}
 	if count != t.len() {
 		return fmt.Errorf("%d entries in the tree, len says %d", count, t.len())
+	}
+	return nil
+}
+
+// boundsHoldOnlyKeys returns an error if an inner node's bound under nd is an entry with a value: a stored
+// entry, which the bound would keep alive after its removal.
+func (nd *tableNode) boundsHoldOnlyKeys() error {
+	if nd.kids == nil {
+		return nil
+	}
+	for i := range nd.n {
+		if b := nd.ents[i]; b != nil && (b.coll() != nil || len(b.value()) > 0) {
+			return fmt.Errorf("the bound %q of child %d holds a value", b.key(), i)
+		}
+		if err := nd.kids[i].boundsHoldOnlyKeys(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

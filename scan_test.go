@@ -3,10 +3,12 @@ package zaris
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
@@ -275,6 +277,23 @@ func TestScanCountsInternalKeys(t *testing.T) {
 	}
 	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
 	checkEachOnce(t, seen, keys)
+}
+
+// TestScanKeysKeepNoEntryAlive checks that the keys a walk returns are copies: holding them does not keep
+// the entry of a key deleted since, and so its value, in memory.
+func TestScanKeysKeepNoEntryAlive(t *testing.T) {
+	s := newStore(1, systemClock{})
+	s.put(0, "big", make([]byte, 1<<20), 0)
+	gone := weak.Make(s.segments[0].entries.get("big"))
+	walk := s.scan(0, scanDone, scanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
+	s.remove(0, "big")
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Fatal("the keys of a walk keep a deleted key's entry alive")
+	}
+	if len(walk.keys) != 1 || walk.keys[0] != "big" {
+		t.Fatalf("the walk returned %q", walk.keys)
+	}
 }
 
 // TestScanDuringWrites scans while other keys are written and deleted: every key present for the whole

@@ -1,5 +1,7 @@
 package zaris
 
+import "strings"
+
 // Scan positions. Every key has a position in one ordered space: its slot in the top 14 bits, then 50 bits
 // of a hash of the whole key. Every node computes the same position for a key, so a cursor, the position
 // where a scan resumes, means the same on whichever node owns that range next. Keys are visited in position
@@ -98,7 +100,7 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 		last, started = pos, true
 		w.visited++
 		if cost > 0 && !e.expired(now) && f.accepts(key, e) {
-			w.keys = append(w.keys, key)
+			w.keys = append(w.keys, strings.Clone(key)) // the entry's own would keep its value alive
 			w.bytes += cost
 		}
 	}

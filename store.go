@@ -555,8 +555,7 @@ func (seg *segmentStore) keysChanged(key string, added bool) {
 	}
 }
 
-// put stores value under key with an optional ttl and returns the key's new version.
-// The store keeps value as given: callers pass a slice they no longer modify.
+// put stores a copy of value under key with an optional ttl and returns the key's new version.
 func (s *store) put(segment int, key string, value []byte, ttl time.Duration) uint64 {
 	e := s.update(segment, key, func(_ *entry, now int64) (*entry, bool) {
 		return newStringEntry(key, value, 0, expiryFrom(now, ttl)), true

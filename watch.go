@@ -343,13 +343,14 @@ func (n *Node) sendWatch(ctx context.Context, p *peer, req *watchRequest, wait t
 	return reply, nil
 }
 
-// copyValues gives the reply's values storage of their own.
+// copyValues gives the reply's keys and values storage of their own: the store's would keep its entries
+// alive.
 func (r *watchReply) copyValues() {
 	for i := range r.Events {
-		r.Events[i].Value = bytes.Clone(r.Events[i].Value)
+		r.Events[i].Key, r.Events[i].Value = strings.Clone(r.Events[i].Key), bytes.Clone(r.Events[i].Value)
 	}
 	for i := range r.State {
-		r.State[i].Value = bytes.Clone(r.State[i].Value)
+		r.State[i].Key, r.State[i].Value = strings.Clone(r.State[i].Key), bytes.Clone(r.State[i].Value)
 	}
 }
 

@@ -3,6 +3,7 @@ package durability
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -241,6 +242,7 @@ func cloneSnapshot(s *Snapshot) *Snapshot {
 	c := *s
 	c.Entries = slices.Clone(s.Entries)
 	for i := range c.Entries {
+		c.Entries[i].Key = strings.Clone(c.Entries[i].Key)
 		c.Entries[i].Value = append(make([]byte, 0, len(c.Entries[i].Value)), c.Entries[i].Value...)
 	}
 	return &c
