@@ -12,6 +12,7 @@ import (
 // crowd together. Guarded by the segment's lock.
 type keyTable struct{ t *tableTree }
 
+// tableTree is a keyTable's root and entry count, which inserts and removals change.
 type tableTree struct {
 	root *tableNode
 	n    int
@@ -29,7 +30,7 @@ const tableMerge = tableMax / 4
 // tableNode is a leaf, whose items are entries, or an inner node, whose items are children. An inner
 // node's item i (i > 0) is child i under a lower bound: every entry of the child sorts at or after
 // (pos[i], ents[i].key()), and before the next child's bound. A bound's entry holds only a key (boundOf),
-// so that it keeps no value alive; item 0 of an inner node has none, as searches never need it.
+// so that it keeps no value alive. Searches never read item 0's bound, and a new root has none.
 type tableNode struct {
 	n    int
 	pos  [tableMax]uint64
