@@ -134,7 +134,7 @@ func applyCollOp(key string, cur *entry, op *collOp, expireAt int64) *entry {
 	switch {
 	case op.flags&collFresh != 0:
 		cv = &collValue{c: newCollection(k)}
-	case cur == nil || cur.coll() == nil || cur.coll().c.kind() != k:
+	case cur == nil || cur.kind() != k:
 		return cur
 	default:
 		cv = cur.coll() // changed in place: the new entry shares it
@@ -184,7 +184,8 @@ const collectionChunkBytes = 256 << 10
 // snapshotEntries appends to dst the snapshot entries of a collection entry: one or more, each with part of
 // its elements, whole elements in each.
 func snapshotEntries(dst []durability.Entry, key string, e *entry) []durability.Entry {
-	elems, k := e.coll().c.elements(), e.coll().c.kind()
+	c := e.coll().c
+	elems, k := c.elements(), c.kind()
 	stride := k.stride()
 	for start := 0; start < len(elems); {
 		end, size := start, 0
