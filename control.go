@@ -634,30 +634,53 @@ type proposalReply struct {
 	Error    string
 }
 
-// propose commits cmd through the leader, wherever it is, and waits until this node has applied it.
+// propose commits cmd through the leader, wherever it is, and waits until this node has applied it. While
+// the control plane has no leader, or its leader steps down or cannot be reached, it tries again until ctx
+// ends: an election must not fail a decision that the next leader takes. Proposing again is safe, since a
+// proposable command is void once the map has moved past it.
 func (n *Node) propose(ctx context.Context, cmd *command) error {
-	var index uint64
-	if n.IsLeader() {
-		i, err := n.commitAt(cmd)
-		if err != nil {
+	pause := n.cfg.RetryBackoff
+	for {
+		index, err := n.proposeOnce(ctx, cmd)
+		if err == nil {
+			return n.awaitApplied(ctx, index)
+		}
+		if !errors.Is(err, errNoLeader) || ctx.Err() != nil {
 			return err
 		}
-		index = i
-	} else {
-		i, err := n.proposeRemote(ctx, cmd)
-		if err != nil {
+		if sleepStop(n.cfg.Clock, ctx.Done(), pause) || n.life.Err() != nil {
 			return err
 		}
-		index = i
+		pause = min(2*pause, n.cfg.Timing.RaftHeartbeat)
 	}
-	return n.awaitApplied(ctx, index)
+}
+
+// errNoLeader marks a proposal that found no leader to commit it: none is known, the one it went to is
+// unreachable, or it stepped down before committing.
+var errNoLeader = errors.New("zaris: no reachable control-plane leader")
+
+// leaderless lists raft's answers that mean the leader changed under a proposal.
+var leaderless = []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress}
+
+// proposeOnce submits cmd to the leader once and returns the log index it committed at.
+func (n *Node) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
+	if !n.IsLeader() {
+		return n.proposeRemote(ctx, cmd)
+	}
+	index, err := n.commitAt(cmd)
+	for _, e := range leaderless {
+		if errors.Is(err, e) {
+			return 0, fmt.Errorf("%w: %w", errNoLeader, err)
+		}
+	}
+	return index, err
 }
 
 func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) {
 	leader := n.leaderID()
 	p := n.router.peerByID(leader)
 	if leader == "" || p == nil || p.local {
-		return 0, fmt.Errorf("zaris: no reachable control-plane leader")
+		return 0, errNoLeader
 	}
 	payload, err := encode(cmd)
 	if err != nil {
@@ -665,13 +688,18 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 	}
 	resp, err := p.internal.Call(ctx, opPropose, payload)
 	if err != nil {
-		return 0, fmt.Errorf("zaris: propose to leader %s: %w", leader, err)
+		return 0, fmt.Errorf("%w: propose to leader %s: %w", errNoLeader, leader, err)
 	}
 	var reply proposalReply
 	if err := decode(resp, &reply); err != nil {
 		return 0, err
 	}
 	if reply.Error != "" {
+		for _, e := range leaderless {
+			if reply.Error == e.Error() {
+				return 0, fmt.Errorf("%w: leader %s: %w", errNoLeader, leader, e)
+			}
+		}
 		return 0, fmt.Errorf("zaris: leader %s: %s", leader, reply.Error)
 	}
 	return reply.Index, nil

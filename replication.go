@@ -438,6 +438,8 @@ func (r *replication) admitReplica(ctx context.Context, p int, st PartitionState
 
 // dropReplicas commits partition p's in-sync set, at epoch, without the lagging replicas.
 func (r *replication) dropReplicas(ctx context.Context, p int, epoch uint64, lagging []NodeID) error {
+	ctx, cancel := timeoutContext(ctx, r.cfg.Clock, applyTimeout) // a leaderless control plane fails the write in time
+	defer cancel()
 	return r.proposeInSync(ctx, &command{Kind: cmdDrop, Partition: p, Epoch: epoch, InSync: lagging})
 }
 

@@ -321,6 +321,46 @@ func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
 	}
 }
 
+// TestLaggingReplicaDropWaitsOutAnElection kills the control-plane leader while it replicates a partition
+// another node owns. The owner's next write finds that replica silent before a new leader is elected: its
+// drop from the in-sync set waits for the election, and the write succeeds, where it used to fail.
+func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.ReplicaAckTimeout = 20 * time.Millisecond // far shorter than an election
+		cfg.Timing.RaftHeartbeat = 500 * time.Millisecond
+		cfg.Timing.RaftElection = 500 * time.Millisecond
+		cfg.Timing.RaftLeaderLease = 250 * time.Millisecond
+	}))
+	ctx := bg(t)
+	leader := c.leaderNode()
+	victim := slices.IndexFunc(c.live(), func(n *Node) bool { return n == leader }) // none stopped yet
+	m := leader.ClusterMap()
+	p := slices.IndexFunc(m.Assignment, func(nodes []NodeID) bool { return nodes[1] == leader.id })
+	if p < 0 {
+		t.Fatal("the leader replicates no partition")
+	}
+	owner := c.nodeByID(m.Assignment[p][0])
+	key := keyInPartition(owner.layout, "election", p)
+	if err := owner.Put(ctx, key, []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	decisions := owner.ReplicationStats().InSyncDecisions
+	c.kill(victim)
+	if err := owner.Put(ctx, key, []byte("during")); err != nil {
+		t.Fatalf("put while the control plane elects a leader: %v", err)
+	}
+	if owner.leaderID() == leader.id || owner.leaderID() == "" {
+		t.Fatalf("the write returned with %q as leader; it should have waited for a new one", owner.leaderID())
+	}
+	if got := owner.ReplicationStats().InSyncDecisions; got != decisions+1 {
+		t.Fatalf("in-sync decisions went from %d to %d; want the one drop", decisions, got)
+	}
+	if st := owner.ClusterMap().Runtime[p]; slices.Contains(st.InSync, leader.id) {
+		t.Fatalf("in-sync set %v still lists the dead leader", st.InSync)
+	}
+}
+
 // TestRestartedReplicaFetchesOnlyTheMissedTail stops a replica during writes and restarts it with the same
 // DataDir: it reloads its segments from disk and receives exactly the ops it missed, no snapshot.
 func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
