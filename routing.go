@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -336,9 +337,7 @@ func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvReques
 		local := *req
 		local.Args = cloneValues(req.Args) // a collection keeps its arguments; the store copies a value
 		reply := n.serveKV(ctx, op, &local)
-		if reply.Value != nil {
-			reply.Value = append([]byte(nil), reply.Value...) // nor may it change the stored value
-		}
+		reply.Value = bytes.Clone(reply.Value) // nor may it change the stored value; an empty one stays non-nil
 		reply.Values = cloneValues(reply.Values)
 		return reply, nil
 	}

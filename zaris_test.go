@@ -629,3 +629,57 @@ func TestLocalGetReturnsACopy(t *testing.T) {
 		t.Fatalf("stored value changed through a read: %q", again)
 	}
 }
+
+// TestEmptyValueReadsAlike stores empty values, strings and collection elements, and reads them from their
+// owner and from another node: every read returns an empty slice that is not nil, since nil is how HMGet
+// says a field is missing.
+func TestEmptyValueReadsAlike(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	ctx := bg(t)
+	local := c.node(0)
+	for _, owner := range []*Node{c.node(0), c.node(1)} {
+		key := c.keyOwnedBy("empty", owner)
+		hash, list := c.keyOwnedBy("hash", owner), c.keyOwnedBy("list", owner)
+		if err := local.Put(ctx, key, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := local.HSet(ctx, hash, map[string][]byte{"f": {}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := local.RPush(ctx, list, []byte{}); err != nil {
+			t.Fatal(err)
+		}
+		where := "local"
+		if owner != local {
+			where = "remote"
+		}
+		check := func(read string, v []byte, err error) {
+			t.Helper()
+			if err != nil || v == nil || len(v) != 0 {
+				t.Errorf("%s %s: %q (nil: %v), %v; want an empty value", where, read, v, v == nil, err)
+			}
+		}
+		v, err := local.Get(ctx, key)
+		check("Get", v, err)
+		e, err := local.GetEntry(ctx, key)
+		check("GetEntry", e.Value, err)
+		rs, err := local.GetMany(ctx, []string{key})
+		check("GetMany", rs[0].Value, err)
+		v, err = local.GetAndPersist(ctx, key)
+		check("GetAndPersist", v, err)
+		v, _, err = local.Swap(ctx, key, nil)
+		check("Swap", v, err)
+		v, err = local.HGet(ctx, hash, "f")
+		check("HGet", v, err)
+		vs, err := local.HMGet(ctx, hash, "f")
+		check("HMGet", vs[0], err)
+		all, err := local.HGetAll(ctx, hash)
+		check("HGetAll", all["f"], err)
+		v, err = local.LIndex(ctx, list, 0)
+		check("LIndex", v, err)
+		vs, err = local.LRange(ctx, list, 0, -1)
+		check("LRange", vs[0], err)
+		v, err = local.GetAndDelete(ctx, key)
+		check("GetAndDelete", v, err)
+	}
+}
