@@ -100,7 +100,8 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 			return nil, false
 		}
 		result = base + delta
-		return newStringEntry(key, strconv.AppendInt(nil, result, 10), 0, expireAt), true
+		var text [20]byte // the longest int64
+		return newStringEntry(key, strconv.AppendInt(text[:0], result, 10), 0, expireAt), true
 	})
 	return result, err
 }

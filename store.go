@@ -39,14 +39,22 @@ const (
 
 // newStringEntry returns an entry of key holding a copy of value.
 func newStringEntry(key string, value []byte, version uint64, expireAt int64) *entry {
-	if uint64(len(key)) >= collMark || uint64(len(value)) >= collMark {
+	e, v := newSizedEntry(key, len(value), version, expireAt)
+	copy(v, value)
+	return e
+}
+
+// newSizedEntry returns an entry of key whose value is size zero bytes, and that value, for the caller to
+// fill in place before it stores the entry.
+func newSizedEntry(key string, size int, version uint64, expireAt int64) (*entry, []byte) {
+	if uint64(len(key)) >= collMark || uint64(size) >= collMark {
 		panic("zaris: a key or value of 4 GiB")
 	}
-	b := make([]byte, int(entryHeader)+len(key)+len(value))
-	copy(b[copy(b[entryHeader:], key)+int(entryHeader):], value)
+	b := make([]byte, int(entryHeader)+len(key)+size)
+	copy(b[entryHeader:], key)
 	e := (*entry)(unsafe.Pointer(unsafe.SliceData(b)))
-	e.version, e.expireAt, e.klen, e.vlen = version, expireAt, uint32(len(key)), uint32(len(value))
-	return e
+	e.version, e.expireAt, e.klen, e.vlen = version, expireAt, uint32(len(key)), uint32(size)
+	return e, b[len(b)-size:]
 }
 
 // newCollEntry returns an entry of key holding cv.

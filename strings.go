@@ -96,9 +96,9 @@ func (s *store) appendValue(segment int, key string, suffix []byte, limit int) (
 			err = errValueTooBig
 			return nil, false
 		}
-		value := make([]byte, 0, length)
-		value = append(append(value, prefix...), suffix...)
-		return newStringEntry(key, value, 0, expireAt), true
+		e, value := newSizedEntry(key, length, 0, expireAt)
+		copy(value[copy(value, prefix):], suffix)
+		return e, true
 	})
 	return length, err
 }
@@ -119,11 +119,11 @@ func (s *store) setRange(segment int, key string, offset int64, part []byte, lim
 		if old, expireAt, err = editableString(cur); err != nil {
 			return nil, false
 		}
-		value := make([]byte, max(len(old), end))
+		e, value := newSizedEntry(key, max(len(old), end), 0, expireAt) // zero bytes pad past old's end
 		copy(value, old)
 		copy(value[offset:], part)
 		length = len(value)
-		return newStringEntry(key, value, 0, expireAt), true
+		return e, true
 	})
 	return length, err
 }

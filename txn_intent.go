@@ -151,7 +151,6 @@ func applyIntent(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		return kvReply{Status: StatusLocked}
 	}
 	in.deadline = s.now() + req.Delta
-	in.value = append([]byte(nil), in.value...)
 	return kvReply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
 }
 
@@ -166,7 +165,7 @@ func applyResolve(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if req.Delta == 1 {
 		switch in.action {
 		case intentPut:
-			s.put(seg, req.Key, append([]byte(nil), in.value...), time.Duration(in.ttl))
+			s.put(seg, req.Key, in.value, time.Duration(in.ttl)) // the store copies the value
 		case intentDelete:
 			s.remove(seg, req.Key)
 		}
