@@ -41,8 +41,9 @@ func WithTTL(d time.Duration) PutOption {
 	return func(o *putOptions) { o.ttl = d }
 }
 
-// Get returns the value stored under key, or an error matching ErrNotFound. With Config.NearCache, a key
-// another node owns may be served from this node's memory (nearcache.go).
+// Get returns the value stored under key, or an error matching ErrNotFound; a stored empty value reads as an
+// empty slice, never nil. With Config.NearCache, a key another node owns may be served from this node's
+// memory (nearcache.go).
 func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	if v, served, err := n.nearGet(ctx, key); served {
 		return v, err

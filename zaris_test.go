@@ -631,10 +631,17 @@ func TestLocalGetReturnsACopy(t *testing.T) {
 }
 
 // TestEmptyValueReadsAlike stores empty values, strings and collection elements, and reads them from their
-// owner and from another node: every read returns an empty slice that is not nil, since nil is how HMGet
-// says a field is missing.
+// owner and from another node, with and without a near cache: every read returns an empty slice that is not
+// nil, since nil is how HMGet says a field is missing.
 func TestEmptyValueReadsAlike(t *testing.T) {
-	c := startCluster(t, 2, nil)
+	t.Run("direct", func(t *testing.T) { testEmptyValueReadsAlike(t, nil) })
+	t.Run("near-cache", func(t *testing.T) {
+		testEmptyValueReadsAlike(t, func(cfg *Config) { cfg.NearCache.MaxBytes = 1 << 20 })
+	})
+}
+
+func testEmptyValueReadsAlike(t *testing.T, tweak func(*Config)) {
+	c := startCluster(t, 2, tweak)
 	ctx := bg(t)
 	local := c.node(0)
 	for _, owner := range []*Node{c.node(0), c.node(1)} {
@@ -661,6 +668,8 @@ func TestEmptyValueReadsAlike(t *testing.T) {
 		}
 		v, err := local.Get(ctx, key)
 		check("Get", v, err)
+		v, err = local.Get(ctx, key) // from the near cache, if any
+		check("Get again", v, err)
 		e, err := local.GetEntry(ctx, key)
 		check("GetEntry", e.Value, err)
 		rs, err := local.GetMany(ctx, []string{key})
