@@ -361,6 +361,34 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	}
 }
 
+// TestLaggingReplicaDropFailsWithoutQuorum leaves an owner alone, its replica and the third voter dead: the
+// drop of the silent replica can never commit, so the write waits for a leader for applyTimeout, then fails
+// unacknowledged.
+func TestLaggingReplicaDropFailsWithoutQuorum(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Minute // the owner keeps its lease throughout
+	}))
+	ctx := bg(t)
+	owner := c.node(0)
+	m := owner.ClusterMap()
+	p := slices.IndexFunc(m.Runtime, func(st PartitionState) bool { return st.Owner == owner.id })
+	key := keyInPartition(owner.layout, "alone", p)
+	if err := owner.Put(ctx, key, []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(1)
+	c.kill(2)
+	start := time.Now()
+	err := owner.Put(ctx, key, []byte("alone"))
+	if !errors.Is(err, ErrPartitionUnavailable) {
+		t.Fatalf("put with no control-plane quorum: %v; want ErrPartitionUnavailable", err)
+	}
+	if waited := time.Since(start); waited < applyTimeout || waited > 3*applyTimeout {
+		t.Fatalf("the write failed after %v; want it to wait about %v for a leader", waited, applyTimeout)
+	}
+}
+
 // TestRestartedReplicaFetchesOnlyTheMissedTail stops a replica during writes and restarts it with the same
 // DataDir: it reloads its segments from disk and receives exactly the ops it missed, no snapshot.
 func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
