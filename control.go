@@ -636,31 +636,43 @@ type proposalReply struct {
 
 // propose commits cmd through the leader, wherever it is, and waits until this node has applied it. While
 // the control plane has no leader, or its leader steps down or cannot be reached, it tries again until ctx
-// ends: an election must not fail a decision that the next leader takes. Proposing again is safe, since a
-// proposable command is void once the map has moved past it.
+// ends: an election must not fail a decision that the next leader takes. Proposing again is safe: a
+// proposable command is void once the map has moved past it, except a drop, which then only drops a
+// replica again, the safe direction.
 func (n *Node) propose(ctx context.Context, cmd *command) error {
 	pause := n.cfg.RetryBackoff
 	for {
-		index, err := n.proposeOnce(ctx, cmd)
-		if err == nil {
-			return n.awaitApplied(ctx, index)
-		}
+		err := n.offer(ctx, cmd)
 		if !errors.Is(err, errNoLeader) || ctx.Err() != nil {
 			return err
 		}
-		if sleepStop(n.cfg.Clock, ctx.Done(), pause) || n.life.Err() != nil {
+		if n.life.Err() != nil || sleepStop(n.cfg.Clock, ctx.Done(), pause) {
 			return err
 		}
 		pause = min(2*pause, n.cfg.Timing.RaftHeartbeat)
 	}
 }
 
+// offer is propose without the wait for a leader: with none to take cmd now, it fails with errNoLeader.
+// It suits a decision that is tried again anyway, such as a replica's return to an in-sync set.
+func (n *Node) offer(ctx context.Context, cmd *command) error {
+	index, err := n.proposeOnce(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return n.awaitApplied(ctx, index)
+}
+
 // errNoLeader marks a proposal that found no leader to commit it: none is known, the one it went to is
 // unreachable, or it stepped down before committing.
 var errNoLeader = errors.New("zaris: no reachable control-plane leader")
 
-// leaderless lists raft's answers that mean the leader changed under a proposal.
-var leaderless = []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress}
+// leaderless lists raft's answers that mean the leader changed under a proposal; leaderlessReplies adds a
+// leader's own that it is closing.
+var (
+	leaderless        = []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress}
+	leaderlessReplies = append(slices.Clip(leaderless), ErrClosed)
+)
 
 // proposeOnce submits cmd to the leader once and returns the log index it committed at.
 func (n *Node) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
@@ -687,7 +699,11 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 		return 0, err
 	}
 	resp, err := p.internal.Call(ctx, opPropose, payload)
-	if err != nil {
+	var refused *transport.RemoteError
+	switch {
+	case errors.As(err, &refused):
+		return 0, fmt.Errorf("zaris: propose to leader %s: %w", leader, err)
+	case err != nil: // the leader is gone, or the link to it
 		return 0, fmt.Errorf("%w: propose to leader %s: %w", errNoLeader, leader, err)
 	}
 	var reply proposalReply
@@ -695,7 +711,7 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 		return 0, err
 	}
 	if reply.Error != "" {
-		for _, e := range leaderless {
+		for _, e := range leaderlessReplies {
 			if reply.Error == e.Error() {
 				return 0, fmt.Errorf("%w: leader %s: %w", errNoLeader, leader, e)
 			}

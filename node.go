@@ -150,6 +150,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		clusterMap: func() *ClusterMap { return n.fsm.clusterMap() },
 		call:       n.callReplica,
 		propose:    n.propose,
+		offer:      n.offer,
 		life:       n.life,
 		wg:         &n.wg,
 		log:        n.log,

@@ -43,6 +43,7 @@ func (net *replicaNet) add(t *testing.T, id NodeID, clusterMap *atomic.Pointer[C
 		clusterMap: clusterMap.Load,
 		call:       net.caller(id),
 		propose:    net.propose,
+		offer:      net.propose,
 		life:       life,
 		wg:         &wg,
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -336,5 +337,43 @@ func TestReplicaLinkWakesTheAnsweredSegments(t *testing.T) {
 	l.absorb(&batch{}, &replicateReply{Status: StatusReplicaWriteRejected, Epoch: 2, Segment: 5})
 	if !closed(progress) {
 		t.Fatal("a refusal for a newer epoch left the link's writes asleep")
+	}
+}
+
+// TestRejoinDoesNotHoldTheLink admits a caught-up replica back to one partition's in-sync set while no
+// control plane takes decisions, and one that waits for a leader never returns: the admission is offered
+// once, not waited for, so the link goes on sending the writes of the partitions the replica is in sync for.
+func TestRejoinDoesNotHoldTheLink(t *testing.T) {
+	net := newReplicaNet()
+	var clusterMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &clusterMap), net.add(t, "b", &clusterMap)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	var admissions atomic.Int64
+	owner.offer = func(ctx context.Context, cmd *command) error { // no leader to take it now
+		admissions.Add(1)
+		return errNoLeader
+	}
+	owner.propose = func(ctx context.Context, cmd *command) error { // waits for a leader that never comes
+		if cmd.Kind == cmdAdmit {
+			admissions.Add(1)
+			<-stuck // were admissions waited for, the link would stay here
+		} else {
+			<-ctx.Done()
+		}
+		return errNoLeader
+	}
+	m := replicatedMap(1, owner, replica)
+	m.Runtime[0].InSync = nil // out of partition 0's set, and caught up: the link asks to admit it
+	clusterMap.Store(m)
+	owner.link("b").nudge()
+	waitFor(t, 10*time.Second, "an admission to partition 0", func() bool { return admissions.Load() > 0 })
+	first, _ := owner.layout.PartitionSegments(1)
+	rev := owner.store.put(first, "k", []byte("v"), 0)
+	if status := owner.awaitReplicas(context.Background(), first, rev, true); status != StatusSuccess {
+		t.Fatalf("a write to partition 1 while partition 0's admission finds no leader: %v", status)
+	}
+	if replica.store.revision(first) < rev {
+		t.Fatalf("acknowledged revision %d while the replica has %d", rev, replica.store.revision(first))
 	}
 }

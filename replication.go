@@ -164,11 +164,13 @@ type replicationConfig struct {
 	clusterMap func() *ClusterMap // the map this node has committed
 	// call sends one replication request to a node and returns its reply and the request's encoded size.
 	call func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
-	// propose commits a control-plane decision: a replica's admission to, or drop from, an in-sync set.
-	propose func(ctx context.Context, cmd *command) error
-	life    context.Context // ends when the node closes
-	wg      *sync.WaitGroup // counts the links' goroutines
-	log     *slog.Logger
+	// propose commits a control-plane decision, waiting out an election (Node.propose): a replica's drop
+	// from an in-sync set. offer commits one only if a leader takes it now (Node.offer): a replica's
+	// admission, which the link tries again anyway and must not wait for, since it sends nothing meanwhile.
+	propose, offer func(ctx context.Context, cmd *command) error
+	life           context.Context // ends when the node closes
+	wg             *sync.WaitGroup // counts the links' goroutines
+	log            *slog.Logger
 }
 
 // replication is a node's side of replication: links to the replicas of the partitions it owns, the
@@ -433,18 +435,18 @@ func (r *replication) joiningFor(p int) map[NodeID]*admission {
 
 // admitReplica proposes replica id's return to partition p's in-sync set, as decided at state st.
 func (r *replication) admitReplica(ctx context.Context, p int, st PartitionState, id NodeID) error {
-	return r.proposeInSync(ctx, &command{Kind: cmdAdmit, Partition: p, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: NodeInfo{ID: id}})
+	return r.proposeInSync(ctx, r.offer, &command{Kind: cmdAdmit, Partition: p, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: NodeInfo{ID: id}})
 }
 
 // dropReplicas commits partition p's in-sync set, at epoch, without the lagging replicas.
 func (r *replication) dropReplicas(ctx context.Context, p int, epoch uint64, lagging []NodeID) error {
 	ctx, cancel := timeoutContext(ctx, r.cfg.Clock, applyTimeout) // a leaderless control plane fails the write in time
 	defer cancel()
-	return r.proposeInSync(ctx, &command{Kind: cmdDrop, Partition: p, Epoch: epoch, InSync: lagging})
+	return r.proposeInSync(ctx, r.propose, &command{Kind: cmdDrop, Partition: p, Epoch: epoch, InSync: lagging})
 }
 
-func (r *replication) proposeInSync(ctx context.Context, cmd *command) error {
-	if err := r.propose(ctx, cmd); err != nil {
+func (r *replication) proposeInSync(ctx context.Context, commit func(context.Context, *command) error, cmd *command) error {
+	if err := commit(ctx, cmd); err != nil {
 		return err
 	}
 	r.stats.inSyncDecisions.Add(1)

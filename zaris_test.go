@@ -673,6 +673,9 @@ func testEmptyValueReadsAlike(t *testing.T, tweak func(*Config)) {
 		e, err := local.GetEntry(ctx, key)
 		check("GetEntry", e.Value, err)
 		rs, err := local.GetMany(ctx, []string{key})
+		if err != nil {
+			t.Fatal(err)
+		}
 		check("GetMany", rs[0].Value, err)
 		v, err = local.GetAndPersist(ctx, key)
 		check("GetAndPersist", v, err)
@@ -681,12 +684,18 @@ func testEmptyValueReadsAlike(t *testing.T, tweak func(*Config)) {
 		v, err = local.HGet(ctx, hash, "f")
 		check("HGet", v, err)
 		vs, err := local.HMGet(ctx, hash, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
 		check("HMGet", vs[0], err)
 		all, err := local.HGetAll(ctx, hash)
 		check("HGetAll", all["f"], err)
 		v, err = local.LIndex(ctx, list, 0)
 		check("LIndex", v, err)
 		vs, err = local.LRange(ctx, list, 0, -1)
+		if err != nil || len(vs) != 1 {
+			t.Fatalf("LRange: %q, %v", vs, err)
+		}
 		check("LRange", vs[0], err)
 		v, err = local.GetAndDelete(ctx, key)
 		check("GetAndDelete", v, err)
