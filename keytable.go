@@ -23,8 +23,8 @@ type tableTree struct {
 const tableMax = 62
 
 // tableMerge is the fill below which a node that lost an item joins a neighbour, when the two fit in one
-// node. Removals can still leave nodes below it (their neighbours were too full to take them when it
-// happened): lookups, inserts and walks are correct whatever the fill.
+// node, or else takes items from it: every node but the root holds at least this many items, so a table
+// emptied by removals gives its memory back.
 const tableMerge = tableMax / 4
 
 // tableNode is a leaf, whose items are entries, or an inner node, whose items are children. An inner
@@ -214,9 +214,50 @@ func (nd *tableNode) remove(pos uint64, key string) *entry {
 			nd.merge(c - 1)
 		case c+1 < nd.n && nd.kids[c].n+nd.kids[c+1].n <= tableMax:
 			nd.merge(c)
+		case c > 0:
+			nd.rebalance(c - 1)
+		case c+1 < nd.n:
+			nd.rebalance(c)
 		}
 	}
 	return old
+}
+
+// rebalance shares the items of children i and i+1 of nd, too many for one node, evenly between them,
+// and gives child i+1 the bound of its new first item.
+func (nd *tableNode) rebalance(i int) {
+	left, right := nd.kids[i], nd.kids[i+1]
+	if right.kids != nil {
+		right.pos[0], right.ents[0] = nd.pos[i+1], nd.ents[i+1] // its first child's bound, unused until now
+	}
+	half := (left.n + right.n) / 2
+	if k := half - left.n; k > 0 { // the right child's first k items go to the left one's end
+		copy(left.pos[left.n:], right.pos[:k])
+		copy(left.ents[left.n:], right.ents[:k])
+		copy(right.pos[:], right.pos[k:right.n])
+		copy(right.ents[:], right.ents[k:right.n])
+		clear(right.ents[right.n-k : right.n])
+		if right.kids != nil {
+			copy(left.kids[left.n:], right.kids[:k])
+			copy(right.kids[:], right.kids[k:right.n])
+			clear(right.kids[right.n-k : right.n])
+		}
+		left.n, right.n = half, right.n-k
+	} else if k < 0 { // the left child's last -k items go to the right one's front
+		k = -k
+		copy(right.pos[k:], right.pos[:right.n])
+		copy(right.ents[k:], right.ents[:right.n])
+		copy(right.pos[:k], left.pos[half:left.n])
+		copy(right.ents[:k], left.ents[half:left.n])
+		clear(left.ents[half:left.n])
+		if right.kids != nil {
+			copy(right.kids[k:], right.kids[:right.n])
+			copy(right.kids[:k], left.kids[half:left.n])
+			clear(left.kids[half:left.n])
+		}
+		left.n, right.n = half, right.n+k
+	}
+	nd.pos[i+1], nd.ents[i+1] = right.pos[0], boundOf(right)
 }
 
 // merge moves every item of child i+1 into child i, and drops child i+1. The first child moved keeps the

@@ -278,3 +278,38 @@ func FuzzKeyTable(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyTableKeepsNodesFilled fills and clears runs of neighbouring positions in random order, so that
+// nodes emptied by removals sit next to full ones that cannot take them in: they take items from them
+// instead, and the table's check holds every node but the root to at least tableMerge items.
+func TestKeyTableKeepsNodesFilled(t *testing.T) {
+	t.Parallel()
+	tab := newKeyTable()
+	model := map[uint64]bool{}
+	rng := rand.New(rand.NewPCG(4, 6)) // a seed that moves items both ways, between leaves and between inner nodes
+	key := func(pos uint64) string { return "r" + strconv.FormatUint(pos, 10) }
+	const space = 30000
+	for round := range 250 {
+		from := rng.Uint64N(space)
+		width := 1 + rng.Uint64N(3000)
+		fill := round < 40 || rng.IntN(2) == 0
+		for _, i := range rng.Perm(int(min(from+width, space) - from)) { // in random order: leaves fill past half
+			pos := from + uint64(i)
+			if fill && !model[pos] {
+				tab.insert(pos, newStringEntry(key(pos), nil, 0, 0))
+				model[pos] = true
+			} else if !fill && model[pos] {
+				if tab.removeAt(pos, key(pos)) == nil {
+					t.Fatalf("round %d: %s not removed", round, key(pos))
+				}
+				delete(model, pos)
+			}
+		}
+		if err := tab.check(false); err != nil {
+			t.Fatalf("round %d, after %s %d positions from %d: %v", round, map[bool]string{true: "filling", false: "clearing"}[fill], width, from, err)
+		}
+		if tab.len() != len(model) {
+			t.Fatalf("round %d: the table holds %d entries, the model %d", round, tab.len(), len(model))
+		}
+	}
+}
