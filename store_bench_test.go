@@ -8,7 +8,8 @@ import (
 
 // BenchmarkStore measures the local store alone, one goroutine, on 1M keys of 64-byte values over the
 // default 1,024 segments: reads of present and absent keys, overwrites, and a delete with the insert that
-// puts the key back (which changes the set of keys, as new keys and expiries do).
+// puts the key back (which changes the set of keys, as new keys and expiries do), and edits: SETRANGE of 8
+// bytes inside a value, INCR of a counter.
 func BenchmarkStore(b *testing.B) {
 	const space = 1_000_000
 	layout, _ := NewLayout(DefaultSegments, 1)
@@ -46,6 +47,30 @@ func BenchmarkStore(b *testing.B) {
 		for b.Loop() {
 			i := rng.IntN(space)
 			s.put(segs[i], keys[i], value, 0)
+		}
+	})
+	b.Run("setrange", func(b *testing.B) { // an edit in place: the value keeps its 64 bytes
+		part := []byte("12345678")
+		for b.Loop() {
+			i := rng.IntN(space)
+			if _, err := s.setRange(segs[i], keys[i], 8, part, DefaultConfig().MaxValueSize); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("incr", func(b *testing.B) {
+		counters := make([]string, 1000)
+		counterSegs := make([]int, len(counters))
+		for i := range counters {
+			counters[i] = "counter:" + strconv.Itoa(i)
+			counterSegs[i] = layout.KeySegment(counters[i])
+			s.put(counterSegs[i], counters[i], []byte("0"), 0)
+		}
+		for b.Loop() {
+			i := rng.IntN(len(counters))
+			if _, err := s.incr(counterSegs[i], counters[i], 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("delete-insert", func(b *testing.B) {
