@@ -50,10 +50,10 @@ func BenchmarkStore(b *testing.B) {
 		}
 	})
 	b.Run("setrange", func(b *testing.B) { // an edit in place: the value keeps its 64 bytes
-		part := []byte("12345678")
+		part, limit := []byte("12345678"), DefaultConfig().MaxValueSize
 		for b.Loop() {
 			i := rng.IntN(space)
-			if _, err := s.setRange(segs[i], keys[i], 8, part, DefaultConfig().MaxValueSize); err != nil {
+			if _, err := s.setRange(segs[i], keys[i], 8, part, limit); err != nil {
 				b.Fatal(err)
 			}
 		}
