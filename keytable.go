@@ -195,7 +195,7 @@ func (t keyTable) removeAt(pos uint64, key string) *entry {
 }
 
 // remove deletes the entry of key at pos under nd and returns it. A child left with fewer than
-// tableMerge items joins a neighbour when the two fit in one node.
+// tableMerge items joins a neighbour when the two fit in one node, and otherwise takes items from one.
 func (nd *tableNode) remove(pos uint64, key string) *entry {
 	if nd.kids == nil {
 		i, found := nd.search(pos, key)
@@ -228,7 +228,7 @@ func (nd *tableNode) remove(pos uint64, key string) *entry {
 func (nd *tableNode) rebalance(i int) {
 	left, right := nd.kids[i], nd.kids[i+1]
 	if right.kids != nil {
-		right.pos[0], right.ents[0] = nd.pos[i+1], nd.ents[i+1] // its first child's bound, unused until now
+		right.pos[0], right.ents[0] = nd.pos[i+1], nd.ents[i+1] // its first child's bound, which it may pass on
 	}
 	half := (left.n + right.n) / 2
 	if k := half - left.n; k > 0 { // the right child's first k items go to the left one's end

@@ -23,6 +23,13 @@ func (t keyTable) check(keyed bool) error {
 		if nd.n > tableMax || nd.n < 0 || nd.kids != nil && nd.n == 0 {
 			return fmt.Errorf("a node holds %d items", nd.n)
 		}
+		if level > 0 && nd.n < tableMerge {
+			return fmt.Errorf("a node at depth %d holds %d items; at least %d", level, nd.n, tableMerge)
+		}
+		if slices.ContainsFunc(nd.ents[nd.n:], func(e *entry) bool { return e != nil }) ||
+			nd.kids != nil && slices.ContainsFunc(nd.kids[nd.n:], func(k *tableNode) bool { return k != nil }) {
+			return fmt.Errorf("a node of %d items keeps a pointer in a free slot", nd.n)
+		}
 		if nd.kids != nil {
 			for i := range nd.n {
 				clo, cloPos := lo, loPos
@@ -296,7 +303,7 @@ func TestKeyTableKeepsNodesFilled(t *testing.T) {
 		for _, i := range rng.Perm(int(min(from+width, space) - from)) { // in random order: leaves fill past half
 			pos := from + uint64(i)
 			if fill && !model[pos] {
-				tab.insert(pos, newStringEntry(key(pos), nil, 0, 0))
+				tab.insert(pos, newStringEntry(key(pos), []byte("v"), 0, 0)) // a value, which no bound may hold
 				model[pos] = true
 			} else if !fill && model[pos] {
 				if tab.removeAt(pos, key(pos)) == nil {
