@@ -227,9 +227,7 @@ func (nd *tableNode) remove(pos uint64, key string) *entry {
 // and gives child i+1 the bound of its new first item.
 func (nd *tableNode) rebalance(i int) {
 	left, right := nd.kids[i], nd.kids[i+1]
-	if right.kids != nil {
-		right.pos[0], right.ents[0] = nd.pos[i+1], nd.ents[i+1] // its first child's bound, which it may pass on
-	}
+	nd.lendBound(i + 1)
 	half := (left.n + right.n) / 2
 	if k := half - left.n; k > 0 { // the right child's first k items go to the left one's end
 		copy(left.pos[left.n:], right.pos[:k])
@@ -260,18 +258,26 @@ func (nd *tableNode) rebalance(i int) {
 	nd.pos[i+1], nd.ents[i+1] = right.pos[0], boundOf(right)
 }
 
-// merge moves every item of child i+1 into child i, and drops child i+1. The first child moved keeps the
+// merge moves every item of child i+1 into child i, and drops child i+1. The first child moved takes the
 // bound it had here, which holds for all of it.
 func (nd *tableNode) merge(i int) {
 	left, right := nd.kids[i], nd.kids[i+1]
+	nd.lendBound(i + 1)
 	if right.kids != nil {
-		right.pos[0], right.ents[0] = nd.pos[i+1], nd.ents[i+1]
 		copy(left.kids[left.n:], right.kids[:right.n])
 	}
 	copy(left.pos[left.n:], right.pos[:right.n])
 	copy(left.ents[left.n:], right.ents[:right.n])
 	left.n += right.n
 	nd.cut(i + 1)
+}
+
+// lendBound gives child i of nd, when it is an inner node about to pass its first child to a neighbour,
+// the bound that child has here, which its item 0 otherwise need not hold.
+func (nd *tableNode) lendBound(i int) {
+	if kid := nd.kids[i]; kid.kids != nil {
+		kid.pos[0], kid.ents[0] = nd.pos[i], nd.ents[i]
+	}
 }
 
 // cut removes item i of nd, clearing the slot it frees so that nothing removed stays reachable from it.
