@@ -104,7 +104,8 @@ func (s *aheadSetup) promoted(t *testing.T) *ClusterMap {
 	waitFor(t, 20*time.Second, "the in-sync replica to serve the partition", func() bool {
 		m = s.inSync.ClusterMap()
 		st := m.Runtime[s.p]
-		return st.Owner == s.inSync.id && st.Health == Degraded
+		// and routes by that map: a Put routed by the one before would go to the dead owner
+		return st.Owner == s.inSync.id && st.Health == Degraded && s.inSync.router.current().m.Index >= m.Index
 	})
 	return m
 }
