@@ -257,12 +257,17 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 			if !armed.Load() {
 				return
 			}
-			if n := c.nodeByID(id); n == nil || n.IsLeader() || seal.held.Load() {
+			if n := c.nodeByID(id); n == nil || n.IsLeader() {
 				return // the owner held is not the leader, so that the leader times its failure
 			}
-			heldPart.Store(int32(p))
-			heldBy.Store(&id)
-			seal.hold()
+			if heldBy.CompareAndSwap(nil, &id) {
+				heldPart.Store(int32(p))
+				seal.hold()
+			} else if *heldBy.Load() == id {
+				// The held owner settles no other move either: each partition it owns when held is one
+				// the failover must promote.
+				<-seal.released
+			}
 		}
 	}))
 	t.Cleanup(seal.release)
