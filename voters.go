@@ -17,7 +17,8 @@ import (
 // DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
 // a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
 // the others need. New servers join as non-voters and are promoted once alive for
-// ServerStabilization, keeping an odd number of voters up to MaxVoters; the new process of a voter that
+// ServerStabilization, keeping an odd number of voters up to MaxVoters (a voter that drains or has left
+// counts no more, so its successor is promoted before it is demoted); the new process of a voter that
 // restarted takes its predecessor's vote at once, right after the old server is removed. A cluster whose first voters are
 // all replaced one by one thus keeps a quorum of live ones.
 
@@ -187,6 +188,13 @@ func runs(s raft.ServerID, byName map[NodeID]member) bool {
 	return known && m.Server == server && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
 }
 
+// departing reports whether server s's process is leaving the cluster: draining, or gone once drained.
+func departing(s raft.ServerID, byName map[NodeID]member) bool {
+	name, server := splitRaftID(s)
+	m, known := byName[name]
+	return known && m.Server == server && (m.Leaving || m.Status == serf.StatusLeft)
+}
+
 // restartedServer is why the server of a member's previous process is removed.
 const restartedServer = "member restarted as a new server"
 
@@ -210,13 +218,17 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 }
 
 // promotions promotes stable, alive, full non-voters, in name order, towards the largest odd number of
-// voters that MaxVoters and the candidates allow. It never demotes.
+// voters that MaxVoters and the candidates allow. A voter whose process drains or has left does not count:
+// its successor is promoted first, so that its demotion need not wait for a failed voter's removal. It
+// never demotes.
 func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f serverFacts) []serverChange {
 	voters := 0
 	var candidates []raft.Server
 	for _, s := range kept {
 		if s.Suffrage == raft.Voter {
-			voters++
+			if !departing(s.ID, byName) {
+				voters++
+			}
 			continue
 		}
 		name, _ := splitRaftID(s.ID)

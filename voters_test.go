@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"io"
 	"net"
 	"slices"
@@ -70,6 +71,18 @@ func TestPlanServers(t *testing.T) {
 		{name: "a voter that left is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1)},
 			want:    []string{"remove b#1", "demote to non-voter c#1"}},
+		{name: "a stable non-voter takes the vote of one that left beside a failed voter", stable: []raft.ServerID{"d#1"},
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
+			want:    []string{"promote to voter d#1"}},
+		{name: "once its successor votes, the voter that left is demoted beside the failed one",
+			servers: append(slices.Clone(three), voter("d", 1)),
+			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
+			want:    []string{"demote to non-voter c#1"}},
+		{name: "a stable non-voter is promoted while a voter drains, which keeps its vote", stable: []raft.ServerID{"d#1"},
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), leaving("c", 1), alive("d", 1)},
+			want:    []string{"promote to voter d#1"}},
 		{name: "two voters that left are both demoted: the voter left is live", servers: three,
 			members: []member{alive("a", 1), left("b", 1), left("c", 1)},
 			want:    []string{"demote to non-voter b#1", "demote to non-voter c#1"}},
@@ -339,6 +352,59 @@ func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := stayer.Put(ctx, "after-the-leave", []byte("v")); err != nil {
+		t.Fatalf("put after %s left: %v", leaver.id, err)
+	}
+}
+
+// TestLeaveBesideAFailedVoter has a voter leave while another voter is dead but not yet removed (its
+// DeadServerTimeout far off): the others hold no live quorum without the leaver until a stable non-voter
+// takes a vote, so that non-voter is promoted first, and the leave finishes long before the dead voter's
+// removal. The dead voter keeps its vote meanwhile, and the cluster still takes writes.
+func TestLeaveBesideAFailedVoter(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.DeadServerTimeout = time.Hour
+		cfg.FailoverTimeout = time.Second
+		cfg.EvictionTimeout = 2 * time.Second
+	}))
+	leader := c.currentLeader(t)
+	var others []*Node
+	for _, n := range c.live() {
+		if n != leader {
+			others = append(others, n)
+		}
+	}
+	dead, leaver := others[0], others[1]
+	successor := c.add(3)
+	c.waitStable(20 * time.Second)
+	c.kill(c.indexOf(dead.id))
+	waitFor(t, 60*time.Second, "a Healthy map without the dead node", c.settledWithout)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := leaver.Leave(ctx); err != nil {
+		t.Fatalf("%s leaves beside the dead voter %s: %v", leaver.id, dead.id, err)
+	}
+	c.forget(c.indexOf(leaver.id), leaver)
+	var servers []raft.Server
+	waitFor(t, 10*time.Second, string(leaver.id)+"'s server to be removed", func() bool {
+		cf := leader.raft.GetConfiguration()
+		servers = cf.Configuration().Servers
+		return cf.Error() == nil && !slices.ContainsFunc(servers, func(s raft.Server) bool {
+			name, _ := splitRaftID(s.ID)
+			return name == leaver.id
+		})
+	})
+	voters := map[NodeID]bool{}
+	for _, s := range servers {
+		if name, _ := splitRaftID(s.ID); s.Suffrage == raft.Voter {
+			voters[name] = true
+		}
+	}
+	if want := map[NodeID]bool{leader.id: true, dead.id: true, successor.id: true}; !maps.Equal(voters, want) {
+		t.Fatalf("voters %v; want %v", voters, want)
+	}
+	if err := leader.Put(bg(t), "after-the-leave", []byte("v")); err != nil {
 		t.Fatalf("put after %s left: %v", leaver.id, err)
 	}
 }
