@@ -374,6 +374,7 @@ func TestBatchRetriesExhaustedPerItem(t *testing.T) {
 // TestBatchPartialFailure checks that an owner the caller cannot reach fails only its own items, with an
 // error naming it, while the other owners' items succeed.
 func TestBatchPartialFailure(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (c *testCluster, client, lost *Node, keys []string) {
 		c = startCluster(t, 4, nil)
 		client = addClient(t, c)

@@ -104,6 +104,7 @@ func (nd *tableNode) boundsHoldOnlyKeys() error {
 // position yields exactly the entries at or after it: with keys spread over the slots, and with keys that
 // share one hash tag, and so one slot.
 func TestKeyTableIsAMapInScanOrder(t *testing.T) {
+	t.Parallel()
 	for _, prefix := range []string{"key:", "{tag}:"} {
 		t.Run(prefix, func(t *testing.T) {
 			keys := make([]string, 3000)

@@ -345,6 +345,11 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	if err := owner.Put(ctx, key, []byte("before")); err != nil {
 		t.Fatal(err)
 	}
+	// A first write may already drop the leader's copy, slow to answer over a new connection: the write
+	// below must be the one that drops it.
+	waitFor(t, 20*time.Second, "the leader's copy in sync", func() bool {
+		return slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id)
+	})
 	decisions := owner.ReplicationStats().InSyncDecisions
 	c.kill(victim)
 	if err := owner.Put(ctx, key, []byte("during")); err != nil {

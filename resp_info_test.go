@@ -135,6 +135,7 @@ func startClusterRedis(t *testing.T) *diffConn {
 // their values, that every field Zaris writes is one Redis writes, in Redis's order, and CLUSTER INFO's
 // fields in order.
 func TestRESPInfoMatchesRedis(t *testing.T) {
+	t.Parallel()
 	redis := startClusterRedis(t)
 	cluster := startRESPCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor = 2 })
 	const tag = "{info}"

@@ -14,6 +14,7 @@ import (
 // TestRESPIdleConnectionsClosed fills the endpoint with idle connections: one more is refused as Redis
 // refuses it, the idle ones are closed once RESPIdleTimeout has passed, and then a real client gets in.
 func TestRESPIdleConnectionsClosed(t *testing.T) {
+	t.Parallel()
 	const maxClients, idle = 8, 2 * time.Second
 	c := startRESPCluster(t, 1, func(cfg *Config) {
 		cfg.RESPMaxClients = maxClients

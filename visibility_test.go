@@ -14,6 +14,7 @@ import (
 // must not return it either: a failover to the replica would lose it, and the read would have seen a value
 // that never was.
 func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)
 	ctx := bg(t)

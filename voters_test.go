@@ -264,6 +264,7 @@ func (l rawRaftListener) Accept() (net.Conn, error) {
 // decision, must not be elected by the restarted process answering for its predecessor's server; once the
 // network heals, every node's map holds the decision.
 func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, nil)
 	leader := c.leaderNode()
 	var others []int
@@ -309,6 +310,7 @@ func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
 // take that silence for its removal and close with its vote: the other would then never again have a quorum.
 // Once the link heals the other voter leads and takes writes, and the leaver's departure went through.
 func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.Lite = cfg.Name == "node-1" }) // the leaver has nothing to drain
 	stayer, leaver := c.node(0), c.node(1)
 	cf := leaver.raft.GetConfiguration()

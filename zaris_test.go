@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +19,17 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
+// TestMain runs the parallel tests at least four at a time unless -test.parallel says otherwise: they
+// mostly wait on timers and the network, so two at a time left most of two cores idle.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0)))); err != nil {
+			panic(err)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -43,6 +56,7 @@ func randomKeys(rng *rand.Rand, n int) []string {
 // key's owner directly: remote keys cost exactly one request to the owner, local keys none, and no node is
 // ever redirected.
 func TestOneHop(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{1, 3, 5} {
 		t.Run(fmt.Sprintf("nodes-%d", size), func(t *testing.T) {
 			c := startCluster(t, size, nil)
