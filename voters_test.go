@@ -364,11 +364,7 @@ func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
 // removal. The dead voter keeps its vote meanwhile, and the cluster still takes writes.
 func TestLeaveBesideAFailedVoter(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
-		cfg.DeadServerTimeout = time.Hour
-		cfg.FailoverTimeout = time.Second
-		cfg.EvictionTimeout = 2 * time.Second
-	}))
+	c := startCluster(t, 3, replicated(2, quickFailure, func(cfg *Config) { cfg.DeadServerTimeout = time.Hour }))
 	leader := c.currentLeader(t)
 	var others []*Node
 	for _, n := range c.live() {
@@ -411,6 +407,12 @@ func TestLeaveBesideAFailedVoter(t *testing.T) {
 	}
 }
 
+// quickFailure fails a dead node's partitions over after a second and takes it out of the map after two.
+func quickFailure(cfg *Config) {
+	cfg.FailoverTimeout = time.Second
+	cfg.EvictionTimeout = 2 * time.Second
+}
+
 // countVoters counts the voters of configuration c.
 func countVoters(c raft.Configuration) int {
 	n := 0
@@ -429,11 +431,7 @@ func countVoters(c raft.Configuration) int {
 // readable at the end.
 func TestVotersReplacedOneByOne(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
-		cfg.FailoverTimeout = time.Second
-		cfg.DeadServerTimeout = time.Second
-		cfg.EvictionTimeout = 2 * time.Second
-	}))
+	c := startCluster(t, 3, replicated(2, quickFailure, func(cfg *Config) { cfg.DeadServerTimeout = time.Second }))
 	ctx := bg(t)
 	written := map[string]string{}
 	write := func(round int) {
