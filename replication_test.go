@@ -345,12 +345,18 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	if err := owner.Put(ctx, key, []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	// A first write may already drop the leader's copy, slow to answer over a new connection: the write
-	// below must be the one that drops it.
-	waitFor(t, 20*time.Second, "the leader's copy in sync", func() bool {
-		return slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id)
+	// A first write may already drop the leader's copy, slow to answer over a new connection, and its
+	// return is counted just after the map shows it: the write below must be the one that drops it, and
+	// the count must have settled, so both hold on two polls in a row.
+	var decisions uint64
+	var wasInSync bool
+	waitFor(t, 20*time.Second, "the leader's copy in sync, its count settled", func() bool {
+		inSync := slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id)
+		now := owner.ReplicationStats().InSyncDecisions
+		settled := inSync && wasInSync && now == decisions
+		decisions, wasInSync = now, inSync
+		return settled
 	})
-	decisions := owner.ReplicationStats().InSyncDecisions
 	c.kill(victim)
 	if err := owner.Put(ctx, key, []byte("during")); err != nil {
 		t.Fatalf("put while the control plane elects a leader: %v", err)
