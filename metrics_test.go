@@ -106,7 +106,7 @@ func hasLabels(m *dto.Metric, want []string) bool {
 // failovers are counted, and the leader times them.
 func TestMetricsFollowTheCluster(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor = 2 })
+	c := startCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor, cfg.FailoverTimeout = 2, time.Second })
 	c.waitHealthy(20 * time.Second)
 	urls := make([]string, 3)
 	for i := range urls {
