@@ -155,9 +155,7 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 // waits to hear that it holds no vote), or "" when it keeps it. A voter keeps its vote while it drains: the
 // drain may take long, and one voter fewer meanwhile would leave the others less room for failures.
 func departingVoter(s raft.Server, byName map[NodeID]member) string {
-	name, server := splitRaftID(s.ID)
-	m, known := byName[name]
-	if s.Suffrage == raft.Voter && known && m.Server == server && m.Status == serf.StatusLeft {
+	if m, ok := processOf(s.ID, byName); ok && s.Suffrage == raft.Voter && m.Status == serf.StatusLeft {
 		return "member left"
 	}
 	return ""
@@ -183,16 +181,21 @@ func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, runs 
 // runs reports whether server s's process still runs, as gossip tells: its member is alive, or has left
 // and waits to hear that it holds no vote.
 func runs(s raft.ServerID, byName map[NodeID]member) bool {
-	name, server := splitRaftID(s)
-	m, known := byName[name]
-	return known && m.Server == server && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
+	m, ok := processOf(s, byName)
+	return ok && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
 }
 
 // departing reports whether server s's process is leaving the cluster: draining, or gone once drained.
 func departing(s raft.ServerID, byName map[NodeID]member) bool {
+	m, ok := processOf(s, byName)
+	return ok && (m.Leaving || m.Status == serf.StatusLeft)
+}
+
+// processOf returns the member whose process server s is, if gossip knows that process.
+func processOf(s raft.ServerID, byName map[NodeID]member) (member, bool) {
 	name, server := splitRaftID(s)
 	m, known := byName[name]
-	return known && m.Server == server && (m.Leaving || m.Status == serf.StatusLeft)
+	return m, known && m.Server == server
 }
 
 // restartedServer is why the server of a member's previous process is removed.
