@@ -189,13 +189,14 @@ type Config struct {
 	// DiskQueueBytes bounds the ops and snapshots waiting to be written to the DataDir: writers wait while
 	// it is full (one item larger than it is written alone).
 	DiskQueueBytes int64
-	// OpLogRetain is how many recent ops per segment stay in memory for replicas to catch up by replay.
-	// A replica further behind is fed from the op log on disk (with a DataDir) or else gets a snapshot.
-	// Default 4096.
+	// OpLogRetain bounds how many recent ops per segment stay in memory for replicas to catch up by
+	// replay. A replica further behind is fed from the op log on disk (with a DataDir) or else gets a
+	// snapshot. Within the bounds a segment keeps the ops one of its replicas has not acknowledged, and
+	// its newest 64; while watchers or near caches poll the node, all the bounds allow. Default 4096.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
-	// keeps at least its newest op). Default 64 MiB: about 64 KiB of recent writes a segment, which covers
-	// a replica cut off for seconds under heavy writes; one behind longer gets the segment whole.
+	// keeps at least its newest op). Default 64 MiB: up to about 64 KiB of recent writes a segment, which
+	// covers a replica cut off for seconds under heavy writes; one behind longer gets the segment whole.
 	OpLogRetainBytes int64
 	// MaxWatchers bounds the watchers (Watch, WatchTag) this node serves as owner; one more is refused with
 	// ErrTooManyWatchers. A watcher counts from its first poll until it has not polled for three

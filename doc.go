@@ -38,10 +38,12 @@
 // applies becomes an op with the next revision of its segment, tagged with the partition's epoch, and is
 // streamed to the replicas, which apply ops strictly in revision order. A replica refuses ops carrying an
 // epoch older than the newest it has seen for the partition (fencing), so a deposed owner cannot get a write
-// acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log in memory
-// (OpLogRetain) or, with DataDir, from its op log on disk (DiskRetainBytes, DiskRetainAge) for those memory no
-// longer holds; it gets a snapshot of the segment only when neither reaches back that far, or when its copy
-// may follow another history than the owner's. Replicas never serve clients; they answer Moved.
+// acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log in memory,
+// which keeps each segment's ops until every replica has acknowledged them, up to OpLogRetain and
+// OpLogRetainBytes (all that these allow while watchers poll the owner), or, with DataDir, from its op log
+// on disk (DiskRetainBytes, DiskRetainAge) for those memory no longer holds; it gets a snapshot of the
+// segment only when neither reaches back that far, or when its copy may follow another history than the
+// owner's. Replicas never serve clients; they answer Moved.
 //
 // Under the Sync write concern (the default), a write is acknowledged only once every replica in the
 // partition's in-sync set has applied it. A replica that stops answering for ReplicaAckTimeout is removed from
@@ -181,8 +183,8 @@
 //   - the router (routing.go): the routing table built from the committed map. It is repointed on every
 //     commit (push), refreshed after a stale-map reply (react) and by a backstop poll, and sends each
 //     operation to its owner in one hop.
-//   - the replication engine (replication.go, replicalink.go, persistence.go, possession.go): the op log
-//     in memory (a bounded durability.Memory) and on disk, one link per replica that streams ops, probes
+//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go, possession.go): the
+//     op log in memory (a bounded durability.Memory, trimmed to what replicas lack) and on disk, one link per replica that streams ops, probes
 //     and snapshots in revision order, the replica's epoch fence, and the in-sync set.
 //   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
 //     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's

@@ -58,6 +58,7 @@ func measureMemoryPerKey(b *testing.B, nodes int, tweak func(*Config)) {
 		})
 	}
 	wg.Wait()
+	waitOpLogSettled(c)
 	keys := float64(n.keyCount())
 	if nodes > 1 {
 		keys = float64(c.node(1).keyCount()) // a replica holds every key too; count them once
@@ -72,6 +73,25 @@ func measureMemoryPerKey(b *testing.B, nodes int, tweak func(*Config)) {
 	b.ReportMetric(store/keys, "store-est-B/key")
 	b.ReportMetric(oplog/keys, "oplog-B/key")
 	b.ReportMetric(keys, "keys")
+}
+
+// waitOpLogSettled waits until the op logs of c's nodes hold the same bytes over one sweep of their trim
+// (trimOpLog): the heap is then what the nodes keep once the writes stop.
+func waitOpLogSettled(c *testCluster) {
+	oplog := func() (total int64) {
+		for _, n := range c.live() {
+			total += n.repl.oplogBytes()
+		}
+		return total
+	}
+	for prev := int64(-1); ; {
+		cur := oplog()
+		if cur == prev {
+			return
+		}
+		prev = cur
+		time.Sleep(2 * opLogTrimInterval)
+	}
 }
 
 // liveHeap is the heap that survives a full collection.

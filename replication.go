@@ -625,17 +625,6 @@ func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []dur
 	}
 }
 
-// newOpLog returns the op log in memory: it keeps up to retain ops per segment and retainBytes in all,
-// shared equally by the segments, each segment keeping at least its newest op. It shares the values of the
-// ops recorded, which the store never modifies.
-func newOpLog(segments, retain int, retainBytes int64) *durability.Memory {
-	return durability.NewMemoryWith(durability.MemoryOptions{
-		RetainOps:   retain,
-		RetainBytes: max(1, retainBytes/int64(segments)),
-		ShareValues: true,
-	})
-}
-
 // relogOps adds ops, consecutive ones of one segment, to the op log, which refused them with err. Ops
 // that do not follow the segment's last, as after a restore, restart the segment's log at the first of
 // them. It is apart from recordWrite, which calls it, so that the write path's stack stays small.

@@ -111,6 +111,20 @@ func (f *watchFeed) admit(id uint64) bool {
 	return true
 }
 
+// watching reports whether a watcher or near cache has polled within the feed's idle time: the op log
+// then keeps what its bounds allow, since the feed does not track how far each has read.
+func (f *watchFeed) watching() bool {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, last := range f.watchers {
+		if now.Sub(last) <= f.idle {
+			return true
+		}
+	}
+	return false
+}
+
 // watchScope is what one watch follows: a key, or every key of a slot.
 type watchScope struct {
 	key  string

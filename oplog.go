@@ -1,0 +1,119 @@
+package zaris
+
+import (
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+)
+
+// The op log in memory holds each segment's recent ops: what the replicas of a partition this node owns
+// have not acknowledged yet, which the links send and a lagging replica catches up from, and a short tail
+// for the readers this node does not track. Every write adds its op; the bounds (OpLogRetain,
+// OpLogRetainBytes) drop the oldest at once, and a sweep drops what every replica has.
+
+const (
+	// opLogTail is how many of a segment's newest ops the log keeps once every replica has them: for a
+	// watcher or near cache that re-attaches after a failover or a move, and for replicas whose position
+	// a newly promoted owner has yet to learn.
+	opLogTail = 64
+	// opLogTrimInterval is how often the sweep drops the ops every replica has.
+	opLogTrimInterval = 250 * time.Millisecond
+)
+
+// newOpLog returns the op log in memory: it keeps up to retain ops per segment and retainBytes in all,
+// shared equally by the segments, each segment keeping at least its newest op. It shares the values of the
+// ops recorded, which the store never modifies.
+func newOpLog(segments, retain int, retainBytes int64) *durability.Memory {
+	return durability.NewMemoryWith(durability.MemoryOptions{
+		RetainOps:   retain,
+		RetainBytes: max(1, retainBytes/int64(segments)),
+		ShareValues: true,
+	})
+}
+
+// opLogKeepFrom returns the oldest revision a segment's op log must keep, given its newest revision last
+// and the revision each replica acknowledged: the first op one of them lacks, or the start of the newest
+// opLogTail ops if that is older.
+func opLogKeepFrom(last uint64, acked []uint64) uint64 {
+	keep := uint64(1)
+	if last > opLogTail {
+		keep = last - opLogTail + 1
+	}
+	for _, a := range acked {
+		keep = min(keep, a+1)
+	}
+	return keep
+}
+
+// trimOpLog drops from the op log the ops that every replica of their segment has acknowledged, keeping
+// each segment's newest opLogTail. A segment one of whose replicas has no known position keeps what the
+// bounds allow, and so does every segment while watchers poll this node (watching): neither tells the
+// sweep how far it has read.
+func (r *replication) trimOpLog(watching bool) {
+	if watching {
+		return
+	}
+	m := r.clusterMap()
+	var acked []uint64
+	for p := range r.layout.Partitions {
+		var links []*replicaLink
+		if r.ownsIn(m, p) {
+			var complete bool
+			if links, complete = r.replicaLinks(m, p); !complete {
+				continue
+			}
+		}
+		first, end := r.layout.PartitionSegments(p)
+		for s := first; s < end; s++ {
+			var known bool
+			if acked, known = ackedBy(links, s, acked[:0]); known {
+				r.trimSegment(s, acked)
+			}
+		}
+	}
+}
+
+// replicaLinks returns the links to partition p's replicas in m; complete is false when one has none yet.
+func (r *replication) replicaLinks(m *ClusterMap, p int) (links []*replicaLink, complete bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range m.Assignment[p] {
+		if id == r.id {
+			continue
+		}
+		l := r.links[id]
+		if l == nil {
+			return nil, false
+		}
+		links = append(links, l)
+	}
+	return links, true
+}
+
+// ackedBy appends to dst the revision of segment s that each link's replica acknowledged; known is false
+// when one of them has none.
+func ackedBy(links []*replicaLink, s int, dst []uint64) (acked []uint64, known bool) {
+	for _, l := range links {
+		l.lock()
+		a, ok := l.acked[s]
+		l.unlock()
+		if !ok {
+			return dst, false
+		}
+		dst = append(dst, a)
+	}
+	return dst, true
+}
+
+// trimSegment drops the ops of segment s that opLogKeepFrom lets go.
+func (r *replication) trimSegment(s int, acked []uint64) {
+	first, last, err := r.oplog.Bounds(uint32(s))
+	if err != nil || last == 0 {
+		return
+	}
+	if keep := opLogKeepFrom(last, acked); keep > first {
+		if err := r.oplog.TruncateBefore(uint32(s), keep); err != nil {
+			r.log.Debug("trim the op log", "segment", s, "before", keep, "err", err)
+		}
+	}
+}
