@@ -93,7 +93,7 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 				err = errIncrNotInteger
 				return nil, false
 			}
-			expireAt = cur.expireAt
+			expireAt = cur.expiry()
 		}
 		if addOverflows(base, delta) {
 			err = errIncrOverflow
@@ -136,7 +136,7 @@ func (s *store) expire(segment int, key string, ttl time.Duration) bool {
 // that was removed.
 func (s *store) persist(segment int, key string) (existed, dropped bool) {
 	existed = s.setExpiry(segment, key, func(cur *entry, _ int64) (int64, bool, bool) {
-		dropped = cur.expireAt != 0
+		dropped = cur.expiry() != 0
 		return 0, false, dropped
 	})
 	return existed, dropped
@@ -146,7 +146,7 @@ func (s *store) persist(segment int, key string) (existed, dropped bool) {
 // no live value.
 func (s *store) ttl(segment int, key string) (time.Duration, bool) {
 	e, ttl, ok := s.getEntry(segment, key)
-	if ok && e.expireAt == 0 {
+	if ok && e.expiry() == 0 {
 		ttl = NoExpiry
 	}
 	return ttl, ok
@@ -165,7 +165,7 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 		written = true
 		expireAt := expiryFrom(now, ttl)
 		if cond&condKeepTTL != 0 && cur != nil {
-			expireAt = cur.expireAt
+			expireAt = cur.expiry()
 		}
 		return newStringEntry(key, value, 0, expireAt), true
 	})

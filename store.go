@@ -12,32 +12,35 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
-// entry is one stored value: a string, or a collection. expireAt is a Unix time in nanoseconds; zero means
-// no expiry. An entry never changes once stored, so a string can be read outside the segment's lock; a
-// collection changes in place, under the lock (collections.go).
+// entry is one stored value: a string, or a collection. An entry never changes once stored, so a string
+// can be read outside the segment's lock; a collection changes in place, under the lock (collections.go).
 //
-// entry is only the header. A string's header, key and value are one allocation holding no pointers
-// (newStringEntry), which the collector never scans; a collection's header starts a collEntry.
+// entry is only the header. A string's header, its expiry when it has one, key and value are one
+// allocation holding no pointers (newStringEntry), which the collector never scans; a collection's header
+// starts a collEntry.
 type entry struct {
-	version  uint64
-	expireAt int64
-	klen     uint32
-	vlen     uint32 // collMark for a collection
+	version uint64
+	klen    uint32 // the key's length; entryExpires is set when an expiry follows the header
+	vlen    uint32 // collMark for a collection
 }
 
-// collEntry is a collection's entry: its header, then what the collector must see.
+// collEntry is a collection's entry: its header, then its expiry and what the collector must see.
 type collEntry struct {
 	entry
-	coll *collValue
-	key  string
+	expireAt int64
+	coll     *collValue
+	key      string
 }
 
 const (
-	collMark    = math.MaxUint32
-	entryHeader = unsafe.Sizeof(entry{})
+	collMark     = math.MaxUint32
+	entryExpires = 1 << 31
+	entryHeader  = unsafe.Sizeof(entry{})
+	expirySize   = 8
 )
 
-// newStringEntry returns an entry of key holding a copy of value.
+// newStringEntry returns an entry of key holding a copy of value. expireAt is a Unix time in nanoseconds;
+// zero means no expiry.
 func newStringEntry(key string, value []byte, version uint64, expireAt int64) *entry {
 	e, v := newSizedEntry(key, len(value), version, expireAt)
 	copy(v, value)
@@ -45,21 +48,29 @@ func newStringEntry(key string, value []byte, version uint64, expireAt int64) *e
 }
 
 // newSizedEntry returns an entry of key whose value is size zero bytes, and that value, for the caller to
-// fill in place before it stores the entry.
+// fill in place before it stores the entry. Only an entry that expires holds an expiry.
 func newSizedEntry(key string, size int, version uint64, expireAt int64) (*entry, []byte) {
-	if uint64(len(key)) >= collMark || uint64(size) >= collMark {
-		panic("zaris: a key or value of 4 GiB")
+	if uint64(len(key)) >= entryExpires || uint64(size) >= collMark {
+		panic("zaris: a key of 2 GiB or a value of 4 GiB")
 	}
-	b := make([]byte, int(entryHeader)+len(key)+size)
-	copy(b[entryHeader:], key)
+	start := int(entryHeader)
+	if expireAt != 0 {
+		start += expirySize
+	}
+	b := make([]byte, start+len(key)+size)
+	copy(b[start:], key)
 	e := (*entry)(unsafe.Pointer(unsafe.SliceData(b)))
-	e.version, e.expireAt, e.klen, e.vlen = version, expireAt, uint32(len(key)), uint32(size)
+	e.version, e.klen, e.vlen = version, uint32(len(key)), uint32(size)
+	if expireAt != 0 {
+		e.klen |= entryExpires
+		*(*int64)(unsafe.Add(unsafe.Pointer(e), entryHeader)) = expireAt
+	}
 	return e, b[len(b)-size:]
 }
 
 // newCollEntry returns an entry of key holding cv.
 func newCollEntry(key string, cv *collValue, version uint64, expireAt int64) *entry {
-	c := &collEntry{entry: entry{version: version, expireAt: expireAt, vlen: collMark}, coll: cv, key: key}
+	c := &collEntry{entry: entry{version: version, vlen: collMark}, expireAt: expireAt, coll: cv, key: key}
 	return &c.entry
 }
 
@@ -71,15 +82,36 @@ func (e *entry) withExpiry(expireAt int64) *entry {
 	return newStringEntry(e.key(), e.value(), e.version, expireAt)
 }
 
+// expiry is when e expires, a Unix time in nanoseconds; zero means never.
+func (e *entry) expiry() int64 {
+	switch {
+	case e.vlen == collMark:
+		return (*collEntry)(unsafe.Pointer(e)).expireAt
+	case e.klen&entryExpires == 0:
+		return 0
+	}
+	return *(*int64)(unsafe.Add(unsafe.Pointer(e), entryHeader))
+}
+
+// keyAt is where a string's key starts, after its header and expiry, and keyLen its length.
+func (e *entry) keyAt() unsafe.Pointer {
+	if e.klen&entryExpires != 0 {
+		return unsafe.Add(unsafe.Pointer(e), entryHeader+expirySize)
+	}
+	return unsafe.Add(unsafe.Pointer(e), entryHeader)
+}
+
+func (e *entry) keyLen() int { return int(e.klen &^ entryExpires) }
+
 // key is the key e is stored under.
 func (e *entry) key() string {
 	switch {
 	case e.vlen == collMark:
 		return (*collEntry)(unsafe.Pointer(e)).key
-	case e.klen == 0:
+	case e.keyLen() == 0:
 		return ""
 	}
-	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader)), e.klen)
+	return unsafe.String((*byte)(e.keyAt()), e.keyLen())
 }
 
 // value is a string's value, which callers must not modify; nil for a collection.
@@ -90,7 +122,7 @@ func (e *entry) value() []byte {
 	case e.vlen == 0:
 		return []byte{}
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader+uintptr(e.klen))), e.vlen)
+	return unsafe.Slice((*byte)(unsafe.Add(e.keyAt(), e.keyLen())), e.vlen)
 }
 
 // coll is a collection's value, nil for a string.
@@ -130,14 +162,14 @@ func (e *entry) count(key string) int64 {
 // the key and value bytes (its header, its size class's rounding, an item in a partly filled node), what a
 // collection's entry takes beyond that, and what a collection's element takes on average.
 const (
-	entryOverhead     = 56
+	entryOverhead     = 48
 	collEntryOverhead = 64
 	elementAverage    = 64
 )
 
 // ttlCount is 1 for an entry with a TTL, 0 for one without, for the segment's count of them.
 func (e *entry) ttlCount() int64 {
-	if e.expireAt != 0 {
+	if e.expiry() != 0 {
 		return 1
 	}
 	return 0
@@ -152,7 +184,10 @@ func (e *entry) size(key string) int64 {
 	return n + int64(e.vlen)
 }
 
-func (e *entry) expired(now int64) bool { return e.expireAt != 0 && now >= e.expireAt }
+func (e *entry) expired(now int64) bool {
+	at := e.expiry()
+	return at != 0 && now >= at
+}
 
 // kind is the type of value e holds.
 func (e *entry) kind() kind {
@@ -344,8 +379,8 @@ func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl ti
 	if e == nil || e.expired(now) {
 		return nil, 0, false, revision
 	}
-	if e.expireAt != 0 {
-		ttl = time.Duration(e.expireAt - now)
+	if e.expiry() != 0 {
+		ttl = time.Duration(e.expiry() - now)
 	}
 	return e, ttl, true, revision
 }
@@ -483,7 +518,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	if cur == nil {
 		op.flags |= collFresh
 	} else {
-		expireAt = cur.expireAt
+		expireAt = cur.expiry()
 	}
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
@@ -664,7 +699,7 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 			change.coll = &c
 			cur := seg.entries.get(op.Key)
 			if next = applyCollOp(op.Key, cur, change.coll, op.ExpireAt); next == cur && cur != nil {
-				next = cur.withExpiry(cur.expireAt) // a copy: readers may hold the stored entry
+				next = cur.withExpiry(cur.expiry()) // a copy: readers may hold the stored entry
 			}
 			if next != nil {
 				next.version = op.Version
@@ -695,7 +730,7 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 			entries = snapshotEntries(entries, k, e)
 			continue
 		}
-		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expireAt, Version: e.version})
+		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expiry(), Version: e.version})
 	}
 	return seg.revision, entries
 }
@@ -775,7 +810,7 @@ func entryHash(key string, e *entry) uint64 {
 		h.Write(c[:])
 	}
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(e.expireAt))
+	binary.LittleEndian.PutUint64(b[:8], uint64(e.expiry()))
 	binary.LittleEndian.PutUint64(b[8:], e.version)
 	h.Write(b[:])
 	x := h.Sum64()

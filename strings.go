@@ -44,7 +44,7 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 				err = errNotFloat
 				return nil, false
 			}
-			expireAt = cur.expireAt
+			expireAt = cur.expiry()
 		}
 		incr, incrInf, ok := parseLongDouble(delta)
 		if !ok {
@@ -76,7 +76,7 @@ func editableString(cur *entry) (value []byte, expireAt int64, err error) {
 	case cur.coll() != nil:
 		return nil, 0, errWrongType
 	}
-	return cur.value(), cur.expireAt, nil
+	return cur.value(), cur.expiry(), nil
 }
 
 // appendValue appends suffix to key's value, creating the key when it is missing and keeping its expiry
@@ -164,7 +164,7 @@ func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (va
 		case ttl > 0:
 			written = true
 			return newStringEntry(key, cur.value(), 0, expiryFrom(now, ttl)), true
-		case keep || cur.expireAt == 0:
+		case keep || cur.expiry() == 0:
 			return nil, false
 		}
 		written = true

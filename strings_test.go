@@ -247,13 +247,13 @@ func assertOnCopies(t *testing.T, c *testCluster, key, value string, expires boo
 		case value == "" && ok:
 			t.Fatalf("%s holds %q under %q; want nothing", id, e.value(), key)
 		case value == "":
-		case !ok || string(e.value()) != value || (e.expireAt != 0) != expires:
+		case !ok || string(e.value()) != value || (e.expiry() != 0) != expires:
 			var got []byte
 			if e != nil {
 				got = e.value()
 			}
 			t.Fatalf("%s holds %q under %q (live %v, expiring %v); want %q, expiring %v", id, got, key, ok,
-				e != nil && e.expireAt != 0, value, expires)
+				e != nil && e.expiry() != 0, value, expires)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (s *store) putIfVersion(segment int, key string, value []byte, ttl time.Dur
 		}
 		expireAt := expiryFrom(now, ttl)
 		if keepTTL && cur != nil {
-			expireAt = cur.expireAt
+			expireAt = cur.expiry()
 		}
 		return newStringEntry(key, value, 0, expireAt), true
 	})
