@@ -191,8 +191,8 @@ type Config struct {
 	DiskQueueBytes int64
 	// OpLogRetain bounds how many recent ops per segment stay in memory for replicas to catch up by
 	// replay. A replica further behind is fed from the op log on disk (with a DataDir) or else gets a
-	// snapshot. Within the bounds a segment keeps the ops one of its replicas has not acknowledged, and
-	// its newest 64; while watchers or near caches poll the node, all the bounds allow. Default 4096.
+	// snapshot. Within the bounds a segment keeps the ops one of its replicas has not acknowledged, what
+	// recent watch and near-cache polls may read next, and its newest 64. Default 4096.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
 	// keeps at least its newest op). Default 64 MiB: up to about 64 KiB of recent writes a segment, which

@@ -39,8 +39,8 @@
 // streamed to the replicas, which apply ops strictly in revision order. A replica refuses ops carrying an
 // epoch older than the newest it has seen for the partition (fencing), so a deposed owner cannot get a write
 // acknowledged. A replica that falls behind is fed the ops it missed from the owner's op log in memory,
-// which keeps each segment's ops until every replica has acknowledged them, up to OpLogRetain and
-// OpLogRetainBytes (all that these allow while watchers poll the owner), or, with DataDir, from its op log
+// which keeps each segment's ops until every replica has acknowledged them and no recent watch poll may
+// still read them, up to OpLogRetain and OpLogRetainBytes, or, with DataDir, from its op log
 // on disk (DiskRetainBytes, DiskRetainAge) for those memory no longer holds; it gets a snapshot of the
 // segment only when neither reaches back that far, or when its copy may follow another history than the
 // owner's. Replicas never serve clients; they answer Moved.
@@ -113,8 +113,8 @@
 // order, each delivered once, on a channel. A change to a hash, set, list or sorted set comes as a
 // WatchUpdate with the key's new version and no content. The key's owner serves them from its op log in memory by long
 // polls (the transport is request and reply; a poll waits up to WatchPoll for an event), so it keeps nothing
-// per watcher between polls and a slow watcher costs it no memory: one reply holds at most WatchBufferEvents
-// events and WatchBufferBytes. The watcher's node re-attaches to whichever node the routing table names
+// per watcher between polls: a slow watcher holds back at most what the op log's bounds allow, and one
+// reply holds at most WatchBufferEvents events and WatchBufferBytes. The watcher's node re-attaches to whichever node the routing table names
 // after a failover, a move or a lost connection, asking for the events after the last revision delivered;
 // revisions never go back, so nothing is repeated or skipped. When the owner's log no longer reaches back
 // that far (trimmed while the watcher lagged, or begun after a snapshot), the watch delivers a
@@ -189,8 +189,9 @@
 //   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
 //     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's
 //     rules are a pure function of a view (decide.go); control.go commits what it decides.
-//   - the watch feed (watchfeed.go): the owner's side of key watches, which serves long polls from the op
-//     log; the watcher's side, which routes and re-attaches them, is in watch.go.
+//   - the watch feed (watchfeed.go, readmarks.go): the owner's side of key watches, which serves long polls
+//     from the op log and marks how far back they read; the watcher's side, which routes and re-attaches
+//     them, is in watch.go.
 //   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_walk.go) and the RESP endpoint
 //     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //

@@ -98,6 +98,7 @@ func (n *Node) serveNearWatch(ctx context.Context, req *nearWatchRequest) nearWa
 		return nearWatchReply{Status: StatusTooManyWatchers}
 	}
 	f := n.watches
+	f.marks.mark(f.clock.Now(), req.Segments, req.After)
 	remapped := f.remap.wait()
 	timer := f.clock.NewTimer(min(time.Duration(req.Wait), n.cfg.WatchPoll))
 	defer timer.Stop()

@@ -219,7 +219,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
 	n.every(n.cfg.FailoverTimeout/8, func() { n.holdsLease() }) // notices a lapse no request saw
-	n.every(opLogTrimInterval, func() { n.repl.trimOpLog(n.watches.watching()) })
+	n.every(opLogTrimInterval, func() { n.repl.trimOpLog(n.watches.marks.oldest(n.cfg.Clock.Now())) })
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }

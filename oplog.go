@@ -7,8 +7,9 @@ import (
 )
 
 // The op log in memory holds each segment's recent ops: what the replicas of a partition this node owns
-// have not acknowledged yet, which the links send and a lagging replica catches up from, and a short tail
-// for the readers this node does not track. Every write adds its op; the bounds (OpLogRetain,
+// have not acknowledged yet, which the links send and a lagging replica catches up from, what recent
+// watch and near-cache polls may read next (readmarks.go), and a short tail for readers arriving from
+// elsewhere. Every write adds its op; the bounds (OpLogRetain,
 // OpLogRetainBytes) drop the oldest at once, and a sweep drops what every replica has.
 
 const (
@@ -32,8 +33,8 @@ func newOpLog(segments, retain int, retainBytes int64) *durability.Memory {
 }
 
 // opLogKeepFrom returns the oldest revision a segment's op log must keep, given its newest revision last
-// and the revision each replica acknowledged: the first op one of them lacks, or the start of the newest
-// opLogTail ops if that is older.
+// and the revision each reader has (each replica's acknowledgement, the oldest a poll asked after): the
+// first op one of them lacks, or the start of the newest opLogTail ops if that is older.
 func opLogKeepFrom(last uint64, acked []uint64) uint64 {
 	keep := uint64(1)
 	if last > opLogTail {
@@ -45,14 +46,11 @@ func opLogKeepFrom(last uint64, acked []uint64) uint64 {
 	return keep
 }
 
-// trimOpLog drops from the op log the ops that every replica of their segment has acknowledged, keeping
-// each segment's newest opLogTail. A segment one of whose replicas has no known position keeps what the
-// bounds allow, and so does every segment while watchers poll this node (watching): neither tells the
-// sweep how far it has read.
-func (r *replication) trimOpLog(watching bool) {
-	if watching {
-		return
-	}
+// trimOpLog drops from the op log the ops that every replica of their segment has acknowledged and that
+// no recent watch or near-cache poll asked for (read: per segment, the oldest revision asked after, as
+// readMarks.oldest gives), keeping each segment's newest opLogTail. A segment one of whose replicas has no
+// known position keeps what the bounds allow.
+func (r *replication) trimOpLog(read map[int]uint64) {
 	m := r.clusterMap()
 	var acked []uint64
 	for p := range r.layout.Partitions {
@@ -66,9 +64,13 @@ func (r *replication) trimOpLog(watching bool) {
 		first, end := r.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
 			var known bool
-			if acked, known = ackedBy(links, s, acked[:0]); known {
-				r.trimSegment(s, acked)
+			if acked, known = ackedBy(links, s, acked[:0]); !known {
+				continue
 			}
+			if after, polled := read[s]; polled {
+				acked = append(acked, after)
+			}
+			r.trimSegment(s, acked)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -65,7 +66,7 @@ func TestOpLogTrimFollowsAcknowledgements(t *testing.T) {
 			link.acked[seg] = rev - tc.behind
 		}
 		link.unlock()
-		owner.trimOpLog(false)
+		owner.trimOpLog(nil)
 		first, last, err := owner.oplog.Bounds(seg)
 		if err != nil {
 			t.Fatal(err)
@@ -76,14 +77,14 @@ func TestOpLogTrimFollowsAcknowledgements(t *testing.T) {
 		link.lock()
 		link.acked[seg] = rev
 		link.unlock()
-		owner.trimOpLog(false) // the next case starts from the tail
+		owner.trimOpLog(nil) // the next case starts from the tail
 	}
 }
 
 // TestOpLogKeepsWhatReplicasLack checks the op log's sweep on a segment: once the replica has every op the
 // owner keeps only the newest opLogTail, as the replica does; while the replica is cut off the owner keeps
-// every op it lacks, so that it catches up by replay without a snapshot; and while a watcher polls, the
-// owner trims nothing.
+// every op it lacks, so that it catches up by replay without a snapshot; and it keeps what a recent watch
+// poll may read next.
 func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2))
@@ -116,7 +117,7 @@ func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 	write(3 * opLogTail)
 	waitFor(t, 10*time.Second, "the replica's acknowledgement of every write", ackedAll)
 	for _, n := range []*Node{owner, replica} {
-		n.repl.trimOpLog(false)
+		n.repl.trimOpLog(nil)
 		if got := held(n); got != opLogTail {
 			t.Fatalf("%s keeps %d ops of segment %d once the replica has them all; want %d", n.id, got, seg, opLogTail)
 		}
@@ -133,7 +134,7 @@ func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 			t.Fatalf("write %d while the replica is cut off: %v", i, err)
 		}
 	}
-	owner.repl.trimOpLog(false)
+	owner.repl.trimOpLog(nil)
 	if first, _, _ := owner.repl.oplog.Bounds(uint32(seg)); first > had+1 {
 		t.Fatalf("the owner kept segment %d from revision %d while the cut-off replica has %d", seg, first, had)
 	}
@@ -148,18 +149,53 @@ func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 	if got, want := replica.SegmentDigest(seg), owner.SegmentDigest(seg); got != want {
 		t.Fatalf("replica's segment %d is %+v, the owner's %+v", seg, got, want)
 	}
-	owner.repl.trimOpLog(false)
+	owner.repl.trimOpLog(nil)
 	if got := held(owner); got != opLogTail {
 		t.Fatalf("the owner keeps %d ops once the replica caught up; want %d", got, opLogTail)
 	}
 
-	if !owner.watches.admit(1) || !owner.watches.watching() {
-		t.Fatal("a watcher that just polled does not count as watching")
-	}
-	write(opLogTail)
+	// A watch poll that read the segment after its current revision keeps what follows, replicas or not.
+	polled := owner.store.revision(seg)
+	owner.watches.marks.mark(time.Now(), []uint32{uint32(seg)}, []uint64{polled})
+	write(2 * opLogTail)
 	waitFor(t, 10*time.Second, "the replica's acknowledgement of every write", ackedAll)
-	owner.repl.trimOpLog(owner.watches.watching())
-	if got := held(owner); got != 2*opLogTail {
-		t.Fatalf("the owner keeps %d ops while a watcher polls; want all %d", got, 2*opLogTail)
+	owner.repl.trimOpLog(owner.watches.marks.oldest(time.Now()))
+	if first, _, _ := owner.repl.oplog.Bounds(uint32(seg)); first != polled+1 {
+		t.Fatalf("the owner keeps segment %d from revision %d after a poll that read after %d", seg, first, polled)
+	}
+}
+
+// TestReadMarks checks the polls' marks over time: the oldest revision asked after per segment, kept over
+// the current and the previous stretch of idle time, and dropped once older than that.
+func TestReadMarks(t *testing.T) {
+	const idle = time.Second
+	t0 := time.Unix(1000, 0)
+	m := readMarks{idle: idle}
+	if got := m.oldest(t0); got != nil {
+		t.Fatalf("marks before any poll: %v", got)
+	}
+	m.mark(t0, []uint32{1, 2}, []uint64{50, 70})
+	m.mark(t0.Add(idle/2), []uint32{1, 3}, []uint64{40, 9}) // a second reader of segment 1, further behind
+	m.mark(t0.Add(idle/2), []uint32{2}, []uint64{80})       // a later poll of the first reader
+	for _, tc := range []struct {
+		at   time.Duration
+		want map[int]uint64
+	}{
+		{idle / 2, map[int]uint64{1: 40, 2: 70, 3: 9}},
+		{idle, map[int]uint64{1: 40, 2: 70, 3: 9}}, // the stretch ends: its marks are the previous ones
+		{2*idle - time.Millisecond, map[int]uint64{1: 40, 2: 70, 3: 9}},
+		{2 * idle, nil}, // silent for two stretches
+	} {
+		if got := m.oldest(t0.Add(tc.at)); !maps.Equal(got, tc.want) {
+			t.Errorf("oldest at +%v: %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	m.mark(t0.Add(3*idle), []uint32{1}, []uint64{60})
+	if got := m.oldest(t0.Add(4*idle + idle/2)); !maps.Equal(got, map[int]uint64{1: 60}) {
+		t.Errorf("in the stretch after a poll: %v, want its mark", got)
+	}
+	m.mark(t0.Add(5*idle+idle/2), []uint32{1}, []uint64{65}) // the stretch of the first ended more than idle ago
+	if got := m.oldest(t0.Add(5*idle + idle/2)); !maps.Equal(got, map[int]uint64{1: 65}) {
+		t.Errorf("after a stretch without polls: %v, want only the newest mark", got)
 	}
 }

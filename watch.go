@@ -155,6 +155,7 @@ func (n *Node) serveWatch(ctx context.Context, req *watchRequest) watchReply {
 	}
 	b := watchBatch{revision: n.store.revision(seg)}
 	if !req.Latest {
+		n.watches.marks.mark(n.cfg.Clock.Now(), []uint32{uint32(seg)}, []uint64{req.After})
 		b = n.watches.next(ctx, seg, scope, req.After, min(time.Duration(req.Wait), n.cfg.WatchPoll))
 	}
 	if _, refusal, owned := n.checkOwner(req.Key); !owned { // the partition moved during the wait

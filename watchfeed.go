@@ -16,8 +16,8 @@ const watchScanPage = 256
 // watchFeed is the owner's side of key watches. It serves each watcher's long poll from the op log in
 // memory: the events of the watched key (or slot) after the watcher's position, or, when the log no longer
 // reaches back that far, the watched keys' current state. It holds nothing per watcher between polls
-// but the time of its last one, so a slow watcher costs the owner no memory: it falls behind the log and
-// is then sent the state.
+// but the time of its last one, and per segment the oldest position recent polls read from (readMarks),
+// which the op log keeps within its bounds: a watcher further behind is sent the state.
 type watchFeed struct {
 	oplog  *durability.Memory
 	store  *store
@@ -34,6 +34,8 @@ type watchFeed struct {
 
 	mu       sync.Mutex
 	watchers map[uint64]time.Time // watcher -> start of its last poll
+
+	marks readMarks // how far back the recent polls read, for the op log's sweep
 }
 
 // watchLimits are the bounds of a watch feed (see Config.MaxWatchers and Config.WatchReplyEvents).
@@ -48,6 +50,7 @@ func newWatchFeed(oplog *durability.Memory, st *store, layout Layout, clock Cloc
 		maxWatchers: lim.maxWatchers, maxEvents: lim.maxEvents, maxBytes: lim.maxBytes, idle: lim.idle,
 		signals:  make([]segmentSignal, layout.Segments),
 		watchers: map[uint64]time.Time{},
+		marks:    readMarks{idle: lim.idle},
 	}
 }
 
@@ -109,20 +112,6 @@ func (f *watchFeed) admit(id uint64) bool {
 	}
 	f.watchers[id] = now
 	return true
-}
-
-// watching reports whether a watcher or near cache has polled within the feed's idle time: the op log
-// then keeps what its bounds allow, since the feed does not track how far each has read.
-func (f *watchFeed) watching() bool {
-	now := f.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, last := range f.watchers {
-		if now.Sub(last) <= f.idle {
-			return true
-		}
-	}
-	return false
 }
 
 // watchScope is what one watch follows: a key, or every key of a slot.
