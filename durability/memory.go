@@ -18,6 +18,7 @@ type Memory struct {
 	mu     sync.RWMutex
 	closed bool
 	segs   map[uint32]*memSegment // never removed from until Close
+	chunks chunkCache             // the chunks the segments' logs released, for the next that grows
 }
 
 // MemoryOptions tunes a Memory store. The zero value retains every op and copies every value.
@@ -33,7 +34,8 @@ type MemoryOptions struct {
 
 // memSegment is one segment's log and snapshot.
 type memSegment struct {
-	mu sync.Mutex // guards the rest when Memory.mu is held shared
+	mu    sync.Mutex // guards the rest when Memory.mu is held shared
+	cache *chunkCache
 	logBounds
 	ops      opQueue // ops.at(i).Revision == first+i
 	bytes    int64
@@ -128,7 +130,7 @@ func (seg *memSegment) append(ops []Op, share bool) error {
 // push adds a copy of op at the end of the log, with a value of its own unless share is set. It leaves
 // the bounds to the caller.
 func (seg *memSegment) push(op *Op, share bool) {
-	last := seg.ops.push()
+	last := seg.ops.push(seg.cache)
 	*last = *op
 	if last.Kind.deletes() {
 		last.Value = nil
@@ -161,7 +163,7 @@ func (seg *memSegment) truncate(rev uint64) {
 		return
 	}
 	drop := min(uint64(seg.ops.len()), rev-seg.first)
-	seg.ops.dropFront(int(drop), func(op *Op) { seg.bytes -= memOpSize(op) })
+	seg.ops.dropFront(int(drop), seg.cache, func(op *Op) { seg.bytes -= memOpSize(op) })
 	seg.logBounds = nb
 }
 
@@ -354,7 +356,7 @@ func (m *Memory) boundsLocked(segment uint32) logBounds {
 func (m *Memory) segmentLocked(segment uint32) *memSegment {
 	seg := m.segs[segment]
 	if seg == nil {
-		seg = &memSegment{}
+		seg = &memSegment{cache: &m.chunks}
 		m.segs[segment] = seg
 	}
 	return seg

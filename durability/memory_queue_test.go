@@ -10,19 +10,20 @@ import (
 func TestOpQueue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var q opQueue
+	var cache chunkCache
 	var model []Op
 	next := uint64(1)
 	for step := range 2000 {
 		if rng.IntN(3) > 0 {
 			for range rng.IntN(3 * opChunkSize / 2) {
-				*q.push() = Op{Revision: next}
+				*q.push(&cache) = Op{Revision: next}
 				model = append(model, Op{Revision: next})
 				next++
 			}
 		} else {
 			k := rng.IntN(len(model) + 1)
 			var dropped []uint64
-			q.dropFront(k, func(op *Op) { dropped = append(dropped, op.Revision) })
+			q.dropFront(k, &cache, func(op *Op) { dropped = append(dropped, op.Revision) })
 			for i, rev := range dropped {
 				if rev != model[i].Revision {
 					t.Fatalf("step %d: dropped revision %d, want %d", step, rev, model[i].Revision)
@@ -57,15 +58,17 @@ func TestOpQueue(t *testing.T) {
 }
 
 // TestOpQueueStartsSmall checks that a queue holding few ops does not take a whole chunk, that the
-// chunks after the first are allocated whole, and that a chunk released by a drop is reused.
+// chunks after the first are allocated whole, and that a chunk released by a drop goes, emptied, to the
+// cache and from there to the next queue that grows.
 func TestOpQueueStartsSmall(t *testing.T) {
-	var q opQueue
-	*q.push() = Op{Revision: 1}
+	var q, other opQueue
+	var cache chunkCache
+	*q.push(&cache) = Op{Revision: 1}
 	if c := cap(q.chunks[0]); c >= opChunkSize {
 		t.Fatalf("one op takes a chunk of capacity %d", c)
 	}
 	for rev := uint64(2); rev <= opChunkSize+1; rev++ {
-		*q.push() = Op{Revision: rev}
+		*q.push(&cache) = Op{Revision: rev, Key: "k", Value: []byte("v")}
 	}
 	if len(q.chunks) != 2 || len(q.chunks[0]) != opChunkSize || cap(q.chunks[1]) != opChunkSize {
 		t.Fatalf("%d ops: %d chunks, the first holding %d, the second of capacity %d",
@@ -77,11 +80,36 @@ func TestOpQueueStartsSmall(t *testing.T) {
 		}
 	}
 	released := &q.chunks[0][:1][0]
-	q.dropFront(opChunkSize, func(*Op) {})
-	for rev := uint64(opChunkSize + 2); rev <= 2*opChunkSize+1; rev++ {
-		*q.push() = Op{Revision: rev}
+	q.dropFront(opChunkSize, &cache, func(*Op) {})
+	if len(cache.free) != 1 || &cache.free[0][:1][0] != released {
+		t.Fatalf("the emptied chunk is not in the cache: %d chunks there", len(cache.free))
 	}
-	if len(q.chunks) != 2 || &q.chunks[1][0] != released {
-		t.Fatalf("the chunk released was not reused: %d chunks", len(q.chunks))
+	for _, op := range cache.free[0][:opChunkSize] {
+		if op.Revision != 0 || op.Key != "" || op.Value != nil {
+			t.Fatalf("a cached chunk still holds op %d", op.Revision)
+		}
+	}
+	for rev := uint64(1); rev <= opChunkSize+1; rev++ {
+		*other.push(&cache) = Op{Revision: rev}
+	}
+	if len(other.chunks) != 2 || &other.chunks[1][0] != released || len(cache.free) != 0 {
+		t.Fatalf("another queue's second chunk did not come from the cache: %d chunks cached", len(cache.free))
+	}
+}
+
+// TestChunkCacheIsBounded checks that the cache keeps at most maxCachedChunks chunks, and that a nil
+// cache keeps none and still hands out chunks.
+func TestChunkCacheIsBounded(t *testing.T) {
+	var cache chunkCache
+	for range maxCachedChunks + 5 {
+		cache.put(make([]Op, 0, opChunkSize))
+	}
+	if len(cache.free) != maxCachedChunks {
+		t.Fatalf("the cache keeps %d chunks; want %d", len(cache.free), maxCachedChunks)
+	}
+	var none *chunkCache
+	none.put(make([]Op, 0, opChunkSize))
+	if c := none.get(); len(c) != 0 || cap(c) != opChunkSize {
+		t.Fatalf("a nil cache hands out a chunk of length %d, capacity %d", len(c), cap(c))
 	}
 }
