@@ -63,14 +63,19 @@ func (r *replication) trimOpLog(read map[int]uint64) {
 		}
 		first, end := r.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
-			var known bool
-			if acked, known = ackedBy(links, s, acked[:0]); !known {
+			if !r.trimDue[s].Swap(false) {
 				continue
 			}
-			if after, polled := read[s]; polled {
-				acked = append(acked, after)
+			var known bool
+			if acked, known = ackedBy(links, s, acked[:0]); known {
+				if after, polled := read[s]; polled {
+					acked = append(acked, after)
+				}
+				known = r.trimSegment(s, acked)
 			}
-			r.trimSegment(s, acked)
+			if !known {
+				r.trimDue[s].Store(true) // a reader still lacks ops: look again next time
+			}
 		}
 	}
 }
@@ -107,15 +112,19 @@ func ackedBy(links []*replicaLink, s int, dst []uint64) (acked []uint64, known b
 	return dst, true
 }
 
-// trimSegment drops the ops of segment s that opLogKeepFrom lets go.
-func (r *replication) trimSegment(s int, acked []uint64) {
+// trimSegment drops the ops of segment s that opLogKeepFrom lets go, and reports whether the log is then
+// down to its tail.
+func (r *replication) trimSegment(s int, acked []uint64) (atTail bool) {
 	first, last, err := r.oplog.Bounds(uint32(s))
 	if err != nil || last == 0 {
-		return
+		return err == nil
 	}
-	if keep := opLogKeepFrom(last, acked); keep > first {
+	keep := opLogKeepFrom(last, acked)
+	if keep > first {
 		if err := r.oplog.TruncateBefore(uint32(s), keep); err != nil {
 			r.log.Debug("trim the op log", "segment", s, "before", keep, "err", err)
+			return false
 		}
 	}
+	return keep+opLogTail > last
 }

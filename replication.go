@@ -190,6 +190,9 @@ type replication struct {
 	committed []atomic.Uint64
 	// replaced counts, per segment, the replacements of this node's copy (replaceSegment).
 	replaced []replacements
+	// trimDue marks, per segment, an op log the sweep must look at: written since its last look, or
+	// left longer than its tail by a reader that lacked ops (oplog.go).
+	trimDue []atomic.Bool
 	// incarnation is random per process, so owners notice when a replica restarted.
 	incarnation uint64
 	stats       replicationStats
@@ -221,6 +224,7 @@ func newReplication(c replicationConfig) *replication {
 		oplog:             newOpLog(segments, c.cfg.OpLogRetain, c.cfg.OpLogRetainBytes),
 		fence:             make([]atomic.Uint64, c.layout.Partitions),
 		lines:             make([]atomic.Uint64, segments),
+		trimDue:           make([]atomic.Bool, segments),
 		committed:         make([]atomic.Uint64, segments),
 		replaced:          make([]replacements, segments),
 		incarnation:       rand.Uint64() | 1,
@@ -257,6 +261,7 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 		epoch = m.Runtime[p].Epoch
 	}
 	r.lines[segment].Store(epoch)
+	r.trimDue[segment].Store(true)
 	ops := [1]durability.Op{opOfWrite(segment, revision, key, next, change)}
 	op := &ops[0]
 	op.Epoch, op.Time = epoch, change.at
