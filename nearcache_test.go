@@ -263,7 +263,10 @@ func TestNearCacheSeesOtherNodesWrites(t *testing.T) {
 func TestNearCacheReadsItsOwnWrites(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, nearCached(0))
-	ctx := bg(t)
+	// 200 writes and read-backs beside two readers that fill the cache in a loop: about 4 s alone, far
+	// longer on a loaded machine, where each fill waits for the cache's background goroutine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	node := c.node(0)
 	key := c.keyOwnedBy("own", c.node(1))
 	must(t, node.Put(ctx, key, []byte("0")))
