@@ -9,15 +9,15 @@ import (
 // The op log in memory holds each segment's recent ops: what the replicas of a partition this node owns
 // have not acknowledged yet, which the links send and a lagging replica catches up from, what recent
 // watch and near-cache polls may read next (readmarks.go), and a short tail for readers arriving from
-// elsewhere. Every write adds its op; the bounds (OpLogRetain,
-// OpLogRetainBytes) drop the oldest at once, and a sweep drops what every replica has.
+// elsewhere. Every write adds its op; the bounds (OpLogRetain, OpLogRetainBytes) drop the oldest at once,
+// and a sweep drops what no reader needs.
 
 const (
 	// opLogTail is how many of a segment's newest ops the log keeps once every replica has them: for a
 	// watcher or near cache that re-attaches after a failover or a move, and for replicas whose position
 	// a newly promoted owner has yet to learn.
 	opLogTail = 64
-	// opLogTrimInterval is how often the sweep drops the ops every replica has.
+	// opLogTrimInterval is how often the sweep drops the ops no reader needs.
 	opLogTrimInterval = 250 * time.Millisecond
 )
 
