@@ -348,14 +348,18 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	// A first write may already drop the leader's copy, slow to answer over a new connection, and its
 	// return is counted just after the map shows it: the write below must be the one that drops it, and
 	// the count must have settled, so both hold on two polls in a row.
+	// The count must have held for half a second: a drop and re-admission of a slow copy can land between
+	// two close polls.
 	var decisions uint64
-	var wasInSync bool
+	var since time.Time
 	waitFor(t, 20*time.Second, "the leader's copy in sync, its count settled", func() bool {
 		inSync := slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id)
 		now := owner.ReplicationStats().InSyncDecisions
-		settled := inSync && wasInSync && now == decisions
-		decisions, wasInSync = now, inSync
-		return settled
+		if !inSync || now != decisions || since.IsZero() {
+			decisions, since = now, time.Now()
+			return false
+		}
+		return time.Since(since) >= 500*time.Millisecond
 	})
 	c.kill(victim)
 	if err := owner.Put(ctx, key, []byte("during")); err != nil {

@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -211,7 +212,10 @@ const txnAccounts = 6
 // the accounts. Every sum is the initial total, and each account ends at its initial balance plus what the
 // committed transfers moved: no transfer is lost, applied twice or applied in part.
 func transfers(t *testing.T, c *testCluster, account func(int) string) {
-	ctx := bg(t)
+	// 240 transfers and their sums, each a transaction over replicated writes: a few seconds alone, far
+	// longer in a loaded suite.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	const (
 		initial   = 100
 		perWorker = 40
