@@ -66,14 +66,14 @@ func (r *replication) trimOpLog(read map[int]uint64) {
 			if !r.trimDue[s].Swap(false) {
 				continue
 			}
-			var known bool
+			var known, atTail bool
 			if acked, known = ackedBy(links, s, acked[:0]); known {
 				if after, polled := read[s]; polled {
 					acked = append(acked, after)
 				}
-				known = r.trimSegment(s, acked)
+				atTail = r.trimSegment(s, acked)
 			}
-			if !known {
+			if !atTail {
 				r.trimDue[s].Store(true) // a reader still lacks ops: look again next time
 			}
 		}
