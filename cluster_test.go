@@ -271,6 +271,15 @@ func (c *testCluster) leader() int {
 	return -1
 }
 
+// raftTerm returns the highest control-plane term any live node knows.
+func (c *testCluster) raftTerm() uint64 {
+	var term uint64
+	for _, n := range c.live() {
+		term = max(term, n.raft.CurrentTerm())
+	}
+	return term
+}
+
 // leaderNode waits until a live node leads the control plane and returns it.
 func (c *testCluster) leaderNode() *Node {
 	c.t.Helper()

@@ -196,6 +196,7 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 	dead := c.node(victim).Name()
 	lost := c.currentMap().OwnedBy(dead)
 	failoversBefore := after.value("zaris_partition_failovers_total")
+	termBefore := c.raftTerm()
 	c.kill(victim)
 	c.waitFailedOver(dead, 20*time.Second)
 	waitFor(t, 10*time.Second, "a scrape showing Degraded partitions and the failovers", func() bool {
@@ -210,8 +211,13 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 			timed += scrapeMetrics(t, url).value("zaris_failover_duration_seconds")
 		}
 	}
-	if timed < float64(lost) {
-		t.Errorf("%v failovers timed by the leader; want %d", timed, lost)
+	// A decision whose commit raft reported as lost with the leadership may still apply, in the next term,
+	// without its leader learning so: only a failover under one term must have every decision timed.
+	switch term := c.raftTerm(); {
+	case term == termBefore && timed < float64(lost):
+		t.Errorf("%v failovers timed by the leader in term %d; want %d", timed, term, lost)
+	case timed == 0:
+		t.Errorf("no failover timed across terms %d to %d; want up to %d", termBefore, term, lost)
 	}
 }
 

@@ -55,19 +55,18 @@ func (r *replication) trimOpLog(read map[int]uint64) {
 	var acked []uint64
 	for p := range r.layout.Partitions {
 		var links []*replicaLink
-		if r.ownsIn(m, p) {
-			var complete bool
-			if links, complete = r.replicaLinks(m, p); !complete {
-				continue
-			}
-		}
+		looked, complete := false, true
 		first, end := r.layout.PartitionSegments(p)
 		for s := first; s < end; s++ {
 			if !r.trimDue[s].Swap(false) {
 				continue
 			}
+			if !looked && r.ownsIn(m, p) {
+				links, complete = r.replicaLinks(m, p)
+			}
+			looked = true
 			var known, atTail bool
-			if acked, known = ackedBy(links, s, acked[:0]); known {
+			if acked, known = ackedBy(links, s, acked[:0]); complete && known {
 				if after, polled := read[s]; polled {
 					acked = append(acked, after)
 				}
