@@ -19,6 +19,7 @@ type memBank struct {
 	dropEvery  int  // every dropEvery-th transfer is acknowledged but not applied
 	tornSums   bool // Balances reads the first account before a transfer and the rest after
 	conflictAt int  // every conflictAt-th transfer fails with errConflict, applying nothing
+	heldReads  int  // the next heldReads reads of the balances fail with errConflict
 }
 
 var errConflict = errors.New("conflict")
@@ -52,6 +53,10 @@ func (b *memBank) Transfer(_ context.Context, from, to, amount int, receipt stri
 func (b *memBank) Balances(context.Context) ([]int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.heldReads > 0 {
+		b.heldReads--
+		return nil, errConflict
+	}
 	out := append([]int(nil), b.balances...)
 	if b.tornSums {
 		out[0] += 7 // as if read before a transfer that the other accounts already show
@@ -97,6 +102,17 @@ func TestBankChecks(t *testing.T) {
 				t.Fatalf("verdict: %s", r)
 			}
 		})
+	}
+}
+
+// TestBankFinalReadWaitsForHeldAccounts: a final read that conflicts with a transaction still holding an
+// account, many more times than a failed read is retried, is read again until the account is released.
+func TestBankFinalReadWaitsForHeldAccounts(t *testing.T) {
+	target := newMemBank(3, 100)
+	target.heldReads = 4 * readRetries
+	b := &Bank{Accounts: 3, Initial: 100, CallTimeout: time.Second, Failed: func(err error) bool { return errors.Is(err, errConflict) }}
+	if r := b.Verify(context.Background(), target); !r.Ok() || target.heldReads != 0 {
+		t.Fatalf("result %v with %d conflicting reads left; want ok after all of them", r, target.heldReads)
 	}
 }
 
