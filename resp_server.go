@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/rawio"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -299,9 +301,17 @@ type respConn struct {
 	completedSeen uint64    // rd.completed when partialSince was set
 }
 
+// socketIO returns raw I/O on a TCP connection (internal/rawio), and conn itself on anything else.
+func socketIO(conn net.Conn) io.ReadWriter {
+	if s, ok := rawio.Of(conn); ok {
+		return s
+	}
+	return conn
+}
+
 func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: s.acl.initialUser(), opened: time.Now()}
-	sock := newSocketIO(conn)
+	sock := socketIO(conn)
 	lim := s.limits
 	if c.user == nil {
 		lim = s.preAuth

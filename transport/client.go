@@ -216,10 +216,12 @@ func (c *Client) backOff(err error) {
 
 // startConn starts the goroutines of a new connection. Callers hold c.mu.
 func (c *Client) startConn(conn net.Conn) *clientConn {
+	sock := socketOf(conn)
 	cc := &clientConn{
 		client: c,
 		conn:   conn,
-		w:      newFrameWriter(conn, &c.stats.writeStats, c.opts.WriteTimeout),
+		sock:   sock,
+		w:      newFrameWriter(conn, sock, &c.stats.writeStats, c.opts.WriteTimeout),
 		calls:  make(map[uint64]*call),
 	}
 	c.wg.Add(2)
@@ -276,6 +278,7 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 
 type clientConn struct {
 	client   *Client
 	conn     net.Conn
+	sock     socket
 	w        *frameWriter
 	answered atomic.Bool // a frame has arrived on this connection
 
@@ -340,7 +343,7 @@ func (cc *clientConn) abandon(id uint64, cl *call) {
 // readLoop delivers responses until the connection fails or its server says it reads no more.
 func (cc *clientConn) readLoop() {
 	defer cc.client.wg.Done()
-	fr := newFrameReader(cc.conn, cc.client.opts.MaxFrameSize).withTimeout(cc.conn, cc.client.opts.ReadTimeout)
+	fr := newFrameReader(cc.sock.rw, cc.client.opts.MaxFrameSize).withTimeout(cc.conn, cc.client.opts.ReadTimeout)
 	for {
 		env, err := nextResponse(fr)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -467,6 +468,68 @@ func TestCallsGiveUpWhenPeerStopsReading(t *testing.T) {
 		t.Fatalf("stats %+v: queued far beyond the pending bound", st)
 	} else {
 		t.Logf("%d of %d bytes handed to the connection", st.BytesWritten, cap(errs)*len(payload))
+	}
+}
+
+// TestLoneCallsAreWrittenByTheirCallers: over TCP, a call with no other in progress writes its own frame,
+// sparing the hand-off to the connection's writer.
+func TestLoneCallsAreWrittenByTheirCallers(t *testing.T) {
+	_, addr := startServer(t, echo, Options{})
+	c := newClient(t, addr, Options{})
+	ctx := testContext(t)
+	const calls = 50
+	for i := range calls {
+		want := strconv.Itoa(i)
+		if got, err := c.Call(ctx, 1, []byte(want)); err != nil || string(got) != want {
+			t.Fatalf("call %d: %q, %v", i, got, err)
+		}
+	}
+	if by, carried := c.stats.byCall.Load(), c.stats.carried.Load(); by != calls || carried != 0 {
+		t.Fatalf("%d of %d lone calls written by their callers, %d left to the writer; want all, none", by, calls, carried)
+	}
+}
+
+// TestCallerLeavesAFullSocketToTheWriter: a lone call larger than the socket takes at once writes what it
+// can and leaves the rest to the connection's writer; the whole request arrives, and its answer returns.
+func TestCallerLeavesAFullSocketToTheWriter(t *testing.T) {
+	ln := listen(t)
+	defer ln.Close()
+	c := newClient(t, ln.Addr().String(), Options{})
+	payload := make([]byte, 16<<20) // beyond what loopback sockets hold
+	for i := range payload {
+		payload[i] = byte(i % 253)
+	}
+	answered, ctx := make(chan error, 1), testContext(t)
+	go func() {
+		got, err := c.Call(ctx, 7, payload)
+		if err == nil && string(got) != "whole" {
+			err = fmt.Errorf("answer %q", got)
+		}
+		answered <- err
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for deadline := time.Now().Add(testTimeout); c.stats.carried.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // the peer reads nothing until then, so the socket fills
+			t.Fatalf("the caller never left a write to the writer (%d written by callers)", c.stats.byCall.Load())
+		}
+	}
+	body, err := newFrameReader(conn, DefaultMaxFrameSize).next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := decodeEnvelope(body)
+	if err != nil || req.op != 7 || !bytes.Equal(req.payload, payload) {
+		t.Fatalf("request op %d, %d bytes, equal %v, %v", req.op, len(req.payload), bytes.Equal(req.payload, payload), err)
+	}
+	if _, err := conn.Write(appendFrame(nil, envelope{kind: kindResponse, id: req.id, op: req.op, payload: []byte("whole")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, answered, "the answer"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -20,9 +20,11 @@
 //
 // A Client owns at most one connection to its peer. Calls on it are pipelined: each is written as soon as
 // it is made and answered in whatever order the server finishes. Writes are coalesced: frames go into a
-// shared buffer and whoever holds the flush duty (a writer goroutine on the client, the answering handler
-// on the server) writes everything queued with one call, so frames queued while a write is in flight leave
-// together in the next (see ClientStats.Flushes and FramesWritten). The server runs each request in a
+// shared buffer and whoever holds the flush duty writes everything queued with one call, so frames queued
+// while a write is in flight leave together in the next (see ClientStats.Flushes and FramesWritten). On a
+// server the answering handler holds the duty. On a client a writer goroutine does, except that a call
+// with no other in progress writes its own frame when the socket takes it at once. TCP connections are
+// read and written with raw system calls on Linux (internal/rawio). The server runs each request in a
 // goroutine of its own, a worker that a connection keeps waiting for its next request once it has answered
 // (up to eight a connection, 256 a server), so that most requests start on a worker whose stack has
 // already grown. Behind a Mux, clients set Options.MuxByte.

@@ -2,11 +2,14 @@ package transport
 
 import (
 	"context"
+	"io"
 	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/rawio"
 )
 
 const (
@@ -23,17 +26,23 @@ type writeStats struct {
 	frames  atomic.Uint64 // frames handed to the connection
 	flushes atomic.Uint64 // write calls on the connection
 	bytes   atomic.Uint64 // bytes handed to the connection
+	byCall  atomic.Uint64 // write calls made by a caller, without waiting
+	carried atomic.Uint64 // of those, the ones that left the rest to run
 }
 
 // frameWriter coalesces frames from many goroutines onto one connection. Senders encode their frames into
 // a shared pending buffer, and whoever holds the flush duty writes the whole buffer with one call, so
 // frames queued during a write leave together in the next.
 //
-// A client uses send and leaves the writing to run, since a caller must be able to give up on its context
-// even when the peer stops reading. A server's handlers use write and hold the duty themselves, saving a
-// goroutine hand-off per response.
+// A client uses send, which writes a lone call's frame from the caller when the socket takes it at once
+// and otherwise leaves the writing to run, since a caller must be able to give up on its context even when
+// the peer stops reading. A server's handlers use write and hold the duty themselves. Either way a call
+// saves a goroutine hand-off.
 type frameWriter struct {
 	conn    net.Conn
+	out     io.Writer     // conn, or raw I/O on it
+	sock    *rawio.Socket // raw I/O on conn, for writes that must not wait; nil: none
+	carry   []byte        // what a sender could not write at once, for run to write first
 	stats   *writeStats
 	timeout time.Duration // bounds each write call on conn; zero: no limit
 	armed   time.Time     // the write deadline set on conn; kept by whoever holds the flush duty
@@ -54,11 +63,13 @@ type frameWriter struct {
 	idle     chan struct{} // closed when the flush duty is released; created by drain
 }
 
-// newFrameWriter returns a writer on conn whose every write call must complete within timeout (zero: no
-// limit), so that a peer that stops reading cannot hold a writer for ever.
-func newFrameWriter(conn net.Conn, stats *writeStats, timeout time.Duration) *frameWriter {
+// newFrameWriter returns a writer on conn, whose bytes it hands to sock, and whose every write call must
+// complete within timeout (zero: no limit), so that a peer that stops reading cannot hold a writer for ever.
+func newFrameWriter(conn net.Conn, sock socket, stats *writeStats, timeout time.Duration) *frameWriter {
 	return &frameWriter{
 		conn:    conn,
+		out:     sock.rw,
+		sock:    sock.raw,
 		stats:   stats,
 		timeout: timeout,
 		wake:    make(chan struct{}, 1),
@@ -66,18 +77,38 @@ func newFrameWriter(conn net.Conn, stats *writeStats, timeout time.Duration) *fr
 	}
 }
 
-// send queues one frame for run to write, copying payload. A nil error means the frame is queued, not
+// send queues one frame, copying payload, and writes it at once when it is the only one in progress and
+// the socket takes it without waiting; otherwise run writes it. A nil error means the frame is queued, not
 // that it was written. It fails with ctx.Err() if ctx ends while waiting for room, or with the close
 // error once the writer is closed; in both cases nothing was queued.
 func (w *frameWriter) send(ctx context.Context, kind uint8, id uint64, op Op, payload []byte) error {
 	lead, err := w.queue(ctx, kind, id, op, payload)
-	if lead {
+	if lead && (w.sock == nil || w.active.Load() > 1 || !w.writeNow()) {
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
 	}
 	return err
+}
+
+// writeNow writes what is pending, as the flush duty's holder, as far as the socket takes it without
+// waiting. It reports whether it released the duty; otherwise it left what it could not write in carry,
+// for run.
+func (w *frameWriter) writeNow() (released bool) {
+	batch := w.next(nil)
+	n, err := w.sock.WriteNow(batch)
+	w.stats.byCall.Add(1)
+	if err == nil && n == len(batch) {
+		batch = w.next(batch)
+		n = 0
+	}
+	if batch == nil {
+		return true
+	}
+	w.stats.carried.Add(1)
+	w.carry = batch[n:] // an error here is met again, and reported, by run's write
+	return false
 }
 
 // write queues one frame like send, then, if no other goroutine holds the flush duty, writes everything
@@ -137,7 +168,13 @@ func (w *frameWriter) run() error {
 
 // flush writes batches, one write call each, until nothing is pending and the duty is released.
 func (w *frameWriter) flush() error {
-	var batch []byte
+	batch := w.carry
+	if w.carry = nil; batch != nil {
+		if err := w.writeBatch(batch); err != nil {
+			w.close(err)
+			return err
+		}
+	}
 	for {
 		// With other requests in progress, yield before taking the batch: goroutines already runnable
 		// (callers just handed a response, handlers about to answer) then queue their frames first and
@@ -164,7 +201,7 @@ func (w *frameWriter) writeBatch(batch []byte) error {
 			return err
 		}
 	}
-	_, err := w.conn.Write(batch)
+	_, err := w.out.Write(batch)
 	return err
 }
 
