@@ -3,9 +3,9 @@ package durability
 import "sync"
 
 // opChunkSize is how many ops one chunk of a Memory log holds. Each segment keeps a partly used first and
-// last chunk, so with a thousand segments the chunk size sets megabytes of room that holds no op; 64 ops
-// (6 KiB) keep that small at no measurable cost to appends.
-const opChunkSize = 64
+// last chunk, so with a thousand segments the chunk size sets megabytes of room that holds no op; 16 ops
+// (1.5 KiB) keep that small at no measurable cost to appends, and reads of a range cross more chunks.
+const opChunkSize = 16
 
 // opQueue is one segment's ops in Memory, in chunks of opChunkSize ops: appending copies earlier ops only
 // while the first chunk grows, and dropping the head releases whole chunks to the store's chunkCache, from
@@ -27,7 +27,7 @@ type chunkCache struct {
 
 // maxCachedChunks bounds a chunkCache: enough for the segments that cross a chunk's end at about the same
 // time, a few hundred kilobytes.
-const maxCachedChunks = 64
+const maxCachedChunks = 256
 
 // get returns an empty chunk of capacity opChunkSize.
 func (c *chunkCache) get() []Op {
