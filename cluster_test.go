@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +117,7 @@ func startClusterOn(t testing.TB, network *memnet.Network, n int, tweak func(*Co
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the cluster's last %d log lines:\n%s", c.logs.max, c.logs)
+			t.Logf("the control plane as each live node sees it:\n%s", c.controlViews())
 		}
 	})
 	for i := 0; i < n; i++ {
@@ -122,6 +125,35 @@ func startClusterOn(t testing.TB, network *memnet.Network, n int, tweak func(*Co
 	}
 	c.waitStable(20 * time.Second)
 	return c
+}
+
+// controlViews describes, for a failed test, each live node's control plane: its raft state and term, the
+// rounds of its control loop, the members it sees, and the stack of its control loop when that is not
+// waiting for its next round.
+func (c *testCluster) controlViews() string {
+	var b strings.Builder
+	for _, n := range c.live() {
+		fmt.Fprintf(&b, "%s: raft %s, term %d, %d control rounds; members:", n.id, n.raft.State(), n.raft.CurrentTerm(), n.controlTicks.Load())
+		for _, mb := range n.members.members() {
+			fmt.Fprintf(&b, " %s(%s, incarnation %d)", mb.ID, mb.Status, mb.Incarnation)
+		}
+		b.WriteByte('\n')
+	}
+	if m := c.currentMap(); m != nil {
+		b.WriteString("the map records:")
+		for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+			fmt.Fprintf(&b, " %s(incarnation %d)", id, m.Nodes[id].Incarnation)
+		}
+		b.WriteByte('\n')
+	}
+	stacks := make([]byte, 8<<20)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	for _, g := range strings.Split(string(stacks), "\n\n") {
+		if strings.Contains(g, ").runControl(") && !strings.Contains(g, "[select") {
+			b.WriteString(g + "\n\n")
+		}
+	}
+	return b.String()
 }
 
 // add starts one more node that joins through the first live node.
