@@ -97,6 +97,9 @@ func (w *frameWriter) send(ctx context.Context, kind uint8, id uint64, op Op, pa
 // for run.
 func (w *frameWriter) writeNow() (released bool) {
 	batch := w.next(nil)
+	if batch == nil {
+		return true // closed meanwhile: nothing is left to write
+	}
 	n, err := w.sock.WriteNow(batch)
 	w.stats.byCall.Add(1)
 	if err == nil && n == len(batch) {
