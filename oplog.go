@@ -66,7 +66,10 @@ func (r *replication) trimOpLog(read map[int]uint64) {
 			}
 			looked = true
 			var known, atTail bool
-			if acked, known = ackedBy(links, s, acked[:0]); complete && known {
+			if complete {
+				acked, known = ackedBy(links, s, acked[:0])
+			}
+			if known {
 				if after, polled := read[s]; polled {
 					acked = append(acked, after)
 				}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -301,17 +300,9 @@ type respConn struct {
 	completedSeen uint64    // rd.completed when partialSince was set
 }
 
-// socketIO returns raw I/O on a TCP connection (internal/rawio), and conn itself on anything else.
-func socketIO(conn net.Conn) io.ReadWriter {
-	if s, ok := rawio.Of(conn); ok {
-		return s
-	}
-	return conn
-}
-
 func newRESPConn(s *respServer, conn net.Conn) *respConn {
 	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: s.acl.initialUser(), opened: time.Now()}
-	sock := socketIO(conn)
+	sock, _ := rawio.Of(conn)
 	lim := s.limits
 	if c.user == nil {
 		lim = s.preAuth

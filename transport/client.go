@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/rawio"
 )
 
 // ClientStats are cumulative counters over every connection a Client has had.
@@ -216,12 +219,12 @@ func (c *Client) backOff(err error) {
 
 // startConn starts the goroutines of a new connection. Callers hold c.mu.
 func (c *Client) startConn(conn net.Conn) *clientConn {
-	sock := socketOf(conn)
+	rw, raw := rawio.Of(conn)
 	cc := &clientConn{
 		client: c,
 		conn:   conn,
-		sock:   sock,
-		w:      newFrameWriter(conn, sock, &c.stats.writeStats, c.opts.WriteTimeout),
+		in:     rw,
+		w:      newFrameWriter(conn, rw, raw, &c.stats.writeStats, c.opts.WriteTimeout),
 		calls:  make(map[uint64]*call),
 	}
 	c.wg.Add(2)
@@ -278,7 +281,7 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 
 type clientConn struct {
 	client   *Client
 	conn     net.Conn
-	sock     socket
+	in       io.Reader // conn, or raw I/O on it (internal/rawio)
 	w        *frameWriter
 	answered atomic.Bool // a frame has arrived on this connection
 
@@ -343,7 +346,7 @@ func (cc *clientConn) abandon(id uint64, cl *call) {
 // readLoop delivers responses until the connection fails or its server says it reads no more.
 func (cc *clientConn) readLoop() {
 	defer cc.client.wg.Done()
-	fr := newFrameReader(cc.sock.rw, cc.client.opts.MaxFrameSize).withTimeout(cc.conn, cc.client.opts.ReadTimeout)
+	fr := newFrameReader(cc.in, cc.client.opts.MaxFrameSize).withTimeout(cc.conn, cc.client.opts.ReadTimeout)
 	for {
 		env, err := nextResponse(fr)
 		if err != nil {

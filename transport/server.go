@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/rawio"
 )
 
 // Op identifies what a request asks for; the layer above defines the values.
@@ -178,17 +180,17 @@ func (s *Server) ServeConn(conn net.Conn) {
 // start begins serving conn. Callers hold s.mu.
 func (s *Server) start(conn net.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	sock := socketOf(conn)
+	rw, raw := rawio.Of(conn)
 	sc := &serverConn{
 		srv:    s,
 		conn:   conn,
-		w:      newFrameWriter(conn, sock, &writeStats{}, s.opts.WriteTimeout),
+		w:      newFrameWriter(conn, rw, raw, &writeStats{}, s.opts.WriteTimeout),
 		freed:  make(chan struct{}, 1),
 		work:   make(chan envelope),
 		ctx:    ctx,
 		cancel: cancel,
 	}
-	sc.fr = newFrameReader(sock.rw, s.opts.MaxFrameSize).
+	sc.fr = newFrameReader(rw, s.opts.MaxFrameSize).
 		withTimeout(conn, s.opts.ReadTimeout).
 		withBudget(ctx, s.budget)
 	sc.lastDone.Store(time.Now().UnixNano())

@@ -63,13 +63,14 @@ type frameWriter struct {
 	idle     chan struct{} // closed when the flush duty is released; created by drain
 }
 
-// newFrameWriter returns a writer on conn, whose bytes it hands to sock, and whose every write call must
-// complete within timeout (zero: no limit), so that a peer that stops reading cannot hold a writer for ever.
-func newFrameWriter(conn net.Conn, sock socket, stats *writeStats, timeout time.Duration) *frameWriter {
+// newFrameWriter returns a writer on conn, whose bytes it hands to out (raw I/O on conn, which raw is, or
+// conn itself), and whose every write call must complete within timeout (zero: no limit), so that a peer
+// that stops reading cannot hold a writer for ever.
+func newFrameWriter(conn net.Conn, out io.Writer, raw *rawio.Socket, stats *writeStats, timeout time.Duration) *frameWriter {
 	return &frameWriter{
 		conn:    conn,
-		out:     sock.rw,
-		sock:    sock.raw,
+		out:     out,
+		sock:    raw,
 		stats:   stats,
 		timeout: timeout,
 		wake:    make(chan struct{}, 1),

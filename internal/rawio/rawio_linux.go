@@ -26,20 +26,21 @@ type direction struct {
 	once      func(fd uintptr) bool // does what the socket takes now, never waits
 }
 
-// Of returns raw I/O on conn when it is a TCP connection.
-func Of(conn net.Conn) (*Socket, bool) {
+// Of returns what reads and writes conn: raw I/O on a TCP connection, which it also returns as raw, or
+// else conn itself and a nil raw.
+func Of(conn net.Conn) (rw io.ReadWriter, raw *Socket) {
 	tc, ok := conn.(*net.TCPConn)
 	if !ok {
-		return nil, false
+		return conn, nil
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return nil, false
+		return conn, nil
 	}
 	s := &Socket{rc: rc}
 	s.rd.untilDone = s.read
 	s.wr.untilDone, s.wr.once = s.write, s.writeNow
-	return s, true
+	return s, s
 }
 
 // run makes one call of the direction with buffer p, through wait (the connection's RawConn.Read or

@@ -2,13 +2,16 @@
 
 package rawio
 
-import "net"
+import (
+	"io"
+	"net"
+)
 
 // Socket is raw I/O on one TCP connection, implemented for Linux only.
 type Socket struct{}
 
-// Of reports false: raw socket I/O is implemented for Linux only.
-func Of(net.Conn) (*Socket, bool) { return nil, false }
+// Of returns conn itself and a nil raw: raw socket I/O is implemented for Linux only.
+func Of(conn net.Conn) (rw io.ReadWriter, raw *Socket) { return conn, nil }
 
 func (*Socket) Read([]byte) (int, error)     { panic("rawio: not on this system") }
 func (*Socket) Write([]byte) (int, error)    { panic("rawio: not on this system") }
