@@ -349,11 +349,12 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	// return is counted just after the map shows it: the write below must be the one that drops it, and
 	// the count must have settled, so both hold on two polls in a row.
 	// The count must have held for half a second: a drop and re-admission of a slow copy can land between
-	// two close polls.
+	// two close polls. And no admission may be under way: one the map already shows is counted only once
+	// its proposal returns, which can be after the kill.
 	var decisions uint64
 	var since time.Time
 	waitFor(t, 20*time.Second, "the leader's copy in sync, its count settled", func() bool {
-		inSync := slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id)
+		inSync := slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id) && len(owner.repl.joiningFor(p)) == 0
 		now := owner.ReplicationStats().InSyncDecisions
 		if !inSync || now != decisions || since.IsZero() {
 			decisions, since = now, time.Now()
