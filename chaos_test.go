@@ -552,13 +552,25 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 }
 
 // bankVerifier is bankOn(n) for the bank's final read: a key of a partition the run took beyond the failure
-// model, Unavailable because every copy of it died, reads as chaos.ErrOutsideFailureModel, as the ledger's
-// keys do.
+// model reads as chaos.ErrOutsideFailureModel, as the ledger's keys do, whether the partition stayed
+// Unavailable or had an owner again, empty. The bank keeps no time per receipt, so any key not found in
+// such a partition is beyond the model.
 func (cr *certRun) bankVerifier(n *Node) chaos.BankTarget {
 	final := cr.c.currentMap()
+	layout := final.Layout()
 	beyond := cr.beyondModel(final)
 	return bankWith(n, func(key string, err error) error {
-		if why := beyond[final.Layout().KeyPartition(key)]; why != "" && errors.Is(err, ErrPartitionUnavailable) {
+		p := layout.KeyPartition(key)
+		why := ""
+		switch {
+		case errors.Is(err, ErrPartitionUnavailable):
+			why = beyond[p]
+		case errors.Is(err, ErrNotFound):
+			if loss, killed := cr.destroyed(p); killed != "" {
+				why = cr.describeLoss(p, loss, killed)
+			}
+		}
+		if why != "" {
 			return fmt.Errorf("%w: %s", chaos.ErrOutsideFailureModel, why)
 		}
 		return err
@@ -604,7 +616,7 @@ func bankWith(n *Node, readErr func(key string, err error) error) chaos.BankTarg
 				return fn(chaos.TxnOps{
 					Get: func(key string) ([]byte, error) {
 						v, err := tx.Get(ctx, key)
-						if err != nil && !errors.Is(err, ErrNotFound) {
+						if err != nil {
 							err = readErr(key, err)
 						}
 						return v, err
@@ -615,11 +627,11 @@ func bankWith(n *Node, readErr func(key string, err error) error) chaos.BankTarg
 		},
 		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
 			v, err := n.Get(ctx, key)
-			if errors.Is(err, ErrNotFound) {
-				return nil, false, nil
-			}
 			if err != nil {
 				err = readErr(key, err)
+			}
+			if errors.Is(err, ErrNotFound) {
+				return nil, false, nil
 			}
 			return v, err == nil, err
 		},
@@ -802,8 +814,13 @@ func (cr *certRun) destroyedKey(layout Layout, key string) (string, bool) {
 	if killed == "" || !ok || !loss.before(attempted) {
 		return "", false
 	}
+	return cr.describeLoss(p, loss, killed), true
+}
+
+// describeLoss says how partition p lost every copy to the nemesis's kills.
+func (cr *certRun) describeLoss(p int, loss partitionLoss, killed string) string {
 	return fmt.Sprintf("partition %d lost every copy at %.1fs: its holders %v all died, killed by the nemesis holding it (%s)",
-		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed), true
+		p, loss.at.Sub(cr.start).Seconds(), loss.holders, killed)
 }
 
 // killedHolding describes, for each holder of a loss of partition p, the nemesis's kill of the very

@@ -422,12 +422,17 @@ func (m *ClusterMap) migrate(p int, epoch uint64) {
 
 // settle ends partition p's move: its target becomes its assignment, and to (the target primary) its owner,
 // under the next epoch when the owner changes. The target nodes still assigned stay in sync: the old owner
-// sealed the partition and each of them holds all of it.
+// sealed the partition and each of them holds all of it. A hand-over to a node no longer in sync is void:
+// the move was planned anew after the owner sealed it, which dropped the incoming nodes, and to may have
+// discarded its copy.
 func (m *ClusterMap) settle(p int, epoch uint64, to NodeID) {
 	if !m.current(p, epoch) || len(m.Runtime[p].Target) == 0 || m.Runtime[p].Target[0] != to {
 		return
 	}
 	st := &m.Runtime[p]
+	if st.Owner != "" && st.Owner != to && !slices.Contains(st.InSync, to) {
+		return
+	}
 	holders := st.InSync
 	if st.Owner != "" {
 		holders = append(slices.Clone(st.InSync), st.Owner)

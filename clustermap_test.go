@@ -113,3 +113,88 @@ func TestClusterMapCloneIsDeep(t *testing.T) {
 		t.Fatalf("changing the clone changed the map: %+v", m)
 	}
 }
+
+// movingMap is a one-partition map (replication factor 2) moving from [c d] to [a d], owned by d at epoch 3,
+// with the incoming a in sync: d may hand it over to a.
+func movingMap() *ClusterMap {
+	m := newClusterMap(Layout{Segments: 1, Partitions: 1}, 2)
+	m.Index = 10
+	m.Assignment[0] = []NodeID{"c", "d", "a"}
+	m.Runtime[0] = PartitionState{Owner: "d", Epoch: 3, Health: Healthy, InSync: []NodeID{"c", "a"}, InSyncIndex: 10,
+		Target: []NodeID{"a", "d"}, From: []NodeID{"c", "d"}}
+	return m
+}
+
+// TestSettleDecisions checks when a move settles: a hand-over applies only to a target primary that holds
+// the whole partition, so a move planned anew while its owner was sealed cannot give the partition to a node
+// that dropped its copy.
+func TestSettleDecisions(t *testing.T) {
+	settle := func(epoch uint64, to NodeID) func(*ClusterMap) *command {
+		return func(*ClusterMap) *command {
+			return &command{Kind: cmdSettle, Partition: 0, Epoch: epoch, Node: NodeInfo{ID: to}}
+		}
+	}
+	plan := func(nodes ...NodeID) func(*ClusterMap) *command {
+		return func(*ClusterMap) *command { return &command{Kind: cmdPlan, Assignment: Assignment{nodes}} }
+	}
+	migrate := func(m *ClusterMap) *command {
+		return &command{Kind: cmdMigrate, Partition: 0, Epoch: m.Runtime[0].Epoch}
+	}
+	admit := func(id NodeID) func(*ClusterMap) *command {
+		return func(m *ClusterMap) *command {
+			st := m.Runtime[0]
+			return &command{Kind: cmdAdmit, Partition: 0, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: NodeInfo{ID: id}}
+		}
+	}
+	tests := []struct {
+		name     string
+		lost     bool // the partition starts with no owner, its target [a b]
+		steps    []func(*ClusterMap) *command
+		owner    NodeID
+		epoch    uint64
+		assigned []NodeID
+		inSync   []NodeID
+		health   Health
+	}{
+		{name: "nothing decided yet", steps: nil, owner: "d", epoch: 3,
+			assigned: []NodeID{"c", "d", "a"}, inSync: []NodeID{"c", "a"}, health: Healthy},
+		{name: "hand-over to the target primary", steps: []func(*ClusterMap) *command{settle(3, "a")},
+			owner: "a", epoch: 4, assigned: []NodeID{"a", "d"}, inSync: []NodeID{"d"}, health: Healthy},
+		{name: "hand-over under an old epoch", steps: []func(*ClusterMap) *command{settle(2, "a")},
+			owner: "d", epoch: 3, assigned: []NodeID{"c", "d", "a"}, inSync: []NodeID{"c", "a"}, health: Healthy},
+		{name: "hand-over to another node", steps: []func(*ClusterMap) *command{settle(3, "c")},
+			owner: "d", epoch: 3, assigned: []NodeID{"c", "d", "a"}, inSync: []NodeID{"c", "a"}, health: Healthy},
+		{name: "hand-over after the move was planned anew", steps: []func(*ClusterMap) *command{plan("a", "b"), settle(3, "a")},
+			owner: "d", epoch: 3, assigned: []NodeID{"c", "d"}, inSync: []NodeID{"c"}, health: Healthy},
+		{name: "hand-over after the new plan's copy caught up",
+			steps: []func(*ClusterMap) *command{plan("a", "b"), migrate, admit("a"), settle(3, "a")},
+			owner: "a", epoch: 4, assigned: []NodeID{"a", "b"}, inSync: nil, health: Degraded},
+		{name: "the owner stays", steps: []func(*ClusterMap) *command{plan("d", "b"), migrate, settle(3, "d")},
+			owner: "d", epoch: 3, assigned: []NodeID{"d", "b"}, inSync: nil, health: Degraded},
+		{name: "a lost partition settles empty on its target", lost: true, steps: []func(*ClusterMap) *command{settle(3, "a")},
+			owner: "a", epoch: 4, assigned: []NodeID{"a", "b"}, inSync: nil, health: Degraded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := movingMap()
+			if tc.lost {
+				m.Assignment[0] = []NodeID{"c", "d"}
+				m.Runtime[0] = PartitionState{Epoch: 3, Health: Unavailable, Target: []NodeID{"a", "b"}}
+			}
+			for i, step := range tc.steps {
+				next, err := m.apply(step(m), uint64(11+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m = next
+			}
+			st := m.Runtime[0]
+			if st.Owner != tc.owner || st.Epoch != tc.epoch || st.Health != tc.health {
+				t.Errorf("owner %q epoch %d %v; want %q epoch %d %v", st.Owner, st.Epoch, st.Health, tc.owner, tc.epoch, tc.health)
+			}
+			if !slices.Equal(m.Assignment[0], tc.assigned) || !slices.Equal(st.InSync, tc.inSync) && len(st.InSync)+len(tc.inSync) > 0 {
+				t.Errorf("assigned %v in sync %v; want %v, %v", m.Assignment[0], st.InSync, tc.assigned, tc.inSync)
+			}
+		})
+	}
+}

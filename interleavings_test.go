@@ -689,3 +689,94 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 		p, owner.id, replica.id, degraded.Epoch, refused, lost.Epoch, final.Epoch)
 	led.check(t, c)
 }
+
+// TestInterleavingReplanWhileCutoverSealed holds an owner right after it sealed a partition it hands over,
+// and meanwhile plans that partition anew: the same target primary, another replica. The new plan drops the
+// incoming nodes, so the target primary discards its copy, and the test holds its return to the in-sync set.
+// Let go, the owner's settle must not commit, since it would make an empty node the owner: the owner reclaims
+// the partition under the next epoch and serves on, the move starts again, and no acknowledged write is lost.
+func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	led := newAckLedger()
+	var (
+		armed     atomic.Bool
+		heldPart  atomic.Int32
+		heldBy    atomic.Pointer[NodeID]
+		replanned atomic.Pointer[NodeID] // the target primary whose admission to the held partition waits
+	)
+	seal := newHoldPoint()
+	readmit := make(chan struct{})
+	letReadmit := sync.OnceFunc(func() { close(readmit) })
+	c := startCluster(t, 3, elastic(led.watch, steadyControl, func(cfg *Config) {
+		cfg.Clock = clock
+		id := NodeID(cfg.Name)
+		cfg.hooks.afterSeal = func(p int) {
+			if armed.Load() && heldBy.CompareAndSwap(nil, &id) {
+				heldPart.Store(int32(p))
+				seal.hold()
+			}
+		}
+		cfg.hooks.beforeAdmit = func(p int, replica NodeID) {
+			if to := replanned.Load(); to != nil && *to == replica && int32(p) == heldPart.Load() {
+				<-readmit
+			}
+		}
+	}))
+	t.Cleanup(letReadmit)
+	t.Cleanup(seal.release)
+	ctx := bg(t)
+	layout := c.node(0).layout
+	for p := range layout.Partitions {
+		for i := range 3 {
+			key := keyInPartition(layout, fmt.Sprintf("replan-%d-%d-", p, i), p)
+			if err := led.put(ctx, c.node(i), key, []byte(key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	armed.Store(true)
+	c.add(3)
+	advanceUntil(t, clock, 50*time.Millisecond, "an owner to seal a partition it hands over", seal.wasReached)
+	p := int(heldPart.Load())
+	owner := c.nodeByID(*heldBy.Load())
+	leader := c.currentLeader(t)
+	st := leader.ClusterMap().Runtime[p]
+	to := st.Target[0]
+	if st.Owner != owner.id || to == owner.id || !slices.Contains(st.InSync, to) {
+		t.Fatalf("partition %d is %+v; want owned by %s and its target primary in sync", p, st, owner.id)
+	}
+
+	// The same target primary with a replica the move did not have: a plan the leader keeps, since it
+	// places partitions on the same nodes.
+	other := slices.IndexFunc(nodeIDs(c.live()), func(id NodeID) bool { return !slices.Contains(st.Target, id) })
+	next := leader.ClusterMap().planned()
+	next[p] = []NodeID{to, nodeIDs(c.live())[other]}
+	replanned.Store(&to)
+	if _, void, err := leader.apply(&command{Kind: cmdPlan, Assignment: next}); err != nil || void {
+		t.Fatalf("plan partition %d anew: void %v, %v", p, void, err)
+	}
+	waitFor(t, 20*time.Second, "every node to apply the new plan", func() bool {
+		for _, n := range c.live() {
+			if m := n.ClusterMap(); slices.Contains(m.Runtime[p].InSync, to) || !slices.Equal(m.Runtime[p].Target, next[p]) {
+				return false
+			}
+		}
+		return true
+	})
+	seal.release()
+
+	advanceUntil(t, clock, 50*time.Millisecond, "the sealed owner's cut-over to end", func() bool {
+		return owner.ClusterMap().Runtime[p].Epoch != st.Epoch && !owner.cut.isSealed(p)
+	})
+	if now := owner.ClusterMap().Runtime[p]; now.Owner != owner.id || now.Epoch != st.Epoch+1 {
+		t.Fatalf("partition %d after the cut-over: %+v; want reclaimed by %s at epoch %d", p, now, owner.id, st.Epoch+1)
+	}
+	if got := owner.CutoverStats().Reclaimed; got == 0 {
+		t.Fatalf("%s reclaimed nothing", owner.id)
+	}
+	letReadmit()
+	advanceUntil(t, clock, 50*time.Millisecond, "the moves to settle", c.settledWithout)
+	c.waitHealthy(20 * time.Second)
+	led.check(t, c)
+}
