@@ -13,7 +13,8 @@ import (
 //  2. cut-over: once every target node is in sync, an owner that hands over seals the partition (its
 //     requests get OwnershipChanging), lets the new owner take the last ops and asks the leader to settle.
 //  3. settle: the target becomes the assignment, the new owner serves under the next epoch and the old
-//     one answers Moved. A node no longer assigned drops its copy.
+//     one answers Moved. A node no longer assigned drops its copy, so a move planned anew during the
+//     cut-over, which drops the incoming nodes, voids the settle unless the new owner is in sync again.
 //
 // The old owner never stops serving before the new one is committed: if the cut-over cannot finish it
 // reclaims the partition under a new epoch and serves again.
