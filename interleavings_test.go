@@ -86,6 +86,21 @@ func (l *ackLedger) put(ctx context.Context, n *Node, key string, value []byte) 
 	return err
 }
 
+// putEverywhere writes three keys to every partition, one through each of c's first three nodes, each key
+// its own value, and fails the test unless every write is acknowledged.
+func (l *ackLedger) putEverywhere(t *testing.T, c *testCluster, prefix string) {
+	t.Helper()
+	layout := c.node(0).layout
+	for p := range layout.Partitions {
+		for i := range 3 {
+			key := keyInPartition(layout, fmt.Sprintf("%s-%d-%d-", prefix, p, i), p)
+			if err := l.put(bg(t), c.node(i), key, []byte(key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // keysIn returns the acknowledged keys of partition p.
 func (l *ackLedger) keysIn(layout Layout, p int) []string {
 	l.mu.Lock()
@@ -273,14 +288,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 	t.Cleanup(seal.release)
 	ctx := bg(t)
 	layout := c.node(0).layout
-	for p := range layout.Partitions {
-		for i := range 3 {
-			key := keyInPartition(layout, fmt.Sprintf("sealed-%d-%d-", p, i), p)
-			if err := led.put(ctx, c.node(i), key, []byte(key)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	led.putEverywhere(t, c, "sealed")
 
 	// A fourth node makes the leader plan moves; the first owner other than the leader to seal one is held.
 	armed.Store(true)
@@ -724,16 +732,7 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 	}))
 	t.Cleanup(letReadmit)
 	t.Cleanup(seal.release)
-	ctx := bg(t)
-	layout := c.node(0).layout
-	for p := range layout.Partitions {
-		for i := range 3 {
-			key := keyInPartition(layout, fmt.Sprintf("replan-%d-%d-", p, i), p)
-			if err := led.put(ctx, c.node(i), key, []byte(key)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	led.putEverywhere(t, c, "replan")
 
 	armed.Store(true)
 	c.add(3)
