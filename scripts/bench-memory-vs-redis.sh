@@ -2,8 +2,8 @@
 # Memory per stored key: Zaris (cmd/zaris) and Redis (no persistence) each take the same writes from
 # redis-benchmark, 3M SETs of 64-byte values over 1M random keys by default, and the script prints each
 # system's resident memory (RSS, from /proc, summed over its processes) before and after, the distinct keys
-# it holds (DBSIZE, summed over the nodes that own them), and the bytes of RSS growth per key, as a Markdown
-# table. Both run side by side on loopback.
+# it holds (DBSIZE, summed over the nodes that own them), the bytes of RSS growth per key and the CPU time
+# its processes spent while the writes ran, as a Markdown table. Both run side by side on loopback.
 #
 #   scripts/bench-memory-vs-redis.sh               one Zaris node (RF 1) against one redis-server
 #   COPIES=2 scripts/bench-memory-vs-redis.sh      two Zaris nodes (RF 2) against a Redis master and replica
@@ -38,6 +38,14 @@ cleanup() {
 trap cleanup EXIT
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# cpu_ms PID... sums the user and system CPU time of the processes, in milliseconds.
+cpu_ms() {
+  local ticks=0 hz
+  hz=$(getconf CLK_TCK)
+  for pid in "$@"; do ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
+  echo $((ticks * 1000 / hz))
+}
 
 # total_rss_kib PID... sums the RSS of the processes.
 total_rss_kib() {
@@ -99,9 +107,10 @@ redis_synced() {
   return 1
 }
 
-declare -A before after keys
+declare -A before after keys cpu
 before[zaris]=$(total_rss_kib "${zpids[@]}")
 before[redis]=$(total_rss_kib "${rpids[@]}")
+cpu[zaris]=$(cpu_ms "${zpids[@]}")
 # In cluster mode redis-benchmark puts each node's hash tag in its keys, so each master gets its own key
 # space of -r keys: SPACE/COPIES each keeps the distinct keys near those Redis holds.
 cluster=() zspace=$SPACE
@@ -109,20 +118,23 @@ if ((COPIES > 1)); then cluster=(--cluster) zspace=$((SPACE / COPIES)); fi
 redis-benchmark "${cluster[@]}" -p "$ZPORT" -t set -n "$WRITES" -r "$zspace" -d "$VALUE" -c 50 -P 16 -q >/dev/null
 keys[zaris]=$(zaris_keys)
 after[zaris]=$(total_rss_kib "${zpids[@]}")
+cpu[zaris]=$(($(cpu_ms "${zpids[@]}") - cpu[zaris]))
+cpu[redis]=$(cpu_ms "${rpids[@]}")
 redis-benchmark -p "$RPORT" -t set -n "$WRITES" -r "$SPACE" -d "$VALUE" -c 50 -P 16 -q >/dev/null
 redis_synced
 keys[redis]=$(redis-cli -p "$RPORT" dbsize)
 after[redis]=$(total_rss_kib "${rpids[@]}")
+cpu[redis]=$(($(cpu_ms "${rpids[@]}") - cpu[redis]))
 
 layout="one Zaris node (RF 1) against one redis-server"
 ((COPIES == 2)) && layout="two Zaris nodes (RF 2) against a Redis master and its replica, RSS summed over both processes"
 echo "$WRITES SETs of $VALUE-byte values over $SPACE random keys (redis-benchmark -r): $layout$([[ -n ${ZARIS_DATA_DIR:-} ]] && echo ', Zaris with a data dir')"
 echo
-echo "| system | keys | RSS before | RSS after | RSS growth per key |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| system | keys | RSS before | RSS after | RSS growth per key | CPU during the writes |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for sys in zaris redis; do
   per=$(((after[$sys] - before[$sys]) * 1024 / keys[$sys]))
-  printf '| %s | %s | %d MiB | %d MiB | %d B |\n' "$sys" "${keys[$sys]}" $((before[$sys] / 1024)) $((after[$sys] / 1024)) "$per"
+  printf '| %s | %s | %d MiB | %d MiB | %d B | %d ms |\n' "$sys" "${keys[$sys]}" $((before[$sys] / 1024)) $((after[$sys] / 1024)) "$per" "${cpu[$sys]}"
 done
 zper=$(((after[zaris] - before[zaris]) * 1024 / keys[zaris]))
 rper=$(((after[redis] - before[redis]) * 1024 / keys[redis]))

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris"
+	"github.com/zaris-go/zaris/internal/gcheadroom"
 )
 
 // tlsFiles are the PEM files of the node's certificate, its private key and the CA that signs the
@@ -65,6 +66,7 @@ type options struct {
 	deadServer      time.Duration
 	eviction        time.Duration
 	dataPort        dataPortOptions
+	gcHeadroom      int
 }
 
 // dataPortOptions bound what the data port's peers may hold on this node.
@@ -136,6 +138,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.http.password, "http-password", "", "password the operations endpoint asks with HTTP basic auth, except on /healthz and /readyz; empty: none (prefer ZARIS_HTTP_PASSWORD)")
 	fs.BoolVar(&o.http.tls, "http-tls", false, "serve the operations endpoint over HTTPS with --tls-cert and --tls-key")
 	fs.BoolVar(&o.http.pprof, "pprof", false, "also serve net/http/pprof under /debug/pprof/ on --http-addr")
+	fs.IntVar(&o.gcHeadroom, "gc-headroom", 25, "how far the heap may grow between collections, in percent of the live data (at least 16 MiB, at most "+
+		"Go's GOGC=100); 0, or GOGC set in the environment, leaves the collector to GOGC")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -307,6 +311,9 @@ func run(o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if tuner := o.keepGCHeadroom(log); tuner != nil {
+		defer tuner.Stop()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ops, err := o.startOpsServer(log)
@@ -335,6 +342,22 @@ func run(o options, log *slog.Logger) error {
 	}
 	log.Info("left the cluster")
 	return nil
+}
+
+// gcHeadroomFloor is the least room --gc-headroom leaves the heap: below four times this much live data,
+// the collector runs as often as Go's default makes it.
+const gcHeadroomFloor = 16 << 20
+
+// keepGCHeadroom starts tuning the collector per --gc-headroom, unless it is 0 or GOGC is set; nil then.
+func (o options) keepGCHeadroom(log *slog.Logger) *gcheadroom.Tuner {
+	if o.gcHeadroom <= 0 {
+		return nil
+	}
+	if v, set := os.LookupEnv("GOGC"); set {
+		log.Info("GOGC is set: --gc-headroom ignored", "GOGC", v)
+		return nil
+	}
+	return gcheadroom.Keep(o.gcHeadroom, gcHeadroomFloor)
 }
 
 // startOpsServer starts the operations endpoint when --http-addr is set; nil otherwise.

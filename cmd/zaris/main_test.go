@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -95,5 +96,29 @@ func TestSecurityOptions(t *testing.T) {
 		if _, err := o.config(nil); err == nil {
 			t.Fatalf("%q accepted", args)
 		}
+	}
+}
+
+// TestGCHeadroomOption checks that --gc-headroom starts the collector's tuning by default, and that 0 or a
+// GOGC in the environment leaves the collector alone.
+func TestGCHeadroomOption(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	log := newLogger("error")
+	o, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuner := o.keepGCHeadroom(log)
+	if tuner == nil {
+		t.Fatal("no tuning by default")
+	}
+	tuner.Stop()
+	if o, err = parseOptions([]string{"--gc-headroom", "0"}); err != nil || o.keepGCHeadroom(log) != nil {
+		t.Fatalf("--gc-headroom 0 tunes the collector (%v)", err)
+	}
+	t.Setenv("GOGC", "50")
+	if o, err = parseOptions(nil); err != nil || o.keepGCHeadroom(log) != nil {
+		t.Fatalf("GOGC=50 in the environment, yet the collector is tuned (%v)", err)
 	}
 }
