@@ -321,3 +321,35 @@ func TestKeyTableKeepsNodesFilled(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTableFillsLeavesAsKeysArrive inserts keys in random order, as writes bring them: a full leaf
+// shares with a neighbour before it splits, so leaves end about four fifths full, where splits alone
+// leave them about two thirds full.
+func TestKeyTableFillsLeavesAsKeysArrive(t *testing.T) {
+	t.Parallel()
+	tab := newKeyTable()
+	rng := rand.New(rand.NewPCG(7, 9))
+	const keys = 100_000
+	for i := range keys {
+		k := "key:" + strconv.Itoa(rng.IntN(keys*10)) + ":" + strconv.Itoa(i)
+		tab.set(k, newStringEntry(k, nil, 0, 0))
+	}
+	if err := tab.check(true); err != nil {
+		t.Fatal(err)
+	}
+	leaves := 0
+	var count func(nd *tableNode)
+	count = func(nd *tableNode) {
+		if nd.kids == nil {
+			leaves++
+			return
+		}
+		for _, kid := range nd.kids[:nd.n] {
+			count(kid)
+		}
+	}
+	count(tab.t.root)
+	if fill := float64(keys) / float64(leaves*tableMax); fill < 0.78 {
+		t.Fatalf("%d keys in %d leaves: %.0f%% full, want at least 78%%", keys, leaves, 100*fill)
+	}
+}
