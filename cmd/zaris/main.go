@@ -138,7 +138,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.http.password, "http-password", "", "password the operations endpoint asks with HTTP basic auth, except on /healthz and /readyz; empty: none (prefer ZARIS_HTTP_PASSWORD)")
 	fs.BoolVar(&o.http.tls, "http-tls", false, "serve the operations endpoint over HTTPS with --tls-cert and --tls-key")
 	fs.BoolVar(&o.http.pprof, "pprof", false, "also serve net/http/pprof under /debug/pprof/ on --http-addr")
-	fs.IntVar(&o.gcHeadroom, "gc-headroom", 25, "how far the heap may grow between collections, in percent of the live data (at least 16 MiB, at most "+
+	fs.IntVar(&o.gcHeadroom, "gc-headroom", 20, "how far the heap may grow between collections, in percent of the live data (at least 16 MiB, at most "+
 		"Go's GOGC=100); 0, or GOGC set in the environment, leaves the collector to GOGC")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
