@@ -132,7 +132,7 @@ func (nd *tableNode) insert(pos uint64, e *entry) (old *entry, split *tableNode)
 		return nil, nd.add(i, pos, e, nil)
 	}
 	c := nd.child(pos, e.key())
-	if nd.kids[c].kids == nil && nd.kids[c].n == tableMax && nd.shareFullLeaf(c) {
+	if nd.shareFullLeaf(c) {
 		c = nd.child(pos, e.key())
 	}
 	old, sp := nd.kids[c].insert(pos, e)
@@ -147,9 +147,12 @@ func (nd *tableNode) insert(pos uint64, e *entry) (old *entry, split *tableNode)
 // thirds as keys arrive in no order.
 const tableShare = tableMax * 3 / 4
 
-// shareFullLeaf has full leaf child c of nd share its items with a neighbour that holds tableShare or
-// fewer, and reports whether one did.
+// shareFullLeaf has child c of nd, when it is a full leaf, share its items with a neighbour that holds
+// tableShare or fewer, and reports whether one did.
 func (nd *tableNode) shareFullLeaf(c int) bool {
+	if kid := nd.kids[c]; kid.kids != nil || kid.n < tableMax {
+		return false
+	}
 	switch {
 	case c > 0 && nd.kids[c-1].n <= tableShare:
 		nd.rebalance(c - 1)
