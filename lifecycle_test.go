@@ -185,12 +185,13 @@ func TestFullRestart(t *testing.T) {
 	}
 	var lost []string
 	for _, k := range acked {
-		// A partition decided again after the restart refuses requests for a moment: that is no loss.
+		// A partition decided again after the restart refuses requests for a moment, and a caller whose map
+		// trails the decisions may run out of routing retries: neither is a loss.
 		var v []byte
 		var err error
 		waitFor(t, 10*time.Second, "a read of "+k+" that is not refused for an ownership change", func() bool {
 			v, err = c.node(len(k)%3).Get(ctx, k)
-			return !errors.Is(err, ErrOwnershipChanging)
+			return !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrRetriesExhausted)
 		})
 		if errors.Is(err, ErrNotFound) || err == nil && string(v) != "value of "+k {
 			lost = append(lost, k)
