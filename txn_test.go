@@ -457,7 +457,7 @@ func TestTxnCoordinatorCrashPoints(t *testing.T) {
 	t.Parallel()
 	var crashAt atomic.Pointer[txnStep]
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
-		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.TxnTimeout, cfg.TxnRecordRetention = time.Second, time.Minute
 		cfg.hooks.txnStep = stopAt(&crashAt)
 	}))
 	ctx, coordinator, reader := bg(t), c.node(0), c.node(1)
@@ -550,7 +550,7 @@ func TestTxnSurvivesFullRestart(t *testing.T) {
 		cfg.DataDir = filepath.Join(base, cfg.Name)
 		cfg.hooks.diskFS = killfs.FS(vfs.Default, &sw)
 		cfg.FailoverTimeout = time.Second
-		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.TxnTimeout, cfg.TxnRecordRetention = time.Second, time.Minute
 		cfg.hooks.txnStep = stopAt(&stop)
 	}))
 	ctx, n := bg(t), c.node(0)
@@ -656,7 +656,7 @@ func TestTxnIntentsSurviveFailover(t *testing.T) {
 	var stop atomic.Pointer[txnStep]
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
-		cfg.TxnTimeout, cfg.TxnRecordRetention = 300*time.Millisecond, time.Minute
+		cfg.TxnTimeout, cfg.TxnRecordRetention = time.Second, time.Minute
 		cfg.hooks.txnStep = stopAt(&stop)
 	}))
 	ctx := bg(t)
