@@ -189,7 +189,7 @@ func TestFullRestart(t *testing.T) {
 		// trails the decisions may run out of routing retries: neither is a loss.
 		var v []byte
 		var err error
-		waitFor(t, 10*time.Second, "a read of "+k+" that is not refused for an ownership change", func() bool {
+		waitFor(t, 10*time.Second, "a read of "+k+" that is neither refused nor out of routing retries", func() bool {
 			v, err = c.node(len(k)%3).Get(ctx, k)
 			return !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrRetriesExhausted)
 		})
