@@ -75,7 +75,6 @@ func requireAll(t *testing.T, what string, results []BatchResult, err error, key
 // TestBatchOneRequestPerOwner checks, by counting at both ends, that a batch costs one request per distinct
 // owner however many keys it holds, and that the caller's own keys cost none.
 func TestBatchOneRequestPerOwner(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 4, nil)
 	client := addClient(t, c)
 	ctx := bg(t)
@@ -199,7 +198,6 @@ func randomMix(rng *rand.Rand, n, hotKeys, valueSize int) []BatchItem {
 // Index for random mixes of gets, puts and deletes in which most keys repeat, from a pure client and from
 // an owner (whose own items are served in-process), with the owner's workers racing.
 func TestBatchResultsInCallerOrder(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) { cfg.BatchParallelism = 8 })
 	client := addClient(t, c)
 	ctx := bg(t)
@@ -219,7 +217,6 @@ func TestBatchResultsInCallerOrder(t *testing.T) {
 // TestBatchDuplicateKeysApplyInIndexOrder spells out the duplicate-key rule on one key: a get sees the
 // puts and deletes of lower Index in the same batch, and equal Indexes keep the caller's order.
 func TestBatchDuplicateKeysApplyInIndexOrder(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, nil)
 	client := addClient(t, c)
 	ctx := bg(t)
@@ -261,7 +258,6 @@ func TestBatchDuplicateKeysApplyInIndexOrder(t *testing.T) {
 // refused by the wrong node, re-planned after one refresh and resent to the real owner, and no other item
 // is sent twice.
 func TestBatchReplansMovedItems(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 4, nil)
 	client := addClient(t, c)
 	ctx := bg(t)
@@ -330,7 +326,6 @@ func TestBatchReplansMovedItems(t *testing.T) {
 // TestBatchRetriesExhaustedPerItem checks that items that keep landing on non-owners fail alone, with a
 // RoutingError naming their partition, while the rest of the batch succeeds.
 func TestBatchRetriesExhaustedPerItem(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxRetries = 2 })
 	ctx := bg(t)
 	a, b := c.node(0), c.node(1)
@@ -458,7 +453,6 @@ func TestBatchPartialFailure(t *testing.T) {
 
 // TestBatchBadInput checks that a bad item fails alone and that calls that cannot start fail as a whole.
 func TestBatchBadInput(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxValueSize = 1024 })
 	client := addClient(t, c)
 	ctx := bg(t)
@@ -515,7 +509,6 @@ func TestBatchBadInput(t *testing.T) {
 // replies whose values would overflow a frame come back in parts, and every item is still answered once,
 // in order, with duplicate keys applied in order.
 func TestBatchSplitsUnderFrameLimit(t *testing.T) {
-	t.Parallel()
 	const frame, valueSize = 8192, 1024
 	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxFrameSize, cfg.MaxValueSize = frame, valueSize })
 	client := addClient(t, c)
@@ -576,7 +569,6 @@ func TestBatchSplitsUnderFrameLimit(t *testing.T) {
 // TestGetManyTyped checks that typed batch reads decode through the same helper as GetTyped and that a
 // value that does not decode fails its item only.
 func TestGetManyTyped(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, nil)
 	ctx := bg(t)
 	type point struct{ X, Y int }
@@ -711,7 +703,6 @@ func TestBatchParallelismValidated(t *testing.T) {
 // caller holds keep their values through later batches that read new values of the same keys, from the
 // caller's own keys (served in-process) and from other owners.
 func TestBatchResultsOutliveLaterCalls(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	caller := c.node(0)
@@ -755,7 +746,6 @@ func TestBatchResultsOutliveLaterCalls(t *testing.T) {
 // TestBatchConcurrentCallsKeepTheirOwn runs batches at once from several goroutines, each over keys of its
 // own: every result must hold its own key's value, never one of another batch served with reused memory.
 func TestBatchConcurrentCallsKeepTheirOwn(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	caller := c.node(0)
@@ -796,7 +786,6 @@ func TestBatchConcurrentCallsKeepTheirOwn(t *testing.T) {
 // a hit with exactly that nanosecond left, and at its expiry it is a miss, from its owner in-process and
 // from other owners, as for a single get.
 func TestBatchGetExpiresAtTheBatchInstant(t *testing.T) {
-	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c := startCluster(t, 3, func(cfg *Config) { cfg.Clock = clock })
 	ctx := bg(t)
@@ -837,7 +826,6 @@ func TestBatchGetExpiresAtTheBatchInstant(t *testing.T) {
 // state of the key: a value, one with a TTL, none, a collection, a reserved key, and a key a transaction
 // is writing.
 func TestBatchGetAnswersAsGet(t *testing.T) {
-	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c := startCluster(t, 2, func(cfg *Config) { cfg.Clock = clock })
 	ctx := bg(t)
@@ -900,7 +888,6 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 // hand-over since, a newer map that moved it, or a lapse of the lease noticed since, sends the get to a
 // check of its own, which refuses it.
 func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, nil)
 	ctx := bg(t)
 	other := c.leaderNode()
@@ -967,7 +954,6 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 // TestBatchWorkReuse checks that decoding into reused memory gives each request its own items, leaves the
 // keys of an earlier request intact, and that releasing the memory drops what its items and replies hold.
 func TestBatchWorkReuse(t *testing.T) {
-	t.Parallel()
 	encode := func(items ...batchItemWire) []byte {
 		b := appendBatchHeader(nil, len(items))
 		for i := range items {

@@ -122,7 +122,6 @@ func TestReplicasConvergeAfterBurst(t *testing.T) {
 
 // TestSyncWriteIsOnReplicasWhenAcknowledged reads every replica's store directly right after each ack.
 func TestSyncWriteIsOnReplicasWhenAcknowledged(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, replicated(3))
 	ctx := bg(t)
 	for i := 0; i < 300; i++ {
@@ -149,7 +148,6 @@ func TestSyncWriteIsOnReplicasWhenAcknowledged(t *testing.T) {
 // TestStaleEpochIsRefused makes an owner that missed its own deposition accept a write: the replica,
 // which knows the newer epoch, refuses the op and the write is not acknowledged.
 func TestStaleEpochIsRefused(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, replicated(2))
 	ctx := bg(t)
 	leader := c.leaderNode()
@@ -217,7 +215,6 @@ func taggedKeys(owner *Node, count int) (keys []string, segment int) {
 // TestReplicaCatchesUp cuts a replica off while its owner takes Async writes, then heals: a replica a few
 // ops behind receives exactly the missed ops; one behind the op log's retention receives a snapshot.
 func TestReplicaCatchesUp(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		writes   int
@@ -491,7 +488,6 @@ func TestRestartedReplicaFetchesOnlyTheMissedTail(t *testing.T) {
 // TestCorruptDataDirIsRefused damages a stopped node's data dir: the restart fails with a clear error
 // instead of crashing or serving diverged data.
 func TestCorruptDataDirIsRefused(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.DataDir = dir })
 	for i := 0; i < 50; i++ {
@@ -524,7 +520,6 @@ func TestCorruptDataDirIsRefused(t *testing.T) {
 // TestDiskRetentionKeepsDataRecoverable bounds the disk log tightly: segments are snapshotted and their
 // covered ops dropped, and a restart still recovers every key.
 func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, 1, func(cfg *Config) {
 		cfg.DataDir = dir
@@ -559,7 +554,6 @@ func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
 // TestSyncBatchIsOnReplicasWhenAcknowledged checks that a PutMany under Sync returns only once every
 // in-sync replica has every item, checking the replicas' stores directly.
 func TestSyncBatchIsOnReplicasWhenAcknowledged(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, replicated(2))
 	entries := make([]KeyValue, 500)
 	for i := range entries {
@@ -615,7 +609,6 @@ func TestReplicationBatchLimitKeepsTheRest(t *testing.T) {
 // frame size, and restarts its replica with an op log too short to replay: the owner must send the segment
 // in pieces, and the replica must install it whole and return to the in-sync set.
 func TestLargeSegmentReachesRestartedReplica(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.MaxFrameSize = 1 << 20
 		cfg.MaxValueSize = 200 << 10
@@ -792,7 +785,6 @@ func TestOpLogBounds(t *testing.T) {
 // and after the revision of a snapshot or replay, below its last too. A log restarted and holding no op yet
 // still sends a replica behind the restart to a snapshot.
 func TestOpLogRestarts(t *testing.T) {
-	t.Parallel()
 	r := opLogEngine(4, 1<<30)
 	put := func(rev uint64) {
 		recordOp(r, durability.Op{Segment: 0, Revision: rev, Kind: durability.OpPut, Key: "k", Value: []byte("v")})

@@ -63,7 +63,6 @@ func newClusterClient(t *testing.T, c *testCluster, proto int) *redis.ClusterCli
 // and RESP3: single keys, pipelines, hash-tagged multi-key commands, counters, TTLs, conditional sets, and
 // MOVED after the owners change under a client with a stale slot map.
 func TestRESPGoRedisCluster(t *testing.T) {
-	t.Parallel()
 	c := startRESPCluster(t, 3, nil)
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
@@ -397,7 +396,6 @@ func ownerOf(c *testCluster, key string) (owner, other *Node) {
 // TestRESPBadInput sends malformed and hostile input over raw sockets: each gets an error reply, or the
 // connection is closed, and the node keeps serving.
 func TestRESPBadInput(t *testing.T) {
-	t.Parallel()
 	c := startRESPCluster(t, 3, func(cfg *Config) { cfg.MaxValueSize = 4096 })
 	owner, other := ownerOf(c, "k")
 	addr := owner.RESPAddr()
@@ -521,7 +519,6 @@ func TestRESPBadInput(t *testing.T) {
 // TestRESPAuth checks that a node with a password refuses commands until AUTH or HELLO AUTH succeeds, and
 // that go-redis authenticates with both protocols.
 func TestRESPAuth(t *testing.T) {
-	t.Parallel()
 	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPPassword = "s3cret" })
 	addr := c.node(0).RESPAddr()
 	r := dialRaw(t, addr)
@@ -745,7 +742,6 @@ func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
 // TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
 // partitions nobody can serve over RESP.
 func TestRESPSlotRanges(t *testing.T) {
-	t.Parallel()
 	layout, _ := NewLayout(8, 4)
 	m := newClusterMap(layout, 1)
 	m.Version = 1
@@ -771,7 +767,6 @@ func TestRESPSlotRanges(t *testing.T) {
 
 // TestRESPRefusals checks the Redis Cluster error for each status that keeps a node from serving a key.
 func TestRESPRefusals(t *testing.T) {
-	t.Parallel()
 	c := startRESPCluster(t, 1, nil)
 	n := c.node(0)
 	var out bytes.Buffer
@@ -799,7 +794,6 @@ func TestRESPRefusals(t *testing.T) {
 // TestRESPClusterNodesAfterLeave checks that a member that left the cluster is no longer listed by CLUSTER
 // NODES, SHARDS and INFO, and that one that crashed is listed as failed until it is evicted.
 func TestRESPClusterNodesAfterLeave(t *testing.T) {
-	t.Parallel()
 	c := startRESPCluster(t, 4, elastic())
 	ctx := bg(t)
 	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})

@@ -111,7 +111,6 @@ func TestOneHop(t *testing.T) {
 
 // TestHashTagsColocate checks that keys sharing a hash tag land on one owner.
 func TestHashTagsColocate(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	owner := c.owner("{cart:9}")
@@ -150,7 +149,6 @@ func installStaleTable(n *Node, p int, wrong NodeID) {
 // TestStaleMapRedirectsOnce checks the reactive path: a node whose table points a partition at the wrong
 // node gets exactly one Moved, refreshes once, retries once and succeeds.
 func TestStaleMapRedirectsOnce(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	nodes := c.live()
@@ -200,7 +198,6 @@ func TestStaleMapRedirectsOnce(t *testing.T) {
 
 // TestRetriesExhaustedNamesPartition checks that redirects are bounded and the error names the partition.
 func TestRetriesExhaustedNamesPartition(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxRetries = 2 })
 	ctx := bg(t)
 	a, b := c.node(0), c.node(1)
@@ -226,7 +223,6 @@ func TestRetriesExhaustedNamesPartition(t *testing.T) {
 // of the leader of three voters elects a new one, and that the survivors keep reading and writing both the
 // cluster map (a node joins afterwards) and the keys they own.
 func TestMapConvergesAndSurvivesLeaderDeath(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	version := c.node(0).ClusterMap().Version
@@ -278,7 +274,6 @@ func TestMapConvergesAndSurvivesLeaderDeath(t *testing.T) {
 }
 
 func TestTTLExpiresAndIsReclaimed(t *testing.T) {
-	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c := startCluster(t, 2, func(cfg *Config) {
 		cfg.Clock = clock
@@ -357,7 +352,6 @@ func TestCancelMidCall(t *testing.T) {
 // TestCallToClosedPeer checks that a request to a node that has gone away fails with a transport error
 // naming that node, never with a false NotFound.
 func TestCallToClosedPeer(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	a, b := c.node(0), c.node(1)
 	key := c.keyOwnedBy("gone", b)
@@ -473,7 +467,6 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestValueTooLargeAndDelete(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.MaxValueSize = 1024 })
 	ctx := bg(t)
 	a := c.node(0)
@@ -500,7 +493,6 @@ func TestValueTooLargeAndDelete(t *testing.T) {
 }
 
 func TestTypedHelpers(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 2, nil)
 	ctx := bg(t)
 	type profile struct {
@@ -527,7 +519,6 @@ func TestTypedHelpers(t *testing.T) {
 // TestConcurrentRefreshesCoalesce checks that many operations redirected at once by the same stale entry
 // cause a single map refresh.
 func TestConcurrentRefreshesCoalesce(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	caller := c.node(0)
@@ -578,7 +569,6 @@ func TestConcurrentRefreshesCoalesce(t *testing.T) {
 // TestPollRepairsStaleTable checks the backstop: with no traffic at all, a stale routing table is replaced
 // by the leader's map within a poll interval.
 func TestPollRepairsStaleTable(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) { cfg.PollInterval = 50 * time.Millisecond })
 	n := c.node(0)
 	real := n.ClusterMap()
@@ -595,7 +585,6 @@ func TestPollRepairsStaleTable(t *testing.T) {
 // TestLocalWritesKeepNoCallerBuffer checks that every way of writing a value on the node that owns the key
 // stores a copy: a caller that reuses its buffers afterwards changes nothing stored.
 func TestLocalWritesKeepNoCallerBuffer(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 1, nil)
 	ctx := bg(t)
 	n := c.node(0)
@@ -639,7 +628,6 @@ func TestLocalWritesKeepNoCallerBuffer(t *testing.T) {
 
 // TestLocalGetReturnsACopy checks that a caller modifying a value it read does not change the stored one.
 func TestLocalGetReturnsACopy(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 1, nil)
 	ctx := bg(t)
 	n := c.node(0)
@@ -660,7 +648,6 @@ func TestLocalGetReturnsACopy(t *testing.T) {
 // owner and from another node, with and without a near cache: every read returns an empty slice that is not
 // nil, since nil is how HMGet says a field is missing.
 func TestEmptyValueReadsAlike(t *testing.T) {
-	t.Parallel()
 	t.Run("direct", func(t *testing.T) { testEmptyValueReadsAlike(t, nil) })
 	t.Run("near-cache", func(t *testing.T) {
 		testEmptyValueReadsAlike(t, func(cfg *Config) { cfg.NearCache.MaxBytes = 1 << 20 })
