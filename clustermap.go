@@ -89,6 +89,9 @@ type ClusterMap struct {
 	// Promotions counts failovers: partitions whose active owner the leader replaced, or gave up, after
 	// the owner failed.
 	Promotions uint64
+	// Draining holds the nodes leaving gracefully, each with the incarnation of the process that asked.
+	// No plan gives them partitions, so a drain is over once the map records it here and it holds nothing.
+	Draining map[NodeID]uint64
 }
 
 // Layout returns the key-space layout the map was built for.
@@ -107,20 +110,29 @@ func (m *ClusterMap) OwnedBy(id NodeID) int {
 	return n
 }
 
-// holds reports whether id owns, is assigned, or is a move's target of any partition.
+// holds reports whether id owns, is assigned, or is a move's target of any partition, or is in sync for one
+// with no owner: it may keep the only copy of what that partition acknowledged.
 func (m *ClusterMap) holds(id NodeID) bool {
 	for p, st := range m.Runtime {
-		if st.Owner == id || slices.Contains(m.Assignment[p], id) || slices.Contains(st.Target, id) {
+		if st.Owner == id || slices.Contains(m.Assignment[p], id) || slices.Contains(st.Target, id) ||
+			st.Owner == "" && slices.Contains(st.InSync, id) {
 			return true
 		}
 	}
 	return false
 }
 
+// draining reports whether the map records id as leaving gracefully.
+func (m *ClusterMap) draining(id NodeID) bool {
+	_, ok := m.Draining[id]
+	return ok
+}
+
 // clone returns a copy whose slices and maps may be changed without touching m.
 func (m *ClusterMap) clone() *ClusterMap {
 	c := *m
 	c.Nodes = maps.Clone(m.Nodes)
+	c.Draining = maps.Clone(m.Draining)
 	c.Assignment = make(Assignment, len(m.Assignment))
 	for i, nodes := range m.Assignment {
 		c.Assignment[i] = slices.Clone(nodes)
@@ -152,6 +164,7 @@ const (
 	cmdAdmit     // an owner returns a caught-up replica to the in-sync set
 	cmdDrop      // an owner drops replicas that did not acknowledge a write from the in-sync set
 	cmdBarrier   // changes nothing: a node that applied it has applied every decision before it
+	cmdDrain     // a node leaving gracefully gets no more partitions
 )
 
 // command is one committed control-plane decision.
@@ -185,24 +198,33 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 		if old, ok := next.Nodes[cmd.Node.ID]; ok && old.Incarnation != 0 && old.Incarnation != cmd.Node.Incarnation && !cmd.Intact {
 			next.dropFromInSync(cmd.Node.ID)
 		}
+		if inc, ok := next.Draining[cmd.Node.ID]; ok && inc != cmd.Node.Incarnation {
+			delete(next.Draining, cmd.Node.ID) // a new process has not asked to leave
+		}
 		next.Nodes[cmd.Node.ID] = cmd.Node
 	case cmdAssign:
 		if len(cmd.Assignment) != m.Partitions {
 			return nil, fmt.Errorf("zaris: assignment has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
 		}
-		next.assign(cmd.Assignment)
+		if !next.placesDraining(cmd.Assignment) {
+			next.assign(cmd.Assignment)
+		}
 	case cmdAdmit:
 		next.admit(cmd.Partition, cmd.Epoch, cmd.InSyncIndex, cmd.Node.ID)
 	case cmdDrop:
 		next.drop(cmd.Partition, cmd.Epoch, cmd.InSync, index)
 	case cmdBarrier:
+	case cmdDrain:
+		next.drain(cmd.Node)
 	case cmdPromote:
 		next.promote(cmd.Partition, cmd.Epoch, cmd.Node.ID, cmd.Source)
 	case cmdPlan:
 		if len(cmd.Assignment) != m.Partitions {
 			return nil, fmt.Errorf("zaris: plan has %d partitions, map has %d", len(cmd.Assignment), m.Partitions)
 		}
-		next.plan(cmd.Assignment)
+		if !next.placesDraining(cmd.Assignment) {
+			next.plan(cmd.Assignment)
+		}
 	case cmdMigrate:
 		next.migrate(cmd.Partition, cmd.Epoch)
 	case cmdSettle:
@@ -222,6 +244,24 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	}
 	next.noteInSyncChanges(m, index)
 	return next, nil
+}
+
+// drain records node as leaving gracefully, unless the map records another process under its ID: the
+// request outlived the process that made it.
+func (m *ClusterMap) drain(node NodeInfo) {
+	if known, ok := m.Nodes[node.ID]; ok && known.Incarnation != node.Incarnation {
+		return
+	}
+	if m.Draining == nil {
+		m.Draining = map[NodeID]uint64{}
+	}
+	m.Draining[node.ID] = node.Incarnation
+}
+
+// placesDraining reports whether a gives a partition to a node that drains: a map decided before the drain
+// was recorded, which is void, so that a drain, once over, stays over.
+func (m *ClusterMap) placesDraining(a Assignment) bool {
+	return slices.ContainsFunc(a, func(nodes []NodeID) bool { return slices.ContainsFunc(nodes, m.draining) })
 }
 
 // errVoidDecision is the response to a committed command that changed nothing: it was decided against a

@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"maps"
 	"slices"
 	"testing"
 )
@@ -101,16 +102,87 @@ func TestInSyncIndexFollowsEveryChange(t *testing.T) {
 func TestClusterMapCloneIsDeep(t *testing.T) {
 	m := inSyncMap()
 	m.Nodes["a"] = NodeInfo{ID: "a"}
+	m.Draining = map[NodeID]uint64{"a": 1}
 	m.Runtime[0].Target, m.Runtime[0].From = []NodeID{"a", "b"}, []NodeID{"c"}
 	c := m.clone()
 	c.Nodes["x"] = NodeInfo{ID: "x"}
+	c.Draining["x"] = 1
 	c.Assignment[0][0] = "x"
 	c.Runtime[0].Owner = "x"
 	c.Runtime[0].InSync[0], c.Runtime[0].Target[0], c.Runtime[0].From[0] = "x", "x", "x"
 	st := m.Runtime[0]
-	if len(m.Nodes) != 1 || m.Assignment[0][0] != "a" || st.Owner != "a" || st.InSync[0] != "b" ||
+	if len(m.Nodes) != 1 || len(m.Draining) != 1 || m.Assignment[0][0] != "a" || st.Owner != "a" || st.InSync[0] != "b" ||
 		st.Target[0] != "a" || st.From[0] != "c" {
 		t.Fatalf("changing the clone changed the map: %+v", m)
+	}
+}
+
+// TestDrainDecisions checks how the map records a graceful leave: for the process that asked only, until
+// another process under the same ID is recorded; that a map decided before the drain, placing the node, is
+// void; and that a drain is over only once the node holds nothing, the only copy of a lost partition
+// included.
+func TestDrainDecisions(t *testing.T) {
+	drain := func(id NodeID, inc uint64) *command {
+		return &command{Kind: cmdDrain, Node: NodeInfo{ID: id, Incarnation: inc}}
+	}
+	upsert := func(id NodeID, inc uint64) *command {
+		return &command{Kind: cmdUpsertNode, Node: NodeInfo{ID: id, Incarnation: inc}}
+	}
+	plan := func(kind commandKind, nodes ...NodeID) *command {
+		return &command{Kind: kind, Assignment: Assignment{nodes}}
+	}
+	tests := []struct {
+		name     string
+		cmds     []*command
+		draining map[NodeID]uint64
+		void     int // how many of the commands changed nothing
+	}{
+		{name: "a drain is recorded with its process", cmds: []*command{drain("c", 1)}, draining: map[NodeID]uint64{"c": 1}},
+		{name: "recorded twice: the second is void", cmds: []*command{drain("c", 1), drain("c", 1)},
+			draining: map[NodeID]uint64{"c": 1}, void: 1},
+		{name: "a drain from a process the map does not record is void", cmds: []*command{drain("c", 2)}, void: 1},
+		{name: "a node not recorded yet may drain", cmds: []*command{drain("x", 7)}, draining: map[NodeID]uint64{"x": 7}},
+		{name: "recording the same process again keeps the drain",
+			cmds:     []*command{drain("c", 1), &command{Kind: cmdUpsertNode, Node: NodeInfo{ID: "c", DataAddr: "c:2", Incarnation: 1}}},
+			draining: map[NodeID]uint64{"c": 1}},
+		{name: "a new process under the ID ends the drain", cmds: []*command{drain("c", 1), upsert("c", 2)}},
+		{name: "the new process is recorded first: the old one's drain is void", cmds: []*command{upsert("c", 2), drain("c", 1)}, void: 1},
+		{name: "a plan that places a draining node is void", cmds: []*command{drain("c", 1), plan(cmdPlan, "a", "b", "c")},
+			draining: map[NodeID]uint64{"c": 1}, void: 1},
+		{name: "so is such an assignment", cmds: []*command{drain("c", 1), plan(cmdAssign, "c", "a", "b")},
+			draining: map[NodeID]uint64{"c": 1}, void: 1},
+		{name: "a plan without the draining node applies", cmds: []*command{drain("c", 1), plan(cmdPlan, "a", "b")},
+			draining: map[NodeID]uint64{"c": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := inSyncMap()
+			for _, id := range []NodeID{"a", "b", "c"} {
+				m.Nodes[id] = NodeInfo{ID: id, Incarnation: 1}
+			}
+			void := 0
+			for i, cmd := range tc.cmds {
+				next, err := m.apply(cmd, uint64(11+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next.sameAs(m) {
+					void++
+				}
+				m = next
+			}
+			if len(m.Draining)+len(tc.draining) > 0 && !maps.Equal(m.Draining, tc.draining) || void != tc.void {
+				t.Fatalf("draining %v with %d void; want %v with %d", m.Draining, void, tc.draining, tc.void)
+			}
+		})
+	}
+	m := inSyncMap()
+	if m.holds("x") || !m.holds("a") || !m.holds("c") {
+		t.Fatal("holds: want the owner and assigned nodes only")
+	}
+	m.Assignment[0], m.Runtime[0] = nil, PartitionState{Epoch: 6, Health: Unavailable, InSync: []NodeID{"x"}}
+	if !m.holds("x") {
+		t.Fatal("the last holder of a lost partition's acknowledged writes is done draining")
 	}
 }
 

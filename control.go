@@ -721,8 +721,8 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 	return reply.Index, nil
 }
 
-// serveProposal commits a decision proposed by another node: an owner's in-sync set change, or the end of
-// its hand-over. Other decisions are the leader's own.
+// serveProposal commits a decision proposed by another node: an owner's in-sync set change, the end of its
+// hand-over, or a leaving node's drain. Other decisions are the leader's own.
 func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	var cmd command
 	if err := decode(payload, &cmd); err != nil {
@@ -739,9 +739,9 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	return encode(&reply)
 }
 
-// proposable lists the commands a partition owner may propose. Each is void unless the partition is still
-// at the epoch it names.
-var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true, cmdBarrier: true}
+// proposable lists the commands another node may propose. Each is void unless the partition is still at
+// the epoch it names, or, for a drain, the node is still the process it names.
+var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true, cmdBarrier: true, cmdDrain: true}
 
 // awaitApplied waits until this node's map reflects the log up to index.
 func (n *Node) awaitApplied(ctx context.Context, index uint64) error {

@@ -26,9 +26,9 @@ import (
 //     one is alive again as the same process.
 //   - heal: a Degraded partition whose copies have all been in sync for HealCooldown becomes Healthy.
 //   - assign and plan: the first map once BootstrapExpect nodes are known, then a new plan (Assign, as few
-//     moves as possible) whenever the placeable nodes differ from the planned ones. A member failed for
-//     EvictionTimeout is no longer placeable, nor, after LostPartitionTimeout, one holding a lost partition
-//     on its disk.
+//     moves as possible) whenever the placeable nodes differ from the planned ones. A member that drains
+//     before a graceful leave is not placeable, nor one failed for EvictionTimeout, nor, after
+//     LostPartitionTimeout, one holding a lost partition on its disk.
 //   - recreate: a partition lost for EvictionTimeout (LostPartitionTimeout when a holder keeps it on disk)
 //     starts again empty on an alive assigned node, or on its target if it was moving.
 //   - move: copies start, at most MaxMigrations at once. Moves whose owner stays settle once in sync.
@@ -391,13 +391,14 @@ func (r *round) plan() bool {
 	return true
 }
 
-// placeable returns, sorted, the map's nodes that may hold partitions: not lite, and either alive and not
-// draining or failed for less than EvictionTimeout (LostPartitionTimeout if it holds a lost one on disk).
+// placeable returns, sorted, the map's nodes that may hold partitions: not lite, not draining (as the map
+// records it or gossip says), and either alive or failed for less than EvictionTimeout (LostPartitionTimeout
+// if it holds a lost one on disk).
 func (r *round) placeable() []NodeID {
 	var ids []NodeID
 	failed := map[NodeID]bool{}
 	for _, mb := range r.Members {
-		if _, known := r.Map.Nodes[mb.ID]; !known || mb.Lite {
+		if _, known := r.Map.Nodes[mb.ID]; !known || mb.Lite || r.Map.draining(mb.ID) {
 			continue
 		}
 		switch mb.Status {

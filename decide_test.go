@@ -295,6 +295,10 @@ func TestDecideHealAndMaps(t *testing.T) {
 			held: time.Minute, want: []string{"plan [a b]"}},
 		{name: "a member failed for less is kept", members: withMember(aliveABC(), mbr("c", serf.StatusFailed)), held: 59 * time.Second},
 		{name: "a draining member is planned out", members: withMember(aliveABC(), draining), want: []string{"plan [a b]"}},
+		{name: "a member the map records draining is planned out, whatever gossip says",
+			setup: func(m *ClusterMap) { m.Draining = map[NodeID]uint64{"c": 1} }, want: []string{"plan [a b]"}},
+		{name: "a failed member the map records draining is planned out at once", members: withMember(aliveABC(), mbr("c", serf.StatusFailed)),
+			setup: func(m *ClusterMap) { m.Draining = map[NodeID]uint64{"c": 1} }, want: []string{"plan [a b]"}},
 		{name: "moves start up to MaxMigrations", members: withD, setup: func(m *ClusterMap) {
 			joined(m)
 			m.Runtime[0].Target, m.Runtime[1].Target = []NodeID{"a", "b", "d"}, []NodeID{"b", "c", "d"}

@@ -266,8 +266,11 @@
 //     copy is back in sync and has stayed so for HealCooldown, the leader declares it Healthy under a new
 //     epoch, so a node that keeps dropping out and coming back causes one transition, not one per flap.
 //   - A graceful Leave first drains: every partition the node owns or replicates moves to other nodes as
-//     described under Rebalancing, so no acknowledged write is lost, under Async either. If its context ends
-//     first, the node leaves anyway and the partitions it still owns go to their in-sync replicas at once.
+//     described under Rebalancing, so no acknowledged write is lost, under Async either. The control plane
+//     records the drain, and a partition map decided before it that still places the node is void, so the
+//     drain ends only once the node holds nothing and no later map gives it a partition. If its context
+//     ends first, the node leaves anyway and the partitions it still owns go to their in-sync replicas at
+//     once.
 //     Close without Leave is a crash.
 //   - An owner serves only while it holds a lease renewed by contact with the raft leader, lasting half of
 //     FailoverTimeout; cut off from the control plane, it refuses its partitions (ErrOwnershipChanging)

@@ -779,3 +779,68 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 	c.waitHealthy(20 * time.Second)
 	led.check(t, c)
 }
+
+// TestInterleavingLeaveDuringAStalePlan holds the leader between deciding a plan that gives a joining node
+// partitions and committing it, and meanwhile has that node drain: its map shows it holding nothing, but
+// the plan still comes. Let go once the drain is over, the plan must not give the node a partition in any
+// map after the drain ended.
+func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
+	const joiner = NodeID("node-3") // the fourth node the cluster starts
+	var (
+		mu      sync.Mutex
+		holding []uint64 // indexes of the maps node-0 applied that give the joiner something
+		met     atomic.Bool
+	)
+	plan := newHoldPoint()
+	c := startCluster(t, 3, elastic(func(cfg *Config) {
+		var recorded atomic.Bool // this node applied a map that records the joiner's drain
+		cfg.hooks.beforeCommitDecision = func(d decision) {
+			gives := slices.ContainsFunc(d.Assignment, func(nodes []NodeID) bool { return slices.Contains(nodes, joiner) })
+			if d.Kind == cmdPlan && gives && plan.hold() {
+				met.Store(recorded.Load())
+			}
+		}
+		logHolding := cfg.Name == "node-0"
+		cfg.hooks.beforeApply = func(next *ClusterMap) {
+			recorded.Store(next.draining(joiner))
+			if logHolding && next.holds(joiner) {
+				mu.Lock()
+				holding = append(holding, next.Index)
+				mu.Unlock()
+			}
+		}
+	}))
+	t.Cleanup(plan.release)
+	ctx := bg(t)
+	leaver := c.add(1)
+	waitFor(t, 20*time.Second, "the leader to decide a plan with the joiner", plan.wasReached)
+	waitFor(t, 20*time.Second, "the joiner to apply the cluster's map", func() bool { return leaver.ClusterMap().Version > 0 })
+	if m := leaver.ClusterMap(); m.holds(joiner) {
+		t.Fatalf("the joiner holds partitions before its plan committed: %+v", m.Runtime)
+	}
+
+	// The joiner holds nothing yet, so its drain ends while the plan is held.
+	if err := leaver.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.currentLeader(t)
+	plan.release()
+	end := leaver.ClusterMap()
+	waitFor(t, 20*time.Second, "node-0 to apply the map the drain ended on", func() bool { return c.node(0).ClusterMap().Index >= end.Index })
+	reconcileRound(t, leader)
+	mu.Lock()
+	last := slices.Max(append(holding, 0))
+	mu.Unlock()
+	if last > end.Index {
+		t.Fatalf("the map at index %d gives the joiner partitions, after its drain ended at index %d", last, end.Index)
+	}
+	if !end.draining(joiner) || end.holds(joiner) {
+		t.Fatalf("the drain ended on a map where the joiner drains: %v, holds partitions: %v", end.draining(joiner), end.holds(joiner))
+	}
+	if !met.Load() {
+		t.Fatal("the held plan was let go before the leader's map recorded the drain: the interleaving did not happen")
+	}
+	if err := leaver.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

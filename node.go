@@ -639,9 +639,11 @@ func (n *Node) every(interval time.Duration, fn func()) {
 	}()
 }
 
-// drain announces that this node is leaving and waits until no partition is assigned to it, or until ctx
-// ends or the node closes. A node alone (see alone) has no one to drain to: it returns at once if alone at
-// the start, else after being alone for FailoverTimeout, since the others may be leaving too.
+// drain announces that this node is leaving and waits until the map records it draining and gives it no
+// partition, or until ctx ends or the node closes. Once recorded, no plan gives it partitions again, so an
+// empty map before the leader knows of the leave does not end the drain. A node alone (see alone) has no
+// one to drain to: it returns at once if alone at the start, else after being alone for FailoverTimeout,
+// since the others may be leaving too.
 func (n *Node) drain(ctx context.Context) error {
 	if n.fsm.clusterMap().Version == 0 || n.alone() {
 		return nil
@@ -650,12 +652,24 @@ func (n *Node) drain(ctx context.Context) error {
 		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
 		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
+	record := &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}}
 	lonely := countdowns[bool]{}
-	for n.fsm.clusterMap().holds(n.id) {
+	for {
+		m := n.fsm.clusterMap()
+		if m.draining(n.id) && !m.holds(n.id) {
+			return nil
+		}
 		if !n.alone() {
 			clear(lonely)
 		} else if lonely.elapsed(true, n.cfg.Clock.Now()) >= n.cfg.FailoverTimeout {
 			return nil
+		}
+		if !m.draining(n.id) {
+			if err := n.offer(ctx, record); errors.Is(err, ErrClosed) {
+				return err
+			} else if err != nil && ctx.Err() == nil && !errors.Is(err, errNoLeader) {
+				n.log.Warn("leave: drain not recorded yet", "err", err)
+			}
 		}
 		wait := n.cfg.Clock.NewTimer(n.cfg.Timing.RaftCommit)
 		select {
@@ -668,7 +682,6 @@ func (n *Node) drain(ctx context.Context) error {
 			return ErrClosed
 		}
 	}
-	return nil
 }
 
 // alone reports whether no other member could take this node's partitions, as far as a node that hears
@@ -679,7 +692,7 @@ func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
 func (n *Node) othersCanHold() bool {
 	m := n.fsm.clusterMap()
 	for _, mb := range n.members.members() {
-		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Leaving {
+		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Leaving && !m.draining(mb.ID) {
 			return true
 		}
 	}
