@@ -356,7 +356,6 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 
 // runControl drives membership into the control plane. Every node runs it; only the leader decides.
 func (n *Node) runControl() {
-	defer n.wg.Done()
 	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	for {

@@ -76,9 +76,12 @@ type Node struct {
 
 	lease leaseState // holdsLease's memory of lapses
 	// life ends when Close starts: every background job and the requests they make end with it.
-	life      context.Context
-	end       context.CancelFunc
-	wg        sync.WaitGroup
+	life context.Context
+	end  context.CancelFunc
+	wg   sync.WaitGroup
+	// control is the control loop. Close waits for it before it stops gossip: a tag change the loop is
+	// gossiping would otherwise wait out its whole broadcast timeout.
+	control   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 
@@ -211,9 +214,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.members.join(n.cfg.Join); err != nil {
 		return err
 	}
-	n.wg.Add(3)
+	n.wg.Add(2)
 	go n.forwardEvents()
-	go n.runControl()
+	n.control.Go(n.runControl)
 	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.router.pollOnce)
 	n.every(n.cfg.ReapInterval, n.expireOwned)
@@ -796,6 +799,7 @@ func (n *Node) Close() error {
 		if n.raftStore != nil {
 			errs = append(errs, n.raftStore.Close())
 		}
+		n.control.Wait()
 		if n.members != nil {
 			errs = append(errs, n.members.shutdown())
 		}
