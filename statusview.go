@@ -33,7 +33,8 @@ type statusView struct {
 
 type memberView struct {
 	Name       NodeID `json:"name"`
-	Status     string `json:"status"` // alive, leaving, left or failed
+	Status     string `json:"status"`   // alive, leaving, left or failed
+	Draining   bool   `json:"draining"` // moving its partitions away before a graceful leave
 	DataAddr   string `json:"dataAddr"`
 	RESPAddr   string `json:"respAddr,omitempty"`
 	Owned      int    `json:"owned"`
@@ -123,7 +124,7 @@ func (n *Node) statusView() statusView {
 	voters := n.voters()
 	for _, mb := range sortedMembers(n.members.members()) {
 		v.Members = append(v.Members, memberView{
-			Name: mb.ID, Status: mb.Status.String(), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
+			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Leaving || m.draining(mb.ID), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
 			Owned: owned[mb.ID], Replicated: replicated[mb.ID], Voter: voters[mb.ID], Leader: mb.ID == v.Leader,
 		})
 	}
