@@ -848,3 +848,48 @@ func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInterleavingDrainAfterARestartUnderTheSameName has a node drain and leave, and a new process under its
+// name drain while the leader holds off recording it: the map still records the first process draining. The
+// second process's drain must not end on that record: it ends once the leader has recorded it and its own
+// drain.
+func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
+	const name = NodeID("node-3") // the fourth node the cluster starts
+	var held atomic.Bool
+	c := startCluster(t, 3, elastic(func(cfg *Config) {
+		cfg.hooks.holdRecognition = func(id NodeID) bool { return held.Load() && id == name }
+	}))
+	ctx := bg(t)
+	first := c.add(1)
+	waitFor(t, 20*time.Second, "the first process to be given partitions", func() bool { return first.ClusterMap().holds(name) })
+	if err := first.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.node(0).ClusterMap().Draining[name]; got != first.repl.incarnation {
+		t.Fatalf("the map records the drain of process %d, want %d", got, first.repl.incarnation)
+	}
+
+	held.Store(true)
+	second := c.restart(c.indexOf(name))
+	waitFor(t, 20*time.Second, "the second process to apply the map", func() bool { return second.ClusterMap().Version > 0 })
+	drained := make(chan error, 1)
+	go func() { drained <- second.drain(ctx) }()
+	leader := c.currentLeader(t)
+	waitFor(t, 20*time.Second, "the leader to see the second process leaving", func() bool {
+		return slices.ContainsFunc(leader.members.members(), func(mb member) bool {
+			return mb.ID == name && mb.Incarnation == second.repl.incarnation && mb.Leaving
+		})
+	})
+	held.Store(false)
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	end := second.ClusterMap()
+	if got := end.Draining[name]; got != second.repl.incarnation || end.Nodes[name].Incarnation != second.repl.incarnation || end.holds(name) {
+		t.Fatalf("the drain ended on a map recording process %d draining and %d as the node (holds partitions: %v); want %d for both",
+			got, end.Nodes[name].Incarnation, end.holds(name), second.repl.incarnation)
+	}
+	if err := second.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -642,24 +642,25 @@ func (n *Node) every(interval time.Duration, fn func()) {
 	}()
 }
 
-// drain announces that this node is leaving and waits until the map records it draining and gives it no
-// partition, or until ctx ends or the node closes. Once recorded, no plan gives it partitions again, so an
-// empty map before the leader knows of the leave does not end the drain. A node alone (see alone) has no
-// one to drain to: it returns at once if alone at the start, else after being alone for FailoverTimeout,
-// since the others may be leaving too.
+// drain announces that this node is leaving and waits until the map records this process draining and
+// gives it no partition, or until ctx ends or the node closes. Once recorded, no plan gives it partitions
+// again, so an empty map before the leader knows of the leave does not end the drain. A lite member holds
+// nothing and a node with no map has been given nothing, so neither waits. Nor does a node holding nothing
+// that knows no leader: no plan commits without one, and the next leader sees it leaving. A node alone (see
+// alone) has no one to drain to: it returns at once if alone at the start, else after being alone for
+// FailoverTimeout, since the others may be leaving too.
 func (n *Node) drain(ctx context.Context) error {
-	if n.fsm.clusterMap().Version == 0 || n.alone() {
+	if n.cfg.Lite || n.fsm.clusterMap().Version == 0 || n.alone() {
 		return nil
 	}
 	if err := n.members.markLeaving(); err != nil {
 		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
 		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
-	record := &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}}
 	lonely := countdowns[bool]{}
 	for {
 		m := n.fsm.clusterMap()
-		if m.draining(n.id) && !m.holds(n.id) {
+		if !m.holds(n.id) && (n.drainRecorded(m) || n.leaderID() == "") {
 			return nil
 		}
 		if !n.alone() {
@@ -667,12 +668,8 @@ func (n *Node) drain(ctx context.Context) error {
 		} else if lonely.elapsed(true, n.cfg.Clock.Now()) >= n.cfg.FailoverTimeout {
 			return nil
 		}
-		if !m.draining(n.id) {
-			if err := n.offer(ctx, record); errors.Is(err, ErrClosed) {
-				return err
-			} else if err != nil && ctx.Err() == nil && !errors.Is(err, errNoLeader) {
-				n.log.Warn("leave: drain not recorded yet", "err", err)
-			}
+		if err := n.recordDrain(ctx, m); errors.Is(err, ErrClosed) {
+			return err
 		}
 		wait := n.cfg.Clock.NewTimer(n.cfg.Timing.RaftCommit)
 		select {
@@ -687,6 +684,29 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 }
 
+// drainRecorded reports whether m records this process as draining, not a predecessor under its name.
+func (n *Node) drainRecorded(m *ClusterMap) bool {
+	inc, ok := m.Draining[n.id]
+	return ok && inc == n.repl.incarnation
+}
+
+// recordDrain proposes this process's drain unless m records it already, or records another process under
+// its name: the drain would be void until the leader has recorded this one. One attempt is bounded by
+// applyTimeout, so a drain goes on checking whether it is alone while the control plane does not answer.
+func (n *Node) recordDrain(ctx context.Context, m *ClusterMap) error {
+	info, known := m.Nodes[n.id]
+	if n.drainRecorded(m) || known && info.Incarnation != n.repl.incarnation {
+		return nil
+	}
+	attempt, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	err := n.offer(attempt, &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, errNoLeader) {
+		n.log.Warn("leave: drain not recorded yet", "err", err)
+	}
+	return err
+}
+
 // alone reports whether no other member could take this node's partitions, as far as a node that hears
 // from the control plane can tell: one that does not may only be cut off from the others.
 func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
@@ -695,7 +715,7 @@ func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
 func (n *Node) othersCanHold() bool {
 	m := n.fsm.clusterMap()
 	for _, mb := range n.members.members() {
-		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Leaving && !m.draining(mb.ID) {
+		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Lite && !mb.Leaving && !m.draining(mb.ID) {
 			return true
 		}
 	}

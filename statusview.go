@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 )
 
 // statusView is what the status page shows, as /status.json serves it: the cluster as this node's map
@@ -124,7 +125,7 @@ func (n *Node) statusView() statusView {
 	voters := n.voters()
 	for _, mb := range sortedMembers(n.members.members()) {
 		v.Members = append(v.Members, memberView{
-			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Leaving || m.draining(mb.ID), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
+			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && (mb.Leaving || m.draining(mb.ID)), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
 			Owned: owned[mb.ID], Replicated: replicated[mb.ID], Voter: voters[mb.ID], Leader: mb.ID == v.Leader,
 		})
 	}

@@ -719,3 +719,30 @@ func TestRestartedVoterKeepsItsVote(t *testing.T) {
 		return voters == 3 && restarted.votesIn(cf.Configuration())
 	})
 }
+
+// TestLiteLeaveNeedsNoControlPlane has lite members leave: one beside a working control plane, which records
+// no drain of it, and one while the control plane has lost its quorum. Neither holds a partition, so neither
+// leave waits for a decision.
+func TestLiteLeaveNeedsNoControlPlane(t *testing.T) {
+	c := startCluster(t, 3, elastic())
+	lite := func() *Node { return c.addWith(1, func(cfg *Config) { cfg.Lite = true }) }
+	first, second := lite(), lite()
+	for _, n := range []*Node{first, second} {
+		waitFor(t, 20*time.Second, "the lite members to apply the map", func() bool { return n.ClusterMap().Version > 0 })
+	}
+	if err := first.Leave(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.node(0).ClusterMap(); m.draining(first.id) {
+		t.Fatalf("the map records the lite member draining: %v", m.Draining)
+	}
+
+	c.kill(1)
+	c.kill(2)
+	waitFor(t, 20*time.Second, "the control plane to lose its leader", func() bool { return !c.node(0).IsLeader() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := second.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
