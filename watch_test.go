@@ -242,7 +242,9 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 // which still reaches back that far, so every revision comes once, in order, with no compaction.
 func TestWatchReattachesAfterALostConnection(t *testing.T) {
 	t.Parallel()
-	c := watchCluster(t, 3)
+	// Leadership must stay where it is: a watcher's node elected during the cut would cut the owner off from
+	// the control plane, and its writes with it.
+	c := watchCluster(t, 3, steadyControl)
 	leader, p, nodes := c.awayFromLeader()
 	owner, watcherNode := nodes[0], nodes[1]
 	tag := tagInPartition(owner.layout, p)
