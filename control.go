@@ -312,8 +312,13 @@ func (n *Node) startRaft(ln net.Listener) error {
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.raftStream,
 		MaxPool: 3,
-		Timeout: 2 * time.Second,
-		Logger:  newHCLogger(n.cfg.Logger, "raft-net"),
+		// One request in flight per follower: raft's pipelined replication can deadlock once a follower
+		// refuses an append (its decoder stops while the sender waits to queue the next request), which
+		// leaves that follower without new entries and makes Shutdown wait forever. The control plane's
+		// throughput does not need the pipeline.
+		MaxRPCsInFlight: 1,
+		Timeout:         2 * time.Second,
+		Logger:          newHCLogger(n.cfg.Logger, "raft-net"),
 	})
 	logs, stable, snaps, err := n.raftStores()
 	if err != nil {

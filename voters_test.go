@@ -746,3 +746,14 @@ func TestLiteLeaveNeedsNoControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestControlPlaneReplicatesOneRequestAtATime checks that the control plane's transport refuses raft's
+// pipelined replication, which can deadlock a follower's replication, and Shutdown with it, once the follower
+// refuses an append.
+func TestControlPlaneReplicatesOneRequestAtATime(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	n := c.node(0)
+	if _, err := n.raftTrans.AppendEntriesPipeline("other", raft.ServerAddress(n.DataAddr())); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("a replication pipeline: %v; want %v", err, raft.ErrPipelineReplicationNotSupported)
+	}
+}
