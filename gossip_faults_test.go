@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -47,4 +48,27 @@ func memberStatus(n *Node, id NodeID) serf.MemberStatus {
 		}
 	}
 	return serf.StatusNone
+}
+
+// TestTagChangesDoNotUndoEachOther sets several flags on one member at once, as its control loop and a
+// Leave may: each must stay set.
+func TestTagChangesDoNotUndoEachOther(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	m := c.node(0).members
+	flags := []string{"flag-a", "flag-b", "flag-c", "flag-d"}
+	var wg sync.WaitGroup
+	for _, flag := range flags {
+		wg.Go(func() {
+			if err := m.setFlag(flag); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	tags := m.serf.LocalMember().Tags
+	for _, flag := range flags {
+		if tags[flag] != "1" {
+			t.Errorf("flag %s is %q after every change returned; tags %v", flag, tags[flag], tags)
+		}
+	}
 }

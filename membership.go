@@ -61,6 +61,10 @@ type membership struct {
 
 	mu       sync.Mutex
 	mismatch error // why the last merge was refused, so Join can say it clearly
+
+	// tags serializes changes of this member's tags: each reads the tags, adds its flag and sets them
+	// all, which two at once would race on, and one could undo the other's flag.
+	tags sync.Mutex
 }
 
 // processTags describes a member's process in its tags.
@@ -253,6 +257,8 @@ func (m *membership) markLeaving() error { return m.setFlag(tagLeaving) }
 
 // setFlag sets tag to "1" on the local member, gossiping the change.
 func (m *membership) setFlag(tag string) error {
+	m.tags.Lock()
+	defer m.tags.Unlock()
 	tags := m.serf.LocalMember().Tags
 	if tags[tag] == "1" {
 		return nil
