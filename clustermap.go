@@ -128,6 +128,9 @@ func (m *ClusterMap) draining(id NodeID) bool {
 	return ok
 }
 
+// drains reports whether member mb is leaving gracefully, as its gossip flag says or the map records.
+func (m *ClusterMap) drains(mb member) bool { return mb.Leaving || m.draining(mb.ID) }
+
 // clone returns a copy whose slices and maps may be changed without touching m.
 func (m *ClusterMap) clone() *ClusterMap {
 	c := *m

@@ -715,7 +715,7 @@ func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
 func (n *Node) othersCanHold() bool {
 	m := n.fsm.clusterMap()
 	for _, mb := range n.members.members() {
-		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Lite && !mb.Leaving && !m.draining(mb.ID) {
+		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Lite && !m.drains(mb) {
 			return true
 		}
 	}

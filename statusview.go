@@ -125,7 +125,8 @@ func (n *Node) statusView() statusView {
 	voters := n.voters()
 	for _, mb := range sortedMembers(n.members.members()) {
 		v.Members = append(v.Members, memberView{
-			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && (mb.Leaving || m.draining(mb.ID)), DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
+			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && m.drains(mb),
+			DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
 			Owned: owned[mb.ID], Replicated: replicated[mb.ID], Voter: voters[mb.ID], Leader: mb.ID == v.Leader,
 		})
 	}
