@@ -44,10 +44,13 @@ type Node struct {
 	cut      *cutovers
 	disk     *diskLog // nil without a DataDir
 
-	listener   net.Listener
-	mux        *transport.Mux
-	server     *transport.Server // the data lane (muxData)
-	internal   *transport.Server // the internal lane (muxInternal)
+	listener net.Listener
+	mux      *transport.Mux
+	server   *transport.Server // the data lane (muxData)
+	internal *transport.Server // the internal lane (muxInternal)
+	// lanes are the mux's listeners for server and internal, registered at listen so that connections
+	// wait for serve rather than being refused.
+	lanes      [2]net.Listener
 	raft       *raft.Raft
 	raftTrans  *raft.NetworkTransport
 	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
@@ -197,6 +200,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startRaft(n.raftListener()); err != nil {
 		return err
 	}
+	n.serve()
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
@@ -311,12 +315,19 @@ func (n *Node) listen() error {
 	n.mux = transport.NewMux(n.secureListener(ln))
 	n.server = transport.NewServer((*dataHandler)(n), n.transportOptions(muxData))
 	n.internal = transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal))
-	dataLn, internalLn := n.mux.Listener(muxData), n.mux.Listener(muxInternal)
-	n.wg.Add(3)
+	n.lanes = [2]net.Listener{n.mux.Listener(muxData), n.mux.Listener(muxInternal)}
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.mux.Serve() }()
-	go func() { defer n.wg.Done(); n.server.Serve(dataLn) }()
-	go func() { defer n.wg.Done(); n.internal.Serve(internalLn) }()
 	return nil
+}
+
+// serve starts answering the data plane's requests and the peers' internal ones. It runs once the control
+// plane has started: a proposal or a key request for a new process at an old one's address must not reach
+// a node whose raft does not exist yet.
+func (n *Node) serve() {
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.server.Serve(n.lanes[0]) }()
+	go func() { defer n.wg.Done(); n.internal.Serve(n.lanes[1]) }()
 }
 
 // listenData binds the data port: on the configured in-memory network, if any, else on a TCP socket.
