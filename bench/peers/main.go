@@ -49,7 +49,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.batch, "batch", 100, "keys per multi-get")
 	flag.IntVar(&o.verify, "verify", 2000, "keys read back after each put phase to check the last write")
 	phases := flag.String("phases", "put-1,get-1,put-2,get-2,mget-2", "phases to run: {put,get,mget}-COPIES, comma-separated")
-	sys := flag.String("systems", "zaris,olric", "systems to measure: zaris, olric or both, comma-separated")
+	sys := flag.String("systems", "zaris,olric", "systems to measure, comma-separated: zaris, olric, floor (plain TCP, the least one round trip costs)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.hist, "hist", false, "also print each phase's latency histogram per system")
 	flag.Parse()
@@ -81,7 +81,7 @@ func parseSystems(list string) ([]string, error) {
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
 		if _, ok := systems[name]; !ok {
-			return nil, fmt.Errorf("unknown system %q: want zaris or olric", name)
+			return nil, fmt.Errorf("unknown system %q: want zaris, olric or floor", name)
 		}
 		out = append(out, name)
 	}

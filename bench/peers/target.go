@@ -34,4 +34,5 @@ type system struct {
 var systems = map[string]system{
 	"zaris": {name: "zaris", start: startZaris, notes: zarisNotes},
 	"olric": {name: "olric", start: startOlric, notes: olricNotes},
+	"floor": {name: "floor", start: startFloor},
 }
