@@ -531,8 +531,8 @@ func (c *Config) leaderRules() leaderRules {
 
 // testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
 type testHooks struct {
-	// refuseOp, when set, makes this node answer the operations it names as a node of an older version
-	// does an operation it does not know.
+	// refuseOp, when set, makes this node answer the operations it names, on either lane, as a node of an
+	// older version does an operation it does not know.
 	refuseOp func(op transport.Op) bool
 	// nearReport, when set, sees each owner's answer to a near cache poll before the cache applies it, and
 	// may change it: a test loses reports of changed keys with it.

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // TestFailoverLosesNoAcknowledgedWrite kills an owner after Sync writes: once the leader confirms the death,
@@ -433,6 +436,33 @@ func TestLeaveWaitsWhileCutOff(t *testing.T) {
 	err := leaver.Leave(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Leave of a cut-off node after %v: %v, want it to wait for its context", time.Since(start).Round(time.Millisecond), err)
+	}
+}
+
+// TestDrainLogsALastingRefusalOnce has the leader refuse every proposal, as a node of an older version
+// refuses an op it does not know, so that each attempt of a leaving node to record its drain fails the same
+// way, every RaftCommit. The drain waits for its context and logs the refusal once, not once per attempt.
+func TestDrainLogsALastingRefusalOnce(t *testing.T) {
+	t.Parallel()
+	var refusing atomic.Bool
+	c := startCluster(t, 3, replicated(2, steadyControl, func(cfg *Config) {
+		cfg.hooks.refuseOp = func(op transport.Op) bool { return refusing.Load() && op == opPropose }
+	}))
+	leaver := c.node((c.leader() + 1) % 3)
+	refusing.Store(true)
+	ctx, cancel := context.WithTimeout(bg(t), 2*time.Second)
+	defer cancel()
+	if err := leaver.Leave(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Leave with every proposal refused: %v, want it to wait for its context", err)
+	}
+	warnings := 0
+	for line := range strings.Lines(c.logs.String()) {
+		if strings.Contains(line, "drain not recorded yet") && strings.Contains(line, "node="+string(leaver.id)+" ") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("the drain logged its refusal %d times in 2s, want once", warnings)
 	}
 }
 

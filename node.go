@@ -376,7 +376,7 @@ func (n *Node) raftListener() net.Listener {
 // serveRequest is the handler of the data lane: callers' key and batch requests.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
 	switch {
-	case n.cfg.hooks.refuseOp != nil && n.cfg.hooks.refuseOp(op):
+	case n.refuses(op):
 	case lookupKeyOp(op) != nil:
 		var req kvRequest
 		if err := req.decodeMsg(payload); err != nil { // req.Value aliases payload, which is ours alone
@@ -416,20 +416,26 @@ func (h *dataHandler) ReleaseResponse(op transport.Op, resp []byte) {
 
 // serveInternal is the handler of the internal lane: requests that never wait on another node.
 func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
-	switch op {
-	case opGetMap:
+	switch {
+	case n.refuses(op):
+	case op == opGetMap:
 		return encode(n.fsm.clusterMap())
-	case opReplicate:
+	case op == opReplicate:
 		var req replicateRequest
 		if err := req.decodeMsg(payload); err != nil {
 			return nil, err
 		}
 		reply := n.repl.serveReplicate(ctx, &req)
 		return reply.marshal(), nil
-	case opPropose:
+	case op == opPropose:
 		return n.serveProposal(payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
+}
+
+// refuses reports whether a test has this node answer op as a node of a version without it would.
+func (n *Node) refuses(op transport.Op) bool {
+	return n.cfg.hooks.refuseOp != nil && n.cfg.hooks.refuseOp(op)
 }
 
 // serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
@@ -669,6 +675,7 @@ func (n *Node) drain(ctx context.Context) error {
 		n.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
 	lonely := countdowns[bool]{}
+	warned := "" // the last reason logged for a drain not recorded, so that a lasting one is logged once
 	for {
 		m := n.fsm.clusterMap()
 		if !m.holds(n.id) && (n.drainRecorded(m) || n.leaderID() == "") {
@@ -679,8 +686,13 @@ func (n *Node) drain(ctx context.Context) error {
 		} else if lonely.elapsed(true, n.cfg.Clock.Now()) >= n.cfg.FailoverTimeout {
 			return nil
 		}
-		if err := n.recordDrain(ctx, m); errors.Is(err, ErrClosed) {
+		err := n.recordDrain(ctx, m)
+		switch {
+		case errors.Is(err, ErrClosed):
 			return err
+		case err != nil && ctx.Err() == nil && !errors.Is(err, errNoLeader) && err.Error() != warned:
+			warned = err.Error()
+			n.log.Warn("leave: drain not recorded yet", "err", err)
 		}
 		wait := n.cfg.Clock.NewTimer(n.cfg.Timing.RaftCommit)
 		select {
@@ -711,11 +723,7 @@ func (n *Node) recordDrain(ctx context.Context, m *ClusterMap) error {
 	}
 	attempt, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
-	err := n.offer(attempt, &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}})
-	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, errNoLeader) {
-		n.log.Warn("leave: drain not recorded yet", "err", err)
-	}
-	return err
+	return n.offer(attempt, &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}})
 }
 
 // alone reports whether no other member could take this node's partitions, as far as a node that hears
