@@ -106,7 +106,7 @@ func (m *floorMember) serve(conn net.Conn) {
 			writeFloorValue(out, v, ok)
 		case floorPut, floorReplica:
 			if op == floorPut {
-				if err := peer.replicate(context.Background(), string(key), value); err != nil {
+				if err := peer.replicate(string(key), value); err != nil {
 					return
 				}
 			}
@@ -187,7 +187,7 @@ func (c *floorClient) call(m int, op byte, key, value []byte, replies int) ([][]
 }
 
 // replicate stores key on the members after its owner, one after the other.
-func (c *floorClient) replicate(_ context.Context, key string, value []byte) error {
+func (c *floorClient) replicate(key string, value []byte) error {
 	owner := c.cluster.ownerOf(key)
 	for i := 1; i < c.cluster.copies; i++ {
 		if _, err := c.call((owner+i)%members, floorReplica, []byte(key), value, 1); err != nil {
@@ -197,13 +197,13 @@ func (c *floorClient) replicate(_ context.Context, key string, value []byte) err
 	return nil
 }
 
-func (c *floorClient) put(ctx context.Context, key string, value []byte) error {
+func (c *floorClient) put(_ context.Context, key string, value []byte) error {
 	owner := c.cluster.ownerOf(key)
 	if owner != c.member {
 		_, err := c.call(owner, floorPut, []byte(key), value, 1)
 		return err
 	}
-	if err := c.replicate(ctx, key, value); err != nil {
+	if err := c.replicate(key, value); err != nil {
 		return err
 	}
 	c.cluster.members[owner].put(key, value)
