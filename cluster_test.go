@@ -6,15 +6,18 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/zaris-go/zaris/internal/memnet"
+	"github.com/zaris-go/zaris/internal/ports"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -190,6 +193,9 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	if c.network == nil {
+		c.reservePorts(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n, err := Join(ctx, cfg)
@@ -203,6 +209,23 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	c.cfgs = append(c.cfgs, cfg)
 	c.mu.Unlock()
 	return n
+}
+
+// reservePorts gives a node on sockets gossip and data ports of its own where cfg leaves the choice to the
+// kernel, so that a restart finds them free: a port the kernel picks may be taken, while its node is down,
+// by any outgoing connection.
+func (c *testCluster) reservePorts(cfg *Config) {
+	for _, addr := range []*string{&cfg.GossipAddr, &cfg.DataAddr} {
+		host, port, err := net.SplitHostPort(*addr)
+		if err != nil || port != "0" {
+			continue
+		}
+		picked, err := ports.Free(1)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		*addr = net.JoinHostPort(host, strconv.Itoa(picked[0]))
+	}
 }
 
 // baseDialer is what the cluster's fault injection dials through: the in-memory network, or nil for sockets.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/chaos"
+	"github.com/zaris-go/zaris/internal/ports"
 )
 
 const (
@@ -94,41 +95,15 @@ func buildServer(dir string) (string, error) {
 	return bin, nil
 }
 
-// freePorts returns n distinct loopback ports free for both TCP and UDP (gossip needs both). They are
-// held until all are picked, so none is returned twice.
-func freePorts(n int) ([]int, error) {
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // the UDP side is taken: pick another
-		}
-		held = append(held, u)
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
-
 // newServers names the nodes zaris-first..zaris-(first+n-1) and gives each free gossip, data and RESP
-// ports, and a data directory under dataRoot when it is set.
+// ports, below the ephemeral range so that a server restarts on them, and a data directory under dataRoot
+// when it is set.
 func newServers(first, n int, dataRoot string) ([]*server, error) {
-	ports, err := freePorts(3 * n)
+	free, err := ports.Free(3 * n)
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(free[i])) }
 	servers := make([]*server, n)
 	for i := range servers {
 		s := &server{name: "zaris-" + strconv.Itoa(first+i), gossip: addr(3 * i), data: addr(3*i + 1), resp: addr(3*i + 2)}
