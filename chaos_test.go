@@ -1114,15 +1114,23 @@ func (cr *certRun) replicaOf(owner, not NodeID) (NodeID, []int) {
 
 // killOwnerAt kills node i, recording the partitions it owned and held, and ends its Leave if it was
 // leaving. It notes the partitions the kill left with no live in-sync copy: an in-sync set shrank during it.
+// A node whose Leave ended first is not killed, so that it is never both left and down, and started twice.
 func (cr *certRun) killOwnerAt(i int) {
 	n := cr.c.node(i)
+	if n == nil {
+		cr.step("no kill: node %d is not up", i)
+		return
+	}
 	ev := killEvent{id: n.id, incarnation: n.repl.incarnation, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
 	for p, st := range n.ClusterMap().Runtime {
 		if st.Owner == n.id {
 			ev.epochs[p] = st.Epoch
 		}
 	}
-	cr.c.kill(i)
+	if !cr.c.killProcess(i, n) { // its Leave ended meanwhile: it left, and a kill must not also mark it down
+		cr.step("no kill: %s left meanwhile", n.id)
+		return
+	}
 	cr.mu.Lock()
 	cr.kills = append(cr.kills, ev)
 	cr.down[i] = true

@@ -292,14 +292,20 @@ func (c *testCluster) node(i int) *Node {
 }
 
 // kill closes node i without leaving: a crash from the cluster's point of view.
-func (c *testCluster) kill(i int) {
+func (c *testCluster) kill(i int) { c.killProcess(i, c.node(i)) }
+
+// killProcess kills node i as kill does if it is still process n, and reports whether it did: since the
+// caller chose n, it may have left (forget) or been killed and restarted.
+func (c *testCluster) killProcess(i int, n *Node) bool {
 	c.mu.Lock()
-	n := c.nodes[i]
+	if n == nil || c.nodes[i] != n {
+		c.mu.Unlock()
+		return false
+	}
 	c.nodes[i] = nil
 	c.mu.Unlock()
-	if n != nil {
-		n.Close()
-	}
+	n.Close()
+	return true
 }
 
 // forget drops node i, which has closed itself (a graceful Leave), if it is still process n, and reports
@@ -511,4 +517,26 @@ func (c *testCluster) awayFromLeader() (leader *Node, p int, nodes []*Node) {
 		nodes = append(nodes, c.nodeByID(id))
 	}
 	return leader, p, nodes
+}
+
+// TestKillSparesTheProcessesItWasNotAskedFor checks killProcess against the processes a nemesis may hold
+// stale: one already gone, and one whose node was restarted since; only the process in place is killed.
+func TestKillSparesTheProcessesItWasNotAskedFor(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, nil)
+	first := c.node(1)
+	if !c.killProcess(1, first) {
+		t.Fatal("the live process was not killed")
+	}
+	if c.killProcess(1, first) {
+		t.Fatal("a process already killed was killed again")
+	}
+	second := c.restart(1)
+	if c.killProcess(1, first) || c.node(1) != second {
+		t.Fatal("a kill of the first process took the restarted one")
+	}
+	if !c.forget(1, second) || c.killProcess(1, second) {
+		t.Fatal("a process the cluster forgot (it left) was killed")
+	}
+	second.Close()
 }
