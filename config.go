@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -560,6 +561,9 @@ type testHooks struct {
 	// beforeApply, when set, runs on the control plane's apply goroutine before each new map is
 	// published; it may block to hold the node at an older map.
 	beforeApply func(next *ClusterMap)
+	// beforeAdvertiseFormed, when set, runs before a node gossips that the cluster has formed; it may
+	// block, until life ends at the latest, to hold the advertisement.
+	beforeAdvertiseFormed func(life context.Context)
 	// diskFS, when set, is the file system under DataDir, so that a test can freeze every node's
 	// disk at one instant as a kill of every process would.
 	diskFS vfs.FS

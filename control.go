@@ -498,21 +498,51 @@ func (n *Node) maybeBootstrap() {
 	}
 	n.bootstrapped = true
 	n.log.Info("control plane bootstrapped", "founders", len(servers))
+	if servers[0].ID == n.serverID() {
+		n.standFirst()
+	}
+}
+
+// standFirst has the first founder by name stand for election as soon as the control plane is
+// bootstrapped, rather than after a heartbeat timeout: a new cluster then has a leader within a round trip,
+// and one candidate, not several at once, asks for the first votes. Raft re-checks its heartbeat at once
+// when the timeout shrinks, and a server that never heard from a leader stands; the timeout is restored
+// straight after. Timings whose leader lease equals the heartbeat leave no room to shrink it, and such a
+// cluster elects its first leader after a heartbeat timeout as before.
+func (n *Node) standFirst() {
+	rc := n.raft.ReloadableConfig()
+	heartbeat := rc.HeartbeatTimeout
+	rc.HeartbeatTimeout = heartbeat - time.Nanosecond
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.log.Debug("stand for the first election", "err", err)
+		return
+	}
+	rc.HeartbeatTimeout = heartbeat
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.log.Warn("restore the heartbeat timeout", "err", err)
+	}
 }
 
 // advertiseFormed tags this member once it knows a leader, so late joiners never bootstrap a second cluster.
+// The tag is gossiped in the background: its broadcast takes a few gossip rounds, which a new leader's
+// first map should not wait for. A failed advertisement is tried again next round.
 func (n *Node) advertiseFormed() {
-	if n.formed {
+	if n.formed.Load() {
 		return
 	}
 	if _, id := n.raft.LeaderWithID(); id == "" {
 		return
 	}
-	if err := n.members.markFormed(); err != nil {
-		n.log.Warn("advertise formed", "err", err)
-		return
-	}
-	n.formed = true
+	n.formed.Store(true)
+	n.control.Go(func() {
+		if hook := n.cfg.hooks.beforeAdvertiseFormed; hook != nil {
+			hook(n.life)
+		}
+		if err := n.members.markFormed(); err != nil {
+			n.log.Warn("advertise formed", "err", err)
+			n.formed.Store(false)
+		}
+	})
 }
 
 // reconcile makes the control plane agree with membership: it fits the raft servers to the members

@@ -65,10 +65,10 @@ type Node struct {
 	resp     *respServer // nil unless Config.RESPAddr is set
 	leaderCh chan bool
 	kick     chan struct{}
+	formed   atomic.Bool // this member advertises, or is advertising, that the cluster has formed
 
 	// Touched only by the control loop.
 	bootstrapped bool
-	formed       bool
 	// caughtUpTerm is the latest term in which this node, as leader, saw its map catch up (caughtUp).
 	caughtUpTerm uint64
 	barrier      *termBarrier // issued by caughtUp, not yet seen done
@@ -82,8 +82,8 @@ type Node struct {
 	life context.Context
 	end  context.CancelFunc
 	wg   sync.WaitGroup
-	// control is the control loop. Close waits for it before it stops gossip: a tag change the loop is
-	// gossiping would otherwise wait out its whole broadcast timeout.
+	// control is the control loop and the tag changes it gossips. Close waits for it before it stops
+	// gossip: a tag change being gossiped would otherwise wait out its whole broadcast timeout.
 	control   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error

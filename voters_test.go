@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -756,4 +757,61 @@ func TestControlPlaneReplicatesOneRequestAtATime(t *testing.T) {
 	if _, err := n.raftTrans.AppendEntriesPipeline("other", raft.ServerAddress(n.DataAddr())); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
 		t.Fatalf("a replication pipeline: %v; want %v", err, raft.ErrPipelineReplicationNotSupported)
 	}
+}
+
+// TestFirstFounderStandsAtOnce: a new cluster elects its first leader without waiting out a heartbeat
+// timeout, in one election, won by the first founder by name. With a 30 s heartbeat, waiting it out would
+// outlast startCluster's 20 s.
+func TestFirstFounderStandsAtOnce(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.Timing.RaftHeartbeat = 30 * time.Second
+		cfg.Timing.RaftElection = 30 * time.Second
+		cfg.Timing.RaftLeaderLease = 10 * time.Second
+	})
+	if leader := c.leaderNode(); leader.id != "node-0" {
+		t.Fatalf("first leader %s; want node-0, the first founder by name", leader.id)
+	}
+	for _, n := range c.live() {
+		if term := n.raft.CurrentTerm(); term != 2 {
+			t.Errorf("%s at term %d; want 2: the bootstrap's term, then one election", n.id, term)
+		}
+	}
+}
+
+// TestFirstMapDoesNotWaitForGossip: a new leader decides the cluster's first map while the tag saying
+// that the cluster has formed, which takes a few gossip rounds to spread, is still on its way.
+func TestFirstMapDoesNotWaitForGossip(t *testing.T) {
+	released := make(chan struct{})
+	var mu sync.Mutex
+	reached := map[string]bool{}
+	c := startCluster(t, 3, func(cfg *Config) {
+		name := cfg.Name
+		cfg.hooks.beforeAdvertiseFormed = func(life context.Context) {
+			mu.Lock()
+			reached[name] = true
+			mu.Unlock()
+			select {
+			case <-released:
+			case <-life.Done():
+			}
+		}
+	})
+	leader := c.leaderNode()
+	mu.Lock()
+	held := reached[string(leader.id)]
+	mu.Unlock()
+	if !held {
+		t.Fatalf("the leader %s had not begun to advertise the cluster formed when the map was stable", leader.id)
+	}
+	close(released)
+	waitFor(t, 10*time.Second, "every member to see every other advertise the cluster formed", func() bool {
+		for _, n := range c.live() {
+			for _, m := range n.members.members() {
+				if !m.Formed {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
