@@ -493,6 +493,13 @@ func (n *Node) maybeBootstrap() {
 		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Server), Address: raftAddress(m.DataAddr, raftID(m.ID, m.Server))})
 	}
 	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		if errors.Is(err, raft.ErrCantBootstrap) {
+			// A founder that stood first reached this node before its own bootstrap, which has nothing
+			// left to do: the configuration comes from the leader.
+			n.log.Debug("control plane formed by another founder", "err", err)
+			n.bootstrapped = true
+			return
+		}
 		n.log.Warn("bootstrap control plane", "err", err)
 		return
 	}
