@@ -350,11 +350,14 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	// the count must have settled, so both hold on two polls in a row.
 	// The count must have held for half a second: a drop and re-admission of a slow copy can land between
 	// two close polls. And no admission may be under way: one the map already shows is counted only once
-	// its proposal returns, which can be after the kill.
+	// its proposal returns, which can be after the kill. The partition must be Healthy again too: a heal
+	// still due after such a drop would change its epoch under the drop below and make the owner propose
+	// that drop twice.
 	var decisions uint64
 	var since time.Time
 	waitFor(t, 20*time.Second, "the leader's copy in sync, its count settled", func() bool {
-		inSync := slices.Contains(owner.ClusterMap().Runtime[p].InSync, leader.id) && len(owner.repl.joiningFor(p)) == 0
+		st := owner.ClusterMap().Runtime[p]
+		inSync := slices.Contains(st.InSync, leader.id) && st.Health == Healthy && len(owner.repl.joiningFor(p)) == 0
 		now := owner.ReplicationStats().InSyncDecisions
 		if !inSync || now != decisions || since.IsZero() {
 			decisions, since = now, time.Now()
