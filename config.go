@@ -20,6 +20,7 @@ import (
 
 // Timing holds the membership and consensus timings. LANTiming suits real networks; LocalTiming suits a
 // cluster on one machine (tests, demos), where it detects failures and elects leaders in a fraction of a second.
+// A new cluster's first founder stands for election at once, without waiting out RaftHeartbeat.
 type Timing struct {
 	RaftHeartbeat   time.Duration // follower waits this long without a leader before an election
 	RaftElection    time.Duration // candidate waits this long before a new election
