@@ -122,6 +122,9 @@ var collectionSteps = []collectionStep{
 	{opHGetAll, "h", nil, "Success 0 [a 8 b 20 c 30 new -2]"},
 	{opHDel, "h", []string{"a", "b", "c", "new"}, "Success 4"},
 	{opHLen, "h", nil, "NotFound 0"},
+	{opHIncrBy, "fresh", []string{"n", "7"}, "Success 7"},
+	{opHGetAll, "fresh", nil, "Success 0 [n 7]"},
+	{opDelete, "fresh", nil, "Success 0"},
 	{opType, "h", nil, "Success 0 \"none\""},
 
 	{opSAdd, "s", []string{"x", "y", "x"}, "Success 2"},

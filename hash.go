@@ -130,7 +130,8 @@ func applyHIncrBy(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	var refused kvReply
 	version, status := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
 		var base int64
-		if v, found := c.(*hashColl).lookup(string(req.Args[0])); found {
+		h, _ := c.(*hashColl) // nil when the key has no hash yet
+		if v, found := h.lookup(string(req.Args[0])); found {
 			if base, ok = parseInt(v); !ok {
 				refused = invalidArgs("ERR hash value is not an integer")
 				return collOp{}
