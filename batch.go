@@ -307,21 +307,50 @@ func (b *batchRun) deferKeys(chunk []int, out *ownerOutcome) []int {
 	return kept
 }
 
-// split cuts seqs into runs whose request fits in a frame and whose reply leaves room for at least one
-// value of the largest allowed size.
+// split cuts seqs into requests that fit in a frame and whose reply leaves room for at least one value of
+// the largest allowed size. The items of one segment go in one request where they fit in one, so that its
+// owner reads its gets at one revision; each request's items are in order.
 func (b *batchRun) split(seqs []int) [][]int {
 	limit := b.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - b.cfg.MaxValueSize
+	total := 0
+	for _, seq := range seqs {
+		total += b.itemCost(seq)
+	}
+	if total <= limit {
+		return [][]int{seqs}
+	}
+	layout := b.router.current().layout()
+	segment := func(seq int) int { return layout.KeySegment(b.items[seq].Key) }
+	ordered := slices.Clone(seqs)
+	slices.SortStableFunc(ordered, func(x, y int) int { return cmp.Compare(segment(x), segment(y)) })
 	var chunks [][]int
-	start, size := 0, 0
-	for i, seq := range seqs {
+	start, size, run, runSize := 0, 0, 0, 0 // run: where the current segment's items start
+	for i, seq := range ordered {
+		if i > 0 && segment(seq) != segment(ordered[i-1]) {
+			run, runSize = i, 0
+		}
 		cost := b.itemCost(seq)
 		if i > start && size+cost > limit {
-			chunks = append(chunks, seqs[start:i])
-			start, size = i, 0
+			cut := i
+			if run > start {
+				cut = run // the segment's items so far move to the next request with the rest
+			}
+			chunks = append(chunks, ordered[start:cut])
+			start, size = cut, 0
+			if cut == run {
+				size = runSize
+			} else {
+				run, runSize = i, 0
+			}
 		}
 		size += cost
+		runSize += cost
 	}
-	return append(chunks, seqs[start:])
+	chunks = append(chunks, ordered[start:])
+	for _, chunk := range chunks {
+		slices.Sort(chunk)
+	}
+	return chunks
 }
 
 // itemCost bounds the bytes an item adds to its request plus the fixed part of its reply.
@@ -567,7 +596,7 @@ func (w *batchWork) reset() {
 // reusable reports whether w is within the caps of the memory kept for reuse.
 func (w *batchWork) reusable() bool {
 	return cap(w.items) <= maxPooledItems && cap(w.replies) <= maxPooledItems && cap(w.reads.segments) <= maxPooledItems &&
-		cap(w.sharedKeys) <= maxPooledRequest
+		cap(w.reads.group) <= maxPooledItems && cap(w.reads.grouped) <= maxPooledItems && cap(w.sharedKeys) <= maxPooledRequest
 }
 
 // resize returns s with length n, in its own memory when that is large enough. Elements past n are
@@ -596,6 +625,7 @@ func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	w.left.n.Store(int64(budget))
 	n.judgeReads(w)
 	now := n.store.now()
+	w.readGroups(n.layout, func(seg int, positions []int32) { n.serveReadGroup(w, seg, positions, now) })
 	lanes := w.keyLanes(min(n.cfg.BatchParallelism, (len(w.items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
 	for _, lane := range lanes[1:] {
@@ -662,13 +692,16 @@ const minLaneItems = 256
 // laneSeed seeds the hash that spreads keys over lanes.
 var laneSeed = maphash.MakeSeed()
 
-// keyLanes splits the positions of w's items into count lanes by a hash of their key, each lane in order,
-// in w's memory.
+// keyLanes splits the positions of w's items that no read group served into count lanes by a hash of
+// their key, each lane in order, in w's memory.
 func (w *batchWork) keyLanes(count int) [][]int32 {
 	w.positions = resize(w.positions, len(w.items))
 	if count <= 1 {
-		for i := range w.positions {
-			w.positions[i] = int32(i)
+		w.positions = w.positions[:0]
+		for i := range w.items {
+			if !w.grouped(i) {
+				w.positions = append(w.positions, int32(i))
+			}
 		}
 		w.lanes = append(w.lanes[:0], w.positions)
 		return w.lanes
@@ -676,8 +709,11 @@ func (w *batchWork) keyLanes(count int) [][]int32 {
 	w.laneOf, w.laneSizes = resize(w.laneOf, len(w.items)), resize(w.laneSizes, count)
 	clear(w.laneSizes)
 	for i := range w.items {
-		w.laneOf[i] = int32(maphash.String(laneSeed, w.items[i].Req.Key) % uint64(count))
-		w.laneSizes[w.laneOf[i]]++
+		w.laneOf[i] = -1
+		if !w.grouped(i) {
+			w.laneOf[i] = int32(maphash.String(laneSeed, w.items[i].Req.Key) % uint64(count))
+			w.laneSizes[w.laneOf[i]]++
+		}
 	}
 	w.lanes = resize(w.lanes, count)
 	for l, start := 0, 0; l < count; l++ {
@@ -685,9 +721,126 @@ func (w *batchWork) keyLanes(count int) [][]int32 {
 		start += w.laneSizes[l]
 	}
 	for i, l := range w.laneOf {
-		w.lanes[l] = append(w.lanes[l], int32(i))
+		if l >= 0 {
+			w.lanes[l] = append(w.lanes[l], int32(i))
+		}
 	}
 	return w.lanes
+}
+
+// grouped reports whether the item at pos was served in a read group.
+func (w *batchWork) grouped(pos int) bool {
+	return pos < len(w.reads.group) && w.reads.group[pos]
+}
+
+// readGroups calls serve with each group of gets of w: the positions, in order, of the gets of one segment
+// that has two gets or more and that no item of w writes, and marks them grouped. Each group is read at one
+// revision of its segment (serveReadGroup), so that a batch never sees part of an atomic write. The gets of
+// a segment the batch also writes keep the order of the batch's items instead. It allocates nothing once
+// w's memory has grown.
+func (w *batchWork) readGroups(layout Layout, serve func(seg int, positions []int32)) {
+	v := &w.reads
+	if len(v.perSegment) != layout.Segments {
+		v.perSegment, v.touched = make([]int32, layout.Segments), v.touched[:0]
+	}
+	const writes = -1 // a segment that an item of the batch writes
+	for i := range w.items {
+		seg := int(v.segments[i])
+		if seg < 0 {
+			seg = layout.KeySegment(w.items[i].Req.Key)
+		}
+		if v.perSegment[seg] == 0 {
+			v.touched = append(v.touched, int32(seg))
+		}
+		switch {
+		case v.segments[i] < 0:
+			v.perSegment[seg] = writes
+		case v.perSegment[seg] != writes:
+			v.perSegment[seg]++
+		}
+	}
+	v.grouped = v.grouped[:0]
+	for i := range w.items {
+		if seg := v.segments[i]; seg >= 0 && v.perSegment[seg] >= 2 {
+			v.grouped = append(v.grouped, int32(i))
+		}
+	}
+	if len(v.grouped) == 0 {
+		return
+	}
+	v.group = resize(v.group, len(w.items))
+	for _, i := range v.grouped {
+		v.group[i] = true
+	}
+	slices.SortStableFunc(v.grouped, func(a, b int32) int { return cmp.Compare(v.segments[a], v.segments[b]) })
+	for start := 0; start < len(v.grouped); {
+		seg := v.segments[v.grouped[start]]
+		end := start + 1
+		for end < len(v.grouped) && v.segments[v.grouped[end]] == seg {
+			end++
+		}
+		serve(int(seg), v.grouped[start:end])
+		start = end
+	}
+}
+
+// serveReadGroup answers the gets at positions, all of segment seg, from one revision of the segment and
+// at the instant now, under the partition's verdict as serveJudgedGet does, or under a check of its own
+// when the verdict no longer held after the read. They are answered alike: all refused, all held by a
+// transaction (StatusLocked), all held back for the reply's budget, or all read; so that those that go
+// again go together. Only a group whose values exceed a whole reply frame is answered in parts.
+func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int64) {
+	p := n.layout.SegmentPartition(seg)
+	refusal, owned := w.reads.refusals[p], w.reads.owned[p] == verdictOwned
+	var rev uint64
+	if owned {
+		rev = n.readGroup(w, seg, positions, now)
+		if n.fsm.clusterMap() != w.reads.m || n.cut.isSealed(p) || !n.lease.held.Load() {
+			if refusal, owned = n.partitionRefusal(p); owned {
+				rev = n.readGroup(w, seg, positions, now)
+			}
+		}
+	}
+	cost := 0
+	for _, i := range positions {
+		r := &w.replies[i]
+		r.Index, r.Withheld = w.items[i].Index, false
+		if !owned {
+			r.Reply = refusal
+			n.countRefusal(&r.Reply)
+		}
+		n.awaitRead(w, seg, rev, i, &r.Reply)
+		cost += len(r.Reply.Value) + len(r.Reply.Owner)
+	}
+	if w.left.take(cost, false) {
+		return
+	}
+	for _, i := range positions {
+		r := &w.replies[i]
+		// The first item is answered whatever its size, so that every request makes progress; a group
+		// that holds it and does not fit in the reply left is larger than a frame, and goes in parts.
+		if positions[0] != 0 || !w.left.take(len(r.Reply.Value)+len(r.Reply.Owner), i == 0) {
+			*r = batchItemReply{Index: w.items[i].Index, Withheld: true}
+		}
+	}
+}
+
+// readGroup reads the gets at positions, all of segment seg, at one revision of it, which it returns, and
+// at the instant now. When a transaction's intent holds one of their keys, all are answered StatusLocked.
+func (n *Node) readGroup(w *batchWork, seg int, positions []int32, now int64) uint64 {
+	locked := false
+	rev := n.store.readAtomically(seg, func(g *store) {
+		for _, i := range positions {
+			getFrom(g, seg, w.items[i].Req.Key, now, &w.replies[i].Reply)
+			locked = locked || w.replies[i].Reply.Status == StatusLocked
+		}
+	})
+	if locked {
+		for _, i := range positions {
+			w.replies[i].Reply = kvReply{Status: StatusLocked}
+		}
+	}
+	return rev
 }
 
 // readVerdicts is one batch's ownership check of the partitions its gets read: taken once per partition
@@ -699,6 +852,12 @@ type readVerdicts struct {
 	owned    []int8          // per partition: 0 not judged, verdictOwned or verdictRefused
 	refusals map[int]kvReply // the refusal of each refused partition
 	judged   []int32         // the partitions with a verdict, to clear
+	// The read groups (readGroups): per item, whether a group served it; per segment, its gets, or -1 when
+	// the batch writes it; the segments counted, to clear; the grouped positions.
+	group      []bool
+	perSegment []int32
+	touched    []int32
+	grouped    []int32
 }
 
 const (
@@ -711,7 +870,11 @@ func (v *readVerdicts) reset() {
 	for _, p := range v.judged {
 		v.owned[p] = 0
 	}
-	v.m, v.judged = nil, v.judged[:0]
+	for _, seg := range v.touched {
+		v.perSegment[seg] = 0
+	}
+	clear(v.group)
+	v.m, v.judged, v.group, v.touched, v.grouped = nil, v.judged[:0], v.group[:0], v.touched[:0], v.grouped[:0]
 	clear(v.refusals)
 }
 
@@ -849,15 +1012,20 @@ func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
 // revision the read saw. It writes the reply to out.
 func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
+	return getFrom(n.store, seg, key, now, out)
+}
+
+// getFrom is getAt on the store s, which may be a view.
+func getFrom(s *store, seg int, key string, now int64, out *kvReply) uint64 {
 	if refusal := refuseKeyOp(&keyOps[opGet], key); refusal != nil {
 		*out = *refusal
 		return 0
 	}
-	if n.store.writeIntentOn(seg, key) {
+	if s.writeIntentOn(seg, key) {
 		*out = kvReply{Status: StatusLocked} // a committed transaction may be about to change it
 		return 0
 	}
-	e, ttl, ok, rev := n.store.getEntryAt(seg, key, now)
+	e, ttl, ok, rev := s.getEntryAt(seg, key, now)
 	switch {
 	case !ok:
 		*out = kvReply{Status: StatusNotFound}

@@ -563,6 +563,27 @@ func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn f
 	return settleApplied(n.repl.awaitReplicas(ctx, seg, revision, true))
 }
 
+// readAtomically runs fn on a read-only view of segment seg (store.readAtomically), so that every key fn
+// reads is seen at one revision, never in the middle of an atomic group. It is refused while a committed
+// transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
+// in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
+func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
+	status, lim := StatusSuccess, n.opLimits()
+	revision := n.store.readAtomically(seg, func(g *store) {
+		for _, key := range keys {
+			if g.writeIntentOn(seg, key) {
+				status = StatusLocked // a committed transaction may be about to change it
+				return
+			}
+		}
+		fn(g, lim)
+	})
+	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
+		return status
+	}
+	return n.repl.awaitReplicas(ctx, seg, revision, false)
+}
+
 // opLimits are the limits key operations run under on this node.
 func (n *Node) opLimits() opLimits {
 	return opLimits{maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}

@@ -178,7 +178,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 	case c.queues(cmd):
 		c.enqueue(cmd, args)
 	default:
-		cmd.run(c, args)
+		c.runCommand(cmd, args)
 		c.req = kvRequest{}
 		c.stats.counted.commands++
 		c.trackRead(cmd, args)

@@ -88,6 +88,9 @@ type keyOwner interface {
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
 	// one of keys, and waits for the replicas as applyKV does (Node.applyAtomically).
 	applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
+	// readAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
+	// waits for the replicas as a read does (Node.readAtomically).
+	readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
 	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
 	// with a TTL.
 	keyCount() int

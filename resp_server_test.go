@@ -36,6 +36,11 @@ func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn 
 	return StatusSuccess
 }
 
+func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(*store, opLimits)) Status {
+	o.store.readAtomically(seg, func(g *store) { fn(g, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}) })
+	return StatusSuccess
+}
+
 func (o *storeOwner) keyCount() int { return o.store.len() }
 
 // ownsPartition reports whether the owner's half of the key space holds partition p.

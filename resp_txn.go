@@ -30,11 +30,13 @@ type watchedKey struct {
 	version uint64
 }
 
-// execGroup is where the key operations of a running EXEC go: the atomic group of segment seg.
+// execGroup is where the key operations of a running EXEC or command on several keys go: the atomic
+// group of segment seg, or a read-only view of it.
 type execGroup struct {
-	g   *store
-	seg int
-	lim opLimits
+	g    *store
+	seg  int
+	lim  opLimits
+	read bool // a read-only view (store.readAtomically): only reads may run
 }
 
 // respTxnOverhead is what the connection keeps per queued command or watched key besides its bytes.
@@ -144,14 +146,9 @@ func (c *respConn) cmdWatch(args [][]byte) {
 	if !ok {
 		return
 	}
-	var watched []watchedKey
-	for _, k := range args[1:] {
-		key := string(k)
-		version, ok := c.currentVersion(seg, key)
-		if !ok {
-			return
-		}
-		watched = append(watched, watchedKey{key: key, version: version})
+	watched, ok := c.currentVersions(seg, args[1:])
+	if !ok {
+		return
 	}
 	for _, w := range watched {
 		if c.watches(w.key) {
@@ -175,17 +172,53 @@ func (c *respConn) watches(key string) bool {
 	return false
 }
 
-// currentVersion reads key's version, zero without a live value. A refusal is written and reported false.
-func (c *respConn) currentVersion(seg int, key string) (uint64, bool) {
-	req := &kvRequest{Key: key}
-	reply := c.srv.owner.applyKV(c.srv.ctx, opCheckVersion, seg, req)
-	if reply.Status == StatusSuccess || reply.Status == StatusVersionMismatch {
-		return reply.Version, true
+// currentVersions reads the versions of keys of segment seg, zero for a key without a live value, all at
+// one revision: an EXEC that wrote some of them wrote them all before, or none. A refusal is written and
+// reported false.
+func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) {
+	names := keyNames(keys)
+	watched := make([]watchedKey, len(keys))
+	var refused *kvRequest
+	var refusal kvReply
+	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
+		for i, key := range names {
+			req := kvRequest{Key: key}
+			reply := checkVersion(g, seg, req, lim)
+			if reply.Status != StatusSuccess && reply.Status != StatusVersionMismatch {
+				refused, refusal = &req, reply
+				return
+			}
+			watched[i] = watchedKey{key: key, version: reply.Version}
+		}
+	})
+	switch {
+	case status != StatusSuccess:
+		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+		return nil, false
+	case refused != nil:
+		if _, answered := c.answered(opCheckVersion, refused, refusal); answered {
+			c.wr.error("ERR " + refusal.Status.String())
+		}
+		return nil, false
 	}
-	if _, answered := c.answered(opCheckVersion, req, reply); answered {
-		c.wr.error("ERR " + reply.Status.String())
+	return watched, true
+}
+
+// checkVersion runs the version check of key operations on g, refusing a key no client may name.
+func checkVersion(g *store, seg int, req kvRequest, lim opLimits) kvReply {
+	k := &keyOps[opCheckVersion]
+	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
+		return *refusal
 	}
-	return 0, false
+	return k.apply(g, seg, req, lim)
+}
+
+func keyNames(keys [][]byte) []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = string(k)
+	}
+	return names
 }
 
 // cmdUnwatch forgets the watched keys. Inside MULTI it is queued, and EXEC forgets them anyway.
@@ -242,10 +275,7 @@ func txnKeys(queue []queuedCommand, watched []watchedKey) [][]byte {
 
 // execAtomically runs the queued commands in one atomic group of seg, unless a watched key changed.
 func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand, watched []watchedKey) {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = string(k)
-	}
+	names := keyNames(keys)
 	var replies []byte
 	ran := false
 	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
@@ -279,20 +309,62 @@ func changedSince(g *store, seg int, watched []watchedKey) bool {
 // runQueued runs the queued commands and returns their replies, written in the connection's protocol
 // into a buffer of their own, so that nothing goes out before EXEC knows it succeeded.
 func (c *respConn) runQueued(queue []queuedCommand) []byte {
+	return c.buffered(func() {
+		for _, q := range queue {
+			replyAt := len(c.wr.buf)
+			q.cmd.run(c, q.args)
+			c.stats.counted.commands++
+			c.countErrorReply(replyAt)
+			c.trackRead(q.cmd, q.args)
+		}
+	})
+}
+
+// buffered runs fn with the connection's replies written into a buffer of their own, in its protocol,
+// and returns them.
+func (c *respConn) buffered(fn func()) []byte {
 	var out bytes.Buffer
 	conn := c.wr
 	c.wr = newRESPWriter(&out)
 	c.wr.proto = conn.proto
-	for _, q := range queue {
-		replyAt := len(c.wr.buf)
-		q.cmd.run(c, q.args)
-		c.stats.counted.commands++
-		c.countErrorReply(replyAt)
-		c.trackRead(q.cmd, q.args)
-	}
+	fn()
 	c.wr.flush()
 	c.wr = conn
 	return out.Bytes()
+}
+
+// runCommand runs a command outside a transaction. A command on several keys (MGET, MSET, DEL, EXISTS)
+// runs as one group of their segment, as a command runs in Redis, where no other command runs in its
+// middle: a read sees every key at one revision, so never part of an EXEC, and writes become one atomic
+// write. Its reply goes out only once the group is acknowledged.
+func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
+	keys := cmd.keys(args)
+	if len(keys) < 2 || c.multi != nil || c.exec != nil || cmd.controlsMulti {
+		cmd.run(c, args)
+		return
+	}
+	seg, ok := c.ownKeys(keys)
+	if !ok {
+		return
+	}
+	write := cmd.hasFlag("write")
+	var replies []byte
+	run := func(g *store, lim opLimits) {
+		c.exec = &execGroup{g: g, seg: seg, lim: lim, read: !write}
+		replies = c.buffered(func() { cmd.run(c, args) })
+		c.exec = nil
+	}
+	var status Status
+	if write {
+		status = c.srv.owner.applyAtomically(c.srv.ctx, seg, keyNames(keys), run)
+	} else {
+		status = c.srv.owner.readAtomically(c.srv.ctx, seg, keyNames(keys), run)
+	}
+	if status != StatusSuccess {
+		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+		return
+	}
+	c.wr.raw(replies)
 }
 
 // writeExec writes EXEC's array of n replies.
@@ -308,7 +380,7 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
 	}
 	k := lookupKeyOp(op)
-	if k == nil {
+	if k == nil || c.exec.read && !k.readOnly {
 		return kvReply{Status: StatusInvalidRequest}
 	}
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {

@@ -249,6 +249,8 @@ type writeGroup struct {
 	// each taking a revision of its own.
 	atomic bool
 	ops    []durability.Op
+	// read marks a view of readAtomically, under the segment's read lock: it must not write.
+	read bool
 }
 
 // enter checks that a group's view touches only its own segment: it holds no other segment's lock.
@@ -271,6 +273,9 @@ func (s *store) hook() writeHook {
 func (s *store) lock(seg *segmentStore) {
 	if s.group != nil {
 		s.group.enter(seg)
+		if s.group.read {
+			panic("zaris: a write through a read-only view of the store")
+		}
 		return
 	}
 	seg.mu.Lock()
@@ -320,6 +325,23 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	if root.onWrite != nil {
 		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops, at: root.now()})
 	}
+	return seg.revision
+}
+
+// readAtomically runs fn with a view of the store on which every read of segment sees one state of it: no
+// write of the segment lands while fn runs. It returns the revision fn saw. fn must only read, and only
+// segment. A command that reads several keys reads them this way, so that it never sees part of an atomic
+// group.
+func (s *store) readAtomically(segment int, fn func(v *store)) uint64 {
+	seg := &s.segments[segment]
+	if s.group != nil { // a view whose caller holds the lock already
+		s.group.enter(seg)
+		fn(s)
+		return seg.revision
+	}
+	seg.mu.RLock()
+	defer seg.mu.RUnlock()
+	fn(&store{clock: s.clock, segments: s.segments, group: &writeGroup{parent: s, segment: segment, seg: seg, read: true}})
 	return seg.revision
 }
 
