@@ -111,7 +111,9 @@ func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
 // bounds, a lock span at a time. After each span it checks that this node still serves the partition: a
 // copy is dropped only while its partition is refused (sealed for a hand-over, or without a lease), so a
 // span that ends with the partition still served read a copy that was not. A span that ends with it refused
-// is forgotten, and walkSegment returns the refusal.
+// is forgotten, and walkSegment returns the refusal. A page reads a segment at one revision, so that it
+// never shows part of an atomic write (an EXEC, a transaction): a span that finds the segment written since
+// the page's previous span is forgotten too, and the page ends before it.
 func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, served bool) {
 	_, last := pg.layout.SegmentSlots(seg)
 	end := slotStart(int(last) + 1) // scanDone after the last slot
@@ -120,6 +122,11 @@ func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, s
 		found := pg.store.scan(seg, w.cursor, end, span, &w.filter, w.keys)
 		if refusal, served := pg.check(part); !served {
 			return refusal, false
+		}
+		if rev, read := w.revs[seg]; read && rev != found.revision {
+			w.keys = found.keys[:len(w.keys)]
+			w.left.bytes = 0
+			break
 		}
 		w.keys, w.cursor = found.keys, found.next
 		w.left.visits -= found.visited

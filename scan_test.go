@@ -1,9 +1,11 @@
 package zaris
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -498,5 +500,43 @@ func TestStoreTableFollowsEveryChange(t *testing.T) {
 	seen, _ := scanAll(t, testPager(replica, layout, nil), scanRequest{Count: 17}, scanRouted)
 	if want := 400 - 50 - 50 + 1; len(seen) != want {
 		t.Fatalf("replica scan: %d keys; want %d", len(seen), want)
+	}
+}
+
+// TestScanPageReadsASegmentAtOneRevision: an atomic write of a segment that lands between two lock spans
+// of a page, deleting a key the first span returned and creating one after it, ends the page before the
+// second span, so that no page shows both keys, a state the segment never had.
+func TestScanPageReadsASegmentAtOneRevision(t *testing.T) {
+	layout, _ := NewLayout(1, 1)
+	s := newStore(layout.Segments, systemClock{})
+	keys := numberedKeys("k", 3*scanLockSpan)
+	fillStore(s, layout, keys)
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(scanPosition(a), scanPosition(b)) })
+	gone := keys[0]
+	created := "new"
+	for i := 0; scanPosition(created) <= scanPosition(keys[2*scanLockSpan]); i++ {
+		created = fmt.Sprintf("new%d", i)
+	}
+	checks := 0
+	pg := testPager(s, layout, func(int) bool {
+		if checks++; checks == 2 { // after the page's first span
+			s.atomically(0, func(g *store) {
+				g.update(0, gone, func(*entry, int64) (*entry, bool) { return nil, true })
+				g.put(0, created, []byte("v"), 0)
+			})
+		}
+		return true
+	})
+	page := pg.page(&scanRequest{Count: 10 * scanLockSpan}, scanRouted)
+	if !slices.Contains(page.reply.Keys, gone) || slices.Contains(page.reply.Keys, created) {
+		t.Fatalf("the page holds %q: %v, and %q: %v; want the first, not the second",
+			gone, slices.Contains(page.reply.Keys, gone), created, slices.Contains(page.reply.Keys, created))
+	}
+	if len(page.reply.Keys) != scanLockSpan {
+		t.Fatalf("the page holds %d keys; want the first span's %d", len(page.reply.Keys), scanLockSpan)
+	}
+	rest, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
+	if rest[created] != 1 || rest[gone] != 0 || len(rest)+len(page.reply.Keys) != 3*scanLockSpan+1 {
+		t.Fatalf("after the page: %d keys, %q %d times, %q %d times", len(rest), created, rest[created], gone, rest[gone])
 	}
 }
