@@ -153,6 +153,15 @@ func (l *ledger) check(t *testing.T) {
 	}
 }
 
+// checkFailedOver fails the test unless the tag's partition has another owner than the node at index dead.
+func checkFailedOver(t *testing.T, c *testCluster, tag string, dead int) {
+	t.Helper()
+	m := c.currentMap()
+	if st := m.Runtime[m.Layout().KeyPartition(tag)]; st.Owner == NodeID(c.cfgs[dead].Name) {
+		t.Fatalf("the killed owner %s still owns the ledger's partition: %+v", st.Owner, st)
+	}
+}
+
 func sleepBriefly(ctx context.Context) {
 	select {
 	case <-ctx.Done():
@@ -270,13 +279,9 @@ func TestRESPExecAtomicToMGetAcrossFailover(t *testing.T) {
 	c, client := respLedgerCluster(t)
 	tag, owner := ledgerTag(t, c)
 	wl := respLedger(t, client, tag+"a", tag+"b")
-	dead := c.node(owner).id
 	wl.fault = func() { c.kill(owner) }
-	l := wl.run(t, ledgerReads())
-	if c.currentMap().OwnedBy(dead) > 0 {
-		t.Fatal("the killed owner still owns partitions")
-	}
-	l.check(t)
+	wl.run(t, ledgerReads()).check(t)
+	checkFailedOver(t, c, tag, owner)
 }
 
 // apiLedger is the Go API's workload over keys a and b: Txn moves amounts, GetMany reads both. Workers use
@@ -354,11 +359,7 @@ func TestTxnAtomicToGetManyAcrossFailover(t *testing.T) {
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	tag, owner := ledgerTag(t, c)
 	wl := apiLedger(t, c, tag+"a", tag+"b", owner)
-	dead := c.node(owner).id
 	wl.fault = func() { c.kill(owner) }
-	l := wl.run(t, ledgerReads())
-	if c.currentMap().OwnedBy(dead) > 0 {
-		t.Fatal("the killed owner still owns partitions")
-	}
-	l.check(t)
+	wl.run(t, ledgerReads()).check(t)
+	checkFailedOver(t, c, tag, owner)
 }

@@ -62,6 +62,12 @@ func (cmd *respCommand) keys(args [][]byte) [][]byte {
 	return out
 }
 
+// wholeSteps reports whether the arguments after the first key come in whole steps, as MSET's key and
+// value pairs must: otherwise the command refuses them before it looks at a key.
+func (cmd *respCommand) wholeSteps(args [][]byte) bool {
+	return cmd.lastKey >= 0 || (len(args)-cmd.firstKey)%cmd.step == 0
+}
+
 func (cmd *respCommand) arityOK(n int) bool {
 	if cmd.arity >= 0 {
 		return n == cmd.arity

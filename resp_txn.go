@@ -339,8 +339,8 @@ func (c *respConn) buffered(fn func()) []byte {
 // write. Its reply goes out only once the group is acknowledged.
 func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	keys := cmd.keys(args)
-	if len(keys) < 2 || c.multi != nil || c.exec != nil || cmd.controlsMulti {
-		cmd.run(c, args)
+	if len(keys) < 2 || c.multi != nil || c.exec != nil || cmd.controlsMulti || !cmd.wholeSteps(args) {
+		cmd.run(c, args) // alone, or refusing its arguments
 		return
 	}
 	seg, ok := c.ownKeys(keys)
