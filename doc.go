@@ -73,7 +73,12 @@
 // Keys are placed exactly as single operations place them, the caller's own keys are served in-process,
 // and results come back sorted by the items' Index. A batch is not a transaction: each item succeeds or
 // fails on its own, and partial success is normal. Items of one key are applied in Index order, so a get
-// after a put of the same key in one batch sees the put. Items refused because the caller's routing table
+// after a put of the same key in one batch sees the put. The gets of one segment (keys sharing a hash tag
+// are in one) that the batch does not also write are read at one revision of the segment and answered
+// alike, refused, held back or retried together: they never show part of a transaction, an EXEC or a
+// command on several keys. Gets of different segments are read apart, so a batch over several segments may
+// see a transaction over them in part; and a segment's gets whose values together exceed a reply frame
+// (MaxFrameSize) come back in parts, each at its own revision. Items refused because the caller's routing table
 // was stale are re-planned against a refreshed table and resent (only those), within MaxRetries. An owner
 // that cannot be reached fails only its own items (ErrNoReply, naming the node). A batch too large for one
 // frame goes to its owner in several requests, one after another.
@@ -145,7 +150,8 @@
 // the key, that is the same on every node; each segment keeps its keys ordered by position, so a page
 // starts where the previous one stopped in logarithmic time. Scan walks the positions in order, asking each
 // range's owner for a page and following moves and failovers as single operations do. A key present for
-// the whole scan is returned, and no key twice. Over RESP, SCAN, KEYS and DBSIZE answer for the keys a node
+// the whole scan is returned, and no key twice. A page shows each segment at one revision, so never part of
+// an atomic write: when the segment changes while the page reads it, the page ends early. Over RESP, SCAN, KEYS and DBSIZE answer for the keys a node
 // owns, as a Redis Cluster primary does, with the position as SCAN's cursor.
 //
 // # Redis Cluster protocol
@@ -156,7 +162,11 @@
 // would; it never forwards. CLUSTER SLOTS, SHARDS and NODES describe the live runtime map. Multi-key
 // commands need all their keys in one slot (use a hash tag), as in Redis Cluster. So do transactions:
 // EXEC runs the commands MULTI queued as one atomic write, which replicas, the disk and watchers see whole
-// or not at all, and runs nothing if a key WATCH named has changed since. CLIENT TRACKING (the default mode,
+// or not at all, and runs nothing if a key WATCH named has changed since. As in Redis, where no command
+// runs in the middle of another, a command on several keys (MGET, MSET, DEL, EXISTS) reads them all at one
+// revision of their segment and writes them as one atomic write, WATCH reads its keys' versions at one
+// revision, and a key's reads (GET, HGETALL...) see a whole EXEC or none of it; under the Sync concern, only
+// once every in-sync replica holds it, which a replica that takes over applies whole too. CLIENT TRACKING (the default mode,
 // with OPTIN or OPTOUT, pushes in RESP3) serves Redis client-side caching: a node remembers the keys each
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
 // node, or when it stops owning the key.
@@ -296,7 +306,9 @@
 //     with the current one, which reveals state as a read does.
 //   - A transaction is serializable and atomic: it takes effect at one instant at which every version it
 //     read still held, and every read, every copy and every watcher sees all of its writes or none, across
-//     failovers, moves and the death of its coordinator at any step. Its writes survive what an acknowledged
+//     failovers, moves and the death of its coordinator at any step. A read here is a read of one key, or
+//     of several keys of one segment (GetMany, MGET, a SCAN page), which are read at one revision; a read
+//     over several segments is one read per segment, each at its own instant. Its writes survive what an acknowledged
 //     Sync write survives: every step is written under the Sync concern. Txn returns nil only once the
 //     commit is recorded; an ErrConflict means it did not take effect; an ErrUnconfirmed means its
 //     outcome could not be learned. A record is kept for TxnRecordRetention when its coordinator could not

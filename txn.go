@@ -55,7 +55,9 @@ func TxnRetries(n int) TxnOption { return func(o *txnOptions) { o.retries = n } 
 // replicated as one op. Over several segments it is a two-phase commit whose outcome is recorded in the
 // segment of the first key; until every key is resolved, readers and writers of the transaction's keys
 // wait (their calls retry), and they never see part of it. Every observer, and every copy after a failover,
-// sees all of the transaction's writes or none. An error fn returns aborts the transaction and is returned
+// sees all of the transaction's writes or none: each read of a key, and each GetMany of keys of one segment,
+// which reads them at one revision. Reads of several segments are made at several instants, so a GetMany
+// over segments, like two Gets, may see a transaction over those segments in part. An error fn returns aborts the transaction and is returned
 // as it is. A commit that fails with ErrUnconfirmed may or may not have taken effect, as for any write.
 func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption) error {
 	var o txnOptions

@@ -312,7 +312,12 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	return b.results, nil
 }
 
-// GetMany reads keys in one batch; result i is for keys[i].
+// GetMany reads keys in one batch; result i is for keys[i]. It is atomic per segment, not across
+// segments: the keys of one segment (those sharing a hash tag are in one) are read at one revision of it,
+// so they show a transaction, an EXEC or a command on several keys whole or not at all, and come back all
+// read or all failed; keys of other segments are read at other instants, possibly in parallel. Only a
+// segment's keys whose values together exceed a reply frame (Config.MaxFrameSize) may come back read at
+// several revisions.
 func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
 	return n.executeItems(ctx, len(keys), func(i int) BatchItem {
 		return BatchItem{Index: i, Op: BatchGet, Key: keys[i]}
