@@ -1021,3 +1021,49 @@ func TestBatchWorkReuse(t *testing.T) {
 		t.Fatal("memory above the cap is kept for reuse, or memory within it is not")
 	}
 }
+
+// TestBatchGetsOfASegmentAnswerTogether checks that a batch's gets of one segment are answered alike, so
+// that those that go again go together and are read again at one revision: a transaction's intent on one
+// key holds them all, and a reply with room for only part of them holds them all back, while the gets of
+// another segment are answered on their own.
+func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	n, ctx := c.node(0), bg(t)
+	keys := []string{"{alone}", "{group}a", "{group}b", "{group}c"}
+	for _, key := range keys {
+		if err := n.Put(ctx, key, bytes.Repeat([]byte("v"), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve := func(budget int) []batchItemReply {
+		t.Helper()
+		w := getBatchWork()
+		defer w.release()
+		for i, key := range keys {
+			w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: key}})
+		}
+		n.serveBatchItems(ctx, w, budget)
+		return slices.Clone(w.replies)
+	}
+	for i, r := range serve(unlimitedReply) {
+		if r.Withheld || r.Reply.Status != StatusSuccess {
+			t.Fatalf("get %q = %+v; want its value", keys[i], r)
+		}
+	}
+	// Room for the first get and one more value: the first is always answered, the group goes again whole.
+	for i, r := range serve(250) {
+		if want := i > 0; r.Withheld != want {
+			t.Fatalf("get %q withheld: %v; want %v", keys[i], r.Withheld, want)
+		}
+	}
+	seg := n.layout.KeySegment("{group}b")
+	in := intent{txn: "t", anchor: "{group}b", deadline: n.store.now() + int64(time.Minute), action: intentPut, value: []byte("w")}
+	if r := applyIntent(n.store, seg, kvRequest{Key: "{group}b", Value: in.encode(), Delta: int64(time.Minute)}, n.opLimits()); r.Status != StatusSuccess {
+		t.Fatalf("placing the intent: %+v", r)
+	}
+	for i, r := range serve(unlimitedReply) {
+		if want := map[bool]Status{false: StatusSuccess, true: StatusLocked}[i > 0]; r.Reply.Status != want {
+			t.Fatalf("get %q with an intent on {group}b = %s; want %s", keys[i], r.Reply.Status, want)
+		}
+	}
+}
