@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1064,6 +1065,45 @@ func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
 	for i, r := range serve(unlimitedReply) {
 		if want := map[bool]Status{false: StatusSuccess, true: StatusLocked}[i > 0]; r.Reply.Status != want {
 			t.Fatalf("get %q with an intent on {group}b = %s; want %s", keys[i], r.Reply.Status, want)
+		}
+	}
+}
+
+// TestBatchSplitKeepsSegmentsWhole checks that a batch too large for one request is cut between segments,
+// so that each segment's gets reach its owner in one request, and that each request keeps the batch's order.
+func TestBatchSplitKeepsSegmentsWhole(t *testing.T) {
+	c := startCluster(t, 1, func(cfg *Config) { cfg.MaxFrameSize, cfg.MaxValueSize = 8192, 1024 })
+	n := c.node(0)
+	var items []BatchItem
+	for i := range 80 {
+		tag := []string{"{x}", "{y}"}[i%2] // interleaved, as a caller may list them
+		items = append(items, BatchItem{Index: i, Op: BatchGet, Key: tag + strings.Repeat("k", 40) + strconv.Itoa(i)})
+	}
+	b := newBatchRun(&n.batch, items)
+	seqs := make([]int, len(items))
+	for i := range seqs {
+		seqs[i] = i
+	}
+	chunks := b.split(seqs)
+	if len(chunks) < 2 {
+		t.Fatalf("%d requests; want the batch split", len(chunks))
+	}
+	seen := map[int]int{}
+	for i, chunk := range chunks {
+		if !slices.IsSorted(chunk) {
+			t.Fatalf("request %d out of order: %v", i, chunk)
+		}
+		for _, seq := range chunk {
+			seen[seq]++
+			if other, ok := seen[-1-n.layout.KeySegment(items[seq].Key)]; ok && other != i {
+				t.Fatalf("the gets of %q's segment went in requests %d and %d", items[seq].Key, other, i)
+			}
+			seen[-1-n.layout.KeySegment(items[seq].Key)] = i
+		}
+	}
+	for seq := range items {
+		if seen[seq] != 1 {
+			t.Fatalf("item %d sent %d times", seq, seen[seq])
 		}
 	}
 }
