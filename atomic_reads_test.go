@@ -24,13 +24,14 @@ import (
 
 const ledgerTotal = 1000
 
-// ledgerReads is how many reads a test makes: 100,000 with ZARIS_ATOMIC_READS=1 (a CI step of its own),
-// fewer by default, so that the suite stays short under the race detector.
-func ledgerReads() int64 {
+// ledgerReads is how many reads a test makes, and the time it has for them: 100,000 with
+// ZARIS_ATOMIC_READS=1 (a CI step of its own), fewer by default, so that the suite stays short under the
+// race detector.
+func ledgerReads() (reads int64, deadline time.Duration) {
 	if os.Getenv("ZARIS_ATOMIC_READS") != "" {
-		return 100_000
+		return 100_000, 15 * time.Minute
 	}
-	return 5_000
+	return 5_000, 2 * time.Minute
 }
 
 // ledger counts what a run of transfers and reads did.
@@ -81,10 +82,11 @@ type ledgerWorkload struct {
 	fault func()
 }
 
-// run runs the workload until the readers made want reads (and, with a fault, transfers committed after
-// it), within a deadline, and returns the counts.
-func (wl ledgerWorkload) run(t *testing.T, want int64) *ledger {
+// run runs the workload until the readers made ledgerReads reads (and, with a fault, transfers committed
+// after it), within ledgerReads's time, and returns the counts.
+func (wl ledgerWorkload) run(t *testing.T) *ledger {
 	t.Helper()
+	want, limit := ledgerReads()
 	l := &ledger{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -122,7 +124,7 @@ func (wl ledgerWorkload) run(t *testing.T, want int64) *ledger {
 			}
 		})
 	}
-	deadline := time.Now().Add(120 * time.Second)
+	deadline := time.Now().Add(limit)
 	done := func() bool {
 		return l.reads.Load() >= want && (wl.fault == nil || l.afterFault.Load() > 0)
 	}
@@ -270,7 +272,7 @@ func TestRESPExecAtomicToMGet(t *testing.T) {
 	c, client := respLedgerCluster(t)
 	tag, _ := ledgerTag(t, c)
 	wl := respLedger(t, client, tag+"a", tag+"b")
-	wl.run(t, ledgerReads()).check(t)
+	wl.run(t).check(t)
 }
 
 // TestRESPExecAtomicToMGetAcrossFailover is TestRESPExecAtomicToMGet with the keys' owner killed halfway:
@@ -280,7 +282,7 @@ func TestRESPExecAtomicToMGetAcrossFailover(t *testing.T) {
 	tag, owner := ledgerTag(t, c)
 	wl := respLedger(t, client, tag+"a", tag+"b")
 	wl.fault = func() { c.kill(owner) }
-	wl.run(t, ledgerReads()).check(t)
+	wl.run(t).check(t)
 	checkFailedOver(t, c, tag, owner)
 }
 
@@ -351,7 +353,7 @@ func parseAmount(b []byte) int64 {
 func TestTxnAtomicToGetMany(t *testing.T) {
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	tag, _ := ledgerTag(t, c)
-	apiLedger(t, c, tag+"a", tag+"b", -1).run(t, ledgerReads()).check(t)
+	apiLedger(t, c, tag+"a", tag+"b", -1).run(t).check(t)
 }
 
 // TestTxnAtomicToGetManyAcrossFailover is TestTxnAtomicToGetMany with the keys' owner killed halfway.
@@ -360,6 +362,6 @@ func TestTxnAtomicToGetManyAcrossFailover(t *testing.T) {
 	tag, owner := ledgerTag(t, c)
 	wl := apiLedger(t, c, tag+"a", tag+"b", owner)
 	wl.fault = func() { c.kill(owner) }
-	wl.run(t, ledgerReads()).check(t)
+	wl.run(t).check(t)
 	checkFailedOver(t, c, tag, owner)
 }
