@@ -43,13 +43,14 @@ func TestPlanServers(t *testing.T) {
 	}
 	three := []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1)}
 	tests := []struct {
-		name    string
-		servers []raft.Server
-		members []member
-		dead    []NodeID
-		stable  []raft.ServerID
-		max     int
-		want    []string
+		name     string
+		servers  []raft.Server
+		members  []member
+		dead     []NodeID
+		caughtUp []raft.ServerID
+		vacated  []NodeID
+		max      int
+		want     []string
 	}{
 		{name: "steady", servers: three, members: []member{alive("a", 1), alive("b", 1), alive("c", 1)}},
 		{name: "a failed voter stays until DeadServerTimeout", servers: three,
@@ -73,15 +74,60 @@ func TestPlanServers(t *testing.T) {
 		{name: "a voter that left is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1)},
 			want:    []string{"remove b#1", "demote to non-voter c#1"}},
-		{name: "a stable non-voter takes the vote of one that left beside a failed voter", stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter takes the vote of one that left beside a failed voter, which is then demoted", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
-			want:    []string{"promote to voter d#1"}},
+			want:    []string{"promote to voter d#1", "demote to non-voter c#1"}},
+		{name: "a voter that left keeps its vote while its successor has not caught up",
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), left("c", 1), alive("d", 1)}},
+		{name: "a voter that left hands its seat to a caught-up successor, then is demoted", caughtUp: []raft.ServerID{"d#1"},
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), left("c", 1), alive("d", 1)},
+			want:    []string{"promote to voter d#1", "demote to non-voter c#1"}},
+		{name: "of five voters, one that left is demoted: the four others fill the three seats four members call for",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), left("e", 1)},
+			want:    []string{"demote to non-voter e#1"}},
+		{name: "a shrinking cluster demotes voters that left once the rest fill the seats",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1)},
+			want:    []string{"demote to non-voter d#1"}},
+		{name: "a voter that left beside one that drains waits for two successors: voters stay odd", caughtUp: []raft.ServerID{"f#1"},
+			servers: append(slices.Clone(three), voter("d", 1), voter("e", 1), nonvoter("f", 1), nonvoter("g", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1), alive("f", 1), alive("g", 1)}},
+		{name: "a voter that left beside one that drains hands over to two successors", caughtUp: []raft.ServerID{"f#1", "g#1"},
+			servers: append(slices.Clone(three), voter("d", 1), voter("e", 1), nonvoter("f", 1), nonvoter("g", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1), alive("f", 1), alive("g", 1)},
+			want:    []string{"promote to voter f#1", "promote to voter g#1", "demote to non-voter d#1"}},
+		{name: "a restarted process of a voter that left without handing its seat over takes the vote back",
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 2), alive("d", 1)},
+			want:    []string{"remove c#1", "add voter c#2"}},
+		{name: "the next process of a voter that left takes its seat back at once while the voters are short", vacated: []NodeID{"e"},
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 2)},
+			want:    []string{"add voter e#2"}},
+		{name: "the next process of a voter that left joins as a non-voter while the voters fill the seats", vacated: []NodeID{"d"},
+			servers: three, members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 2)},
+			want: []string{"add non-voter d#2"}},
+		{name: "a new member joins as a non-voter even while the voters are short",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)},
+			want:    []string{"add non-voter e#1"}},
+		{name: "of three caught-up non-voters, two are promoted in name order", caughtUp: []raft.ServerID{"d#1", "e#1", "f#1"},
+			servers: append(slices.Clone(three), nonvoter("f", 1), nonvoter("e", 1), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1), alive("f", 1)},
+			want:    []string{"promote to voter d#1", "promote to voter e#1"}},
+		{name: "a non-voter not caught up is passed over for one that is", caughtUp: []raft.ServerID{"e#1", "f#1"},
+			servers: append(slices.Clone(three), nonvoter("f", 1), nonvoter("e", 1), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1), alive("f", 1)},
+			want:    []string{"promote to voter e#1", "promote to voter f#1"}},
 		{name: "once its successor votes, the voter that left is demoted beside the failed one",
 			servers: append(slices.Clone(three), voter("d", 1)),
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
 			want:    []string{"demote to non-voter c#1"}},
-		{name: "a stable non-voter is promoted while a voter drains, which keeps its vote", stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter is promoted while a voter drains, which keeps its vote", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), leaving("c", 1), alive("d", 1)},
 			want:    []string{"promote to voter d#1"}},
@@ -121,28 +167,28 @@ func TestPlanServers(t *testing.T) {
 			want:    []string{"add non-voter d#1"}},
 		{name: "a failed member is not added", servers: three,
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), failed("d", 1)}},
-		{name: "a stable non-voter replaces a removed voter", dead: []NodeID{"c"}, stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter replaces a removed voter", dead: []NodeID{"c"}, caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), failed("c", 1), alive("d", 1)},
 			want:    []string{"remove c#1", "promote to voter d#1"}},
-		{name: "a non-voter not yet stable waits",
+		{name: "a non-voter not caught up waits",
 			servers: []raft.Server{voter("a", 1), voter("b", 1), nonvoter("d", 1)},
 			members: []member{alive("a", 1), alive("b", 1), alive("d", 1)}},
-		{name: "one stable non-voter beside three voters waits for a second: voters stay odd", stable: []raft.ServerID{"d#1"},
+		{name: "one caught-up non-voter beside three voters waits for a second: voters stay odd", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1)}},
-		{name: "two stable non-voters beside three voters make five", stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "two caught-up non-voters beside three voters make five", caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: append(slices.Clone(three), nonvoter("e", 1), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)},
 			want:    []string{"promote to voter d#1", "promote to voter e#1"}},
-		{name: "no more voters than MaxVoters", max: 3, stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "no more voters than MaxVoters", max: 3, caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1), nonvoter("e", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)}},
-		{name: "lite and leaving members are not promoted", stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "lite and leaving members are not promoted", caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: []raft.Server{voter("a", 1), nonvoter("d", 1), nonvoter("e", 1)},
 			members: []member{alive("a", 1), with(alive("d", 1), func(m *member) { m.Lite = true }),
 				with(alive("e", 1), func(m *member) { m.Leaving = true })}},
-		{name: "a lone voter takes two stable non-voters", stable: []raft.ServerID{"b#1", "c#1"},
+		{name: "a lone voter takes two caught-up non-voters", caughtUp: []raft.ServerID{"b#1", "c#1"},
 			servers: []raft.Server{voter("a", 1), nonvoter("b", 1), nonvoter("c", 1)},
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1)},
 			want:    []string{"promote to voter b#1", "promote to voter c#1"}},
@@ -153,7 +199,8 @@ func TestPlanServers(t *testing.T) {
 				Leader:    raftID("a", 1),
 				MaxVoters: 5,
 				Dead:      func(id NodeID) bool { return slices.Contains(tc.dead, id) },
-				Stable:    func(id raft.ServerID) bool { return slices.Contains(tc.stable, id) },
+				CaughtUp:  func(id raft.ServerID) bool { return slices.Contains(tc.caughtUp, id) },
+				Vacated:   func(id NodeID) bool { return slices.Contains(tc.vacated, id) },
 			}
 			if tc.max > 0 {
 				facts.MaxVoters = tc.max
