@@ -357,6 +357,11 @@ func (n *Node) followMembership(members []member) error {
 			return fmt.Errorf("%s %s: %w", ch.Kind, ch.ID, err)
 		}
 		n.noteSeat(ch)
+		if hook := n.cfg.hooks.afterServerChange; hook != nil {
+			if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+				hook(ch, cf.Configuration())
+			}
+		}
 	}
 	return nil
 }

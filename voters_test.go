@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // TestPlanServers checks the rules that make the control plane's servers follow membership, one case per
@@ -869,5 +871,156 @@ func TestFirstMapDoesNotWaitForGossip(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// voterSamples records the number of voters after every server change any leader makes, through the
+// afterServerChange hook of each node's config.
+type voterSamples struct {
+	mu      sync.Mutex
+	samples []voterSample
+}
+
+type voterSample struct {
+	change serverChange
+	voters int
+}
+
+func (s *voterSamples) hook(cfg *Config) {
+	cfg.hooks.afterServerChange = func(ch serverChange, c raft.Configuration) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.samples = append(s.samples, voterSample{change: ch, voters: countVoters(c)})
+	}
+}
+
+// since returns the samples from the i-th on, and how many there are in all.
+func (s *voterSamples) since(i int) ([]voterSample, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.samples[min(i, len(s.samples)):]), len(s.samples)
+}
+
+// assertAtLeast fails the test for each sample with fewer than want voters.
+func assertAtLeast(t *testing.T, samples []voterSample, want int, during string) {
+	t.Helper()
+	for _, s := range samples {
+		if s.voters < want {
+			t.Errorf("%s: %d voters after %s %s (%s); the target for the members that remain is %d",
+				during, s.voters, s.change.Kind, s.change.ID, s.change.Why, want)
+		}
+	}
+}
+
+// allReady reports whether every live node of c is ready (Node.Readiness).
+func (c *testCluster) allReady() bool {
+	for _, n := range c.live() {
+		if n.Readiness() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRollingRestartKeepsVoters restarts every node of a memory-only cluster of five in turn, as a rolling
+// deploy does: each leaves gracefully, its next process joins under the same name as a new control-plane
+// server, and the next node leaves as soon as every node is ready again. While one node is away the four
+// that remain call for three voters, so no server change may leave fewer; readiness, which the next leave
+// waits for, must mean all five vote again. Every acknowledged write reads back at the end.
+func TestRollingRestartKeepsVoters(t *testing.T) {
+	t.Parallel()
+	var rec voterSamples
+	c := startCluster(t, 5, elastic(rec.hook))
+	waitFor(t, 30*time.Second, "every node ready", c.allReady)
+	ctx := bg(t)
+	for round := range 5 {
+		leaver := c.node(round)
+		_, seen := rec.since(0)
+		leaveCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := leaver.Leave(leaveCtx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %s leaves: %v", round, leaver.id, err)
+		}
+		c.forget(round, leaver)
+		c.restart(round)
+		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: every node ready after %s restarted", round, leaver.id), c.allReady)
+		samples, _ := rec.since(seen)
+		assertAtLeast(t, samples, 3, fmt.Sprintf("round %d, %s restarting", round, leaver.id))
+		li := c.leader()
+		if li < 0 {
+			t.Fatalf("round %d: ready without a leader", round)
+		}
+		cf := c.node(li).raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if voters := countVoters(cf.Configuration()); voters != 5 {
+			t.Fatalf("round %d: ready with %d voters, want 5: %v", round, voters, cf.Configuration().Servers)
+		}
+		key := fmt.Sprintf("after-round-%d", round)
+		if err := c.node(round).Put(ctx, key, []byte(key)); err != nil {
+			t.Fatalf("round %d: put: %v", round, err)
+		}
+	}
+	samples, all := rec.since(0)
+	t.Logf("%d server changes over the rolling restart; fewest voters after one: %d", all,
+		slices.MinFunc(samples, func(a, b voterSample) int { return a.voters - b.voters }).voters)
+	for round := range 5 {
+		key := fmt.Sprintf("after-round-%d", round)
+		if got, err := c.node(0).Get(ctx, key); err != nil || string(got) != key {
+			t.Fatalf("get %q: %q, %v", key, got, err)
+		}
+	}
+}
+
+// TestLeaveWithoutSuccessorKeepsItsVote has a voter of three leave while the only other members are fresh
+// non-voters that cannot be promoted (they cannot tell their progress and are far from stable). Demoting
+// the leaver would leave two voters where the four members that remain call for three, so it keeps its
+// vote, its Leave times out, and it closes as a voter: the two others still make a quorum, and the cluster
+// takes writes. Its next process, under the same name, takes the vote back, as a crashed voter's does.
+func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
+	t.Parallel()
+	var rec voterSamples
+	c := startCluster(t, 3, elastic(rec.hook, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour }))
+	fresh := func(cfg *Config) { cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress } }
+	c.addWith(3, fresh)
+	c.addWith(3, fresh)
+	c.waitStable(30 * time.Second)
+	li := c.leader()
+	if li < 0 {
+		t.Fatal("no leader")
+	}
+	i := (li + 1) % 3
+	leaver := c.node(i)
+	leaveCtx, cancel := context.WithTimeout(bg(t), 20*time.Second)
+	defer cancel()
+	err := leaver.Leave(leaveCtx)
+	if err == nil {
+		t.Fatalf("%s left without a successor, yet its Leave ended without an error", leaver.id)
+	}
+	t.Logf("%s's leave: %v", leaver.id, err)
+	c.forget(i, leaver)
+	samples, _ := rec.since(0)
+	assertAtLeast(t, samples, 3, "the leave")
+	leader := c.node(li)
+	cf := leader.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !leaver.votesIn(cf.Configuration()) {
+		t.Fatalf("%s's server lost its vote: %v", leaver.id, cf.Configuration().Servers)
+	}
+	if err := leader.Put(bg(t), "after-the-leave", []byte("v")); err != nil {
+		t.Fatalf("put after %s closed as a voter: %v", leaver.id, err)
+	}
+	next := c.restart(i)
+	waitFor(t, 30*time.Second, string(next.id)+"'s next process to take the vote back", func() bool {
+		li := c.leader()
+		if li < 0 {
+			return false
+		}
+		cf := c.node(li).raft.GetConfiguration()
+		return cf.Error() == nil && next.votesIn(cf.Configuration()) && !leaver.votesIn(cf.Configuration()) && countVoters(cf.Configuration()) == 3
 	})
 }
