@@ -185,7 +185,7 @@ func takesSeatBack(m member, restartedVoter bool, f serverFacts, short bool) boo
 	if m.Lite || m.Leaving {
 		return false
 	}
-	return restartedVoter || short && f.Vacated != nil && f.Vacated(m.ID)
+	return restartedVoter || short && f.Vacated(m.ID)
 }
 
 // seats is how many voters the control plane wants for members: the largest odd number up to maxVoters
