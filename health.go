@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // Readiness returns nil when the node is ready for traffic: it has joined, holds the cluster's map, the map
@@ -67,7 +69,11 @@ func (n *Node) controlReadiness() error {
 	ctx, cancel := n.progressCtx()
 	defer cancel()
 	leader, err := n.askProgress(ctx, leaderServer)
-	if err != nil {
+	var old *transport.RemoteError
+	switch {
+	case errors.As(err, &old):
+		return nil // a leader of a version without the question, during an upgrade: it cannot tell
+	case err != nil:
 		return fmt.Errorf("zaris: control-plane progress from leader %s: %w", h.Leader, err)
 	}
 	return appliedCloseTo(n.raft.AppliedIndex(), leader.Commit)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // TestVotersFilled checks when the control plane has the voters its members call for, as readiness wants:
@@ -193,4 +195,15 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 	if got := errorsLogged.Load(); logged != 1 || got != 1 {
 		t.Errorf("%d ERROR lines once the alarm rose, %d ten rounds later; want one for the episode", logged, got)
 	}
+}
+
+// TestReadinessBesideAnOlderLeader runs a cluster whose nodes answer progress questions as a version
+// without them does, as during a rolling upgrade: readiness cannot learn the leader's commit index, and
+// must not hold every node back for it.
+func TestReadinessBesideAnOlderLeader(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress }
+	})
+	waitFor(t, 20*time.Second, "every node ready", c.allReady)
 }
