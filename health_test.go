@@ -156,15 +156,13 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 		}
 	})
 	survivor := c.node(0)
-	waitFor(t, 20*time.Second, "every node ready", c.allReady)
-	if h := survivor.controlHealth(); h.Alarm || h.Leader == "" {
-		t.Fatalf("a healthy cluster: %+v", h)
-	}
+	c.awaitReady(t, 60*time.Second, "the new cluster")
 	conn := dialDiff(t, survivor.RESPAddr())
 	if info := infoPayload(t, conn.do(t, []string{"CLUSTER", "INFO"})); !strings.Contains(info, "cluster_state:ok\r\n") || strings.Contains(info, "reason") {
 		t.Fatalf("CLUSTER INFO of a healthy cluster:\n%s", info)
 	}
 	url := metricsServer(t, survivor)
+	before := errorsLogged.Load() // a loaded machine may have had an election slow enough for an alarm
 	c.kill(1)
 	c.kill(2)
 	alarmAfter := leaderlessElections * survivor.cfg.Timing.RaftElection
@@ -192,8 +190,8 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 	logged := errorsLogged.Load()
 	later := survivor.controlTicks.Load() + 10 // ten more control rounds, each past the alarm's delay
 	waitFor(t, 30*time.Second, "ten more control rounds", func() bool { return survivor.controlTicks.Load() >= later })
-	if got := errorsLogged.Load(); logged != 1 || got != 1 {
-		t.Errorf("%d ERROR lines once the alarm rose, %d ten rounds later; want one for the episode", logged, got)
+	if got := errorsLogged.Load(); logged != before+1 || got != before+1 {
+		t.Errorf("%d ERROR lines once the alarm rose, %d ten rounds later; want one for the episode", logged-before, got-before)
 	}
 }
 
@@ -205,5 +203,5 @@ func TestReadinessBesideAnOlderLeader(t *testing.T) {
 	c := startCluster(t, 3, func(cfg *Config) {
 		cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress }
 	})
-	waitFor(t, 20*time.Second, "every node ready", c.allReady)
+	c.awaitReady(t, 60*time.Second, "beside a leader that cannot tell its progress")
 }

@@ -912,14 +912,27 @@ func assertAtLeast(t *testing.T, samples []voterSample, want int, during string)
 	}
 }
 
-// allReady reports whether every live node of c is ready (Node.Readiness).
-func (c *testCluster) allReady() bool {
+// unready says why the live nodes of c that are not ready are not, or "" when all are.
+func (c *testCluster) unready() string {
+	var why []string
 	for _, n := range c.live() {
-		if n.Readiness() != nil {
-			return false
+		if err := n.Readiness(); err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", n.id, err))
 		}
 	}
-	return true
+	return strings.Join(why, "; ")
+}
+
+// awaitReady waits until every live node of c is ready, and otherwise fails the test with their reasons.
+func (c *testCluster) awaitReady(t *testing.T, timeout time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for why := c.unready(); why != ""; why = c.unready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not ready after %v: %s", what, timeout, why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestRollingRestartKeepsVoters restarts every node of a memory-only cluster of five in turn, as a rolling
@@ -931,7 +944,7 @@ func TestRollingRestartKeepsVoters(t *testing.T) {
 	t.Parallel()
 	var rec voterSamples
 	c := startCluster(t, 5, elastic(rec.hook))
-	waitFor(t, 30*time.Second, "every node ready", c.allReady)
+	c.awaitReady(t, 60*time.Second, "the new cluster")
 	for round := range 5 {
 		leaver := c.node(round)
 		_, seen := rec.since(0)
@@ -943,7 +956,7 @@ func TestRollingRestartKeepsVoters(t *testing.T) {
 		}
 		c.forget(round, leaver)
 		c.restart(round)
-		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: every node ready after %s restarted", round, leaver.id), c.allReady)
+		c.awaitReady(t, 60*time.Second, fmt.Sprintf("round %d, %s restarted", round, leaver.id))
 		samples, _ := rec.since(seen)
 		assertAtLeast(t, samples, 3, fmt.Sprintf("round %d, %s restarting", round, leaver.id))
 		li := c.leader()
@@ -1035,9 +1048,9 @@ func TestCaughtUpNonVotersArePromoted(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour })
 	first := c.add(3)
-	waitFor(t, 20*time.Second, string(first.id)+" ready beside three voters", func() bool { return first.Readiness() == nil })
+	c.awaitReady(t, 60*time.Second, string(first.id)+" beside three voters")
 	second := c.add(3)
-	waitFor(t, 30*time.Second, "five voters", func() bool {
+	waitFor(t, 60*time.Second, "five voters", func() bool {
 		li := c.leader()
 		if li < 0 {
 			return false
@@ -1045,7 +1058,7 @@ func TestCaughtUpNonVotersArePromoted(t *testing.T) {
 		cf := c.node(li).raft.GetConfiguration()
 		return cf.Error() == nil && countVoters(cf.Configuration()) == 5 && first.votesIn(cf.Configuration()) && second.votesIn(cf.Configuration())
 	})
-	waitFor(t, 20*time.Second, "every node ready", c.allReady)
+	c.awaitReady(t, 60*time.Second, "five voters")
 }
 
 // TestServerProgress checks the answer to a progress question: a process answers for its own server only,
