@@ -1,6 +1,8 @@
 package zaris
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,19 +10,26 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // The control plane's servers follow membership, as the leader sees it on every reconcile. A server is a
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
-// a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
-// the others need. New servers join as non-voters and are promoted once alive for
-// ServerStabilization, keeping an odd number of voters up to MaxVoters (a voter that drains or has left
-// counts no more, so its successor is promoted before it is demoted); the new process of a voter that
-// restarted takes its predecessor's vote at once, right after the old server is removed. A cluster whose first voters are
-// all replaced one by one thus keeps a quorum of live ones.
+// DeadServerTimeout, is removed too.
+//
+// The control plane wants as many voters as its seats: the largest odd number up to MaxVoters of the
+// members that run and stay. New servers join as non-voters and are promoted once they have caught up,
+// that is applied the log to near the leader's commit index (a process that cannot tell is promoted once
+// alive for ServerStabilization). A voter that drains no longer counts, so a successor is promoted while
+// it drains; once it has left it is demoted, but only when the other voters fill the seats the remaining
+// members call for and keep a live quorum. A graceful leave thus hands its seat over and never leaves the
+// control plane short, and a cluster that really shrinks demotes it once the voters that remain are enough
+// for the members that remain. A leaver that finds no successor within its timeout exits as a voter. The
+// new process of a voter that restarted takes its predecessor's vote at once, right after the old server is
+// removed; so does the next process of a voter that left gracefully, while the voters are short.
 
 // raftID is the control-plane identity of process incarnation of node id.
 func raftID(id NodeID, incarnation uint64) raft.ServerID {
@@ -95,14 +104,21 @@ type serverFacts struct {
 	MaxVoters int
 	// Dead reports whether a member has been failed, or unknown to gossip, for DeadServerTimeout.
 	Dead func(NodeID) bool
-	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
-	Stable func(raft.ServerID) bool
+	// CaughtUp reports whether a non-voter holds the control plane's log closely enough to vote: it
+	// applied it to within promotionLag of the leader's commit index, or, a server that cannot tell its
+	// progress, it has been alive in the configuration for ServerStabilization.
+	CaughtUp func(raft.ServerID) bool
+	// Vacated reports whether a node's previous process left gracefully while holding a vote, recently
+	// enough that its next process may take the seat back at once.
+	Vacated func(NodeID) bool
 }
 
 // planServers returns, in the order to apply them, the changes that make the servers follow the members:
 // removals first (a restarted process's new server takes its predecessor's address), then the members'
-// processes missing from the configuration as non-voters, then promotions of stable non-voters. It is a
-// pure function of its arguments.
+// processes missing from the configuration, then promotions of caught-up non-voters, and last the
+// demotions of voters whose members left, each only once the voters that remain fill the seats the
+// remaining members call for (seats). A graceful leave thus never costs the control plane a voter it
+// needs: its successor votes before it stops. It is a pure function of its arguments.
 func planServers(servers []raft.Server, members []member, f serverFacts) []serverChange {
 	byName := map[NodeID]member{}
 	for _, m := range members {
@@ -112,17 +128,13 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	kept := map[raft.ServerID]raft.Server{}
 	voting := map[raft.ServerID]bool{} // the voters once the changes so far apply
 	restartedVoters := map[NodeID]bool{}
+	var leavers []raft.Server // voters whose members left, demoted last, once their seats are handed over
 	for _, s := range servers {
 		voting[s.ID] = s.Suffrage == raft.Voter
 	}
 	for _, s := range servers {
 		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
-			if !othersKeepLiveQuorum(voting, s.ID, func(id raft.ServerID) bool { return runs(id, byName) }) {
-				kept[s.ID] = s // it keeps its vote until enough other voters are alive to commit without it
-				continue
-			}
-			changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: why})
-			s.Suffrage, voting[s.ID] = raft.Nonvoter, false
+			leavers = append(leavers, s)
 		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
 			if name, _ := splitRaftID(s.ID); voting[s.ID] && why == restartedServer {
@@ -133,22 +145,85 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 		}
 		kept[s.ID] = s
 	}
+	target := seats(members, f.MaxVoters)
 	for _, m := range sortedMembers(members) {
 		id := raftID(m.ID, m.Server)
 		if _, in := kept[id]; m.Status != serf.StatusAlive || m.DataAddr == "" || in {
 			continue
 		}
 		addr := string(raftAddress(m.DataAddr, id))
-		if restartedVoters[m.ID] && !m.Lite && !m.Leaving {
-			// It takes its predecessor's vote at once: waiting for ServerStabilization would leave the others
-			// one voter short, and a second death in that window could take their quorum for good.
+		if takesSeatBack(m, restartedVoters[m.ID], f, remainingVoters(voting, byName, "") < target) {
+			// It takes its predecessor's vote at once: waiting for a promotion would leave the others one
+			// voter short, and a second loss in that window could take their quorum for good.
 			changes = append(changes, serverChange{Kind: addVoter, ID: id, Address: addr, Why: "new process of a voter"})
 			kept[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(addr)}
+			voting[id] = true
 			continue
 		}
 		changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: addr, Why: "new process"})
 	}
-	return append(changes, promotions(kept, byName, f)...)
+	promoted := promotions(kept, byName, f)
+	for _, ch := range promoted {
+		voting[ch.ID] = true
+	}
+	changes = append(changes, promoted...)
+	for _, s := range leavers {
+		running := func(id raft.ServerID) bool { return runs(id, byName) }
+		if !othersKeepLiveQuorum(voting, s.ID, running) || remainingVoters(voting, byName, s.ID) < target {
+			continue // it keeps its vote until a successor votes, and enough other voters are alive to commit without it
+		}
+		changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: "member left"})
+		voting[s.ID] = false
+	}
+	return changes
+}
+
+// takesSeatBack reports whether new process m joins as a voter at once: it restarted from a voter whose
+// server has just been removed, or its name's previous process left gracefully with a vote and the voters
+// are short of their seats.
+func takesSeatBack(m member, restartedVoter bool, f serverFacts, short bool) bool {
+	if m.Lite || m.Leaving {
+		return false
+	}
+	return restartedVoter || short && f.Vacated(m.ID)
+}
+
+// seats is how many voters the control plane wants for members: the largest odd number up to maxVoters
+// and the members that may vote (alive, full, not leaving). An odd number tolerates as many failures as
+// the even number above it, with a smaller quorum.
+func seats(members []member, maxVoters int) int {
+	eligible := 0
+	for _, m := range members {
+		if mayVote(m) {
+			eligible++
+		}
+	}
+	return oddAtMost(min(maxVoters, eligible))
+}
+
+// oddAtMost returns the largest odd number not above n, or 0.
+func oddAtMost(n int) int {
+	if n > 0 && n%2 == 0 {
+		return n - 1
+	}
+	return max(n, 0)
+}
+
+// mayVote reports whether member m's process may hold a vote: it runs, holds partitions and stays.
+func mayVote(m member) bool {
+	return m.Status == serf.StatusAlive && !m.Lite && !m.Leaving && m.DataAddr != ""
+}
+
+// remainingVoters counts the voters, as voting has them, other than except whose processes stay: neither
+// draining nor gone after a graceful leave.
+func remainingVoters(voting map[raft.ServerID]bool, byName map[NodeID]member, except raft.ServerID) int {
+	n := 0
+	for id, votes := range voting {
+		if votes && id != except && !departing(id, byName) {
+			n++
+		}
+	}
+	return n
 }
 
 // departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
@@ -220,9 +295,9 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 	return ""
 }
 
-// promotions promotes stable, alive, full non-voters, in name order, towards the largest odd number of
+// promotions promotes caught-up, alive, full non-voters, in name order, towards the largest odd number of
 // voters that MaxVoters and the candidates allow. A voter whose process drains or has left does not count:
-// its successor is promoted first, so that its demotion need not wait for a failed voter's removal. It
+// its successor is promoted first, so that it can be demoted without leaving the others a voter short. It
 // never demotes.
 func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f serverFacts) []serverChange {
 	voters := 0
@@ -234,23 +309,23 @@ func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f 
 			}
 			continue
 		}
-		name, _ := splitRaftID(s.ID)
-		if m := byName[name]; m.Status == serf.StatusAlive && !m.Lite && !m.Leaving && f.Stable(s.ID) {
+		if m, ok := processOf(s.ID, byName); ok && mayVote(m) {
 			candidates = append(candidates, s)
 		}
 	}
-	want := min(f.MaxVoters, voters+len(candidates))
-	if want%2 == 0 {
-		want--
-	}
 	slices.SortFunc(candidates, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
-	var changes []serverChange
+	var ready []raft.Server // asked in name order, only as many as the seats left
 	for _, s := range candidates {
-		if voters >= want {
+		if voters+len(ready) >= f.MaxVoters {
 			break
 		}
-		voters++
-		changes = append(changes, serverChange{Kind: promoteServer, ID: s.ID, Address: string(s.Address), Why: "stable"})
+		if f.CaughtUp(s.ID) {
+			ready = append(ready, s)
+		}
+	}
+	var changes []serverChange
+	for _, s := range ready[:max(0, oddAtMost(voters+len(ready))-voters)] {
+		changes = append(changes, serverChange{Kind: promoteServer, ID: s.ID, Address: string(s.Address), Why: "caught up"})
 	}
 	return changes
 }
@@ -269,7 +344,11 @@ func (n *Node) followMembership(members []member) error {
 		return err
 	}
 	servers := cf.Configuration().Servers
-	facts := n.serverFacts(servers, members)
+	// Questions to non-voters about their progress share one probe timeout per reconcile: an unreachable
+	// one must not hold the control loop for long.
+	ctx, cancel := n.progressCtx()
+	defer cancel()
+	facts := n.serverFacts(ctx, servers, members)
 	for _, ch := range planServers(servers, members, facts) {
 		n.log.Info("control-plane server change", "change", ch.Kind.String(), "server", ch.ID, "why", ch.Why)
 		err := n.decide(func() raft.Future {
@@ -287,13 +366,31 @@ func (n *Node) followMembership(members []member) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", ch.Kind, ch.ID, err)
 		}
+		n.noteSeat(ch)
+		if hook := n.cfg.hooks.afterServerChange; hook != nil {
+			if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+				hook(ch, cf.Configuration())
+			}
+		}
 	}
 	return nil
 }
 
+// noteSeat remembers the names whose voters left gracefully, so that their next processes may take the seat
+// back at once (serverFacts.Vacated), and forgets a name once its process votes again.
+func (n *Node) noteSeat(ch serverChange) {
+	name, _ := splitRaftID(ch.ID)
+	switch ch.Kind {
+	case demoteServer:
+		n.vacated[name] = n.cfg.Clock.Now()
+	case addVoter, promoteServer:
+		delete(n.vacated, name)
+	}
+}
+
 // serverFacts measures, for this reconcile, how long members have been failed and servers alive, with the
-// leader's countdowns.
-func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts {
+// leader's countdowns, and asks non-voters how far they hold the log when a promotion needs it.
+func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members []member) serverFacts {
 	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
 	known := map[NodeID]bool{}
 	for _, m := range members {
@@ -320,12 +417,111 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 			delete(n.stableSince, id)
 		}
 	}
+	now := n.cfg.Clock.Now()
+	for name, at := range n.vacated {
+		if now.Sub(at) >= n.cfg.DeadServerTimeout {
+			delete(n.vacated, name)
+		}
+	}
+	stable := func(id raft.ServerID) bool {
+		return alive[id] && n.stableSince.elapsed(id, now) >= n.cfg.Timing.ServerStabilization
+	}
+	commit := n.raft.CommitIndex()
 	return serverFacts{
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
-		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.DeadServerTimeout },
-		Stable: func(id raft.ServerID) bool {
-			return alive[id] && n.stableSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.Timing.ServerStabilization
+		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, now) >= n.cfg.DeadServerTimeout },
+		CaughtUp: func(id raft.ServerID) bool {
+			if !alive[id] {
+				return false
+			}
+			p, err := n.askProgress(ctx, id)
+			var old *transport.RemoteError
+			if errors.As(err, &old) {
+				return stable(id) // a process without the call: time alive is all the leader can go by
+			}
+			return err == nil && p.caughtUp(commit)
 		},
+		Vacated: func(name NodeID) bool { _, ok := n.vacated[name]; return ok },
 	}
+}
+
+// promotionLag is how many committed entries a server may still have to apply and be counted caught up:
+// those of one append the leader sends (raft's default MaxAppendEntries), so that a steady stream of
+// decisions never keeps a follower that keeps up from counting as caught up.
+const promotionLag = 64
+
+// serverProgress is a node's answer to opServerProgress: the control-plane server its process is, how far
+// that server has applied and committed the log, and whether the server that asked votes in its latest
+// configuration.
+type serverProgress struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	Server     raft.ServerID
+	Applied    uint64
+	Commit     uint64
+	AskerVotes bool
+}
+
+// caughtUp reports whether p's server has applied the log to within promotionLag of commit.
+func (p serverProgress) caughtUp(commit uint64) bool { return p.Applied+promotionLag >= commit }
+
+// progress is this process's serverProgress, for the server asker.
+func (n *Node) progress(asker raft.ServerID) serverProgress {
+	p := serverProgress{Server: n.serverID(), Applied: n.raft.AppliedIndex(), Commit: n.raft.CommitIndex()}
+	if cf := n.raft.GetConfiguration(); asker != "" && cf.Error() == nil {
+		p.AskerVotes = slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
+			return s.ID == asker && s.Suffrage == raft.Voter
+		})
+	}
+	return p
+}
+
+// serveProgress answers opServerProgress, whose payload names the server that asks.
+func (n *Node) serveProgress(payload []byte) ([]byte, error) {
+	if len(payload) > maxServerName {
+		return nil, fmt.Errorf("zaris: progress question from a server name of %d bytes", len(payload))
+	}
+	return encode(n.progress(raft.ServerID(payload)))
+}
+
+// errOtherProcess says a node answered for a control-plane server other than the one asked about.
+var errOtherProcess = errors.New("zaris: answered by another process")
+
+// askProgress asks server id's process how far it holds the control plane's log. An answer from another
+// process under the node's name (a restart) is an error.
+func (n *Node) askProgress(ctx context.Context, id raft.ServerID) (serverProgress, error) {
+	name, _ := splitRaftID(id)
+	if id == n.serverID() {
+		return n.progress(id), nil
+	}
+	p := n.router.peerByID(name)
+	if p == nil || p.local {
+		return serverProgress{}, fmt.Errorf("zaris: no connection to node %s", name)
+	}
+	resp, err := p.internal.Call(ctx, opServerProgress, []byte(n.serverID()))
+	if err != nil {
+		return serverProgress{}, err
+	}
+	var reply serverProgress
+	if err := decode(resp, &reply); err != nil {
+		return serverProgress{}, err
+	}
+	if reply.Server != id {
+		return serverProgress{}, fmt.Errorf("%w: %s, not %s", errOtherProcess, reply.Server, id)
+	}
+	return reply, nil
+}
+
+// leaderDropped reports whether this leaving process may take a leader's silence for the loss of its vote:
+// the leader it knows says it no longer votes, or cannot be asked. A leader that keeps the vote while a
+// successor catches up may be slow to replicate, and its silence then means nothing.
+func (n *Node) leaderDropped(ctx context.Context) bool {
+	_, leader := n.raft.LeaderWithID()
+	if leader == "" || leader == n.serverID() {
+		return true
+	}
+	ask, cancel := context.WithTimeout(ctx, 2*n.cfg.Timing.ProbeTimeout)
+	defer cancel()
+	p, err := n.askProgress(ask, leader)
+	return err != nil || !p.AskerVotes
 }
