@@ -1,0 +1,536 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Recovery rebuilds the control plane from the live members once a majority of its voters is gone for good,
+// as a raft group cannot do by itself. One node surveys every live member (its server, term, last log index,
+// the configuration it knows, whether it hears a leader, its map), refuses while a quorum may still be
+// reachable, and otherwise sends each member the same new start: the newest map any of them holds, as a
+// snapshot at an index and term above any of theirs, under a configuration of the members that answered.
+// Each member restarts its raft instance on that start; the data plane serves under its current map
+// throughout, and the new leader's rules then fail over what the dead members owned.
+
+// Recovery's operations on the internal lane: a survey of a member's control plane, and a new start for it.
+const (
+	opRecoverySurvey  transport.Op = 30
+	opRecoveryInstall transport.Op = 31
+)
+
+// maxRecoveryServers bounds the servers a new start may list.
+const maxRecoveryServers = 1024
+
+// RecoveryReport says what RecoverControlPlane did.
+type RecoveryReport struct {
+	// MapIndex and MapVersion identify the map kept: the newest any live member held. From names one
+	// member that held it.
+	MapIndex   uint64
+	MapVersion uint64
+	From       NodeID
+	// Voters and Nonvoters are the new configuration's servers, by node.
+	Voters    []NodeID
+	Nonvoters []NodeID
+	// Term and Index are where the new control-plane log starts.
+	Term  uint64
+	Index uint64
+	// Failed lists the members that did not take the new start, with why; the new leader adds them back as
+	// new servers once they answer.
+	Failed map[NodeID]string
+}
+
+// String describes the report on a few lines, for an operator.
+func (r RecoveryReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kept the map at index %d (version %d) from %s\n", r.MapIndex, r.MapVersion, r.From)
+	fmt.Fprintf(&b, "voters: %s\n", joinNodes(r.Voters))
+	fmt.Fprintf(&b, "non-voters: %s\n", joinNodes(r.Nonvoters))
+	fmt.Fprintf(&b, "new log from index %d, term %d\n", r.Index, r.Term)
+	for _, id := range slices.Sorted(mapKeys(r.Failed)) {
+		fmt.Fprintf(&b, "not restarted: %s: %s\n", id, r.Failed[id])
+	}
+	return b.String()
+}
+
+func joinNodes(ids []NodeID) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = string(id)
+	}
+	return strings.Join(s, ", ")
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// RecoverControlPlane rebuilds the control plane from the live members when a majority of its voters is
+// gone for good and it can decide nothing, keeping the newest cluster map any live member holds. It
+// returns ErrQuorumReachable, changing nothing, while any member hears a leader, a majority of the voters
+// of a configuration a member knows answers, or a voter that does not answer is alive to gossip. It is
+// safe only once the missing voters will never come back: a voter cut off rather than dead could go on
+// deciding with others beside the recovered cluster. What it can lose: map changes committed after the
+// newest map a live member holds, and the keys of partitions whose every copy died. It returns once every
+// live member has its new start, and waits until this node knows a leader or ctx ends.
+func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) {
+	if n.life.Err() != nil {
+		return RecoveryReport{}, ErrClosed
+	}
+	members := n.members.members()
+	states, err := n.surveyMembers(ctx, members)
+	if err != nil {
+		return RecoveryReport{}, err
+	}
+	plan, err := planRecovery(states, members, n.cfg.MaxVoters)
+	if err != nil {
+		return RecoveryReport{}, err
+	}
+	report := plan.report()
+	n.log.Warn("recovering the control plane from the live members", "map_index", report.MapIndex,
+		"voters", joinNodes(report.Voters), "nonvoters", joinNodes(report.Nonvoters), "term", plan.Term, "index", plan.Index)
+	report.Failed = n.installEverywhere(ctx, states, plan.recoveryStart)
+	installed := 0
+	for _, id := range report.Voters {
+		if _, failed := report.Failed[id]; !failed {
+			installed++
+		}
+	}
+	if installed <= len(report.Voters)/2 {
+		return report, fmt.Errorf("zaris: recover: only %d of %d new voters restarted", installed, len(report.Voters))
+	}
+	if _, failed := report.Failed[n.id]; failed {
+		return report, nil
+	}
+	return report, n.awaitLeader(ctx)
+}
+
+// awaitLeader waits until this node knows a control-plane leader.
+func (n *Node) awaitLeader(ctx context.Context) error {
+	for n.leaderID() == "" {
+		if err := sleepCtx(ctx, n.cfg.Clock, n.cfg.Timing.RaftCommit); err != nil {
+			return fmt.Errorf("zaris: recover: no leader yet: %w", err)
+		}
+	}
+	return nil
+}
+
+// recoveryState is what a member tells a recovery survey of its control plane.
+type recoveryState struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Node      NodeID
+	Server    raft.ServerID
+	DataAddr  string
+	Lite      bool
+	Leader    raft.ServerID // the leader it hears, "" when none
+	Term      uint64
+	LastIndex uint64
+	Voters    []raft.ServerID // of the latest configuration it knows
+	Map       *ClusterMap
+}
+
+// recoveryStart is the new start every member's control plane takes: a snapshot of Map at Index and Term,
+// under a configuration of Servers.
+type recoveryStart struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Term     uint64
+	Index    uint64
+	Servers  []raft.Server
+	Map      *ClusterMap
+}
+
+// recoveryPlan is a recovery's decision: the new start, and which member held its map.
+type recoveryPlan struct {
+	recoveryStart
+	From NodeID
+}
+
+func (p recoveryPlan) report() RecoveryReport {
+	r := RecoveryReport{MapIndex: p.Map.Index, MapVersion: p.Map.Version, From: p.From, Term: p.Term, Index: p.Index}
+	for _, s := range p.Servers {
+		id, _ := splitRaftID(s.ID)
+		if s.Suffrage == raft.Voter {
+			r.Voters = append(r.Voters, id)
+		} else {
+			r.Nonvoters = append(r.Nonvoters, id)
+		}
+	}
+	return r
+}
+
+// planRecovery decides a recovery from the members' answers (states) and gossip's view (members), or
+// refuses it. It is a pure function of its arguments.
+func planRecovery(states []recoveryState, members []member, maxVoters int) (recoveryPlan, error) {
+	if len(states) == 0 {
+		return recoveryPlan{}, errors.New("zaris: recover: no member answered")
+	}
+	answered := map[raft.ServerID]bool{}
+	for _, st := range states {
+		answered[st.Server] = true
+	}
+	byName := map[NodeID]member{}
+	for _, m := range members {
+		byName[m.ID] = m
+	}
+	for _, st := range states {
+		if st.Leader != "" {
+			return recoveryPlan{}, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, st.Node, st.Leader)
+		}
+		reached := 0
+		for _, v := range st.Voters {
+			if answered[v] {
+				reached++
+				continue
+			}
+			if m, ok := processOf(v, byName); ok && m.Status == serf.StatusAlive {
+				return recoveryPlan{}, fmt.Errorf("%w: voter %s is alive to gossip but did not answer", ErrQuorumReachable, v)
+			}
+		}
+		if len(st.Voters) > 0 && reached > len(st.Voters)/2 {
+			return recoveryPlan{}, fmt.Errorf("%w: %d of the %d voters %s knows answered", ErrQuorumReachable, reached, len(st.Voters), st.Node)
+		}
+	}
+	var plan recoveryPlan
+	for _, st := range states {
+		if st.Map != nil && st.Map.Version > 0 && (plan.Map == nil || st.Map.Index > plan.Map.Index) {
+			plan.Map, plan.From = st.Map, st.Node
+		}
+		plan.Term = max(plan.Term, st.Term)
+		plan.Index = max(plan.Index, st.LastIndex)
+	}
+	if plan.Map == nil {
+		return recoveryPlan{}, errors.New("zaris: recover: no live member holds a cluster map")
+	}
+	plan.Term++
+	plan.Index = max(plan.Index, plan.Map.Index) + 1
+	plan.Servers = recoveryServers(states, maxVoters)
+	if !slices.ContainsFunc(plan.Servers, func(s raft.Server) bool { return s.Suffrage == raft.Voter }) {
+		return recoveryPlan{}, errors.New("zaris: recover: no live member may vote (all are lite)")
+	}
+	return plan, nil
+}
+
+// recoveryServers is the new configuration: every member that answered, the first full members by name
+// voting, as many as the largest odd number up to maxVoters allows.
+func recoveryServers(states []recoveryState, maxVoters int) []raft.Server {
+	sorted := slices.Clone(states)
+	slices.SortFunc(sorted, func(a, b recoveryState) int { return strings.Compare(string(a.Node), string(b.Node)) })
+	full := 0
+	for _, st := range sorted {
+		if !st.Lite {
+			full++
+		}
+	}
+	want := min(full, maxVoters)
+	if want%2 == 0 {
+		want--
+	}
+	var servers []raft.Server
+	for _, st := range sorted {
+		s := raft.Server{Suffrage: raft.Nonvoter, ID: st.Server, Address: raftAddress(st.DataAddr, st.Server)}
+		if !st.Lite && want > 0 {
+			s.Suffrage = raft.Voter
+			want--
+		}
+		servers = append(servers, s)
+	}
+	return servers
+}
+
+// surveyMembers asks every live member, this node included, for its recoveryState. Members that do not
+// answer are left out of the new configuration.
+func (n *Node) surveyMembers(ctx context.Context, members []member) ([]recoveryState, error) {
+	var (
+		mu     sync.Mutex
+		states []recoveryState
+		wg     sync.WaitGroup
+	)
+	states = append(states, n.recoveryState())
+	for _, m := range members {
+		if m.ID == n.id || m.Status != serf.StatusAlive || m.DataAddr == "" {
+			continue
+		}
+		wg.Go(func() {
+			resp, err := n.callMember(ctx, m.DataAddr, opRecoverySurvey, nil)
+			var st recoveryState
+			if err == nil {
+				err = decode(resp, &st)
+			}
+			if err != nil {
+				n.log.Warn("recover: member did not answer the survey", "member", m.ID, "err", err)
+				return
+			}
+			mu.Lock()
+			states = append(states, st)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return states, ctx.Err()
+}
+
+// callMember sends one request on the internal lane to the member at addr, over a connection of its own:
+// a member missing from this node's map has no peer in the router.
+func (n *Node) callMember(ctx context.Context, addr string, op transport.Op, payload []byte) ([]byte, error) {
+	c := transport.NewClient(addr, n.transportOptions(muxInternal))
+	defer c.Close()
+	call, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	return c.Call(call, op, payload)
+}
+
+// recoveryState is this node's answer to a recovery survey.
+func (n *Node) recoveryState() recoveryState {
+	_, leader := n.raft.LeaderWithID()
+	st := recoveryState{Node: n.id, Server: n.serverID(), DataAddr: n.DataAddr(), Lite: n.cfg.Lite, Leader: leader,
+		Term: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), Map: n.fsm.clusterMap()}
+	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				st.Voters = append(st.Voters, s.ID)
+			}
+		}
+	}
+	return st
+}
+
+// installEverywhere sends the new start to every member that answered the survey, this node last, and
+// returns those that did not take it.
+func (n *Node) installEverywhere(ctx context.Context, states []recoveryState, s recoveryStart) map[NodeID]string {
+	payload, err := encode(&s)
+	failed := map[NodeID]string{}
+	if err != nil {
+		for _, st := range states {
+			failed[st.Node] = err.Error()
+		}
+		return failed
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, st := range states {
+		if st.Node == n.id {
+			continue
+		}
+		wg.Go(func() {
+			_, err := n.callMember(ctx, st.DataAddr, opRecoveryInstall, payload)
+			if err != nil {
+				mu.Lock()
+				failed[st.Node] = err.Error()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := n.installRecovery(&s); err != nil {
+		failed[n.id] = err.Error()
+	}
+	return failed
+}
+
+// serveRecovery answers recovery's requests on the internal lane.
+func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
+	if op == opRecoverySurvey {
+		st := n.recoveryState()
+		return encode(&st)
+	}
+	var s recoveryStart
+	if err := decode(payload, &s); err != nil {
+		return nil, fmt.Errorf("zaris: recovery start: %w", err)
+	}
+	if err := n.installRecovery(&s); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// installRecovery restarts this node's control plane on the new start s, unless the control plane has
+// moved on since the survey: it hears a leader, or has reached s's term or index.
+func (n *Node) installRecovery(s *recoveryStart) error {
+	if err := n.checkRecoveryStart(s); err != nil {
+		return err
+	}
+	err := n.raft.restart(func(old *raft.Raft) (*raft.Raft, error) {
+		if _, leader := old.LeaderWithID(); leader != "" {
+			return nil, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, n.id, leader)
+		}
+		if old.CurrentTerm() >= s.Term || old.LastIndex() >= s.Index {
+			return nil, fmt.Errorf("zaris: recover: %s's control plane moved on since the survey (term %d, index %d)", n.id, old.CurrentTerm(), old.LastIndex())
+		}
+		if err := old.Shutdown().Error(); err != nil {
+			return nil, err
+		}
+		if err := n.resetRaftStores(s); err != nil {
+			return nil, err
+		}
+		return n.newRaft()
+	})
+	if err != nil {
+		return err
+	}
+	n.log.Warn("control plane restarted by a recovery", "term", s.Term, "index", s.Index, "map_index", s.Map.Index)
+	n.wakeControl()
+	return nil
+}
+
+// checkRecoveryStart refuses a start that this node cannot take: one for another layout, one that does not
+// list this process's server, or one whose map is older than this node's.
+func (n *Node) checkRecoveryStart(s *recoveryStart) error {
+	m := s.Map
+	switch {
+	case m == nil || m.Segments != n.layout.Segments || m.Partitions != n.layout.Partitions ||
+		len(m.Runtime) != m.Partitions || len(m.Assignment) != m.Partitions:
+		return errors.New("zaris: recover: the start's map is not of this cluster's layout")
+	case m.Index >= s.Index:
+		return fmt.Errorf("zaris: recover: the start's index %d is not past its map's %d", s.Index, m.Index)
+	case len(s.Servers) == 0 || len(s.Servers) > maxRecoveryServers:
+		return fmt.Errorf("zaris: recover: a start with %d servers", len(s.Servers))
+	case !slices.ContainsFunc(s.Servers, func(sv raft.Server) bool { return sv.ID == n.serverID() }):
+		return fmt.Errorf("zaris: recover: the start does not list %s", n.serverID())
+	case n.fsm.clusterMap().Index > m.Index:
+		return fmt.Errorf("zaris: recover: %s holds a newer map (index %d) than the start's (%d)", n.id, n.fsm.clusterMap().Index, m.Index)
+	}
+	return nil
+}
+
+// resetRaftStores replaces this server's log with the start: no entries, the term of s, and a snapshot of
+// s's map at s's index under s's configuration. Memory-only stores are replaced by new ones; a data dir's
+// log is emptied and the snapshot written beside the older ones, which the newer index supersedes.
+func (n *Node) resetRaftStores(s *recoveryStart) error {
+	if n.cfg.DataDir == "" {
+		mem := raft.NewInmemStore()
+		n.raftLogs, n.raftStable, n.raftSnaps = mem, mem, raft.NewInmemSnapshotStore()
+	} else {
+		first, err := n.raftLogs.FirstIndex()
+		if err != nil {
+			return err
+		}
+		last, err := n.raftLogs.LastIndex()
+		if err != nil {
+			return err
+		}
+		if last > 0 {
+			if err := n.raftLogs.DeleteRange(first, last); err != nil {
+				return err
+			}
+		}
+	}
+	if err := n.raftStable.SetUint64([]byte("CurrentTerm"), s.Term); err != nil {
+		return err
+	}
+	config := raft.Configuration{Servers: s.Servers}
+	sink, err := n.raftSnaps.Create(raft.SnapshotVersionMax, s.Index, s.Term, config, s.Index, n.raftTrans)
+	if err != nil {
+		return err
+	}
+	return mapSnapshot{s.Map}.Persist(sink)
+}
+
+// controlRaft holds the node's running raft instance, which a recovery replaces while the rest of the node
+// reads it: every method calls the instance current at the call.
+type controlRaft struct {
+	cur atomic.Pointer[raft.Raft]
+
+	mu       sync.Mutex // held by a restart, and by Shutdown
+	shutdown bool
+}
+
+func newControlRaft(r *raft.Raft) *controlRaft {
+	c := &controlRaft{}
+	c.cur.Store(r)
+	return c
+}
+
+// restart replaces the instance with the one next returns, given the current one; next shuts that down.
+// It fails with ErrClosed once Shutdown was called.
+func (c *controlRaft) restart(next func(old *raft.Raft) (*raft.Raft, error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shutdown {
+		return ErrClosed
+	}
+	r, err := next(c.cur.Load())
+	if err != nil {
+		return err
+	}
+	c.cur.Store(r)
+	return nil
+}
+
+// Shutdown stops the current instance, and any restart for good.
+func (c *controlRaft) Shutdown() raft.Future {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shutdown = true
+	return c.cur.Load().Shutdown()
+}
+
+func (c *controlRaft) State() raft.RaftState { return c.cur.Load().State() }
+func (c *controlRaft) LeaderWithID() (raft.ServerAddress, raft.ServerID) {
+	return c.cur.Load().LeaderWithID()
+}
+func (c *controlRaft) Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture {
+	return c.cur.Load().Apply(cmd, timeout)
+}
+func (c *controlRaft) Barrier(timeout time.Duration) raft.Future {
+	return c.cur.Load().Barrier(timeout)
+}
+func (c *controlRaft) BootstrapCluster(cfg raft.Configuration) raft.Future {
+	return c.cur.Load().BootstrapCluster(cfg)
+}
+func (c *controlRaft) GetConfiguration() raft.ConfigurationFuture {
+	return c.cur.Load().GetConfiguration()
+}
+func (c *controlRaft) AddVoter(id raft.ServerID, addr raft.ServerAddress, prev uint64, timeout time.Duration) raft.IndexFuture {
+	return c.cur.Load().AddVoter(id, addr, prev, timeout)
+}
+func (c *controlRaft) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prev uint64, timeout time.Duration) raft.IndexFuture {
+	return c.cur.Load().AddNonvoter(id, addr, prev, timeout)
+}
+func (c *controlRaft) RemoveServer(id raft.ServerID, prev uint64, timeout time.Duration) raft.IndexFuture {
+	return c.cur.Load().RemoveServer(id, prev, timeout)
+}
+func (c *controlRaft) DemoteVoter(id raft.ServerID, prev uint64, timeout time.Duration) raft.IndexFuture {
+	return c.cur.Load().DemoteVoter(id, prev, timeout)
+}
+func (c *controlRaft) LeadershipTransfer() raft.Future { return c.cur.Load().LeadershipTransfer() }
+func (c *controlRaft) LeadershipTransferToServer(id raft.ServerID, addr raft.ServerAddress) raft.Future {
+	return c.cur.Load().LeadershipTransferToServer(id, addr)
+}
+func (c *controlRaft) ReloadConfig(rc raft.ReloadableConfig) error {
+	return c.cur.Load().ReloadConfig(rc)
+}
+func (c *controlRaft) ReloadableConfig() raft.ReloadableConfig {
+	return c.cur.Load().ReloadableConfig()
+}
+func (c *controlRaft) LastContact() time.Time   { return c.cur.Load().LastContact() }
+func (c *controlRaft) Stats() map[string]string { return c.cur.Load().Stats() }
+func (c *controlRaft) CurrentTerm() uint64      { return c.cur.Load().CurrentTerm() }
+func (c *controlRaft) LastIndex() uint64        { return c.cur.Load().LastIndex() }
+func (c *controlRaft) CommitIndex() uint64      { return c.cur.Load().CommitIndex() }
+func (c *controlRaft) AppliedIndex() uint64     { return c.cur.Load().AppliedIndex() }
+
+// keptTransport is the node's raft transport without its Close: a raft instance that shuts down for a
+// restart leaves it open for the next one.
+type keptTransport struct{ raft.Transport }

@@ -1,0 +1,266 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+)
+
+// recoveryTimings makes a dead owner's partitions fail over, and those with no live copy come back empty,
+// within seconds.
+func recoveryTimings(maxVoters int) func(*Config) {
+	return func(cfg *Config) {
+		cfg.ReplicationFactor = 2
+		cfg.MaxVoters = maxVoters
+		cfg.FailoverTimeout = time.Second
+		cfg.EvictionTimeout = 2 * time.Second
+		cfg.LostPartitionTimeout = 2 * time.Second
+		cfg.DeadServerTimeout = 2 * time.Second
+	}
+}
+
+// TestRecoverAfterEveryVoterDied kills a majority of the voters for good, memory only: the live members
+// have no leader until RecoverControlPlane, then a leader and a map; every key whose partition had a live
+// copy reads back, and a write succeeds on every partition.
+func TestRecoverAfterEveryVoterDied(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		maxVoters int
+	}{
+		{name: "3 of 5 voters", maxVoters: 5},
+		{name: "3 voters of 5 nodes", maxVoters: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testRecoverAfterVotersDied(t, tc.maxVoters)
+		})
+	}
+}
+
+func testRecoverAfterVotersDied(t *testing.T, maxVoters int) {
+	c := startCluster(t, 5, recoveryTimings(maxVoters))
+	c.waitHealthy(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const keys = 2000
+	for i := range keys {
+		if err := c.node(i%5).Put(ctx, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatalf("put k%d: %v", i, err)
+		}
+	}
+	before := c.currentMap()
+	victims := c.voters(3)
+	for _, i := range victims {
+		c.kill(i)
+	}
+	live := c.live()
+	liveIDs := map[NodeID]bool{}
+	for _, n := range live {
+		liveIDs[n.id] = true
+	}
+
+	// Gossip marks the dead failed; the control plane stays without a leader.
+	waitFor(t, 20*time.Second, "the dead voters failed to gossip, and no leader", func() bool {
+		for _, n := range live {
+			if n.leaderID() != "" {
+				return false
+			}
+			for _, mb := range n.members.members() {
+				if !liveIDs[mb.ID] && mb.Status == serf.StatusAlive {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
+	report, err := live[0].RecoverControlPlane(ctx)
+	if err != nil {
+		t.Fatalf("recover: %v (report %+v)", err, report)
+	}
+	t.Logf("recovery:\n%s", report)
+	if report.MapIndex < before.Index || len(report.Failed) > 0 || len(report.Voters)%2 != 1 {
+		t.Fatalf("report %+v: want the map at index %d or later, an odd number of voters, none failed", report, before.Index)
+	}
+	c.leaderNode()
+	waitFor(t, 20*time.Second, "every live member on the recovered map", func() bool {
+		for _, n := range live {
+			if n.ClusterMap().Index <= report.Index {
+				return false
+			}
+		}
+		return true
+	})
+
+	held, lost := 0, 0
+	for i := range keys {
+		key := fmt.Sprintf("k%d", i)
+		st := before.Runtime[before.Layout().KeyPartition(key)]
+		if !liveIDs[st.Owner] && !slices.ContainsFunc(st.InSync, func(id NodeID) bool { return liveIDs[id] }) {
+			lost++
+			continue
+		}
+		held++
+		var got []byte
+		waitFor(t, 30*time.Second, "read back "+key, func() bool {
+			got, err = live[i%len(live)].Get(ctx, key)
+			return err == nil
+		})
+		if string(got) != fmt.Sprint(i) {
+			t.Fatalf("%s = %q, want %d", key, got, i)
+		}
+	}
+	t.Logf("%d keys had a live copy and all read back; %d had every copy on a dead node", held, lost)
+	if held == 0 {
+		t.Fatal("no key had a live copy: the test proves nothing")
+	}
+
+	layout := before.Layout()
+	for p := range layout.Partitions {
+		key := keyInPartition(layout, "new", p)
+		waitFor(t, 30*time.Second, fmt.Sprintf("a write to partition %d", p), func() bool {
+			return live[p%len(live)].Put(ctx, key, []byte("v")) == nil
+		})
+	}
+}
+
+// voters returns the indexes of n of the live nodes whose servers vote, the leader last.
+func (c *testCluster) voters(n int) []int {
+	c.t.Helper()
+	leader := c.leaderNode()
+	cf := leader.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		c.t.Fatal(err)
+	}
+	var out []int
+	li := -1
+	for i, node := range c.nodes {
+		if node == nil || !node.votesIn(cf.Configuration()) {
+			continue
+		}
+		if node == leader {
+			li = i
+			continue
+		}
+		out = append(out, i)
+	}
+	out = append(out, li)
+	if len(out) < n {
+		c.t.Fatalf("%d voters, want %d", len(out), n)
+	}
+	return out[len(out)-n:]
+}
+
+// TestRecoverRefusesWhileAQuorumIsReachable: with a leader, or with a dead minority of voters, recovery
+// refuses and changes nothing.
+func TestRecoverRefusesWhileAQuorumIsReachable(t *testing.T) {
+	c := startCluster(t, 3, recoveryTimings(3))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	term := c.raftTerm()
+	for _, n := range c.live() {
+		if _, err := n.RecoverControlPlane(ctx); !errors.Is(err, ErrQuorumReachable) {
+			t.Fatalf("recover on %s with every voter alive: %v, want ErrQuorumReachable", n.id, err)
+		}
+	}
+	c.kill(c.voters(1)[0]) // the leader
+	live := c.live()
+	waitFor(t, 20*time.Second, "a new leader", func() bool { return c.leader() >= 0 })
+	for _, n := range live {
+		_, err := n.RecoverControlPlane(ctx)
+		if !errors.Is(err, ErrQuorumReachable) {
+			t.Fatalf("recover on %s with 2 of 3 voters alive: %v, want ErrQuorumReachable", n.id, err)
+		}
+		t.Logf("refused: %v", err)
+	}
+	if got := c.raftTerm(); got > term+5 {
+		t.Fatalf("term %d after refusals, from %d: something restarted the control plane", got, term)
+	}
+	if err := live[0].Put(ctx, "after", []byte("v")); err != nil {
+		t.Fatalf("write after refusals: %v", err)
+	}
+}
+
+// TestPlanRecovery checks the recovery's decision: refusals while a quorum may be reachable, the newest map,
+// a term and index past every member's, and an odd number of full members voting.
+func TestPlanRecovery(t *testing.T) {
+	mapAt := func(index uint64) *ClusterMap {
+		m := newClusterMap(Layout{Segments: 4, Partitions: 2}, 2)
+		m.Index, m.Version = index, 1
+		return m
+	}
+	st := func(name string, term, last uint64, m *ClusterMap, voters ...string) recoveryState {
+		var ids []raft.ServerID
+		for _, v := range voters {
+			ids = append(ids, raftID(NodeID(v), 1))
+		}
+		return recoveryState{Node: NodeID(name), Server: raftID(NodeID(name), 1), DataAddr: name + ":1", Term: term,
+			LastIndex: last, Voters: ids, Map: m}
+	}
+	alive := func(names ...string) []member {
+		var out []member
+		for _, n := range names {
+			out = append(out, member{ID: NodeID(n), Server: 1, Status: serf.StatusAlive})
+		}
+		return out
+	}
+	withLeader := st("d", 4, 10, mapAt(9), "a", "b", "c")
+	withLeader.Leader = raftID("a", 1)
+	lite := st("e", 3, 8, mapAt(8), "a", "b", "c")
+	lite.Lite = true
+	for _, tc := range []struct {
+		name    string
+		states  []recoveryState
+		members []member
+		refuse  string
+		voters  []NodeID
+		from    NodeID
+		term    uint64
+		index   uint64
+	}{
+		{name: "nobody answered", refuse: "no member answered"},
+		{name: "a member hears a leader", states: []recoveryState{withLeader, st("e", 4, 10, mapAt(9), "a", "b", "c")},
+			members: alive("d", "e"), refuse: "follows leader"},
+		{name: "a majority of voters answers", states: []recoveryState{st("a", 4, 10, mapAt(9), "a", "b", "c"), st("b", 4, 10, mapAt(9), "a", "b", "c")},
+			members: alive("a", "b"), refuse: "2 of the 3 voters"},
+		{name: "a silent voter alive to gossip", states: []recoveryState{st("d", 4, 10, mapAt(9), "a", "b", "c"), st("e", 4, 10, mapAt(9), "a", "b", "c")},
+			members: alive("a", "d", "e"), refuse: "alive to gossip"},
+		{name: "a member knows an older configuration a majority of which answers",
+			states:  []recoveryState{st("a", 4, 10, mapAt(9), "a", "b", "c", "f", "g"), st("d", 3, 7, mapAt(7), "a", "d", "x"), st("e", 3, 7, mapAt(7))},
+			members: alive("a", "d", "e"), refuse: "2 of the 3 voters"},
+		{name: "no member holds a map", states: []recoveryState{st("d", 4, 10, nil, "a", "b", "c")}, members: alive("d"),
+			refuse: "no live member holds a cluster map"},
+		{name: "a minority answers: the newest map, past every term and index",
+			states:  []recoveryState{st("d", 4, 12, mapAt(9), "a", "b", "c"), st("e", 6, 10, mapAt(10), "a", "b", "c"), lite},
+			members: alive("d", "e", "e"), voters: []NodeID{"d"}, from: "e", term: 7, index: 13},
+		{name: "three full members vote",
+			states: []recoveryState{st("d", 4, 10, mapAt(9), "a", "b", "c", "d", "e"), st("f", 4, 10, mapAt(9)), st("g", 4, 10, mapAt(9)),
+				st("e", 4, 10, mapAt(10), "a", "b", "c", "d", "e")},
+			members: alive("d", "e", "f", "g"), voters: []NodeID{"d", "e", "f"}, from: "e", term: 5, index: 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := planRecovery(tc.states, tc.members, 5)
+			if tc.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refuse) {
+					t.Fatalf("err %v, want a refusal saying %q", err, tc.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := plan.report()
+			if !slices.Equal(r.Voters, tc.voters) || r.From != tc.from || plan.Term != tc.term || plan.Index != tc.index ||
+				len(r.Voters)+len(r.Nonvoters) != len(tc.states) {
+				t.Fatalf("plan %+v, want voters %v from %s, term %d, index %d", r, tc.voters, tc.from, tc.term, tc.index)
+			}
+		})
+	}
+}
