@@ -316,20 +316,20 @@ func (n *Node) startRaft(ln net.Listener) error {
 		n.raftTrans.Close()
 		return err
 	}
-	n.raftLogs, n.raftStable, n.raftSnaps = logs, stable, snaps
-	r, err := n.newRaft()
+	stores := raftStores{logs: logs, stable: stable, snaps: snaps}
+	r, err := n.newRaft(stores)
 	if err != nil {
 		n.raftTrans.Close()
 		return err
 	}
-	n.raft = newControlRaft(r)
+	n.raft = newControlRaft(r, stores)
 	return nil
 }
 
 // newRaft starts a raft instance of this node's server on its stores and transport. The transport is
 // handed over without its Close, so that an instance restarted by a recovery (recover.go) reuses it; Close
 // closes it.
-func (n *Node) newRaft() (*raft.Raft, error) {
+func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = n.serverID()
 	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
@@ -338,7 +338,7 @@ func (n *Node) newRaft() (*raft.Raft, error) {
 	rc.CommitTimeout = n.cfg.Timing.RaftCommit
 	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
 	rc.NotifyCh = n.leaderCh
-	r, err := raft.NewRaft(rc, n.fsm, n.raftLogs, n.raftStable, n.raftSnaps, keptTransport{n.raftTrans})
+	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: start control plane: %w", err)
 	}

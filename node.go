@@ -50,13 +50,9 @@ type Node struct {
 	internal *transport.Server // the internal lane (muxInternal)
 	// lanes are the mux's listeners for server and internal, registered at listen so that connections
 	// wait for serve rather than being refused.
-	lanes     [2]net.Listener
-	raft      *controlRaft // the running raft instance, which a recovery replaces (recover.go)
-	raftTrans *raft.NetworkTransport
-	// The control plane's stores, which a recovery resets.
-	raftLogs   raft.LogStore
-	raftStable raft.StableStore
-	raftSnaps  raft.SnapshotStore
+	lanes      [2]net.Listener
+	raft       *controlRaft // the running raft instance, which a recovery replaces (recover.go)
+	raftTrans  *raft.NetworkTransport
 	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
 	raftStream *raftStream // raft's connections, whose handlers must be done before raftStore closes
 	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's

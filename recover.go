@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,8 +146,11 @@ type recoveryState struct {
 	Leader    raft.ServerID // the leader it hears, "" when none
 	Term      uint64
 	LastIndex uint64
+	LastTerm  uint64          // the term of the entry at LastIndex
 	Voters    []raft.ServerID // of the latest configuration it knows
-	Map       *ClusterMap
+	// Map is the member's map with every command of its log applied, those not known committed included:
+	// a committed decision may be in a live member's log before its map.
+	Map *ClusterMap
 }
 
 // recoveryStart is the new start every member's control plane takes: a snapshot of Map at Index and Term,
@@ -211,16 +215,18 @@ func planRecovery(states []recoveryState, members []member, maxVoters int) (reco
 		}
 	}
 	var plan recoveryPlan
+	newest := states[0]
 	for _, st := range states {
-		if st.Map != nil && st.Map.Version > 0 && (plan.Map == nil || st.Map.Index > plan.Map.Index) {
-			plan.Map, plan.From = st.Map, st.Node
+		if st.LastTerm > newest.LastTerm || st.LastTerm == newest.LastTerm && st.LastIndex > newest.LastIndex {
+			newest = st
 		}
 		plan.Term = max(plan.Term, st.Term)
 		plan.Index = max(plan.Index, st.LastIndex)
 	}
-	if plan.Map == nil {
+	if newest.Map == nil || newest.Map.Version == 0 {
 		return recoveryPlan{}, errors.New("zaris: recover: no live member holds a cluster map")
 	}
+	plan.Map, plan.From = newest.Map, newest.Node
 	plan.Term++
 	plan.Index = max(plan.Index, plan.Map.Index) + 1
 	plan.Servers = recoveryServers(states, maxVoters)
@@ -265,7 +271,11 @@ func (n *Node) surveyMembers(ctx context.Context, members []member) ([]recoveryS
 		states []recoveryState
 		wg     sync.WaitGroup
 	)
-	states = append(states, n.recoveryState())
+	self, err := n.recoveryState()
+	if err != nil {
+		return nil, err
+	}
+	states = append(states, self)
 	for _, m := range members {
 		if m.ID == n.id || m.Status != serf.StatusAlive || m.DataAddr == "" {
 			continue
@@ -300,10 +310,25 @@ func (n *Node) callMember(ctx context.Context, addr string, op transport.Op, pay
 }
 
 // recoveryState is this node's answer to a recovery survey.
-func (n *Node) recoveryState() recoveryState {
+func (n *Node) recoveryState() (recoveryState, error) {
 	_, leader := n.raft.LeaderWithID()
-	st := recoveryState{Node: n.id, Server: n.serverID(), DataAddr: n.DataAddr(), Lite: n.cfg.Lite, Leader: leader,
-		Term: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), Map: n.fsm.clusterMap()}
+	st := recoveryState{Node: n.id, Server: n.serverID(), DataAddr: n.DataAddr(), Lite: n.cfg.Lite, Leader: leader}
+	err := n.raft.withStores(func(r *raft.Raft, stores raftStores) error {
+		stats := r.Stats()
+		var err error
+		st.Term = r.CurrentTerm()
+		if st.LastIndex, err = strconv.ParseUint(stats["last_log_index"], 10, 64); err != nil {
+			return err
+		}
+		if st.LastTerm, err = strconv.ParseUint(stats["last_log_term"], 10, 64); err != nil {
+			return err
+		}
+		st.Map, err = replayLog(n.fsm.clusterMap(), stores.logs, st.LastIndex)
+		return err
+	})
+	if err != nil {
+		return st, fmt.Errorf("zaris: recover: read %s's control plane: %w", n.id, err)
+	}
 	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
@@ -311,7 +336,35 @@ func (n *Node) recoveryState() recoveryState {
 			}
 		}
 	}
-	return st
+	return st, nil
+}
+
+// maxReplayedEntries bounds the log entries a survey applies past a member's map.
+const maxReplayedEntries = 1 << 20
+
+// replayLog returns m with the commands of logs past m's index, up to last, applied as the state machine
+// would apply them.
+func replayLog(m *ClusterMap, logs raft.LogStore, last uint64) (*ClusterMap, error) {
+	if last > m.Index+maxReplayedEntries {
+		return nil, fmt.Errorf("%d log entries past the map", last-m.Index)
+	}
+	for i := m.Index + 1; i <= last; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue // compacted into a snapshot: not past the map
+			}
+			return nil, err
+		}
+		var cmd command
+		if l.Type != raft.LogCommand || decode(l.Data, &cmd) != nil {
+			continue
+		}
+		if next, err := m.apply(&cmd, l.Index); err == nil {
+			m = next
+		}
+	}
+	return m, nil
 }
 
 // installEverywhere sends the new start to every member that answered the survey, this node last, and
@@ -352,7 +405,10 @@ func (n *Node) installEverywhere(ctx context.Context, states []recoveryState, s 
 // serveRecovery answers recovery's requests on the internal lane.
 func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
 	if op == opRecoverySurvey {
-		st := n.recoveryState()
+		st, err := n.recoveryState()
+		if err != nil {
+			return nil, err
+		}
 		return encode(&st)
 	}
 	var s recoveryStart
@@ -371,20 +427,22 @@ func (n *Node) installRecovery(s *recoveryStart) error {
 	if err := n.checkRecoveryStart(s); err != nil {
 		return err
 	}
-	err := n.raft.restart(func(old *raft.Raft) (*raft.Raft, error) {
+	err := n.raft.restart(func(old *raft.Raft, stores raftStores) (*raft.Raft, raftStores, error) {
 		if _, leader := old.LeaderWithID(); leader != "" {
-			return nil, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, n.id, leader)
+			return nil, stores, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, n.id, leader)
 		}
 		if old.CurrentTerm() >= s.Term || old.LastIndex() >= s.Index {
-			return nil, fmt.Errorf("zaris: recover: %s's control plane moved on since the survey (term %d, index %d)", n.id, old.CurrentTerm(), old.LastIndex())
+			return nil, stores, fmt.Errorf("zaris: recover: %s's control plane moved on since the survey (term %d, index %d)", n.id, old.CurrentTerm(), old.LastIndex())
 		}
 		if err := old.Shutdown().Error(); err != nil {
-			return nil, err
+			return nil, stores, err
 		}
-		if err := n.resetRaftStores(s); err != nil {
-			return nil, err
+		stores, err := n.resetRaftStores(stores, s)
+		if err != nil {
+			return nil, stores, err
 		}
-		return n.newRaft()
+		r, err := n.newRaft(stores)
+		return r, stores, err
 	})
 	if err != nil {
 		return err
@@ -417,34 +475,42 @@ func (n *Node) checkRecoveryStart(s *recoveryStart) error {
 // resetRaftStores replaces this server's log with the start: no entries, the term of s, and a snapshot of
 // s's map at s's index under s's configuration. Memory-only stores are replaced by new ones; a data dir's
 // log is emptied and the snapshot written beside the older ones, which the newer index supersedes.
-func (n *Node) resetRaftStores(s *recoveryStart) error {
+func (n *Node) resetRaftStores(stores raftStores, s *recoveryStart) (raftStores, error) {
 	if n.cfg.DataDir == "" {
 		mem := raft.NewInmemStore()
-		n.raftLogs, n.raftStable, n.raftSnaps = mem, mem, raft.NewInmemSnapshotStore()
-	} else {
-		first, err := n.raftLogs.FirstIndex()
-		if err != nil {
-			return err
-		}
-		last, err := n.raftLogs.LastIndex()
-		if err != nil {
-			return err
-		}
-		if last > 0 {
-			if err := n.raftLogs.DeleteRange(first, last); err != nil {
-				return err
-			}
-		}
+		stores = raftStores{logs: mem, stable: mem, snaps: raft.NewInmemSnapshotStore()}
+	} else if err := emptyLog(stores.logs); err != nil {
+		return stores, err
 	}
-	if err := n.raftStable.SetUint64([]byte("CurrentTerm"), s.Term); err != nil {
-		return err
+	if err := stores.stable.SetUint64([]byte("CurrentTerm"), s.Term); err != nil {
+		return stores, err
 	}
 	config := raft.Configuration{Servers: s.Servers}
-	sink, err := n.raftSnaps.Create(raft.SnapshotVersionMax, s.Index, s.Term, config, s.Index, n.raftTrans)
+	sink, err := stores.snaps.Create(raft.SnapshotVersionMax, s.Index, s.Term, config, s.Index, n.raftTrans)
+	if err != nil {
+		return stores, err
+	}
+	return stores, mapSnapshot{s.Map}.Persist(sink)
+}
+
+// emptyLog deletes every entry of logs.
+func emptyLog(logs raft.LogStore) error {
+	first, err := logs.FirstIndex()
 	if err != nil {
 		return err
 	}
-	return mapSnapshot{s.Map}.Persist(sink)
+	last, err := logs.LastIndex()
+	if err != nil || last == 0 {
+		return err
+	}
+	return logs.DeleteRange(first, last)
+}
+
+// raftStores are the control plane's log, stable and snapshot stores.
+type raftStores struct {
+	logs   raft.LogStore
+	stable raft.StableStore
+	snaps  raft.SnapshotStore
 }
 
 // controlRaft holds the node's running raft instance, which a recovery replaces while the rest of the node
@@ -452,30 +518,40 @@ func (n *Node) resetRaftStores(s *recoveryStart) error {
 type controlRaft struct {
 	cur atomic.Pointer[raft.Raft]
 
-	mu       sync.Mutex // held by a restart, and by Shutdown
+	mu       sync.Mutex // held by a restart, a read of the stores, and Shutdown
+	stores   raftStores // the current instance's
 	shutdown bool
 }
 
-func newControlRaft(r *raft.Raft) *controlRaft {
-	c := &controlRaft{}
+func newControlRaft(r *raft.Raft, stores raftStores) *controlRaft {
+	c := &controlRaft{stores: stores}
 	c.cur.Store(r)
 	return c
 }
 
-// restart replaces the instance with the one next returns, given the current one; next shuts that down.
-// It fails with ErrClosed once Shutdown was called.
-func (c *controlRaft) restart(next func(old *raft.Raft) (*raft.Raft, error)) error {
+// restart replaces the instance and its stores with those next returns, given the current ones; next shuts
+// the current instance down. The stores next returns are kept even when it fails. It fails with ErrClosed
+// once Shutdown was called.
+func (c *controlRaft) restart(next func(old *raft.Raft, stores raftStores) (*raft.Raft, raftStores, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shutdown {
 		return ErrClosed
 	}
-	r, err := next(c.cur.Load())
+	r, stores, err := next(c.cur.Load(), c.stores)
+	c.stores = stores
 	if err != nil {
 		return err
 	}
 	c.cur.Store(r)
 	return nil
+}
+
+// withStores runs fn with the current instance and its stores, which no restart replaces meanwhile.
+func (c *controlRaft) withStores(fn func(r *raft.Raft, stores raftStores) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fn(c.cur.Load(), c.stores)
 }
 
 // Shutdown stops the current instance, and any restart for good.
@@ -534,3 +610,26 @@ func (c *controlRaft) AppliedIndex() uint64     { return c.cur.Load().AppliedInd
 // keptTransport is the node's raft transport without its Close: a raft instance that shuts down for a
 // restart leaves it open for the next one.
 type keptTransport struct{ raft.Transport }
+
+// recoverCommandTimeout bounds a RECOVER command: the survey, the new starts and the first election.
+const recoverCommandTimeout = time.Minute
+
+// cmdRecover is RECOVER, an administrator's RecoverControlPlane over RESP (`zaris recover`): it replies
+// with the report, or with the reason it refused.
+func (c *respConn) cmdRecover([][]byte) {
+	if c.srv.recover == nil {
+		c.wr.error("ERR RECOVER needs a node")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.srv.ctx, recoverCommandTimeout)
+	defer cancel()
+	report, err := c.srv.recover(ctx)
+	switch {
+	case errors.Is(err, ErrQuorumReachable):
+		c.wr.error("QUORUM " + err.Error())
+	case err != nil:
+		c.wr.error("ERR " + err.Error())
+	default:
+		c.wr.bulkString(report.String())
+	}
+}

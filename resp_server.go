@@ -46,6 +46,8 @@ type respServer struct {
 	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
 	turningAway atomic.Int32               // refused connections being told why
 	info        respInfo                   // what INFO reports besides the connections' own counts
+	// recover is the node's RecoverControlPlane, for the RECOVER command.
+	recover func(context.Context) (RecoveryReport, error)
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -66,6 +68,7 @@ func (n *Node) startRESP() error {
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
 	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
 	s.tracking = n.tracking
+	s.recover = n.RecoverControlPlane
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true

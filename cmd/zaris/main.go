@@ -79,6 +79,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "leave" {
 		os.Exit(runLeave(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "recover" {
+		os.Exit(runRecover(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	opts, err := parseOptions(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zaris:", err)
