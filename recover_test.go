@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,18 +34,26 @@ func TestRecoverAfterEveryVoterDied(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		maxVoters int
+		dataDir   bool
 	}{
 		{name: "3 of 5 voters", maxVoters: 5},
 		{name: "3 voters of 5 nodes", maxVoters: 3},
+		{name: "3 voters of 5 nodes with data dirs", maxVoters: 3, dataDir: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testRecoverAfterVotersDied(t, tc.maxVoters)
+			testRecoverAfterVotersDied(t, tc.maxVoters, tc.dataDir)
 		})
 	}
 }
 
-func testRecoverAfterVotersDied(t *testing.T, maxVoters int) {
-	c := startCluster(t, 5, recoveryTimings(maxVoters))
+func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
+	tweak := recoveryTimings(maxVoters)
+	if dataDir {
+		base := t.TempDir()
+		timings := tweak
+		tweak = func(cfg *Config) { timings(cfg); cfg.DataDir = filepath.Join(base, cfg.Name) }
+	}
+	c := startCluster(t, 5, tweak)
 	c.waitHealthy(20 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -129,6 +138,22 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int) {
 			return live[p%len(live)].Put(ctx, key, []byte("v")) == nil
 		})
 	}
+	if !dataDir {
+		return
+	}
+	// The recovered control plane is on disk: its voter, restarted, leads it again.
+	c.mu.Lock()
+	voter := slices.IndexFunc(c.nodes, func(n *Node) bool { return n != nil && n.id == report.Voters[0] })
+	c.mu.Unlock()
+	c.kill(voter)
+	restarted := c.restart(voter)
+	c.leaderNode()
+	waitFor(t, 20*time.Second, "the restarted voter's map past the recovery", func() bool {
+		return restarted.ClusterMap().Index > report.Index
+	})
+	waitFor(t, 30*time.Second, "a write after the voter's restart", func() bool {
+		return restarted.Put(ctx, "after-restart", []byte("v")) == nil
+	})
 }
 
 // voters returns the indexes of n of the live nodes whose servers vote, the leader last.
