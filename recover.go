@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func (r RecoveryReport) String() string {
 	fmt.Fprintf(&b, "voters: %s\n", joinNodes(r.Voters))
 	fmt.Fprintf(&b, "non-voters: %s\n", joinNodes(r.Nonvoters))
 	fmt.Fprintf(&b, "new log from index %d, term %d\n", r.Index, r.Term)
-	for _, id := range slices.Sorted(mapKeys(r.Failed)) {
+	for _, id := range slices.Sorted(maps.Keys(r.Failed)) {
 		fmt.Fprintf(&b, "not restarted: %s: %s\n", id, r.Failed[id])
 	}
 	return b.String()
@@ -74,16 +75,6 @@ func joinNodes(ids []NodeID) string {
 		s[i] = string(id)
 	}
 	return strings.Join(s, ", ")
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // RecoverControlPlane rebuilds the control plane from the live members when a majority of its voters is

@@ -31,6 +31,7 @@ func recoveryTimings(maxVoters int) func(*Config) {
 // have no leader until RecoverControlPlane, then a leader and a map; every key whose partition had a live
 // copy reads back, and a write succeeds on every partition.
 func TestRecoverAfterEveryVoterDied(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		maxVoters int
@@ -186,6 +187,7 @@ func (c *testCluster) voters(n int) []int {
 // TestRecoverRefusesWhileAQuorumIsReachable: with a leader, or with a dead minority of voters, recovery
 // refuses and changes nothing.
 func TestRecoverRefusesWhileAQuorumIsReachable(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, recoveryTimings(3))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
