@@ -324,3 +324,29 @@ func TestReplayLog(t *testing.T) {
 		t.Fatal("replay changed the map it started from")
 	}
 }
+
+// TestRESPRecover: RECOVER needs a login allowed @admin commands, and relays a refusal as a QUORUM error.
+func TestRESPRecover(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 3, func(cfg *Config) {
+		cfg.RESPUsers = []RESPUser{
+			{Name: "default", Disabled: true},
+			{Name: "admin", Passwords: []string{"a"}},
+			{Name: "reader", Passwords: []string{"r"}, ReadOnly: true},
+		}
+	})
+	r := dialRaw(t, c.node(0).RESPAddr())
+	for _, s := range []struct{ input, want string }{
+		{respCmd("RECOVER"), "-NOAUTH Authentication required."},
+		{respCmd("AUTH", "reader", "r"), "+OK"},
+		{respCmd("RECOVER"), "-NOPERM"},
+		{respCmd("AUTH", "admin", "a"), "+OK"},
+		{respCmd("RECOVER", "now"), "-ERR wrong number of arguments for 'recover' command"},
+		{respCmd("RECOVER"), "-QUORUM zaris: control-plane quorum still reachable: "},
+	} {
+		r.send(s.input)
+		if got := r.line(); !strings.HasPrefix(got, s.want) {
+			t.Fatalf("%q: %q, want %q", s.input, got, s.want)
+		}
+	}
+}
