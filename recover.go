@@ -413,7 +413,7 @@ func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
 }
 
 // installRecovery restarts this node's control plane on the new start s, unless the control plane has
-// moved on since the survey: it hears a leader, or has reached s's term or index.
+// moved on since the survey: it hears a leader, or its log has reached s's index.
 func (n *Node) installRecovery(s *recoveryStart) error {
 	if err := n.checkRecoveryStart(s); err != nil {
 		return err
@@ -422,13 +422,16 @@ func (n *Node) installRecovery(s *recoveryStart) error {
 		if _, leader := old.LeaderWithID(); leader != "" {
 			return nil, stores, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, n.id, leader)
 		}
-		if old.CurrentTerm() >= s.Term || old.LastIndex() >= s.Index {
-			return nil, stores, fmt.Errorf("zaris: recover: %s's control plane moved on since the survey (term %d, index %d)", n.id, old.CurrentTerm(), old.LastIndex())
+		if old.LastIndex() >= s.Index {
+			return nil, stores, fmt.Errorf("zaris: recover: %s's control-plane log moved on since the survey (index %d)", n.id, old.LastIndex())
 		}
+		// A candidate's term may have grown since the survey. The new instance starts past it, so that it
+		// never votes again in a term the old one may have voted in.
+		term := max(s.Term, old.CurrentTerm()+1)
 		if err := old.Shutdown().Error(); err != nil {
 			return nil, stores, err
 		}
-		stores, err := n.resetRaftStores(stores, s)
+		stores, err := n.resetRaftStores(stores, s, term)
 		if err != nil {
 			return nil, stores, err
 		}
@@ -463,17 +466,18 @@ func (n *Node) checkRecoveryStart(s *recoveryStart) error {
 	return nil
 }
 
-// resetRaftStores replaces this server's log with the start: no entries, the term of s, and a snapshot of
-// s's map at s's index under s's configuration. Memory-only stores are replaced by new ones; a data dir's
-// log is emptied and the snapshot written beside the older ones, which the newer index supersedes.
-func (n *Node) resetRaftStores(stores raftStores, s *recoveryStart) (raftStores, error) {
+// resetRaftStores replaces this server's log with the start: no entries, current term term, and a
+// snapshot of s's map at s's index and term under s's configuration. Memory-only stores are replaced by new
+// ones; a data dir's log is emptied and the snapshot written beside the older ones, which the newer index
+// supersedes.
+func (n *Node) resetRaftStores(stores raftStores, s *recoveryStart, term uint64) (raftStores, error) {
 	if n.cfg.DataDir == "" {
 		mem := raft.NewInmemStore()
 		stores = raftStores{logs: mem, stable: mem, snaps: raft.NewInmemSnapshotStore()}
 	} else if err := emptyLog(stores.logs); err != nil {
 		return stores, err
 	}
-	if err := stores.stable.SetUint64([]byte("CurrentTerm"), s.Term); err != nil {
+	if err := stores.stable.SetUint64([]byte("CurrentTerm"), term); err != nil {
 		return stores, err
 	}
 	config := raft.Configuration{Servers: s.Servers}
