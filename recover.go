@@ -21,8 +21,10 @@ import (
 // Recovery rebuilds the control plane from the live members once a majority of its voters is gone for good,
 // as a raft group cannot do by itself. One node surveys every live member (its server, term, last log index,
 // the configuration it knows, whether it hears a leader, its map), refuses while a quorum may still be
-// reachable, and otherwise sends each member the same new start: the newest map any of them holds, as a
-// snapshot at an index and term above any of theirs, under a configuration of the members that answered.
+// reachable, and otherwise sends each member the same new start: the map of the newest log any of them
+// holds (by last term, then index, as raft's elections compare logs; such a log holds every committed entry
+// any of them has), its commands applied, as a snapshot at an index and term past any of theirs, under a
+// configuration of the members that answered.
 // Each member restarts its raft instance on that start; the data plane serves under its current map
 // throughout, and the new leader's rules then fail over what the dead members owned.
 
@@ -78,12 +80,12 @@ func joinNodes(ids []NodeID) string {
 }
 
 // RecoverControlPlane rebuilds the control plane from the live members when a majority of its voters is
-// gone for good and it can decide nothing, keeping the newest cluster map any live member holds. It
+// gone for good and it can decide nothing, keeping the newest cluster map any live member's log holds. It
 // returns ErrQuorumReachable, changing nothing, while any member hears a leader, a majority of the voters
 // of a configuration a member knows answers, or a voter that does not answer is alive to gossip. It is
 // safe only once the missing voters will never come back: a voter cut off rather than dead could go on
-// deciding with others beside the recovered cluster. What it can lose: map changes committed after the
-// newest map a live member holds, and the keys of partitions whose every copy died. It returns once every
+// deciding with others beside the recovered cluster. What it can lose: map changes that no live member's
+// log holds, and the keys of partitions whose every copy died. It returns once every
 // live member has its new start, and waits until this node knows a leader or ctx ends.
 func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) {
 	if n.life.Err() != nil {
