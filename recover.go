@@ -458,12 +458,36 @@ func (n *Node) checkRecoveryStart(s *recoveryStart) error {
 		return errors.New("zaris: recover: the start's map is not of this cluster's layout")
 	case m.Index >= s.Index:
 		return fmt.Errorf("zaris: recover: the start's index %d is not past its map's %d", s.Index, m.Index)
-	case len(s.Servers) == 0 || len(s.Servers) > maxRecoveryServers:
+	case len(s.Servers) > maxRecoveryServers:
 		return fmt.Errorf("zaris: recover: a start with %d servers", len(s.Servers))
 	case !slices.ContainsFunc(s.Servers, func(sv raft.Server) bool { return sv.ID == n.serverID() }):
 		return fmt.Errorf("zaris: recover: the start does not list %s", n.serverID())
 	case n.fsm.clusterMap().Index > m.Index:
 		return fmt.Errorf("zaris: recover: %s holds a newer map (index %d) than the start's (%d)", n.id, n.fsm.clusterMap().Index, m.Index)
+	}
+	return checkServers(s.Servers)
+}
+
+// checkServers refuses a configuration raft could not run: a server without an identity or an address, one
+// listed twice, or no voter.
+func checkServers(servers []raft.Server) error {
+	ids, addrs := map[raft.ServerID]bool{}, map[raft.ServerAddress]bool{}
+	voters := 0
+	for _, sv := range servers {
+		switch {
+		case sv.ID == "" || sv.Address == "":
+			return errors.New("zaris: recover: a server without an identity or an address")
+		case ids[sv.ID] || addrs[sv.Address]:
+			return fmt.Errorf("zaris: recover: server %s listed twice", sv.ID)
+		case sv.Suffrage == raft.Voter:
+			voters++
+		case sv.Suffrage != raft.Nonvoter:
+			return fmt.Errorf("zaris: recover: server %s of suffrage %d", sv.ID, sv.Suffrage)
+		}
+		ids[sv.ID], addrs[sv.Address] = true, true
+	}
+	if voters == 0 {
+		return errors.New("zaris: recover: a start without a voter")
 	}
 	return nil
 }

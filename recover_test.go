@@ -352,3 +352,47 @@ func TestRESPRecover(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryStartRefusals: a node refuses, without touching its control plane, a new start it cannot
+// take, whatever a peer sends.
+func TestRecoveryStartRefusals(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, nil)
+	n := c.node(0)
+	instance := n.raft.cur.Load()
+	m := n.ClusterMap()
+	self := raft.Server{Suffrage: raft.Voter, ID: n.serverID(), Address: raftAddress(n.DataAddr(), n.serverID())}
+	other := raft.Server{Suffrage: raft.Voter, ID: "x#1", Address: "x#1@x:1"}
+	otherLayout := newClusterMap(Layout{Segments: 4, Partitions: 2}, 1)
+	start := func(edit func(*recoveryStart)) []byte {
+		s := recoveryStart{Term: 1000, Index: m.Index + 1000, Servers: []raft.Server{self}, Map: m}
+		edit(&s)
+		b, err := encode(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{name: "garbage", payload: []byte{0xc1, 0xff, 0x00}, want: "recovery start"},
+		{name: "no map", payload: start(func(s *recoveryStart) { s.Map = nil }), want: "layout"},
+		{name: "another layout", payload: start(func(s *recoveryStart) { s.Map = otherLayout }), want: "layout"},
+		{name: "index not past the map", payload: start(func(s *recoveryStart) { s.Index = m.Index }), want: "not past"},
+		{name: "without this server", payload: start(func(s *recoveryStart) { s.Servers = []raft.Server{other} }), want: "does not list"},
+		{name: "a server twice", payload: start(func(s *recoveryStart) { s.Servers = []raft.Server{self, self} }), want: "twice"},
+		{name: "no voter", payload: start(func(s *recoveryStart) { s.Servers[0].Suffrage = raft.Nonvoter }), want: "without a voter"},
+		{name: "a leader heard", payload: start(func(*recoveryStart) {}), want: "follows leader"},
+	} {
+		_, err := n.serveRecovery(opRecoveryInstall, tc.payload)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	if n.raft.cur.Load() != instance {
+		t.Fatal("a refused start replaced the raft instance")
+	}
+}
