@@ -299,15 +299,6 @@ func readServerName(r io.Reader) (raft.ServerID, error) {
 // startRaft creates the consensus member of this node. Its log, term, vote and snapshots live in the data
 // dir when there is one, in memory otherwise.
 func (n *Node) startRaft(ln net.Listener) error {
-	rc := raft.DefaultConfig()
-	rc.LocalID = n.serverID()
-	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
-	rc.ElectionTimeout = n.cfg.Timing.RaftElection
-	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
-	rc.CommitTimeout = n.cfg.Timing.RaftCommit
-	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
-	rc.NotifyCh = n.leaderCh
-
 	n.raftStream = newRaftStream(ln, n.dialer, n.serverID())
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.raftStream,
@@ -325,13 +316,33 @@ func (n *Node) startRaft(ln net.Listener) error {
 		n.raftTrans.Close()
 		return err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.raftTrans)
+	stores := raftStores{logs: logs, stable: stable, snaps: snaps}
+	r, err := n.newRaft(stores)
 	if err != nil {
 		n.raftTrans.Close()
-		return fmt.Errorf("zaris: start control plane: %w", err)
+		return err
 	}
-	n.raft = r
+	n.raft = newControlRaft(r, stores)
 	return nil
+}
+
+// newRaft starts a raft instance of this node's server on its stores and transport. The transport is
+// handed over without its Close, so that an instance restarted by a recovery (recover.go) reuses it; Close
+// closes it.
+func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
+	rc := raft.DefaultConfig()
+	rc.LocalID = n.serverID()
+	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
+	rc.ElectionTimeout = n.cfg.Timing.RaftElection
+	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
+	rc.CommitTimeout = n.cfg.Timing.RaftCommit
+	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
+	rc.NotifyCh = n.leaderCh
+	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans})
+	if err != nil {
+		return nil, fmt.Errorf("zaris: start control plane: %w", err)
+	}
+	return r, nil
 }
 
 // raftSnapshotsRetained is how many control-plane snapshots a data dir keeps.
@@ -711,7 +722,7 @@ var errNoLeader = errors.New("zaris: no reachable control-plane leader")
 // leaderless lists raft's answers that mean the leader changed under a proposal; leaderlessReplies adds a
 // leader's own that it is closing.
 var (
-	leaderless        = []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress}
+	leaderless        = []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress, raft.ErrRaftShutdown}
 	leaderlessReplies = append(slices.Clip(leaderless), ErrClosed)
 )
 

@@ -181,6 +181,26 @@
 // HTTPHandler serves a status page, its data, and the /healthz and /readyz probes; Readiness is what
 // /readyz reports.
 //
+// # Recovering from a lost quorum
+//
+// The control plane decides only while a majority of its voters runs. When a majority is gone for good
+// (memory-only voters killed, machines lost), the live members keep serving under the map they hold but
+// nothing changes any more: no failover, no new member, no leave. RecoverControlPlane (RESP RECOVER, `zaris
+// recover`), run on one live member, rebuilds the control plane from the live members, as raft's
+// RecoverCluster does from a peers file: it surveys every live member, keeps the map of the newest
+// control-plane log any of them holds (its commands applied, committed or not), and restarts every member's
+// raft instance on that map, as a snapshot past every term and log index any of them reached, under a configuration of the members that answered (an odd number of them voting, up
+// to MaxVoters). The new leader then fails over what the dead members owned, as for any failed node. It
+// works the same with a data dir, whose control-plane log it replaces.
+//
+// It refuses with ErrQuorumReachable, changing nothing, while any live member hears a leader, while a
+// majority of the voters of a configuration a live member knows answers, or while a voter that does not
+// answer is alive to gossip. It is safe only once the missing voters will never run again: a voter cut off
+// rather than dead could go on deciding with others out of reach, beside the recovered cluster. What it can
+// lose: map changes that no live member's log holds (none, if a live member was a voter that had acknowledged
+// every entry), and the keys of partitions whose every in-sync copy was on a dead node; those partitions
+// come back empty after EvictionTimeout.
+//
 // # Architecture
 //
 // A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go). Each

@@ -45,6 +45,8 @@ var (
 	ErrConflict = errors.New("zaris: transaction conflict")
 	// ErrLocked: the key stayed held by a transaction being committed through every retry.
 	ErrLocked = errors.New("zaris: key locked by a transaction")
+	// ErrQuorumReachable: RecoverControlPlane refused, as the control plane may still have a quorum.
+	ErrQuorumReachable = errors.New("zaris: control-plane quorum still reachable")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

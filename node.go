@@ -51,7 +51,7 @@ type Node struct {
 	// lanes are the mux's listeners for server and internal, registered at listen so that connections
 	// wait for serve rather than being refused.
 	lanes      [2]net.Listener
-	raft       *raft.Raft
+	raft       *controlRaft // the running raft instance, which a recovery replaces (recover.go)
 	raftTrans  *raft.NetworkTransport
 	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
 	raftStream *raftStream // raft's connections, whose handlers must be done before raftStore closes
@@ -436,6 +436,8 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		return n.serveProposal(payload)
 	case op == opServerProgress:
 		return n.serveProgress(payload)
+	case op == opRecoverySurvey || op == opRecoveryInstall:
+		return n.serveRecovery(op, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }

@@ -49,6 +49,8 @@ type respServer struct {
 	// control reports the node's control-plane leader (Node.controlHealth); nil for an endpoint without a
 	// node, which reports a healthy one.
 	control func() controlHealth
+	// recover is the node's RecoverControlPlane, for the RECOVER command.
+	recover func(context.Context) (RecoveryReport, error)
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -70,6 +72,7 @@ func (n *Node) startRESP() error {
 	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
 	s.tracking = n.tracking
 	s.control = n.controlHealth
+	s.recover = n.RecoverControlPlane
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true

@@ -4,6 +4,9 @@
 // Every flag can also be set through an environment variable: --gossip-addr is ZARIS_GOSSIP_ADDR, and so
 // on. A flag on the command line wins over the variable. SIGTERM or SIGINT makes the node leave the
 // cluster gracefully.
+//
+// `zaris leave` makes a running server leave (a container's pre-stop hook); `zaris recover` has a live node
+// rebuild the control plane from the live nodes after a majority of its voters died for good.
 package main
 
 import (
@@ -78,6 +81,9 @@ type dataPortOptions struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "leave" {
 		os.Exit(runLeave(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "recover" {
+		os.Exit(runRecover(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	opts, err := parseOptions(os.Args[1:])
 	if err != nil {
