@@ -45,6 +45,9 @@ var (
 	ErrConflict = errors.New("zaris: transaction conflict")
 	// ErrLocked: the key stayed held by a transaction being committed through every retry.
 	ErrLocked = errors.New("zaris: key locked by a transaction")
+	// ErrInternal: the node serving the operation hit a bug of its own (a panic, logged there with its
+	// stack). The operation wrote nothing, or the node stopped serving and its partitions fail over.
+	ErrInternal = errors.New("zaris: internal error")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

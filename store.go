@@ -208,6 +208,10 @@ type segmentStore struct {
 	intents  atomic.Int64 // the transaction intents among entries (txn_intent.go); read without the lock
 	bytes    atomic.Int64 // the entries' footprints; written under the lock, read without it
 	expiring atomic.Int64 // the entries with a TTL; written under the lock, read without it
+	// torn is set, under the lock, from a write's first change to the segment until the write hook has
+	// seen it (for an atomic group, until the group's end). A panic that unwinds through a write leaves it
+	// set: the segment may hold a change that replicas, the disk and watchers never received (panics.go).
+	torn bool
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
@@ -325,6 +329,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	if root.onWrite != nil {
 		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops, at: root.now()})
 	}
+	seg.torn = false
 	return seg.revision
 }
 
@@ -436,15 +441,17 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 	if next != nil {
 		next.version = revision
 	}
+	seg.torn = true
 	seg.set(key, next)
 	if g := s.group; g != nil && g.atomic {
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
-		return revision
+		return revision // the group's end clears torn
 	}
 	seg.revision = revision
 	if hook := s.hook(); hook != nil {
 		hook(segment, revision, 0, key, next, change)
 	}
+	seg.torn = false
 	return revision
 }
 
@@ -542,6 +549,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	} else {
 		expireAt = cur.expiry()
 	}
+	seg.torn = true // the op changes cur's collection in place; commit clears it
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
 		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
@@ -687,6 +695,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 	if op.Revision != seg.revision+1 {
 		return false, seg.revision
 	}
+	seg.torn = true
 	seg.revision = op.Revision
 	if op.Kind == durability.OpMulti {
 		ops, _ := durability.DecodeMulti(op.Value) // checked when the op was decoded
@@ -697,6 +706,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		if s.onWrite != nil {
 			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops, at: s.now()})
 		}
+		seg.torn = false
 		return true, op.Revision
 	}
 	next, change := applyOp(seg, op)
@@ -705,6 +715,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		change.at = s.now()
 		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
 	}
+	seg.torn = false
 	return true, op.Revision
 }
 
@@ -729,6 +740,25 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 		}
 	}
 	return next, change
+}
+
+// tornSegments lists the segments a panic left in the middle of a write (segmentStore.torn), of seg alone
+// when it is not negative. It takes each segment's lock, so a write in progress elsewhere is not taken for
+// one a panic interrupted.
+func (s *store) tornSegments(seg int) []int {
+	var torn []int
+	for i := range s.segments {
+		if seg >= 0 && i != seg {
+			continue
+		}
+		ss := &s.segments[i]
+		ss.mu.Lock()
+		if ss.torn {
+			torn = append(torn, i)
+		}
+		ss.mu.Unlock()
+	}
+	return torn
 }
 
 // revision returns the segment's current revision.
@@ -795,6 +825,7 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	seg.bytes.Store(bytes)
 	seg.expiring.Store(expiring)
 	seg.revision = revision
+	seg.torn = false // the snapshot replaced whatever a write left half done
 }
 
 // Digest summarises one segment's content so copies can be compared cheaply: the revision plus an
