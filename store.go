@@ -646,10 +646,14 @@ func (s *store) remove(segment int, key string) bool {
 	return existed
 }
 
-// expiryFrom turns a TTL into an absolute expiry; zero or negative means none.
+// expiryFrom turns a TTL into an absolute expiry; zero or negative means none. A TTL past the end of
+// time expires at its end, rather than overflow into the past.
 func expiryFrom(now int64, ttl time.Duration) int64 {
-	if ttl <= 0 {
+	switch {
+	case ttl <= 0:
 		return 0
+	case int64(ttl) > math.MaxInt64-now:
+		return math.MaxInt64
 	}
 	return now + int64(ttl)
 }
