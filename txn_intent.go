@@ -150,7 +150,7 @@ func applyIntent(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	case holder != "":
 		return kvReply{Status: StatusLocked}
 	}
-	in.deadline = s.now() + req.Delta
+	in.deadline = addSaturating(s.now(), req.Delta)
 	return kvReply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
 }
 
