@@ -377,14 +377,20 @@ func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 
 // get returns the stored value without copying it: callers must not modify it. Expired entries are invisible.
 func (s *store) get(segment int, key string) (value []byte, version uint64, ok bool) {
-	seg := &s.segments[segment]
-	s.rlock(seg)
-	e := seg.entries.get(key)
-	s.runlock(seg)
+	e, _ := s.lookup(segment, key)
 	if e == nil || e.expired(s.now()) {
 		return nil, 0, false
 	}
 	return e.value(), e.version, true
+}
+
+// lookup returns key's stored entry, expired or not, and the segment's revision, under the read lock: one
+// deferred unlock, so that no panic leaves the lock held (panics.go).
+func (s *store) lookup(segment int, key string) (*entry, uint64) {
+	seg := &s.segments[segment]
+	s.rlock(seg)
+	defer s.runlock(seg)
+	return seg.entries.get(key), seg.revision
 }
 
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
@@ -398,11 +404,7 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 // instant and so reads the clock once for all of them. It also returns the segment's revision the read
 // saw, found or not.
 func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool, revision uint64) {
-	seg := &s.segments[segment]
-	s.rlock(seg)
-	e = seg.entries.get(key)
-	revision = seg.revision
-	s.runlock(seg)
+	e, revision = s.lookup(segment, key)
 	if e == nil || e.expired(now) {
 		return nil, 0, false, revision
 	}
