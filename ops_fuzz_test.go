@@ -69,6 +69,14 @@ var (
 	fuzzSteps  = []time.Duration{time.Millisecond, time.Second, time.Hour}
 )
 
+// fuzzArities are the argument counts an operation takes when well formed, which most requests have.
+var fuzzArities = map[transport.Op][]int{
+	opHSet: {2, 4}, opHGet: {1}, opHMGet: {1, 2}, opHDel: {1, 2}, opHIncrBy: {2}, opHExists: {1},
+	opSAdd: {1, 2}, opSRem: {1, 2}, opSIsMember: {1},
+	opLPush: {1, 2}, opRPush: {1, 2}, opLPop: {0, 1}, opRPop: {0, 1}, opLRange: {2}, opLIndex: {1}, opLTrim: {2},
+	opZAdd: {2, 3, 4}, opZRem: {1, 2}, opZScore: {1}, opZRank: {1}, opZIncrBy: {2}, opZRange: {2, 3, 4, 5},
+}
+
 // fuzzLimits are small, so that sizes reach them.
 var fuzzLimits = func() opLimits {
 	layout, _ := NewLayout(1, 1)
@@ -107,14 +115,17 @@ func (in *fuzzInput) bytes() []byte {
 		}
 		return out
 	case 6:
-		return bytes.Repeat([]byte("x"), []int{31, 32, 63, 64, 65}[in.pick(5)])
+		if in.next()%4 == 0 {
+			return bytes.Repeat([]byte("x"), []int{31, 32, 63, 64, 65}[in.pick(5)])
+		}
+		return []byte(strconv.Itoa(in.pick(9) - 4)) // an index near a list's ends
 	default:
 		return nil
 	}
 }
 
 // request decodes the request of one operation on one of the keys.
-func (in *fuzzInput) request(store *store) kvRequest {
+func (in *fuzzInput) request(store *store, op transport.Op) kvRequest {
 	req := kvRequest{Key: fuzzKeys[in.pick(len(fuzzKeys))]}
 	req.Value = in.bytes()
 	req.TTL = fuzzTTLs[in.pick(len(fuzzTTLs))]
@@ -129,6 +140,9 @@ func (in *fuzzInput) request(store *store) kvRequest {
 		req.Version = math.MaxUint64
 	}
 	n := in.pick(7)
+	if arities := fuzzArities[op]; arities != nil && in.next()%4 != 0 {
+		n = arities[in.pick(len(arities))]
+	}
 	if n > 0 {
 		req.Args = make([][]byte, n)
 	}
@@ -154,7 +168,7 @@ func runOps(t *testing.T, in *fuzzInput) {
 			}
 		} else {
 			op := fuzzOpList[int(b)%len(fuzzOpList)]
-			req := in.request(p.owner)
+			req := in.request(p.owner, op)
 			before := p.owner.revision(0)
 			got := applyAsOwner(p.owner, op, req)
 			checkRevision(t, op, req, got, before, p.owner.revision(0))
