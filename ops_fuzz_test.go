@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,14 @@ func fuzzOpsSeeds() [][]byte {
 		var seed []byte
 		for j := range 12 {
 			seed = append(seed, byte(i), byte(j), byte(3+j%4), byte(j*7), byte(j*13), byte(j*29), byte(j*31), byte(j*37))
+		}
+		seeds = append(seeds, seed)
+	}
+	r := rand.New(rand.NewPCG(40, 41)) // long runs, so that the suite meets keys that live through many kinds
+	for range 8 {
+		seed := make([]byte, 2000)
+		for i := range seed {
+			seed[i] = byte(r.Uint32())
 		}
 		seeds = append(seeds, seed)
 	}
