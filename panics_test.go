@@ -150,6 +150,58 @@ func TestPanicMidWriteGivesUpTheNode(t *testing.T) {
 	}
 }
 
+// TestPanicInReplicaApplyGivesUpTheReplica injects a panic into a replica's apply of its owner's stream,
+// after the op changed its segment: the replica gives up serving, counting the panic where it happened, the
+// owner drops it from the in-sync set and acknowledges the write, and the owner and the third node serve on.
+func TestPanicInReplicaApplyGivesUpTheReplica(t *testing.T) {
+	const poison = "replicated"
+	var replica atomic.Value // the name of the node whose apply panics
+	replica.Store("")
+	c := startCluster(t, 3, func(cfg *Config) {
+		name := cfg.Name
+		cfg.ReplicationFactor = 2
+		cfg.hooks.panicOnWrite = func(key string) bool { return key == poison && replica.Load() == name }
+	})
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	owner := c.owner(poison)
+	st := owner.ClusterMap().Runtime[owner.layout.KeyPartition(poison)]
+	if len(st.InSync) != 1 {
+		t.Fatalf("partition of %s: in-sync replicas %v, want one", poison, st.InSync)
+	}
+	var victim, third *Node
+	for _, n := range c.live() {
+		switch n.id {
+		case owner.id:
+		case st.InSync[0]:
+			victim = n
+		default:
+			third = n
+		}
+	}
+	replica.Store(string(victim.id))
+	if err := third.Put(ctx, poison, []byte("v")); err != nil {
+		t.Fatalf("a write whose replica panics: %v", err)
+	}
+	if !victim.gaveUp.Load() {
+		t.Fatal("the replica did not give up after a panic that left its segment torn")
+	}
+	if got := victim.panics[panicInReplication].Load(); got != 1 {
+		t.Fatalf("the replica counted %d panics in replication, want 1", got)
+	}
+	for i := range c.live() {
+		c.forget(i, victim)
+	}
+	for _, n := range []*Node{owner, third} {
+		if got, err := n.Get(ctx, poison); err != nil || string(got) != "v" {
+			t.Fatalf("Get %s from %s = %q, %v", poison, n.id, got, err)
+		}
+		if n.gaveUp.Load() || n.panics[panicInOp].Load() != 0 {
+			t.Fatalf("%s gave up or counted a panic", n.id)
+		}
+	}
+}
+
 // TestHIncrByOfANewKeyOverRESP is the crash of a RESP HINCRBY on a key without a hash, which took down its
 // owner and then the replica that took over: on 3 nodes with RF 2, it now starts a new hash, and every node
 // stays up.
