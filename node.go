@@ -590,8 +590,18 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(g *store, lim opLim
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
 func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
-	status, lim := StatusSuccess, n.opLimits()
-	revision := n.store.readAtomically(seg, func(g *store) {
+	revision, status := n.readViewOf(seg, keys, fn)
+	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
+		return status
+	}
+	return n.repl.awaitReplicas(ctx, seg, revision, false)
+}
+
+// readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
+func (n *Node) readViewOf(seg int, keys []string, fn func(g *store, lim opLimits)) (revision uint64, status Status) {
+	defer n.recoverOp(opGet, seg, &status)
+	lim := n.opLimits()
+	revision = n.store.readAtomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.writeIntentOn(seg, key) {
 				status = StatusLocked // a committed transaction may be about to change it
@@ -600,10 +610,7 @@ func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn fu
 		}
 		fn(g, lim)
 	})
-	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
-		return status
-	}
-	return n.repl.awaitReplicas(ctx, seg, revision, false)
+	return revision, status
 }
 
 // opLimits are the limits key operations run under on this node.

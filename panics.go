@@ -73,6 +73,15 @@ func (n *Node) recoverOp(op transport.Op, seg int, status *Status) {
 	}
 }
 
+// recoverRead, deferred by a batch's reads that bypass applyStore, turns a panic of a read of segment seg
+// into an internal error in *out.
+func (n *Node) recoverRead(seg int, out *kvReply) {
+	if v := recover(); v != nil {
+		n.containPanic(panicInOp, seg, v, opName(opGet))
+		*out = kvReply{Status: StatusInternal}
+	}
+}
+
 // recoverRequest, deferred by the transport's handlers, turns a panic serving a peer's request into an
 // error reply.
 func (n *Node) recoverRequest(site panicSite, op transport.Op, err *error) {

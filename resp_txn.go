@@ -352,8 +352,8 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	var replies []byte
 	run := func(g *store, lim opLimits) {
 		c.exec = &execGroup{g: g, seg: seg, lim: lim, read: !write}
+		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
-		c.exec = nil
 	}
 	var status Status
 	if write {
