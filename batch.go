@@ -828,6 +828,15 @@ func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int6
 // readGroup reads the gets at positions, all of segment seg, at one revision of it, which it returns, and
 // at the instant now. When a transaction's intent holds one of their keys, all are answered StatusLocked.
 func (n *Node) readGroup(w *batchWork, seg int, positions []int32, now int64) uint64 {
+	var failed kvReply
+	defer func() {
+		if failed.Status == StatusInternal {
+			for _, i := range positions {
+				w.replies[i].Reply = failed
+			}
+		}
+	}()
+	defer n.recoverRead(seg, &failed)
 	locked := false
 	rev := n.store.readAtomically(seg, func(g *store) {
 		for _, i := range positions {
@@ -1012,6 +1021,7 @@ func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
 // revision the read saw. It writes the reply to out.
 func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
+	defer n.recoverRead(seg, out)
 	return getFrom(n.store, seg, key, now, out)
 }
 

@@ -124,6 +124,17 @@ func addOverflows(a, b int64) bool {
 	return (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b)
 }
 
+// addSaturating returns a+b, or the int64 bound the sum would pass.
+func addSaturating(a, b int64) int64 {
+	switch {
+	case !addOverflows(a, b):
+		return a + b
+	case b > 0:
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
 // expire gives key a new expiry ttl from now, or deletes it when ttl is not positive. It reports whether the
 // key had a live value.
 func (s *store) expire(segment int, key string, ttl time.Duration) bool {

@@ -537,6 +537,12 @@ type testHooks struct {
 	// refuseOp, when set, makes this node answer the operations it names, on either lane, as a node of an
 	// older version does an operation it does not know.
 	refuseOp func(op transport.Op) bool
+	// panicOp, when set, makes a key operation this node applies as owner panic, under its segment's lock
+	// and before it changes anything, when it returns true for the operation and key (panics.go).
+	panicOp func(op transport.Op, key string) bool
+	// panicOnWrite, when set, makes this node's write hook panic for a write of key it returns true for:
+	// the write has changed the segment and not reached replicas, the disk or watchers yet.
+	panicOnWrite func(key string) bool
 	// nearReport, when set, sees each owner's answer to a near cache poll before the cache applies it, and
 	// may change it: a test loses reports of changed keys with it.
 	nearReport func(reply *nearWatchReply)

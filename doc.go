@@ -201,6 +201,28 @@
 // every entry), and the keys of partitions whose every in-sync copy was on a dead node; those partitions
 // come back empty after EvictionTimeout.
 //
+// # Panics
+//
+// A bug of one operation does not take down a node that serves other clients and other keys, nor a
+// service that embeds it. Every write computes what it writes before it changes the store, and the
+// store marks a segment torn from a write's first change until the write's op has been handed to
+// replication; so a panic tells whether it left a change no replica, disk or watcher received. Each entry
+// point recovers a panic, logs it at ERROR with its stack and counts it in zaris_panics_total by where:
+//
+//   - a key operation applied as owner (op), for the Go API on this node, a peer's request or a RESP
+//     command, batch items and transactions included: the caller gets ErrInternal (RESP: an
+//     "ERR internal error" reply on a connection that stays open).
+//   - a RESP command outside the key operations (resp): it is answered "ERR internal error" and its
+//     connection closed, as its transaction, watched keys or tracking may be half updated.
+//   - a peer's data-plane or internal request outside the key operations (peer): the peer gets an error.
+//   - a replica applying its owner's stream (replication): the owner gets an error and sends again.
+//   - a background loop of the node (background): the loop goes on with its next round.
+//
+// When the panic left a segment torn, the node gives up serving: it refuses every request at once and
+// closes, which the cluster sees as a crash. Its partitions fail over to their in-sync replicas, which hold
+// every acknowledged write and none of the torn one; the embedding service's calls on it fail with
+// ErrClosed. Elsewhere (the control plane, replica links, moves) a panic still ends the process.
+//
 // # Architecture
 //
 // A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go). Each

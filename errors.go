@@ -47,6 +47,9 @@ var (
 	ErrLocked = errors.New("zaris: key locked by a transaction")
 	// ErrQuorumReachable: RecoverControlPlane refused, as the control plane may still have a quorum.
 	ErrQuorumReachable = errors.New("zaris: control-plane quorum still reachable")
+	// ErrInternal: the node serving the operation hit a bug of its own (a panic, logged there with its
+	// stack). The operation wrote nothing, or the node stopped serving and its partitions fail over.
+	ErrInternal = errors.New("zaris: internal error")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

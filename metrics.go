@@ -41,6 +41,7 @@ type metricDescs struct {
 	expiringKeys, expiredKeys                 *prometheus.Desc
 	nearBytes, nearOps                        *prometheus.Desc
 	respConns, dataConns                      *prometheus.Desc
+	panics                                    *prometheus.Desc
 }
 
 func newMetricDescs(node NodeID) metricDescs {
@@ -92,6 +93,7 @@ func newMetricDescs(node NodeID) metricDescs {
 		nearBytes:         d("near_cache_bytes", "Bytes the near cache holds."),
 		nearOps:           d("near_cache_events_total", "Near-cache events by kind.", "event"),
 		respConns:         d("resp_connections", "Open RESP client connections."),
+		panics:            d("panics_total", "Panics this node recovered, by where (op, resp, peer, replication, background); each is logged at ERROR with its stack.", "where"),
 		dataConns:         d("data_port_connections", "Open connections to the data port from other nodes."),
 	}
 }
@@ -104,7 +106,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
 		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
-		d.nearBytes, d.nearOps, d.respConns, d.dataConns,
+		d.nearBytes, d.nearOps, d.respConns, d.dataConns, d.panics,
 	} {
 		ch <- desc
 	}
@@ -183,6 +185,9 @@ func (c *collector) collectRouting(ch chan<- prometheus.Metric) {
 	counter(ch, c.d.refreshes, s.Refreshes.Coalesced, "coalesced")
 	for peer, sent := range s.RequestsSent {
 		counter(ch, c.d.requestsSent, sent, string(peer))
+	}
+	for site := range panicSites {
+		counter(ch, c.d.panics, c.n.panics[site].Load(), site.String())
 	}
 }
 

@@ -98,6 +98,9 @@ type Node struct {
 	left         atomic.Bool
 	// controlTicks counts the control loop's rounds.
 	controlTicks atomic.Uint64
+	// panics counts the panics recovered, by site; gaveUp is set once one left the store torn (panics.go).
+	panics panics
+	gaveUp atomic.Bool
 }
 
 // Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
@@ -239,6 +242,9 @@ func (n *Node) start(ctx context.Context) error {
 // recordWrite is the store's write hook: replication records the op in the log, then the polls waiting
 // for the segment's next op are woken.
 func (n *Node) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
+	if n.cfg.hooks.panicOnWrite != nil && n.cfg.hooks.panicOnWrite(key) {
+		panic("zaris: panic injected into the write of a key")
+	}
 	n.repl.recordWrite(segment, revision, epoch, key, next, change)
 	n.watches.notify(segment)
 	if key != "" {
@@ -379,7 +385,8 @@ func (n *Node) raftListener() net.Listener {
 }
 
 // serveRequest is the handler of the data lane: callers' key and batch requests.
-func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
+func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) (_ []byte, err error) {
+	defer n.recoverRequest(panicInPeer, op, &err)
 	switch {
 	case n.refuses(op):
 	case lookupKeyOp(op) != nil:
@@ -420,9 +427,16 @@ func (h *dataHandler) ReleaseResponse(op transport.Op, resp []byte) {
 }
 
 // serveInternal is the handler of the internal lane: requests that never wait on another node.
-func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) ([]byte, error) {
+func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) (_ []byte, err error) {
+	site := panicInPeer
+	if op == opReplicate {
+		site = panicInReplication
+	}
+	defer n.recoverRequest(site, op, &err)
 	switch {
 	case n.refuses(op):
+	case n.gaveUp.Load():
+		return nil, fmt.Errorf("%w: the node gave up serving", ErrInternal)
 	case op == opGetMap:
 		return encode(n.fsm.clusterMap())
 	case op == opReplicate:
@@ -505,7 +519,7 @@ func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
 	}
 	st := m.Runtime[p]
 	if st.Owner == n.id {
-		if !n.ownsIn(m, p) || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
+		if !n.ownsIn(m, p) || n.gaveUp.Load() || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
 			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return kvReply{}, true
@@ -552,11 +566,23 @@ func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn f
 	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
 		return StatusNotEnoughReplicas
 	}
-	if !n.cut.enter(p) {
-		return StatusOwnershipChanging
+	revision, status := n.applyGroup(p, seg, keys, fn)
+	if status != StatusSuccess || n.cfg.WriteConcern != Sync {
+		return status
 	}
-	status, lim := StatusSuccess, n.opLimits()
-	revision := n.store.atomically(seg, func(g *store) {
+	return settleApplied(n.repl.awaitReplicas(ctx, seg, revision, true))
+}
+
+// applyGroup is applyAtomically's write, unless partition p is sealed: it returns the segment's revision
+// after it. A panic of fn is an internal error.
+func (n *Node) applyGroup(p, seg int, keys []string, fn func(g *store, lim opLimits)) (revision uint64, status Status) {
+	if !n.cut.enter(p) {
+		return 0, StatusOwnershipChanging
+	}
+	defer n.cut.leave(p)
+	defer n.recoverOp(opTxn, seg, &status)
+	lim := n.opLimits()
+	revision = n.store.atomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.lockedBy(seg, key) != "" {
 				status = StatusLocked
@@ -565,11 +591,7 @@ func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn f
 		}
 		fn(g, lim)
 	})
-	n.cut.leave(p)
-	if status != StatusSuccess || n.cfg.WriteConcern != Sync {
-		return status
-	}
-	return settleApplied(n.repl.awaitReplicas(ctx, seg, revision, true))
+	return revision, status
 }
 
 // readAtomically runs fn on a read-only view of segment seg (store.readAtomically), so that every key fn
@@ -577,8 +599,18 @@ func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn f
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
 func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
-	status, lim := StatusSuccess, n.opLimits()
-	revision := n.store.readAtomically(seg, func(g *store) {
+	revision, status := n.readViewOf(seg, keys, fn)
+	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
+		return status
+	}
+	return n.repl.awaitReplicas(ctx, seg, revision, false)
+}
+
+// readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
+func (n *Node) readViewOf(seg int, keys []string, fn func(g *store, lim opLimits)) (revision uint64, status Status) {
+	defer n.recoverOp(opGet, seg, &status)
+	lim := n.opLimits()
+	revision = n.store.readAtomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.writeIntentOn(seg, key) {
 				status = StatusLocked // a committed transaction may be about to change it
@@ -587,10 +619,7 @@ func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn fu
 		}
 		fn(g, lim)
 	})
-	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
-		return status
-	}
-	return n.repl.awaitReplicas(ctx, seg, revision, false)
+	return revision, status
 }
 
 // opLimits are the limits key operations run under on this node.
@@ -616,11 +645,13 @@ func (n *Node) concern(req *kvRequest) WriteConcern {
 
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
-func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) (reply kvReply) {
 	k := lookupKeyOp(op)
 	if k == nil {
 		return kvReply{Status: StatusInvalidRequest}
 	}
+	defer n.recoverOp(op, seg, &reply.Status)
+	k = n.panicking(k, op, req.Key)
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
@@ -683,7 +714,7 @@ func (n *Node) every(interval time.Duration, fn func()) {
 			case <-n.life.Done():
 				return
 			case <-tick.C():
-				fn()
+				n.guarded("background loop", fn)
 			}
 		}
 	}()
@@ -907,7 +938,7 @@ func (n *Node) goBackground(f func()) {
 	if n.commitsEnded {
 		return
 	}
-	n.wg.Go(f)
+	n.wg.Go(func() { n.guarded("background job", f) })
 }
 
 // processTags describes this node's process to the other members.

@@ -616,6 +616,7 @@ type respWriter struct {
 	buf   []byte
 	proto int // 2 or 3
 	err   error
+	sends int // the flushes that wrote something, so that a reply begun can be known to be unsent
 }
 
 func newRESPWriter(dst io.Writer) *respWriter {
@@ -632,6 +633,7 @@ func (wr *respWriter) flush() error {
 		return nil
 	}
 	_, wr.err = wr.dst.Write(wr.buf)
+	wr.sends++
 	wr.buf = wr.buf[:0]
 	if cap(wr.buf) > respShrinkAbove {
 		wr.buf = make([]byte, 0, respInitialBuffer)

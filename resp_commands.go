@@ -178,6 +178,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 	}
 	c.busy()
 	replyAt := len(c.wr.buf)
+	defer c.recoverCommand(replyAt, c.wr.sends)
 	cmd := s.lookup(args[0])
 	switch msg := c.admission(cmd, args); {
 	case msg != "":
@@ -310,6 +311,8 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error("CLUSTERDOWN The cluster has no slot map yet")
 	case StatusNotEnoughReplicas:
 		c.wr.error("NOREPLICAS Not enough good replicas to write.")
+	case StatusInternal:
+		c.wr.error(respInternalError)
 	case StatusUnconfirmed:
 		c.wr.error("UNCONFIRMED The write was applied but ownership of hash slot " + strconv.Itoa(int(slot)) +
 			" changed before its replicas confirmed it; it may or may not survive")

@@ -20,11 +20,14 @@ import (
 // check: keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
 type respServer struct {
-	owner       keyOwner
-	id          NodeID
-	clusterMap  func() *ClusterMap // the latest committed map
-	clock       Clock
-	log         *slog.Logger
+	owner      keyOwner
+	id         NodeID
+	clusterMap func() *ClusterMap // the latest committed map
+	clock      Clock
+	log        *slog.Logger
+	// contain handles a panic a command raised outside the key operations (Node.containPanic); nil: it is
+	// only logged.
+	contain     func(site panicSite, seg int, v any, what string) bool
 	password    string // Config.RESPPassword, for CONFIG GET requirepass
 	ln          net.Listener
 	addr        string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
@@ -73,6 +76,7 @@ func (n *Node) startRESP() error {
 	s.tracking = n.tracking
 	s.control = n.controlHealth
 	s.recover = n.RecoverControlPlane
+	s.contain = n.containPanic
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true

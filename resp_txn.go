@@ -284,8 +284,8 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 			return
 		}
 		c.exec = &execGroup{g: g, seg: seg, lim: lim}
+		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies, ran = c.runQueued(queue), true
-		c.exec = nil
 	})
 	switch {
 	case status != StatusSuccess:
@@ -327,10 +327,10 @@ func (c *respConn) buffered(fn func()) []byte {
 	var out bytes.Buffer
 	conn := c.wr
 	c.wr = newRESPWriter(&out)
+	defer func() { c.wr = conn }() // also when a command panics (panics.go)
 	c.wr.proto = conn.proto
 	fn()
 	c.wr.flush()
-	c.wr = conn
 	return out.Bytes()
 }
 
@@ -352,8 +352,8 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	var replies []byte
 	run := func(g *store, lim opLimits) {
 		c.exec = &execGroup{g: g, seg: seg, lim: lim, read: !write}
+		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
-		c.exec = nil
 	}
 	var status Status
 	if write {

@@ -43,6 +43,8 @@ const (
 	// StatusLocked: a transaction being committed holds the key; the operation was not applied. Callers
 	// retry after a pause: the transaction resolves the key, or its owner does once it times out.
 	StatusLocked
+	// StatusInternal: the operation failed on a bug of the node serving it (a panic it recovered and logged).
+	StatusInternal
 )
 
 var statusNames = [...]string{
@@ -62,6 +64,7 @@ var statusNames = [...]string{
 	StatusTooLarge:             "TooLarge",
 	StatusTooManyWatchers:      "TooManyWatchers",
 	StatusLocked:               "Locked",
+	StatusInternal:             "Internal",
 }
 
 func (s Status) String() string {
@@ -122,6 +125,8 @@ func (s Status) err() error {
 		return ErrTooManyWatchers
 	case StatusLocked:
 		return ErrLocked
+	case StatusInternal:
+		return ErrInternal
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

@@ -208,6 +208,10 @@ type segmentStore struct {
 	intents  atomic.Int64 // the transaction intents among entries (txn_intent.go); read without the lock
 	bytes    atomic.Int64 // the entries' footprints; written under the lock, read without it
 	expiring atomic.Int64 // the entries with a TTL; written under the lock, read without it
+	// torn is set, under the lock, from a write's first change to the segment until the write hook has
+	// seen it (for an atomic group, until the group's end). A panic that unwinds through a write leaves it
+	// set: the segment may hold a change that replicas, the disk and watchers never received (panics.go).
+	torn bool
 }
 
 // writeHook observes every write of the store, under the segment's lock, so it sees a segment's writes in
@@ -325,6 +329,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	if root.onWrite != nil {
 		root.onWrite(segment, seg.revision, 0, "", nil, writeChange{multi: ops, at: root.now()})
 	}
+	seg.torn = false
 	return seg.revision
 }
 
@@ -372,14 +377,20 @@ func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 
 // get returns the stored value without copying it: callers must not modify it. Expired entries are invisible.
 func (s *store) get(segment int, key string) (value []byte, version uint64, ok bool) {
-	seg := &s.segments[segment]
-	s.rlock(seg)
-	e := seg.entries.get(key)
-	s.runlock(seg)
+	e, _ := s.lookup(segment, key)
 	if e == nil || e.expired(s.now()) {
 		return nil, 0, false
 	}
 	return e.value(), e.version, true
+}
+
+// lookup returns key's stored entry, expired or not, and the segment's revision, under the read lock: one
+// deferred unlock, so that no panic leaves the lock held (panics.go).
+func (s *store) lookup(segment int, key string) (*entry, uint64) {
+	seg := &s.segments[segment]
+	s.rlock(seg)
+	defer s.runlock(seg)
+	return seg.entries.get(key), seg.revision
 }
 
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
@@ -393,11 +404,7 @@ func (s *store) getEntry(segment int, key string) (e *entry, ttl time.Duration, 
 // instant and so reads the clock once for all of them. It also returns the segment's revision the read
 // saw, found or not.
 func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl time.Duration, ok bool, revision uint64) {
-	seg := &s.segments[segment]
-	s.rlock(seg)
-	e = seg.entries.get(key)
-	revision = seg.revision
-	s.runlock(seg)
+	e, revision = s.lookup(segment, key)
 	if e == nil || e.expired(now) {
 		return nil, 0, false, revision
 	}
@@ -436,15 +443,17 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 	if next != nil {
 		next.version = revision
 	}
+	seg.torn = true
 	seg.set(key, next)
 	if g := s.group; g != nil && g.atomic {
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
-		return revision
+		return revision // the group's end clears torn
 	}
 	seg.revision = revision
 	if hook := s.hook(); hook != nil {
 		hook(segment, revision, 0, key, next, change)
 	}
+	seg.torn = false
 	return revision
 }
 
@@ -542,6 +551,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	} else {
 		expireAt = cur.expiry()
 	}
+	seg.torn = true // the op changes cur's collection in place; commit clears it
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
 		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
@@ -638,10 +648,14 @@ func (s *store) remove(segment int, key string) bool {
 	return existed
 }
 
-// expiryFrom turns a TTL into an absolute expiry; zero or negative means none.
+// expiryFrom turns a TTL into an absolute expiry; zero or negative means none. A TTL past the end of
+// time expires at its end, rather than overflow into the past.
 func expiryFrom(now int64, ttl time.Duration) int64 {
-	if ttl <= 0 {
+	switch {
+	case ttl <= 0:
 		return 0
+	case int64(ttl) > math.MaxInt64-now:
+		return math.MaxInt64
 	}
 	return now + int64(ttl)
 }
@@ -687,6 +701,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 	if op.Revision != seg.revision+1 {
 		return false, seg.revision
 	}
+	seg.torn = true
 	seg.revision = op.Revision
 	if op.Kind == durability.OpMulti {
 		ops, _ := durability.DecodeMulti(op.Value) // checked when the op was decoded
@@ -697,6 +712,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		if s.onWrite != nil {
 			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops, at: s.now()})
 		}
+		seg.torn = false
 		return true, op.Revision
 	}
 	next, change := applyOp(seg, op)
@@ -705,6 +721,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		change.at = s.now()
 		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
 	}
+	seg.torn = false
 	return true, op.Revision
 }
 
@@ -729,6 +746,25 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 		}
 	}
 	return next, change
+}
+
+// tornSegments lists the segments a panic left in the middle of a write (segmentStore.torn), of seg alone
+// when it is not negative. It takes each segment's lock, so a write in progress elsewhere is not taken for
+// one a panic interrupted.
+func (s *store) tornSegments(seg int) []int {
+	var torn []int
+	for i := range s.segments {
+		if seg >= 0 && i != seg {
+			continue
+		}
+		ss := &s.segments[i]
+		ss.mu.Lock()
+		if ss.torn {
+			torn = append(torn, i)
+		}
+		ss.mu.Unlock()
+	}
+	return torn
 }
 
 // revision returns the segment's current revision.
@@ -795,6 +831,7 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	seg.bytes.Store(bytes)
 	seg.expiring.Store(expiring)
 	seg.revision = revision
+	seg.torn = false // the snapshot replaced whatever a write left half done
 }
 
 // Digest summarises one segment's content so copies can be compared cheaply: the revision plus an

@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -221,5 +222,21 @@ func TestEntryHoldsItsKeyAndValue(t *testing.T) {
 	}
 	if later := e.withExpiry(8); later.coll() != cv || later.key() != "h" || later.expiry() != 8 {
 		t.Fatal("withExpiry on a collection lost its collection or key")
+	}
+}
+
+// TestTTLPastTheEndOfTime checks that a TTL beyond what a Unix time in nanoseconds holds keeps the key
+// rather than overflowing into an expiry in the past.
+func TestTTLPastTheEndOfTime(t *testing.T) {
+	s := newStore(1, clocktest.New(time.Unix(1_000_000, 0)))
+	s.put(0, "k", []byte("v"), math.MaxInt64)
+	if _, _, ok := s.get(0, "k"); !ok {
+		t.Fatal("a put with the longest TTL is gone at once")
+	}
+	if !s.expire(0, "k", math.MaxInt64) {
+		t.Fatal("expire found no key")
+	}
+	if ttl, ok := s.ttl(0, "k"); !ok || ttl <= 0 {
+		t.Fatalf("after an expire with the longest TTL: ttl %v, found %v", ttl, ok)
 	}
 }

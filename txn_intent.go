@@ -150,7 +150,7 @@ func applyIntent(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	case holder != "":
 		return kvReply{Status: StatusLocked}
 	}
-	in.deadline = s.now() + req.Delta
+	in.deadline = addSaturating(s.now(), req.Delta)
 	return kvReply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
 }
 
@@ -187,8 +187,8 @@ func applyDecide(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if req.Delta == 1 {
 		outcome = recordCommitted
 	}
-	s.put(seg, key, []byte{outcome}, time.Duration(req.TTL))
-	return kvReply{Status: StatusSuccess, Int: req.Delta}
+	version := s.put(seg, key, []byte{outcome}, time.Duration(req.TTL))
+	return kvReply{Status: StatusSuccess, Int: boolInt(outcome == recordCommitted), Version: version}
 }
 
 // applyForget drops transaction req.Value's record once none of its intents remains.

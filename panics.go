@@ -1,0 +1,145 @@
+package zaris
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// A bug in one operation must not take down a process that serves other clients and other keys, least of
+// all a service that embeds a node. Each entry point that runs code on a client's or a peer's behalf
+// recovers a panic, logs it at ERROR with its stack, counts it (zaris_panics_total) and answers an internal
+// error. Whether the node goes on serving depends on the store: a write changes a segment only once it has
+// computed everything it writes, and marks the segment torn from its first change until the write hook has
+// seen it (segmentStore.torn). A panic that leaves a segment torn left a change there that replicas, the
+// disk and watchers never received; the node then gives up serving, as a crash does (giveUp), so that its
+// partitions fail over to in-sync replicas that hold every acknowledged write and none of the torn one.
+
+// panicSite says where a panic was recovered: the where label of zaris_panics_total.
+type panicSite uint8
+
+const (
+	panicInOp          panicSite = iota // a key operation applied as owner, for the Go API, a peer or RESP
+	panicInRESP                         // a RESP command, outside the key operations it ran
+	panicInPeer                         // a peer's data-plane or internal request, outside its key operations
+	panicInReplication                  // a replica applying its owner's stream
+	panicInBackground                   // a background loop of the node
+	panicSites
+)
+
+var panicSiteNames = [panicSites]string{"op", "resp", "peer", "replication", "background"}
+
+func (s panicSite) String() string { return panicSiteNames[s] }
+
+// panics counts the panics a node recovered, by site.
+type panics [panicSites]atomic.Uint64
+
+// containPanic handles the panic v recovered at site while running what: it logs it with its stack, counts
+// it, and reports whether the store is intact. It checks segment seg, or every segment when seg is
+// negative; a torn one makes the node give up serving.
+func (n *Node) containPanic(site panicSite, seg int, v any, what string) (intact bool) {
+	n.panics[site].Add(1)
+	n.log.Error("recovered a panic", "where", site.String(), "in", what, "segment", seg,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	torn := n.store.tornSegments(seg)
+	if len(torn) == 0 {
+		return true
+	}
+	n.giveUp(torn)
+	return false
+}
+
+// giveUp stops the node serving after a panic left segments torn. It refuses every request at once
+// (partitionRefusal, serveInternal) and closes the node in the background, which the cluster sees as a
+// crash: the leader fails the node's partitions over to their in-sync replicas and its replicas are fed
+// by the new owners. The embedding service's calls on the node fail with ErrClosed from then on.
+func (n *Node) giveUp(torn []int) {
+	if !n.gaveUp.CompareAndSwap(false, true) {
+		return
+	}
+	n.log.Error("a panic interrupted a write: the store may be inconsistent, so the node stops serving and its partitions fail over",
+		"segments", torn)
+	go n.Close() // not from this goroutine: Close waits for the requests in progress, this one among them
+}
+
+// recoverOp, deferred by applyStore and applyAtomically, turns a panic of a key operation on segment seg
+// into an internal error in *status.
+func (n *Node) recoverOp(op transport.Op, seg int, status *Status) {
+	if v := recover(); v != nil {
+		n.containPanic(panicInOp, seg, v, opName(op))
+		*status = StatusInternal
+	}
+}
+
+// recoverRead, deferred by a batch's reads that bypass applyStore, turns a panic of a read of segment seg
+// into an internal error in *out.
+func (n *Node) recoverRead(seg int, out *kvReply) {
+	if v := recover(); v != nil {
+		n.containPanic(panicInOp, seg, v, opName(opGet))
+		*out = kvReply{Status: StatusInternal}
+	}
+}
+
+// recoverRequest, deferred by the transport's handlers, turns a panic serving a peer's request into an
+// error reply.
+func (n *Node) recoverRequest(site panicSite, op transport.Op, err *error) {
+	if v := recover(); v != nil {
+		n.containPanic(site, -1, v, opName(op))
+		*err = fmt.Errorf("%w serving %s", ErrInternal, opName(op))
+	}
+}
+
+// guarded runs fn, a round of a background loop, recovering a panic: the loop goes on with its next round
+// unless the node gave up.
+func (n *Node) guarded(what string, fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			n.containPanic(panicInBackground, -1, v, what)
+		}
+	}()
+	fn()
+}
+
+// panicking returns k, or with the panicOp test hook a copy of k whose apply panics, under the segment's
+// lock and before any change, when the hook names the request.
+func (n *Node) panicking(k *keyOperation, op transport.Op, key string) *keyOperation {
+	hook := n.cfg.hooks.panicOp
+	if hook == nil || !hook(op, key) {
+		return k
+	}
+	injected := *k
+	injected.apply = func(*store, int, kvRequest, opLimits) kvReply {
+		panic("zaris: panic injected into " + k.name)
+	}
+	return &injected
+}
+
+// respInternalError answers a RESP command that failed on a recovered panic.
+const respInternalError = "ERR internal error, logged by the node serving the command"
+
+// recoverCommand, deferred by the RESP endpoint's dispatch, answers a command that panicked outside its
+// key operations (those recover on their own, and their connection goes on) with an internal error, and
+// then closes the connection: its transaction, watched keys or tracking may be half updated. replyAt and
+// sends are where the command's reply began and the writer's sends then: a reply partly sent cannot be
+// withdrawn, so the connection is closed without one.
+func (c *respConn) recoverCommand(replyAt, sends int) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if c.srv.contain != nil {
+		c.srv.contain(panicInRESP, -1, v, "a RESP command")
+	} else {
+		c.srv.log.Error("recovered a panic", "where", panicInRESP.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	}
+	c.quit = true
+	if c.wr.sends != sends || len(c.wr.buf) < replyAt {
+		c.hangUp = true
+		return
+	}
+	c.wr.buf = c.wr.buf[:replyAt]
+	c.wr.error(respInternalError)
+	c.countErrorMessage(respInternalError)
+}
