@@ -382,21 +382,62 @@ func (o options) startOpsServer(log *slog.Logger) (*opsServer, error) {
 	return startOpsServer(o.http, tlsCfg, log)
 }
 
+// joinRetryFirst and joinRetryMax bound the pause between two tries of a join: short at first, as the nodes
+// of a new cluster are often started together and the one joined through may be a few milliseconds from
+// listening, and short enough later that a node started long before it joins within a fraction of a second.
+const (
+	joinRetryFirst = 20 * time.Millisecond
+	joinRetryMax   = 200 * time.Millisecond
+	// joinRetryLogEvery keeps the warning to about one every few seconds.
+	joinRetryLogEvery = 25
+)
+
 // joinWithRetry joins the cluster, retrying for up to timeout while the members to join through do not
 // answer yet, so the nodes of a cluster can be started in any order. Configuration errors are final.
 func joinWithRetry(ctx context.Context, cfg zaris.Config, timeout time.Duration, log *slog.Logger) (*zaris.Node, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		node, err := zaris.Join(ctx, cfg)
-		if err == nil || len(cfg.Join) == 0 || errors.Is(err, zaris.ErrInvalidConfig) ||
+	join := func() (*zaris.Node, error) { return zaris.Join(ctx, cfg) }
+	return retryJoin(ctx, joinRetry{addrs: cfg.Join, timeout: timeout, log: log, join: join, wait: waitCtx})
+}
+
+// joinRetry is what retryJoin needs: the addresses joined through, how long to keep trying, one try, and
+// the wait between two tries.
+type joinRetry struct {
+	addrs   []string
+	timeout time.Duration
+	log     *slog.Logger
+	join    func() (*zaris.Node, error)
+	wait    func(ctx context.Context, d time.Duration) error
+}
+
+// retryJoin tries r.join until it succeeds, fails for good, or r.timeout has passed, pausing between tries
+// from joinRetryFirst up to joinRetryMax.
+func retryJoin(ctx context.Context, r joinRetry) (*zaris.Node, error) {
+	deadline := time.Now().Add(r.timeout)
+	pause := joinRetryFirst
+	for tries := 1; ; tries++ {
+		node, err := r.join()
+		if err == nil || len(r.addrs) == 0 || errors.Is(err, zaris.ErrInvalidConfig) ||
 			errors.Is(err, zaris.ErrClusterMismatch) || time.Now().After(deadline) {
 			return node, err
 		}
-		log.Warn("join failed; retrying", "join", cfg.Join, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
+		if tries == 1 || tries%joinRetryLogEvery == 0 {
+			r.log.Warn("join failed; retrying", "join", r.addrs, "tries", tries, "err", err)
 		}
+		if err := r.wait(ctx, pause); err != nil {
+			return nil, err
+		}
+		pause = min(2*pause, joinRetryMax)
+	}
+}
+
+// waitCtx waits for d, or until ctx ends.
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
