@@ -103,6 +103,29 @@ type nearHistory struct {
 	mu     sync.Mutex
 	writes []nearWrite
 	reads  []nearRead
+	acked  int // the writes acknowledged
+}
+
+// phaseWrites and phaseReads are the acknowledged writes and the reads each phase of a staleness run
+// waits for, so that every phase is exercised however busy the machine.
+const (
+	phaseWrites = 50
+	phaseReads  = 1000
+)
+
+// awaitProgress waits until phaseWrites more writes have been acknowledged and phaseReads more reads made.
+func (h *nearHistory) awaitProgress(t *testing.T, phase string) {
+	t.Helper()
+	progress := func() (writes, reads int) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.acked, len(h.reads)
+	}
+	w0, r0 := progress()
+	waitFor(t, time.Minute, "readers and writers to progress "+phase, func() bool {
+		w, r := progress()
+		return w-w0 >= phaseWrites && r-r0 >= phaseReads
+	})
 }
 
 // runStaleness runs single-writer keys written by nodes 0 and 1 and read through every node's near cache,
@@ -150,6 +173,7 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 					}
 					h.mu.Lock()
 					h.writes = append(h.writes, nearWrite{key: key, seq: s, acked: time.Now()})
+					h.acked++
 					h.mu.Unlock()
 					seq[key]++
 				}
@@ -185,10 +209,15 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// Each phase runs until the readers and writers have made progress in it, however busy the machine.
+	h.awaitProgress(t, "before the kill")
+	dead := c.node(3).id
 	c.kill(3)
-	c.add(4)
-	time.Sleep(2 * time.Second)
+	c.waitFailedOver(dead, time.Minute)
+	h.awaitProgress(t, "after the failover")
+	joined := c.add(4)
+	waitFor(t, time.Minute, "the new node to own partitions", func() bool { return c.currentMap().OwnedBy(joined.id) > 0 })
+	h.awaitProgress(t, "after the moves to the new node")
 	stop()
 	wg.Wait()
 	if f := failed.Load(); f != nil {
