@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +24,9 @@ import (
 )
 
 // TestFormationServesAtOnce starts fresh clusters of 3 zaris processes (ZARIS_FORMATION=1; the number of
-// starts in ZARIS_FORMATION_STARTS, 20 by default) and times each from the last process's start until every
-// process has served a write and a read of its own key over RESP, following MOVED as a cluster client does.
+// starts in ZARIS_FORMATION_STARTS, 20 by default), every other one with the process joined through started
+// last, and times each from the last process's start until every process has served a write and a read of
+// its own key over RESP, following MOVED as a cluster client does.
 // It fails when a start takes a second or more, and logs every figure.
 func TestFormationServesAtOnce(t *testing.T) {
 	if os.Getenv("ZARIS_FORMATION") == "" {
@@ -47,7 +50,7 @@ func TestFormationServesAtOnce(t *testing.T) {
 	redis.SetLogger(quietRedis{})
 	var times []time.Duration
 	for i := range starts {
-		d, err := formOnce(t, bin)
+		d, err := formOnce(t, bin, i%2 == 1)
 		if err != nil {
 			t.Fatalf("start %d: %v", i+1, err)
 		}
@@ -64,9 +67,10 @@ func TestFormationServesAtOnce(t *testing.T) {
 	}
 }
 
-// formOnce starts 3 processes as the README does, the first without --join, and returns how long after
-// the last start every one of them served a write and a read.
-func formOnce(t *testing.T, bin string) (time.Duration, error) {
+// formOnce starts 3 processes as the README does, the first without --join and the others joining through
+// it, and returns how long after the last start every one of them served a write and a read. With seedLast,
+// the one joined through starts last, as processes started together may come up in any order.
+func formOnce(t *testing.T, bin string, seedLast bool) (time.Duration, error) {
 	p, err := ports.Free(9)
 	if err != nil {
 		return 0, err
@@ -83,7 +87,11 @@ func formOnce(t *testing.T, bin string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i := range 3 {
+	order := []int{0, 1, 2}
+	if seedLast {
+		order = []int{1, 2, 0}
+	}
+	for _, i := range order {
 		args := []string{"--name", fmt.Sprintf("n%d", i+1), "--resp-addr", addr(3 * i), "--gossip-addr", addr(3*i + 1),
 			"--data-addr", addr(3*i + 2), "--bootstrap-expect", "3"}
 		if i > 0 {
@@ -181,7 +189,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // TestJoinRetriesAtOnceAndOften checks the pauses of a node that starts before the member it joins through
 // listens, as when the nodes of a new cluster are started together: it tries again within joinRetryFirst,
-// then at least every joinRetryMax, so it joins within a fraction of a second of that member listening.
+// and the pauses grow to joinRetryMax and no further.
 func TestJoinRetriesAtOnceAndOften(t *testing.T) {
 	const failures = 40
 	var pauses []time.Duration
@@ -194,7 +202,7 @@ func TestJoinRetriesAtOnceAndOften(t *testing.T) {
 			}
 			return nil, nil
 		},
-		wait: func(_ context.Context, d time.Duration) error { pauses = append(pauses, d); return nil },
+		await: func(_ context.Context, d time.Duration) error { pauses = append(pauses, d); return nil },
 	})
 	if err != nil || node != nil {
 		t.Fatalf("retryJoin = %v, %v; want the try that succeeded", node, err)
@@ -205,10 +213,74 @@ func TestJoinRetriesAtOnceAndOften(t *testing.T) {
 	if pauses[0] > 20*time.Millisecond {
 		t.Errorf("first pause %v: nodes started together wait that long for the one they join through", pauses[0])
 	}
+	if last := pauses[len(pauses)-1]; last != joinRetryMax {
+		t.Errorf("last pause %v, want joinRetryMax", last)
+	}
 	for i, d := range pauses {
-		if d <= 0 || d > 200*time.Millisecond {
-			t.Errorf("pause %d is %v, want (0, 200ms]: a node started early joins that long after its seed listens", i+1, d)
+		if d <= 0 || d > joinRetryMax {
+			t.Errorf("pause %d is %v, want (0, %v]", i+1, d, joinRetryMax)
 		}
+	}
+}
+
+// TestJoinPauseEndsWhenTheSeedListens checks that a pause between two tries of a join ends as soon as the
+// member joined through accepts connections, and lasts its whole length while it does not, or while it
+// already did when the pause began (the join failed for another reason).
+func TestJoinPauseEndsWhenTheSeedListens(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var up atomic.Bool
+	probes := make(chan struct{}, 1)
+	listening := func() bool { signalProbe(probes); return up.Load() }
+
+	for _, already := range []bool{false, true} {
+		up.Store(already)
+		start := time.Now()
+		if err := awaitListening(ctx, 50*time.Millisecond, time.Millisecond, listening); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < 50*time.Millisecond {
+			t.Errorf("listening from the start %v: the pause ended after %v, want 50ms", already, waited)
+		}
+	}
+
+	up.Store(false)
+	woke := make(chan error, 1)
+	go func() { woke <- awaitListening(ctx, time.Hour, time.Millisecond, listening) }()
+	<-probes // the first probe, which may not have read up yet
+	<-probes // a later one: the first found nothing listening
+	up.Store(true)
+	if err := <-woke; err != nil { // an hour's pause: only the seed's start ends it before the minute is up
+		t.Fatalf("the pause ended with %v, want it to end once the seed listens", err)
+	}
+}
+
+// signalProbe notes a probe in ch, a channel of capacity one.
+func signalProbe(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// TestAnyListening checks the probe of the members to join through against a listener and a closed port.
+func TestAnyListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ports.Free(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "127.0.0.1:" + strconv.Itoa(p[0])
+	ctx := context.Background()
+	if !anyListening(ctx, []string{closed, ln.Addr().String()}, time.Second) {
+		t.Error("a listener was not found")
+	}
+	ln.Close()
+	if anyListening(ctx, []string{closed, ln.Addr().String()}, time.Second) {
+		t.Error("closed ports were found listening")
 	}
 }
 
@@ -227,8 +299,8 @@ func TestJoinRetryStops(t *testing.T) {
 	} {
 		tries := 0
 		_, err := retryJoin(context.Background(), joinRetry{addrs: tc.addrs, timeout: time.Hour, log: quiet,
-			join: func() (*zaris.Node, error) { tries++; return nil, tc.err },
-			wait: func(context.Context, time.Duration) error { return nil }})
+			join:  func() (*zaris.Node, error) { tries++; return nil, tc.err },
+			await: func(context.Context, time.Duration) error { return nil }})
 		if !errors.Is(err, tc.err) || tries != 1 {
 			t.Errorf("%s: %d tries, err %v; want 1 try and %v", tc.name, tries, err, tc.err)
 		}
@@ -236,7 +308,10 @@ func TestJoinRetryStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := retryJoin(ctx, joinRetry{addrs: []string{"127.0.0.1:1"}, timeout: time.Hour, log: quiet,
-		join: func() (*zaris.Node, error) { return nil, errors.New("refused") }, wait: waitCtx})
+		join: func() (*zaris.Node, error) { return nil, errors.New("refused") },
+		await: func(ctx context.Context, d time.Duration) error {
+			return awaitListening(ctx, d, d, func() bool { return false })
+		}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("after the context ended: %v, want context.Canceled", err)
 	}
