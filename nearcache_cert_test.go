@@ -113,6 +113,10 @@ const (
 	phaseReads  = 1000
 )
 
+// phaseTimeout bounds each phase of a staleness run and the failover and the moves between them: a
+// minute was seen to pass under the race detector on a loaded machine while elections came and went.
+const phaseTimeout = 3 * time.Minute
+
 // awaitProgress waits until phaseWrites more writes have been acknowledged and phaseReads more reads made.
 func (h *nearHistory) awaitProgress(t *testing.T, phase string) {
 	t.Helper()
@@ -122,7 +126,7 @@ func (h *nearHistory) awaitProgress(t *testing.T, phase string) {
 		return h.acked, len(h.reads)
 	}
 	w0, r0 := progress()
-	waitFor(t, time.Minute, "readers and writers to progress "+phase, func() bool {
+	waitFor(t, phaseTimeout, "readers and writers to progress "+phase, func() bool {
 		w, r := progress()
 		return w-w0 >= phaseWrites && r-r0 >= phaseReads
 	})
@@ -213,10 +217,10 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 	h.awaitProgress(t, "before the kill")
 	dead := c.node(3).id
 	c.kill(3)
-	c.waitFailedOver(dead, time.Minute)
+	c.waitFailedOver(dead, phaseTimeout)
 	h.awaitProgress(t, "after the failover")
 	joined := c.add(4)
-	waitFor(t, time.Minute, "the new node to own partitions", func() bool { return c.currentMap().OwnedBy(joined.id) > 0 })
+	waitFor(t, phaseTimeout, "the new node to own partitions", func() bool { return c.currentMap().OwnedBy(joined.id) > 0 })
 	h.awaitProgress(t, "after the moves to the new node")
 	stop()
 	wg.Wait()
