@@ -483,10 +483,15 @@ func keyInPartition(layout Layout, prefix string, p int) string {
 	return key
 }
 
-// waitFor polls cond until it holds or timeout passes. It bounds a wait for an asynchronous outcome; it is
-// never used to let a race settle.
+// minWait is the least waitFor waits. A test's timeout bounds a hang, not a speed (benchmarks measure
+// speeds): on a machine busy with other work, what takes a fraction of a second idle can take many seconds.
+const minWait = 30 * time.Second
+
+// waitFor polls cond until it holds or timeout (at least minWait) passes. It bounds a wait for an
+// asynchronous outcome; it is never used to let a race settle.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, minWait)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -103,6 +103,38 @@ type nearHistory struct {
 	mu     sync.Mutex
 	writes []nearWrite
 	reads  []nearRead
+	acked  int // the writes acknowledged
+}
+
+// phaseWrites and phaseReads are the acknowledged writes and the reads a phase of a staleness run waits
+// for, so that every phase is exercised however busy the machine.
+const (
+	phaseWrites = 50
+	phaseReads  = 1000
+)
+
+// phaseTimeout bounds each phase of a staleness run and the failover and the moves between them: a
+// minute was seen to pass under the race detector on a loaded machine while elections came and went.
+const phaseTimeout = 3 * time.Minute
+
+// awaitProgress waits until writes more writes have been acknowledged and reads more reads made.
+func (h *nearHistory) awaitProgress(t *testing.T, phase string, writes, reads int) {
+	t.Helper()
+	progress := func() (writes, reads int) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.acked, len(h.reads)
+	}
+	w0, r0 := progress()
+	for deadline := time.Now().Add(phaseTimeout); ; time.Sleep(10 * time.Millisecond) {
+		w, r := progress()
+		if w-w0 >= writes && r-r0 >= reads {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d writes acknowledged and %d reads made in %v, want %d and %d", phase, w-w0, r-r0, phaseTimeout, writes, reads)
+		}
+	}
 }
 
 // runStaleness runs single-writer keys written by nodes 0 and 1 and read through every node's near cache,
@@ -150,6 +182,7 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 					}
 					h.mu.Lock()
 					h.writes = append(h.writes, nearWrite{key: key, seq: s, acked: time.Now()})
+					h.acked++
 					h.mu.Unlock()
 					seq[key]++
 				}
@@ -185,10 +218,17 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// Each phase runs until the readers and writers have made progress in it, however busy the machine.
+	// The last phase waits for reads only, the near caches' work: under the race detector on a loaded
+	// machine the writers were once seen making no progress for minutes while the moves were redone.
+	h.awaitProgress(t, "before the kill", phaseWrites, phaseReads)
+	dead := c.node(3).id
 	c.kill(3)
-	c.add(4)
-	time.Sleep(2 * time.Second)
+	c.waitFailedOver(dead, phaseTimeout)
+	h.awaitProgress(t, "after the failover", phaseWrites, phaseReads)
+	joined := c.add(4)
+	waitFor(t, phaseTimeout, "the new node to own partitions", func() bool { return c.currentMap().OwnedBy(joined.id) > 0 })
+	h.awaitProgress(t, "after the moves to the new node", 0, phaseReads)
 	stop()
 	wg.Wait()
 	if f := failed.Load(); f != nil {

@@ -282,7 +282,12 @@ func TestNearCacheReadsItsOwnWrites(t *testing.T) {
 		})
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
-	for i := 1; i <= 200; i++ {
+	// At least 200 writes, and on until the readers have hit the cache between two of them: the read-backs
+	// are checked while the cache is filled and served, not only while it is being invalidated.
+	for i := 1; i <= 200 || node.NearCacheStats().Hits == 0; i++ {
+		if ctx.Err() != nil {
+			t.Fatalf("stats %+v after %d writes: the readers never hit the cache", node.NearCacheStats(), i-1)
+		}
 		want := strconv.Itoa(i)
 		switch i % 3 {
 		case 0:
@@ -299,9 +304,6 @@ func TestNearCacheReadsItsOwnWrites(t *testing.T) {
 		if v, err := node.Get(ctx, key); err != nil || string(v) != want {
 			t.Fatalf("write %d read back as %q, %v", i, v, err)
 		}
-	}
-	if s := node.NearCacheStats(); s.Hits == 0 {
-		t.Fatalf("stats %+v: the readers never hit the cache", s)
 	}
 }
 

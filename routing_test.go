@@ -277,3 +277,22 @@ func TestMovedWithOlderMapDoesNotRefresh(t *testing.T) {
 		t.Fatal("the table changed or a refresh was counted without a newer map")
 	}
 }
+
+// TestFoundersReceiveTheFirstMapByPush starts a new cluster whose routing backstop never runs: every founder
+// installs the first partition map as the control plane commits it to that founder, and is ready with no
+// poll and no redirect, so that all the founders of a new cluster serve together.
+func TestFoundersReceiveTheFirstMapByPush(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, func(cfg *Config) { cfg.PollInterval = time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), minWait)
+	defer cancel()
+	for _, n := range c.live() {
+		if err := n.Ready(ctx); err != nil {
+			t.Fatalf("%s: %v", n.id, err)
+		}
+		s := &n.stats.routingStats
+		if push, poll, react := s.refreshes[causePush].Load(), s.refreshes[causePoll].Load(), s.refreshes[causeReact].Load(); push == 0 || poll+react != 0 {
+			t.Errorf("%s installed its maps %d times by push, %d by poll and %d on a redirect; want every one by push", n.id, push, poll, react)
+		}
+	}
+}

@@ -574,9 +574,9 @@ func startRaft(t *testing.T, s *RaftStore, fsm raft.FSM) *raft.Raft {
 
 func waitLeader(t *testing.T, r *raft.Raft) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); r.State() != raft.Leader; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); r.State() != raft.Leader; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no leader after 5s: %v", r.State())
+			t.Fatalf("no leader after 30s: %v", r.State())
 		}
 	}
 }

@@ -387,22 +387,3 @@ func (o options) startOpsServer(log *slog.Logger) (*opsServer, error) {
 	}
 	return startOpsServer(o.http, tlsCfg, log)
 }
-
-// joinWithRetry joins the cluster, retrying for up to timeout while the members to join through do not
-// answer yet, so the nodes of a cluster can be started in any order. Configuration errors are final.
-func joinWithRetry(ctx context.Context, cfg zaris.Config, timeout time.Duration, log *slog.Logger) (*zaris.Node, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		node, err := zaris.Join(ctx, cfg)
-		if err == nil || len(cfg.Join) == 0 || errors.Is(err, zaris.ErrInvalidConfig) ||
-			errors.Is(err, zaris.ErrClusterMismatch) || time.Now().After(deadline) {
-			return node, err
-		}
-		log.Warn("join failed; retrying", "join", cfg.Join, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
