@@ -603,8 +603,9 @@ func (c *respConn) cmdIncr(args [][]byte) {
 
 // cmdExpire serves EXPIRE and PEXPIRE. A non-positive time deletes the key, as in Redis.
 func (c *respConn) cmdExpire(args [][]byte) {
-	if len(args) > 3 {
-		c.wr.error("ERR Unsupported option " + cString(args[3], len(args[3])))
+	cond, msg := parseExpireOptions(args[3:])
+	if msg != "" {
+		c.wr.error(msg)
 		return
 	}
 	n, ok := parseCanonicalInt(args[2])
@@ -626,9 +627,36 @@ func (c *respConn) cmdExpire(args [][]byte) {
 	if n > 0 {
 		ttl = time.Duration(n) * scale
 	}
-	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl)}); ok {
+	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
 		c.wr.int(boolInt(reply.Status == StatusSuccess))
 	}
+}
+
+// parseExpireOptions reads EXPIRE's options NX, XX, GT and LT, returning Redis's error for an unknown or
+// incompatible one.
+func parseExpireOptions(opts [][]byte) (putCond, string) {
+	var cond putCond
+	for _, opt := range opts {
+		switch strings.ToUpper(string(opt)) {
+		case "NX":
+			cond |= condExpiryNone
+		case "XX":
+			cond |= condExpiryExists
+		case "GT":
+			cond |= condExpiryGreater
+		case "LT":
+			cond |= condExpiryLess
+		default:
+			return 0, "ERR Unsupported option " + cString(opt, len(opt))
+		}
+	}
+	switch {
+	case cond&condExpiryNone != 0 && cond != condExpiryNone:
+		return 0, "ERR NX and XX, GT or LT options at the same time are not compatible"
+	case cond&(condExpiryGreater|condExpiryLess) == condExpiryGreater|condExpiryLess:
+		return 0, "ERR GT and LT options at the same time are not compatible"
+	}
+	return cond, ""
 }
 
 // cmdTTL serves TTL and PTTL: -2 without the key, -1 without an expiry.

@@ -156,8 +156,8 @@ var fuzzCommands = []fuzzCommand{
 	{"getrange", func(g *fuzzGen) []string { return []string{g.key(), g.integer(), g.integer()} }},
 	{"strlen", func(g *fuzzGen) []string { return []string{g.key()} }},
 	{"type", func(g *fuzzGen) []string { return []string{g.key()} }},
-	{"expire", func(g *fuzzGen) []string { return []string{g.key(), g.seconds()} }},
-	{"pexpire", func(g *fuzzGen) []string { return []string{g.key(), g.millis()} }},
+	{"expire", func(g *fuzzGen) []string { return append([]string{g.key(), g.seconds()}, g.expireOptions()...) }},
+	{"pexpire", func(g *fuzzGen) []string { return append([]string{g.key(), g.millis()}, g.expireOptions()...) }},
 	{"ttl", func(g *fuzzGen) []string { return []string{g.key()} }},
 	{"pttl", func(g *fuzzGen) []string { return []string{g.key()} }},
 	{"persist", func(g *fuzzGen) []string { return []string{g.key()} }},
@@ -361,6 +361,11 @@ func (g *fuzzGen) expiry() []string {
 		return []string{g.oneOf("ex", "px")()}
 	}
 	return []string{"EX", "100"}
+}
+
+// expireOptions returns none to two of EXPIRE's options, compatible or not.
+func (g *fuzzGen) expireOptions() []string {
+	return g.upTo(2, g.oneOf("NX", "XX", "GT", "LT", "gt", "BOGUS"))
 }
 
 func (g *fuzzGen) setArgs() []string {
