@@ -16,7 +16,7 @@ import (
 
 // The differential fuzzer sends random command sequences to a real redis-server and to Zaris (one node, or
 // three through a cluster client that follows MOVED) and compares every reply after the normalisation of
-// sameReply, which docs/redis-differences.md describes with the differences that stay.
+// fuzzSameReply, which docs/redis-differences.md describes with the differences that stay.
 //
 // The default run is brief and replays a fixed seed. ZARIS_DIFFFUZZ=60s runs for that long: half on the
 // fixed seed, half on a random one that it prints. ZARIS_DIFFFUZZ_SEED=s replays seed s (with
@@ -45,6 +45,8 @@ type fuzzCmd struct {
 	pause bool   // may have set a TTL of a few milliseconds: wait past it before the next command
 }
 
+// TestRESPDiffFuzz runs the fuzzer against one Zaris node and against three, each beside a redis-server of
+// its own.
 func TestRESPDiffFuzz(t *testing.T) {
 	t.Parallel()
 	budget, long := diffFuzzBudget(t)
