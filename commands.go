@@ -22,6 +22,13 @@ const (
 	condIfExists                       // write only if the key has a live value
 	condKeepTTL                        // keep the current expiry instead of setting a new one
 	condReturnPrev                     // reply with the previous value
+
+	// The conditions of an expire (Redis's EXPIRE options), compared with the key's current expiry, none
+	// counting as infinite.
+	condExpiryNone    // NX: only if the key has no expiry
+	condExpiryExists  // XX: only if the key has an expiry
+	condExpiryGreater // GT: only if the new expiry is later
+	condExpiryLess    // LT: only if the new expiry is sooner
 )
 
 // IfAbsent makes a Put write only when the key has no live value. Otherwise Put fails with
@@ -138,9 +145,30 @@ func addSaturating(a, b int64) int64 {
 // expire gives key a new expiry ttl from now, or deletes it when ttl is not positive. It reports whether the
 // key had a live value.
 func (s *store) expire(segment int, key string, ttl time.Duration) bool {
-	return s.setExpiry(segment, key, func(_ *entry, now int64) (int64, bool, bool) {
-		return expiryFrom(now, ttl), ttl <= 0, true
+	set, _ := s.expireIf(segment, key, ttl, 0)
+	return set
+}
+
+// expireIf gives key the expiry ttl from now, deleting it for a non-positive ttl, when cond's expiry
+// conditions hold. It reports whether it did, and whether the key had a live value.
+func (s *store) expireIf(segment int, key string, ttl time.Duration, cond putCond) (set, existed bool) {
+	existed = s.setExpiry(segment, key, func(cur *entry, now int64) (int64, bool, bool) {
+		at, old := expiryFrom(now, ttl), cur.expiry()
+		if ttl <= 0 {
+			at = now + int64(ttl)
+		}
+		atMs, oldMs := at/int64(time.Millisecond), old/int64(time.Millisecond) // Redis compares milliseconds
+		switch {
+		case cond&condExpiryNone != 0 && old != 0,
+			cond&condExpiryExists != 0 && old == 0,
+			cond&condExpiryGreater != 0 && (old == 0 || atMs <= oldMs),
+			cond&condExpiryLess != 0 && old != 0 && atMs >= oldMs:
+			return 0, false, false
+		}
+		set = true
+		return at, ttl <= 0, true
 	})
+	return set, existed
 }
 
 // persist removes key's expiry. It reports whether the key had a live value and whether it had an expiry

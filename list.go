@@ -143,6 +143,10 @@ func applyLIndex(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	}
 	index, ok := parseInt(req.Args[0])
 	if !ok {
+		// Redis looks the key up first: a missing key or another type answers before a bad index.
+		if status := s.readCollection(seg, req.Key, kindList, func(collection) {}); status != StatusSuccess {
+			return kvReply{Status: status}
+		}
 		return invalidArgs(msgNotInteger)
 	}
 	var item []byte

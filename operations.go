@@ -217,7 +217,8 @@ func applyIncr(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 func applyExpire(s *store, seg int, req kvRequest, _ opLimits) kvReply {
-	return foundReply(s.expire(seg, req.Key, time.Duration(req.TTL)))
+	set, _ := s.expireIf(seg, req.Key, time.Duration(req.TTL), req.Cond)
+	return foundReply(set)
 }
 
 // applyPersist sets Int to 1 when it dropped an expiry.

@@ -347,7 +347,7 @@ func (c *respConn) helloOptions(opts [][]byte) (helloArgs, bool) {
 			h.name = opts[i+1]
 			i++
 		default:
-			c.wr.error(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opts[i], 64)))
+			c.wr.error(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", cString(opts[i], len(opts[i]))))
 			return h, false
 		}
 	}

@@ -304,14 +304,19 @@ func countSlots(m *ClusterMap, states memberStates) slotCounts {
 // respScanCount is the keys SCAN visits per call without COUNT, as in Redis.
 const respScanCount = 10
 
-// parseScanCursor reads a SCAN cursor: a scan position in decimal, "0" for the start. Anything but digits
-// whose number fits in 64 bits is refused, as Redis refuses a cursor that is not a number.
+// parseScanCursor reads a SCAN cursor as Redis does, with C's strtoul: decimal digits after an optional sign,
+// a negative number wrapping around 2^64, an empty cursor 0. A leading blank, anything after the digits or
+// a number past 64 bits is refused.
 func parseScanCursor(arg []byte) (uint64, bool) {
-	if len(arg) == 0 {
-		return 0, false
+	digits, negative := arg, false
+	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
+		digits, negative = digits[1:], digits[0] == '-'
+		if len(digits) == 0 {
+			return 0, false // strtoul converts nothing and stops at the sign
+		}
 	}
 	var n uint64
-	for _, ch := range arg {
+	for _, ch := range digits {
 		if ch < '0' || ch > '9' {
 			return 0, false
 		}
@@ -320,6 +325,9 @@ func parseScanCursor(arg []byte) (uint64, bool) {
 			return 0, false
 		}
 		n = n*10 + d
+	}
+	if negative {
+		n = -n
 	}
 	return n, true
 }

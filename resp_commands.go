@@ -25,8 +25,9 @@ type respCommand struct {
 	lastKey  int
 	step     int
 	acl      []string
-	noAuth   bool // may run before AUTH
-	parent   bool // has subcommands, which permissions name as parent|sub
+	noAuth   bool           // may run before AUTH
+	parent   bool           // has subcommands, which permissions name as parent|sub
+	subArity map[string]int // the arity of each subcommand, checked before the command runs or queues
 	run      func(c *respConn, args [][]byte)
 
 	// controlsMulti: runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT).
@@ -146,7 +147,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "hello", noMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
 		{name: "auth", noMulti: true, arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
 		{name: "quit", controlsMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
-		{parent: true, name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
+		{parent: true, name: "client", subArity: clientSubcommandArity, arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
 		{parent: true, name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
 		{parent: true, name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
 		{name: "recover", noMulti: true, arity: 1, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdRecover},
@@ -202,6 +203,8 @@ func (c *respConn) admission(cmd *respCommand, args [][]byte) string {
 		return unknownCommandMessage(args)
 	case !cmd.arityOK(len(args)):
 		return "ERR wrong number of arguments for '" + cmd.name + "' command"
+	case cmd.subArity != nil && !subcommandArityOK(cmd.subArity[strings.ToLower(string(args[1]))], len(args)):
+		return "ERR wrong number of arguments for '" + cmd.fullName(args) + "' command"
 	case c.user == nil && !cmd.noAuth:
 		return "NOAUTH Authentication required."
 	case c.user != nil:
@@ -228,14 +231,26 @@ func (s *respServer) lookup(name []byte) *respCommand {
 // unknownCommandMessage words the error the way Redis does, quoting the first arguments.
 func unknownCommandMessage(args [][]byte) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", clip(args[0], 128))
+	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", cString(args[0], 128))
+	// Redis quotes arguments until the quoted list reaches 128 bytes, the last one cut to fit.
+	quoted := 0
 	for _, arg := range args[1:] {
-		if b.Len() > 256 {
+		if quoted >= 128 {
 			break
 		}
-		fmt.Fprintf(&b, "'%s' ", clip(arg, 128))
+		q := "'" + cString(arg, 128-quoted) + "' "
+		quoted += len(q)
+		b.WriteString(q)
 	}
 	return b.String()
+}
+
+// cString is b as Redis prints an argument with %.*s: up to its first NUL byte, at most n bytes.
+func cString(b []byte, n int) string {
+	if nul := bytes.IndexByte(b, 0); nul >= 0 {
+		b = b[:nul]
+	}
+	return string(b[:min(len(b), n)])
 }
 
 // clip shortens b for an error message and replaces bytes that are not printable.
@@ -257,6 +272,8 @@ func isSubcommand(arg []byte, sub string) bool { return bytes.EqualFold(arg, []b
 func (c *respConn) syntaxError() { c.wr.error("ERR syntax error") }
 
 const notIntegerMessage = "ERR value is not an integer or out of range"
+
+const wrongTypeMessage = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 func (c *respConn) notInteger() { c.wr.error(notIntegerMessage) }
 
@@ -341,7 +358,7 @@ func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvR
 	case StatusSuccess, StatusNotFound:
 		return reply, true
 	case StatusWrongType:
-		c.wr.error("WRONGTYPE Operation against a key holding the wrong kind of value")
+		c.wr.error(wrongTypeMessage)
 		return reply, false
 	case StatusTooLarge:
 		c.wr.error("ERR the arguments or the reply exceed the size limits")
@@ -551,16 +568,16 @@ func (c *respConn) cmdMGet(args [][]byte) {
 }
 
 func (c *respConn) cmdMSet(args [][]byte) {
-	if len(args)%2 == 0 {
-		c.wr.error("ERR wrong number of arguments for 'mset' command")
-		return
-	}
 	keys := make([][]byte, 0, len(args)/2)
 	for i := 1; i < len(args); i += 2 {
 		keys = append(keys, args[i])
 	}
-	seg, ok := c.ownKeys(keys)
+	seg, ok := c.ownKeys(keys) // as in Redis Cluster, where the keys live is checked before their values
 	if !ok {
+		return
+	}
+	if len(args)%2 == 0 {
+		c.wr.error("ERR wrong number of arguments for 'mset' command")
 		return
 	}
 	for i := 1; i < len(args); i += 2 {
@@ -596,8 +613,9 @@ func (c *respConn) cmdIncr(args [][]byte) {
 
 // cmdExpire serves EXPIRE and PEXPIRE. A non-positive time deletes the key, as in Redis.
 func (c *respConn) cmdExpire(args [][]byte) {
-	if len(args) > 3 {
-		c.wr.error(fmt.Sprintf("ERR Unsupported option %s", clip(args[3], 64)))
+	cond, msg := parseExpireOptions(args[3:])
+	if msg != "" {
+		c.wr.error(msg)
 		return
 	}
 	n, ok := parseCanonicalInt(args[2])
@@ -609,17 +627,46 @@ func (c *respConn) cmdExpire(args [][]byte) {
 	if args[0][0]|0x20 == 'p' {
 		scale = time.Millisecond
 	}
-	if n > math.MaxInt64/int64(scale) || n < math.MinInt64/int64(scale) {
+	// Redis refuses a time in seconds whose milliseconds overflow, and a time whose deadline does; any other
+	// time in the past deletes. Zaris keeps deadlines in nanoseconds, so it refuses one past 2262.
+	if n > math.MaxInt64/int64(scale) || scale == time.Second && n < math.MinInt64/1000 {
 		c.wr.error("ERR invalid expire time in '" + strings.ToLower(string(args[0])) + "' command")
 		return
 	}
-	ttl := time.Duration(n) * scale
-	if ttl <= 0 {
-		ttl = -1 // a zero TTL means "none" on the wire; the store deletes on any non-positive one
+	ttl := time.Duration(-1) // a zero TTL means "none" on the wire; the store deletes on any non-positive one
+	if n > 0 {
+		ttl = time.Duration(n) * scale
 	}
-	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl)}); ok {
+	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
 		c.wr.int(boolInt(reply.Status == StatusSuccess))
 	}
+}
+
+// parseExpireOptions reads EXPIRE's options NX, XX, GT and LT, returning Redis's error for an unknown or
+// incompatible one.
+func parseExpireOptions(opts [][]byte) (putCond, string) {
+	var cond putCond
+	for _, opt := range opts {
+		switch strings.ToUpper(string(opt)) {
+		case "NX":
+			cond |= condExpiryNone
+		case "XX":
+			cond |= condExpiryExists
+		case "GT":
+			cond |= condExpiryGreater
+		case "LT":
+			cond |= condExpiryLess
+		default:
+			return 0, "ERR Unsupported option " + cString(opt, len(opt))
+		}
+	}
+	switch {
+	case cond&condExpiryNone != 0 && cond != condExpiryNone:
+		return 0, "ERR NX and XX, GT or LT options at the same time are not compatible"
+	case cond&(condExpiryGreater|condExpiryLess) == condExpiryGreater|condExpiryLess:
+		return 0, "ERR GT and LT options at the same time are not compatible"
+	}
+	return cond, ""
 }
 
 // cmdTTL serves TTL and PTTL: -2 without the key, -1 without an expiry.
@@ -730,13 +777,28 @@ func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, strin
 }
 
 // badExpiry answers GETEX's invalid expiry argument as Redis does, after looking the key up: null when the
-// key is missing, msg otherwise.
+// key is missing, WRONGTYPE for a collection, msg otherwise.
 func (c *respConn) badExpiry(key, msg string) {
-	reply, ok := c.keyOp(opExists, &kvRequest{Key: key})
-	switch {
+	reply, ok := c.keyOp(opType, &kvRequest{Key: key})
+	switch t := string(reply.Value); {
 	case !ok:
-	case reply.Status == StatusNotFound:
+	case t == "none":
 		c.wr.null()
+	case t != "string":
+		c.wr.error(wrongTypeMessage)
+	default:
+		c.wr.error(msg)
+	}
+}
+
+// refuseString answers msg for a command refused by its arguments, after looking the key up as Redis
+// does first: WRONGTYPE when it holds a collection.
+func (c *respConn) refuseString(key []byte, msg string) {
+	reply, ok := c.keyOp(opType, &kvRequest{Key: string(key)})
+	switch t := string(reply.Value); {
+	case !ok:
+	case t != "none" && t != "string":
+		c.wr.error(wrongTypeMessage)
 	default:
 		c.wr.error(msg)
 	}
@@ -753,7 +815,7 @@ func (c *respConn) cmdSetRange(args [][]byte) {
 	case len(args[3]) == 0:
 		c.cmdStrlen(args[:2])
 	case offset > int64(c.srv.limits.maxBulk-len(args[3])):
-		c.wr.error(refusalMessage(opSetRange, refusedTooLarge))
+		c.refuseString(args[1], refusalMessage(opSetRange, refusedTooLarge))
 	default:
 		if reply, ok := c.keyOp(opSetRange, &kvRequest{Key: string(args[1]), Delta: offset, Value: args[3]}); ok {
 			c.wr.int(reply.Int)
@@ -874,6 +936,10 @@ func validClientName(name []byte) bool {
 	return true
 }
 
+// clientSubcommandArity is the arity of each CLIENT subcommand served, in Redis's convention.
+var clientSubcommandArity = map[string]int{"setname": 3, "getname": 2, "id": 2, "setinfo": 4, "info": 2,
+	"tracking": -3, "caching": 3, "trackinginfo": 2}
+
 // cmdClient serves the CLIENT subcommands clients send while connecting.
 func (c *respConn) cmdClient(args [][]byte) {
 	sub := args[1]
@@ -911,6 +977,11 @@ func (c *respConn) cmdClient(args [][]byte) {
 	default:
 		c.unknownSubcommand("client", sub)
 	}
+}
+
+// subcommandArityOK reports whether n arguments fit a subcommand's arity; 0, an unknown subcommand, fits any.
+func subcommandArityOK(arity, n int) bool {
+	return arity == 0 || arity > 0 && n == arity || arity < 0 && n >= -arity
 }
 
 // ---- Introspection ----

@@ -85,6 +85,12 @@ func (c *respConn) enqueue(cmd *respCommand, args [][]byte) {
 			return
 		}
 	}
+	if c.multi.flagged {
+		// As in Redis, a doomed transaction queues no more: EXEC checks the slots of the commands queued
+		// before the refusal only.
+		c.wr.simple("QUEUED")
+		return
+	}
 	if !c.holdTxn(argsSize(args)) {
 		c.reject(cmd, txnTooLargeMessage)
 		return
@@ -140,6 +146,11 @@ func (c *respConn) cmdDiscard([][]byte) {
 // keeps the version it had then.
 func (c *respConn) cmdWatch(args [][]byte) {
 	if c.multi != nil {
+		// Redis Cluster checks where the keys live first: a refusal there dooms the transaction.
+		if _, ok := c.ownKeys(args[1:]); !ok {
+			c.flagMulti()
+			return
+		}
 		c.wr.error(watchInMultiMessage)
 		return
 	}

@@ -1,7 +1,6 @@
 package zaris
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"strconv"
@@ -13,13 +12,11 @@ import (
 // Sorted set operations: a key holding members ordered by score. A write ships the members it changes
 // with their new scores.
 
-// parseScore parses a score as Redis does: a float, inf or -inf, never NaN.
+// parseScore parses a score to store as Redis does: all of it a float for strtod, no leading space, not out
+// of range, never NaN; inf and -inf are scores.
 func parseScore(b []byte) (float64, bool) {
-	if len(b) == 0 || b[0] == ' ' || b[len(b)-1] == ' ' || bytes.IndexByte(b, '_') >= 0 {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil && !math.IsInf(f, 0) || math.IsNaN(f) {
+	f, n, rangeErr := cStrtod(string(b))
+	if len(b) == 0 || isCSpace(b[0]) || n != len(b) || rangeErr && (math.IsInf(f, 0) || f == 0) || math.IsNaN(f) {
 		return 0, false
 	}
 	return f, true
@@ -121,6 +118,12 @@ func applyZAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 			}
 			if f.incr {
 				incremented = formatScore(score)
+				if score == 0 && math.Signbit(score) {
+					incremented = []byte("-0") // Redis answers the sum's sign but stores a zero as 0
+				}
+			}
+			if score == 0 {
+				score = 0
 			}
 			if exists && score == old {
 				continue
@@ -226,10 +229,11 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
 		return r, wrongArgCount("zrange")
 	}
 	for i := 2; i < len(args); i++ {
+		// As in Redis, REV and BYSCORE may each be given once.
 		switch opt := strings.ToLower(string(args[i])); {
-		case opt == "byscore":
+		case opt == "byscore" && !r.byScore:
 			r.byScore = true
-		case opt == "rev":
+		case opt == "rev" && !r.rev:
 			r.rev = true
 		case opt == "withscores":
 			r.withScores = true
@@ -241,13 +245,13 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
 			}
 			r.limited, r.offset, r.count = true, off, cnt
 			i += 2
-		case opt == "bylex":
+		case opt == "bylex" && !r.byScore:
 			return r, invalidArgs("ERR BYLEX is not supported")
 		default:
 			return r, invalidArgs(msgSyntax)
 		}
 	}
-	if r.limited && !r.byScore {
+	if r.limited && r.count != -1 && !r.byScore { // Redis reads a count of -1 as no LIMIT given
 		return r, invalidArgs("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 	}
 	if !r.byScore {
@@ -272,13 +276,18 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
 	return r, kvReply{}
 }
 
-// scoreBound parses a score range bound: a score, exclusive with a leading '('.
+// scoreBound parses a score range bound, exclusive with a leading '(', as Redis does: what strtod reads up to
+// the end or a NUL byte, leading space allowed, an empty bound 0, an overflow infinite, never NaN.
 func scoreBound(b []byte) (score float64, exclusive, ok bool) {
 	if len(b) > 0 && b[0] == '(' {
 		exclusive, b = true, b[1:]
 	}
-	score, ok = parseScore(b)
-	return score, exclusive, ok
+	s := string(b)
+	if nul := strings.IndexByte(s, 0); nul >= 0 {
+		s = s[:nul]
+	}
+	score, n, _ := cStrtod(s)
+	return score, exclusive, n == len(s) && !math.IsNaN(score)
 }
 
 // applyZRange answers members, with their scores when asked, by rank or by score, ascending or descending.
