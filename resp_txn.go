@@ -51,6 +51,7 @@ const (
 	execAbortedMessage   = "EXECABORT Transaction discarded because of previous errors."
 	noMultiMessage       = "ERR Command not allowed inside a transaction"
 	replyTooLargeMessage = "ERR the arguments or the reply exceed the size limits"
+	groupTooLargeMessage = "ERR the transaction's writes exceed the size one replication message can carry"
 	txnTooLargeMessage   = "ERR the transaction exceeds the query buffer limit"
 	watchInMultiMessage  = "ERR WATCH inside MULTI is not allowed"
 )
@@ -442,5 +443,20 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
-	return k.apply(c.exec.g, seg, *req, c.exec.lim)
+	reply := k.apply(c.exec.g, seg, *req, c.exec.lim)
+	if c.exec.g.takeRefusal() {
+		return kvReply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+	}
+	return reply
+}
+
+// groupHasRoom reports whether writes taking n bytes (groupWriteBytes) fit in the atomic group the command
+// runs in, if any, and otherwise answers the command with an error: a command on several keys asks before
+// its first write, so that it writes all of them or none.
+func (c *respConn) groupHasRoom(n int) bool {
+	if c.exec == nil || c.exec.g.groupHasRoom(n) {
+		return true
+	}
+	c.wr.error(groupTooLargeMessage)
+	return false
 }

@@ -111,6 +111,9 @@ func runTxn(g *store, seg int, txn string, items []txnItem, lim opLimits) kvRepl
 		sub := lim
 		sub.maxReplyBytes = budget
 		r := lookupKeyOp(items[i].op).apply(g, seg, items[i].req, sub)
+		if g.takeRefusal() {
+			r = kvReply{Status: StatusTooLarge}
+		}
 		encoded := r.appendMsg(nil)
 		if len(encoded) > budget && (r.Value != nil || r.Values != nil) {
 			encoded = (&kvReply{Status: StatusTooLarge}).appendMsg(nil)
