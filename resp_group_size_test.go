@@ -9,7 +9,7 @@ import (
 )
 
 // TestRESPAtomicWritesFitAFrame checks that an atomic group's writes stay within what one replication op
-// can carry (half of MaxFrameSize): with a 1 MiB frame, EXEC's SETRANGEs past 512 KiB are refused, each
+// can carry (half of MaxFrameSize): with a 1 MiB frame, EXEC's SETRANGEs and SET past 512 KiB are refused, each
 // with an error and nothing written, while the ones before run; an MSET past it is refused whole and one
 // under it succeeds. Every write that ran reaches the replica, which never leaves the in-sync set.
 func TestRESPAtomicWritesFitAFrame(t *testing.T) {
@@ -33,18 +33,18 @@ func TestRESPAtomicWritesFitAFrame(t *testing.T) {
 		}
 	}
 
-	// Five ops of 250 KB: 1.25 MB, more than a frame. The first two fit in 512 KiB.
+	// Six ops of 250 KB: 1.5 MB, more than a frame. The first two fit in 512 KiB.
 	cmds := respCmd("MULTI")
 	for i := range 5 {
 		cmds += respCmd("SETRANGE", fmt.Sprintf("%sr%d", tag, i), offset, "x")
 	}
-	conn.send(cmds + respCmd("EXEC"))
-	expect("+OK", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "*5", ":250001", ":250001")
-	for range 3 {
+	value := strings.Repeat("v", 250000)
+	conn.send(cmds + respCmd("SET", tag+"s", value) + respCmd("EXEC"))
+	expect("+OK", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "*6", ":250001", ":250001")
+	for range 4 {
 		expect("-" + groupTooLargeMessage)
 	}
 
-	value := strings.Repeat("v", 250000)
 	mset := func(keys ...string) string {
 		args := []string{"MSET"}
 		for _, k := range keys {
@@ -57,7 +57,7 @@ func TestRESPAtomicWritesFitAFrame(t *testing.T) {
 	conn.send(mset("n0", "n1"))
 	expect("+OK")
 
-	for key, want := range map[string]bool{"r0": true, "r1": true, "r2": false, "r3": false, "r4": false,
+	for key, want := range map[string]bool{"r0": true, "r1": true, "r2": false, "r3": false, "r4": false, "s": false,
 		"m0": false, "m1": false, "m2": false, "m3": false, "m4": false, "n0": true, "n1": true} {
 		if _, _, ok := owner.store.get(seg, tag+key); ok != want {
 			t.Errorf("%s present: %v; want %v", tag+key, ok, want)

@@ -473,7 +473,8 @@ func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl ti
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
 // write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
 // Entries are never modified once stored: fn must build a new one. Writes to collections go through
-// writeCollection instead; both end in commit, the one place that orders a segment's writes.
+// writeCollection instead; both end in commit, the one place that orders a segment's writes. A write its
+// atomic group refuses (admits) returns next unstored.
 func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
 	now := s.now()
 	seg := &s.segments[segment]
@@ -484,8 +485,11 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 		cur = nil
 	}
 	next, write := fn(cur, now)
-	if !write || !s.admits(key, next, writeChange{}) {
+	if !write {
 		return cur
+	}
+	if !s.admits(key, next, writeChange{}) {
+		return next // unstored, as callers of a write expect an entry; the group answers for the refusal
 	}
 	s.commit(segment, seg, key, next, writeChange{at: now})
 	return next
