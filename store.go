@@ -273,7 +273,9 @@ type writeGroup struct {
 	atomic bool
 	ops    []durability.Op
 	bytes  int // what ops take (groupWriteBytes)
-	// refused is set by a write refused for taking the group past the store's maxGroupBytes, and every
+	// maxBytes bounds bytes: the store's maxGroupBytes, 0 for no bound (liftBound).
+	maxBytes int
+	// refused is set by a write refused for taking the group past maxBytes, and every
 	// write after it is refused too, until takeRefusal clears it.
 	refused bool
 	// read marks a view of readAtomically, under the segment's read lock: it must not write.
@@ -301,10 +303,10 @@ func (s *store) hook() writeHook {
 // MaxValueSize.
 func (s *store) admits(key string, next *entry, change writeChange) bool {
 	g := s.group
-	if g == nil || !g.atomic || g.parent.maxGroupBytes == 0 {
+	if g == nil || !g.atomic || g.maxBytes == 0 {
 		return true
 	}
-	if !g.refused && g.bytes+groupWriteBytes(key, next, change) <= g.parent.maxGroupBytes {
+	if !g.refused && g.bytes+groupWriteBytes(key, next, change) <= g.maxBytes {
 		return true
 	}
 	g.refused = true
@@ -315,7 +317,15 @@ func (s *store) admits(key string, next *entry, change writeChange) bool {
 // view, for a command that writes several keys and must write all of them or none.
 func (s *store) groupHasRoom(n int) bool {
 	g := s.group
-	return g == nil || !g.atomic || g.parent.maxGroupBytes == 0 || !g.refused && g.bytes+n <= g.parent.maxGroupBytes
+	return g == nil || !g.atomic || g.maxBytes == 0 || !g.refused && g.bytes+n <= g.maxBytes
+}
+
+// liftBound lets the atomic group of this view take any size: for the writes of a transaction's
+// two-phase commit, which the transaction's own size bounds (Tx.buffer) and which must never stop half way.
+func (s *store) liftBound() {
+	if s.group != nil {
+		s.group.maxBytes = 0
+	}
 }
 
 // takeRefusal reports whether a write was refused since the last call (admits), and clears it.
@@ -375,7 +385,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 		defer root.segments[segment].mu.Unlock()
 	}
 	seg := &root.segments[segment]
-	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true}}
+	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true, maxBytes: root.maxGroupBytes}}
 	fn(g)
 	ops := g.group.ops
 	if len(ops) == 0 {

@@ -12,7 +12,7 @@ import (
 // TestAtomicGroupRefusesWritesPastItsBound runs key operations in one atomic group of a store bounded at
 // 1000 bytes: a put, an expiry, a collection op and an append that would take the group past the bound
 // are refused and change nothing, writes that fit still run, and the group's op stays within the bound.
-// A transaction's item past the bound answers StatusTooLarge.
+// A transaction's item past the bound answers StatusTooLarge, unless it is a step of a two-phase commit.
 func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 	s := newStore(1, systemClock{})
 	s.maxGroupBytes = 1000
@@ -65,5 +65,11 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 	}
 	if _, _, ok := s.get(0, "d"); ok {
 		t.Fatal("the refused put of a transaction was written")
+	}
+	// A step of a two-phase commit is bounded by its transaction's size, and never stops half way.
+	r = applyTxn(s, 0, kvRequest{Value: []byte("txn"), Args: txnArgs(items[0], txnItem{op: opPut, req: kvRequest{Key: "d", Value: bytes.Repeat([]byte("v"), 900)}})}, lim)
+	must(t, second.decodeMsg(r.Values[1]))
+	if _, _, ok := s.get(0, "d"); second.Status != StatusSuccess || !ok {
+		t.Fatalf("a two-phase commit's step past the bound answered %v, wrote %v", second.Status, ok)
 	}
 }
