@@ -89,6 +89,14 @@ func (op *collOp) encode() []byte {
 	return durability.AppendArgs(nil, append(all, op.args...))
 }
 
+// size is at least the length of what encode returns, without encoding.
+func (op *collOp) size() int {
+	if op.encoded != nil {
+		return len(op.encoded)
+	}
+	return durability.ArgsSize(op.args) + 8 // the flags and the longer array header
+}
+
 // decodeCollOp reads what encode wrote.
 func decodeCollOp(k durability.OpKind, value []byte) (collOp, error) {
 	args, err := durability.DecodeArgs(value)

@@ -124,7 +124,8 @@ type Config struct {
 	TxnRecordRetention time.Duration
 	// MaxValueSize bounds a stored value, and the arguments of one collection operation, in bytes.
 	MaxValueSize int
-	// MaxFrameSize bounds one data-plane frame, in bytes. A collection read answers at most half of it.
+	// MaxFrameSize bounds one data-plane frame, in bytes. A collection read answers at most half of it, and
+	// an atomic write (EXEC, a command on several keys, a transaction) writes at most half of it.
 	MaxFrameSize int
 	// DataMaxConns caps the connections the data port serves at once; a further one is refused. Each peer
 	// needs one, so it bounds the cluster's size as well as what strangers can open.

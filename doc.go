@@ -168,7 +168,10 @@
 // runs in the middle of another, a command on several keys (MGET, MSET, DEL, EXISTS) reads them all at one
 // revision of their segment and writes them as one atomic write, WATCH reads its keys' versions at one
 // revision, and a key's reads (GET, HGETALL...) see a whole EXEC or none of it; under the Sync concern, only
-// once every in-sync replica holds it, which a replica that takes over applies whole too. CLIENT TRACKING (the default mode,
+// once every in-sync replica holds it, which a replica that takes over applies whole too. As that write
+// reaches replicas as one message, its writes together are bounded by half of MaxFrameSize: inside EXEC, a
+// command whose write would pass the bound fails with an error and writes nothing, and an MSET or DEL past
+// it is refused whole. CLIENT TRACKING (the default mode,
 // with OPTIN or OPTOUT, pushes in RESP3) serves Redis client-side caching: a node remembers the keys each
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
 // node, or when it stops owning the key.

@@ -201,6 +201,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.store.onWrite = n.recordWrite
+	n.store.maxGroupBytes = n.cfg.MaxFrameSize / 2 // an atomic group reaches replicas as one op, in one frame
 	if err := n.listen(); err != nil {
 		return err
 	}

@@ -361,7 +361,11 @@ func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvR
 		c.wr.error(wrongTypeMessage)
 		return reply, false
 	case StatusTooLarge:
-		c.wr.error("ERR the arguments or the reply exceed the size limits")
+		if reply.Value != nil {
+			c.wr.error(string(reply.Value))
+			return reply, false
+		}
+		c.wr.error(replyTooLargeMessage)
 		return reply, false
 	case StatusInvalidRequest:
 		if reply.Value != nil {
@@ -531,6 +535,15 @@ func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
 	if !ok {
 		return
 	}
+	if !readOnly(op) {
+		size := 0
+		for _, k := range keys {
+			size += len(k) + groupOpOverhead
+		}
+		if !c.groupHasRoom(size) {
+			return
+		}
+	}
 	var count int64
 	for _, k := range keys {
 		reply, ok := c.apply(op, seg, c.request(k))
@@ -578,6 +591,13 @@ func (c *respConn) cmdMSet(args [][]byte) {
 	}
 	if len(args)%2 == 0 {
 		c.wr.error("ERR wrong number of arguments for 'mset' command")
+		return
+	}
+	size := 0
+	for i := 1; i < len(args); i += 2 {
+		size += len(args[i]) + len(args[i+1]) + groupOpOverhead
+	}
+	if !c.groupHasRoom(size) {
 		return
 	}
 	for i := 1; i < len(args); i += 2 {

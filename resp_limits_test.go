@@ -3,6 +3,7 @@ package zaris
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -245,4 +246,68 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 			t.Fatalf("reply %q, want %q", got, tc.want)
 		}
 	}
+}
+
+// TestRESPBufferedRepliesBounded sends small commands whose replies are huge: MGET of one large key many
+// times, and an EXEC of many GETs of it. Their replies are held until their segment's group ends, within
+// the budget the query buffers share: MGET past it is refused with an error on a connection that serves on,
+// an EXEC past it closes its connection, and every byte is given back.
+func TestRESPBufferedRepliesBounded(t *testing.T) {
+	const valueSize, total, times = 1 << 20, 8 << 20, 64
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.MaxValueSize = valueSize
+		cfg.RESPMaxQueryBufferTotal = total
+	})
+	node := c.node(0)
+	budget := node.resp.budget
+	if err := node.Put(bg(t), "{m}big", make([]byte, valueSize)); err != nil {
+		t.Fatal(err)
+	}
+	mget := func(n int) string {
+		args := []string{"MGET"}
+		for range n {
+			args = append(args, "{m}big")
+		}
+		return respCmd(args...)
+	}
+
+	r := dialRaw(t, node.RESPAddr())
+	r.send(mget(times))
+	if got := r.line(); got != "-"+replyTooLargeMessage {
+		t.Fatalf("MGET of a %d MiB reply over a %d MiB budget: %q", times, total>>20, got)
+	}
+	r.send(mget(2) + respCmd("PING"))
+	if got := r.line(); got != "*2" {
+		t.Fatalf("MGET of two values after the refusal: %q", got)
+	}
+	for range 2 {
+		if got := r.line(); got != fmt.Sprintf("$%d", valueSize) {
+			t.Fatalf("MGET's value: %q", got[:min(len(got), 32)])
+		}
+		if _, err := io.ReadFull(r.rd, make([]byte, valueSize+2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.line(); got != "+PONG" {
+		t.Fatalf("PING after MGET: %q", got)
+	}
+
+	x := dialRaw(t, node.RESPAddr())
+	x.send(respCmd("MULTI") + strings.Repeat(respCmd("GET", "{m}big"), times))
+	if got := x.line(); got != "+OK" {
+		t.Fatalf("MULTI: %q", got)
+	}
+	for range times {
+		if got := x.line(); got != "+QUEUED" {
+			t.Fatalf("GET in MULTI: %q", got)
+		}
+	}
+	x.send(respCmd("EXEC"))
+	x.expectClosed()
+
+	if peak := budget.peak.Load(); peak > total {
+		t.Fatalf("buffered replies peaked at %d bytes, over the %d limit", peak, total)
+	}
+	r.conn.Close()
+	waitFor(t, 10*time.Second, "every byte given back", func() bool { return budget.used.Load() == 0 })
 }

@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 
 	"github.com/zaris-go/zaris/transport"
@@ -40,14 +41,19 @@ type execGroup struct {
 	read bool // a read-only view (store.readAtomically): only reads may run
 }
 
+// errReplyTooLarge fails the writes of a replyBuffer past the server's budget.
+var errReplyTooLarge = errors.New("zaris: the reply exceeds the RESP query buffer budget")
+
 // respTxnOverhead is what the connection keeps per queued command or watched key besides its bytes.
 const respTxnOverhead = 64
 
 const (
-	execAbortedMessage  = "EXECABORT Transaction discarded because of previous errors."
-	noMultiMessage      = "ERR Command not allowed inside a transaction"
-	txnTooLargeMessage  = "ERR the transaction exceeds the query buffer limit"
-	watchInMultiMessage = "ERR WATCH inside MULTI is not allowed"
+	execAbortedMessage   = "EXECABORT Transaction discarded because of previous errors."
+	noMultiMessage       = "ERR Command not allowed inside a transaction"
+	replyTooLargeMessage = "ERR the arguments or the reply exceed the size limits"
+	groupTooLargeMessage = "ERR the transaction's writes exceed the size one replication message can carry"
+	txnTooLargeMessage   = "ERR the transaction exceeds the query buffer limit"
+	watchInMultiMessage  = "ERR WATCH inside MULTI is not allowed"
 )
 
 // reject answers a command refused before it ran. Inside MULTI the refusal dooms the transaction, and a
@@ -288,7 +294,7 @@ func txnKeys(queue []queuedCommand, watched []watchedKey) [][]byte {
 // execAtomically runs the queued commands in one atomic group of seg, unless a watched key changed.
 func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand, watched []watchedKey) {
 	names := keyNames(keys)
-	var replies []byte
+	var replies *replyBuffer
 	ran := false
 	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
 		if changedSince(g, seg, watched) {
@@ -298,6 +304,9 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies, ran = c.runQueued(queue), true
 	})
+	if replies != nil && (status != StatusSuccess || !ran) {
+		replies.release()
+	}
 	switch {
 	case status != StatusSuccess:
 		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
@@ -320,7 +329,7 @@ func changedSince(g *store, seg int, watched []watchedKey) bool {
 
 // runQueued runs the queued commands and returns their replies, written in the connection's protocol
 // into a buffer of their own, so that nothing goes out before EXEC knows it succeeded.
-func (c *respConn) runQueued(queue []queuedCommand) []byte {
+func (c *respConn) runQueued(queue []queuedCommand) *replyBuffer {
 	return c.buffered(func() {
 		for _, q := range queue {
 			replyAt := len(c.wr.buf)
@@ -334,15 +343,53 @@ func (c *respConn) runQueued(queue []queuedCommand) []byte {
 
 // buffered runs fn with the connection's replies written into a buffer of their own, in its protocol,
 // and returns them.
-func (c *respConn) buffered(fn func()) []byte {
-	var out bytes.Buffer
+func (c *respConn) buffered(fn func()) *replyBuffer {
+	out := &replyBuffer{budget: c.srv.budget}
 	conn := c.wr
-	c.wr = newRESPWriter(&out)
+	c.wr = newRESPWriter(out)
 	defer func() { c.wr = conn }() // also when a command panics (panics.go)
 	c.wr.proto = conn.proto
 	fn()
 	c.wr.flush()
-	return out.Bytes()
+	return out
+}
+
+// replyBuffer holds the replies of commands run inside a segment's group until the group ends. Its bytes
+// count in the budget the connections' query buffers share, so that a small command with a huge reply
+// (MGET of one large key a million times) cannot take the process's memory: once the budget is spent,
+// writes fail and the reply is marked incomplete.
+type replyBuffer struct {
+	buf        bytes.Buffer
+	budget     *respBudget
+	held       int
+	incomplete bool
+}
+
+func (b *replyBuffer) Write(p []byte) (int, error) {
+	if b.incomplete || !b.budget.reserve(len(p)) {
+		b.incomplete = true
+		return 0, errReplyTooLarge
+	}
+	b.held += len(p)
+	return b.buf.Write(p)
+}
+
+// sendTo writes the replies to the connection's writer and gives their bytes back to the budget. An
+// incomplete reply cannot be sent: the connection is closed instead, as Redis closes a client past its
+// output buffer limit.
+func (b *replyBuffer) sendTo(c *respConn) {
+	defer b.release()
+	if b.incomplete {
+		c.srv.log.Warn("closing a RESP connection whose reply exceeds the query buffer budget", "client", c.id, "remote", c.conn.RemoteAddr().String())
+		c.quit, c.hangUp = true, true
+		return
+	}
+	c.wr.raw(b.buf.Bytes())
+}
+
+func (b *replyBuffer) release() {
+	b.budget.release(b.held)
+	b.held = 0
 }
 
 // runCommand runs a command outside a transaction. A command on several keys (MGET, MSET, DEL, EXISTS)
@@ -360,7 +407,7 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		return
 	}
 	write := cmd.hasFlag("write")
-	var replies []byte
+	var replies *replyBuffer
 	run := func(g *store, lim opLimits) {
 		c.exec = &execGroup{g: g, seg: seg, lim: lim, read: !write}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
@@ -372,17 +419,26 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	} else {
 		status = c.srv.owner.readAtomically(c.srv.ctx, seg, keyNames(keys), run)
 	}
-	if status != StatusSuccess {
+	switch {
+	case status != StatusSuccess:
+		if replies != nil {
+			replies.release()
+		}
 		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
-		return
+	case replies.incomplete && !write:
+		replies.release()
+		c.wr.error(replyTooLargeMessage)
+	default:
+		replies.sendTo(c)
 	}
-	c.wr.raw(replies)
 }
 
 // writeExec writes EXEC's array of n replies.
-func (c *respConn) writeExec(replies []byte, n int) {
-	c.wr.array(n)
-	c.wr.raw(replies)
+func (c *respConn) writeExec(replies *replyBuffer, n int) {
+	if !replies.incomplete {
+		c.wr.array(n)
+	}
+	replies.sendTo(c)
 }
 
 // applyKV runs one key operation on an owned segment: through the owner, or within the atomic group of
@@ -398,5 +454,20 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
-	return k.apply(c.exec.g, seg, *req, c.exec.lim)
+	reply := k.apply(c.exec.g, seg, *req, c.exec.lim)
+	if c.exec.g.takeRefusal() {
+		return kvReply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+	}
+	return reply
+}
+
+// groupHasRoom reports whether writes taking n bytes (groupWriteBytes) fit in the atomic group the command
+// runs in, if any, and otherwise answers the command with an error: a command on several keys asks before
+// its first write, so that it writes all of them or none.
+func (c *respConn) groupHasRoom(n int) bool {
+	if c.exec == nil || c.exec.g.groupHasRoom(n) {
+		return true
+	}
+	c.wr.error(groupTooLargeMessage)
+	return false
 }

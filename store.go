@@ -242,6 +242,25 @@ type store struct {
 	// atomically): its methods take no lock and touch that segment only.
 	group *writeGroup
 	views []store // one view per segment, for applyExclusive
+	// maxGroupBytes bounds the ops of an atomic group, which travel to replicas as one op in one frame
+	// (groupWriteBytes counts them); 0 for no bound.
+	maxGroupBytes int
+}
+
+// groupOpOverhead is what an op of an atomic group takes besides its key and value: its fixed fields as
+// durability.AppendOp writes them, rounded up.
+const groupOpOverhead = 64
+
+// groupWriteBytes is what the op of a write (opOfWrite) takes in its atomic group's op.
+func groupWriteBytes(key string, next *entry, change writeChange) int {
+	n := len(key) + groupOpOverhead
+	switch {
+	case change.coll != nil:
+		n += change.coll.size()
+	case next != nil:
+		n += len(next.value())
+	}
+	return n
 }
 
 // writeGroup is what a view of the store knows of its segment and its writes.
@@ -253,6 +272,12 @@ type writeGroup struct {
 	// each taking a revision of its own.
 	atomic bool
 	ops    []durability.Op
+	bytes  int // what ops take (groupWriteBytes)
+	// maxBytes bounds bytes: the store's maxGroupBytes, 0 for no bound (liftBound).
+	maxBytes int
+	// refused is set by a write refused for taking the group past maxBytes, and every
+	// write after it is refused too, until takeRefusal clears it.
+	refused bool
 	// read marks a view of readAtomically, under the segment's read lock: it must not write.
 	read bool
 }
@@ -270,6 +295,47 @@ func (s *store) hook() writeHook {
 		return s.group.parent.onWrite
 	}
 	return s.onWrite
+}
+
+// admits reports whether a write, whose op opOfWrite(key, next, change) makes, fits in the atomic group of
+// this view, and otherwise marks the group refused. Writes ask before they change anything, so a refused
+// write leaves the store as it was. Outside an atomic group every write fits: one op is bounded by
+// MaxValueSize.
+func (s *store) admits(key string, next *entry, change writeChange) bool {
+	g := s.group
+	if g == nil || !g.atomic || g.maxBytes == 0 {
+		return true
+	}
+	if !g.refused && g.bytes+groupWriteBytes(key, next, change) <= g.maxBytes {
+		return true
+	}
+	g.refused = true
+	return false
+}
+
+// groupHasRoom reports whether writes taking n bytes (groupWriteBytes) would fit in the atomic group of this
+// view, for a command that writes several keys and must write all of them or none.
+func (s *store) groupHasRoom(n int) bool {
+	g := s.group
+	return g == nil || !g.atomic || g.maxBytes == 0 || !g.refused && g.bytes+n <= g.maxBytes
+}
+
+// liftBound lets the atomic group of this view take any size: for the writes of a transaction's
+// two-phase commit, which the transaction's own size bounds (Tx.buffer) and which must never stop half way.
+func (s *store) liftBound() {
+	if s.group != nil {
+		s.group.maxBytes = 0
+	}
+}
+
+// takeRefusal reports whether a write was refused since the last call (admits), and clears it.
+func (s *store) takeRefusal() bool {
+	g := s.group
+	if g == nil || !g.refused {
+		return false
+	}
+	g.refused = false
+	return true
 }
 
 // lock, unlock, rlock and runlock take a segment's lock, except on an atomic group's view, whose caller
@@ -319,7 +385,7 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 		defer root.segments[segment].mu.Unlock()
 	}
 	seg := &root.segments[segment]
-	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true}}
+	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true, maxBytes: root.maxGroupBytes}}
 	fn(g)
 	ops := g.group.ops
 	if len(ops) == 0 {
@@ -417,7 +483,8 @@ func (s *store) getEntryAt(segment int, key string, now int64) (e *entry, ttl ti
 // update runs fn on key's live entry (nil when absent or expired) under the segment's lock. When fn says
 // write, the store replaces the entry with next (nil deletes it), stamping next with the key's new version.
 // Entries are never modified once stored: fn must build a new one. Writes to collections go through
-// writeCollection instead; both end in commit, the one place that orders a segment's writes.
+// writeCollection instead; both end in commit, the one place that orders a segment's writes. A write its
+// atomic group refuses (admits) returns next unstored.
 func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (next *entry, write bool)) *entry {
 	now := s.now()
 	seg := &s.segments[segment]
@@ -430,6 +497,9 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 	next, write := fn(cur, now)
 	if !write {
 		return cur
+	}
+	if !s.admits(key, next, writeChange{}) {
+		return next // unstored, as callers of a write expect an entry; the group answers for the refusal
 	}
 	s.commit(segment, seg, key, next, writeChange{at: now})
 	return next
@@ -447,6 +517,7 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 	seg.set(key, next)
 	if g := s.group; g != nil && g.atomic {
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
+		g.bytes += groupWriteBytes(key, next, change)
 		return revision // the group's end clears torn
 	}
 	seg.revision = revision
@@ -469,6 +540,9 @@ func (s *store) reapKey(segment int, key string) bool {
 	}
 	if _, held := seg.intentOf(key, now); held {
 		return false // a transaction holds it: it expires once resolved
+	}
+	if !s.admits(key, nil, writeChange{}) {
+		return false
 	}
 	s.commit(segment, seg, key, nil, writeChange{expired: true, at: now})
 	return true
@@ -551,6 +625,9 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	} else {
 		expireAt = cur.expiry()
 	}
+	if !s.admits(key, nil, writeChange{coll: &op}) {
+		return 0, StatusTooLarge
+	}
 	seg.torn = true // the op changes cur's collection in place; commit clears it
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
@@ -577,12 +654,18 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 	switch {
 	case !write:
 	case del:
-		s.commit(segment, seg, key, nil, writeChange{at: now})
+		if s.admits(key, nil, writeChange{}) {
+			s.commit(segment, seg, key, nil, writeChange{at: now})
+		}
 	case cur.coll() == nil:
-		s.commit(segment, seg, key, cur.withExpiry(expireAt), writeChange{at: now})
+		if next := cur.withExpiry(expireAt); s.admits(key, next, writeChange{}) {
+			s.commit(segment, seg, key, next, writeChange{at: now})
+		}
 	default:
 		op := collOp{kind: durability.OpExpireAt}
-		s.commit(segment, seg, key, applyCollOp(key, cur, &op, expireAt), writeChange{coll: &op, at: now})
+		if s.admits(key, nil, writeChange{coll: &op}) {
+			s.commit(segment, seg, key, applyCollOp(key, cur, &op, expireAt), writeChange{coll: &op, at: now})
+		}
 	}
 	return true
 }

@@ -142,7 +142,7 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 	if _, again := tx.writes[key]; !again {
 		tx.order = append(tx.order, key)
 	}
-	tx.size += kvRequestOverhead + len(key) + len(w.value)
+	tx.size += max(kvRequestOverhead, groupOpOverhead) + len(key) + len(w.value) // also bounds the owner's atomic group
 	if tx.size > tx.n.cfg.MaxFrameSize/2 {
 		return fmt.Errorf("%w: the transaction's writes exceed %d bytes", ErrValueTooLarge, tx.n.cfg.MaxFrameSize/2)
 	}

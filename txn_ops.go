@@ -62,8 +62,9 @@ func applyCheckVersion(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 // (store.atomically): first every version check, then, if all hold, every other item in order. A failed
 // check writes nothing and answers a mismatch with the check's index in Int and the key's current version.
 // Otherwise the reply is a success whose Values are the other items' encoded replies, in order; a read
-// whose reply would overrun the transaction's reply budget answers StatusTooLarge instead. Replies without
-// a value are a few bytes each, as many as the request has items.
+// whose reply would overrun the transaction's reply budget answers StatusTooLarge instead, and so does a
+// write past the group's bound (store.admits), except in a step of a two-phase commit. Replies without a
+// value are a few bytes each, as many as the request has items.
 func applyTxn(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	items, err := decodeTxnItems(req.Args)
 	if err != nil {
@@ -81,7 +82,12 @@ func applyTxn(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 		}
 	}
 	var reply kvReply
-	s.atomically(seg, func(g *store) { reply = runTxn(g, seg, string(req.Value), items, lim) })
+	s.atomically(seg, func(g *store) {
+		if len(req.Value) > 0 {
+			g.liftBound() // a step of a two-phase commit
+		}
+		reply = runTxn(g, seg, string(req.Value), items, lim)
+	})
 	return reply
 }
 
@@ -111,6 +117,9 @@ func runTxn(g *store, seg int, txn string, items []txnItem, lim opLimits) kvRepl
 		sub := lim
 		sub.maxReplyBytes = budget
 		r := lookupKeyOp(items[i].op).apply(g, seg, items[i].req, sub)
+		if g.takeRefusal() {
+			r = kvReply{Status: StatusTooLarge}
+		}
 		encoded := r.appendMsg(nil)
 		if len(encoded) > budget && (r.Value != nil || r.Values != nil) {
 			encoded = (&kvReply{Status: StatusTooLarge}).appendMsg(nil)

@@ -1,0 +1,73 @@
+package zaris
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRESPAtomicWritesFitAFrame checks that an atomic group's writes stay within what one replication op
+// can carry (half of MaxFrameSize): with a 1 MiB frame, EXEC's SETRANGEs and SET past 512 KiB are refused, each
+// with an error and nothing written, while the ones before run; an MSET past it is refused whole and one
+// under it succeeds. Every write that ran reaches the replica, which never leaves the in-sync set.
+func TestRESPAtomicWritesFitAFrame(t *testing.T) {
+	c := startRESPCluster(t, 2, replicated(2, func(cfg *Config) {
+		cfg.MaxFrameSize = 1 << 20
+		cfg.MaxValueSize = 250 << 10
+	}))
+	const tag, offset = "{group}", "250000"
+	owner := c.owner(tag)
+	seg := owner.layout.KeySegment(tag)
+	p := owner.layout.SegmentPartition(seg)
+	waitFor(t, 20*time.Second, "a replica in sync", func() bool { return len(owner.ClusterMap().Runtime[p].InSync) == 1 })
+	replica := owner.ClusterMap().Runtime[p].InSync[0]
+	conn := dialRaw(t, owner.RESPAddr())
+	expect := func(want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if got := conn.line(); got != w {
+				t.Fatalf("reply %q; want %q", got, w)
+			}
+		}
+	}
+
+	// Six ops of 250 KB: 1.5 MB, more than a frame. The first two fit in 512 KiB.
+	cmds := respCmd("MULTI")
+	for i := range 5 {
+		cmds += respCmd("SETRANGE", fmt.Sprintf("%sr%d", tag, i), offset, "x")
+	}
+	value := strings.Repeat("v", 250000)
+	conn.send(cmds + respCmd("SET", tag+"s", value) + respCmd("EXEC"))
+	expect("+OK", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "+QUEUED", "*6", ":250001", ":250001")
+	for range 4 {
+		expect("-" + groupTooLargeMessage)
+	}
+
+	mset := func(keys ...string) string {
+		args := []string{"MSET"}
+		for _, k := range keys {
+			args = append(args, tag+k, value)
+		}
+		return respCmd(args...)
+	}
+	conn.send(mset("m0", "m1", "m2", "m3", "m4"))
+	expect("-" + groupTooLargeMessage)
+	conn.send(mset("n0", "n1"))
+	expect("+OK")
+
+	for key, want := range map[string]bool{"r0": true, "r1": true, "r2": false, "r3": false, "r4": false, "s": false,
+		"m0": false, "m1": false, "m2": false, "m3": false, "m4": false, "n0": true, "n1": true} {
+		if _, _, ok := owner.store.get(seg, tag+key); ok != want {
+			t.Errorf("%s present: %v; want %v", tag+key, ok, want)
+		}
+	}
+	waitFor(t, 20*time.Second, "the replica holding the owner's segment", func() bool {
+		return c.nodeByID(replica).SegmentDigest(seg) == owner.SegmentDigest(seg)
+	})
+	if !slices.Contains(owner.ClusterMap().Runtime[p].InSync, replica) || owner.ReplicationStats().InSyncDecisions != 0 {
+		t.Fatalf("in sync %v after %d in-sync decisions; want replica %s kept", owner.ClusterMap().Runtime[p].InSync,
+			owner.ReplicationStats().InSyncDecisions, replica)
+	}
+}
