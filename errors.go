@@ -45,6 +45,10 @@ var (
 	ErrConflict = errors.New("zaris: transaction conflict")
 	// ErrLocked: the key stayed held by a transaction being committed through every retry.
 	ErrLocked = errors.New("zaris: key locked by a transaction")
+	// ErrNotDrained: Leave's context ended before rebalancing had moved this node's partitions away (no
+	// leader, or nowhere to move them). Where the node held the only live copy of a partition it left as a
+	// failed node, not as one that said goodbye, and the error names how many such partitions it took along.
+	ErrNotDrained = errors.New("zaris: leave: partitions not drained")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.
