@@ -4,13 +4,15 @@
 // oldest server for good every few seconds and starts a new one in its place (-nemesis replace), kills
 // every server at once every 8 to 12 s and restarts them all from their data directories (-nemesis
 // full-restart, which needs -data-dir), restarts the servers one at a time, each once the cluster is
-// Healthy again (-nemesis rolling-restart), or cuts the network between servers while it kills and
+// Healthy again or, as an orchestrator's rollout would, once the restarted process is ready or a delay
+// after it serves (-nemesis rolling-restart, -rolling-pace, -rounds), or cuts the network between servers while it kills and
 // restarts them (-nemesis partition). It then checks what the clients saw: no acknowledged write lost, no
 // get denying one, no phantom value, every key linearizable. Beside the lite member's clients, the bank
 // workload's clients run as processes of their own (bank-client, bankclients.go), each a lite member
 // coordinating its transfers, and one of them is SIGKILLed every 1 to 3 s and restarted: the servers must
 // resolve the transactions a dead coordinator left, all or nothing. It prints the report, with the restart
-// schedules' recovery times and write stalls, and exits 1 if the cluster failed or never recovered.
+// schedules' recovery times and write stalls and the longest time no server led the control plane, and
+// exits 1 if the cluster failed, never recovered, or went past -max-stall or -max-leaderless.
 // With -secure, every process, the lite member included, speaks mutual TLS under a CA the run makes, and
 // gossip is encrypted with a key the run draws.
 //

@@ -27,8 +27,9 @@ type nemesis struct {
 	rollingStop syscall.Signal
 	// pace says when -nemesis rolling-restart stops the next server; rounds how many full rounds it makes
 	// (0: until the faults end).
-	pace   rollingPace
-	rounds int
+	pace       rollingPace
+	rounds     int
+	roundsDone int
 	// leaveFailures lists the SIGTERMed servers that exited with an error: their leave did not finish.
 	leaveFailures []string
 	// awaitHealthy and awaitWritable wait, within settleBound, until every partition is Healthy or takes a

@@ -147,6 +147,9 @@ func (n *nemesis) runRollingRestart(ctx, faults context.Context) {
 			n.rollOver(ctx, faults, s)
 		}
 		if n.rounds > 0 {
+			n.mu.Lock()
+			n.roundsDone = round
+			n.mu.Unlock()
 			n.step("round %d of %d done", round, n.rounds)
 		}
 	}
@@ -276,6 +279,13 @@ func settling(m *zaris.ClusterMap, running []string, ended map[zaris.NodeID]uint
 	return left
 }
 
+// completedRounds returns how many full rounds -nemesis rolling-restart has made.
+func (n *nemesis) completedRounds() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.roundsDone
+}
+
 // failedLeaves returns the SIGTERMed servers whose process exited with an error.
 func (n *nemesis) failedLeaves() []string {
 	n.mu.Lock()
@@ -334,6 +344,9 @@ func (h *harness) noteRestarts() bool {
 	} else {
 		h.notes = append(h.notes, fmt.Sprintf("rolling restarts with %s: %s; %s after each: %s", signalName(h.o.rollingStop),
 			h.nem.restartTally(), h.o.pace.awaited(), recoverySummary(rs)))
+	}
+	if done := h.nem.completedRounds(); done < h.o.rounds {
+		h.failures = append(h.failures, fmt.Sprintf("%d of %d rounds done within -duration %v", done, h.o.rounds, h.o.duration))
 	}
 	if failed := h.nem.failedLeaves(); len(failed) > 0 {
 		h.notes = append(h.notes, fmt.Sprintf("%d leaves did not finish (the process exited with an error): %s",
