@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
 
 	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
@@ -559,6 +560,9 @@ type testHooks struct {
 	// holdRecognition, when set, keeps the leader from recording a restarted member's new process
 	// while it returns true.
 	holdRecognition func(id NodeID) bool
+	// afterServerChange, when set, sees the leader's control-plane configuration after each server change
+	// it made.
+	afterServerChange func(change serverChange, c raft.Configuration)
 	// beforeApply, when set, runs on the control plane's apply goroutine before each new map is
 	// published; it may block to hold the node at an older map.
 	beforeApply func(next *ClusterMap)

@@ -1,20 +1,33 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 )
 
 // Readiness returns nil when the node is ready for traffic: it has joined, holds the cluster's map, the map
-// records this process (a full member), and no partition it owns or replicates is Recovering. Otherwise
-// the error says why; it matches ErrClosed once the node closes. Orchestrators read it through /readyz.
+// records this process (a full member), no partition it owns or replicates is Recovering, and the control
+// plane can decide: it has a leader, the voters its members call for, and this node's server has applied
+// its log. An orchestrator that restarts one process at a time, each once the previous one is ready, thus
+// never takes a voter away before its successor votes. Otherwise the error says why; it matches ErrClosed
+// once the node closes. Orchestrators read it through /readyz.
 func (n *Node) Readiness() error {
 	if n.life.Err() != nil {
 		return ErrClosed
 	}
 	m := n.fsm.clusterMap()
-	return readinessIn(m, n.id, n.cfg.Lite || n.recordedIn(m))
+	if err := readinessIn(m, n.id, n.cfg.Lite || n.recordedIn(m)); err != nil {
+		return err
+	}
+	return n.controlReadiness()
 }
 
 // readinessIn is Readiness for node id as map m has it; recorded says whether m records its process, or
@@ -35,4 +48,143 @@ func readinessIn(m *ClusterMap, id NodeID, recorded bool) error {
 		}
 	}
 	return nil
+}
+
+// controlReadiness is the control plane's part of Readiness.
+func (n *Node) controlReadiness() error {
+	h := n.controlHealth()
+	if h.Leader == "" {
+		return h.leaderlessErr()
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("zaris: control-plane configuration: %w", err)
+	}
+	if err := votersFilled(cf.Configuration().Servers, n.members.members(), n.cfg.MaxVoters); err != nil {
+		return err
+	}
+	_, leaderServer := n.raft.LeaderWithID()
+	leader, err := n.askProgress(leaderServer)
+	if err != nil {
+		return fmt.Errorf("zaris: control-plane progress from leader %s: %w", h.Leader, err)
+	}
+	return appliedCloseTo(n.raft.AppliedIndex(), leader.Commit)
+}
+
+// votersFilled returns nil when the voters of servers whose processes run and stay fill the seats that
+// members call for (seats), and otherwise says how many are missing.
+func votersFilled(servers []raft.Server, members []member, maxVoters int) error {
+	byName := map[NodeID]member{}
+	for _, m := range members {
+		byName[m.ID] = m
+	}
+	voters := 0
+	for _, s := range servers {
+		if m, ok := processOf(s.ID, byName); ok && s.Suffrage == raft.Voter && mayVote(m) {
+			voters++
+		}
+	}
+	if want := seats(members, maxVoters); voters < want {
+		return fmt.Errorf("zaris: the control plane has %d live voters of the %d its members call for", voters, want)
+	}
+	return nil
+}
+
+// appliedCloseTo returns nil when a server that applied the log to applied is within promotionLag of the
+// leader's commit index, and otherwise says how far behind it is.
+func appliedCloseTo(applied, commit uint64) error {
+	if (serverProgress{Applied: applied}).caughtUp(commit) {
+		return nil
+	}
+	return fmt.Errorf("zaris: this node's control-plane server applied index %d, the leader committed %d", applied, commit)
+}
+
+// leaderlessElections is how many election timeouts a node may go without a control-plane leader before
+// it raises the alarm: an election, even one lost to a split vote, takes one or two.
+const leaderlessElections = 3
+
+// leaderWatch measures how long this node has known no control-plane leader, and raises the alarm, once
+// per episode, when that outlasts a few election timeouts: a control plane without a leader decides
+// nothing, not even a failover, and a node must say so rather than serve a stale map in silence.
+type leaderWatch struct {
+	after time.Duration
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	since   time.Time // when this episode began; zero while a leader is known
+	alarmed bool
+}
+
+// observe records that at now this node knew leader ("" for none). Until formed (a control plane this
+// node belongs to exists) no leader is expected yet.
+func (w *leaderWatch) observe(now time.Time, leader NodeID, formed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case leader != "" || !formed:
+		if w.alarmed {
+			w.log.Info("control plane has a leader again", "leader", leader, "leaderless", now.Sub(w.since).Round(time.Millisecond))
+		}
+		w.since, w.alarmed = time.Time{}, false
+	case w.since.IsZero():
+		w.since = now
+	case !w.alarmed && now.Sub(w.since) >= w.after:
+		w.alarmed = true
+		w.log.Error("control plane has no leader: no decision, failover or rebalance can be made until a quorum of voters is back; "+
+			"if a majority is gone for good, recover the control plane from the live members", "leaderless", now.Sub(w.since).Round(time.Millisecond))
+	}
+}
+
+// episode returns how long, at now, this node has known no leader, and whether that raised the alarm.
+func (w *leaderWatch) episode(now time.Time) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() {
+		return 0, false
+	}
+	return now.Sub(w.since), w.alarmed
+}
+
+// controlHealth is what this node knows of the control plane's leader.
+type controlHealth struct {
+	Leader     NodeID
+	Leaderless time.Duration // how long no leader has been known; 0 with one
+	Alarm      bool          // leaderless for longer than a few election timeouts
+}
+
+// leaderlessErr says that there is no leader, and for how long once that raised the alarm.
+func (h controlHealth) leaderlessErr() error {
+	if h.Alarm {
+		return fmt.Errorf("zaris: no control-plane leader for %v", h.Leaderless.Round(time.Second))
+	}
+	return errors.New("zaris: no control-plane leader")
+}
+
+// controlHealth reports the control plane's leader as this node knows it now.
+func (n *Node) controlHealth() controlHealth {
+	leader := n.leaderID()
+	h := controlHealth{Leader: leader}
+	if leader == "" {
+		h.Leaderless, h.Alarm = n.leaderless.episode(n.cfg.Clock.Now())
+	}
+	return h
+}
+
+// watchLeader feeds the leader watch; it runs every reconcile interval.
+func (n *Node) watchLeader() {
+	n.leaderless.observe(n.cfg.Clock.Now(), n.leaderID(), n.inFormedCluster())
+}
+
+// inFormedCluster reports whether this node belongs to a control plane that has had a leader: it saw one,
+// or a member says it did.
+func (n *Node) inFormedCluster() bool {
+	if n.formed.Load() {
+		return true
+	}
+	return slices.ContainsFunc(n.members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
+}
+
+// progressCtx bounds one progress question by a probe timeout.
+func (n *Node) progressCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(n.life, 2*n.cfg.Timing.ProbeTimeout)
 }

@@ -36,6 +36,7 @@ type metricDescs struct {
 	migrations, cutovers                      *prometheus.Desc
 	raftState, raftTerm, raftCommit           *prometheus.Desc
 	raftApplied, raftLastContact, members     *prometheus.Desc
+	leaderless, leaderlessAlarm               *prometheus.Desc
 	storeBytes, keys, oplogBytes, bufferBytes *prometheus.Desc
 	expiringKeys, expiredKeys                 *prometheus.Desc
 	nearBytes, nearOps                        *prometheus.Desc
@@ -79,6 +80,8 @@ func newMetricDescs(node NodeID) metricDescs {
 		raftCommit:        d("raft_commit_index", "The control plane's commit index as this node knows it."),
 		raftApplied:       d("raft_applied_index", "The control-plane log index this node applied."),
 		raftLastContact:   d("raft_last_contact_seconds", "Time since this follower last heard from the leader; 0 on the leader."),
+		leaderless:        d("control_plane_leaderless_seconds", "How long this node has known no control-plane leader; 0 while it knows one."),
+		leaderlessAlarm:   d("control_plane_leaderless_alarm", "1 while this node has known no control-plane leader for longer than a few election timeouts, else 0."),
 		members:           d("members", "Cluster members by gossip status.", "status"),
 		storeBytes:        d("store_bytes", "Estimated memory of the stored entries: keys, values and per-entry overhead."),
 		keys:              d("keys", "Keys held on this node, owned or replicated, expired ones not yet reclaimed included."),
@@ -100,7 +103,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots, d.moveBytes,
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
-		d.raftApplied, d.raftLastContact, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
+		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
 		d.nearBytes, d.nearOps, d.respConns, d.dataConns,
 	} {
 		ch <- desc
@@ -261,6 +264,9 @@ func (c *collector) collectControl(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(ch, c.d.raftLastContact, contact)
+	h := c.n.controlHealth()
+	gauge(ch, c.d.leaderless, h.Leaderless.Seconds())
+	gauge(ch, c.d.leaderlessAlarm, boolFloat(h.Alarm))
 	byStatus := map[serf.MemberStatus]int{}
 	for _, mb := range c.n.members.members() {
 		byStatus[mb.Status]++

@@ -76,8 +76,10 @@ type Node struct {
 	decider     decider
 	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
 	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
+	vacated     map[NodeID]time.Time      // names whose voters left gracefully, and when (noteSeat)
 
-	lease leaseState // holdsLease's memory of lapses
+	lease      leaseState  // holdsLease's memory of lapses
+	leaderless leaderWatch // how long this node has known no control-plane leader (health.go)
 	// life ends when Close starts: every background job and the requests they make end with it.
 	life context.Context
 	end  context.CancelFunc
@@ -119,7 +121,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
 		deadSince:   countdowns[NodeID]{},
 		stableSince: countdowns[raft.ServerID]{},
+		vacated:     map[NodeID]time.Time{},
 	}
+	n.leaderless = leaderWatch{after: leaderlessElections * max(cfg.Timing.RaftElection, cfg.Timing.RaftHeartbeat), log: n.log}
 	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
 		n.dialer = defaultDialer(&cfg)
@@ -227,6 +231,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
 	n.every(n.cfg.FailoverTimeout/8, func() { n.holdsLease() }) // notices a lapse no request saw
 	n.every(opLogTrimInterval, func() { n.repl.trimOpLog(n.watches.marks.oldest(n.cfg.Clock.Now())) })
+	n.every(n.cfg.Timing.Reconcile, n.watchLeader)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }
@@ -429,6 +434,8 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		return reply.marshal(), nil
 	case op == opPropose:
 		return n.serveProposal(payload)
+	case op == opServerProgress:
+		return n.serveProgress()
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }

@@ -219,7 +219,9 @@ func (c *respConn) clusterNodes() {
 }
 
 // clusterInfo writes CLUSTER INFO, with Redis's fields in Redis's order. Zaris has no cluster bus: the
-// messages it counts are those that carry data between nodes (infoMessages).
+// messages it counts are those that carry data between nodes (infoMessages). A control plane without a
+// leader for longer than a few election timeouts fails the cluster's state whatever the slots, and a last
+// field, zaris_cluster_state_reason, says so: nothing can fail over or move meanwhile.
 func (c *respConn) clusterInfo() {
 	m, states := c.srv.clusterMap(), c.srv.memberStates()
 	slots := countSlots(m, states)
@@ -235,8 +237,9 @@ func (c *respConn) clusterInfo() {
 			myEpoch = n.epoch
 		}
 	}
+	control := c.srv.controlPlane()
 	state := "fail"
-	if slots.served() == NumSlots {
+	if slots.served() == NumSlots && !control.Alarm {
 		state = "ok"
 	}
 	sent, received := c.srv.owner.infoMessages()
@@ -253,6 +256,9 @@ func (c *respConn) clusterInfo() {
 	w.uint("cluster_stats_messages_sent", sent)
 	w.uint("cluster_stats_messages_received", received)
 	w.int("total_cluster_links_buffer_limit_exceeded", 0) // no cluster bus, so no link buffer to outgrow
+	if control.Alarm {
+		w.field("zaris_cluster_state_reason", control.leaderlessErr().Error())
+	}
 	c.wr.verbatim(w.b)
 }
 

@@ -172,6 +172,21 @@ func (r *infoRun) server(w *infoText) {
 	w.int("uptime_in_days", int64(uptime/(24*time.Hour)))
 	w.field("executable", executablePath())
 	w.field("zaris_node", string(s.id))
+	r.controlPlane(w)
+}
+
+// controlPlane writes the control plane's leader as this node knows it: zaris_control_plane_state is
+// "leaderless" once it has had none for a few election timeouts. They close the server section, as the
+// cluster section must read as Redis's own.
+func (r *infoRun) controlPlane(w *infoText) {
+	h := r.c.srv.controlPlane()
+	state := "ok"
+	if h.Alarm {
+		state = "leaderless"
+	}
+	w.field("zaris_control_plane_state", state)
+	w.field("zaris_control_plane_leader", string(h.Leader))
+	w.int("zaris_control_plane_leaderless_seconds", int64(h.Leaderless/time.Second))
 }
 
 func (r *infoRun) clients(w *infoText) {

@@ -46,6 +46,9 @@ type respServer struct {
 	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
 	turningAway atomic.Int32               // refused connections being told why
 	info        respInfo                   // what INFO reports besides the connections' own counts
+	// control reports the node's control-plane leader (Node.controlHealth); nil for an endpoint without a
+	// node, which reports a healthy one.
+	control func() controlHealth
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -66,6 +69,7 @@ func (n *Node) startRESP() error {
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
 	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
 	s.tracking = n.tracking
+	s.control = n.controlHealth
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)
 		s.tls = true
@@ -103,6 +107,14 @@ type keyOwner interface {
 	// infoMessages counts the messages of data this node sent to the others and received from them
 	// (CLUSTER INFO).
 	infoMessages() (sent, received uint64)
+}
+
+// controlPlane reports the control plane's leader as the node knows it.
+func (s *respServer) controlPlane() controlHealth {
+	if s.control == nil {
+		return controlHealth{Leader: s.id}
+	}
+	return s.control()
 }
 
 // newRESPServer returns the endpoint of node id, serving keys through owner and describing the cluster from

@@ -12,10 +12,13 @@ import (
 // statusView is what the status page shows, as /status.json serves it: the cluster as this node's map
 // and gossip see it.
 type statusView struct {
-	Node       NodeID          `json:"node"`
-	Leader     NodeID          `json:"leader"`
-	Time       int64           `json:"time"` // Unix milliseconds
-	Ready      string          `json:"ready"`
+	Node   NodeID `json:"node"`
+	Leader NodeID `json:"leader"`
+	Time   int64  `json:"time"` // Unix milliseconds
+	Ready  string `json:"ready"`
+	// Leaderless says, once this node has known no control-plane leader for a few election timeouts, for
+	// how long; "" otherwise.
+	Leaderless string          `json:"leaderless,omitempty"`
 	MapIndex   uint64          `json:"mapIndex"`
 	MapVersion uint64          `json:"mapVersion"`
 	RF         int             `json:"rf"`
@@ -109,6 +112,9 @@ func (n *Node) statusView() statusView {
 	}
 	if err := n.Readiness(); err != nil {
 		v.Ready = err.Error()
+	}
+	if h := n.controlHealth(); h.Alarm {
+		v.Leaderless = h.leaderlessErr().Error()
 	}
 	owned, replicated := map[NodeID]int{}, map[NodeID]int{}
 	for p, st := range m.Runtime {

@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // The control plane's servers follow membership, as the leader sees it on every reconcile. A server is a
@@ -95,14 +98,21 @@ type serverFacts struct {
 	MaxVoters int
 	// Dead reports whether a member has been failed, or unknown to gossip, for DeadServerTimeout.
 	Dead func(NodeID) bool
-	// Stable reports whether a server has been alive in the configuration for ServerStabilization.
-	Stable func(raft.ServerID) bool
+	// CaughtUp reports whether a non-voter holds the control plane's log closely enough to vote: it
+	// applied it to within promotionLag of the leader's commit index, or, a server that cannot tell its
+	// progress, it has been alive in the configuration for ServerStabilization.
+	CaughtUp func(raft.ServerID) bool
+	// Vacated reports whether a node's previous process left gracefully while holding a vote, recently
+	// enough that its next process may take the seat back at once.
+	Vacated func(NodeID) bool
 }
 
 // planServers returns, in the order to apply them, the changes that make the servers follow the members:
 // removals first (a restarted process's new server takes its predecessor's address), then the members'
-// processes missing from the configuration as non-voters, then promotions of stable non-voters. It is a
-// pure function of its arguments.
+// processes missing from the configuration, then promotions of caught-up non-voters, and last the
+// demotions of voters whose members left, each only once the voters that remain fill the seats the
+// remaining members call for (seats). A graceful leave thus never costs the control plane a voter it
+// needs: its successor votes before it stops. It is a pure function of its arguments.
 func planServers(servers []raft.Server, members []member, f serverFacts) []serverChange {
 	byName := map[NodeID]member{}
 	for _, m := range members {
@@ -112,17 +122,13 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 	kept := map[raft.ServerID]raft.Server{}
 	voting := map[raft.ServerID]bool{} // the voters once the changes so far apply
 	restartedVoters := map[NodeID]bool{}
+	var leavers []raft.Server // voters whose members left, demoted last, once their seats are handed over
 	for _, s := range servers {
 		voting[s.ID] = s.Suffrage == raft.Voter
 	}
 	for _, s := range servers {
 		if why := departingVoter(s, byName); why != "" && s.ID != f.Leader {
-			if !othersKeepLiveQuorum(voting, s.ID, func(id raft.ServerID) bool { return runs(id, byName) }) {
-				kept[s.ID] = s // it keeps its vote until enough other voters are alive to commit without it
-				continue
-			}
-			changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: why})
-			s.Suffrage, voting[s.ID] = raft.Nonvoter, false
+			leavers = append(leavers, s)
 		} else if why := staleServer(s, byName, f); why != "" && s.ID != f.Leader {
 			changes = append(changes, serverChange{Kind: removeServer, ID: s.ID, Address: string(s.Address), Why: why})
 			if name, _ := splitRaftID(s.ID); voting[s.ID] && why == restartedServer {
@@ -133,22 +139,85 @@ func planServers(servers []raft.Server, members []member, f serverFacts) []serve
 		}
 		kept[s.ID] = s
 	}
+	target := seats(members, f.MaxVoters)
 	for _, m := range sortedMembers(members) {
 		id := raftID(m.ID, m.Server)
 		if _, in := kept[id]; m.Status != serf.StatusAlive || m.DataAddr == "" || in {
 			continue
 		}
 		addr := string(raftAddress(m.DataAddr, id))
-		if restartedVoters[m.ID] && !m.Lite && !m.Leaving {
-			// It takes its predecessor's vote at once: waiting for ServerStabilization would leave the others
-			// one voter short, and a second death in that window could take their quorum for good.
+		if takesSeatBack(m, restartedVoters[m.ID], f, remainingVoters(voting, byName, "") < target) {
+			// It takes its predecessor's vote at once: waiting for a promotion would leave the others one
+			// voter short, and a second loss in that window could take their quorum for good.
 			changes = append(changes, serverChange{Kind: addVoter, ID: id, Address: addr, Why: "new process of a voter"})
 			kept[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(addr)}
+			voting[id] = true
 			continue
 		}
 		changes = append(changes, serverChange{Kind: addNonvoter, ID: id, Address: addr, Why: "new process"})
 	}
-	return append(changes, promotions(kept, byName, f)...)
+	promoted := promotions(kept, byName, f)
+	for _, ch := range promoted {
+		voting[ch.ID] = true
+	}
+	changes = append(changes, promoted...)
+	for _, s := range leavers {
+		running := func(id raft.ServerID) bool { return runs(id, byName) }
+		if !othersKeepLiveQuorum(voting, s.ID, running) || remainingVoters(voting, byName, s.ID) < target {
+			continue // it keeps its vote until a successor votes, and enough other voters are alive to commit without it
+		}
+		changes = append(changes, serverChange{Kind: demoteServer, ID: s.ID, Address: string(s.Address), Why: "member left"})
+		voting[s.ID] = false
+	}
+	return changes
+}
+
+// takesSeatBack reports whether new process m joins as a voter at once: it restarted from a voter whose
+// server has just been removed, or its name's previous process left gracefully with a vote and the voters
+// are short of their seats.
+func takesSeatBack(m member, restartedVoter bool, f serverFacts, short bool) bool {
+	if m.Lite || m.Leaving {
+		return false
+	}
+	return restartedVoter || short && f.Vacated != nil && f.Vacated(m.ID)
+}
+
+// seats is how many voters the control plane wants for members: the largest odd number up to maxVoters
+// and the members that may vote (alive, full, not leaving). An odd number tolerates as many failures as
+// the even number above it, with a smaller quorum.
+func seats(members []member, maxVoters int) int {
+	eligible := 0
+	for _, m := range members {
+		if mayVote(m) {
+			eligible++
+		}
+	}
+	return oddAtMost(min(maxVoters, eligible))
+}
+
+// oddAtMost returns the largest odd number not above n, or 0.
+func oddAtMost(n int) int {
+	if n > 0 && n%2 == 0 {
+		return n - 1
+	}
+	return max(n, 0)
+}
+
+// mayVote reports whether member m's process may hold a vote: it runs, holds partitions and stays.
+func mayVote(m member) bool {
+	return m.Status == serf.StatusAlive && !m.Lite && !m.Leaving && m.DataAddr != ""
+}
+
+// remainingVoters counts the voters, as voting has them, other than except whose processes stay: neither
+// draining nor gone after a graceful leave.
+func remainingVoters(voting map[raft.ServerID]bool, byName map[NodeID]member, except raft.ServerID) int {
+	n := 0
+	for id, votes := range voting {
+		if votes && id != except && !departing(id, byName) {
+			n++
+		}
+	}
+	return n
 }
 
 // departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
@@ -220,9 +289,9 @@ func staleServer(s raft.Server, byName map[NodeID]member, f serverFacts) string 
 	return ""
 }
 
-// promotions promotes stable, alive, full non-voters, in name order, towards the largest odd number of
+// promotions promotes caught-up, alive, full non-voters, in name order, towards the largest odd number of
 // voters that MaxVoters and the candidates allow. A voter whose process drains or has left does not count:
-// its successor is promoted first, so that its demotion need not wait for a failed voter's removal. It
+// its successor is promoted first, so that it can be demoted without leaving the others a voter short. It
 // never demotes.
 func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f serverFacts) []serverChange {
 	voters := 0
@@ -234,23 +303,23 @@ func promotions(kept map[raft.ServerID]raft.Server, byName map[NodeID]member, f 
 			}
 			continue
 		}
-		name, _ := splitRaftID(s.ID)
-		if m := byName[name]; m.Status == serf.StatusAlive && !m.Lite && !m.Leaving && f.Stable(s.ID) {
+		if m, ok := processOf(s.ID, byName); ok && mayVote(m) {
 			candidates = append(candidates, s)
 		}
 	}
-	want := min(f.MaxVoters, voters+len(candidates))
-	if want%2 == 0 {
-		want--
-	}
 	slices.SortFunc(candidates, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
-	var changes []serverChange
+	var ready []raft.Server // asked in name order, only as many as the seats left
 	for _, s := range candidates {
-		if voters >= want {
+		if voters+len(ready) >= f.MaxVoters {
 			break
 		}
-		voters++
-		changes = append(changes, serverChange{Kind: promoteServer, ID: s.ID, Address: string(s.Address), Why: "stable"})
+		if f.CaughtUp(s.ID) {
+			ready = append(ready, s)
+		}
+	}
+	var changes []serverChange
+	for _, s := range ready[:max(0, oddAtMost(voters+len(ready))-voters)] {
+		changes = append(changes, serverChange{Kind: promoteServer, ID: s.ID, Address: string(s.Address), Why: "caught up"})
 	}
 	return changes
 }
@@ -287,12 +356,30 @@ func (n *Node) followMembership(members []member) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", ch.Kind, ch.ID, err)
 		}
+		n.noteSeat(ch)
+		if hook := n.cfg.hooks.afterServerChange; hook != nil {
+			if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+				hook(ch, cf.Configuration())
+			}
+		}
 	}
 	return nil
 }
 
+// noteSeat remembers the names whose voters left gracefully, so that their next processes may take the seat
+// back at once (serverFacts.Vacated), and forgets a name once its process votes again.
+func (n *Node) noteSeat(ch serverChange) {
+	name, _ := splitRaftID(ch.ID)
+	switch ch.Kind {
+	case demoteServer:
+		n.vacated[name] = n.cfg.Clock.Now()
+	case addVoter, promoteServer:
+		delete(n.vacated, name)
+	}
+}
+
 // serverFacts measures, for this reconcile, how long members have been failed and servers alive, with the
-// leader's countdowns.
+// leader's countdowns, and asks non-voters how far they hold the log when a promotion needs it.
 func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts {
 	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
 	known := map[NodeID]bool{}
@@ -320,12 +407,86 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 			delete(n.stableSince, id)
 		}
 	}
+	now := n.cfg.Clock.Now()
+	for name, at := range n.vacated {
+		if now.Sub(at) >= n.cfg.DeadServerTimeout {
+			delete(n.vacated, name)
+		}
+	}
+	stable := func(id raft.ServerID) bool {
+		return alive[id] && n.stableSince.elapsed(id, now) >= n.cfg.Timing.ServerStabilization
+	}
+	commit := n.raft.CommitIndex()
 	return serverFacts{
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
-		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.DeadServerTimeout },
-		Stable: func(id raft.ServerID) bool {
-			return alive[id] && n.stableSince.elapsed(id, n.cfg.Clock.Now()) >= n.cfg.Timing.ServerStabilization
+		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, now) >= n.cfg.DeadServerTimeout },
+		CaughtUp: func(id raft.ServerID) bool {
+			if !alive[id] {
+				return false
+			}
+			p, err := n.askProgress(id)
+			var old *transport.RemoteError
+			if errors.As(err, &old) {
+				return stable(id) // a process without the call: time alive is all the leader can go by
+			}
+			return err == nil && p.caughtUp(commit)
 		},
+		Vacated: func(name NodeID) bool { _, ok := n.vacated[name]; return ok },
 	}
+}
+
+// promotionLag is how many committed entries a server may still have to apply and be counted caught up:
+// those of one append the leader sends (raft's default MaxAppendEntries), so that a steady stream of
+// decisions never keeps a follower that keeps up from counting as caught up.
+const promotionLag = 64
+
+// serverProgress is a node's answer to opServerProgress: the control-plane server its process is, and how
+// far that server has applied and committed the log.
+type serverProgress struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Server   raft.ServerID
+	Applied  uint64
+	Commit   uint64
+}
+
+// caughtUp reports whether p's server has applied the log to within promotionLag of commit.
+func (p serverProgress) caughtUp(commit uint64) bool { return p.Applied+promotionLag >= commit }
+
+// progress is this process's serverProgress.
+func (n *Node) progress() serverProgress {
+	return serverProgress{Server: n.serverID(), Applied: n.raft.AppliedIndex(), Commit: n.raft.CommitIndex()}
+}
+
+// serveProgress answers opServerProgress.
+func (n *Node) serveProgress() ([]byte, error) { return encode(n.progress()) }
+
+// errOtherProcess says a node answered for a control-plane server other than the one asked about.
+var errOtherProcess = errors.New("zaris: answered by another process")
+
+// askProgress asks server id's process how far it holds the control plane's log, within a probe timeout.
+// An answer from another process under the node's name (a restart) is an error.
+func (n *Node) askProgress(id raft.ServerID) (serverProgress, error) {
+	name, _ := splitRaftID(id)
+	if id == n.serverID() {
+		return n.progress(), nil
+	}
+	p := n.router.peerByID(name)
+	if p == nil || p.local {
+		return serverProgress{}, fmt.Errorf("zaris: no connection to node %s", name)
+	}
+	ctx, cancel := n.progressCtx()
+	defer cancel()
+	resp, err := p.internal.Call(ctx, opServerProgress, nil)
+	if err != nil {
+		return serverProgress{}, err
+	}
+	var reply serverProgress
+	if err := decode(resp, &reply); err != nil {
+		return serverProgress{}, err
+	}
+	if reply.Server != id {
+		return serverProgress{}, fmt.Errorf("%w: %s, not %s", errOtherProcess, reply.Server, id)
+	}
+	return reply, nil
 }

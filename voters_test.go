@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // TestPlanServers checks the rules that make the control plane's servers follow membership, one case per
@@ -43,13 +45,14 @@ func TestPlanServers(t *testing.T) {
 	}
 	three := []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1)}
 	tests := []struct {
-		name    string
-		servers []raft.Server
-		members []member
-		dead    []NodeID
-		stable  []raft.ServerID
-		max     int
-		want    []string
+		name     string
+		servers  []raft.Server
+		members  []member
+		dead     []NodeID
+		caughtUp []raft.ServerID
+		vacated  []NodeID
+		max      int
+		want     []string
 	}{
 		{name: "steady", servers: three, members: []member{alive("a", 1), alive("b", 1), alive("c", 1)}},
 		{name: "a failed voter stays until DeadServerTimeout", servers: three,
@@ -73,15 +76,60 @@ func TestPlanServers(t *testing.T) {
 		{name: "a voter that left is demoted once the dead voter is removed", servers: three, dead: []NodeID{"b"},
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1)},
 			want:    []string{"remove b#1", "demote to non-voter c#1"}},
-		{name: "a stable non-voter takes the vote of one that left beside a failed voter", stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter takes the vote of one that left beside a failed voter, which is then demoted", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
-			want:    []string{"promote to voter d#1"}},
+			want:    []string{"promote to voter d#1", "demote to non-voter c#1"}},
+		{name: "a voter that left keeps its vote while its successor has not caught up",
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), left("c", 1), alive("d", 1)}},
+		{name: "a voter that left hands its seat to a caught-up successor, then is demoted", caughtUp: []raft.ServerID{"d#1"},
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), left("c", 1), alive("d", 1)},
+			want:    []string{"promote to voter d#1", "demote to non-voter c#1"}},
+		{name: "of five voters, one that left is demoted: the four others fill the three seats four members call for",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), left("e", 1)},
+			want:    []string{"demote to non-voter e#1"}},
+		{name: "a shrinking cluster demotes voters that left once the rest fill the seats",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1), voter("e", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1)},
+			want:    []string{"demote to non-voter d#1"}},
+		{name: "a voter that left beside one that drains waits for two successors: voters stay odd", caughtUp: []raft.ServerID{"f#1"},
+			servers: append(slices.Clone(three), voter("d", 1), voter("e", 1), nonvoter("f", 1), nonvoter("g", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1), alive("f", 1), alive("g", 1)}},
+		{name: "a voter that left beside one that drains hands over to two successors", caughtUp: []raft.ServerID{"f#1", "g#1"},
+			servers: append(slices.Clone(three), voter("d", 1), voter("e", 1), nonvoter("f", 1), nonvoter("g", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), left("d", 1), leaving("e", 1), alive("f", 1), alive("g", 1)},
+			want:    []string{"promote to voter f#1", "promote to voter g#1", "demote to non-voter d#1"}},
+		{name: "a restarted process of a voter that left without handing its seat over takes the vote back",
+			servers: append(slices.Clone(three), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 2), alive("d", 1)},
+			want:    []string{"remove c#1", "add voter c#2"}},
+		{name: "the next process of a voter that left takes its seat back at once while the voters are short", vacated: []NodeID{"e"},
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 2)},
+			want:    []string{"add voter e#2"}},
+		{name: "the next process of a voter that left joins as a non-voter while the voters fill the seats", vacated: []NodeID{"d"},
+			servers: three, members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 2)},
+			want: []string{"add non-voter d#2"}},
+		{name: "a new member joins as a non-voter even while the voters are short",
+			servers: []raft.Server{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 1)},
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)},
+			want:    []string{"add non-voter e#1"}},
+		{name: "of three caught-up non-voters, two are promoted in name order", caughtUp: []raft.ServerID{"d#1", "e#1", "f#1"},
+			servers: append(slices.Clone(three), nonvoter("f", 1), nonvoter("e", 1), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1), alive("f", 1)},
+			want:    []string{"promote to voter d#1", "promote to voter e#1"}},
+		{name: "a non-voter not caught up is passed over for one that is", caughtUp: []raft.ServerID{"e#1", "f#1"},
+			servers: append(slices.Clone(three), nonvoter("f", 1), nonvoter("e", 1), nonvoter("d", 1)),
+			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1), alive("f", 1)},
+			want:    []string{"promote to voter e#1", "promote to voter f#1"}},
 		{name: "once its successor votes, the voter that left is demoted beside the failed one",
 			servers: append(slices.Clone(three), voter("d", 1)),
 			members: []member{alive("a", 1), failed("b", 1), left("c", 1), alive("d", 1)},
 			want:    []string{"demote to non-voter c#1"}},
-		{name: "a stable non-voter is promoted while a voter drains, which keeps its vote", stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter is promoted while a voter drains, which keeps its vote", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), leaving("c", 1), alive("d", 1)},
 			want:    []string{"promote to voter d#1"}},
@@ -121,28 +169,28 @@ func TestPlanServers(t *testing.T) {
 			want:    []string{"add non-voter d#1"}},
 		{name: "a failed member is not added", servers: three,
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), failed("d", 1)}},
-		{name: "a stable non-voter replaces a removed voter", dead: []NodeID{"c"}, stable: []raft.ServerID{"d#1"},
+		{name: "a caught-up non-voter replaces a removed voter", dead: []NodeID{"c"}, caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), failed("c", 1), alive("d", 1)},
 			want:    []string{"remove c#1", "promote to voter d#1"}},
-		{name: "a non-voter not yet stable waits",
+		{name: "a non-voter not caught up waits",
 			servers: []raft.Server{voter("a", 1), voter("b", 1), nonvoter("d", 1)},
 			members: []member{alive("a", 1), alive("b", 1), alive("d", 1)}},
-		{name: "one stable non-voter beside three voters waits for a second: voters stay odd", stable: []raft.ServerID{"d#1"},
+		{name: "one caught-up non-voter beside three voters waits for a second: voters stay odd", caughtUp: []raft.ServerID{"d#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1)}},
-		{name: "two stable non-voters beside three voters make five", stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "two caught-up non-voters beside three voters make five", caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: append(slices.Clone(three), nonvoter("e", 1), nonvoter("d", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)},
 			want:    []string{"promote to voter d#1", "promote to voter e#1"}},
-		{name: "no more voters than MaxVoters", max: 3, stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "no more voters than MaxVoters", max: 3, caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: append(slices.Clone(three), nonvoter("d", 1), nonvoter("e", 1)),
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1), alive("d", 1), alive("e", 1)}},
-		{name: "lite and leaving members are not promoted", stable: []raft.ServerID{"d#1", "e#1"},
+		{name: "lite and leaving members are not promoted", caughtUp: []raft.ServerID{"d#1", "e#1"},
 			servers: []raft.Server{voter("a", 1), nonvoter("d", 1), nonvoter("e", 1)},
 			members: []member{alive("a", 1), with(alive("d", 1), func(m *member) { m.Lite = true }),
 				with(alive("e", 1), func(m *member) { m.Leaving = true })}},
-		{name: "a lone voter takes two stable non-voters", stable: []raft.ServerID{"b#1", "c#1"},
+		{name: "a lone voter takes two caught-up non-voters", caughtUp: []raft.ServerID{"b#1", "c#1"},
 			servers: []raft.Server{voter("a", 1), nonvoter("b", 1), nonvoter("c", 1)},
 			members: []member{alive("a", 1), alive("b", 1), alive("c", 1)},
 			want:    []string{"promote to voter b#1", "promote to voter c#1"}},
@@ -153,7 +201,8 @@ func TestPlanServers(t *testing.T) {
 				Leader:    raftID("a", 1),
 				MaxVoters: 5,
 				Dead:      func(id NodeID) bool { return slices.Contains(tc.dead, id) },
-				Stable:    func(id raft.ServerID) bool { return slices.Contains(tc.stable, id) },
+				CaughtUp:  func(id raft.ServerID) bool { return slices.Contains(tc.caughtUp, id) },
+				Vacated:   func(id NodeID) bool { return slices.Contains(tc.vacated, id) },
 			}
 			if tc.max > 0 {
 				facts.MaxVoters = tc.max
@@ -822,5 +871,156 @@ func TestFirstMapDoesNotWaitForGossip(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// voterSamples records the number of voters after every server change any leader makes, through the
+// afterServerChange hook of each node's config.
+type voterSamples struct {
+	mu      sync.Mutex
+	samples []voterSample
+}
+
+type voterSample struct {
+	change serverChange
+	voters int
+}
+
+func (s *voterSamples) hook(cfg *Config) {
+	cfg.hooks.afterServerChange = func(ch serverChange, c raft.Configuration) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.samples = append(s.samples, voterSample{change: ch, voters: countVoters(c)})
+	}
+}
+
+// since returns the samples from the i-th on, and how many there are in all.
+func (s *voterSamples) since(i int) ([]voterSample, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.samples[min(i, len(s.samples)):]), len(s.samples)
+}
+
+// assertAtLeast fails the test for each sample with fewer than want voters.
+func assertAtLeast(t *testing.T, samples []voterSample, want int, during string) {
+	t.Helper()
+	for _, s := range samples {
+		if s.voters < want {
+			t.Errorf("%s: %d voters after %s %s (%s); the target for the members that remain is %d",
+				during, s.voters, s.change.Kind, s.change.ID, s.change.Why, want)
+		}
+	}
+}
+
+// allReady reports whether every live node of c is ready (Node.Readiness).
+func (c *testCluster) allReady() bool {
+	for _, n := range c.live() {
+		if n.Readiness() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRollingRestartKeepsVoters restarts every node of a memory-only cluster of five in turn, as a rolling
+// deploy does: each leaves gracefully, its next process joins under the same name as a new control-plane
+// server, and the next node leaves as soon as every node is ready again. While one node is away the four
+// that remain call for three voters, so no server change may leave fewer; readiness, which the next leave
+// waits for, must mean all five vote again. Every acknowledged write reads back at the end.
+func TestRollingRestartKeepsVoters(t *testing.T) {
+	t.Parallel()
+	var rec voterSamples
+	c := startCluster(t, 5, elastic(rec.hook))
+	waitFor(t, 30*time.Second, "every node ready", c.allReady)
+	ctx := bg(t)
+	for round := range 5 {
+		leaver := c.node(round)
+		_, seen := rec.since(0)
+		leaveCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := leaver.Leave(leaveCtx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %s leaves: %v", round, leaver.id, err)
+		}
+		c.forget(round, leaver)
+		c.restart(round)
+		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: every node ready after %s restarted", round, leaver.id), c.allReady)
+		samples, _ := rec.since(seen)
+		assertAtLeast(t, samples, 3, fmt.Sprintf("round %d, %s restarting", round, leaver.id))
+		li := c.leader()
+		if li < 0 {
+			t.Fatalf("round %d: ready without a leader", round)
+		}
+		cf := c.node(li).raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if voters := countVoters(cf.Configuration()); voters != 5 {
+			t.Fatalf("round %d: ready with %d voters, want 5: %v", round, voters, cf.Configuration().Servers)
+		}
+		key := fmt.Sprintf("after-round-%d", round)
+		if err := c.node(round).Put(ctx, key, []byte(key)); err != nil {
+			t.Fatalf("round %d: put: %v", round, err)
+		}
+	}
+	samples, all := rec.since(0)
+	t.Logf("%d server changes over the rolling restart; fewest voters after one: %d", all,
+		slices.MinFunc(samples, func(a, b voterSample) int { return a.voters - b.voters }).voters)
+	for round := range 5 {
+		key := fmt.Sprintf("after-round-%d", round)
+		if got, err := c.node(0).Get(ctx, key); err != nil || string(got) != key {
+			t.Fatalf("get %q: %q, %v", key, got, err)
+		}
+	}
+}
+
+// TestLeaveWithoutSuccessorKeepsItsVote has a voter of three leave while the only other members are fresh
+// non-voters that cannot be promoted (they cannot tell their progress and are far from stable). Demoting
+// the leaver would leave two voters where the four members that remain call for three, so it keeps its
+// vote, its Leave times out, and it closes as a voter: the two others still make a quorum, and the cluster
+// takes writes. Its next process, under the same name, takes the vote back, as a crashed voter's does.
+func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
+	t.Parallel()
+	var rec voterSamples
+	c := startCluster(t, 3, elastic(rec.hook, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour }))
+	fresh := func(cfg *Config) { cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress } }
+	c.addWith(3, fresh)
+	c.addWith(3, fresh)
+	c.waitStable(30 * time.Second)
+	li := c.leader()
+	if li < 0 {
+		t.Fatal("no leader")
+	}
+	i := (li + 1) % 3
+	leaver := c.node(i)
+	leaveCtx, cancel := context.WithTimeout(bg(t), 20*time.Second)
+	defer cancel()
+	err := leaver.Leave(leaveCtx)
+	if err == nil {
+		t.Fatalf("%s left without a successor, yet its Leave ended without an error", leaver.id)
+	}
+	t.Logf("%s's leave: %v", leaver.id, err)
+	c.forget(i, leaver)
+	samples, _ := rec.since(0)
+	assertAtLeast(t, samples, 3, "the leave")
+	leader := c.node(li)
+	cf := leader.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !leaver.votesIn(cf.Configuration()) {
+		t.Fatalf("%s's server lost its vote: %v", leaver.id, cf.Configuration().Servers)
+	}
+	if err := leader.Put(bg(t), "after-the-leave", []byte("v")); err != nil {
+		t.Fatalf("put after %s closed as a voter: %v", leaver.id, err)
+	}
+	next := c.restart(i)
+	waitFor(t, 30*time.Second, string(next.id)+"'s next process to take the vote back", func() bool {
+		li := c.leader()
+		if li < 0 {
+			return false
+		}
+		cf := c.node(li).raft.GetConfiguration()
+		return cf.Error() == nil && next.votesIn(cf.Configuration()) && !leaver.votesIn(cf.Configuration()) && countVoters(cf.Configuration()) == 3
 	})
 }

@@ -92,6 +92,9 @@ const (
 const (
 	opReplicate transport.Op = 20 // owner -> replica: ops, snapshots and probes (replication.go)
 	opPropose   transport.Op = 21 // any node -> leader: commit a control decision (control.go)
+	// opServerProgress: leader -> non-voter, and any node -> leader: how far the process's control-plane
+	// server has applied and committed the log (voters.go)
+	opServerProgress transport.Op = 22
 )
 
 // Transactions (txn.go, txn_ops.go). Numbers 90 to 99 are theirs.

@@ -24,13 +24,20 @@ type k8sObject struct {
 		PublishNotReadyAddresses bool        `yaml:"publishNotReadyAddresses"` // Service
 		MaxUnavailable           string      `yaml:"maxUnavailable"`           // PodDisruptionBudget: a number or a percentage
 		ServiceName              string      `yaml:"serviceName"`              // StatefulSet
-		Replicas                 int         // StatefulSet
-		Template                 podTemplate // StatefulSet
+		Replicas                 int         // StatefulSet, Deployment
+		Template                 podTemplate // StatefulSet, Deployment
 		VolumeClaimTemplates     []k8sObject `yaml:"volumeClaimTemplates"` // StatefulSet
+		Strategy                 struct {    // Deployment
+			Type          string
+			RollingUpdate struct {
+				MaxUnavailable string `yaml:"maxUnavailable"`
+				MaxSurge       string `yaml:"maxSurge"`
+			} `yaml:"rollingUpdate"`
+		}
 	}
 }
 
-// podTemplate is a StatefulSet's pod template.
+// podTemplate is a StatefulSet's or a Deployment's pod template.
 type podTemplate struct {
 	Metadata struct{ Annotations map[string]string }
 	Spec     struct {
@@ -141,46 +148,134 @@ func containerEnv(c container, p *problems) map[string]string {
 // hook runs `zaris leave` of binary and ends within the grace period, after the server's own leave.
 func lintManifest(src string, flags map[string]bool, binary string) problems {
 	var p problems
+	byKind, ok := manifestKinds(src, "StatefulSet", &p)
+	if !ok {
+		return p
+	}
+	sts := byKind["StatefulSet"][0]
+	c, o, ok := lintPods(sts.Spec.Template, flags, binary, &p)
+	if !ok {
+		return p
+	}
+	checkPeers(byKind["Service"], sts, o, &p)
+	checkDisruptions(byKind["PodDisruptionBudget"], o, &p)
+	checkStorage(sts, c, o, &p)
+	return p
+}
+
+// lintMemoryManifest checks the memory-only example: a Deployment whose pods, checked as the
+// StatefulSet's are, keep no data dir, find each other through a headless service published before they
+// are ready, and are replaced one at a time, the next only once the previous one's replacement is ready
+// (maxUnavailable 1, maxSurge 0, a readiness probe on /readyz).
+func lintMemoryManifest(src string, flags map[string]bool, binary string) problems {
+	var p problems
+	byKind, ok := manifestKinds(src, "Deployment", &p)
+	if !ok {
+		return p
+	}
+	if n := len(byKind["StatefulSet"]); n != 0 {
+		p.add("%d StatefulSets in the memory-only example", n)
+	}
+	d := byKind["Deployment"][0]
+	_, o, ok := lintPods(d.Spec.Template, flags, binary, &p)
+	if !ok {
+		return p
+	}
+	if o.dataDir != "" {
+		p.add("--data-dir %s in the memory-only example", o.dataDir)
+	}
+	if o.bootstrapExpect > d.Spec.Replicas {
+		p.add("--bootstrap-expect %d with %d replicas", o.bootstrapExpect, d.Spec.Replicas)
+	}
+	checkRollout(d, &p)
+	checkServicePeers(byKind["Service"], o, &p)
+	checkDisruptions(byKind["PodDisruptionBudget"], o, &p)
+	return p
+}
+
+// manifestKinds parses src and sorts its objects by kind; it wants exactly one workload of kind.
+func manifestKinds(src, workload string, p *problems) (map[string][]k8sObject, bool) {
 	objs, err := parseManifest(src)
 	if err != nil {
 		p.add("%v", err)
-		return p
+		return nil, false
 	}
 	byKind := map[string][]k8sObject{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
-	if len(byKind["StatefulSet"]) != 1 {
-		p.add("%d StatefulSets, want 1", len(byKind["StatefulSet"]))
-		return p
+	if n := len(byKind[workload]); n != 1 {
+		p.add("%d %ss, want 1", n, workload)
+		return nil, false
 	}
-	sts := byKind["StatefulSet"][0]
-	pod := sts.Spec.Template
+	return byKind, true
+}
+
+// lintPods checks a workload's pod template: its container's flags and variables, ports, probes, pre-stop
+// hook and security settings. It returns the container and the server's options.
+func lintPods(pod podTemplate, flags map[string]bool, binary string, p *problems) (container, options, bool) {
 	if len(pod.Spec.Containers) == 0 {
-		p.add("the StatefulSet's pods have no container")
-		return p
+		p.add("the workload's pods have no container")
+		return container{}, options{}, false
 	}
 	c := pod.Spec.Containers[0]
-	env := containerEnv(c, &p)
+	env := containerEnv(c, p)
 	var args []string
 	for _, a := range c.Args {
-		args = append(args, expand(a, env, "args", &p))
+		args = append(args, expand(a, env, "args", p))
 	}
-	o := serverOptions(env, args, flags, &p)
+	o := serverOptions(env, args, flags, p)
 	httpAddr := setting(env, args, "http-addr")
-	checkPeers(byKind["Service"], sts, o, &p)
-	checkDisruptions(byKind["PodDisruptionBudget"], o, &p)
-	checkPorts(c, listeners(o, httpAddr), &p)
-	checkProbes(pod, c, addrPort(httpAddr), &p)
-	checkStop(pod, c, binary, o, &p)
-	checkStorage(sts, c, o, &p)
+	checkPorts(c, listeners(o, httpAddr), p)
+	checkProbes(pod, c, addrPort(httpAddr), p)
+	checkStop(pod, c, binary, o, p)
 	if !pod.Spec.SecurityContext.RunAsNonRoot && !c.SecurityContext.RunAsNonRoot {
 		p.add("runAsNonRoot is not set")
 	}
 	if !c.SecurityContext.ReadOnlyRootFilesystem {
 		p.add("readOnlyRootFilesystem is not set")
 	}
-	return p
+	return c, o, true
+}
+
+// checkRollout wants a Deployment replaced one pod at a time, with no surge: a rollout then stops a pod
+// only once the one before it has a ready replacement (checkProbes wants readiness on /readyz).
+func checkRollout(d k8sObject, p *problems) {
+	st := d.Spec.Strategy
+	if st.Type != "" && st.Type != "RollingUpdate" {
+		p.add("strategy %s: want RollingUpdate, which waits for each new pod to be ready", st.Type)
+	}
+	if got := st.RollingUpdate.MaxUnavailable; got != "1" {
+		p.add("rollingUpdate maxUnavailable %q: want 1, one pod away at a time", got)
+	}
+	if got := st.RollingUpdate.MaxSurge; got != "0" {
+		p.add("rollingUpdate maxSurge %q: want 0, each pod stopped before its replacement starts", got)
+	}
+}
+
+// checkServicePeers wants --join to name, at the gossip port, a headless service published before
+// readiness, whose DNS name resolves to every pod.
+func checkServicePeers(services []k8sObject, o options, p *problems) {
+	if strings.TrimSpace(o.join) == "" {
+		p.add("no --join: each pod would start a cluster of its own")
+		return
+	}
+	for _, addr := range strings.Split(o.join, ",") {
+		host, port, _ := net.SplitHostPort(strings.TrimSpace(addr))
+		name, _, _ := strings.Cut(host, ".")
+		i := slices.IndexFunc(services, func(s k8sObject) bool { return s.Metadata.Name == name })
+		switch {
+		case i < 0:
+			p.add("--join %s: names no Service of the manifest", addr)
+		case services[i].Spec.ClusterIP != "None":
+			p.add("Service %s is not headless (clusterIP: None)", name)
+		case !services[i].Spec.PublishNotReadyAddresses:
+			p.add("Service %s: publishNotReadyAddresses is not true; pods could not find each other before they are ready", name)
+		}
+		if port != strconv.Itoa(addrPort(o.gossipAddr)) {
+			p.add("--join %s: want the gossip port %d", addr, addrPort(o.gossipAddr))
+		}
+	}
 }
 
 // checkPeers wants the StatefulSet's service headless and published before readiness, and --join to name
@@ -377,6 +472,45 @@ func TestKubernetesExampleChecksBite(t *testing.T) {
 			t.Fatalf("the manifest has no %q to break", tc.old)
 		}
 		if p := lintManifest(broken, flags, binary); !slices.ContainsFunc(p, func(s string) bool { return strings.Contains(s, tc.want) }) {
+			t.Errorf("%q -> %q: want a problem with %q, got %q", tc.old, tc.new, tc.want, p)
+		}
+	}
+}
+
+func TestKubernetesMemoryExample(t *testing.T) {
+	for _, problem := range lintMemoryManifest(readFile(t, memoryManifestPath), serverFlags(t), dockerBinary(t)) {
+		t.Error(problem)
+	}
+}
+
+// TestKubernetesMemoryExampleChecksBite breaks the memory-only example one way at a time and wants each
+// break reported.
+func TestKubernetesMemoryExampleChecksBite(t *testing.T) {
+	src, flags, binary := readFile(t, memoryManifestPath), serverFlags(t), dockerBinary(t)
+	for _, tc := range []struct{ old, new, want string }{
+		{"maxUnavailable: 1\n      maxSurge", "maxUnavailable: 2\n      maxSurge", "maxUnavailable \"2\""},
+		{"maxUnavailable: 1\n      maxSurge", "maxUnavailable: 25%\n      maxSurge", "maxUnavailable \"25%\""},
+		{"maxSurge: 0", "maxSurge: 1", "maxSurge \"1\""},
+		{"      maxSurge: 0\n", "", "maxSurge \"\""},
+		{"type: RollingUpdate", "type: Recreate", "strategy Recreate"},
+		{"path: /readyz", "path: /healthz", "readinessProbe path \"/healthz\""},
+		{"          readinessProbe:\n            httpGet:\n              path: /readyz\n              port: http\n", "          readinessProbe:\n            httpGet:\n", "readinessProbe path \"\""},
+		{"            - --rf=2\n", "            - --rf=2\n            - --data-dir=/data\n", "--data-dir /data in the memory-only example"},
+		{"publishNotReadyAddresses: true", "publishNotReadyAddresses: false", "publishNotReadyAddresses is not true"},
+		{"clusterIP: None", "clusterIP: \"\"", "is not headless"},
+		{"--join=zaris-memory-peers.", "--join=zaris-peers.", "names no Service"},
+		{"svc.cluster.local:7946", "svc.cluster.local:7947", "want the gossip port 7946"},
+		{"- --bootstrap-expect=3", "- --bootstrap-expect=4", "--bootstrap-expect 4 with 3 replicas"},
+		{"maxUnavailable: 1\n  selector", "maxUnavailable: 2\n  selector", "PodDisruptionBudget maxUnavailable \"2\""},
+		{"value: 45s", "value: 55s", "--leave-timeout 55s is not below the preStop --timeout 50s"},
+		{"readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem is not set"},
+		{"kind: Deployment", "kind: StatefulSet", "0 Deployments"},
+	} {
+		broken := strings.Replace(src, tc.old, tc.new, 1)
+		if broken == src {
+			t.Fatalf("the manifest has no %q to break", tc.old)
+		}
+		if p := lintMemoryManifest(broken, flags, binary); !slices.ContainsFunc(p, func(s string) bool { return strings.Contains(s, tc.want) }) {
 			t.Errorf("%q -> %q: want a problem with %q, got %q", tc.old, tc.new, tc.want, p)
 		}
 	}

@@ -20,7 +20,9 @@ import (
 const (
 	dockerfilePath = "../../Dockerfile"
 	manifestPath   = "../../deploy/kubernetes/zaris.yaml"
-	goModPath      = "../../go.mod"
+	// memoryManifestPath is the memory-only example: a Deployment.
+	memoryManifestPath = "../../deploy/kubernetes/zaris-memory.yaml"
+	goModPath          = "../../go.mod"
 )
 
 // httpFlags are the flags of the HTTP endpoint: --http-addr serves /metrics, /healthz, /readyz and the
