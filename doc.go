@@ -28,9 +28,11 @@
 // new server and its predecessor is removed. Control-plane connections name the server they are for, so a
 // restarted process at its predecessor's address never answers for it. A member that left, or stayed failed
 // (or unknown to gossip) for DeadServerTimeout, leaves the servers; new servers join as non-voters and become voters once they have
-// stayed alive for Timing.ServerStabilization, keeping an odd number of voters up to MaxVoters; a voter
-// that drains or has left does not count, so its successor takes a vote before it gives up its own. A
-// cluster whose first voters are all replaced, one at a time, keeps deciding.
+// caught up with the leader's log (a process that cannot tell, once alive for Timing.ServerStabilization),
+// keeping an odd number of voters up to MaxVoters; a voter that drains or has left does not count, and is
+// demoted only once the other voters fill the seats the remaining members call for, so its successor takes
+// a vote before it gives up its own. A rolling restart, and a cluster whose first voters are all replaced
+// one at a time, keep deciding.
 //
 // # Replication and write concerns
 //

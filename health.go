@@ -64,7 +64,9 @@ func (n *Node) controlReadiness() error {
 		return err
 	}
 	_, leaderServer := n.raft.LeaderWithID()
-	leader, err := n.askProgress(leaderServer)
+	ctx, cancel := n.progressCtx()
+	defer cancel()
+	leader, err := n.askProgress(ctx, leaderServer)
 	if err != nil {
 		return fmt.Errorf("zaris: control-plane progress from leader %s: %w", h.Leader, err)
 	}
@@ -184,7 +186,7 @@ func (n *Node) inFormedCluster() bool {
 	return slices.ContainsFunc(n.members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
 }
 
-// progressCtx bounds one progress question by a probe timeout.
+// progressCtx bounds questions about control-plane progress (askProgress) by a probe timeout.
 func (n *Node) progressCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(n.life, 2*n.cfg.Timing.ProbeTimeout)
 }

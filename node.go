@@ -435,7 +435,7 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 	case op == opPropose:
 		return n.serveProposal(payload)
 	case op == opServerProgress:
-		return n.serveProgress()
+		return n.serveProgress(payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -765,7 +765,8 @@ func (n *Node) handOverLeadership() {
 // voter that left, then removes it), or no other node has a vote to take it. Only a leader changes servers,
 // never its own, so while this node leads it hands leadership over again. A removed server may never hear of
 // its removal, so silence from the leader counts as one, but only where the other voters keep a quorum
-// without this one: a voter departing unremoved from two would leave the other unable to elect a leader.
+// without this one (a voter departing unremoved from two would leave the other unable to elect a leader),
+// and the leader, asked, does not say this server still votes (leaderDropped).
 func (n *Node) awaitRemoval(ctx context.Context) error {
 	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.GossipInterval)
 	defer tick.Stop()
@@ -778,7 +779,7 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 		if n.IsLeader() {
 			n.handOverLeadership()
 			following = time.Now()
-		} else if othersKeepQuorum(cf.Configuration()) && n.forgotten(following) {
+		} else if othersKeepQuorum(cf.Configuration()) && n.forgotten(following) && n.leaderDropped(ctx) {
 			return nil
 		}
 		select {

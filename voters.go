@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,13 +18,18 @@ import (
 // node's process: its raft identity carries the incarnation. Raft's safety rests on a voter never
 // forgetting its term and vote, which a restarted process (raft state in memory) has forgotten, so it
 // joins as a new server and the old one is removed. A server whose member left, or failed for longer than
-// DeadServerTimeout, is removed too. A voter whose member left is first demoted, once the other voters keep
-// a live quorum without it: a demotion still reaches the leaver, which departs only once it holds no vote
-// the others need. New servers join as non-voters and are promoted once alive for
-// ServerStabilization, keeping an odd number of voters up to MaxVoters (a voter that drains or has left
-// counts no more, so its successor is promoted before it is demoted); the new process of a voter that
-// restarted takes its predecessor's vote at once, right after the old server is removed. A cluster whose first voters are
-// all replaced one by one thus keeps a quorum of live ones.
+// DeadServerTimeout, is removed too.
+//
+// The control plane wants as many voters as its seats: the largest odd number up to MaxVoters of the
+// members that run and stay. New servers join as non-voters and are promoted once they have caught up,
+// that is applied the log to near the leader's commit index (a process that cannot tell is promoted once
+// alive for ServerStabilization). A voter that drains no longer counts, so a successor is promoted while
+// it drains; once it has left it is demoted, but only when the other voters fill the seats the remaining
+// members call for and keep a live quorum. A graceful leave thus hands its seat over and never leaves the
+// control plane short, and a cluster that really shrinks demotes it once the voters that remain are enough
+// for the members that remain. A leaver that finds no successor within its timeout exits as a voter. The
+// new process of a voter that restarted takes its predecessor's vote at once, right after the old server is
+// removed; so does the next process of a voter that left gracefully, while the voters are short.
 
 // raftID is the control-plane identity of process incarnation of node id.
 func raftID(id NodeID, incarnation uint64) raft.ServerID {
@@ -179,7 +185,7 @@ func takesSeatBack(m member, restartedVoter bool, f serverFacts, short bool) boo
 	if m.Lite || m.Leaving {
 		return false
 	}
-	return restartedVoter || short && f.Vacated != nil && f.Vacated(m.ID)
+	return restartedVoter || short && f.Vacated(m.ID)
 }
 
 // seats is how many voters the control plane wants for members: the largest odd number up to maxVoters
@@ -338,7 +344,11 @@ func (n *Node) followMembership(members []member) error {
 		return err
 	}
 	servers := cf.Configuration().Servers
-	facts := n.serverFacts(servers, members)
+	// Questions to non-voters about their progress share one probe timeout per reconcile: an unreachable
+	// one must not hold the control loop for long.
+	ctx, cancel := n.progressCtx()
+	defer cancel()
+	facts := n.serverFacts(ctx, servers, members)
 	for _, ch := range planServers(servers, members, facts) {
 		n.log.Info("control-plane server change", "change", ch.Kind.String(), "server", ch.ID, "why", ch.Why)
 		err := n.decide(func() raft.Future {
@@ -380,7 +390,7 @@ func (n *Node) noteSeat(ch serverChange) {
 
 // serverFacts measures, for this reconcile, how long members have been failed and servers alive, with the
 // leader's countdowns, and asks non-voters how far they hold the log when a promotion needs it.
-func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts {
+func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members []member) serverFacts {
 	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
 	known := map[NodeID]bool{}
 	for _, m := range members {
@@ -425,7 +435,7 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 			if !alive[id] {
 				return false
 			}
-			p, err := n.askProgress(id)
+			p, err := n.askProgress(ctx, id)
 			var old *transport.RemoteError
 			if errors.As(err, &old) {
 				return stable(id) // a process without the call: time alive is all the leader can go by
@@ -441,43 +451,54 @@ func (n *Node) serverFacts(servers []raft.Server, members []member) serverFacts 
 // decisions never keeps a follower that keeps up from counting as caught up.
 const promotionLag = 64
 
-// serverProgress is a node's answer to opServerProgress: the control-plane server its process is, and how
-// far that server has applied and committed the log.
+// serverProgress is a node's answer to opServerProgress: the control-plane server its process is, how far
+// that server has applied and committed the log, and whether the server that asked votes in its latest
+// configuration.
 type serverProgress struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Server   raft.ServerID
-	Applied  uint64
-	Commit   uint64
+	_msgpack   struct{} `msgpack:",as_array"`
+	Server     raft.ServerID
+	Applied    uint64
+	Commit     uint64
+	AskerVotes bool
 }
 
 // caughtUp reports whether p's server has applied the log to within promotionLag of commit.
 func (p serverProgress) caughtUp(commit uint64) bool { return p.Applied+promotionLag >= commit }
 
-// progress is this process's serverProgress.
-func (n *Node) progress() serverProgress {
-	return serverProgress{Server: n.serverID(), Applied: n.raft.AppliedIndex(), Commit: n.raft.CommitIndex()}
+// progress is this process's serverProgress, for the server asker.
+func (n *Node) progress(asker raft.ServerID) serverProgress {
+	p := serverProgress{Server: n.serverID(), Applied: n.raft.AppliedIndex(), Commit: n.raft.CommitIndex()}
+	if cf := n.raft.GetConfiguration(); asker != "" && cf.Error() == nil {
+		p.AskerVotes = slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
+			return s.ID == asker && s.Suffrage == raft.Voter
+		})
+	}
+	return p
 }
 
-// serveProgress answers opServerProgress.
-func (n *Node) serveProgress() ([]byte, error) { return encode(n.progress()) }
+// serveProgress answers opServerProgress, whose payload names the server that asks.
+func (n *Node) serveProgress(payload []byte) ([]byte, error) {
+	if len(payload) > maxServerName {
+		return nil, fmt.Errorf("zaris: progress question from a server name of %d bytes", len(payload))
+	}
+	return encode(n.progress(raft.ServerID(payload)))
+}
 
 // errOtherProcess says a node answered for a control-plane server other than the one asked about.
 var errOtherProcess = errors.New("zaris: answered by another process")
 
-// askProgress asks server id's process how far it holds the control plane's log, within a probe timeout.
-// An answer from another process under the node's name (a restart) is an error.
-func (n *Node) askProgress(id raft.ServerID) (serverProgress, error) {
+// askProgress asks server id's process how far it holds the control plane's log. An answer from another
+// process under the node's name (a restart) is an error.
+func (n *Node) askProgress(ctx context.Context, id raft.ServerID) (serverProgress, error) {
 	name, _ := splitRaftID(id)
 	if id == n.serverID() {
-		return n.progress(), nil
+		return n.progress(id), nil
 	}
 	p := n.router.peerByID(name)
 	if p == nil || p.local {
 		return serverProgress{}, fmt.Errorf("zaris: no connection to node %s", name)
 	}
-	ctx, cancel := n.progressCtx()
-	defer cancel()
-	resp, err := p.internal.Call(ctx, opServerProgress, nil)
+	resp, err := p.internal.Call(ctx, opServerProgress, []byte(n.serverID()))
 	if err != nil {
 		return serverProgress{}, err
 	}
@@ -489,4 +510,18 @@ func (n *Node) askProgress(id raft.ServerID) (serverProgress, error) {
 		return serverProgress{}, fmt.Errorf("%w: %s, not %s", errOtherProcess, reply.Server, id)
 	}
 	return reply, nil
+}
+
+// leaderDropped reports whether this leaving process may take a leader's silence for the loss of its vote:
+// the leader it knows says it no longer votes, or cannot be asked. A leader that keeps the vote while a
+// successor catches up may be slow to replicate, and its silence then means nothing.
+func (n *Node) leaderDropped(ctx context.Context) bool {
+	_, leader := n.raft.LeaderWithID()
+	if leader == "" || leader == n.serverID() {
+		return true
+	}
+	ask, cancel := context.WithTimeout(ctx, 2*n.cfg.Timing.ProbeTimeout)
+	defer cancel()
+	p, err := n.askProgress(ask, leader)
+	return err != nil || !p.AskerVotes
 }
