@@ -30,7 +30,8 @@ import (
 //     before a graceful leave is not placeable, nor one failed for EvictionTimeout, nor, after
 //     LostPartitionTimeout, one holding a lost partition on its disk.
 //   - recreate: a partition lost for EvictionTimeout (LostPartitionTimeout when a holder keeps it on disk)
-//     starts again empty on an alive assigned node, or on its target if it was moving.
+//     starts again empty on an alive assigned node, or on its target if it was moving, unless a holder
+//     still lives as the same process: it may keep every acknowledged write.
 //   - move: copies start, at most MaxMigrations at once. Moves whose owner stays settle once in sync.
 //
 // Each partition gets at most one decision per round. Every command names the epoch it was decided at and
@@ -430,7 +431,7 @@ func (r *round) recreateLost() {
 		}
 		givenUp, onDisk := r.givenUp(p, st)
 		i := slices.IndexFunc(r.Map.Assignment[p], func(id NodeID) bool { return r.alive[id] })
-		if st.Target != nil || i < 0 || !givenUp || r.decided[p] {
+		if st.Target != nil || i < 0 || !givenUp || r.decided[p] || r.liveHolder(st) != "" {
 			continue
 		}
 		r.add(command{Kind: cmdPromote, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: r.Map.Assignment[p][i]}},
@@ -449,6 +450,31 @@ func (r *round) givenUp(p int, st PartitionState) (givenUp, onDisk bool) {
 		timeout = r.rules.LostPartitionTimeout
 	}
 	return lostFor >= timeout, onDisk
+}
+
+// liveHolder returns a holder of lost partition state st that gossip calls alive as the very process the map
+// records, and that has not answered that it holds nothing, or "" when there is none. Such a process may
+// keep every acknowledged write of the partition, so no timeout gives the partition up while it lives:
+// reviveLost gives it back once the holder answers. A restarted process under the same name is another
+// process: one that keeps its copies in memory holds nothing of its predecessor's.
+func (r *round) liveHolder(st PartitionState) NodeID {
+	incarnations := map[NodeID]uint64{}
+	for _, mb := range r.Members {
+		if mb.Status == serf.StatusAlive {
+			incarnations[mb.ID] = mb.Incarnation
+		}
+	}
+	for _, id := range st.InSync {
+		inc, alive := incarnations[id]
+		if !alive || inc != r.Map.Nodes[id].Incarnation {
+			continue
+		}
+		if a := r.Probe.copies(id); a.answered && a.revisions == nil {
+			continue // it answered that it cannot vouch for any copy
+		}
+		return id
+	}
+	return ""
 }
 
 func (r *round) giveUpLevel(onDisk bool) slog.Level {
@@ -501,7 +527,7 @@ func (r *round) advanceMoves() {
 		case r.decided[p], st.Target == nil, st.Health == Recovering:
 		case st.Owner == "":
 			// Nothing to copy: it settles on its target, empty, unless a node that held it may return.
-			if givenUp, onDisk := r.givenUp(p, st); givenUp || len(st.InSync) == 0 {
+			if givenUp, onDisk := r.givenUp(p, st); (givenUp || len(st.InSync) == 0) && r.liveHolder(st) == "" {
 				r.add(command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: st.Target[0]}},
 					r.giveUpLevel(onDisk), "settling lost partition EMPTY on its target", r.giveUpAttrs(p, st, onDisk, st.Target[0])...)
 			}

@@ -249,6 +249,20 @@ func TestDecideLostPartitions(t *testing.T) {
 			members: aFailed(false), held: 59 * time.Second, probe: silentA},
 		{name: "moving, once given up it settles empty on its target", setup: func(m *ClusterMap) { lost(m); m.Runtime[0].Target = []NodeID{"b", "c", "a"} },
 			members: aFailed(false), held: time.Minute, failedFor: time.Second, probe: silentA, want: []string{"settle p0 on b"}},
+		{name: "its holder alive as the same process but silent: never recreated", setup: lost,
+			held: 2 * time.Hour, failedFor: time.Second, probe: silentA},
+		{name: "its holder alive as the same process but silent, moving: never settled empty",
+			setup:   func(m *ClusterMap) { lost(m); m.Runtime[0].Target = []NodeID{"b", "c", "a"} },
+			members: aliveABC(), held: 2 * time.Hour, failedFor: time.Second, probe: silentA},
+		{name: "its holder alive and leaving, silent: never recreated", setup: lost,
+			members: withMember(aliveABC(), member{ID: "a", DataAddr: "a:1", Incarnation: 1, Status: serf.StatusAlive, Leaving: true}),
+			held:    2 * time.Hour, failedFor: time.Second, probe: silentA, want: []string{"plan [b c]"}},
+		{name: "its holder alive but answers it holds nothing: recreated empty at EvictionTimeout", setup: lost,
+			held: time.Minute, failedFor: time.Second, want: []string{`promote p0 to "a" at 7`}},
+		{name: "its holder restarted in memory under the same name: recreated empty at EvictionTimeout", setup: lost,
+			members: withMember(aliveABC(), member{ID: "a", DataAddr: "a:1", Incarnation: 2, Status: serf.StatusAlive}),
+			held:    time.Minute, failedFor: time.Second, probe: silentA,
+			want: []string{"record a#2 intact=false", `promote p0 to "a" at 7`}},
 		{name: "moving, with no holder it settles at once", setup: func(m *ClusterMap) {
 			lost(m)
 			m.Runtime[0].InSync, m.Runtime[0].Target = nil, []NodeID{"b", "c", "a"}

@@ -326,8 +326,11 @@
 //     described under Rebalancing, so no acknowledged write is lost, under Async either. The control plane
 //     records the drain, and a partition map decided before it that still places the node is void, so the
 //     drain ends only once the node holds nothing and no later map gives it a partition. If its context
-//     ends first, the node leaves anyway and the partitions it still owns go to their in-sync replicas at
-//     once.
+//     ends first (no leader, or nowhere to move a partition), Leave fails with ErrNotDrained. Where every
+//     partition the node still holds has a live in-sync copy elsewhere, it says goodbye and those copies are
+//     promoted at once; where it holds the only live copy of one, it closes as a failed node, so the
+//     cluster fails over what it can and never records a clean departure of the only copy. A partition
+//     left with no owner is recreated empty only once no holder of it lives as the process the map records.
 //     Close without Leave is a crash.
 //   - An owner serves only while it holds a lease renewed by contact with the raft leader, lasting half of
 //     FailoverTimeout; cut off from the control plane, it refuses its partitions (ErrOwnershipChanging)

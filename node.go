@@ -761,7 +761,7 @@ func (n *Node) drain(ctx context.Context) error {
 		case <-wait.C():
 		case <-ctx.Done():
 			wait.Stop()
-			return fmt.Errorf("zaris: leave: partitions not drained: %w", ctx.Err())
+			return fmt.Errorf("%w: %w", ErrNotDrained, ctx.Err())
 		case <-n.life.Done():
 			wait.Stop()
 			return ErrClosed

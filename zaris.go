@@ -497,8 +497,11 @@ func (n *Node) RemoveGossipKey(key []byte) error {
 // departure, waits (bounded by ctx) until the control plane no longer counts its vote, and closes. It hands
 // leadership over whenever it leads meanwhile, so it never stops as leader while another node could lead.
 //
-// If ctx ends before the drain does, the node leaves anyway, and the leader hands what it still owns to
-// in-sync replicas at once rather than after FailoverTimeout.
+// If ctx ends before the drain does, Leave fails with ErrNotDrained. Where every partition the node still
+// holds has a live in-sync copy elsewhere, it says goodbye anyway and the leader promotes those copies at
+// once. Where it holds the only live copy of some partition, it never says goodbye: it closes as a failed
+// node would, so the cluster fails over what it can and waits for the rest rather than record a clean
+// departure of the only copy.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -508,11 +511,42 @@ func (n *Node) Leave(ctx context.Context) error {
 		return drained // closed meanwhile: there is nothing left to leave with
 	}
 	n.handOverLeadership()
+	if drained != nil {
+		if only := n.onlyCopies(); len(only) > 0 {
+			n.log.Error("leave: partitions not drained, and this node holds the only live copy of some; "+
+				"closing as a failed node, not leaving", "partitions", len(only), "first", only[:min(8, len(only))])
+			return errors.Join(fmt.Errorf("%w (this node held the only live copy of %d partitions and closed as a failed node)",
+				drained, len(only)), n.Close())
+		}
+		n.log.Warn("leave: partitions not drained; every one has a live in-sync copy elsewhere, promoted at once", "err", drained)
+	}
 	err := n.members.leave()
 	if err == nil {
 		err = n.awaitRemoval(ctx)
 	}
 	return errors.Join(drained, err, n.Close())
+}
+
+// onlyCopies lists the partitions of which, as far as this node's map and membership tell, it holds the
+// only live copy with every acknowledged write: it owns them, or holds them in sync while they have no
+// owner, and no other member alive as the process the map records, and not leaving, is in sync.
+func (n *Node) onlyCopies() []int {
+	m := n.fsm.clusterMap()
+	live := map[NodeID]bool{}
+	for _, mb := range n.members.members() {
+		if info, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive &&
+			!m.drains(mb) && info.Incarnation == mb.Incarnation {
+			live[mb.ID] = true
+		}
+	}
+	var only []int
+	for p, st := range m.Runtime {
+		mine := st.Owner == n.id || st.Owner == "" && slices.Contains(st.InSync, n.id)
+		if mine && !slices.ContainsFunc(st.InSync, func(id NodeID) bool { return live[id] }) {
+			only = append(only, p)
+		}
+	}
+	return only
 }
 
 // GetEntry returns the value stored under key with its version and remaining TTL, in one request to the

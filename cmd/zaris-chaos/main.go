@@ -4,13 +4,15 @@
 // oldest server for good every few seconds and starts a new one in its place (-nemesis replace), kills
 // every server at once every 8 to 12 s and restarts them all from their data directories (-nemesis
 // full-restart, which needs -data-dir), restarts the servers one at a time, each once the cluster is
-// Healthy again (-nemesis rolling-restart), or cuts the network between servers while it kills and
+// Healthy again or, as an orchestrator's rollout would, once the restarted process is ready or a delay
+// after it serves (-nemesis rolling-restart, -rolling-pace, -rounds), or cuts the network between servers while it kills and
 // restarts them (-nemesis partition). It then checks what the clients saw: no acknowledged write lost, no
 // get denying one, no phantom value, every key linearizable. Beside the lite member's clients, the bank
 // workload's clients run as processes of their own (bank-client, bankclients.go), each a lite member
 // coordinating its transfers, and one of them is SIGKILLed every 1 to 3 s and restarted: the servers must
 // resolve the transactions a dead coordinator left, all or nothing. It prints the report, with the restart
-// schedules' recovery times and write stalls, and exits 1 if the cluster failed or never recovered.
+// schedules' recovery times and write stalls and the longest time no server led the control plane, and
+// exits 1 if the cluster failed, never recovered, or went past -max-stall or -max-leaderless.
 // With -secure, every process, the lite member included, speaks mutual TLS under a CA the run makes, and
 // gossip is encrypted with a key the run draws.
 //
@@ -67,6 +69,7 @@ const (
 	gapOver      = 100 * time.Millisecond
 	pollPause    = 50 * time.Millisecond
 	liteLeave    = 2 * time.Second
+	roundsBound  = 30 * time.Minute // -duration under -rounds unless set: a bound, not a pace
 	cutShort     = 10 * time.Second // verification bound after an interrupt
 	maxValueSize = 1 << 20          // -value-size bound: the workload holds every value in memory
 	crashValue   = 1024             // ledger value size under -nemesis crash-restart unless -value-size says
@@ -94,6 +97,12 @@ type options struct {
 	eviction        time.Duration // 0: the servers' default
 	replaceEvery    time.Duration // mean pause between replacements under -nemesis replace
 	rollingStop     string        // how -nemesis rolling-restart stops a server: a key of rollingStops
+	rollingPace     string        // when -nemesis rolling-restart stops the next server (see parsePace)
+	pace            rollingPace   // rollingPace, parsed
+	timing          string        // the servers' --timing: local or lan
+	rounds          int           // full rounds of -nemesis rolling-restart; 0: as many as -duration allows
+	maxStall        time.Duration // the longest write stall a run may have; 0: not checked
+	maxLeaderless   time.Duration // the longest time without a control-plane leader a run may have; 0: not checked
 	nemesis         string
 	valueSize       int
 	verbose         bool
@@ -136,6 +145,18 @@ func parseOptions(args []string) (options, error) {
 		nemesisReplace+", each drawn within ±20%")
 	fs.StringVar(&o.rollingStop, "rolling-stop", "kill", "how -nemesis "+nemesisRollingRestart+
 		" stops each server: kill (SIGKILL) or term (SIGTERM, a graceful leave)")
+	fs.StringVar(&o.rollingPace, "rolling-pace", paceHealthy, "when -nemesis "+nemesisRollingRestart+
+		" stops the next server: healthy (once every partition is Healthy), ready (once the restarted process "+
+		"answers /readyz) or serve:<delay> (that long after the restarted process answers RESP)")
+	fs.StringVar(&o.timing, "timing", "local", "the servers' --timing: local (fast timeouts for one machine) or lan "+
+		"(the servers' default: elections in seconds, a new server votes after 10 s); the harness's own lite "+
+		"members keep local")
+	fs.IntVar(&o.rounds, "rounds", 0, "full rounds of -nemesis "+nemesisRollingRestart+", each server stopped once "+
+		"per round; -duration then only bounds the run (default: rounds until -duration ends)")
+	fs.DurationVar(&o.maxStall, "max-stall", 0, "fail the run if a partition goes longer without an acknowledged "+
+		"put (default: not checked)")
+	fs.DurationVar(&o.maxLeaderless, "max-leaderless", 0, "fail the run if no server leads the control plane for "+
+		"longer (default: not checked)")
 	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts), "+
 		nemesisCrashRestart+" (a SIGKILL every 1-2 s, the victim restarted within 0.5 s), "+nemesisReplace+
 		" (the oldest server killed for good and a new one started, every -replace-every), "+nemesisFullRestart+
@@ -167,6 +188,9 @@ func parseOptions(args []string) (options, error) {
 	if !isSet(fs, "eviction-timeout") && o.nemesis == nemesisReplace {
 		o.eviction = replaceEviction
 	}
+	if o.rounds > 0 && !isSet(fs, "duration") {
+		o.duration = roundsBound
+	}
 	return o, o.validate()
 }
 
@@ -196,10 +220,24 @@ func (o *options) validate() error {
 		return fmt.Errorf("-value-size %d: need 0 to %d", o.valueSize, maxValueSize)
 	case rollingStops[o.rollingStop] == 0:
 		return fmt.Errorf("-rolling-stop %q: want kill or term", o.rollingStop)
+	case o.timing != "local" && o.timing != "lan":
+		return fmt.Errorf("-timing %q: want local or lan", o.timing)
+	case o.rounds < 0 || o.maxStall < 0 || o.maxLeaderless < 0:
+		return errors.New("-rounds, -max-stall and -max-leaderless must not be negative")
+	case o.rounds > 0 && o.nemesis != nemesisRollingRestart:
+		return errors.New("-rounds counts the rounds of -nemesis " + nemesisRollingRestart)
+	case o.nemesis == nemesisPartition && o.maxLeaderless > 0:
+		return errors.New("-max-leaderless needs the servers' status pages, which -nemesis " + nemesisPartition +
+			" does not reach")
 	case o.nemesis == nemesisFullRestart && o.dataDir == "":
 		return errors.New("-nemesis " + nemesisFullRestart + " needs -data-dir: servers that keep everything in " +
 			"memory lose every write when all of them die at once")
 	}
+	pace, err := parsePace(o.rollingPace)
+	if err != nil {
+		return err
+	}
+	o.pace = pace
 	if o.dataDir != "" {
 		abs, err := filepath.Abs(o.dataDir)
 		if err != nil {
@@ -224,6 +262,8 @@ type harness struct {
 	ledger  *chaos.Ledger
 	bank    *chaos.Bank
 	notes   []string
+	// failures are the run's failures beyond the report's own checks: bounds the flags set, exceeded.
+	failures []string
 }
 
 // run sets the cluster up, certifies it and tears it down, returning the exit code.
@@ -242,11 +282,15 @@ func run(o options) int {
 		return 1
 	}
 	r, settled := h.certify(ctx)
+	r.Notes = append(r.Notes, h.failures...)
 	r.Print(os.Stdout)
+	for _, f := range h.failures {
+		fmt.Println("FAIL:", f)
+	}
 	if ctx.Err() == nil {
 		h.shutDown() // after an interrupt the deferred tearDown kills the servers instead
 	}
-	if !r.Passed() || !settled {
+	if !r.Passed() || !settled || len(h.failures) > 0 {
 		return 1
 	}
 	return 0
@@ -255,7 +299,7 @@ func run(o options) int {
 // serverTimeouts describes the timeouts the servers run with, and the pace and manner of the replace and
 // restart schedules.
 func serverTimeouts(o options) string {
-	out := fmt.Sprintf("failover timeout %v", o.failoverTimeout)
+	out := fmt.Sprintf("%s timing, failover timeout %v", o.timing, o.failoverTimeout)
 	if o.deadServer > 0 {
 		out += fmt.Sprintf(", dead-server timeout %v", o.deadServer)
 	}
@@ -268,7 +312,10 @@ func serverTimeouts(o options) string {
 	case nemesisFullRestart:
 		out += fmt.Sprintf(", full restarts %v ±20%% after each recovery", fullRestartEvery)
 	case nemesisRollingRestart:
-		out += ", rolling restarts stopping each server with " + signalName(o.rollingStop)
+		out += ", rolling restarts stopping each server with " + signalName(o.rollingStop) + ", " + o.pace.describe()
+		if o.rounds > 0 {
+			out += fmt.Sprintf(", %d rounds", o.rounds)
+		}
 	case nemesisPartition:
 		out += ", each server in a network namespace of its own"
 	}
@@ -306,7 +353,7 @@ func newHarness(o options) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout,
+	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout, timing: o.timing,
 		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
 	if o.secure {
 		if h.c.pki, err = newCredentials(filepath.Join(dir, "pki")); err != nil {
@@ -550,9 +597,14 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	var work sync.WaitGroup
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
 	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
+	h.nem.pace, h.nem.rounds = h.o.pace, h.o.rounds
 	h.nem.net = h.lab
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
+	var leaders *leaderWatch
+	if h.lab == nil {
+		leaders = watchLeaders(workCtx, h.c)
+	}
 	work.Go(func() { w.Run(workCtx) })
 	var bankNote string
 	work.Go(func() { bankNote = h.runBank(workCtx) })
@@ -564,6 +616,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	stopWork()
 	work.Wait()
 	h.notes = append(h.notes, bankNote)
+	if leaders != nil {
+		settled = h.noteLeaderless(leaders) && settled
+	}
 	settled = h.settleHealthy(ctx) && settled
 	if h.o.nemesis == nemesisReplace {
 		settled = h.checkReplaced(ctx) && settled
@@ -579,6 +634,20 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 		settled = false
 	}
 	return h.report(ctx, healed), settled
+}
+
+// noteLeaderless notes the longest time no server led the control plane, and reports whether it stayed
+// within -max-leaderless.
+func (h *harness) noteLeaderless(w *leaderWatch) bool {
+	longest, at := w.result()
+	h.notes = append(h.notes, fmt.Sprintf("control plane: longest time with no server leading it %v (polled every %v), "+
+		"from %v into the run", longest.Round(time.Millisecond), leaderPoll, at.Sub(h.nem.start).Round(time.Millisecond)))
+	if h.o.maxLeaderless > 0 && longest > h.o.maxLeaderless {
+		h.failures = append(h.failures, fmt.Sprintf("no leader for %v: over -max-leaderless %v",
+			longest.Round(time.Millisecond), h.o.maxLeaderless))
+		return false
+	}
+	return true
 }
 
 // settleHealthy waits until every partition is Healthy after the workload stopped. After restarts the map
@@ -705,7 +774,12 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 	bank := h.bank.Verify(verifyCtx, txnBankOn(h.lite))
 	r.Bank = &bank
 	if restartSchedule(h.o.nemesis) || h.o.nemesis == nemesisPartition {
-		h.notes = append(h.notes, writeStalls(acked, h.nem.start, healed).String())
+		st := writeStalls(acked, h.nem.start, healed)
+		h.notes = append(h.notes, st.String())
+		if h.o.maxStall > 0 && st.partition > h.o.maxStall {
+			h.failures = append(h.failures, fmt.Sprintf("a partition went %v without an acknowledged put: over -max-stall %v",
+				st.partition.Round(time.Millisecond), h.o.maxStall))
+		}
 	}
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
 	if len(r.Ledger.LostKeys) > 0 {
@@ -737,6 +811,9 @@ func lostPartitions(keys []string, layout zaris.Layout) string {
 func (h *harness) checkBounds(ctx context.Context, healed time.Time) (verify, check, duration time.Duration) {
 	if ctx.Err() != nil {
 		return cutShort, cutShort, healed.Sub(h.nem.start)
+	}
+	if h.o.rounds > 0 {
+		return verifyBound, checkTimeout, healed.Sub(h.nem.start) // -duration only bounded the rounds
 	}
 	return verifyBound, checkTimeout, h.o.duration
 }

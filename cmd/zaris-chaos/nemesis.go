@@ -25,6 +25,13 @@ type nemesis struct {
 	replaceEvery time.Duration
 	// rollingStop is how -nemesis rolling-restart stops a server: SIGKILL, or SIGTERM for a graceful leave.
 	rollingStop syscall.Signal
+	// pace says when -nemesis rolling-restart stops the next server; rounds how many full rounds it makes
+	// (0: until the faults end).
+	pace       rollingPace
+	rounds     int
+	roundsDone int
+	// leaveFailures lists the SIGTERMed servers that exited with an error: their leave did not finish.
+	leaveFailures []string
 	// awaitHealthy and awaitWritable wait, within settleBound, until every partition is Healthy or takes a
 	// write: the restart schedules measure the cluster's recovery with them.
 	awaitHealthy, awaitWritable func(context.Context) (time.Duration, error)

@@ -32,6 +32,7 @@ const (
 type server struct {
 	name               string
 	gossip, data, resp string
+	http               string // the operations endpoint: /readyz and /status.json; "" for none
 	dataDir            string
 	netns              string // the network namespace it runs in; "" for the root one
 	cmd                *exec.Cmd
@@ -49,6 +50,7 @@ type cluster struct {
 	nodes      int
 	rf         int
 	failover   time.Duration
+	timing     string        // the servers' --timing
 	deadServer time.Duration // the servers' --dead-server-timeout; 0 leaves their default
 	eviction   time.Duration // the servers' --eviction-timeout; 0 leaves their default
 	logLevel   string        // the servers' --log-level; "" leaves their default
@@ -95,18 +97,19 @@ func buildServer(dir string) (string, error) {
 	return bin, nil
 }
 
-// newServers names the nodes zaris-first..zaris-(first+n-1) and gives each free gossip, data and RESP
-// ports, below the ephemeral range so that a server restarts on them, and a data directory under dataRoot
+// newServers names the nodes zaris-first..zaris-(first+n-1) and gives each free gossip, data, RESP and
+// HTTP ports, below the ephemeral range so that a server restarts on them, and a data directory under dataRoot
 // when it is set.
 func newServers(first, n int, dataRoot string) ([]*server, error) {
-	free, err := ports.Free(3 * n)
+	free, err := ports.Free(4 * n)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(free[i])) }
 	servers := make([]*server, n)
 	for i := range servers {
-		s := &server{name: "zaris-" + strconv.Itoa(first+i), gossip: addr(3 * i), data: addr(3*i + 1), resp: addr(3*i + 2)}
+		s := &server{name: "zaris-" + strconv.Itoa(first+i), gossip: addr(4 * i), data: addr(4*i + 1), resp: addr(4*i + 2),
+			http: addr(4*i + 3)}
 		if dataRoot != "" {
 			s.dataDir = filepath.Join(dataRoot, s.name)
 		}
@@ -160,7 +163,7 @@ func (c *cluster) args(s *server, join []string) []string {
 	args := []string{
 		"--name", s.name, "--gossip-addr", s.gossip, "--data-addr", s.data, "--resp-addr", s.resp,
 		"--join", strings.Join(join, ","), "--bootstrap-expect", strconv.Itoa(c.nodes),
-		"--timing", "local", "--rf", strconv.Itoa(c.rf), "--failover-timeout", c.failover.String(),
+		"--timing", c.timing, "--rf", strconv.Itoa(c.rf), "--failover-timeout", c.failover.String(),
 	}
 	if c.deadServer > 0 {
 		args = append(args, "--dead-server-timeout", c.deadServer.String())
@@ -170,6 +173,9 @@ func (c *cluster) args(s *server, join []string) []string {
 	}
 	if s.dataDir != "" {
 		args = append(args, "--data-dir", s.dataDir)
+	}
+	if s.http != "" {
+		args = append(args, "--http-addr", s.http)
 	}
 	if c.logLevel != "" {
 		args = append(args, "--log-level", c.logLevel)
@@ -388,24 +394,35 @@ func (c *cluster) awaitServing(ctx context.Context, bound time.Duration) error {
 
 // clusterOK asks the RESP endpoint at addr for CLUSTER INFO and reports whether it says cluster_state:ok.
 func clusterOK(ctx context.Context, addr string) bool {
+	ok := false
+	clusterInfo(ctx, addr, func(line string) bool {
+		if strings.HasPrefix(line, "cluster_state:") {
+			ok = strings.TrimSpace(line) == "cluster_state:ok"
+			return true
+		}
+		return false
+	})
+	return ok
+}
+
+// clusterInfo asks the RESP endpoint at addr for CLUSTER INFO and hands each line of the reply to line
+// until it returns true, the reply ends or probeBudget passes.
+func clusterInfo(ctx context.Context, addr string, line func(string) bool) {
 	d := net.Dialer{Timeout: probeBudget}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return false
+		return
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(probeBudget))
 	if _, err := io.WriteString(conn, "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n"); err != nil {
-		return false
+		return
 	}
 	r := bufio.NewReader(conn)
 	for {
-		line, err := r.ReadString('\n')
-		if strings.HasPrefix(line, "cluster_state:") {
-			return strings.TrimSpace(line) == "cluster_state:ok"
-		}
-		if err != nil {
-			return false
+		l, err := r.ReadString('\n')
+		if l != "" && line(l) || err != nil {
+			return
 		}
 	}
 }

@@ -137,30 +137,41 @@ func (n *nemesis) noteRecovery(r recovery, what, after string) {
 }
 
 // runRollingRestart restarts the servers one at a time, in an order drawn anew for each round, until the
-// faults end.
+// faults end or, with rounds set, that many rounds are done.
 func (n *nemesis) runRollingRestart(ctx, faults context.Context) {
-	for {
+	for round := 1; n.rounds == 0 || round <= n.rounds; round++ {
 		for _, s := range shuffled(n.rng, n.c.list()) {
 			if faults.Err() != nil {
 				return
 			}
 			n.rollOver(ctx, faults, s)
 		}
+		if n.rounds > 0 {
+			n.mu.Lock()
+			n.roundsDone = round
+			n.mu.Unlock()
+			n.step("round %d of %d done", round, n.rounds)
+		}
 	}
 }
 
-// rollOver stops s as rollingStop says, once that loses no partition's last live copy, restarts it at
-// once and waits until the cluster has recovered: the map has caught up and every partition is Healthy.
-// A server left down by a failed restart is restarted instead.
+// rollOver stops s as rollingStop says and restarts it at once, then waits as the pace says. At the
+// healthy pace it first waits until stopping s loses no partition's last live copy, and after the restart
+// until the cluster has recovered: the map has caught up and every partition is Healthy. At the ready
+// and serve paces it waits for neither, as an orchestrator would not. A server left down by a failed
+// restart is restarted instead.
 func (n *nemesis) rollOver(ctx, faults context.Context, s *server) {
 	if n.isDown() {
 		n.restartDown()
 		return
 	}
-	m, err := n.awaitSafeVictim(faults, s)
-	if err != nil {
-		n.step("no restart of %s: %v", s.name, err)
-		return
+	m := n.lite.ClusterMap()
+	if n.pace.kind == paceHealthy {
+		var err error
+		if m, err = n.awaitSafeVictim(faults, s); err != nil {
+			n.step("no restart of %s: %v", s.name, err)
+			return
+		}
 	}
 	n.stopServer(s, m)
 	n.restartDown()
@@ -170,6 +181,11 @@ func (n *nemesis) rollOver(ctx, faults context.Context, s *server) {
 	n.mu.Lock()
 	n.restarts[s.name]++
 	n.mu.Unlock()
+	if n.pace.kind != paceHealthy {
+		took, err := n.c.awaitPaced(ctx, s, n.pace)
+		n.noteRecovery(recovery{took: took, err: err}, s.name+" "+n.pace.kind, "after its restart")
+		return
+	}
 	took, err := n.awaitRecovered(ctx)
 	n.noteRecovery(recovery{took: took, err: err}, "map caught up, every partition Healthy", "after the restart of "+s.name)
 }
@@ -191,6 +207,9 @@ func (n *nemesis) stopServer(s *server, m *zaris.ClusterMap) {
 	case !exited:
 		n.step("stop %s with SIGTERM (owner of %d partitions): still running after %v, killed", s.name, owned, took)
 	case err != nil:
+		n.mu.Lock()
+		n.leaveFailures = append(n.leaveFailures, fmt.Sprintf("%s (%v)", s.name, err))
+		n.mu.Unlock()
 		n.step("stop %s with SIGTERM (owner of %d partitions): exited in %v: %v", s.name, owned, took, err)
 	default:
 		n.step("stop %s with SIGTERM (owner of %d partitions): left in %v", s.name, owned, took)
@@ -260,6 +279,20 @@ func settling(m *zaris.ClusterMap, running []string, ended map[zaris.NodeID]uint
 	return left
 }
 
+// completedRounds returns how many full rounds -nemesis rolling-restart has made.
+func (n *nemesis) completedRounds() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.roundsDone
+}
+
+// failedLeaves returns the SIGTERMed servers whose process exited with an error.
+func (n *nemesis) failedLeaves() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.leaveFailures)
+}
+
 // recoveryList returns the recoveries measured so far, in order.
 func (n *nemesis) recoveryList() []recovery {
 	n.mu.Lock()
@@ -309,8 +342,15 @@ func (h *harness) noteRestarts() bool {
 		h.notes = append(h.notes, fmt.Sprintf("full restarts: %d; every partition writable (a write to each "+
 			"acknowledged) after the last start: %s", len(rs), recoverySummary(rs)))
 	} else {
-		h.notes = append(h.notes, fmt.Sprintf("rolling restarts with %s: %s; map caught up and every partition "+
-			"Healthy after each: %s", signalName(h.o.rollingStop), h.nem.restartTally(), recoverySummary(rs)))
+		h.notes = append(h.notes, fmt.Sprintf("rolling restarts with %s: %s; %s after each: %s", signalName(h.o.rollingStop),
+			h.nem.restartTally(), h.o.pace.awaited(), recoverySummary(rs)))
+	}
+	if done := h.nem.completedRounds(); done < h.o.rounds {
+		h.failures = append(h.failures, fmt.Sprintf("%d of %d rounds done within -duration %v", done, h.o.rounds, h.o.duration))
+	}
+	if failed := h.nem.failedLeaves(); len(failed) > 0 {
+		h.notes = append(h.notes, fmt.Sprintf("%d leaves did not finish (the process exited with an error): %s",
+			len(failed), strings.Join(failed, "; ")))
 	}
 	if slices.ContainsFunc(rs, func(r recovery) bool { return r.err != nil }) {
 		h.notes = append(h.notes, fmt.Sprintf("the cluster did not recover from every restart within %v", settleBound))
@@ -325,6 +365,8 @@ type stalls struct {
 	partition time.Duration // the longest in one partition
 	p99       time.Duration // the 99th percentile of the gaps in each partition
 	gaps      int           // the gaps measured in the partitions
+	worst     int           // the partition of the longest per-partition stall
+	worstFrom time.Duration // and when it began, from the start of the faults
 }
 
 // writeStalls measures the stalls of the acknowledged puts ending within [from, to], grouped by partition
@@ -341,12 +383,34 @@ func writeStalls(acked map[int][]chaos.Op, from, to time.Time) stalls {
 	_, _, overall := chaos.Percentiles(gaps(map[int][]chaos.Op{0: append(all, end)}, from, to, 0))
 	each := gaps(closed, from, to, 0)
 	_, p99, longest := chaos.Percentiles(each)
-	return stalls{overall: overall, partition: longest, p99: p99, gaps: len(each)}
+	worst, began := longestStall(closed, from, to)
+	return stalls{overall: overall, partition: longest, p99: p99, gaps: len(each), worst: worst, worstFrom: began.Sub(from)}
+}
+
+// longestStall returns the partition of acked with the longest gap between acknowledged puts ending within
+// [from, to], and when that gap began.
+func longestStall(acked map[int][]chaos.Op, from, to time.Time) (partition int, began time.Time) {
+	var longest time.Duration
+	began = from
+	for p, puts := range acked {
+		prev := from
+		for _, op := range puts {
+			if op.End.Before(from) || op.End.After(to) {
+				continue
+			}
+			if gap := op.End.Sub(prev); gap > longest {
+				longest, partition, began = gap, p, prev
+			}
+			prev = op.End
+		}
+	}
+	return partition, began
 }
 
 // String renders the stalls for the report's notes.
 func (s stalls) String() string {
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	return fmt.Sprintf("write stalls from the first fault to the heal: longest %v with no put acknowledged in any partition; "+
-		"per partition longest %v, p99 %v over %d gaps", ms(s.overall), ms(s.partition), ms(s.p99), s.gaps)
+		"per partition longest %v (partition %d, from %v into the run), p99 %v over %d gaps", ms(s.overall), ms(s.partition),
+		s.worst, ms(s.worstFrom), ms(s.p99), s.gaps)
 }

@@ -80,7 +80,8 @@ func TestShuffled(t *testing.T) {
 }
 
 // TestWriteStalls checks the stall figures: the longest gap with no acknowledged put anywhere, and the
-// longest and 99th percentile of the gaps within each partition, from the window's start to its end.
+// longest and 99th percentile of the gaps within each partition, from the window's start to its end, and
+// where and when the longest of those began.
 func TestWriteStalls(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms ...int) []chaos.Op {
@@ -99,13 +100,13 @@ func TestWriteStalls(t *testing.T) {
 	}{
 		{"none", map[int][]chaos.Op{}, 1000, stalls{overall: ms(1000)}},
 		{"one partition", map[int][]chaos.Op{0: at(100, 200, 900)}, 1000,
-			stalls{overall: ms(700), partition: ms(700), p99: ms(700), gaps: 4}},
+			stalls{overall: ms(700), partition: ms(700), p99: ms(700), gaps: 4, worstFrom: ms(200)}},
 		{"partitions cover each other", map[int][]chaos.Op{0: at(100, 600), 1: at(300, 400)}, 1000,
-			stalls{overall: ms(400), partition: ms(600), p99: ms(600), gaps: 6}},
+			stalls{overall: ms(400), partition: ms(600), p99: ms(600), gaps: 6, worst: 1, worstFrom: ms(400)}},
 		{"a stall lasting to the end", map[int][]chaos.Op{0: at(100), 1: at(100, 950)}, 1000,
-			stalls{overall: ms(850), partition: ms(900), p99: ms(900), gaps: 5}},
+			stalls{overall: ms(850), partition: ms(900), p99: ms(900), gaps: 5, worstFrom: ms(100)}},
 		{"puts after the window are left out", map[int][]chaos.Op{0: at(100, 200, 1500)}, 1000,
-			stalls{overall: ms(800), partition: ms(800), p99: ms(800), gaps: 3}},
+			stalls{overall: ms(800), partition: ms(800), p99: ms(800), gaps: 3, worstFrom: ms(200)}},
 	} {
 		if got := writeStalls(tc.acked, t0, t0.Add(ms(tc.to))); got != tc.want {
 			t.Errorf("%s: stalls %+v, want %+v", tc.name, got, tc.want)

@@ -3,7 +3,9 @@
 //
 // Every flag can also be set through an environment variable: --gossip-addr is ZARIS_GOSSIP_ADDR, and so
 // on. A flag on the command line wins over the variable. SIGTERM or SIGINT makes the node leave the
-// cluster gracefully.
+// cluster gracefully; it exits 1 when the leave cannot finish within --leave-timeout (no leader, or nowhere
+// to move its partitions), and then it has closed as a failed node would, never saying goodbye while it held
+// the only live copy of a partition.
 //
 // `zaris leave` makes a running server leave (a container's pre-stop hook); `zaris recover` has a live node
 // rebuild the control plane from the live nodes after a majority of its voters died for good.
@@ -343,7 +345,12 @@ func run(o options, log *slog.Logger) error {
 	log.Info("leaving the cluster", "timeout", o.leaveTimeout)
 	leaveCtx, cancel := context.WithTimeout(context.Background(), o.leaveTimeout)
 	defer cancel()
-	if err := node.Leave(leaveCtx); err != nil && !errors.Is(err, zaris.ErrClosed) {
+	err = node.Leave(leaveCtx)
+	switch {
+	case errors.Is(err, zaris.ErrNotDrained):
+		return fmt.Errorf("leave did not finish within --leave-timeout %v; the cluster fails over what this node "+
+			"held: %w", o.leaveTimeout, err)
+	case err != nil && !errors.Is(err, zaris.ErrClosed):
 		return fmt.Errorf("leave: %w", err)
 	}
 	log.Info("left the cluster")
