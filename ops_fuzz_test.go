@@ -782,6 +782,13 @@ func (m *opModel) applyList(op transport.Op, req kvRequest) kvReply {
 		}
 		var ok bool
 		if start, ok = parseCanonicalInt(args[0]); !ok {
+			// a missing key or another type answers before a bad index, as in Redis
+			switch l, wrong := m.collection(req.Key, kindList, false); {
+			case wrong:
+				return kvReply{Status: StatusWrongType}
+			case l == nil:
+				return kvReply{Status: StatusNotFound}
+			}
 			return invalidArgs(msgNotInteger)
 		}
 	case opLRange, opLTrim:

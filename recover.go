@@ -642,6 +642,10 @@ func (c *respConn) cmdRecover([][]byte) {
 		c.wr.error("ERR RECOVER needs a node")
 		return
 	}
+	if c.srv.members.Load() == nil { // also orders this read after the node's membership was set
+		c.wr.error("ERR RECOVER: the node has not joined its cluster yet")
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.srv.ctx, recoverCommandTimeout)
 	defer cancel()
 	report, err := c.srv.recover(ctx)
