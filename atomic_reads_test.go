@@ -82,8 +82,9 @@ type ledgerWorkload struct {
 	fault func()
 }
 
-// run runs the workload until the readers made ledgerReads reads (and, with a fault, transfers committed
-// after it), within ledgerReads's time, and returns the counts.
+// run runs the workload until the readers made ledgerReads reads and the writers committed
+// minLedgerTransfers transfers (and, with a fault, some after it), within ledgerReads's time, and returns
+// the counts.
 func (wl ledgerWorkload) run(t *testing.T) *ledger {
 	t.Helper()
 	want, limit := ledgerReads()
@@ -126,7 +127,8 @@ func (wl ledgerWorkload) run(t *testing.T) *ledger {
 	}
 	deadline := time.Now().Add(limit)
 	done := func() bool {
-		return l.reads.Load() >= want && (wl.fault == nil || l.afterFault.Load() > 0)
+		return l.reads.Load() >= want && l.transfers.Load() >= minLedgerTransfers &&
+			(wl.fault == nil || l.afterFault.Load() > 0)
 	}
 	for !done() && time.Now().Before(deadline) {
 		if wl.fault != nil && !l.faulted.Load() && l.reads.Load() >= want/2 {
@@ -144,13 +146,16 @@ func (wl ledgerWorkload) run(t *testing.T) *ledger {
 	return l
 }
 
+// minLedgerTransfers is how many transfers a run commits at least: fewer would prove little.
+const minLedgerTransfers = 100
+
 // check fails the test on a torn read, or when the run moved too little to prove anything.
 func (l *ledger) check(t *testing.T) {
 	t.Helper()
 	if l.torn.Load() > 0 {
 		t.Fatalf("%d of %d reads saw a total other than %d: %v", l.torn.Load(), l.reads.Load(), ledgerTotal, l)
 	}
-	if l.transfers.Load() < 100 {
+	if l.transfers.Load() < minLedgerTransfers {
 		t.Fatalf("only %d transfers committed: %v", l.transfers.Load(), l)
 	}
 }
