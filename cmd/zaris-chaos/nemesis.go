@@ -400,17 +400,25 @@ func byEnd(a, b chaos.Op) int { return a.End.Compare(b.End) }
 // within [from, to]: while clients write continuously, such a gap is a window the partition took no write.
 func gaps(acked map[int][]chaos.Op, from, to time.Time, over time.Duration) []time.Duration {
 	var out []time.Duration
-	for _, puts := range acked {
+	eachGap(acked, from, to, func(_ int, _ time.Time, gap time.Duration) {
+		if gap > over {
+			out = append(out, gap)
+		}
+	})
+	return out
+}
+
+// eachGap calls fn with every gap, per partition, between consecutive acknowledged puts ending within
+// [from, to], the first counted from from, with the partition and the gap's start.
+func eachGap(acked map[int][]chaos.Op, from, to time.Time, fn func(partition int, began time.Time, gap time.Duration)) {
+	for p, puts := range acked {
 		prev := from
 		for _, op := range puts {
 			if op.End.Before(from) || op.End.After(to) {
 				continue
 			}
-			if gap := op.End.Sub(prev); gap > over {
-				out = append(out, gap)
-			}
+			fn(p, prev, op.End.Sub(prev))
 			prev = op.End
 		}
 	}
-	return out
 }

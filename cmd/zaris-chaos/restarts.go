@@ -392,18 +392,11 @@ func writeStalls(acked map[int][]chaos.Op, from, to time.Time) stalls {
 func longestStall(acked map[int][]chaos.Op, from, to time.Time) (partition int, began time.Time) {
 	var longest time.Duration
 	began = from
-	for p, puts := range acked {
-		prev := from
-		for _, op := range puts {
-			if op.End.Before(from) || op.End.After(to) {
-				continue
-			}
-			if gap := op.End.Sub(prev); gap > longest {
-				longest, partition, began = gap, p, prev
-			}
-			prev = op.End
+	eachGap(acked, from, to, func(p int, start time.Time, gap time.Duration) {
+		if gap > longest {
+			longest, partition, began = gap, p, start
 		}
-	}
+	})
 	return partition, began
 }
 
