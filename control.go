@@ -309,7 +309,7 @@ func (n *Node) startRaft(ln net.Listener) error {
 		// throughput does not need the pipeline.
 		MaxRPCsInFlight: 1,
 		Timeout:         2 * time.Second,
-		Logger:          newHCLogger(n.cfg.Logger, "raft-net"),
+		Logger:          newHCLogger(n.log, "raft-net"),
 	})
 	logs, stable, snaps, err := n.raftStores()
 	if err != nil {
@@ -336,7 +336,7 @@ func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
 	rc.ElectionTimeout = n.cfg.Timing.RaftElection
 	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
 	rc.CommitTimeout = n.cfg.Timing.RaftCommit
-	rc.Logger = newHCLogger(n.cfg.Logger, "raft")
+	rc.Logger = newHCLogger(n.log, "raft")
 	rc.NotifyCh = n.leaderCh
 	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans})
 	if err != nil {
@@ -361,7 +361,7 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft-snapshots"), raftSnapshotsRetained,
-		newHCLogger(n.cfg.Logger, "raft-snapshots"))
+		newHCLogger(n.log, "raft-snapshots"))
 	if err != nil {
 		store.Close()
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane snapshots: %w", err)

@@ -118,7 +118,7 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	ml.ProbeTimeout = cfg.Timing.ProbeTimeout
 	ml.SuspicionMult = cfg.Timing.SuspicionMult
 	ml.SecretKey = cfg.GossipKey
-	ml.Logger = slog.NewLogLogger(cfg.Logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "gossip")}), slog.LevelDebug)
+	ml.Logger = slog.NewLogLogger(cfg.Logger.Handler().WithAttrs([]slog.Attr{slog.String("node", string(cfg.Name)), slog.String("component", "gossip")}), slog.LevelDebug)
 
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.Name

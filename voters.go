@@ -229,9 +229,18 @@ func remainingVoters(voting map[raft.ServerID]bool, byName map[NodeID]member, ex
 // departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
 // waits to hear that it holds no vote), or "" when it keeps it. A voter keeps its vote while it drains: the
 // drain may take long, and one voter fewer meanwhile would leave the others less room for failures.
+// Gossip calls a leaver failed rather than left where its departure arrives before its intent to leave:
+// a drained process that gossip calls failed has left all the same.
 func departingVoter(s raft.Server, byName map[NodeID]member) string {
-	if m, ok := processOf(s.ID, byName); ok && s.Suffrage == raft.Voter && m.Status == serf.StatusLeft {
+	m, ok := processOf(s.ID, byName)
+	if !ok || s.Suffrage != raft.Voter {
+		return ""
+	}
+	switch {
+	case m.Status == serf.StatusLeft:
 		return "member left"
+	case m.Status == serf.StatusFailed && m.Leaving:
+		return "member drained and gone"
 	}
 	return ""
 }

@@ -264,6 +264,8 @@ type harness struct {
 	notes   []string
 	// failures are the run's failures beyond the report's own checks: bounds the flags set, exceeded.
 	failures []string
+	// stallLog prints the servers' log of a stall over -max-stall, last, where a truncated output keeps it.
+	stallLog func()
 }
 
 // run sets the cluster up, certifies it and tears it down, returning the exit code.
@@ -286,6 +288,9 @@ func run(o options) int {
 	r.Print(os.Stdout)
 	for _, f := range h.failures {
 		fmt.Println("FAIL:", f)
+	}
+	if h.stallLog != nil {
+		h.stallLog()
 	}
 	if ctx.Err() == nil {
 		h.shutDown() // after an interrupt the deferred tearDown kills the servers instead
@@ -779,6 +784,8 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		if h.o.maxStall > 0 && st.partition > h.o.maxStall {
 			h.failures = append(h.failures, fmt.Sprintf("a partition went %v without an acknowledged put: over -max-stall %v",
 				st.partition.Round(time.Millisecond), h.o.maxStall))
+			began := h.nem.start.Add(st.worstFrom)
+			h.stallLog = func() { h.printStallLog(st.worst, began, began.Add(st.partition)) }
 		}
 	}
 	r.Notes = append(append(h.notes, splitBrainNote), h.c.unexpectedExits()...)
