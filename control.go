@@ -376,20 +376,25 @@ func (n *Node) runControl() {
 	defer tick.Stop()
 	for {
 		n.controlTicks.Add(1)
-		n.maybeBootstrap()
-		n.advertiseFormed()
-		n.repl.nudgeReplicas()
-		if n.raft.State() == raft.Leader && n.caughtUp() {
-			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
-				n.log.Warn("reconcile membership", "err", err)
-			}
-		}
+		n.guarded("control loop", n.controlRound)
 		select {
 		case <-n.life.Done():
 			return
 		case <-n.kick:
 		case <-n.leaderCh:
 		case <-tick.C():
+		}
+	}
+}
+
+// controlRound is one round of the control loop: formation, replica nudges and, as leader, the decisions.
+func (n *Node) controlRound() {
+	n.maybeBootstrap()
+	n.advertiseFormed()
+	n.repl.nudgeReplicas()
+	if n.raft.State() == raft.Leader && n.caughtUp() {
+		if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
+			n.log.Warn("reconcile membership", "err", err)
 		}
 	}
 }

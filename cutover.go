@@ -81,15 +81,20 @@ func (n *Node) runCutovers() {
 		case <-n.cut.kick:
 		case <-tick.C():
 		}
-		m := n.fsm.clusterMap()
-		for p := range m.Runtime {
-			switch st := &m.Runtime[p]; {
-			case !n.ownsIn(m, p):
-			case st.Health == Recovering:
-				n.startWorker(p, *st, n.syncFromSource)
-			case st.targetInSync() && st.Target[0] != n.id:
-				n.startWorker(p, *st, n.cutOverWhenDue)
-			}
+		n.guarded("hand-over scan", n.startCutovers)
+	}
+}
+
+// startCutovers starts a worker for each partition this node owns that is due a hand-over or a recovery.
+func (n *Node) startCutovers() {
+	m := n.fsm.clusterMap()
+	for p := range m.Runtime {
+		switch st := &m.Runtime[p]; {
+		case !n.ownsIn(m, p):
+		case st.Health == Recovering:
+			n.startWorker(p, *st, n.syncFromSource)
+		case st.targetInSync() && st.Target[0] != n.id:
+			n.startWorker(p, *st, n.cutOverWhenDue)
 		}
 	}
 }
@@ -104,7 +109,7 @@ func (n *Node) startWorker(p int, st PartitionState, work func(int, PartitionSta
 	go func() {
 		defer n.wg.Done()
 		defer n.cut.running[p].Store(false)
-		work(p, st)
+		n.guarded("partition hand-over", func() { work(p, st) })
 	}()
 }
 

@@ -219,12 +219,15 @@
 //     connection closed, as its transaction, watched keys or tracking may be half updated.
 //   - a peer's data-plane or internal request outside the key operations (peer): the peer gets an error.
 //   - a replica applying its owner's stream (replication): the owner gets an error and sends again.
-//   - a background loop of the node (background): the loop goes on with its next round.
+//   - a background loop of the node (background): the control loop and the leader's decisions, an
+//     owner's replica links and hand-overs, expiry, op-log trimming, map polls. The loop goes on with
+//     its next round, and a decision or hand-over cut short is made again.
 //
 // When the panic left a segment torn, the node gives up serving: it refuses every request at once and
 // closes, which the cluster sees as a crash. Its partitions fail over to their in-sync replicas, which hold
 // every acknowledged write and none of the torn one; the embedding service's calls on it fail with
-// ErrClosed. Elsewhere (the control plane, replica links, moves) a panic still ends the process.
+// ErrClosed. A panic in the control plane's state machine, which every member applies alike, still ends
+// the process: a member that skipped an entry would hold a map the others do not.
 //
 // # Architecture
 //

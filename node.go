@@ -167,6 +167,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		life:       n.life,
 		wg:         &n.wg,
 		log:        n.log,
+		guard:      n.guarded,
 	})
 	n.serverInc = n.repl.incarnation
 	n.watches = newWatchFeed(n.repl.oplog, n.store, layout, cfg.Clock, watchLimits{

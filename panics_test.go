@@ -354,3 +354,53 @@ func TestRESPCommandPanicAnsweredAndClosed(t *testing.T) {
 		t.Fatalf("a new connection after the panic: %q, %v", reply, err)
 	}
 }
+
+// TestPanicInBackgroundLoopsIsContained makes the leader's control loop panic as it commits a decision, an
+// owner's hand-over panic once it has sealed a partition, and an owner's replica link panic as it admits
+// a replica, each once, while a fourth node joins a 3-node cluster with RF 2: every panic is counted as
+// a background one, no node gives up, and the loops go on until the new node holds its share and every
+// partition is Healthy.
+func TestPanicInBackgroundLoopsIsContained(t *testing.T) {
+	var armed atomic.Bool
+	var decisionPanics, sealPanics, admitPanics atomic.Int32
+	once := func(fired *atomic.Int32, what string) {
+		if armed.Load() && fired.CompareAndSwap(0, 1) {
+			panic("zaris: panic injected into " + what)
+		}
+	}
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.ReplicationFactor = 2
+		cfg.hooks.beforeCommitDecision = func(decision) { once(&decisionPanics, "a decision") }
+		cfg.hooks.afterSeal = func(int) { once(&sealPanics, "a hand-over") }
+		cfg.hooks.beforeAdmit = func(int, NodeID) { once(&admitPanics, "an admission") }
+	})
+	c.waitHealthy(20 * time.Second)
+	leader := c.leaderNode().id
+	armed.Store(true)
+	joined := c.add(3)
+	waitFor(t, 30*time.Second, "the new node to own partitions, every one Healthy", func() bool {
+		m := c.currentMap()
+		return m.OwnedBy(joined.id) > 0 && !m.moving() && c.allHealthy()
+	})
+	c.waitHealthy(30 * time.Second)
+	if decisionPanics.Load() == 0 || sealPanics.Load() == 0 {
+		t.Fatalf("injected panics: %d in decisions, %d in hand-overs; want one of each", decisionPanics.Load(), sealPanics.Load())
+	}
+	want := float64(decisionPanics.Load() + sealPanics.Load() + admitPanics.Load())
+	var counted float64
+	for _, n := range c.live() {
+		if n.gaveUp.Load() {
+			t.Fatalf("%s gave up after a panic in a background loop", n.id)
+		}
+		counted += scrapeMetrics(t, metricsServer(t, n)).value("zaris_panics_total", "where", "background")
+	}
+	if counted != want {
+		t.Fatalf(`zaris_panics_total{where="background"} sums to %v over the nodes, want %v`, counted, want)
+	}
+	if got := c.leaderNode().id; got != leader {
+		t.Logf("leader %s before the panics, %s after", leader, got)
+	}
+	if len(c.live()) != 4 {
+		t.Fatalf("%d nodes live, want 4", len(c.live()))
+	}
+}

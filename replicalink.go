@@ -219,10 +219,15 @@ func (l *replicaLink) run() {
 			return
 		case <-l.wake:
 		}
-		if l.sendPending() {
+		stopped := false
+		l.r.guarded("replica link", func() {
+			if stopped = l.sendPending(); !stopped {
+				l.maybeRejoin()
+			}
+		})
+		if stopped {
 			return
 		}
-		l.maybeRejoin()
 	}
 }
 

@@ -171,6 +171,8 @@ type replicationConfig struct {
 	life           context.Context // ends when the node closes
 	wg             *sync.WaitGroup // counts the links' goroutines
 	log            *slog.Logger
+	// guard runs one round of a link's loop, recovering a panic (Node.guarded); nil runs it bare.
+	guard func(what string, fn func())
 }
 
 // replication is a node's side of replication: links to the replicas of the partitions it owns, the
@@ -300,6 +302,15 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 		op.Key, op.ExpireAt, op.Version = next.key(), next.expiry(), next.version
 	}
 	return op
+}
+
+// guarded runs fn through the guard, if any.
+func (r *replication) guarded(what string, fn func()) {
+	if r.guard == nil {
+		fn()
+		return
+	}
+	r.guard(what, fn)
 }
 
 // link returns the replication link to id, starting it on first use.
