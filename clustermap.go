@@ -213,7 +213,7 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 			next.assign(cmd.Assignment)
 		}
 	case cmdAdmit:
-		next.admit(cmd.Partition, cmd.Epoch, cmd.InSyncIndex, cmd.Node.ID)
+		next.admit(cmd.Partition, cmd.Epoch, cmd.InSyncIndex, cmd.Node)
 	case cmdDrop:
 		next.drop(cmd.Partition, cmd.Epoch, cmd.InSync, index)
 	case cmdBarrier:
@@ -317,17 +317,27 @@ func (m *ClusterMap) healthFor(nodes []NodeID) Health {
 	return Healthy
 }
 
-// admit returns replica id to partition p's in-sync set if the partition is still at epoch and its in-sync
-// set has not changed since the owner found the replica caught up (at inSyncIndex). Only an assigned replica
-// other than the owner may be admitted.
-func (m *ClusterMap) admit(p int, epoch, inSyncIndex uint64, id NodeID) {
-	if !m.current(p, epoch) || m.Runtime[p].InSyncIndex != inSyncIndex {
+// admit returns replica to partition p's in-sync set if the partition is still at epoch, its in-sync set
+// has not changed since the owner found the replica caught up (at inSyncIndex), and the map records the
+// process the owner found caught up: a restarted process in memory holds nothing of its predecessor's, and
+// its restart may have been recorded while the admission was on its way, changing no in-sync set. Only an
+// assigned replica other than the owner may be admitted.
+func (m *ClusterMap) admit(p int, epoch, inSyncIndex uint64, replica NodeInfo) {
+	if !m.current(p, epoch) || m.Runtime[p].InSyncIndex != inSyncIndex || !m.records(replica) {
 		return
 	}
+	id := replica.ID
 	st := &m.Runtime[p]
 	if slices.Contains(m.Assignment[p], id) && id != st.Owner && !slices.Contains(st.InSync, id) {
 		st.InSync = append(slices.Clone(st.InSync), id)
 	}
+}
+
+// records reports whether the map records node's process, or node names none (a command of an older
+// version).
+func (m *ClusterMap) records(node NodeInfo) bool {
+	known, ok := m.Nodes[node.ID]
+	return node.Incarnation == 0 || ok && known.Incarnation == node.Incarnation
 }
 
 // drop removes replicas from partition p's in-sync set if the partition is still at epoch, and voids every

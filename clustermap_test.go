@@ -76,6 +76,42 @@ func TestInSyncDecisions(t *testing.T) {
 	}
 }
 
+// TestAdmissionOfARestartedReplica checks that an admission applies only to the replica process the owner
+// found caught up: the restart of a replica that was not in sync changes no in-sync set, so only the
+// process in the admission can tell that the empty new process was never found caught up.
+func TestAdmissionOfARestartedReplica(t *testing.T) {
+	admit := func(incarnation uint64) *command {
+		return &command{Kind: cmdAdmit, Partition: 0, Epoch: 5, InSyncIndex: 10, Node: NodeInfo{ID: "c", Incarnation: incarnation}}
+	}
+	restart := &command{Kind: cmdUpsertNode, Node: NodeInfo{ID: "c", Incarnation: 2}}
+	tests := []struct {
+		name   string
+		cmds   []*command
+		inSync []NodeID
+	}{
+		{name: "the recorded process", cmds: []*command{admit(1)}, inSync: []NodeID{"b", "c"}},
+		{name: "a process the map has yet to record", cmds: []*command{admit(2)}, inSync: []NodeID{"b"}},
+		{name: "the predecessor of a restart recorded meanwhile", cmds: []*command{restart, admit(1)}, inSync: []NodeID{"b"}},
+		{name: "a command that names no process", cmds: []*command{admit(0)}, inSync: []NodeID{"b", "c"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := inSyncMap()
+			m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", Incarnation: 1}, "b": {ID: "b", Incarnation: 1}, "c": {ID: "c", Incarnation: 1}}
+			for i, cmd := range tc.cmds {
+				next, err := m.apply(cmd, uint64(11+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m = next
+			}
+			if got := m.Runtime[0].InSync; !slices.Equal(got, tc.inSync) {
+				t.Errorf("in sync %v, want %v", got, tc.inSync)
+			}
+		})
+	}
+}
+
 // TestInSyncIndexFollowsEveryChange checks that any command that changes a partition's in-sync set, not only
 // the owner's decisions, stamps it with its log index, so admissions decided before are void.
 func TestInSyncIndexFollowsEveryChange(t *testing.T) {

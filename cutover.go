@@ -160,7 +160,7 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 		link.lock()
 		progress := link.progress
 		link.unlock()
-		if link.caughtUp(p, epoch) {
+		if _, ok := link.caughtUp(p, epoch); ok {
 			return nil
 		}
 		wait := n.cfg.Clock.NewTimer(n.cfg.RetryBackoff)

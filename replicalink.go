@@ -273,7 +273,8 @@ func (l *replicaLink) maybeRejoin() {
 // wait for the replica from before the check until the decision applies or is voided (see admission).
 func (l *replicaLink) rejoin(p int, st PartitionState) {
 	cancel := l.r.startAdmission(p, l.to, st)
-	if !l.caughtUp(p, st.Epoch) {
+	process, ok := l.caughtUp(p, st.Epoch)
+	if !ok {
 		cancel()
 		return
 	}
@@ -282,7 +283,7 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 	}
 	ctx, stop := context.WithTimeout(l.r.life, applyTimeout)
 	defer stop()
-	if err := l.r.admitReplica(ctx, p, st, l.to); err != nil {
+	if err := l.r.admitReplica(ctx, p, st, NodeInfo{ID: l.to, Incarnation: process}); err != nil {
 		// The decision may still apply: writes go on waiting for the replica until the map moves past it.
 		l.r.log.Debug("return replica to the in-sync set", "partition", p, "replica", l.to, "err", err)
 		return
@@ -291,8 +292,9 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 }
 
 // caughtUp probes the replica's revisions of partition p's segments, owned at epoch, and reports whether
-// it holds each up to the owner's. It marks dirty the segments the replica lacks, so the link feeds them.
-func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
+// it holds each up to the owner's, and which process of the replica answered. It marks dirty the segments
+// the replica lacks, so the link feeds them.
+func (l *replicaLink) caughtUp(p int, epoch uint64) (process uint64, ok bool) {
 	first, end := l.r.layout.PartitionSegments(p)
 	target := make([]uint64, end-first)
 	req := replicateRequest{From: l.r.id, Epochs: map[int]uint64{p: epoch}}
@@ -302,10 +304,10 @@ func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
 	}
 	reply, _, err := l.call(&req)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	l.absorb(&batch{}, reply)
-	ok := true
+	ok = true
 	for s := first; s < end; s++ {
 		l.lock()
 		resyncing := l.resync[s].step != 0
@@ -315,7 +317,7 @@ func (l *replicaLink) caughtUp(p int, epoch uint64) bool {
 			ok = false
 		}
 	}
-	return ok
+	return reply.Incarnation, ok
 }
 
 func (l *replicaLink) hasWork() bool {

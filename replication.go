@@ -449,9 +449,10 @@ func (r *replication) joiningFor(p int) map[NodeID]*admission {
 	return maps.Clone(r.joining[p])
 }
 
-// admitReplica proposes replica id's return to partition p's in-sync set, as decided at state st.
-func (r *replication) admitReplica(ctx context.Context, p int, st PartitionState, id NodeID) error {
-	return r.proposeInSync(ctx, r.offer, &command{Kind: cmdAdmit, Partition: p, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: NodeInfo{ID: id}})
+// admitReplica proposes the return of replica, the process that was found caught up, to partition p's
+// in-sync set, as decided at state st.
+func (r *replication) admitReplica(ctx context.Context, p int, st PartitionState, replica NodeInfo) error {
+	return r.proposeInSync(ctx, r.offer, &command{Kind: cmdAdmit, Partition: p, Epoch: st.Epoch, InSyncIndex: st.InSyncIndex, Node: replica})
 }
 
 // dropReplicas commits partition p's in-sync set, at epoch, without the lagging replicas.
