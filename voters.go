@@ -229,8 +229,9 @@ func remainingVoters(voting map[raft.ServerID]bool, byName map[NodeID]member, ex
 // departingVoter says why voter s is to lose its vote: its process has left gracefully (after draining, it
 // waits to hear that it holds no vote), or "" when it keeps it. A voter keeps its vote while it drains: the
 // drain may take long, and one voter fewer meanwhile would leave the others less room for failures.
-// Gossip calls a leaver failed rather than left where its departure arrives before its intent to leave:
-// a drained process that gossip calls failed has left all the same.
+// A process announces its departure to gossip only once drained, and gossip may not tell the rest: a node
+// that heard the intent may never hear the departure while the process waits for its removal, and one that
+// heard the departure first calls the process failed. Each has left all the same.
 func departingVoter(s raft.Server, byName map[NodeID]member) string {
 	m, ok := processOf(s.ID, byName)
 	if !ok || s.Suffrage != raft.Voter {
@@ -239,6 +240,8 @@ func departingVoter(s raft.Server, byName map[NodeID]member) string {
 	switch {
 	case m.Status == serf.StatusLeft:
 		return "member left"
+	case m.Status == serf.StatusLeaving:
+		return "member leaving"
 	case m.Status == serf.StatusFailed && m.Leaving:
 		return "member drained and gone"
 	}
@@ -262,17 +265,17 @@ func othersKeepLiveQuorum(voting map[raft.ServerID]bool, id raft.ServerID, runs 
 	return running > voters/2
 }
 
-// runs reports whether server s's process still runs, as gossip tells: its member is alive, or has left
-// and waits to hear that it holds no vote.
+// runs reports whether server s's process still runs, as gossip tells: its member is alive, or is leaving
+// or has left and waits to hear that it holds no vote.
 func runs(s raft.ServerID, byName map[NodeID]member) bool {
 	m, ok := processOf(s, byName)
-	return ok && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeft)
+	return ok && (m.Status == serf.StatusAlive || m.Status == serf.StatusLeaving || m.Status == serf.StatusLeft)
 }
 
 // departing reports whether server s's process is leaving the cluster: draining, or gone once drained.
 func departing(s raft.ServerID, byName map[NodeID]member) bool {
 	m, ok := processOf(s, byName)
-	return ok && (m.Leaving || m.Status == serf.StatusLeft)
+	return ok && (m.Leaving || m.Status == serf.StatusLeaving || m.Status == serf.StatusLeft)
 }
 
 // processOf returns the member whose process server s is, if gossip knows that process.
