@@ -141,7 +141,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	if err == nil && n.epochMoved(p, st.Epoch) {
 		n.cut.record(time.Since(start))
 		n.cut.failures[p] = 0
-		n.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start))
+		n.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start), "revisions", n.repl.revisions(p))
 		return
 	}
 	n.cut.failures[p]++

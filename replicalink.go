@@ -521,6 +521,7 @@ func (l *replicaLink) addSnapshot(b *batch, seg int, epoch uint64) *segmentSnaps
 	l.unlock()
 	if o == nil || o.snap.Epoch != epoch {
 		o = &outgoingSnapshot{snap: l.r.takeSnapshot(seg, epoch)}
+		l.r.log.Debug("sending a segment's copy", "segment", seg, "to", l.to, "revision", o.snap.Revision, "epoch", epoch, "entries", len(o.snap.Entries))
 		l.lock()
 		l.outgoing[seg] = o
 		l.unlock()

@@ -304,6 +304,16 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 	return op
 }
 
+// revisions returns this node's revision of each segment of partition p, in order.
+func (r *replication) revisions(p int) []uint64 {
+	first, end := r.layout.PartitionSegments(p)
+	revs := make([]uint64, 0, end-first)
+	for s := first; s < end; s++ {
+		revs = append(revs, r.store.revision(s))
+	}
+	return revs
+}
+
 // guarded runs fn through the guard, if any.
 func (r *replication) guarded(what string, fn func()) {
 	if r.guard == nil {
@@ -635,6 +645,7 @@ func (r *replication) installSnapshot(s *segmentSnapshot) {
 func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []durability.Entry) {
 	r.replaced[seg].begun.Add(1)
 	defer r.replaced[seg].done.Add(1)
+	r.log.Debug("segment replaced", "segment", seg, "revision", revision, "epoch", epoch, "entries", len(snap))
 	r.installSnapshotEntries(seg, revision, epoch, snap)
 	if r.disk != nil {
 		r.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
