@@ -338,7 +338,7 @@ func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
 	rc.CommitTimeout = n.cfg.Timing.RaftCommit
 	rc.Logger = newHCLogger(n.log, "raft")
 	rc.NotifyCh = n.leaderCh
-	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans})
+	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans, n.raftTrans})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: start control plane: %w", err)
 	}

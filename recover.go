@@ -629,8 +629,12 @@ func (c *controlRaft) CommitIndex() uint64      { return c.cur.Load().CommitInde
 func (c *controlRaft) AppliedIndex() uint64     { return c.cur.Load().AppliedIndex() }
 
 // keptTransport is the node's raft transport without its Close: a raft instance that shuts down for a
-// restart leaves it open for the next one.
-type keptTransport struct{ raft.Transport }
+// restart leaves it open for the next one. It keeps the pre-vote: without it a server cut off, or removed
+// and not told, campaigns under ever higher terms and deposes the leader once it is heard again.
+type keptTransport struct {
+	raft.Transport
+	raft.WithPreVote
+}
 
 // recoverCommandTimeout bounds a RECOVER command: the survey, the new starts and the first election.
 const recoverCommandTimeout = time.Minute

@@ -818,6 +818,42 @@ func TestControlPlaneReplicatesOneRequestAtATime(t *testing.T) {
 	}
 }
 
+// TestCutOffServerDoesNotDeposeTheLeader cuts a follower off from the others for several election timeouts
+// and heals it: with the pre-vote its campaigns never raise its term, so once heard again it follows the
+// leader it had, under the same term, rather than forcing an election.
+func TestCutOffServerDoesNotDeposeTheLeader(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	c.waitStable(20 * time.Second)
+	leader := c.leaderNode()
+	term := leader.raft.CurrentTerm()
+	var cut *Node
+	for _, n := range c.live() {
+		if n != leader {
+			cut = n
+			break
+		}
+	}
+	c.isolate(cut)
+	election := cut.cfg.Timing.RaftElection
+	waitFor(t, 20*time.Second, "the cut-off follower to campaign", func() bool {
+		return cut.raft.State() == raft.Candidate || cut.raft.State() == raft.Follower && cut.leaderID() == ""
+	})
+	deadline := time.Now().Add(5 * election) // the cut-off server campaigns several times meanwhile
+	for time.Now().Before(deadline) {
+		if got := cut.raft.CurrentTerm(); got != term {
+			t.Fatalf("the cut-off server's term went from %d to %d without a vote it could win", term, got)
+		}
+		time.Sleep(election / 4)
+	}
+	c.faults.HealAll()
+	waitFor(t, 20*time.Second, "the healed follower to follow the leader", func() bool {
+		return cut.leaderID() == leader.id
+	})
+	if !leader.IsLeader() || leader.raft.CurrentTerm() != term {
+		t.Fatalf("after the heal: %s leads %v under term %d; it led under term %d", leader.id, leader.IsLeader(), leader.raft.CurrentTerm(), term)
+	}
+}
+
 // TestFirstFounderStandsAtOnce: a new cluster elects its first leader without waiting out a heartbeat
 // timeout, in one election, won by the first founder by name, and no founder warns when that election
 // reaches it before its own bootstrap. With a 30 s heartbeat, waiting it out would outlast startCluster's
