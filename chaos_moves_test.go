@@ -265,3 +265,44 @@ func (cr *certRun) sealedNow(mv move) bool {
 	n := cr.c.nodeByID(mv.from)
 	return n != nil && n.cut.isSealed(mv.p)
 }
+
+// rollingLeaveNemesis is a rolling deploy of memory-only processes: every node in turn leaves gracefully and
+// starts again under its name as soon as it has left, the next one once every node is ready, round after
+// round until ctx ends.
+func rollingLeaveNemesis(ctx context.Context, cr *certRun) {
+	for ctx.Err() == nil {
+		for i := range cr.c.cfgs {
+			if ctx.Err() != nil || cr.c.node(i) == nil {
+				return
+			}
+			cr.startLeave(i)
+			cr.mu.Lock()
+			lr := cr.leaving
+			cr.mu.Unlock()
+			<-lr.done
+			cr.rejoin(i)
+			cr.awaitReady(ctx, 30*time.Second)
+		}
+	}
+}
+
+// awaitReady waits, up to bound or until ctx ends, for every live node to be ready (Node.Readiness), as an
+// orchestrator paces a rollout by, and notes how long that took.
+func (cr *certRun) awaitReady(ctx context.Context, bound time.Duration) {
+	start := time.Now()
+	for time.Since(start) < bound && ctx.Err() == nil {
+		ready := true
+		for _, n := range cr.c.live() {
+			if n.Readiness() != nil {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			cr.step("every node ready %v after the restart", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cr.step("not every node ready %v after the restart", time.Since(start).Round(time.Millisecond))
+}
