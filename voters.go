@@ -24,10 +24,10 @@ import (
 // members that run and stay. New servers join as non-voters and are promoted once they have caught up,
 // that is applied the log to near the leader's commit index (a process that cannot tell is promoted once
 // alive for ServerStabilization). A voter that drains no longer counts, so a successor is promoted while
-// it drains; once it has left it is demoted, but only when the other voters fill the seats the remaining
-// members call for and keep a live quorum. A graceful leave thus hands its seat over and never leaves the
-// control plane short, and a cluster that really shrinks demotes it once the voters that remain are enough
-// for the members that remain. A leaver that finds no successor within its timeout exits as a voter. The
+// it drains; once it has announced its departure it is demoted (departingVoter), but only when the other
+// voters fill the seats the remaining members call for and keep a live quorum. A graceful leave thus hands
+// its seat over and never leaves the control plane short, and a cluster that really shrinks demotes it
+// once the voters that remain are enough for the members that remain. A leaver that finds no successor within its timeout exits as a voter. The
 // new process of a voter that restarted takes its predecessor's vote at once, right after the old server is
 // removed; so does the next process of a voter that left gracefully, while the voters are short.
 
