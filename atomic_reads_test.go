@@ -283,6 +283,7 @@ func TestRESPExecAtomicToMGet(t *testing.T) {
 // TestRESPExecAtomicToMGetAcrossFailover is TestRESPExecAtomicToMGet with the keys' owner killed halfway:
 // its replica takes over, and neither the transactions it received nor those after see a torn read.
 func TestRESPExecAtomicToMGetAcrossFailover(t *testing.T) {
+	t.Parallel()
 	c, client := respLedgerCluster(t)
 	tag, owner := ledgerTag(t, c)
 	wl := respLedger(t, client, tag+"a", tag+"b")
@@ -363,6 +364,7 @@ func TestTxnAtomicToGetMany(t *testing.T) {
 
 // TestTxnAtomicToGetManyAcrossFailover is TestTxnAtomicToGetMany with the keys' owner killed halfway.
 func TestTxnAtomicToGetManyAcrossFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	tag, owner := ledgerTag(t, c)
 	wl := apiLedger(t, c, tag+"a", tag+"b", owner)

@@ -23,6 +23,7 @@ import (
 // serving every other key and the poisoned key's stored value, no node gives up or dies, the leader stays,
 // and the owner's zaris_panics_total{where="op"} counts each panic.
 func TestPanicInOpIsContained(t *testing.T) {
+	t.Parallel()
 	const poison = "poisoned"
 	var armed atomic.Bool
 	c := startRESPCluster(t, 3, func(cfg *Config) {
@@ -104,6 +105,7 @@ func TestPanicInOpIsContained(t *testing.T) {
 // before replicas saw it: the owner gives up serving, its partitions fail over to their in-sync replicas,
 // and the cluster serves the key with its last acknowledged value, and every other key.
 func TestPanicMidWriteGivesUpTheNode(t *testing.T) {
+	t.Parallel()
 	const poison = "torn"
 	var armed atomic.Bool
 	c := startCluster(t, 3, func(cfg *Config) {
@@ -157,6 +159,7 @@ func TestPanicMidWriteGivesUpTheNode(t *testing.T) {
 // after the op changed its segment: the replica gives up serving, counting the panic where it happened, the
 // owner drops it from the in-sync set and acknowledges the write, and the owner and the third node serve on.
 func TestPanicInReplicaApplyGivesUpTheReplica(t *testing.T) {
+	t.Parallel()
 	const poison = "replicated"
 	var replica atomic.Value // the name of the node whose apply panics
 	replica.Store("")
@@ -361,6 +364,7 @@ func TestRESPCommandPanicAnsweredAndClosed(t *testing.T) {
 // a background one, no node gives up, and the loops go on until the new node holds its share and every
 // partition is Healthy.
 func TestPanicInBackgroundLoopsIsContained(t *testing.T) {
+	t.Parallel()
 	var armed atomic.Bool
 	var decisionPanics, sealPanics, admitPanics atomic.Int32
 	once := func(fired *atomic.Int32, what string) {
