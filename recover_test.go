@@ -41,6 +41,7 @@ func TestRecoverAfterEveryVoterDied(t *testing.T) {
 		{name: "3 voters of 5 nodes with data dirs", maxVoters: 3, dataDir: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			testRecoverAfterVotersDied(t, tc.maxVoters, tc.dataDir)
 		})
 	}
