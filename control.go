@@ -374,27 +374,25 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 func (n *Node) runControl() {
 	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
 	defer tick.Stop()
+	round := func() { // formation, replica nudges and, as leader, the decisions
+		n.maybeBootstrap()
+		n.advertiseFormed()
+		n.repl.nudgeReplicas()
+		if n.raft.State() == raft.Leader && n.caughtUp() {
+			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
+				n.log.Warn("reconcile membership", "err", err)
+			}
+		}
+	}
 	for {
 		n.controlTicks.Add(1)
-		n.guarded("control loop", n.controlRound)
+		n.guarded("control loop", round)
 		select {
 		case <-n.life.Done():
 			return
 		case <-n.kick:
 		case <-n.leaderCh:
 		case <-tick.C():
-		}
-	}
-}
-
-// controlRound is one round of the control loop: formation, replica nudges and, as leader, the decisions.
-func (n *Node) controlRound() {
-	n.maybeBootstrap()
-	n.advertiseFormed()
-	n.repl.nudgeReplicas()
-	if n.raft.State() == raft.Leader && n.caughtUp() {
-		if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
-			n.log.Warn("reconcile membership", "err", err)
 		}
 	}
 }

@@ -81,21 +81,18 @@ func (n *Node) runCutovers() {
 		case <-n.cut.kick:
 		case <-tick.C():
 		}
-		n.guarded("hand-over scan", n.startCutovers)
-	}
-}
-
-// startCutovers starts a worker for each partition this node owns that is due a hand-over or a recovery.
-func (n *Node) startCutovers() {
-	m := n.fsm.clusterMap()
-	for p := range m.Runtime {
-		switch st := &m.Runtime[p]; {
-		case !n.ownsIn(m, p):
-		case st.Health == Recovering:
-			n.startWorker(p, *st, n.syncFromSource)
-		case st.targetInSync() && st.Target[0] != n.id:
-			n.startWorker(p, *st, n.cutOverWhenDue)
-		}
+		n.guarded("hand-over scan", func() {
+			m := n.fsm.clusterMap()
+			for p := range m.Runtime {
+				switch st := &m.Runtime[p]; {
+				case !n.ownsIn(m, p):
+				case st.Health == Recovering:
+					n.startWorker(p, *st, n.syncFromSource)
+				case st.targetInSync() && st.Target[0] != n.id:
+					n.startWorker(p, *st, n.cutOverWhenDue)
+				}
+			}
+		})
 	}
 }
 
