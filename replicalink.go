@@ -296,10 +296,9 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 // the replica lacks, so the link feeds them.
 func (l *replicaLink) caughtUp(p int, epoch uint64) (process uint64, ok bool) {
 	first, end := l.r.layout.PartitionSegments(p)
-	target := make([]uint64, end-first)
+	target := l.r.revisions(p)
 	req := replicateRequest{From: l.r.id, Epochs: map[int]uint64{p: epoch}}
 	for s := first; s < end; s++ {
-		target[s-first] = l.r.store.revision(s)
 		req.Probe = append(req.Probe, s)
 	}
 	reply, _, err := l.call(&req)
