@@ -12,6 +12,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
+	"github.com/zaris-go/zaris/internal/glob"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -117,7 +118,7 @@ func (c *nearCache) wants(key string) bool {
 		return true
 	}
 	for _, pattern := range c.cfg.Keys {
-		if globMatch([]byte(pattern), []byte(key), false) {
+		if glob.Match([]byte(pattern), []byte(key), false) {
 			return true
 		}
 	}

@@ -563,7 +563,7 @@ func (n *Node) observeAck(seg int) {
 // refused when the partition has too few in-sync copies or is sealed for a hand-over, or when a
 // transaction holds one of keys, and under the Sync concern acknowledged only once the in-sync replicas
 // hold the group. fn gets the limits key operations run under. The caller has checked ownership.
-func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
+func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
 	p := n.layout.SegmentPartition(seg)
 	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
 		return StatusNotEnoughReplicas
@@ -577,7 +577,7 @@ func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn f
 
 // applyGroup is applyAtomically's write, unless partition p is sealed: it returns the segment's revision
 // after it. A panic of fn is an internal error.
-func (n *Node) applyGroup(p, seg int, keys []string, fn func(g *store, lim opLimits)) (revision uint64, status Status) {
+func (n *Node) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
 	if !n.cut.enter(p) {
 		return 0, StatusOwnershipChanging
 	}
@@ -591,7 +591,7 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(g *store, lim opLim
 				return
 			}
 		}
-		fn(g, lim)
+		fn(&storeGroup{g: g, seg: seg, lim: lim})
 	})
 	return revision, status
 }
@@ -600,7 +600,7 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(g *store, lim opLim
 // reads is seen at one revision, never in the middle of an atomic group. It is refused while a committed
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
-func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status {
+func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
 	revision, status := n.readViewOf(seg, keys, fn)
 	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
 		return status
@@ -609,7 +609,7 @@ func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn fu
 }
 
 // readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
-func (n *Node) readViewOf(seg int, keys []string, fn func(g *store, lim opLimits)) (revision uint64, status Status) {
+func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
 	defer n.recoverOp(opGet, seg, &status)
 	lim := n.opLimits()
 	revision = n.store.readAtomically(seg, func(g *store) {
@@ -619,7 +619,7 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(g *store, lim opLimits
 				return
 			}
 		}
-		fn(g, lim)
+		fn(&storeGroup{g: g, seg: seg, lim: lim, read: true})
 	})
 	return revision, status
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/glob"
 )
 
 // respUser is a RESP user as the endpoint checks it: passwords kept as SHA-256 digests, compared in
@@ -131,7 +133,7 @@ func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
 
 func matchesAny(patterns []string, key []byte) bool {
 	for _, p := range patterns {
-		if globMatch([]byte(p), key, false) {
+		if glob.Match([]byte(p), key, false) {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/glob"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -890,13 +891,6 @@ func (c *respConn) cmdType(args [][]byte) {
 	}
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // ---- Connection ----
 
 func (c *respConn) cmdOK([][]byte) { c.wr.ok() }
@@ -1087,7 +1081,7 @@ func (c *respConn) cmdConfig(args [][]byte) {
 		var match [][2]string
 		for _, kv := range c.respConfig() {
 			for _, pattern := range args[2:] {
-				if globMatch(pattern, []byte(kv[0]), true) {
+				if glob.Match(pattern, []byte(kv[0]), true) {
 					match = append(match, kv)
 					break
 				}

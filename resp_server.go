@@ -98,10 +98,10 @@ type keyOwner interface {
 	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
 	// one of keys, and waits for the replicas as applyKV does (Node.applyAtomically).
-	applyAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
+	applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
 	// readAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
 	// waits for the replicas as a read does (Node.readAtomically).
-	readAtomically(ctx context.Context, seg int, keys []string, fn func(g *store, lim opLimits)) Status
+	readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
 	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
 	// with a TTL.
 	keyCount() int

@@ -28,18 +28,21 @@ func (o *storeOwner) checkOwner(key string) (int, kvReply, bool) {
 }
 
 func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
-	return lookupKeyOp(op).apply(o.store, seg, *req, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20})
+	return lookupKeyOp(op).apply(o.store, seg, *req, testOpLimits)
 }
 
-func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(*store, opLimits)) Status {
-	o.store.atomically(seg, func(g *store) { fn(g, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}) })
+func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(keyGroup)) Status {
+	o.store.atomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits}) })
 	return StatusSuccess
 }
 
-func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(*store, opLimits)) Status {
-	o.store.readAtomically(seg, func(g *store) { fn(g, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}) })
+func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(keyGroup)) Status {
+	o.store.readAtomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits, read: true}) })
 	return StatusSuccess
 }
+
+// testOpLimits are the limits a storeOwner runs key operations under.
+var testOpLimits = opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}
 
 func (o *storeOwner) keyCount() int { return o.store.len() }
 

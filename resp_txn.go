@@ -35,10 +35,8 @@ type watchedKey struct {
 // execGroup is where the key operations of a running EXEC or command on several keys go: the atomic
 // group of segment seg, or a read-only view of it.
 type execGroup struct {
-	g    *store
-	seg  int
-	lim  opLimits
-	read bool // a read-only view (store.readAtomically): only reads may run
+	g   keyGroup
+	seg int
 }
 
 // errReplyTooLarge fails the writes of a replyBuffer past the server's budget.
@@ -198,10 +196,10 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 	watched := make([]watchedKey, len(keys))
 	var refused *kvRequest
 	var refusal kvReply
-	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
+	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g keyGroup) {
 		for i, key := range names {
 			req := kvRequest{Key: key}
-			reply := checkVersion(g, seg, req, lim)
+			reply, _ := g.apply(opCheckVersion, &req)
 			if reply.Status != StatusSuccess && reply.Status != StatusVersionMismatch {
 				refused, refusal = &req, reply
 				return
@@ -220,15 +218,6 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 		return nil, false
 	}
 	return watched, true
-}
-
-// checkVersion runs the version check of key operations on g, refusing a key no client may name.
-func checkVersion(g *store, seg int, req kvRequest, lim opLimits) kvReply {
-	k := &keyOps[opCheckVersion]
-	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
-		return *refusal
-	}
-	return k.apply(g, seg, req, lim)
 }
 
 func keyNames(keys [][]byte) []string {
@@ -296,11 +285,11 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 	names := keyNames(keys)
 	var replies *replyBuffer
 	ran := false
-	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g *store, lim opLimits) {
-		if changedSince(g, seg, watched) {
+	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g keyGroup) {
+		if changedSince(g, watched) {
 			return
 		}
-		c.exec = &execGroup{g: g, seg: seg, lim: lim}
+		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies, ran = c.runQueued(queue), true
 	})
@@ -318,9 +307,9 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 }
 
 // changedSince reports whether a watched key's version is no longer the one WATCH recorded.
-func changedSince(g *store, seg int, watched []watchedKey) bool {
+func changedSince(g keyGroup, watched []watchedKey) bool {
 	for _, w := range watched {
-		if _, version, _ := g.get(seg, w.key); version != w.version {
+		if g.version(w.key) != w.version {
 			return true
 		}
 	}
@@ -408,8 +397,8 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	}
 	write := cmd.hasFlag("write")
 	var replies *replyBuffer
-	run := func(g *store, lim opLimits) {
-		c.exec = &execGroup{g: g, seg: seg, lim: lim, read: !write}
+	run := func(g keyGroup) {
+		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
 	}
@@ -447,15 +436,8 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 	if c.exec == nil {
 		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
 	}
-	k := lookupKeyOp(op)
-	if k == nil || c.exec.read && !k.readOnly {
-		return kvReply{Status: StatusInvalidRequest}
-	}
-	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
-		return *refusal
-	}
-	reply := k.apply(c.exec.g, seg, *req, c.exec.lim)
-	if c.exec.g.takeRefusal() {
+	reply, full := c.exec.g.apply(op, req)
+	if full {
 		return kvReply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
 	}
 	return reply
@@ -465,7 +447,7 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
 // runs in, if any, and otherwise answers the command with an error: a command on several keys asks before
 // its first write, so that it writes all of them or none.
 func (c *respConn) groupHasRoom(n int) bool {
-	if c.exec == nil || c.exec.g.groupHasRoom(n) {
+	if c.exec == nil || c.exec.g.hasRoom(n) {
 		return true
 	}
 	c.wr.error(groupTooLargeMessage)

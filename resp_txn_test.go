@@ -223,7 +223,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 // holds their keys.
 type lockedOwner struct{ *storeOwner }
 
-func (lockedOwner) applyAtomically(context.Context, int, []string, func(*store, opLimits)) Status {
+func (lockedOwner) applyAtomically(context.Context, int, []string, func(keyGroup)) Status {
 	return StatusLocked
 }
 

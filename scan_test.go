@@ -14,6 +14,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/glob"
 )
 
 // testPager is a pager over a bare store that serves the partitions serves says it serves, and refuses the
@@ -427,7 +428,7 @@ func FuzzScanRequest(f *testing.F) {
 			if pos < req.Cursor || next != scanDone && pos >= next {
 				t.Fatalf("key %q at %d outside [%d, %d)", k, pos, req.Cursor, next)
 			}
-			if req.Match != nil && !globMatch(req.Match, []byte(k), false) || req.Type != "" && req.Type != "string" {
+			if req.Match != nil && !glob.Match(req.Match, []byte(k), false) || req.Type != "" && req.Type != "string" {
 				t.Fatalf("key %q does not pass match %q, type %q", k, req.Match, req.Type)
 			}
 		}

@@ -1,6 +1,10 @@
 package zaris
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/zaris-go/zaris/internal/glob"
+)
 
 // Scan positions. Every key has a position in one ordered space: its slot in the top 14 bits, then 50 bits
 // of a hash of the whole key. Every node computes the same position for a key, so a cursor, the position
@@ -44,7 +48,7 @@ func (f *scanFilter) accepts(key string, e *entry) bool {
 	if f.kind != "" && entryType(e) != f.kind {
 		return false
 	}
-	return f.match == nil || globMatch(f.match, []byte(key), false)
+	return f.match == nil || glob.Match(f.match, []byte(key), false)
 }
 
 // entryType names the type of e's value as Redis's TYPE does.

@@ -168,3 +168,11 @@ func decode(data []byte, v any) error {
 	}
 	return nil
 }
+
+// boolInt is a reply's Int for a yes or no: 1 or 0.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -380,9 +380,19 @@ func (n *nemesis) failoverTimes(acked map[int][]chaos.Op) []time.Duration {
 
 // ackedPuts groups the acknowledged puts of ops by partition, each group sorted by end time.
 func ackedPuts(ops []chaos.Op, layout zaris.Layout) map[int][]chaos.Op {
+	return putsByPartition(ops, layout, func(op chaos.Op) bool { return op.Outcome == chaos.OK })
+}
+
+// attemptedPuts groups every put of ops by partition, whatever its outcome, sorted by end.
+func attemptedPuts(ops []chaos.Op, layout zaris.Layout) map[int][]chaos.Op {
+	return putsByPartition(ops, layout, func(chaos.Op) bool { return true })
+}
+
+// putsByPartition groups the puts of ops that keep accepts by partition, sorted by end.
+func putsByPartition(ops []chaos.Op, layout zaris.Layout, keep func(chaos.Op) bool) map[int][]chaos.Op {
 	acked := make(map[int][]chaos.Op)
 	for _, op := range ops {
-		if op.Kind == chaos.Put && op.Outcome == chaos.OK {
+		if op.Kind == chaos.Put && keep(op) {
 			p := layout.KeyPartition(op.Key)
 			acked[p] = append(acked[p], op)
 		}

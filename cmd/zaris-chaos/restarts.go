@@ -400,6 +400,46 @@ func longestStall(acked map[int][]chaos.Op, from, to time.Time) (partition int, 
 	return partition, began
 }
 
+// putWait is the longest a put waited for its partition to acknowledge a write: from the put's start to
+// the end of the first acknowledged put of the same partition that ended at or after it (its own, if it
+// was acknowledged). Unlike a gap between acknowledged puts, it counts only time a writer spent waiting, so
+// a partition that no client wrote to for a while does not read as stalled.
+type putWait struct {
+	longest   time.Duration
+	partition int           // the partition of the longest wait
+	from      time.Duration // and when that put began, from the start of the faults
+}
+
+// longestPutWait measures the waits of the puts in attempts (every put, whatever its outcome, grouped by
+// partition) that began within [from, to], against acked (sorted by end); a wait still going on at to
+// counts up to to.
+func longestPutWait(attempts, acked map[int][]chaos.Op, from, to time.Time) putWait {
+	var w putWait
+	for p, puts := range attempts {
+		ends := acked[p]
+		for _, op := range puts {
+			if op.Start.Before(from) || op.Start.After(to) {
+				continue
+			}
+			i, _ := slices.BinarySearchFunc(ends, op.Start, func(a chaos.Op, t time.Time) int { return a.End.Compare(t) })
+			done := to
+			if i < len(ends) && ends[i].End.Before(to) {
+				done = ends[i].End
+			}
+			if wait := done.Sub(op.Start); wait > w.longest {
+				w = putWait{longest: wait, partition: p, from: op.Start.Sub(from)}
+			}
+		}
+	}
+	return w
+}
+
+// String renders the wait for the report's notes.
+func (w putWait) String() string {
+	return fmt.Sprintf("longest a put waited for its partition to acknowledge a write: %v (partition %d, from %v into the run)",
+		w.longest.Round(time.Millisecond), w.partition, w.from.Round(time.Millisecond))
+}
+
 // String renders the stalls for the report's notes.
 func (s stalls) String() string {
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

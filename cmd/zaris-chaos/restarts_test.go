@@ -156,3 +156,43 @@ func TestSettling(t *testing.T) {
 		}
 	}
 }
+
+// TestLongestPutWait checks the wait figure: from a put's start to the first acknowledged put of its
+// partition that ended after it, failed puts included, a partition nobody wrote to not counted, and a wait
+// still going on at the window's end counted up to it.
+func TestLongestPutWait(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	put := func(start, end int, o chaos.Outcome) chaos.Op {
+		return chaos.Op{Kind: chaos.Put, Outcome: o, Start: t0.Add(ms(start)), End: t0.Add(ms(end))}
+	}
+	for _, tc := range []struct {
+		name     string
+		attempts map[int][]chaos.Op
+		want     putWait
+	}{
+		{"nothing written", nil, putWait{}},
+		{"acknowledged puts wait for themselves", map[int][]chaos.Op{3: {put(100, 130, chaos.OK), put(800, 805, chaos.OK)}},
+			putWait{longest: ms(30), partition: 3, from: ms(100)}},
+		{"a failed put waits for the next acknowledged one", map[int][]chaos.Op{
+			1: {put(100, 110, chaos.OK), put(200, 210, chaos.Failed), put(650, 700, chaos.OK)},
+			2: {put(300, 900, chaos.Unknown), put(400, 500, chaos.OK)}},
+			putWait{longest: ms(500), partition: 1, from: ms(200)}},
+		{"a wait going on at the end counts up to it", map[int][]chaos.Op{0: {put(400, 2000, chaos.Unknown)}},
+			putWait{longest: ms(600), from: ms(400)}},
+		{"puts begun outside the window are left out", map[int][]chaos.Op{0: {put(1500, 1600, chaos.OK)}}, putWait{}},
+	} {
+		acked := map[int][]chaos.Op{}
+		for p, ops := range tc.attempts {
+			for _, op := range ops {
+				if op.Outcome == chaos.OK {
+					acked[p] = append(acked[p], op)
+				}
+			}
+			slices.SortFunc(acked[p], byEnd)
+		}
+		if got := longestPutWait(tc.attempts, acked, t0, t0.Add(ms(1000))); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,9 +1,11 @@
-package zaris
+// Package glob matches bytes against Redis's glob-style key patterns, as KEYS, SCAN MATCH, ACL key
+// patterns and CONFIG GET use them.
+package glob
 
-// globMatch reports whether s matches pattern as Redis matches key patterns (ACL ~pattern, CONFIG GET):
+// Match reports whether s matches pattern as Redis matches key patterns (ACL ~pattern, CONFIG GET):
 // * any run of bytes, ? one byte, [abc] [^abc] [a-z] one byte of a class, and \ making the next byte
 // literal. With nocase, ASCII letters match in either case.
-func globMatch(pattern, s []byte, nocase bool) bool {
+func Match(pattern, s []byte, nocase bool) bool {
 	p, i := 0, 0
 	starP, starI := -1, 0 // after the last '*': where the pattern resumes, and the next byte of s to try it on
 	for i < len(s) {
