@@ -255,6 +255,18 @@
 //   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_walk.go) and the RESP endpoint
 //     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //
+// The RESP endpoint reaches the node only through keyOwner (resp_server.go): one key operation at a time,
+// or a keyGroup (keygroup.go), an owned segment held for an EXEC or a command on several keys, whose
+// operations take the same op registry path as the owner's. Glob patterns (internal/glob) are shared
+// vocabulary, not the edge's.
+//
+// architecture_test.go keeps it so: no type but Node holds a *Node (a transaction, a watcher and the
+// metrics collector take a struct of what they use), Node's fields and unexported methods stay within
+// budgets that only go down, no core file outside the wiring names what the RESP edge declares, and
+// transport/, durability/ and internal/ never import the root. A new feature is a component in a file of
+// its own: it declares what it uses as a small interface or a struct of functions, node.go builds it in
+// Join and stops it in Close, and its tests build it over the in-memory twins.
+//
 // The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,
 // transactions in txn.go (the owner's side in txn_ops.go and txn_intent.go, the coordinator's in
 // txn_commit.go, the resolution of abandoned intents in txn_resolver.go),

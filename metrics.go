@@ -3,6 +3,8 @@ package zaris
 import (
 	"slices"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
@@ -15,11 +17,61 @@ import (
 // registry. Every series carries a node label, so several nodes of one process can share a registry.
 // Counters and histograms of operations come from atomics the node keeps; the other series read the
 // node's state at scrape time.
-func (n *Node) Collector() prometheus.Collector { return &collector{n: n, d: newMetricDescs(n.id)} }
+func (n *Node) Collector() prometheus.Collector {
+	src := metricSources{
+		self: n.id, ops: n.metrics, panics: &n.panics, failovers: &n.stats.failovers, cutovers: &n.cut.done,
+		raft: n.raft, clock: n.cfg.Clock, store: n.store,
+		stats: n.Stats, clusterMap: n.fsm.clusterMap, owns: n.repl.ownsIn, migrations: n.Migrations,
+		lag: n.repl.lag, replication: n.ReplicationStats, control: n.controlHealth, members: n.members.members,
+		expired: n.stats.expired.Load, oplogBytes: n.repl.oplogBytes,
+		transports: []*transport.Server{n.server, n.internal},
+	}
+	if n.resp != nil {
+		src.respClients = n.resp.clients
+	}
+	if n.near != nil {
+		src.nearCache = n.NearCacheStats
+	}
+	return &collector{src: src, d: newMetricDescs(n.id)}
+}
+
+// metricSources are what the collector reads at scrape time, from the parts that keep each figure.
+type metricSources struct {
+	self        NodeID
+	ops         *opMetrics // nil with Config.DisableMetrics
+	panics      *panics
+	failovers   *histogram
+	cutovers    *atomic.Uint64
+	raft        raftFigures
+	clock       Clock
+	store       *store
+	stats       func() Stats
+	clusterMap  func() *ClusterMap
+	owns        func(m *ClusterMap, p int) bool
+	migrations  func() []Migration
+	lag         func(p int, replica NodeID) (revisions uint64, bytes int64, known bool)
+	replication func() ReplicationStats
+	control     func() controlHealth
+	members     func() []member
+	expired     func() uint64
+	oplogBytes  func() int64
+	transports  []*transport.Server
+	respClients func() int            // nil without a RESP endpoint
+	nearCache   func() NearCacheStats // nil without a near cache
+}
+
+// raftFigures are the control plane's figures the collector reports.
+type raftFigures interface {
+	State() raft.RaftState
+	CurrentTerm() uint64
+	CommitIndex() uint64
+	AppliedIndex() uint64
+	LastContact() time.Time
+}
 
 type collector struct {
-	n *Node
-	d metricDescs
+	src metricSources
+	d   metricDescs
 }
 
 // metricDescs describe every series the collector reports.
@@ -140,7 +192,7 @@ func histogramMetric(ch chan<- prometheus.Metric, desc *prometheus.Desc, h *hist
 }
 
 func (c *collector) collectOps(ch chan<- prometheus.Metric) {
-	m := c.n.metrics
+	m := c.src.ops
 	if m == nil {
 		return
 	}
@@ -174,7 +226,7 @@ func opMetricName(op int) string {
 }
 
 func (c *collector) collectRouting(ch chan<- prometheus.Metric) {
-	s := c.n.Stats()
+	s := c.src.stats()
 	counter(ch, c.d.redirectsSent, s.RedirectsSent)
 	counter(ch, c.d.redirectsReceived, s.RedirectsReceived)
 	counter(ch, c.d.retries, s.Retries)
@@ -187,19 +239,19 @@ func (c *collector) collectRouting(ch chan<- prometheus.Metric) {
 		counter(ch, c.d.requestsSent, sent, string(peer))
 	}
 	for site := range panicSites {
-		counter(ch, c.d.panics, c.n.panics[site].Load(), site.String())
+		counter(ch, c.d.panics, c.src.panics[site].Load(), site.String())
 	}
 }
 
 func (c *collector) collectPartitions(ch chan<- prometheus.Metric) {
-	m := c.n.fsm.clusterMap()
+	m := c.src.clusterMap()
 	byHealth := map[Health]int{}
 	owned, replicated := 0, 0
 	for p, st := range m.Runtime {
 		byHealth[st.Health]++
-		if c.n.ownsIn(m, p) {
+		if c.src.owns(m, p) {
 			owned++
-		} else if p < len(m.Assignment) && slices.Contains(m.Assignment[p], c.n.id) {
+		} else if p < len(m.Assignment) && slices.Contains(m.Assignment[p], c.src.self) {
 			replicated++
 		}
 	}
@@ -210,9 +262,9 @@ func (c *collector) collectPartitions(ch chan<- prometheus.Metric) {
 	gauge(ch, c.d.replicated, float64(replicated))
 	counter(ch, c.d.failovers, m.Promotions)
 	counter(ch, c.d.moved, m.Moved)
-	histogramMetric(ch, c.d.failoverSeconds, &c.n.stats.failovers)
+	histogramMetric(ch, c.d.failoverSeconds, c.src.failovers)
 	copying, waiting := 0, 0
-	for _, mg := range c.n.Migrations() {
+	for _, mg := range c.src.migrations() {
 		if mg.Copying {
 			copying++
 		} else {
@@ -221,29 +273,29 @@ func (c *collector) collectPartitions(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, c.d.migrations, float64(copying), "copying")
 	gauge(ch, c.d.migrations, float64(waiting), "waiting")
-	counter(ch, c.d.cutovers, c.n.cut.done.Load())
+	counter(ch, c.d.cutovers, c.src.cutovers.Load())
 }
 
 func (c *collector) collectReplication(ch chan<- prometheus.Metric) {
-	n := c.n
-	m := n.fsm.clusterMap()
+	src := &c.src
+	m := src.clusterMap()
 	for p, st := range m.Runtime {
-		if !n.ownsIn(m, p) {
+		if !src.owns(m, p) {
 			continue
 		}
 		part := strconv.Itoa(p)
 		gauge(ch, c.d.inSync, float64(len(st.InSync)), part)
 		for _, replica := range m.Assignment[p] {
-			if replica == n.id {
+			if replica == src.self {
 				continue
 			}
-			if revs, bytes, known := n.repl.lag(p, replica); known {
+			if revs, bytes, known := src.lag(p, replica); known {
 				gauge(ch, c.d.replLagRevisions, float64(revs), part, string(replica))
 				gauge(ch, c.d.replLagBytes, float64(bytes), part, string(replica))
 			}
 		}
 	}
-	s := n.ReplicationStats()
+	s := src.replication()
 	counter(ch, c.d.replOps, s.OpsSent)
 	counter(ch, c.d.replBytes, s.BytesSent)
 	counter(ch, c.d.replSnapshots, s.SnapshotsSent)
@@ -254,7 +306,7 @@ func (c *collector) collectReplication(ch chan<- prometheus.Metric) {
 }
 
 func (c *collector) collectControl(ch chan<- prometheus.Metric) {
-	r := c.n.raft
+	r := c.src.raft
 	state := r.State()
 	for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		gauge(ch, c.d.raftState, boolFloat(s == state), s.String())
@@ -265,15 +317,15 @@ func (c *collector) collectControl(ch chan<- prometheus.Metric) {
 	contact := 0.0
 	if state != raft.Leader {
 		if last := r.LastContact(); !last.IsZero() {
-			contact = c.n.cfg.Clock.Now().Sub(last).Seconds()
+			contact = c.src.clock.Now().Sub(last).Seconds()
 		}
 	}
 	gauge(ch, c.d.raftLastContact, contact)
-	h := c.n.controlHealth()
+	h := c.src.control()
 	gauge(ch, c.d.leaderless, h.Leaderless.Seconds())
 	gauge(ch, c.d.leaderlessAlarm, boolFloat(h.Alarm))
 	byStatus := map[serf.MemberStatus]int{}
-	for _, mb := range c.n.members.members() {
+	for _, mb := range c.src.members() {
 		byStatus[mb.Status]++
 	}
 	for _, s := range []serf.MemberStatus{serf.StatusAlive, serf.StatusLeaving, serf.StatusLeft, serf.StatusFailed} {
@@ -282,20 +334,24 @@ func (c *collector) collectControl(ch chan<- prometheus.Metric) {
 }
 
 func (c *collector) collectMemory(ch chan<- prometheus.Metric) {
-	n := c.n
-	gauge(ch, c.d.storeBytes, float64(n.store.bytes()))
-	gauge(ch, c.d.keys, float64(n.store.len()))
-	gauge(ch, c.d.expiringKeys, float64(n.store.expiringLen()))
-	counter(ch, c.d.expiredKeys, n.expiredKeys())
-	gauge(ch, c.d.oplogBytes, float64(n.repl.oplogBytes()))
-	data, internal := n.server.Stats(), n.internal.Stats()
-	gauge(ch, c.d.bufferBytes, float64(data.BufferedBytes+internal.BufferedBytes))
-	gauge(ch, c.d.dataConns, float64(data.Conns+internal.Conns))
-	if n.resp != nil {
-		gauge(ch, c.d.respConns, float64(n.resp.clients()))
+	src := &c.src
+	gauge(ch, c.d.storeBytes, float64(src.store.bytes()))
+	gauge(ch, c.d.keys, float64(src.store.len()))
+	gauge(ch, c.d.expiringKeys, float64(src.store.expiringLen()))
+	counter(ch, c.d.expiredKeys, src.expired())
+	gauge(ch, c.d.oplogBytes, float64(src.oplogBytes()))
+	var buffered, conns int64
+	for _, t := range src.transports {
+		st := t.Stats()
+		buffered, conns = buffered+int64(st.BufferedBytes), conns+int64(st.Conns)
 	}
-	if n.near != nil {
-		s := n.NearCacheStats()
+	gauge(ch, c.d.bufferBytes, float64(buffered))
+	gauge(ch, c.d.dataConns, float64(conns))
+	if src.respClients != nil {
+		gauge(ch, c.d.respConns, float64(src.respClients()))
+	}
+	if src.nearCache != nil {
+		s := src.nearCache()
 		gauge(ch, c.d.nearBytes, float64(s.Bytes))
 		for _, e := range []struct {
 			name string

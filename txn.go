@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // Tx is a transaction in progress, handed to the function Txn runs. Reads go to the keys' owners and
@@ -13,7 +15,7 @@ import (
 // ("{user1}:balance", "{user1}:history") are in one segment, and a transaction within one segment commits
 // in a single round trip; others commit in two phases. A Tx is not safe for concurrent use.
 type Tx struct {
-	n       *Node
+	c       *txnClient
 	segment int // the segment of the transaction's first key; -1 before the first
 	anchor  string
 	spans   bool // the keys are in more than one segment
@@ -21,6 +23,39 @@ type Tx struct {
 	writes  map[string]txWrite
 	order   []string // the written keys, in the order of their first write
 	size    int      // the encoded size of the buffered writes
+}
+
+// txnClient is what a transaction uses of its node: the requests it sends, the near cache its writes
+// invalidate, and the settings it runs under.
+type txnClient struct {
+	getEntry    func(ctx context.Context, key string) (Entry, error)
+	execute     func(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error)
+	send        func(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error)
+	resolve     func(ctx context.Context, id string, keys []string, commit bool) error
+	forgetLater func(anchor, id string)
+	forgetNear  func(key string) // nil without a near cache
+	step        func(step txnStep) error
+	background  func(fn func()) // runs fn in a goroutine the node's Close waits for
+	life        context.Context // ends when the node closes
+	layout      Layout
+	clock       Clock
+	backoff     time.Duration // Config.RetryBackoff
+	maxValue    int           // Config.MaxValueSize
+	maxFrame    int           // Config.MaxFrameSize
+	timeout     time.Duration // Config.TxnTimeout
+	retention   time.Duration // Config.TxnRecordRetention
+}
+
+// newTxnClient wires a node's side of its transactions.
+func newTxnClient(n *Node) *txnClient {
+	c := &txnClient{getEntry: n.GetEntry, execute: n.execute, send: n.sendTxn, resolve: n.resolveIntents,
+		forgetLater: n.forgetLater, step: n.cfg.hooks.txnStep, background: n.goBackground, life: n.life, layout: n.layout, clock: n.cfg.Clock,
+		backoff: n.cfg.RetryBackoff, maxValue: n.cfg.MaxValueSize, maxFrame: n.cfg.MaxFrameSize,
+		timeout: n.cfg.TxnTimeout, retention: n.cfg.TxnRecordRetention}
+	if n.near != nil {
+		c.forgetNear = n.near.forget
+	}
+	return c
 }
 
 // txRead is what a transaction read of a key: the value and its version, 0 when the key had no live value.
@@ -65,8 +100,9 @@ func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption
 		opt(&o)
 	}
 	backoff := n.cfg.RetryBackoff
+	c := newTxnClient(n)
 	for attempt := 0; ; attempt++ {
-		tx := &Tx{n: n, segment: -1, reads: make(map[string]txRead), writes: make(map[string]txWrite)}
+		tx := &Tx{c: c, segment: -1, reads: make(map[string]txRead), writes: make(map[string]txWrite)}
 		err := fn(tx)
 		if err == nil {
 			err = tx.commit(ctx)
@@ -85,7 +121,7 @@ func (n *Node) Txn(ctx context.Context, fn func(tx *Tx) error, opts ...TxnOption
 // join adds key to the transaction's keys: the first one is its anchor, whose segment keeps the record of
 // a transaction over several segments.
 func (tx *Tx) join(key string) {
-	seg := tx.n.layout.KeySegment(key)
+	seg := tx.c.layout.KeySegment(key)
 	switch {
 	case tx.segment < 0:
 		tx.segment, tx.anchor = seg, key
@@ -106,7 +142,7 @@ func (tx *Tx) Get(ctx context.Context, key string) ([]byte, error) {
 	r, ok := tx.reads[key]
 	if !ok {
 		tx.join(key)
-		e, err := tx.n.GetEntry(ctx, key)
+		e, err := tx.c.getEntry(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
@@ -126,8 +162,8 @@ func (tx *Tx) Put(key string, value []byte, opts ...PutOption) error {
 	if o.cond != 0 || o.ifVersion || o.concern != 0 {
 		return fmt.Errorf("%w: a transaction's put takes no condition nor write concern", ErrInvalidRequest)
 	}
-	if len(value) > tx.n.cfg.MaxValueSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), tx.n.cfg.MaxValueSize)
+	if len(value) > tx.c.maxValue {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), tx.c.maxValue)
 	}
 	return tx.buffer(key, txWrite{value: value, ttl: o.ttl})
 }
@@ -143,8 +179,8 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 		tx.order = append(tx.order, key)
 	}
 	tx.size += max(kvRequestOverhead, groupOpOverhead) + len(key) + len(w.value) // also bounds the owner's atomic group
-	if tx.size > tx.n.cfg.MaxFrameSize/2 {
-		return fmt.Errorf("%w: the transaction's writes exceed %d bytes", ErrValueTooLarge, tx.n.cfg.MaxFrameSize/2)
+	if tx.size > tx.c.maxFrame/2 {
+		return fmt.Errorf("%w: the transaction's writes exceed %d bytes", ErrValueTooLarge, tx.c.maxFrame/2)
 	}
 	tx.writes[key] = w
 	return nil
@@ -152,9 +188,9 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 
 // forgetWrites drops the keys the transaction wrote from the node's near cache, whatever its outcome.
 func (tx *Tx) forgetWrites() {
-	if tx.n.near != nil {
+	if tx.c.forgetNear != nil {
 		for _, key := range tx.order {
-			tx.n.near.forget(key)
+			tx.c.forgetNear(key)
 		}
 	}
 }
@@ -181,7 +217,7 @@ func (tx *Tx) commit(ctx context.Context) error {
 		}
 		items = append(items, it)
 	}
-	reply, err := tx.n.sendTxn(ctx, "", tx.anchor, items, true)
+	reply, err := tx.c.send(ctx, "", tx.anchor, items, true)
 	if err != nil {
 		return fmt.Errorf("zaris: transaction on %q: %w", tx.anchor, err)
 	}

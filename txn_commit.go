@@ -41,7 +41,7 @@ type txnSegment struct {
 func (tx *Tx) segments() []txnSegment {
 	bySeg := map[int][]string{}
 	add := func(key string) {
-		seg := tx.n.layout.KeySegment(key)
+		seg := tx.c.layout.KeySegment(key)
 		if !slices.Contains(bySeg[seg], key) {
 			bySeg[seg] = append(bySeg[seg], key)
 		}
@@ -94,14 +94,14 @@ func (tx *Tx) commitAcross(ctx context.Context) error {
 		return fmt.Errorf("%w: transaction timed out in its prepare and was aborted", ErrConflict)
 	}
 	if tx.resolveAll(ctx, id, parts, true) {
-		tx.n.forgetLater(tx.anchor, id)
+		tx.c.forgetLater(tx.anchor, id)
 	}
 	return nil
 }
 
 // step asks the txnStep test hook whether the coordinator may send the request of step.
 func (tx *Tx) step(phase string, segment int) error {
-	if hook := tx.n.cfg.hooks.txnStep; hook != nil {
+	if hook := tx.c.step; hook != nil {
 		if err := hook(txnStep{phase: phase, segment: segment}); err != nil {
 			return fmt.Errorf("%w before %s %d: %w", errCoordinatorStopped, phase, segment, err)
 		}
@@ -148,9 +148,9 @@ func (tx *Tx) prepareSegment(ctx context.Context, id string, part txnSegment) er
 				in.action, in.value = intentDelete, nil
 			}
 		}
-		items = append(items, txnItem{op: opIntent, req: kvRequest{Key: key, Value: in.encode(), Delta: int64(tx.n.cfg.TxnTimeout)}})
+		items = append(items, txnItem{op: opIntent, req: kvRequest{Key: key, Value: in.encode(), Delta: int64(tx.c.timeout)}})
 	}
-	reply, err := tx.n.sendTxn(ctx, id, part.keys[0], items, false)
+	reply, err := tx.c.send(ctx, id, part.keys[0], items, false)
 	switch {
 	case errors.Is(err, ErrLocked):
 		return fmt.Errorf("%w: a key of %q is held by another transaction", ErrConflict, part.keys[0])
@@ -167,9 +167,9 @@ func (tx *Tx) decide(ctx context.Context, id string) (committed bool, err error)
 	if err := tx.step("decide", 0); err != nil {
 		return false, err
 	}
-	req := &kvRequest{Key: tx.anchor, Value: []byte(id), Delta: 1, TTL: int64(tx.n.cfg.TxnRecordRetention), Concern: Sync}
+	req := &kvRequest{Key: tx.anchor, Value: []byte(id), Delta: 1, TTL: int64(tx.c.retention), Concern: Sync}
 	for {
-		reply, err := tx.n.execute(ctx, opDecide, req)
+		reply, err := tx.c.execute(ctx, opDecide, req)
 		if err == nil {
 			err = reply.Status.err()
 		}
@@ -179,7 +179,7 @@ func (tx *Tx) decide(ctx context.Context, id string) (committed bool, err error)
 		case ctx.Err() != nil:
 			return false, fmt.Errorf("%w: the outcome of transaction %s is not known: %w", ErrUnconfirmed, id, err)
 		}
-		if err := sleepCtx(ctx, tx.n.cfg.Clock, tx.n.cfg.RetryBackoff); err != nil {
+		if err := sleepCtx(ctx, tx.c.clock, tx.c.backoff); err != nil {
 			return false, fmt.Errorf("%w: the outcome of transaction %s is not known: %w", ErrUnconfirmed, id, err)
 		}
 	}
@@ -195,7 +195,7 @@ func (tx *Tx) resolveAll(ctx context.Context, id string, parts []txnSegment, com
 		if tx.step("resolve", i) != nil {
 			break
 		}
-		wg.Go(func() { ok[i] = tx.n.resolveIntents(ctx, id, part.keys, commit) == nil })
+		wg.Go(func() { ok[i] = tx.c.resolve(ctx, id, part.keys, commit) == nil })
 	}
 	wg.Wait()
 	return !slices.Contains(ok, false)
@@ -204,9 +204,8 @@ func (tx *Tx) resolveAll(ctx context.Context, id string, parts []txnSegment, com
 // releaseLater drops the intents of transaction id, which did not commit, without holding the caller, and
 // even when the caller's context has ended: the sooner they go, the sooner others may write their keys.
 func (tx *Tx) releaseLater(id string, parts []txnSegment) {
-	n := tx.n
-	n.goBackground(func() {
-		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
+	tx.c.background(func() {
+		ctx, cancel := context.WithTimeout(tx.c.life, tx.c.timeout)
 		defer cancel()
 		tx.resolveAll(ctx, id, parts, false)
 	})

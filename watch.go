@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
@@ -173,9 +175,24 @@ func watchRefusal(r *kvReply) watchReply {
 	return watchReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
 }
 
+// watchClient is what a watcher uses of its node: the routing table, the way to poll an owner, and the
+// node's settings and lifetime.
+type watchClient struct {
+	router   *router
+	send     func(ctx context.Context, p *peer, req *watchRequest, wait time.Duration) (watchReply, error)
+	layout   Layout
+	clock    Clock
+	log      *slog.Logger
+	life     context.Context // ends when the node closes
+	wg       *sync.WaitGroup // the node's, which Close waits on
+	backoff  time.Duration   // Config.RetryBackoff
+	retries  int             // Config.MaxRetries
+	pollWait time.Duration   // Config.WatchPoll
+}
+
 // watcher is the watching node's side of one watch: it polls the owner of its key and delivers the events.
 type watcher struct {
-	n      *Node
+	c      *watchClient
 	id     uint64
 	key    string
 	slot   bool
@@ -189,19 +206,21 @@ func (n *Node) watch(ctx context.Context, key string, slot bool, opts []WatchOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	w := &watcher{n: n, id: rand.Uint64(), key: key, slot: slot, after: o.from, latest: !o.fromSet, out: make(chan WatchEvent)}
+	c := &watchClient{router: n.router, send: n.sendWatch, layout: n.layout, clock: n.cfg.Clock, log: n.log, life: n.life,
+		wg: &n.wg, backoff: n.cfg.RetryBackoff, retries: n.cfg.MaxRetries, pollWait: n.cfg.WatchPoll}
+	w := &watcher{c: c, id: rand.Uint64(), key: key, slot: slot, after: o.from, latest: !o.fromSet, out: make(chan WatchEvent)}
 	first, err := w.attach(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n.wg.Add(1)
+	c.wg.Add(1)
 	go w.run(ctx, first)
 	return w.out, nil
 }
 
 // attach makes the watch's first poll, which does not wait for events, within the routing retries.
 func (w *watcher) attach(ctx context.Context) (watchReply, error) {
-	backoff := w.n.cfg.RetryBackoff
+	backoff := w.c.backoff
 	for attempt := 1; ; attempt++ {
 		reply, next, err := w.poll(ctx, 0)
 		switch {
@@ -211,10 +230,10 @@ func (w *watcher) attach(ctx context.Context) (watchReply, error) {
 			return watchReply{}, reply.Status.err()
 		case next == pollDone:
 			return reply, nil
-		case attempt > w.n.cfg.MaxRetries:
-			return watchReply{}, &RoutingError{Partition: w.n.layout.KeyPartition(w.key), Attempts: attempt, Last: reply.Status}
+		case attempt > w.c.retries:
+			return watchReply{}, &RoutingError{Partition: w.c.layout.KeyPartition(w.key), Attempts: attempt, Last: reply.Status}
 		case next == pollBackoff:
-			if err := sleepCtx(ctx, w.n.cfg.Clock, backoff); err != nil {
+			if err := sleepCtx(ctx, w.c.clock, backoff); err != nil {
 				return watchReply{}, err
 			}
 			backoff *= 2
@@ -225,28 +244,28 @@ func (w *watcher) attach(ctx context.Context) (watchReply, error) {
 // run delivers the events of each poll and polls again, until ctx ends or the node closes. A poll that
 // fails is retried after a pause that grows up to a second, on the owner the routing table then names.
 func (w *watcher) run(ctx context.Context, reply watchReply) {
-	defer w.n.wg.Done()
+	defer w.c.wg.Done()
 	defer close(w.out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(w.n.life, cancel)
+	stop := context.AfterFunc(w.c.life, cancel)
 	defer stop()
-	backoff := w.n.cfg.RetryBackoff
+	backoff := w.c.backoff
 	for w.deliver(ctx, &reply) {
 		for {
 			var next pollNext
 			var err error
-			reply, next, err = w.poll(ctx, w.n.cfg.WatchPoll)
+			reply, next, err = w.poll(ctx, w.c.pollWait)
 			if ctx.Err() != nil {
 				return
 			}
 			if err == nil && next == pollDone && reply.Status == StatusSuccess {
-				backoff = w.n.cfg.RetryBackoff
+				backoff = w.c.backoff
 				break
 			}
-			w.n.log.Debug("watch poll", "key", w.key, "status", reply.Status, "err", err)
+			w.c.log.Debug("watch poll", "key", w.key, "status", reply.Status, "err", err)
 			if next != pollRefreshed {
-				if sleepCtx(ctx, w.n.cfg.Clock, backoff) != nil {
+				if sleepCtx(ctx, w.c.clock, backoff) != nil {
 					return
 				}
 				backoff = min(2*backoff, time.Second)
@@ -266,7 +285,7 @@ const (
 
 // poll sends one poll to the owner the routing table names.
 func (w *watcher) poll(ctx context.Context, wait time.Duration) (watchReply, pollNext, error) {
-	t, err := w.n.router.await(ctx)
+	t, err := w.c.router.await(ctx)
 	if err != nil {
 		return watchReply{}, pollDone, err
 	}
@@ -275,7 +294,7 @@ func (w *watcher) poll(ctx context.Context, wait time.Duration) (watchReply, pol
 		return watchReply{Status: StatusPartitionUnavailable}, pollBackoff, nil
 	}
 	req := watchRequest{Watcher: w.id, Key: w.key, Slot: w.slot, After: w.after, Latest: w.latest, Wait: int64(wait)}
-	reply, err := w.n.sendWatch(ctx, p, &req, wait)
+	reply, err := w.c.send(ctx, p, &req, wait)
 	if err != nil {
 		return watchReply{}, pollBackoff, err
 	}
@@ -283,7 +302,7 @@ func (w *watcher) poll(ctx context.Context, wait time.Duration) (watchReply, pol
 	if !probe.redirects(t.m.Index) && reply.Status != StatusPartitionUnavailable {
 		return reply, pollDone, nil
 	}
-	if w.n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
+	if w.c.router.refreshAfter(ctx, p, reply.MapIndex, t) {
 		return reply, pollRefreshed, nil
 	}
 	return reply, pollBackoff, nil
