@@ -154,7 +154,7 @@ func (o *ownerOutcome) goesAgain(key string) {
 // table (after a refresh) and those an owner held back.
 func (b *batchRun) run(ctx context.Context, t *routingTable) {
 	pending := b.admit()
-	backoff := b.cfg.RetryBackoff
+	pace := redirectPacer{router: b.router, clock: b.cfg.Clock, pause: b.cfg.RetryBackoff} // items count their own refusals (replan)
 	for len(pending) > 0 {
 		if err := ctx.Err(); err != nil {
 			b.abandon(pending, err)
@@ -164,11 +164,10 @@ func (b *batchRun) run(ctx context.Context, t *routingTable) {
 		var refreshed bool
 		pending, refreshed = b.replan(ctx, t, outcomes)
 		if !refreshed && b.anyRedirected(outcomes) && len(pending) > 0 {
-			if err := sleepCtx(ctx, b.cfg.Clock, backoff); err != nil {
+			if err := pace.wait(ctx); err != nil {
 				b.abandon(pending, err)
 				return
 			}
-			backoff *= 2
 		}
 		t = b.router.current()
 	}

@@ -261,9 +261,9 @@ func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, wa
 	}
 	seg := t.layout().KeySegment(req.Key)
 	part := t.layout().SegmentPartition(seg)
-	backoff := n.cfg.RetryBackoff
+	pace := newRedirectPacer(n.router, &n.cfg, &n.stats)
 	var locked lockWait
-	for attempt := 1; ; attempt++ {
+	for {
 		p := t.segmentPeer[seg]
 		if p == nil {
 			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
@@ -273,24 +273,90 @@ func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, wa
 			if err := locked.wait(ctx, n.cfg); err != nil {
 				return kvReply{}, err
 			}
-			attempt-- // waiting for a transaction is not a routing retry
-			continue
+			continue // waiting for a transaction is not a routing retry
 		}
 		if err != nil || !reply.redirects(t.m.Index) {
 			return reply, err
 		}
-		n.stats.redirects.Add(1)
-		if attempt > n.cfg.MaxRetries {
-			return kvReply{}, &RoutingError{Partition: part, Attempts: attempt, Last: reply.Status}
+		if t, err = pace.again(ctx, part, p, reply.Status, reply.MapIndex, t); err != nil {
+			return kvReply{}, err
 		}
-		if !n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
-			if err := sleepCtx(ctx, n.cfg.Clock, backoff); err != nil {
-				return kvReply{}, err
-			}
-			backoff *= 2
+	}
+}
+
+// redirectPacer paces the resends of one request that owners refuse for a stale routing table, for every
+// path that routes by the table (keys, scans, watches): a refusal refreshes the table, and the request goes
+// again at once when that brought a newer one, or else after a pause that doubles, up to maxPause; past
+// MaxRetries refusals it fails with a RoutingError.
+type redirectPacer struct {
+	router   *router
+	clock    Clock
+	pause    time.Duration
+	maxPause time.Duration // 0: no bound
+	limit    int
+	refused  int
+	// redirects and retries count the refusals and the resends; nil counts nothing.
+	redirects, retries *atomic.Uint64
+}
+
+// newRedirectPacer returns a pacer with the routing settings of cfg, counting into stats (nil: not counted).
+func newRedirectPacer(r *router, cfg *Config, stats *nodeStats) *redirectPacer {
+	rp := &redirectPacer{router: r, clock: cfg.Clock, pause: cfg.RetryBackoff, limit: cfg.MaxRetries}
+	if stats != nil {
+		rp.redirects, rp.retries = &stats.redirects, &stats.retries
+	}
+	return rp
+}
+
+// again takes a refusal, with status last, by p (whose map is at index theirs) of a request for partition
+// part routed with table used, and returns the table to route the next attempt with.
+func (rp *redirectPacer) again(ctx context.Context, part int, p *peer, last Status, theirs uint64, used *routingTable) (*routingTable, error) {
+	if err := rp.refuse(part, last); err != nil {
+		return nil, err
+	}
+	if err := rp.resend(ctx, rp.router.refreshAfter(ctx, p, theirs, used)); err != nil {
+		return nil, err
+	}
+	return rp.router.current(), nil
+}
+
+// refuse counts a refusal, with status last, of a request for partition part, and fails past the limit.
+func (rp *redirectPacer) refuse(part int, last Status) error {
+	rp.refused++
+	add(rp.redirects, 1)
+	if rp.refused > rp.limit {
+		return &RoutingError{Partition: part, Attempts: rp.refused, Last: last}
+	}
+	return nil
+}
+
+// resend readies the next attempt: at once when refreshed says the routing table is newer, or else after a
+// pause.
+func (rp *redirectPacer) resend(ctx context.Context, refreshed bool) error {
+	if !refreshed {
+		if err := rp.wait(ctx); err != nil {
+			return err
 		}
-		n.stats.retries.Add(1)
-		t = n.router.current()
+	}
+	add(rp.retries, 1)
+	return nil
+}
+
+// wait pauses before a resend that no refresh made worth sending at once, and doubles the next pause.
+func (rp *redirectPacer) wait(ctx context.Context) error {
+	if err := sleepCtx(ctx, rp.clock, rp.pause); err != nil {
+		return err
+	}
+	rp.pause *= 2
+	if rp.maxPause > 0 {
+		rp.pause = min(rp.pause, rp.maxPause)
+	}
+	return nil
+}
+
+func add(c *atomic.Uint64, n uint64) {
+	if c != nil {
+		c.Add(n)
 	}
 }
 

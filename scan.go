@@ -88,7 +88,8 @@ func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error
 	}
 	seg := t.layout().SlotSegment(scanSlot(req.Cursor))
 	part := t.layout().SegmentPartition(seg)
-	backoff, redirects := n.cfg.RetryBackoff, 0
+	pace := newRedirectPacer(n.router, &n.cfg, &n.stats)
+	pace.maxPause = max(n.cfg.FailoverTimeout/8, n.cfg.RetryBackoff)
 	var waitingSince time.Time // since the owner was first found unreachable or changing
 	for {
 		p := t.segmentPeer[seg]
@@ -108,24 +109,18 @@ func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error
 				return scanReply{}, scanFailed(part, p, reply, err)
 			}
 			n.router.refreshAfter(ctx, p, reply.MapIndex, t)
+			if err := pace.wait(ctx); err != nil {
+				return scanReply{}, err
+			}
+			n.stats.retries.Add(1)
+			t = n.router.current()
 		case err != nil || !scanRedirects(&reply, t.m.Index):
 			return scanReply{}, scanFailed(part, p, reply, err)
 		default:
-			n.stats.redirects.Add(1)
-			if redirects++; redirects > n.cfg.MaxRetries {
-				return scanReply{}, &RoutingError{Partition: part, Attempts: redirects, Last: reply.Status}
-			}
-			if n.router.refreshAfter(ctx, p, reply.MapIndex, t) {
-				t = n.router.current()
-				continue
+			if t, err = pace.again(ctx, part, p, reply.Status, reply.MapIndex, t); err != nil {
+				return scanReply{}, err
 			}
 		}
-		if err := sleepCtx(ctx, n.cfg.Clock, backoff); err != nil {
-			return scanReply{}, err
-		}
-		backoff = max(min(2*backoff, n.cfg.FailoverTimeout/8), n.cfg.RetryBackoff)
-		n.stats.retries.Add(1)
-		t = n.router.current()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -220,8 +221,8 @@ func (n *Node) watch(ctx context.Context, key string, slot bool, opts []WatchOpt
 
 // attach makes the watch's first poll, which does not wait for events, within the routing retries.
 func (w *watcher) attach(ctx context.Context) (watchReply, error) {
-	backoff := w.c.backoff
-	for attempt := 1; ; attempt++ {
+	pace := w.c.pacer()
+	for {
 		reply, next, err := w.poll(ctx, 0)
 		switch {
 		case err != nil:
@@ -230,15 +231,19 @@ func (w *watcher) attach(ctx context.Context) (watchReply, error) {
 			return watchReply{}, reply.Status.err()
 		case next == pollDone:
 			return reply, nil
-		case attempt > w.c.retries:
-			return watchReply{}, &RoutingError{Partition: w.c.layout.KeyPartition(w.key), Attempts: attempt, Last: reply.Status}
-		case next == pollBackoff:
-			if err := sleepCtx(ctx, w.c.clock, backoff); err != nil {
-				return watchReply{}, err
-			}
-			backoff *= 2
+		}
+		if err := pace.refuse(w.c.layout.KeyPartition(w.key), reply.Status); err != nil {
+			return watchReply{}, err
+		}
+		if err := pace.resend(ctx, next == pollRefreshed); err != nil {
+			return watchReply{}, err
 		}
 	}
+}
+
+// pacer paces a watch's resends as every routed request's are (redirectPacer).
+func (c *watchClient) pacer() *redirectPacer {
+	return &redirectPacer{router: c.router, clock: c.clock, pause: c.backoff, limit: c.retries}
 }
 
 // run delivers the events of each poll and polls again, until ctx ends or the node closes. A poll that
@@ -250,8 +255,9 @@ func (w *watcher) run(ctx context.Context, reply watchReply) {
 	defer cancel()
 	stop := context.AfterFunc(w.c.life, cancel)
 	defer stop()
-	backoff := w.c.backoff
 	for w.deliver(ctx, &reply) {
+		pace := w.c.pacer()
+		pace.limit, pace.maxPause = math.MaxInt, time.Second // a watch outlives any number of refusals
 		for {
 			var next pollNext
 			var err error
@@ -260,15 +266,11 @@ func (w *watcher) run(ctx context.Context, reply watchReply) {
 				return
 			}
 			if err == nil && next == pollDone && reply.Status == StatusSuccess {
-				backoff = w.c.backoff
 				break
 			}
 			w.c.log.Debug("watch poll", "key", w.key, "status", reply.Status, "err", err)
-			if next != pollRefreshed {
-				if sleepCtx(ctx, w.c.clock, backoff) != nil {
-					return
-				}
-				backoff = min(2*backoff, time.Second)
+			if pace.resend(ctx, next == pollRefreshed) != nil {
+				return
 			}
 		}
 	}
