@@ -15,7 +15,7 @@ import (
 // The budgets the architecture rules hold Node to: what it has today, lowered as concerns move into
 // components, never raised. A new feature lands in a component that takes the few things it uses.
 const (
-	nodeFieldBudget  = 55
+	nodeFieldBudget  = 50
 	nodeMethodBudget = 179 // unexported methods
 )
 

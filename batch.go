@@ -438,7 +438,7 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 		return
 	}
 	res := &b.results[r.Index]
-	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, nil, r.Reply.Status.err()
+	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, nil, r.Reply.err()
 	if r.Reply.Status == StatusSuccess {
 		res.Value = r.Reply.Value // a miss reads nil whichever owner answered it
 	}
@@ -633,6 +633,38 @@ func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	n.serveLane(ctx, w, lanes[0], now)
 	wg.Wait()
 	w.waits.await(ctx, n, w.replies)
+	if n.loads != nil {
+		n.loads.each(w.missingGets(), func(i int32) {
+			reply := n.serveKV(ctx, opGet, &w.items[i].Req) // loads the key, as a Get does
+			if !w.left.take(len(reply.Value)+len(reply.Owner), false) {
+				reply = kvReply{}
+				w.replies[i].Withheld = true
+			}
+			w.replies[i].Reply = reply
+		})
+	}
+}
+
+// missingGets returns the positions of the gets answered not found, for a loader to fill, but for keys the
+// batch also writes: their items apply in order, and a load now would answer a get after a later write.
+func (w *batchWork) missingGets() []int32 {
+	var out []int32
+	var written map[string]bool
+	for i := range w.items {
+		if w.items[i].Op != opGet {
+			if written == nil {
+				written = map[string]bool{}
+			}
+			written[w.items[i].Req.Key] = true
+		}
+	}
+	for i := range w.items {
+		if w.items[i].Op == opGet && !w.replies[i].Withheld && w.replies[i].Reply.Status == StatusNotFound &&
+			!written[w.items[i].Req.Key] {
+			out = append(out, int32(i))
+		}
+	}
+	return out
 }
 
 // syncWaits collects, per segment, the highest revision a batch wrote (or a read revealed) under the Sync

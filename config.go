@@ -220,6 +220,21 @@ type Config struct {
 	// NearCache, with MaxBytes set, keeps values this node reads from other owners in its memory
 	// (nearcache.go). Off by default.
 	NearCache NearCacheConfig
+	// Loader, set alike on every node, makes a read of a missing key (Get, GetEntry, GetMany, Tx.Get, RESP
+	// GET) load it at the key's owner, which stores what it returns, replicated and with its TTL as a Put,
+	// and answers with it. A key has one load under way at a time in the whole cluster: callers of every
+	// node wait for it. A load's error reaches each of them (ErrLoadFailed) and nothing is stored; the next
+	// read loads again. A load that fails over to a new owner runs there once more at most. Reads inside a
+	// RESP MULTI/EXEC do not load. The loader must return once its context ends (LoaderTimeout, or Close):
+	// Close waits for the loads under way. Nil: a missing key is simply not found.
+	Loader Loader
+	// LoaderNegativeTTL, when set, makes an owner remember for that long that the loader found no such
+	// key, answering not found without calling it again. Zero calls the loader on every miss.
+	LoaderNegativeTTL time.Duration
+	// LoaderConcurrency bounds the loads an owner runs at once for one batch (GetMany). Default 16.
+	LoaderConcurrency int
+	// LoaderTimeout bounds one load. Default 10s.
+	LoaderTimeout time.Duration
 	// DisableMetrics stops counting and timing each operation, which the zaris_operations_total and
 	// zaris_operation_duration_seconds series report (metrics.go); every other series reads state and
 	// stays. The counting costs a few atomic adds and two clock reads per operation.
@@ -500,6 +515,8 @@ func (c Config) Validate() error {
 		return bad("WatchBufferEvents, WatchBufferBytes and WatchPoll must be positive")
 	case c.NearCache.MaxBytes < 0 || c.NearCache.MaxStaleness < 0:
 		return bad("NearCache.MaxBytes and NearCache.MaxStaleness must not be negative")
+	case c.LoaderNegativeTTL < 0 || c.LoaderConcurrency < 0 || c.LoaderTimeout < 0:
+		return bad("LoaderNegativeTTL, LoaderConcurrency and LoaderTimeout must not be negative")
 	}
 	return c.validateRESP()
 }

@@ -370,6 +370,19 @@ func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore
 	return store, store, snaps, nil
 }
 
+// controlLoop is the control loop's own state: whether it bootstrapped, the leader's catch-up check, and
+// the leader's rules and countdowns.
+type controlLoop struct {
+	bootstrapped bool
+	// caughtUpTerm is the latest term in which this node, as leader, saw its map catch up (caughtUp).
+	caughtUpTerm uint64
+	barrier      *termBarrier // issued by caughtUp, not yet seen done
+	decider      decider
+	deadSince    countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
+	stableSince  countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
+	vacated      map[NodeID]time.Time      // names whose voters left gracefully, and when (noteSeat)
+}
+
 // runControl drives membership into the control plane. Every node runs it; only the leader decides.
 func (n *Node) runControl() {
 	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
@@ -405,13 +418,13 @@ func (n *Node) runControl() {
 // The barrier is waited for in the background, so that the control loop keeps its other duties meanwhile.
 func (n *Node) caughtUp() bool {
 	term := n.raft.CurrentTerm()
-	if term == n.caughtUpTerm {
+	if term == n.loop.caughtUpTerm {
 		return true
 	}
-	b := n.barrier
+	b := n.loop.barrier
 	if b == nil || b.term != term {
 		b = &termBarrier{term: term, done: make(chan struct{})}
-		n.barrier = b
+		n.loop.barrier = b
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -427,12 +440,12 @@ func (n *Node) caughtUp() bool {
 	default:
 		return false
 	}
-	n.barrier = nil
+	n.loop.barrier = nil
 	if b.err != nil {
 		n.log.Debug("leader's map not caught up", "term", term, "err", b.err)
 		return false // a new barrier next round
 	}
-	n.caughtUpTerm = term
+	n.loop.caughtUpTerm = term
 	return true
 }
 
@@ -473,17 +486,17 @@ func signal(ch chan struct{}) {
 // BootstrapExpect members by name bootstrap with an identical configuration. A node that sees an already
 // formed cluster never bootstraps and waits for the leader to add it.
 func (n *Node) maybeBootstrap() {
-	if n.bootstrapped {
+	if n.loop.bootstrapped {
 		return
 	}
 	if cfg := n.raft.GetConfiguration(); cfg.Error() == nil && len(cfg.Configuration().Servers) > 0 {
-		n.bootstrapped = true
+		n.loop.bootstrapped = true
 		return
 	}
 	var alive []member
 	for _, m := range n.members.members() {
 		if m.Formed {
-			n.bootstrapped = true
+			n.loop.bootstrapped = true
 			return
 		}
 		if m.Status == serf.StatusAlive && m.DataAddr != "" {
@@ -511,13 +524,13 @@ func (n *Node) maybeBootstrap() {
 			// A founder that stood first reached this node before its own bootstrap, which has nothing
 			// left to do: the configuration comes from the leader.
 			n.log.Debug("control plane formed by another founder", "err", err)
-			n.bootstrapped = true
+			n.loop.bootstrapped = true
 			return
 		}
 		n.log.Warn("bootstrap control plane", "err", err)
 		return
 	}
-	n.bootstrapped = true
+	n.loop.bootstrapped = true
 	n.log.Info("control plane bootstrapped", "founders", len(servers))
 	if servers[0].ID == n.serverID() {
 		n.standFirst()
@@ -579,7 +592,7 @@ func (n *Node) reconcile() error {
 		m := n.fsm.clusterMap()
 		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: n.cfg.Clock.Now(),
 			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.hooks.holdRecognition}
-		decisions := n.decider.decide(v)
+		decisions := n.loop.decider.decide(v)
 		if len(decisions) == 0 {
 			return nil
 		}

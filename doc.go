@@ -146,6 +146,21 @@
 // MaxStaleness set, a value the owner has not confirmed for that long is checked by version before it is
 // served. NearCacheStats counts hits, misses, reports and drops.
 //
+// # Read-through loading
+//
+// With Config.Loader set alike on every node, a read of a missing key (Get, GetEntry, GetMany, Tx.Get,
+// a RESP GET) calls the loader at the key's owner. The owner stores what it returns as a Put does
+// (replicated under the write concern, with the TTL the loader gives, only if the key is still missing:
+// a write made during the load is newer and stays) and answers every waiting read with it. As every read
+// of a key routes to its owner, a key has one load under way at a time in the whole cluster, however
+// many callers on however many nodes ask. A load that fails reaches each waiting caller as ErrLoadFailed,
+// with the loader's error text, and stores nothing; the next read loads again. A loader's ErrNotFound is
+// a plain miss, remembered for LoaderNegativeTTL when set. A panicking loader fails the load, never the
+// node. If the owner dies or hands the key over during a load, the callers' reads go to the new owner,
+// which loads once more unless the value reached it. GetMany loads its missing keys at each owner,
+// LoaderConcurrency at a time; gets of a key the same batch writes, and reads within a RESP MULTI/EXEC or
+// a command on several keys, do not load.
+//
 // # Scans
 //
 // Scan iterates over the keys of the whole cluster. Every key has a position, its slot followed by a hash of

@@ -50,6 +50,9 @@ var (
 	// ErrInternal: the node serving the operation hit a bug of its own (a panic, logged there with its
 	// stack). The operation wrote nothing, or the node stopped serving and its partitions fail over.
 	ErrInternal = errors.New("zaris: internal error")
+	// ErrLoadFailed: a read found its key missing and Config.Loader failed to load it, or the caller gave up
+	// waiting for the load. The loader's error reaches the caller as text after it; nothing was stored.
+	ErrLoadFailed = errors.New("zaris: load failed")
 	// ErrNotDrained: Leave's context ended before rebalancing had moved this node's partitions away (no
 	// leader, or nowhere to move them). Where the node held the only live copy of a partition it left as a
 	// failed node, not as one that said goodbye, and the error names how many such partitions it took along.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -301,4 +302,39 @@ func ExampleNode_RESPAddr() {
 	// Output:
 	// 42
 	// 42
+}
+
+// A Loader turns the cluster into a read-through cache: a Get of a missing key loads it once, at its
+// owner, which stores it for every later reader.
+func ExampleLoader() {
+	ctx := context.Background()
+	cfg := exampleConfig("loader")
+	var calls atomic.Int64
+	cfg.Loader = func(ctx context.Context, key string) ([]byte, time.Duration, error) {
+		calls.Add(1)
+		if key == "user:0" {
+			return nil, 0, zaris.ErrNotFound // no such user
+		}
+		return []byte("profile of " + key), 10 * time.Minute, nil
+	}
+	n, err := zaris.Join(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer n.Close()
+
+	for range 3 {
+		v, err := n.Get(ctx, "user:7")
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(string(v))
+	}
+	_, err = n.Get(ctx, "user:0")
+	fmt.Println(errors.Is(err, zaris.ErrNotFound), calls.Load())
+	// Output:
+	// profile of user:7
+	// profile of user:7
+	// profile of user:7
+	// true 2
 }

@@ -32,6 +32,9 @@ func (n *Node) Collector() prometheus.Collector {
 	if n.near != nil {
 		src.nearCache = n.NearCacheStats
 	}
+	if n.loads != nil {
+		src.loader = n.LoaderStats
+	}
 	return &collector{src: src, d: newMetricDescs(n.id)}
 }
 
@@ -58,6 +61,7 @@ type metricSources struct {
 	transports  []*transport.Server
 	respClients func() int            // nil without a RESP endpoint
 	nearCache   func() NearCacheStats // nil without a near cache
+	loader      func() LoaderStats    // nil without a loader
 }
 
 // raftFigures are the control plane's figures the collector reports.
@@ -91,7 +95,7 @@ type metricDescs struct {
 	leaderless, leaderlessAlarm               *prometheus.Desc
 	storeBytes, keys, oplogBytes, bufferBytes *prometheus.Desc
 	expiringKeys, expiredKeys                 *prometheus.Desc
-	nearBytes, nearOps                        *prometheus.Desc
+	nearBytes, nearOps, loads                 *prometheus.Desc
 	respConns, dataConns                      *prometheus.Desc
 	panics                                    *prometheus.Desc
 }
@@ -144,6 +148,7 @@ func newMetricDescs(node NodeID) metricDescs {
 		bufferBytes:       d("data_port_buffered_bytes", "Bytes of requests the data port has read and not yet handed to a handler."),
 		nearBytes:         d("near_cache_bytes", "Bytes the near cache holds."),
 		nearOps:           d("near_cache_events_total", "Near-cache events by kind.", "event"),
+		loads:             d("loader_events_total", "Read-through loads as owner: loader calls, failures (failed or not stored), and misses answered from LoaderNegativeTTL.", "event"),
 		respConns:         d("resp_connections", "Open RESP client connections."),
 		panics:            d("panics_total", "Panics this node recovered, by where (op, resp, peer, replication, background); each is logged at ERROR with its stack.", "where"),
 		dataConns:         d("data_port_connections", "Open connections to the data port from other nodes."),
@@ -158,7 +163,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
 		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
-		d.nearBytes, d.nearOps, d.respConns, d.dataConns, d.panics,
+		d.nearBytes, d.nearOps, d.loads, d.respConns, d.dataConns, d.panics,
 	} {
 		ch <- desc
 	}
@@ -171,6 +176,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectReplication(ch)
 	c.collectControl(ch)
 	c.collectMemory(ch)
+	c.collectLoads(ch)
 }
 
 // metric sends one gauge or counter.
@@ -363,6 +369,16 @@ func (c *collector) collectMemory(ch chan<- prometheus.Metric) {
 			counter(ch, c.d.nearOps, e.v, e.name)
 		}
 	}
+}
+
+func (c *collector) collectLoads(ch chan<- prometheus.Metric) {
+	if c.src.loader == nil {
+		return
+	}
+	s := c.src.loader()
+	counter(ch, c.d.loads, s.Loads, "call")
+	counter(ch, c.d.loads, s.Failures, "failure")
+	counter(ch, c.d.loads, s.AbsentHits, "remembered_absent")
 }
 
 func boolFloat(b bool) float64 {

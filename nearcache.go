@@ -391,7 +391,7 @@ func (n *Node) nearGet(ctx context.Context, key string) (value []byte, served bo
 	if err != nil {
 		return nil, true, err
 	}
-	if err := reply.Status.err(); err != nil {
+	if err := reply.err(); err != nil {
 		return nil, true, err
 	}
 	if reply.Existed && e != nil {

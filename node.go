@@ -37,8 +37,9 @@ type Node struct {
 	batch     batchSender // the sending side of ExecuteBatch
 	fsm       *mapFSM
 	repl      *replication
-	watches   *watchFeed // serves the watchers of the partitions this node owns
-	near      *nearCache // nil unless Config.NearCache.MaxBytes is set
+	watches   *watchFeed   // serves the watchers of the partitions this node owns
+	near      *nearCache   // nil unless Config.NearCache.MaxBytes is set
+	loads     *readThrough // nil without Config.Loader
 	// tracking remembers the keys RESP clients cache (CLIENT TRACKING), to invalidate them.
 	tracking *respTracking
 	cut      *cutovers
@@ -67,16 +68,7 @@ type Node struct {
 	kick     chan struct{}
 	formed   atomic.Bool // this member advertises, or is advertising, that the cluster has formed
 
-	// Touched only by the control loop.
-	bootstrapped bool
-	// caughtUpTerm is the latest term in which this node, as leader, saw its map catch up (caughtUp).
-	caughtUpTerm uint64
-	barrier      *termBarrier // issued by caughtUp, not yet seen done
-	// The leader's rules and countdowns.
-	decider     decider
-	deadSince   countdowns[NodeID]        // failed members, towards their servers' removal from the control plane
-	stableSince countdowns[raft.ServerID] // non-voters alive in the control plane, towards promotion
-	vacated     map[NodeID]time.Time      // names whose voters left gracefully, and when (noteSeat)
+	loop controlLoop // touched only by the control loop
 
 	lease      leaseState  // holdsLease's memory of lapses
 	leaderless leaderWatch // how long this node has known no control-plane leader (health.go)
@@ -113,18 +105,20 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
-		cfg:         cfg,
-		id:          NodeID(cfg.Name),
-		layout:      layout,
-		log:         cfg.Logger.With("node", cfg.Name),
-		dialer:      cfg.Dialer,
-		store:       newStore(layout.Segments, cfg.Clock),
-		leaderCh:    make(chan bool, 8),
-		kick:        make(chan struct{}, 1),
-		decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
-		deadSince:   countdowns[NodeID]{},
-		stableSince: countdowns[raft.ServerID]{},
-		vacated:     map[NodeID]time.Time{},
+		cfg:      cfg,
+		id:       NodeID(cfg.Name),
+		layout:   layout,
+		log:      cfg.Logger.With("node", cfg.Name),
+		dialer:   cfg.Dialer,
+		store:    newStore(layout.Segments, cfg.Clock),
+		leaderCh: make(chan bool, 8),
+		kick:     make(chan struct{}, 1),
+		loop: controlLoop{
+			decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
+			deadSince:   countdowns[NodeID]{},
+			stableSince: countdowns[raft.ServerID]{},
+			vacated:     map[NodeID]time.Time{},
+		},
 	}
 	n.leaderless = leaderWatch{after: leaderlessElections * max(cfg.Timing.RaftElection, cfg.Timing.RaftHeartbeat), log: n.log}
 	n.life, n.end = context.WithCancel(context.Background())
@@ -185,6 +179,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("%w: near cache: %w", ErrInvalidConfig, err)
 		}
 		n.near = near
+	}
+	if cfg.Loader != nil {
+		putIfAbsent := func(ctx context.Context, req *kvRequest) kvReply { return n.serveKV(ctx, opPutIf, req) }
+		n.loads = newReadThrough(&n.cfg, putIfAbsent, n.goBackground, n.life, n.log)
 	}
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.hooks.beforeApply
@@ -536,6 +534,14 @@ func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
 // waits until every in-sync replica has it. The caller has checked ownership.
 func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
 	reply := n.applyStore(ctx, op, seg, req)
+	if reply.Status == StatusNotFound && n.loads.covers(op, req.Key) {
+		reply = n.loads.readThrough(ctx, req.Key, func() kvReply {
+			if _, refusal, owned := n.checkOwner(req.Key); !owned {
+				return refusal // the partition moved during the load: the caller reads again at its owner
+			}
+			return n.applyStore(ctx, op, seg, req)
+		})
+	}
 	if n.awaitsReplicas(op, req, &reply) {
 		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg), true); status != StatusSuccess {
 			return kvReply{Status: settleApplied(status)}
@@ -934,13 +940,14 @@ func (n *Node) endCommits() {
 
 // goBackground runs f in a goroutine that Close waits for, or not at all once Close has begun, so that no
 // goroutine is added to n.wg while Close waits on it.
-func (n *Node) goBackground(f func()) {
+func (n *Node) goBackground(f func()) bool {
 	n.commits.RLock()
 	defer n.commits.RUnlock()
 	if n.commitsEnded {
-		return
+		return false
 	}
 	n.wg.Go(func() { n.guarded("background job", f) })
+	return true
 }
 
 // processTags describes this node's process to the other members.

@@ -331,6 +331,8 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error("NOREPLICAS Not enough good replicas to write.")
 	case StatusInternal:
 		c.wr.error(respInternalError)
+	case StatusLoadFailed:
+		c.wr.error("ERR load failed: " + string(reply.Value))
 	case StatusUnconfirmed:
 		c.wr.error("UNCONFIRMED The write was applied but ownership of hash slot " + strconv.Itoa(int(slot)) +
 			" changed before its replicas confirmed it; it may or may not survive")

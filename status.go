@@ -45,6 +45,9 @@ const (
 	StatusLocked
 	// StatusInternal: the operation failed on a bug of the node serving it (a panic it recovered and logged).
 	StatusInternal
+	// StatusLoadFailed: the key was missing and Config.Loader failed to load it; the reply's Value holds the
+	// loader's error text.
+	StatusLoadFailed
 )
 
 var statusNames = [...]string{
@@ -65,6 +68,7 @@ var statusNames = [...]string{
 	StatusTooManyWatchers:      "TooManyWatchers",
 	StatusLocked:               "Locked",
 	StatusInternal:             "Internal",
+	StatusLoadFailed:           "LoadFailed",
 }
 
 func (s Status) String() string {
@@ -127,6 +131,16 @@ func (s Status) err() error {
 		return ErrLocked
 	case StatusInternal:
 		return ErrInternal
+	case StatusLoadFailed:
+		return ErrLoadFailed
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
+}
+
+// err is the reply's status as an error, with the loader's error text for StatusLoadFailed.
+func (r *kvReply) err() error {
+	if r.Status == StatusLoadFailed && len(r.Value) > 0 {
+		return fmt.Errorf("%w: %s", ErrLoadFailed, r.Value)
+	}
+	return r.Status.err()
 }

@@ -35,8 +35,8 @@ type txnClient struct {
 	forgetLater func(anchor, id string)
 	forgetNear  func(key string) // nil without a near cache
 	step        func(step txnStep) error
-	background  func(fn func()) // runs fn in a goroutine the node's Close waits for
-	life        context.Context // ends when the node closes
+	background  func(fn func()) bool // runs fn in a goroutine the node's Close waits for, unless closing
+	life        context.Context      // ends when the node closes
 	layout      Layout
 	clock       Clock
 	backoff     time.Duration // Config.RetryBackoff

@@ -394,9 +394,9 @@ func (n *Node) noteSeat(ch serverChange) {
 	name, _ := splitRaftID(ch.ID)
 	switch ch.Kind {
 	case demoteServer:
-		n.vacated[name] = n.cfg.Clock.Now()
+		n.loop.vacated[name] = n.cfg.Clock.Now()
 	case addVoter, promoteServer:
-		delete(n.vacated, name)
+		delete(n.loop.vacated, name)
 	}
 }
 
@@ -419,30 +419,30 @@ func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members [
 			failed[name] = true
 		}
 	}
-	for id := range n.deadSince {
+	for id := range n.loop.deadSince {
 		if !failed[id] {
-			delete(n.deadSince, id)
+			delete(n.loop.deadSince, id)
 		}
 	}
-	for id := range n.stableSince {
+	for id := range n.loop.stableSince {
 		if !alive[id] || !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
-			delete(n.stableSince, id)
+			delete(n.loop.stableSince, id)
 		}
 	}
 	now := n.cfg.Clock.Now()
-	for name, at := range n.vacated {
+	for name, at := range n.loop.vacated {
 		if now.Sub(at) >= n.cfg.DeadServerTimeout {
-			delete(n.vacated, name)
+			delete(n.loop.vacated, name)
 		}
 	}
 	stable := func(id raft.ServerID) bool {
-		return alive[id] && n.stableSince.elapsed(id, now) >= n.cfg.Timing.ServerStabilization
+		return alive[id] && n.loop.stableSince.elapsed(id, now) >= n.cfg.Timing.ServerStabilization
 	}
 	commit := n.raft.CommitIndex()
 	return serverFacts{
 		Leader:    n.serverID(),
 		MaxVoters: n.cfg.MaxVoters,
-		Dead:      func(id NodeID) bool { return n.deadSince.elapsed(id, now) >= n.cfg.DeadServerTimeout },
+		Dead:      func(id NodeID) bool { return n.loop.deadSince.elapsed(id, now) >= n.cfg.DeadServerTimeout },
 		CaughtUp: func(id raft.ServerID) bool {
 			if !alive[id] {
 				return false
@@ -454,7 +454,7 @@ func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members [
 			}
 			return err == nil && p.caughtUp(commit)
 		},
-		Vacated: func(name NodeID) bool { _, ok := n.vacated[name]; return ok },
+		Vacated: func(name NodeID) bool { _, ok := n.loop.vacated[name]; return ok },
 	}
 }
 

@@ -52,7 +52,10 @@ func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reply.Value, reply.Status.err()
+	if err := reply.err(); err != nil {
+		return nil, err
+	}
+	return reply.Value, nil
 }
 
 // Put stores value under key on the key's owner. The caller may reuse value once Put returns.
@@ -431,6 +434,9 @@ func (n *Node) Stats() Stats {
 	return s
 }
 
+// LoaderStats reports this node's read-through loads as an owner (Config.Loader); zero without a loader.
+func (n *Node) LoaderStats() LoaderStats { return n.loads.stats() }
+
 // ReplicationStats returns this node's replication counters.
 func (n *Node) ReplicationStats() ReplicationStats { return n.repl.snapshotStats() }
 
@@ -556,7 +562,7 @@ func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if err := reply.Status.err(); err != nil {
+	if err := reply.err(); err != nil {
 		return Entry{}, err
 	}
 	return Entry{Value: reply.Value, Version: reply.Version, TTL: time.Duration(reply.Int)}, nil

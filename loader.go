@@ -1,0 +1,255 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Loader loads a key the cluster does not hold, for read-through caching (Config.Loader). It returns the
+// value and the time it lives (zero: no expiry), or an error; an error matching ErrNotFound says there is
+// no such key.
+type Loader func(ctx context.Context, key string) (value []byte, ttl time.Duration, err error)
+
+// Loader defaults.
+const (
+	defaultLoaderConcurrency = 16
+	defaultLoaderTimeout     = 10 * time.Second
+	// maxLoadErrorBytes bounds the loader error text a reply carries to the callers.
+	maxLoadErrorBytes = 1 << 10
+	// maxAbsentKeys bounds the keys an owner remembers the loader found missing (LoaderNegativeTTL).
+	maxAbsentKeys = 1 << 16
+)
+
+// loadsOnMiss reports whether op, finding its key missing at the owner, loads it: the reads of a string's
+// value.
+func loadsOnMiss(op transport.Op) bool {
+	return op == opGet || op == opGetEntry || op == opNearGet
+}
+
+// readThrough is an owner's side of Config.Loader: it loads the keys reads find missing, one load per key
+// at a time however many callers wait for it, and stores what it loads through the owner's write path, so
+// that the value is replicated as a Put is. Every read of a key routes to its owner, so one load per key
+// at a time on the owner is one in the whole cluster.
+type readThrough struct {
+	load     Loader
+	write    func(ctx context.Context, req *kvRequest) kvReply // a put through the owner's path, ownership checked
+	spawn    func(fn func()) bool                              // runs fn in a goroutine Close waits for, unless closing
+	life     context.Context                                   // ends when the node closes
+	clock    Clock
+	log      *slog.Logger
+	timeout  time.Duration
+	negTTL   time.Duration
+	parallel int
+
+	mu      sync.Mutex
+	flights map[string]*loadFlight
+	absent  map[string]time.Time // keys the loader found missing, until when
+
+	loads, failures, absentHits atomic.Uint64
+}
+
+// loadFlight is one load under way; waiters read reply once done is closed.
+type loadFlight struct {
+	done  chan struct{}
+	reply kvReply
+}
+
+func newReadThrough(cfg *Config, write func(context.Context, *kvRequest) kvReply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
+	return &readThrough{
+		load: cfg.Loader, write: write, spawn: spawn, life: life, clock: cfg.Clock, log: log,
+		timeout:  cmpOr(cfg.LoaderTimeout, defaultLoaderTimeout),
+		negTTL:   cfg.LoaderNegativeTTL,
+		parallel: cmpOr(cfg.LoaderConcurrency, defaultLoaderConcurrency),
+		flights:  map[string]*loadFlight{}, absent: map[string]time.Time{},
+	}
+}
+
+func cmpOr[T comparable](v, fallback T) T {
+	var zero T
+	if v == zero {
+		return fallback
+	}
+	return v
+}
+
+// covers reports whether a read by op of key, found missing, loads it.
+func (rt *readThrough) covers(op transport.Op, key string) bool {
+	return rt != nil && loadsOnMiss(op) && !isInternalKey(key)
+}
+
+// readThrough loads key, which a read found missing, and once it is stored reads it again with reread.
+func (rt *readThrough) readThrough(ctx context.Context, key string, reread func() kvReply) kvReply {
+	if loaded := rt.fill(ctx, key); loaded.Status != StatusSuccess {
+		return loaded
+	}
+	return reread()
+}
+
+// fill loads key, which a read found missing, and stores it: it returns StatusSuccess once
+// the key holds a value (the loaded one, or one written meanwhile), StatusNotFound when the loader found no
+// such key, or StatusLoadFailed with the loader's error in Value. The load runs apart from the caller, so a
+// caller that gives up leaves it to the others waiting.
+func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
+	if rt.knownAbsent(key) {
+		rt.absentHits.Add(1)
+		return kvReply{Status: StatusNotFound}
+	}
+	rt.mu.Lock()
+	f, running := rt.flights[key]
+	if !running {
+		f = &loadFlight{done: make(chan struct{})}
+		rt.flights[key] = f
+	}
+	rt.mu.Unlock()
+	if !running && !rt.spawn(func() { rt.run(key, f) }) {
+		rt.finish(key, f, kvReply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())})
+	}
+	select {
+	case <-f.done:
+		return f.reply
+	case <-ctx.Done():
+		return kvReply{Status: StatusLoadFailed, Value: []byte(ctx.Err().Error())}
+	}
+}
+
+// run loads key and stores the value, then hands the outcome to the flight's waiters.
+func (rt *readThrough) run(key string, f *loadFlight) {
+	ctx, cancel := context.WithTimeout(rt.life, rt.timeout)
+	defer cancel()
+	rt.loads.Add(1)
+	value, ttl, err := rt.call(ctx, key)
+	var reply kvReply
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rt.noteAbsent(key)
+		reply = kvReply{Status: StatusNotFound}
+	case err != nil:
+		rt.failures.Add(1)
+		rt.log.Debug("load failed", "key", key, "err", err)
+		reply = kvReply{Status: StatusLoadFailed, Value: loadErrorText(err)}
+	default:
+		reply = rt.store(ctx, key, value, ttl)
+	}
+	rt.finish(key, f, reply)
+}
+
+// call runs the loader, turning a panic into an error.
+func (rt *readThrough) call(ctx context.Context, key string) (value []byte, ttl time.Duration, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			rt.log.Error("loader panicked", "key", key, "panic", v)
+			value, err = nil, fmt.Errorf("loader panicked: %v", v)
+		}
+	}()
+	return rt.load(ctx, key)
+}
+
+// store writes a loaded value unless the key holds one already: a write made during the load is newer
+// than what was loaded, and stays.
+func (rt *readThrough) store(ctx context.Context, key string, value []byte, ttl time.Duration) kvReply {
+	if ttl < 0 {
+		return kvReply{Status: StatusNotFound} // expired as it was loaded
+	}
+	reply := rt.write(ctx, &kvRequest{Key: key, Value: value, TTL: int64(ttl), Cond: condIfAbsent})
+	switch reply.Status {
+	case StatusSuccess, StatusVersionMismatch: // stored, or a value was written meanwhile
+		return kvReply{Status: StatusSuccess}
+	case StatusInvalidRequest, StatusTooLarge:
+		rt.failures.Add(1)
+		return kvReply{Status: StatusLoadFailed, Value: []byte(fmt.Sprintf("loaded value not stored: %v", reply.Status))}
+	}
+	return reply // the owner could not store it (it lost the partition, say): the caller's read goes again
+}
+
+// finish ends flight f of key with reply.
+func (rt *readThrough) finish(key string, f *loadFlight, reply kvReply) {
+	rt.mu.Lock()
+	delete(rt.flights, key)
+	rt.mu.Unlock()
+	f.reply = reply
+	close(f.done)
+}
+
+// each runs fn for every one of items, up to LoaderConcurrency at once: the loads of one batch.
+func (rt *readThrough) each(items []int32, fn func(int32)) {
+	sem := make(chan struct{}, rt.parallel)
+	var wg sync.WaitGroup
+	for _, i := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
+
+// knownAbsent reports whether the loader found key missing within LoaderNegativeTTL.
+func (rt *readThrough) knownAbsent(key string) bool {
+	if rt.negTTL <= 0 {
+		return false
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	until, ok := rt.absent[key]
+	if ok && !rt.clock.Now().Before(until) {
+		delete(rt.absent, key)
+		return false
+	}
+	return ok
+}
+
+// noteAbsent remembers that the loader found key missing, for LoaderNegativeTTL. At the bound, the
+// entries that lapsed go first, and then an arbitrary half.
+func (rt *readThrough) noteAbsent(key string) {
+	if rt.negTTL <= 0 {
+		return
+	}
+	now := rt.clock.Now()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.absent) >= maxAbsentKeys {
+		for k, until := range rt.absent {
+			if !now.Before(until) || len(rt.absent) >= maxAbsentKeys/2 {
+				delete(rt.absent, k)
+			}
+		}
+	}
+	rt.absent[key] = now.Add(rt.negTTL)
+}
+
+// loadErrorText is the loader error's text a reply carries: bounded, on one line.
+func loadErrorText(err error) []byte {
+	text := []byte(err.Error())
+	if len(text) > maxLoadErrorBytes {
+		text = text[:maxLoadErrorBytes]
+	}
+	for i, c := range text {
+		if c == '\r' || c == '\n' {
+			text[i] = ' '
+		}
+	}
+	return text
+}
+
+// LoaderStats are an owner's read-through counters.
+type LoaderStats struct {
+	// Loads counts the loader's calls; Failures, those that failed or whose value could not be stored.
+	Loads, Failures uint64
+	// AbsentHits counts the misses answered from LoaderNegativeTTL without a call.
+	AbsentHits uint64
+}
+
+func (rt *readThrough) stats() LoaderStats {
+	if rt == nil {
+		return LoaderStats{}
+	}
+	return LoaderStats{Loads: rt.loads.Load(), Failures: rt.failures.Load(), AbsentHits: rt.absentHits.Load()}
+}
