@@ -285,3 +285,54 @@ func TestLoaderRESP(t *testing.T) {
 		t.Fatalf("loader called %d times", l.count("resp-cold"))
 	}
 }
+
+// TestLoaderOwnerKilledMidLoad checks that callers waiting on a load whose owner dies each get the value
+// or an error, and that the key is loaded at most twice in all: once by the dead owner, once by the new.
+func TestLoaderOwnerKilledMidLoad(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	started := make(chan struct{}, 8)
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout = time.Second
+		cfg.Loader = func(ctx context.Context, key string) ([]byte, time.Duration, error) {
+			if calls.Add(1) == 1 {
+				started <- struct{}{}
+				<-ctx.Done() // the first owner dies mid-load
+				return nil, 0, ctx.Err()
+			}
+			return []byte("v:" + key), 0, nil
+		}
+	}))
+	ctx := context.Background()
+	owner := c.owner("orphan")
+	var callers []*Node
+	for _, n := range c.live() {
+		if n != owner {
+			callers = append(callers, n)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		n := callers[i%len(callers)]
+		wg.Go(func() {
+			v, err := n.Get(ctx, "orphan")
+			if err == nil && string(v) != "v:orphan" {
+				t.Errorf("Get while the owner died: %q", v)
+			}
+		})
+	}
+	<-started
+	for i := range 3 {
+		if c.node(i) == owner {
+			c.kill(i)
+		}
+	}
+	wg.Wait()
+	c.waitFailedOver(owner.id, 20*time.Second)
+	if v, err := callers[0].Get(ctx, "orphan"); err != nil || string(v) != "v:orphan" {
+		t.Fatalf("Get at the new owner: %q, %v", v, err)
+	}
+	if n := calls.Load(); n > 2 {
+		t.Fatalf("loader called %d times, want at most 2", n)
+	}
+}
