@@ -199,7 +199,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.recover(); err != nil {
 		return err
 	}
-	n.store.onWrite = n.recordWrite
+	n.store.onWrite = n.writeListeners().fanOut()
 	n.store.maxGroupBytes = n.cfg.MaxFrameSize / 2 // an atomic group reaches replicas as one op, in one frame
 	if err := n.listen(); err != nil {
 		return err
@@ -239,20 +239,19 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// recordWrite is the store's write hook: replication records the op in the log, then the polls waiting
-// for the segment's next op are woken.
-func (n *Node) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
-	if n.cfg.hooks.panicOnWrite != nil && n.cfg.hooks.panicOnWrite(key) {
-		panic("zaris: panic injected into the write of a key")
+// writeListeners are the parts that hear every write the store commits, in order: replication records the
+// op in the log first, then the polls waiting for the segment's next op are woken and the keys RESP
+// clients cache are invalidated.
+func (n *Node) writeListeners() writeListeners {
+	var ls writeListeners
+	if inject := n.cfg.hooks.panicOnWrite; inject != nil {
+		ls = append(ls, func(_ int, _, _ uint64, key string, _ *entry, _ writeChange) {
+			if inject(key) {
+				panic("zaris: panic injected into the write of a key")
+			}
+		})
 	}
-	n.repl.recordWrite(segment, revision, epoch, key, next, change)
-	n.watches.notify(segment)
-	if key != "" {
-		n.tracking.invalidate(key)
-	}
-	for i := range change.multi {
-		n.tracking.invalidate(change.multi[i].Key)
-	}
+	return append(ls, n.repl.recordWrite, n.watches.written, n.tracking.written)
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under

@@ -63,6 +63,16 @@ func (t *respTracking) remember(c *respConn, key string) {
 	}
 }
 
+// written is the tracking table's write listener: a write invalidates the keys it changed.
+func (t *respTracking) written(_ int, _, _ uint64, key string, _ *entry, change writeChange) {
+	if key != "" {
+		t.invalidate(key)
+	}
+	for i := range change.multi {
+		t.invalidate(change.multi[i].Key)
+	}
+}
+
 // invalidate tells every connection that read key that it changed, and forgets it.
 func (t *respTracking) invalidate(key string) {
 	if t.active.Load() == 0 {

@@ -220,6 +220,18 @@ type segmentStore struct {
 // hook knows the owner's epoch).
 type writeHook func(segment int, revision, epoch uint64, key string, next *entry, change writeChange)
 
+// writeListeners are the hooks every committed write goes to, in order.
+type writeListeners []writeHook
+
+// fanOut returns the store's write hook that calls each listener in turn.
+func (ls writeListeners) fanOut() writeHook {
+	return func(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
+		for _, l := range ls {
+			l(segment, revision, epoch, key, next, change)
+		}
+	}
+}
+
 // writeChange says what made a write, beyond the entry it left: a collection op, which is what replicas
 // and the disk log receive instead of the collection, or an expiry.
 type writeChange struct {

@@ -84,6 +84,11 @@ func (s *segmentSignal) fire() {
 	s.mu.Unlock()
 }
 
+// written is the feed's write listener: a write wakes the polls waiting for its segment.
+func (f *watchFeed) written(segment int, _, _ uint64, _ string, _ *entry, _ writeChange) {
+	f.notify(segment)
+}
+
 // notify tells the feed that segment has a new op in the log.
 func (f *watchFeed) notify(segment int) {
 	f.signals[segment].fire()
