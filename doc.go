@@ -297,9 +297,10 @@
 // the reply waits until every in-sync replica holds what it reveals (visibility.go). A Moved reply
 // makes execute refresh its table and retry.
 //
-// A Put follows the same path to the owner, whose store.update (store.go) records the op through
-// replication.recordWrite (replication.go) in the op log in memory and the disk queue (persistence.go)
-// and marks the segment dirty on each replica's link. The link (replicalink.go) sends the ops in revision
+// A Put follows the same path to the owner, whose store.update (store.go) hands the op to the write
+// listeners in order (writeListeners): replication.recordWrite (replication.go) records it in the op log in
+// memory and the disk queue (persistence.go) and marks the segment dirty on each replica's link, then the
+// watch feed wakes its polls and RESP tracking invalidates the key. The link (replicalink.go) sends the ops in revision
 // order; the replica's serveReplicate (replication.go) checks the epoch and applies them. The owner's
 // awaitReplicas returns once every in-sync replica acknowledged the revision (and, with a DataDir, wrote
 // it), and only then is the Put acknowledged.
