@@ -305,7 +305,7 @@ type RESPUser struct {
 	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
 	ReadOnly bool
 	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
-	// list: none.
+	// list: none. SCAN, KEYS and DBSIZE list and count only those keys for the user.
 	Keys []string
 }
 

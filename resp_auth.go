@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,6 +130,15 @@ func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// visible returns the keys of keys that u may access, in place: a user limited to some keys lists only
+// those.
+func (u *respUser) visible(keys []string) []string {
+	if u.keys == nil {
+		return keys
+	}
+	return slices.DeleteFunc(keys, func(k string) bool { return !matchesAny(u.keys, []byte(k)) })
 }
 
 func matchesAny(patterns []string, key []byte) bool {

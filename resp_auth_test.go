@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,6 +211,62 @@ func TestRESPRefusesHTTP(t *testing.T) {
 	for _, key := range []string{"posted", "posted2"} {
 		if _, err := node.Get(bg(t), key); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("key %s after the HTTP requests: %v", key, err)
+		}
+	}
+}
+
+// TestRESPLeastPrivilege checks that a user limited to some keys lists and counts only those (SCAN, KEYS,
+// DBSIZE), and that CONFIG GET requirepass reveals no password to any user.
+func TestRESPLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPPassword = "s3cret"
+		cfg.RESPUsers = []RESPUser{{Name: "app", Passwords: []string{"a"}, Keys: []string{"app:*"}}}
+	})
+	ctx := bg(t)
+	addr := c.node(0).RESPAddr()
+	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret"})
+	defer admin.Close()
+	for _, k := range []string{"app:1", "app:2", "other:1", "secret"} {
+		if err := admin.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := redis.NewClient(&redis.Options{Addr: addr, Username: "app", Password: "a"})
+	defer app.Close()
+	var scanned []string
+	var cursor uint64
+	for {
+		keys, next, err := app.Scan(ctx, cursor, "*", 2).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		scanned, cursor = append(scanned, keys...), next
+		if cursor == 0 {
+			break
+		}
+	}
+	keys, err := app.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := app.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(scanned)
+	slices.Sort(keys)
+	want := []string{"app:1", "app:2"}
+	if !slices.Equal(scanned, want) || !slices.Equal(keys, want) || size != 2 {
+		t.Fatalf("the app user sees SCAN %v, KEYS %v, DBSIZE %d; want %v and 2", scanned, keys, size, want)
+	}
+	if all, err := admin.DBSize(ctx).Result(); err != nil || all != 4 {
+		t.Fatalf("default user's DBSIZE %d, %v; want 4", all, err)
+	}
+	for name, client := range map[string]*redis.Client{"default": admin, "app": app} {
+		got, err := client.ConfigGet(ctx, "requirepass").Result()
+		if err != nil || got["requirepass"] != "" {
+			t.Fatalf("CONFIG GET requirepass as %s: %v, %v; want it empty", name, got, err)
 		}
 	}
 }

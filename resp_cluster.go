@@ -386,10 +386,11 @@ func (c *respConn) cmdScan(args [][]byte) {
 		c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
 		return
 	}
+	keys := c.user.visible(reply.Keys)
 	c.wr.array(2)
 	c.wr.bulkString(strconv.FormatUint(reply.Next, 10))
-	c.wr.array(len(reply.Keys))
-	for _, k := range reply.Keys {
+	c.wr.array(len(keys))
+	for _, k := range keys {
 		c.wr.bulkString(k)
 	}
 }
@@ -408,7 +409,7 @@ func (c *respConn) cmdKeys(args [][]byte) {
 			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
-		keys = append(keys, reply.Keys...)
+		keys = append(keys, c.user.visible(reply.Keys)...)
 		if reply.Next == scanDone {
 			break
 		}
@@ -420,5 +421,26 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	}
 }
 
-// cmdDBSize serves DBSIZE: the keys of the partitions this node owns.
-func (c *respConn) cmdDBSize([][]byte) { c.wr.int(int64(c.srv.owner.ownedKeyCount())) }
+// cmdDBSize serves DBSIZE: the keys of the partitions this node owns, or for a user limited to some keys,
+// those of them it may access, counted a page at a time as KEYS walks them.
+func (c *respConn) cmdDBSize([][]byte) {
+	if c.user.keys == nil {
+		c.wr.int(int64(c.srv.owner.ownedKeyCount()))
+		return
+	}
+	req := scanRequest{Count: maxScanCount}
+	count := 0
+	for {
+		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
+		if reply.Status != StatusSuccess {
+			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+			return
+		}
+		count += len(c.user.visible(reply.Keys))
+		if reply.Next == scanDone {
+			break
+		}
+		req.Cursor = reply.Next
+	}
+	c.wr.int(int64(count))
+}

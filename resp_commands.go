@@ -1059,7 +1059,7 @@ func (c *respConn) writeCommandInfo(cmd *respCommand) {
 }
 
 // respConfig answers CONFIG GET with the endpoint's real limits and harmless values for the rest, so tools
-// that read settings at start-up carry on. requirepass is given, as Redis gives it, to a logged-in client.
+// that read settings at start-up carry on. requirepass reads empty: no client learns a password from it.
 func (c *respConn) respConfig() [][2]string {
 	s := c.srv
 	return [][2]string{
@@ -1073,7 +1073,7 @@ func (c *respConn) respConfig() [][2]string {
 		{"cluster-enabled", "yes"},
 		{"proto-max-bulk-len", strconv.Itoa(s.limits.maxBulk)},
 		{"client-query-buffer-limit", strconv.Itoa(s.limits.maxQuery)},
-		{"requirepass", s.password},
+		{"requirepass", ""},
 	}
 }
 

@@ -206,7 +206,6 @@ func passwordCases() []redisCase {
 		{name: "auth then commands", input: respCmd("AUTH", "s3cret") + respCmd("SET", "k", "v") + respCmd("GET", "k") + "QUIT\r\n"},
 		{name: "auth as default", input: respCmd("AUTH", "default", "s3cret") + respCmd("GET", "k") + "QUIT\r\n"},
 		{name: "hello auth", input: respCmd("HELLO", "2", "AUTH", "default", "s3cret") + respCmd("GET", "k") + "QUIT\r\n", shapeOnly: []int{0}},
-		{name: "config get requirepass", input: respCmd("AUTH", "s3cret") + respCmd("CONFIG", "GET", "requirepass") + "QUIT\r\n"},
 		{name: "unauthenticated multibulk length", input: "*11\r\n"},
 		{name: "unauthenticated bulk length", input: "*2\r\n$3\r\nGET\r\n$16385\r\n"},
 		{name: "largest unauthenticated bulk", input: respCmd("GET", strings.Repeat("k", 16384)) + "QUIT\r\n"},

@@ -28,7 +28,6 @@ type respServer struct {
 	// contain handles a panic a command raised outside the key operations (Node.containPanic); nil: it is
 	// only logged.
 	contain     func(site panicSite, seg int, v any, what string) bool
-	password    string // Config.RESPPassword, for CONFIG GET requirepass
 	ln          net.Listener
 	addr        string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
 	tls         bool
@@ -138,7 +137,6 @@ func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *Cl
 		clusterMap: clusterMap,
 		clock:      cfg.Clock,
 		log:        log,
-		password:   cfg.RESPPassword,
 		addr:       addr,
 		limits:     newRESPLimits(cfg.MaxValueSize, cfg.RESPMaxQueryBuffer),
 		preAuth:    preAuthRESPLimits(),

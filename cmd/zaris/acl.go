@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/zaris-go/zaris"
@@ -42,6 +43,15 @@ func loadACLFile(name string) ([]zaris.RESPUser, error) {
 		return nil, fmt.Errorf("--acl-file: %w", err)
 	}
 	return users, nil
+}
+
+// withDefaultUser returns users with "default" disabled when the file does not define it and no
+// --password opens it: a server given users admits nobody anonymously unless its file says so.
+func withDefaultUser(users []zaris.RESPUser, password string) []zaris.RESPUser {
+	if password != "" || slices.ContainsFunc(users, func(u zaris.RESPUser) bool { return u.Name == "default" }) {
+		return users
+	}
+	return append(users, zaris.RESPUser{Name: "default", Disabled: true})
 }
 
 // parseACLUser reads "user <name> <rule>...".

@@ -284,7 +284,7 @@ func (o options) respSecurity(cfg *zaris.Config) error {
 		if err != nil {
 			return err
 		}
-		cfg.RESPUsers = users
+		cfg.RESPUsers = withDefaultUser(users, cfg.RESPPassword)
 	}
 	if o.respClientAuth && !o.respTLS {
 		return errors.New("--resp-tls-client-auth needs --resp-tls")

@@ -181,3 +181,35 @@ func TestSecuredServer(t *testing.T) {
 		t.Fatal("a client without a certificate was served")
 	}
 }
+
+// TestACLFileWithoutDefault checks that an ACL file that does not define "default" disables it unless
+// --password opens it: a server given users admits nobody anonymously unless told to.
+func TestACLFileWithoutDefault(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(path, []byte("user app on >pw ~app:* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		password string
+		want     zaris.RESPUser
+	}{
+		{"", zaris.RESPUser{Name: "default", Disabled: true}},
+		{"admin-pw", zaris.RESPUser{}},
+	} {
+		o := options{aclFile: path}
+		cfg := zaris.DefaultConfig()
+		cfg.RESPPassword = tc.password
+		if err := o.respSecurity(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		var def zaris.RESPUser
+		for _, u := range cfg.RESPUsers {
+			if u.Name == "default" {
+				def = u
+			}
+		}
+		if def.Name != tc.want.Name || def.Disabled != tc.want.Disabled {
+			t.Errorf("with --password %q the default user is %+v, want %+v", tc.password, def, tc.want)
+		}
+	}
+}
