@@ -307,10 +307,11 @@ type respConn struct {
 	caching   cachingChoice
 	pushes    respPushes
 
-	multi   *respMulti   // the open transaction, nil outside MULTI
-	watched []watchedKey // the keys WATCH recorded
-	txnHeld int          // bytes of the transaction and watched keys, counted in the server's budget
-	exec    *execGroup   // set while EXEC runs the queued commands
+	multi      *respMulti          // the open transaction, nil outside MULTI
+	watched    []watchedKey        // the keys WATCH recorded
+	watchedSet map[string]struct{} // the same keys, to find one at once
+	txnHeld    int                 // bytes of the transaction and watched keys, counted in the server's budget
+	exec       *execGroup          // set while EXEC runs the queued commands
 
 	stats respConnStats // what INFO counts of the connection
 

@@ -123,7 +123,7 @@ func (c *respConn) holdTxn(n int) bool {
 
 // endTxn forgets the transaction and the watched keys, and gives their bytes back to the budget.
 func (c *respConn) endTxn() {
-	c.multi, c.watched = nil, nil
+	c.multi, c.watched, c.watchedSet = nil, nil, nil
 	c.srv.budget.release(c.txnHeld)
 	c.txnHeld = 0
 }
@@ -174,18 +174,18 @@ func (c *respConn) cmdWatch(args [][]byte) {
 			c.wr.error(txnTooLargeMessage)
 			return
 		}
+		if c.watchedSet == nil {
+			c.watchedSet = map[string]struct{}{}
+		}
 		c.watched = append(c.watched, w)
+		c.watchedSet[w.key] = struct{}{}
 	}
 	c.wr.ok()
 }
 
 func (c *respConn) watches(key string) bool {
-	for _, w := range c.watched {
-		if w.key == key {
-			return true
-		}
-	}
-	return false
+	_, ok := c.watchedSet[key]
+	return ok
 }
 
 // currentVersions reads the versions of keys of segment seg, zero for a key without a live value, all at
