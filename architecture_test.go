@@ -168,7 +168,7 @@ func TestArchitectureEdgeStaysApart(t *testing.T) {
 }
 
 // TestArchitectureLowerPackagesStandApart checks that the packages the core builds on (transport,
-// durability, internal, chaos) never import the root package: vocabulary flows down, never back up.
+// durability, internal) never import the root package: vocabulary flows down, never back up.
 func TestArchitectureLowerPackagesStandApart(t *testing.T) {
 	const root = "github.com/zaris-go/zaris"
 	fset := token.NewFileSet()

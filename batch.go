@@ -635,8 +635,8 @@ func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	w.waits.await(ctx, n, w.replies)
 	if n.loads != nil {
 		n.loads.each(w.missingGets(), func(i int32) {
-			reply := n.serveKV(ctx, opGet, &w.items[i].Req) // loads the key, as a Get does
-			if !w.left.take(len(reply.Value)+len(reply.Owner), false) {
+			reply := n.serveKV(ctx, opGet, &w.items[i].Req)                                 // loads the key, as a Get does
+			if size := len(reply.Value) + len(reply.Owner); !w.left.take(size, size == 0) { // a miss or a failure always fits
 				reply = kvReply{}
 				w.replies[i].Withheld = true
 			}

@@ -225,13 +225,14 @@ type Config struct {
 	// and answers with it. A key has one load under way at a time in the whole cluster: callers of every
 	// node wait for it. A load's error reaches each of them (ErrLoadFailed) and nothing is stored; the next
 	// read loads again. A load that fails over to a new owner runs there once more at most. Reads inside a
-	// RESP MULTI/EXEC do not load. The loader must return once its context ends (LoaderTimeout, or Close):
-	// Close waits for the loads under way. Nil: a missing key is simply not found.
+	// RESP MULTI/EXEC or a RESP command on several keys (an MGET of two) do not load. The loader must
+	// return once its context ends (LoaderTimeout, or Close): Close waits for the loads under way. Nil: a
+	// missing key is simply not found.
 	Loader Loader
 	// LoaderNegativeTTL, when set, makes an owner remember for that long that the loader found no such
 	// key, answering not found without calling it again. Zero calls the loader on every miss.
 	LoaderNegativeTTL time.Duration
-	// LoaderConcurrency bounds the loads an owner runs at once for one batch (GetMany). Default 16.
+	// LoaderConcurrency bounds the loads an owner runs at once; more wait their turn. Default 16.
 	LoaderConcurrency int
 	// LoaderTimeout bounds one load. Default 10s.
 	LoaderTimeout time.Duration

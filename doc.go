@@ -150,8 +150,8 @@
 //
 // With Config.Loader set alike on every node, a read of a missing key (Get, GetEntry, GetMany, Tx.Get,
 // a RESP GET) calls the loader at the key's owner. The owner stores what it returns as a Put does
-// (replicated under the write concern, with the TTL the loader gives, only if the key is still missing:
-// a write made during the load is newer and stays) and answers every waiting read with it. As every read
+// (replicated under the write concern, with the TTL the loader gives, and only if the key was not
+// written or deleted during the load: that write is newer, and stays) and answers every waiting read. As every read
 // of a key routes to its owner, a key has one load under way at a time in the whole cluster, however
 // many callers on however many nodes ask. A load that fails reaches each waiting caller as ErrLoadFailed,
 // with the loader's error text, and stores nothing; the next read loads again. A loader's ErrNotFound is

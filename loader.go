@@ -36,37 +36,44 @@ func loadsOnMiss(op transport.Op) bool {
 // readThrough is an owner's side of Config.Loader: it loads the keys reads find missing, one load per key
 // at a time however many callers wait for it, and stores what it loads through the owner's write path, so
 // that the value is replicated as a Put is. Every read of a key routes to its owner, so one load per key
-// at a time on the owner is one in the whole cluster.
+// at a time on the owner is one in the whole cluster. A write of the key during its load is newer than
+// what the load returns, so the load then stores nothing.
 type readThrough struct {
-	load     Loader
-	write    func(ctx context.Context, req *kvRequest) kvReply // a put through the owner's path, ownership checked
-	spawn    func(fn func()) bool                              // runs fn in a goroutine Close waits for, unless closing
-	life     context.Context                                   // ends when the node closes
+	load Loader
+	// write runs fn on an atomic group of key's segment, ownership checked, as a write of the owner is run.
+	write    func(ctx context.Context, key string, fn func(keyGroup)) kvReply
+	spawn    func(fn func()) bool // runs fn in a goroutine Close waits for, unless closing
+	life     context.Context      // ends when the node closes
 	clock    Clock
 	log      *slog.Logger
 	timeout  time.Duration
 	negTTL   time.Duration
 	parallel int
+	slots    chan struct{} // one per load running, up to LoaderConcurrency
 
-	mu      sync.Mutex
-	flights map[string]*loadFlight
-	absent  map[string]time.Time // keys the loader found missing, until when
+	mu       sync.Mutex
+	flights  map[string]*loadFlight
+	inflight atomic.Int32         // len(flights), read by the write listener without the lock
+	absent   map[string]time.Time // keys the loader found missing, until when
 
 	loads, failures, absentHits atomic.Uint64
 }
 
 // loadFlight is one load under way; waiters read reply once done is closed.
 type loadFlight struct {
-	done  chan struct{}
-	reply kvReply
+	done       chan struct{}
+	reply      kvReply
+	superseded atomic.Bool // the key was written during the load
 }
 
-func newReadThrough(cfg *Config, write func(context.Context, *kvRequest) kvReply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
+func newReadThrough(cfg *Config, write func(context.Context, string, func(keyGroup)) kvReply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
+	parallel := cmpOr(cfg.LoaderConcurrency, defaultLoaderConcurrency)
 	return &readThrough{
 		load: cfg.Loader, write: write, spawn: spawn, life: life, clock: cfg.Clock, log: log,
 		timeout:  cmpOr(cfg.LoaderTimeout, defaultLoaderTimeout),
 		negTTL:   cfg.LoaderNegativeTTL,
-		parallel: cmpOr(cfg.LoaderConcurrency, defaultLoaderConcurrency),
+		parallel: parallel,
+		slots:    make(chan struct{}, parallel),
 		flights:  map[string]*loadFlight{}, absent: map[string]time.Time{},
 	}
 }
@@ -92,10 +99,11 @@ func (rt *readThrough) readThrough(ctx context.Context, key string, reread func(
 	return reread()
 }
 
-// fill loads key, which a read found missing, and stores it: it returns StatusSuccess once
-// the key holds a value (the loaded one, or one written meanwhile), StatusNotFound when the loader found no
-// such key, or StatusLoadFailed with the loader's error in Value. The load runs apart from the caller, so a
-// caller that gives up leaves it to the others waiting.
+// fill loads key, which a read found missing, and stores it: it returns StatusSuccess once the key may be
+// read again (it holds the loaded value, or what a write during the load left), StatusNotFound when the
+// loader found no such key, StatusLoadFailed with the loader's error in Value, or the refusal of an owner
+// that could not store it. The load runs apart from the caller, so a caller that gives up leaves it to the
+// others waiting.
 func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	if rt.knownAbsent(key) {
 		rt.absentHits.Add(1)
@@ -106,6 +114,7 @@ func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	if !running {
 		f = &loadFlight{done: make(chan struct{})}
 		rt.flights[key] = f
+		rt.inflight.Add(1)
 	}
 	rt.mu.Unlock()
 	if !running && !rt.spawn(func() { rt.run(key, f) }) {
@@ -119,13 +128,21 @@ func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	}
 }
 
-// run loads key and stores the value, then hands the outcome to the flight's waiters.
+// run loads key and stores the value, then hands the outcome to the flight's waiters, whatever happens.
 func (rt *readThrough) run(key string, f *loadFlight) {
+	reply := kvReply{Status: StatusInternal}
+	defer func() { rt.finish(key, f, reply) }()
+	select {
+	case rt.slots <- struct{}{}:
+		defer func() { <-rt.slots }()
+	case <-rt.life.Done():
+		reply = kvReply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())}
+		return
+	}
 	ctx, cancel := context.WithTimeout(rt.life, rt.timeout)
 	defer cancel()
 	rt.loads.Add(1)
 	value, ttl, err := rt.call(ctx, key)
-	var reply kvReply
 	switch {
 	case errors.Is(err, ErrNotFound):
 		rt.noteAbsent(key)
@@ -135,9 +152,8 @@ func (rt *readThrough) run(key string, f *loadFlight) {
 		rt.log.Debug("load failed", "key", key, "err", err)
 		reply = kvReply{Status: StatusLoadFailed, Value: loadErrorText(err)}
 	default:
-		reply = rt.store(ctx, key, value, ttl)
+		reply = rt.store(key, f, value, ttl)
 	}
-	rt.finish(key, f, reply)
 }
 
 // call runs the loader, turning a panic into an error.
@@ -151,27 +167,58 @@ func (rt *readThrough) call(ctx context.Context, key string) (value []byte, ttl 
 	return rt.load(ctx, key)
 }
 
-// store writes a loaded value unless the key holds one already: a write made during the load is newer
-// than what was loaded, and stays.
-func (rt *readThrough) store(ctx context.Context, key string, value []byte, ttl time.Duration) kvReply {
+// storeTimeout bounds the write of a loaded value, which waits for the replicas as a Put does.
+const storeTimeout = 5 * time.Second
+
+// store writes a loaded value, unless the key was written during the load (its flight is superseded) or
+// holds a value: what was written meanwhile is newer. The check runs in the key's atomic group, which a
+// write of the key marking the flight also holds, so no write slips between the check and the store.
+func (rt *readThrough) store(key string, f *loadFlight, value []byte, ttl time.Duration) kvReply {
 	if ttl < 0 {
 		return kvReply{Status: StatusNotFound} // expired as it was loaded
 	}
-	reply := rt.write(ctx, &kvRequest{Key: key, Value: value, TTL: int64(ttl), Cond: condIfAbsent})
-	switch reply.Status {
-	case StatusSuccess, StatusVersionMismatch: // stored, or a value was written meanwhile
-		return kvReply{Status: StatusSuccess}
-	case StatusInvalidRequest, StatusTooLarge:
+	ctx, cancel := context.WithTimeout(rt.life, storeTimeout)
+	defer cancel()
+	put := kvReply{Status: StatusSuccess}
+	reply := rt.write(ctx, key, func(g keyGroup) {
+		if !f.superseded.Load() {
+			put, _ = g.apply(opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(ttl), Cond: condIfAbsent})
+		}
+	})
+	switch {
+	case reply.Status == StatusUnconfirmed:
+		return kvReply{Status: StatusSuccess} // stored, maybe: the read that follows finds out
+	case reply.Status != StatusSuccess:
+		return reply // the owner could not store it (it lost the partition, say): the caller's read goes again
+	case put.Status != StatusSuccess:
 		rt.failures.Add(1)
-		return kvReply{Status: StatusLoadFailed, Value: []byte(fmt.Sprintf("loaded value not stored: %v", reply.Status))}
+		return kvReply{Status: StatusLoadFailed, Value: []byte(fmt.Sprintf("loaded value not stored: %v", put.Status))}
 	}
-	return reply // the owner could not store it (it lost the partition, say): the caller's read goes again
+	return kvReply{Status: StatusSuccess}
+}
+
+// written is the loader's write listener: a write of a key being loaded supersedes the load.
+func (rt *readThrough) written(_ int, _, _ uint64, key string, _ *entry, change writeChange) {
+	if rt.inflight.Load() == 0 {
+		return
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if f := rt.flights[key]; f != nil {
+		f.superseded.Store(true)
+	}
+	for i := range change.multi {
+		if f := rt.flights[change.multi[i].Key]; f != nil {
+			f.superseded.Store(true)
+		}
+	}
 }
 
 // finish ends flight f of key with reply.
 func (rt *readThrough) finish(key string, f *loadFlight, reply kvReply) {
 	rt.mu.Lock()
 	delete(rt.flights, key)
+	rt.inflight.Add(-1)
 	rt.mu.Unlock()
 	f.reply = reply
 	close(f.done)

@@ -336,3 +336,73 @@ func TestLoaderOwnerKilledMidLoad(t *testing.T) {
 		t.Fatalf("loader called %d times, want at most 2", n)
 	}
 }
+
+// TestLoaderDeleteDuringLoad checks that a key deleted while it loads stays deleted: the load, older than
+// the delete, stores nothing.
+func TestLoaderDeleteDuringLoad(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	loading := make(chan struct{}, 1)
+	var calls atomic.Int64
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.Loader = func(ctx context.Context, key string) ([]byte, time.Duration, error) {
+			if calls.Add(1) == 1 {
+				loading <- struct{}{}
+				<-release
+				return []byte("stale"), 0, nil
+			}
+			return []byte("fresh"), 0, nil
+		}
+	})
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.node(0).Get(ctx, "evicted")
+		done <- err
+	}()
+	<-loading
+	if err := c.node(1).Put(ctx, "evicted", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.node(2).Delete(ctx, "evicted"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get whose load was superseded: %v", err)
+	}
+	if v, err := c.node(1).Get(ctx, "evicted"); err != nil || string(v) != "fresh" {
+		t.Fatalf("Get after the delete: %q, %v; want a new load, not the superseded one", v, err)
+	}
+}
+
+// TestLoaderCallerGivesUp checks that a caller whose context ends while a load runs gets its context's
+// error, on the owner's node as on any other.
+func TestLoaderCallerGivesUp(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	c := startCluster(t, 2, func(cfg *Config) {
+		cfg.Loader = func(ctx context.Context, key string) ([]byte, time.Duration, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return []byte("late"), 0, nil
+		}
+	})
+	defer close(release)
+	owner, other := ownerOf(c, "slow")
+	for _, n := range []*Node{owner, other} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.Get(ctx, "slow")
+			done <- err
+		}()
+		waitFor(t, 10*time.Second, "the load to start", func() bool { return owner.LoaderStats().Loads > 0 })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get on %s whose caller gave up: %v, want context.Canceled", n.Name(), err)
+		}
+	}
+}

@@ -181,8 +181,14 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.near = near
 	}
 	if cfg.Loader != nil {
-		putIfAbsent := func(ctx context.Context, req *kvRequest) kvReply { return n.serveKV(ctx, opPutIf, req) }
-		n.loads = newReadThrough(&n.cfg, putIfAbsent, n.goBackground, n.life, n.log)
+		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kvReply {
+			seg, refusal, owned := n.checkOwner(key)
+			if !owned {
+				return refusal
+			}
+			return kvReply{Status: n.applyAtomically(ctx, seg, []string{key}, fn)}
+		}
+		n.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
 	}
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.hooks.beforeApply
@@ -240,8 +246,8 @@ func (n *Node) start(ctx context.Context) error {
 }
 
 // writeListeners are the parts that hear every write the store commits, in order: replication records the
-// op in the log first, then the polls waiting for the segment's next op are woken and the keys RESP
-// clients cache are invalidated.
+// op in the log first, then the polls waiting for the segment's next op are woken, the keys RESP clients
+// cache are invalidated, and a load of the key under way is superseded.
 func (n *Node) writeListeners() writeListeners {
 	var ls writeListeners
 	if inject := n.cfg.hooks.panicOnWrite; inject != nil {
@@ -251,7 +257,11 @@ func (n *Node) writeListeners() writeListeners {
 			}
 		})
 	}
-	return append(ls, n.repl.recordWrite, n.watches.written, n.tracking.written)
+	ls = append(ls, n.repl.recordWrite, n.watches.written, n.tracking.written)
+	if n.loads != nil {
+		ls = append(ls, n.loads.written)
+	}
+	return ls
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under

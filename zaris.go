@@ -53,9 +53,18 @@ func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	if err := reply.err(); err != nil {
-		return nil, err
+		return nil, callerErr(ctx, err)
 	}
 	return reply.Value, nil
+}
+
+// callerErr is err, or the caller's context's error when that ended first: a caller that gave up waiting
+// for an owner (for a load, say) learns why, wherever the owner was.
+func callerErr(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return err
 }
 
 // Put stores value under key on the key's owner. The caller may reuse value once Put returns.
@@ -563,7 +572,7 @@ func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
 		return Entry{}, err
 	}
 	if err := reply.err(); err != nil {
-		return Entry{}, err
+		return Entry{}, callerErr(ctx, err)
 	}
 	return Entry{Value: reply.Value, Version: reply.Version, TTL: time.Duration(reply.Int)}, nil
 }

@@ -153,9 +153,9 @@ func parseOptions(args []string) (options, error) {
 		"members keep local")
 	fs.IntVar(&o.rounds, "rounds", 0, "full rounds of -nemesis "+nemesisRollingRestart+", each server stopped once "+
 		"per round; -duration then only bounds the run (default: rounds until -duration ends)")
-	fs.DurationVar(&o.maxStall, "max-stall", 0, "fail the run if a put waits longer for its partition to "+
-		"acknowledge a write: from its start to the end of the first acknowledged put of the partition that ends "+
-		"after it (default: not checked)")
+	fs.DurationVar(&o.maxStall, "max-stall", 0, "fail the run if a put waits longer: from its start to its "+
+		"own end or, if later, to the end of the first acknowledged put of its partition that ends after its start "+
+		"(default: not checked)")
 	fs.DurationVar(&o.maxLeaderless, "max-leaderless", 0, "fail the run if no server leads the control plane for "+
 		"longer (default: not checked)")
 	fs.StringVar(&o.nemesis, "nemesis", nemesisMixed, "fault schedule: "+nemesisMixed+" (kills, freezes, restarts), "+
@@ -784,7 +784,7 @@ func (h *harness) report(ctx context.Context, healed time.Time) *chaos.Report {
 		w := longestPutWait(attemptedPuts(ops, m.Layout()), acked, h.nem.start, healed)
 		h.notes = append(h.notes, st.String(), w.String())
 		if h.o.maxStall > 0 && w.longest > h.o.maxStall {
-			h.failures = append(h.failures, fmt.Sprintf("a put waited %v for its partition to acknowledge a write: over -max-stall %v",
+			h.failures = append(h.failures, fmt.Sprintf("a put waited %v: over -max-stall %v",
 				w.longest.Round(time.Millisecond), h.o.maxStall))
 			began := h.nem.start.Add(w.from)
 			h.stallLog = func() { h.printStallLog(w.partition, began, began.Add(w.longest)) }

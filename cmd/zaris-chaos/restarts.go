@@ -400,10 +400,11 @@ func longestStall(acked map[int][]chaos.Op, from, to time.Time) (partition int, 
 	return partition, began
 }
 
-// putWait is the longest a put waited for its partition to acknowledge a write: from the put's start to
-// the end of the first acknowledged put of the same partition that ended at or after it (its own, if it
-// was acknowledged). Unlike a gap between acknowledged puts, it counts only time a writer spent waiting, so
-// a partition that no client wrote to for a while does not read as stalled.
+// putWait is the longest a writer waited: for each put, from its start to its own end or, if later, to
+// the end of the first acknowledged put of the same partition that ended at or after its start (a put
+// that failed fast still waited for its partition to take writes again). Unlike a gap between
+// acknowledged puts, it counts only time a writer spent waiting, so a partition that no client wrote to
+// for a while does not read as stalled.
 type putWait struct {
 	longest   time.Duration
 	partition int           // the partition of the longest wait
@@ -426,6 +427,12 @@ func longestPutWait(attempts, acked map[int][]chaos.Op, from, to time.Time) putW
 			if i < len(ends) && ends[i].End.Before(to) {
 				done = ends[i].End
 			}
+			if own := op.End; own.After(done) {
+				done = to // its own call took longer
+				if own.Before(to) {
+					done = own
+				}
+			}
 			if wait := done.Sub(op.Start); wait > w.longest {
 				w = putWait{longest: wait, partition: p, from: op.Start.Sub(from)}
 			}
@@ -436,7 +443,7 @@ func longestPutWait(attempts, acked map[int][]chaos.Op, from, to time.Time) putW
 
 // String renders the wait for the report's notes.
 func (w putWait) String() string {
-	return fmt.Sprintf("longest a put waited for its partition to acknowledge a write: %v (partition %d, from %v into the run)",
+	return fmt.Sprintf("longest a put waited, for its own reply or its partition's next acknowledged put: %v (partition %d, from %v into the run)",
 		w.longest.Round(time.Millisecond), w.partition, w.from.Round(time.Millisecond))
 }
 

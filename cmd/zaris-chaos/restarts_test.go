@@ -157,9 +157,9 @@ func TestSettling(t *testing.T) {
 	}
 }
 
-// TestLongestPutWait checks the wait figure: from a put's start to the first acknowledged put of its
-// partition that ended after it, failed puts included, a partition nobody wrote to not counted, and a wait
-// still going on at the window's end counted up to it.
+// TestLongestPutWait checks the wait figure: from a put's start to its own end or the first acknowledged
+// put of its partition that ended after it, whichever is later, failed puts included, a partition nobody
+// wrote to not counted, and a wait still going on at the window's end counted up to it.
 func TestLongestPutWait(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -174,12 +174,15 @@ func TestLongestPutWait(t *testing.T) {
 		{"nothing written", nil, putWait{}},
 		{"acknowledged puts wait for themselves", map[int][]chaos.Op{3: {put(100, 130, chaos.OK), put(800, 805, chaos.OK)}},
 			putWait{longest: ms(30), partition: 3, from: ms(100)}},
-		{"a failed put waits for the next acknowledged one", map[int][]chaos.Op{
+		{"a failed put waits for the next acknowledged one, an unknown one for its own end", map[int][]chaos.Op{
 			1: {put(100, 110, chaos.OK), put(200, 210, chaos.Failed), put(650, 700, chaos.OK)},
 			2: {put(300, 900, chaos.Unknown), put(400, 500, chaos.OK)}},
-			putWait{longest: ms(500), partition: 1, from: ms(200)}},
+			putWait{longest: ms(600), partition: 2, from: ms(300)}},
 		{"a wait going on at the end counts up to it", map[int][]chaos.Op{0: {put(400, 2000, chaos.Unknown)}},
 			putWait{longest: ms(600), from: ms(400)}},
+		{"a slow put waits for itself, however soon others are acknowledged", map[int][]chaos.Op{
+			5: {put(100, 600, chaos.OK), put(105, 110, chaos.OK), put(120, 900, chaos.Unknown)}},
+			putWait{longest: ms(780), partition: 5, from: ms(120)}},
 		{"puts begun outside the window are left out", map[int][]chaos.Op{0: {put(1500, 1600, chaos.OK)}}, putWait{}},
 	} {
 		acked := map[int][]chaos.Op{}
