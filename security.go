@@ -34,6 +34,9 @@ func peerTLS(c *tls.Config) (server, client *tls.Config) {
 		server.MinVersion = tls.VersionTLS12
 	}
 	client = c.Clone()
+	if client.RootCAs == nil {
+		client.RootCAs = c.ClientCAs // the cluster's CA, never the system's trust store
+	}
 	if client.MinVersion < tls.VersionTLS12 {
 		client.MinVersion = tls.VersionTLS12
 	}
@@ -44,7 +47,7 @@ func peerTLS(c *tls.Config) (server, client *tls.Config) {
 		}
 	}
 	if client.ServerName == "" {
-		roots := c.RootCAs
+		roots := client.RootCAs
 		client.InsecureSkipVerify = true // the chain is verified below, against the CA and not a host name
 		client.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeerChain(cs, roots) }
 	}

@@ -266,3 +266,23 @@ func TestPeerConnClosesWithoutItsPeer(t *testing.T) {
 		t.Fatal("Close still waits on a peer that never reads")
 	}
 }
+
+// TestPeerTLSNeverTrustsTheSystemStore checks that a TLS config with the cluster's CA in ClientCAs only
+// verifies the peers it dials against that CA, not against the system's trust store: a peer of the cluster
+// is accepted, one of another CA refused.
+func TestPeerTLSNeverTrustsTheSystemStore(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	_, client := peerTLS(&tls.Config{Certificates: []tls.Certificate{ca.issue("a").TLS}, ClientCAs: ca.Pool()})
+	if client.RootCAs != ca.Pool() {
+		t.Fatal("the dialing side does not verify against the cluster's CA")
+	}
+	state := func(c pki.Cert) tls.ConnectionState {
+		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{c.TLS.Leaf}}
+	}
+	if err := client.VerifyConnection(state(ca.issue("b"))); err != nil {
+		t.Fatalf("a peer of the cluster's CA refused: %v", err)
+	}
+	if err := client.VerifyConnection(state(other.issue("stranger"))); err == nil {
+		t.Fatal("a peer of another CA accepted")
+	}
+}
