@@ -32,6 +32,9 @@ type dataIdentity struct {
 // loadIdentity returns the identity recorded in dir, recording a new one for node id on first use. A
 // directory recorded for another node is refused.
 func loadIdentity(dir string, id NodeID) (dataIdentity, error) {
+	if err := privateDir(dir); err != nil {
+		return dataIdentity{}, err
+	}
 	path := filepath.Join(dir, identityFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -55,13 +58,27 @@ func createIdentity(dir string, id NodeID) (dataIdentity, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	ident := dataIdentity{Name: id, Server: binary.LittleEndian.Uint64(b[:]) | 1}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return dataIdentity{}, fmt.Errorf("zaris: create data dir: %w", err)
-	}
 	if err := writeFileAtomic(filepath.Join(dir, identityFile), ident.encode()); err != nil {
 		return dataIdentity{}, fmt.Errorf("zaris: record data dir identity: %w", err)
 	}
 	return ident, nil
+}
+
+// privateDir creates the data dir readable by its owner alone, or takes the group's and others' access
+// away from one that exists: what it holds (every value, the control plane's log) is nobody else's. A
+// directory this process does not own keeps its mode.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("zaris: create data dir: %w", err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("zaris: data dir: %w", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		_ = os.Chmod(dir, mode&^0o077) // refused when another user owns it, as a mounted volume's root may
+	}
+	return nil
 }
 
 func (d dataIdentity) encode() []byte {
@@ -98,7 +115,7 @@ func parseIdentity(b []byte) (dataIdentity, error) {
 // writeFileAtomic writes path through a synced temporary file renamed into place, then syncs the directory.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

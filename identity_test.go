@@ -30,6 +30,33 @@ func TestDataDirIdentity(t *testing.T) {
 	}
 }
 
+// TestDataDirIsPrivate checks that a new data dir is its owner's alone (0700, the identity file 0600),
+// and that an existing one open to others is closed to them.
+func TestDataDirIsPrivate(t *testing.T) {
+	root := t.TempDir()
+	fresh, open := filepath.Join(root, "fresh"), filepath.Join(root, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	for _, dir := range []string{fresh, open} {
+		if _, err := loadIdentity(dir, "a"); err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range map[string]os.FileMode{dir: 0o700, filepath.Join(dir, identityFile): 0o600} {
+			info, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := info.Mode().Perm(); got&^want != 0 {
+				t.Errorf("%s has mode %v, want at most %v", path, got, want)
+			}
+		}
+	}
+}
+
 // FuzzParseIdentity checks that the identity parser never panics and that whatever it accepts encodes
 // back to the same bytes.
 func FuzzParseIdentity(f *testing.F) {
