@@ -172,7 +172,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if !cfg.DisableMetrics {
 		n.metrics = newOpMetrics()
 	}
-	n.tracking = newRESPTracking(respTrackedKeys)
+	n.tracking = newRESPTracking(respTrackedKeys, respTrackedBytes)
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.startNearPoller)
 		if err != nil {

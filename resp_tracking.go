@@ -10,24 +10,35 @@ import (
 // respTracking is the server side of Redis client-side caching (CLIENT TRACKING, default mode, RESP3): it
 // remembers which connections read which keys this node owns, and when such a key is written (from any
 // node: every write of it is applied here) or this node stops owning it, it pushes an invalidation to each
-// of them and forgets the key, as Redis does. The keys remembered are bounded; beyond, the oldest are
-// invalidated early.
+// of them and forgets the key, as Redis does. The keys remembered are bounded in number and in bytes;
+// beyond, the oldest are invalidated early.
 type respTracking struct {
-	active atomic.Int32 // connections with tracking on: writes cost nothing while there are none
-	max    int
+	active   atomic.Int32 // connections with tracking on: writes cost nothing while there are none
+	max      int
+	maxBytes int64
 
 	mu    sync.Mutex
 	keys  map[string]map[*respConn]struct{}
 	order []string // keys in the order first remembered, for the bound; may hold forgotten ones
+	bytes int64    // what keys and the connections' records of them take (trackedKeyCost, trackedReaderCost)
 }
 
-// respTrackedKeys bounds the keys a node remembers for client-side caching (Redis's
-// tracking-table-max-keys defaults to a million).
-const respTrackedKeys = 1 << 20
+// The bounds of the keys a node remembers for client-side caching: Redis's tracking-table-max-keys
+// defaults to a million, and a key may be as long as a value, so the bytes are bounded too.
+const (
+	respTrackedKeys  = 1 << 20
+	respTrackedBytes = 64 << 20
+	// trackedKeyOverhead and trackedReaderCost are what the table keeps per key besides its bytes, and per
+	// connection that read it (both maps' entries).
+	trackedKeyOverhead = 96
+	trackedReaderCost  = 64
+)
 
-func newRESPTracking(max int) *respTracking {
-	return &respTracking{max: max, keys: map[string]map[*respConn]struct{}{}}
+func newRESPTracking(max int, maxBytes int64) *respTracking {
+	return &respTracking{max: max, maxBytes: maxBytes, keys: map[string]map[*respConn]struct{}{}}
 }
+
+func trackedKeyCost(key string) int64 { return int64(len(key)) + trackedKeyOverhead }
 
 // remember records that c read key.
 func (t *respTracking) remember(c *respConn, key string) {
@@ -37,9 +48,13 @@ func (t *respTracking) remember(c *respConn, key string) {
 		readers = map[*respConn]struct{}{}
 		t.keys[key] = readers
 		t.order = append(t.order, key)
+		t.bytes += trackedKeyCost(key)
 	}
-	readers[c] = struct{}{}
-	c.tracked[key] = struct{}{}
+	if _, ok := readers[c]; !ok {
+		readers[c] = struct{}{}
+		c.tracked[key] = struct{}{}
+		t.bytes += trackedReaderCost
+	}
 	if len(t.order) > 2*len(t.keys)+1024 { // keys invalidated since: keep the others, in order
 		kept := t.order[:0]
 		for _, k := range t.order {
@@ -49,18 +64,47 @@ func (t *respTracking) remember(c *respConn, key string) {
 		}
 		t.order = kept
 	}
-	var evicted []string
-	for len(t.keys) > t.max && len(t.order) > 0 {
+	var evicted []trackedKey
+	for (len(t.keys) > t.max || t.bytes > t.maxBytes) && len(t.order) > 0 {
 		old := t.order[0]
 		t.order = t.order[1:]
 		if _, ok := t.keys[old]; ok && old != key {
-			evicted = append(evicted, old)
+			evicted = append(evicted, trackedKey{old, t.forgetLocked(old)})
 		}
 	}
 	t.mu.Unlock()
-	for _, k := range evicted {
-		t.invalidate(k)
+	for _, e := range evicted {
+		e.push()
 	}
+}
+
+// trackedKey is a key forgotten and the connections to tell.
+type trackedKey struct {
+	key     string
+	readers map[*respConn]struct{}
+}
+
+func (k trackedKey) push() {
+	for c := range k.readers {
+		c.push(invalidationPush(k.key))
+	}
+}
+
+// forgetLocked drops key and returns the connections that read it. The caller holds t.mu.
+func (t *respTracking) forgetLocked(key string) map[*respConn]struct{} {
+	readers, ok := t.keys[key]
+	if !ok {
+		return nil
+	}
+	delete(t.keys, key)
+	for c := range readers {
+		delete(c.tracked, key)
+	}
+	t.bytes -= trackedKeyCost(key) + int64(len(readers))*trackedReaderCost
+	if len(t.keys) == 0 {
+		t.order = t.order[:0]
+	}
+	return readers
 }
 
 // written is the tracking table's write listener: a write invalidates the keys it changed.
@@ -79,18 +123,9 @@ func (t *respTracking) invalidate(key string) {
 		return
 	}
 	t.mu.Lock()
-	readers := t.keys[key]
-	delete(t.keys, key)
-	for c := range readers {
-		delete(c.tracked, key)
-	}
-	if len(t.keys) == 0 {
-		t.order = t.order[:0]
-	}
+	readers := t.forgetLocked(key)
 	t.mu.Unlock()
-	for c := range readers {
-		c.push(invalidationPush(key))
-	}
+	trackedKey{key, readers}.push()
 }
 
 // invalidateWhere invalidates every remembered key for which gone reports true: keys of partitions this
@@ -129,8 +164,10 @@ func (t *respTracking) stop(c *respConn) {
 	for key := range c.tracked {
 		if readers := t.keys[key]; readers != nil {
 			delete(readers, c)
+			t.bytes -= trackedReaderCost
 			if len(readers) == 0 {
 				delete(t.keys, key)
+				t.bytes -= trackedKeyCost(key)
 			}
 		}
 	}
