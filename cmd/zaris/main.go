@@ -50,6 +50,7 @@ type options struct {
 	lostPartition   time.Duration
 	rf              int
 	password        string
+	passwordFile    string
 	aclFile         string
 	tls             tlsFiles
 	respTLS         bool
@@ -119,7 +120,8 @@ func parseOptions(args []string) (options, error) {
 		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
 	fs.IntVar(&o.rf, "rf", def.ReplicationFactor, "replication factor; every member must agree")
 	fs.IntVar(&o.minInSync, "min-insync", def.MinInSync, "fewest in-sync copies, the owner included, a write must reach; fewer refuses it")
-	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO (the user \"default\"); empty: none")
+	fs.StringVar(&o.password, "password", "", "password RESP clients must give with AUTH or HELLO (the user \"default\"); empty: none (prefer ZARIS_PASSWORD or --password-file: a command line is visible to every local user)")
+	fs.StringVar(&o.passwordFile, "password-file", "", "file holding --password, its first line")
 	fs.StringVar(&o.aclFile, "acl-file", "", "file of RESP users, one a line as in Redis's ACL files: user <name> on|off >password ~pattern +@all|+@read")
 	fs.StringVar(&o.tls.cert, "tls-cert", "", "PEM file of this node's certificate: with --tls-ca, its peers and it speak mutual TLS; with --resp-tls, RESP clients too (read again when the file changes)")
 	fs.StringVar(&o.tls.key, "tls-key", "", "PEM file of the private key of --tls-cert")
@@ -157,6 +159,20 @@ func parseOptions(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.passwordFile != "" {
+		if o.password != "" {
+			return o, errors.New("--password and --password-file are exclusive")
+		}
+		b, err := os.ReadFile(o.passwordFile)
+		if err != nil {
+			return o, fmt.Errorf("--password-file: %w", err)
+		}
+		o.password, _, _ = strings.Cut(string(b), "\n")
+		o.password = strings.TrimSuffix(o.password, "\r")
+		if o.password == "" {
+			return o, fmt.Errorf("--password-file %s: the first line is empty", o.passwordFile)
+		}
 	}
 	return o, nil
 }

@@ -213,3 +213,26 @@ func TestACLFileWithoutDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestPasswordFile checks that --password-file gives the password from a file's first line, and that it
+// and --password are exclusive.
+func TestPasswordFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(path, []byte("s3cret\r\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{"--password-file", path})
+	if err != nil || o.password != "s3cret" {
+		t.Fatalf("--password-file: %q, %v", o.password, err)
+	}
+	if _, err := parseOptions([]string{"--password-file", path, "--password", "x"}); err == nil {
+		t.Fatal("--password beside --password-file accepted")
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseOptions([]string{"--password-file", empty}); err == nil {
+		t.Fatal("an empty password file accepted")
+	}
+}
