@@ -272,10 +272,10 @@ func (l *replicaLink) maybeRejoin() {
 // rejoin returns the replica to partition p's in-sync set if it holds everything the owner has. Writes
 // wait for the replica from before the check until the decision applies or is voided (see admission).
 func (l *replicaLink) rejoin(p int, st PartitionState) {
-	cancel := l.r.startAdmission(p, l.to, st)
+	cancel, abandon := l.r.startAdmission(p, l.to, st)
 	process, ok := l.caughtUp(p, st.Epoch)
 	if !ok {
-		cancel()
+		abandon() // nothing proposed: the writes begun meanwhile need not wait for the replica
 		return
 	}
 	if hook := l.r.cfg.hooks.beforeAdmit; hook != nil {

@@ -211,12 +211,16 @@ type replication struct {
 
 // admission is a replica on its way back into a partition's in-sync set, decided at the partition's epoch
 // and InSyncIndex. While it is pending, Sync writes wait for the replica too, and one it fails to
-// acknowledge drops it, which voids the admission.
-type admission struct{ epoch, inSyncIndex uint64 }
+// acknowledge drops it, which voids the admission. It is also void once the owner found the replica
+// behind and proposed nothing.
+type admission struct {
+	epoch, inSyncIndex uint64
+	abandoned          atomic.Bool
+}
 
 // pending reports whether the admission may still apply to a partition in state st.
 func (a *admission) pending(st PartitionState) bool {
-	return st.Epoch == a.epoch && st.InSyncIndex == a.inSyncIndex
+	return !a.abandoned.Load() && st.Epoch == a.epoch && st.InSyncIndex == a.inSyncIndex
 }
 
 func newReplication(c replicationConfig) *replication {
@@ -432,8 +436,9 @@ func (r *replication) waitCopies(ctx context.Context, st PartitionState, joining
 }
 
 // startAdmission registers replica id as joining partition p's in-sync set at state st. Call cancel once
-// the admission has applied or will not be proposed.
-func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cancel func()) {
+// the admission has applied or its decision will never apply; call abandon instead when it was never
+// proposed, which also releases the writes waiting for the replica on its account.
+func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cancel, abandon func()) {
 	a := &admission{epoch: st.Epoch, inSyncIndex: st.InSyncIndex}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -441,13 +446,19 @@ func (r *replication) startAdmission(p int, id NodeID, st PartitionState) (cance
 		r.joining[p] = map[NodeID]*admission{}
 	}
 	r.joining[p][id] = a
-	return func() {
+	cancel = func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.joining[p][id] == a {
 			delete(r.joining[p], id)
 		}
 	}
+	abandon = func() {
+		a.abandoned.Store(true)
+		cancel()
+		r.link(id).wakeWaiters()
+	}
+	return cancel, abandon
 }
 
 // joiningFor returns the admissions to partition p that may still apply and forgets the others.
