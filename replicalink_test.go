@@ -377,3 +377,45 @@ func TestRejoinDoesNotHoldTheLink(t *testing.T) {
 		t.Fatalf("acknowledged revision %d while the replica has %d", rev, replica.store.revision(first))
 	}
 }
+
+// TestAbandonedAdmissionReleasesWrites checks that writes begun while an admission check runs stop
+// waiting for the replica once the check finds it behind: nothing was proposed, so the replica is not
+// coming back and no write need wait for it (before, they waited out ReplicaAckTimeout and dropped it).
+func TestAbandonedAdmissionReleasesWrites(t *testing.T) {
+	net := newReplicaNet()
+	var clusterMap atomic.Pointer[ClusterMap]
+	owner, replica := net.add(t, "a", &clusterMap), net.add(t, "b", &clusterMap)
+	probing, release := make(chan struct{}), make(chan struct{})
+	var checking atomic.Bool
+	reach := net.caller("a")
+	owner.call = func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
+		if len(req.Probe) > 0 && len(req.Ops)+len(req.Snapshots) == 0 && checking.CompareAndSwap(false, true) {
+			close(probing)
+			<-release // the admission check is slow to answer, and then finds the replica behind
+			return nil, 0, fmt.Errorf("%w: %s", errReplicaBehind, id)
+		}
+		if checking.Load() {
+			return nil, 0, fmt.Errorf("%w: %s", errReplicaBehind, id) // from the check on, the replica is behind
+		}
+		return reach(id, req, timeout)
+	}
+	m := replicatedMap(1, owner, replica)
+	m.Runtime[0].InSync = nil // out of partition 0's set: the link checks whether to admit it
+	clusterMap.Store(m)
+	owner.link("b").nudge()
+	<-probing
+	first, _ := owner.layout.PartitionSegments(0)
+	rev := owner.store.put(first, "k", []byte("v"), 0)
+	done := make(chan Status, 1)
+	go func() { done <- owner.awaitReplicas(context.Background(), first, rev, true) }()
+	link := owner.link("b")
+	waitFor(t, 10*time.Second, "the write to wait for the replica being admitted", func() bool {
+		link.lock()
+		defer link.unlock()
+		return link.acks[first] != nil
+	})
+	close(release)
+	if status := <-done; status != StatusSuccess {
+		t.Fatalf("a write begun during an admission check that failed: %v, want it acknowledged without the replica", status)
+	}
+}
