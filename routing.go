@@ -91,6 +91,15 @@ func newRouter(cfg routerConfig) *router {
 
 func (r *router) current() *routingTable { return r.table.Load() }
 
+// latest returns the routing table, first installing this node's committed map if the push of it has not
+// landed yet: a caller that saw the map commit is routed by it.
+func (r *router) latest() *routingTable {
+	if t, m := r.current(), r.clusterMap(); t == nil || m.Index > t.m.Index {
+		r.install(m, causePush)
+	}
+	return r.current()
+}
+
 // await returns the routing table once the cluster has a partition map.
 func (r *router) await(ctx context.Context) (*routingTable, error) {
 	select {
@@ -266,6 +275,10 @@ func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, wa
 	for {
 		p := t.segmentPeer[seg]
 		if p == nil {
+			if latest := n.router.latest(); latest != t {
+				t = latest // the committed map is newer than the table: its push is on its way
+				continue
+			}
 			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
 		}
 		reply, err := n.send(ctx, p, op, req)
