@@ -648,23 +648,22 @@ func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 // missingGets returns the positions of the gets answered not found, for a loader to fill, but for keys the
 // batch also writes: their items apply in order, and a load now would answer a get after a later write.
 func (w *batchWork) missingGets() []int32 {
-	var out []int32
-	var written map[string]bool
+	var missing []int32
+	for i := range w.items {
+		if w.items[i].Op == opGet && !w.replies[i].Withheld && w.replies[i].Reply.Status == StatusNotFound {
+			missing = append(missing, int32(i))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	written := map[string]bool{}
 	for i := range w.items {
 		if w.items[i].Op != opGet {
-			if written == nil {
-				written = map[string]bool{}
-			}
 			written[w.items[i].Req.Key] = true
 		}
 	}
-	for i := range w.items {
-		if w.items[i].Op == opGet && !w.replies[i].Withheld && w.replies[i].Reply.Status == StatusNotFound &&
-			!written[w.items[i].Req.Key] {
-			out = append(out, int32(i))
-		}
-	}
-	return out
+	return slices.DeleteFunc(missing, func(i int32) bool { return written[w.items[i].Req.Key] })
 }
 
 // syncWaits collects, per segment, the highest revision a batch wrote (or a read revealed) under the Sync

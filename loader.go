@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,23 +68,15 @@ type loadFlight struct {
 }
 
 func newReadThrough(cfg *Config, write func(context.Context, string, func(keyGroup)) kvReply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
-	parallel := cmpOr(cfg.LoaderConcurrency, defaultLoaderConcurrency)
+	parallel := cmp.Or(cfg.LoaderConcurrency, defaultLoaderConcurrency)
 	return &readThrough{
 		load: cfg.Loader, write: write, spawn: spawn, life: life, clock: cfg.Clock, log: log,
-		timeout:  cmpOr(cfg.LoaderTimeout, defaultLoaderTimeout),
+		timeout:  cmp.Or(cfg.LoaderTimeout, defaultLoaderTimeout),
 		negTTL:   cfg.LoaderNegativeTTL,
 		parallel: parallel,
 		slots:    make(chan struct{}, parallel),
 		flights:  map[string]*loadFlight{}, absent: map[string]time.Time{},
 	}
-}
-
-func cmpOr[T comparable](v, fallback T) T {
-	var zero T
-	if v == zero {
-		return fallback
-	}
-	return v
 }
 
 // covers reports whether a read by op of key, found missing, loads it.
