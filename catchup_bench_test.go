@@ -61,7 +61,7 @@ func BenchmarkCatchUp(b *testing.B) {
 					payload += len(key) + len(value)
 				}
 				if tc.trim {
-					owner.disk.enqueue(diskItem{snap: owner.repl.diskSnapshot(seg)})
+					owner.repl.checkpointToDisk(seg)
 					if err := owner.disk.flushedTo(context.Background(), owner.disk.mark()); err != nil {
 						b.Fatal(err)
 					}

@@ -158,7 +158,7 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 	ctx := bg(t)
 	f := writeCollections(t, n, 8, 100)
 	for seg := range n.layout.Segments {
-		n.repl.disk.enqueue(diskItem{snap: n.repl.diskSnapshot(seg)})
+		n.repl.checkpointToDisk(seg)
 	}
 	for k := range f.count {
 		if _, err := n.HDel(ctx, fmt.Sprintf("hash-%d", k), "field-3"); err != nil {

@@ -316,7 +316,7 @@ func (n *Node) recover() error {
 	n.repl.stats.recoveredOps.Add(uint64(ops))
 	n.wg.Add(1)
 	go disk.run()
-	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.repl.diskSnapshot) })
+	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.repl.checkpointToDisk) })
 	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
 	return nil
 }

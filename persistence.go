@@ -307,7 +307,7 @@ func (r *replication) replaySegment(d *diskLog, seg int) (int, error) {
 		return 0, fmt.Errorf("zaris: load snapshot of segment %d: %w", seg, err)
 	}
 	if ok {
-		r.installSnapshotEntries(seg, snap.Revision, snap.Epoch, snap.Entries)
+		r.installSnapshotEntries(seg, snap.Revision, snap.Epoch, snap.Entries, false)
 	}
 	ops, err := d.store.Ops(uint32(seg), snap.Revision, 0)
 	if err != nil {
@@ -329,11 +329,11 @@ func (r *replication) replaySegment(d *diskLog, seg int) (int, error) {
 
 // trim bounds the disk log: a segment whose log outgrows DiskRetainBytes, or whose oldest op is older than
 // DiskRetainAge, is snapshotted and its covered ops dropped.
-func (d *diskLog) trim(snapshotOf func(seg int) *durability.Snapshot) {
+func (d *diskLog) trim(checkpoint func(seg int)) {
 	now := d.cfg.Clock.Now()
 	for seg := 0; seg < d.cfg.Segments; seg++ {
 		if d.needsTrim(seg, now) {
-			d.enqueue(diskItem{snap: snapshotOf(seg)})
+			checkpoint(seg)
 		}
 	}
 }

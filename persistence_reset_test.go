@@ -3,6 +3,7 @@ package zaris
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -89,6 +90,56 @@ func TestPersistenceDiscardedCopyStaysDiscarded(t *testing.T) {
 	checkReloaded(t, restarted, seg, dropped, kept)
 	if line := restarted.repl.lines[seg].Load(); line != epoch {
 		t.Fatalf("reloaded segment %d follows the history of epoch %d; its last writes were under epoch %d", seg, line, epoch)
+	}
+}
+
+// TestPersistenceReplacementsRaceWrites replaces a segment's copy, and checkpoints it to disk, over and
+// over while writes to the segment go on: the disk log must take every op in order, without a gap, and a
+// restart must reload the segment exactly as memory held it.
+func TestPersistenceReplacementsRaceWrites(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, func(cfg *Config) { cfg.DataDir = t.TempDir() })
+	n := c.node(0)
+	keys, seg := taggedKeys(n, 64)
+	p := n.layout.SegmentPartition(seg)
+	epoch := n.ClusterMap().Runtime[p].Epoch
+	ctx := bg(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	const writers = 4
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ; i += writers {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := n.Put(ctx, keys[i%len(keys)], []byte("v"), WithWriteConcern(Async)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 400 {
+		if i%2 == 0 {
+			n.repl.discard(p, epoch)
+		} else {
+			n.repl.checkpointToDisk(seg)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := n.disk.flushedTo(ctx, n.disk.mark()); err != nil {
+		t.Fatalf("the disk log refused the ops of a segment replaced amid writes: %v", err)
+	}
+	want := n.SegmentDigest(seg)
+	c.kill(0)
+	if got := c.restart(0).SegmentDigest(seg); got != want {
+		t.Fatalf("segment %d reloaded as %+v; before the restart it was %+v", seg, got, want)
 	}
 }
 

@@ -657,11 +657,7 @@ func (r *replication) replaceSegment(seg int, revision, epoch uint64, snap []dur
 	r.replaced[seg].begun.Add(1)
 	defer r.replaced[seg].done.Add(1)
 	r.log.Debug("segment replaced", "segment", seg, "revision", revision, "epoch", epoch, "entries", len(snap))
-	r.installSnapshotEntries(seg, revision, epoch, snap)
-	if r.disk != nil {
-		r.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
-			Segment: uint32(seg), Revision: revision, Epoch: epoch, Entries: snap}})
-	}
+	r.installSnapshotEntries(seg, revision, epoch, snap, r.disk != nil)
 }
 
 // relogOps adds ops, consecutive ones of one segment, to the op log, which refused them with err. Ops
@@ -686,13 +682,21 @@ func (r *replication) restartOpLog(seg int, revision uint64) {
 	}
 }
 
-// installSnapshotEntries replaces a segment's content in memory and restarts its op log after revision.
-func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, snap []durability.Entry) {
-	r.store.restore(seg, revision, snap)
-	r.unstage(seg) // pieces of an older snapshot never complete this copy
-	r.lines[seg].Store(epoch)
-	r.restartOpLog(seg, revision)
-	r.raiseFence(r.layout.SegmentPartition(seg), epoch)
+// installSnapshotEntries replaces a segment's content in memory, restarts its op log after revision and,
+// when persist is set, queues the snapshot for the disk log. All of it happens under the segment's lock,
+// as a write does, so no write of the segment lands between them: an op written after the snapshot never
+// reaches either log before it.
+func (r *replication) installSnapshotEntries(seg int, revision, epoch uint64, snap []durability.Entry, persist bool) {
+	r.store.restoreThen(seg, revision, snap, func() {
+		r.unstage(seg) // pieces of an older snapshot never complete this copy
+		r.lines[seg].Store(epoch)
+		r.restartOpLog(seg, revision)
+		r.raiseFence(r.layout.SegmentPartition(seg), epoch)
+		if persist {
+			r.disk.enqueue(diskItem{replace: true, snap: &durability.Snapshot{
+				Segment: uint32(seg), Revision: revision, Epoch: epoch, Entries: snap}})
+		}
+	})
 }
 
 // raiseFence records that epoch was seen for partition p.
@@ -705,10 +709,14 @@ func (r *replication) raiseFence(p int, epoch uint64) {
 	}
 }
 
-// diskSnapshot copies a segment in the durability format.
-func (r *replication) diskSnapshot(seg int) *durability.Snapshot {
-	s := r.takeSnapshot(seg, 0)
-	return &durability.Snapshot{Segment: uint32(seg), Revision: s.Revision, Epoch: r.lines[seg].Load(), Entries: s.Entries}
+// checkpointToDisk queues a snapshot of segment seg for the disk log. It is taken and queued under the
+// segment's lock, so it lands after every op it covers and before every later one, and no replacement of
+// the segment comes between.
+func (r *replication) checkpointToDisk(seg int) {
+	r.store.snapshotThen(seg, func(revision uint64, entries []durability.Entry) {
+		r.disk.enqueue(diskItem{snap: &durability.Snapshot{
+			Segment: uint32(seg), Revision: revision, Epoch: r.lines[seg].Load(), Entries: entries}})
+	})
 }
 
 // takeSnapshot copies a segment, as this node's copy under epoch.

@@ -874,10 +874,17 @@ func (s *store) revision(segment int) uint64 {
 // instant) and its revision, consistently. A collection is encoded under the lock, since it changes in
 // place, into one or more entries (snapshotEntries).
 func (s *store) snapshot(segment int) (revision uint64, entries []durability.Entry) {
+	s.snapshotThen(segment, func(rev uint64, e []durability.Entry) { revision, entries = rev, e })
+	return revision, entries
+}
+
+// snapshotThen takes a snapshot as snapshot does and hands it to fn before the segment's lock is
+// released, so that no write of the segment comes between the two.
+func (s *store) snapshotThen(segment int, fn func(revision uint64, entries []durability.Entry)) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	defer s.runlock(seg)
-	entries = make([]durability.Entry, 0, seg.entries.len())
+	entries := make([]durability.Entry, 0, seg.entries.len())
 	for k, e := range seg.entries.all() {
 		if e.coll() != nil {
 			entries = snapshotEntries(entries, k, e)
@@ -885,12 +892,18 @@ func (s *store) snapshot(segment int) (revision uint64, entries []durability.Ent
 		}
 		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expiry(), Version: e.version})
 	}
-	return seg.revision, entries
+	fn(seg.revision, entries)
 }
 
 // restore replaces the segment's whole content with a snapshot taken at revision. The entries of one
 // collection are joined.
 func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
+	s.restoreThen(segment, revision, snap, func() {})
+}
+
+// restoreThen restores as restore does and runs then before the segment's lock is released, so that no
+// write of the segment comes between the two.
+func (s *store) restoreThen(segment int, revision uint64, snap []durability.Entry, then func()) {
 	entries := newKeyTable()
 	for i := range snap {
 		d := &snap[i]
@@ -927,6 +940,7 @@ func (s *store) restore(segment int, revision uint64, snap []durability.Entry) {
 	seg.expiring.Store(expiring)
 	seg.revision = revision
 	seg.torn = false // the snapshot replaced whatever a write left half done
+	then()
 }
 
 // Digest summarises one segment's content so copies can be compared cheaply: the revision plus an
