@@ -199,8 +199,9 @@ type Config struct {
 	// recent watch and near-cache polls may read next, and its newest 64. Default 4096.
 	OpLogRetain int
 	// OpLogRetainBytes bounds the memory those ops take on a node, shared equally by the segments (each
-	// keeps at least its newest op). Default 64 MiB: up to about 64 KiB of recent writes a segment, which
-	// covers a replica cut off for seconds under heavy writes; one behind longer gets the segment whole.
+	// keeps at least its newest op). Default 64 MiB, or an eighth of MaxMemory when that is less: up to
+	// about 64 KiB of recent writes a segment, which covers a replica cut off for seconds under heavy
+	// writes; one behind longer gets the segment whole.
 	OpLogRetainBytes int64
 	// MaxWatchers bounds the watchers (Watch, WatchTag) this node serves as owner; one more is refused with
 	// ErrTooManyWatchers. A watcher counts from its first poll until it has not polled for three
@@ -236,6 +237,17 @@ type Config struct {
 	LoaderConcurrency int
 	// LoaderTimeout bounds one load. Default 10s.
 	LoaderTimeout time.Duration
+	// MaxMemory bounds, in bytes, what the node keeps of the cluster's data: the copies of the partitions
+	// it owns and replicates, the in-memory op log (OpLogRetainBytes) and the near cache
+	// (NearCache.MaxBytes). What the last two may hold is set aside first, and the rest is shared by the
+	// partition copies the node holds (memory.go). The owner of a partition refuses a write that would grow
+	// it past its share with ErrOutOfMemory. Zero: no bound. It must be at least twice what the op log and
+	// near cache may hold. Set it alike on every node: an owner sizes a partition's share for its replicas
+	// too.
+	MaxMemory int64
+	// EvictionPolicy says what a node does when a write would pass MaxMemory. "noeviction" (the default,
+	// and the only policy so far) refuses the write.
+	EvictionPolicy string
 	// DisableMetrics stops counting and timing each operation, which the zaris_operations_total and
 	// zaris_operation_duration_seconds series report (metrics.go); every other series reads state and
 	// stays. The counting costs a few atomic adds and two clock reads per operation.
@@ -356,7 +368,6 @@ func DefaultConfig() Config {
 		ReplicaAckTimeout:    time.Second,
 		MinInSync:            1,
 		OpLogRetain:          4096,
-		OpLogRetainBytes:     64 << 20,
 		WatchBufferEvents:    256,
 		WatchBufferBytes:     1 << 20,
 		WatchPoll:            2 * time.Second,
@@ -396,6 +407,15 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.withWatchDefaults()
+	if c.OpLogRetainBytes == 0 {
+		c.OpLogRetainBytes = defaultOpLogRetainBytes
+		if c.MaxMemory > 0 {
+			c.OpLogRetainBytes = min(defaultOpLogRetainBytes, max(1, c.MaxMemory/8))
+		}
+	}
+	if c.EvictionPolicy == "" {
+		c.EvictionPolicy = EvictionNoEviction
+	}
 	if c.RESPMaxQueryBuffer == 0 {
 		c.RESPMaxQueryBuffer = 2*c.MaxValueSize + 1<<20
 	}
@@ -404,6 +424,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// defaultOpLogRetainBytes is OpLogRetainBytes's default when MaxMemory does not lower it.
+const defaultOpLogRetainBytes = 64 << 20
 
 // defaultMaxWatchers is the most watchers a node serves when Config.MaxWatchers is zero.
 const defaultMaxWatchers = 128
@@ -500,6 +523,13 @@ func (c Config) Validate() error {
 		return bad("DiskQueueBytes %d must be at least 1", c.DiskQueueBytes)
 	case c.OpLogRetain < 1 || c.OpLogRetainBytes < 1:
 		return bad("OpLogRetain %d and OpLogRetainBytes %d must be at least 1", c.OpLogRetain, c.OpLogRetainBytes)
+	case c.MaxMemory < 0:
+		return bad("MaxMemory %d must not be negative", c.MaxMemory)
+	case c.MaxMemory > 0 && c.MaxMemory < minMaxMemory(c.OpLogRetainBytes+c.NearCache.MaxBytes):
+		return bad("MaxMemory %d must be at least twice what the in-memory op log and near cache may hold (%d bytes): "+
+			"lower OpLogRetainBytes or NearCache.MaxBytes", c.MaxMemory, c.OpLogRetainBytes+c.NearCache.MaxBytes)
+	case c.EvictionPolicy != EvictionNoEviction:
+		return bad("EvictionPolicy %q is not supported: the policy is %q", c.EvictionPolicy, EvictionNoEviction)
 	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
 		return bad("FailoverTimeout and DeadServerTimeout must be positive")
 	case c.LostPartitionTimeout < c.EvictionTimeout:

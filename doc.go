@@ -161,6 +161,22 @@
 // LoaderConcurrency at a time; gets of a key the same batch writes, and reads within a RESP MULTI/EXEC or
 // a command on several keys, do not load.
 //
+// # A memory bound
+//
+// Config.MaxMemory bounds what a node keeps of the cluster's data. What the in-memory op log and the near
+// cache may hold is set aside first; the rest, the data budget, is shared by the partition copies the node
+// holds, owned or replicated. Each partition's share is the budget divided by the copies kept by its most
+// loaded holder, so every copy of it fits every node that holds one, and the owner, which decides every
+// write of the partition, enforces it alone: a write that would grow the partition past its share is
+// refused with ErrOutOfMemory (RESP: -OOM), writing nothing, while reads, deletes and expiries are served.
+// Writes admitted to one partition at the same instant may pass its share together by one write each.
+// The trade-off of shares is that one partition cannot borrow another's room: a value larger than a
+// share is refused on a node with room elsewhere, so MaxMemory should be many times the partitions a node
+// holds times the largest value. Shares follow the map: a failed node's copies move to the others, whose
+// shares shrink. The policy is noeviction: nothing acknowledged is ever dropped to make room. MaxMemory
+// counts the store's estimate of its entries (keys, values, per-entry and per-element overheads), not
+// the Go heap as a whole; CONFIG SET maxmemory changes it on one node at run time.
+//
 // # Scans
 //
 // Scan iterates over the keys of the whole cluster. Every key has a position, its slot followed by a hash of

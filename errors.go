@@ -53,6 +53,9 @@ var (
 	// ErrLoadFailed: a read found its key missing and Config.Loader failed to load it, or the caller gave up
 	// waiting for the load. The loader's error reaches the caller as text after it; nothing was stored.
 	ErrLoadFailed = errors.New("zaris: load failed")
+	// ErrOutOfMemory: a write that would grow memory was refused, as its partition holds its share of
+	// Config.MaxMemory and the eviction policy (noeviction) frees nothing. Reads and deletes are served.
+	ErrOutOfMemory = errors.New("zaris: out of memory: the write would exceed MaxMemory")
 	// ErrNotDrained: Leave's context ended before rebalancing had moved this node's partitions away (no
 	// leader, or nowhere to move them). Where the node held the only live copy of a partition it left as a
 	// failed node, not as one that said goodbye, and the error names how many such partitions it took along.

@@ -33,6 +33,9 @@ func (sg *storeGroup) apply(op transport.Op, req *kvRequest) (kvReply, bool) {
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal, false
 	}
+	if sg.lim.refusesGrowth(k, sg.seg, req) {
+		return kvReply{Status: StatusOutOfMemory}, false
+	}
 	reply := k.apply(sg.g, sg.seg, *req, sg.lim)
 	if sg.g.takeRefusal() {
 		return kvReply{Status: StatusTooLarge}, true

@@ -94,6 +94,7 @@ type metricDescs struct {
 	raftApplied, raftLastContact, members     *prometheus.Desc
 	leaderless, leaderlessAlarm               *prometheus.Desc
 	storeBytes, keys, oplogBytes, bufferBytes *prometheus.Desc
+	maxMemory, oomRefusals                    *prometheus.Desc
 	expiringKeys, expiredKeys                 *prometheus.Desc
 	nearBytes, nearOps, loads                 *prometheus.Desc
 	respConns, dataConns                      *prometheus.Desc
@@ -143,7 +144,9 @@ func newMetricDescs(node NodeID) metricDescs {
 		storeBytes:        d("store_bytes", "Estimated memory of the stored entries: keys, values and per-entry overhead."),
 		keys:              d("keys", "Keys held on this node, owned or replicated, expired ones not yet reclaimed included."),
 		expiringKeys:      d("keys_with_ttl", "Keys held on this node that have a TTL."),
-		expiredKeys:       d("expired_keys_total", "Keys this node expired as their owner. Zaris never evicts a key: it has no memory limit."),
+		expiredKeys:       d("expired_keys_total", "Keys this node expired as their owner."),
+		maxMemory:         d("max_memory_bytes", "Config.MaxMemory as it stands (CONFIG SET may change it); 0 for no bound."),
+		oomRefusals:       d("out_of_memory_refusals_total", "Writes this node refused as owner because their partition held its share of MaxMemory."),
 		oplogBytes:        d("oplog_bytes", "Bytes of recent ops the op log keeps in memory for replicas, watchers and near caches."),
 		bufferBytes:       d("data_port_buffered_bytes", "Bytes of requests the data port has read and not yet handed to a handler."),
 		nearBytes:         d("near_cache_bytes", "Bytes the near cache holds."),
@@ -162,7 +165,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots, d.moveBytes,
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
-		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes,
+		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes, d.maxMemory, d.oomRefusals,
 		d.nearBytes, d.nearOps, d.loads, d.respConns, d.dataConns, d.panics,
 	} {
 		ch <- desc
@@ -342,6 +345,8 @@ func (c *collector) collectControl(ch chan<- prometheus.Metric) {
 func (c *collector) collectMemory(ch chan<- prometheus.Metric) {
 	src := &c.src
 	gauge(ch, c.d.storeBytes, float64(src.store.bytes()))
+	gauge(ch, c.d.maxMemory, float64(src.store.budget.limit()))
+	counter(ch, c.d.oomRefusals, src.store.budget.refused())
 	gauge(ch, c.d.keys, float64(src.store.len()))
 	gauge(ch, c.d.expiringKeys, float64(src.store.expiringLen()))
 	counter(ch, c.d.expiredKeys, src.expired())

@@ -120,6 +120,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			vacated:     map[NodeID]time.Time{},
 		},
 	}
+	n.store.budget = newMemoryBudget(&n.cfg, layout, n.store.segmentBytes)
 	n.leaderless = leaderWatch{after: leaderlessElections * max(cfg.Timing.RaftElection, cfg.Timing.RaftHeartbeat), log: n.log}
 	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
@@ -278,6 +279,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.failovers.note(old, next, n.cfg.Clock.Now())
 	n.router.install(next, causePush)
+	n.store.budget.mapChanged(next)
 	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
 	n.repl.wakeWaiters()
 	n.watches.remapped()
@@ -641,7 +643,7 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision u
 
 // opLimits are the limits key operations run under on this node.
 func (n *Node) opLimits() opLimits {
-	return opLimits{maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
+	return opLimits{memory: n.store.budget, maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
 }
 
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before

@@ -23,6 +23,9 @@ type keyOperation struct {
 	// txnOnly: the operation runs only as an item of a transaction (opTxn), whose atomic group holds the
 	// segment from its lock checks to its writes.
 	txnOnly bool
+	// grows: the operation may add data, so its owner refuses it once the partition holds its share of
+	// MaxMemory (memory.go). Deletes, expiries and the later steps of a transaction never are.
+	grows bool
 }
 
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
@@ -32,6 +35,7 @@ type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
+	memory        *memoryBudget // refuses growing operations past MaxMemory; nil: no bound
 	maxValueSize  int
 	maxReplyBytes int    // what a collection read may answer
 	layout        Layout // where keys live, for an operation on several keys
@@ -41,54 +45,54 @@ type opLimits struct {
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
 	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
-	opPut:     {name: "put", reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
+	opPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
 	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
-	opIncr:    {name: "incr", reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
+	opIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
 	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire"}, apply: applyExpire},
 	opPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
 	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
 	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists"}, apply: applyExists},
-	opPutIf:   {name: "putif", reveals: revealsUnmetCondition, resp: []string{"set"}, apply: applyPutIf},
+	opPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
 	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
 	opNearGet:         {name: "nearget", readOnly: true, reveals: revealsAlways, apply: applyNearGet},
-	opPutIfVersion:    {name: "putifversion", reveals: revealsUnmetVersion, apply: applyPutIfVersion},
+	opPutIfVersion:    {name: "putifversion", grows: true, reveals: revealsUnmetVersion, apply: applyPutIfVersion},
 	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
 
-	opIncrByFloat: {name: "incrbyfloat", reveals: revealsNotFound, resp: []string{"incrbyfloat"}, apply: applyIncrByFloat},
-	opAppend:      {name: "append", reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
+	opIncrByFloat: {name: "incrbyfloat", grows: true, reveals: revealsNotFound, resp: []string{"incrbyfloat"}, apply: applyIncrByFloat},
+	opAppend:      {name: "append", grows: true, reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
 	opGetDel:      {name: "getdel", reveals: revealsNotFound, resp: []string{"getdel"}, apply: applyGetDel},
 	// getex reads without writing when it keeps the expiry: that success reveals the value.
 	opGetEx: {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
 	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
-	opSetRange: {name: "setrange", reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
+	opSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 
 	opCheckVersion: {name: "checkversion", readOnly: true, reveals: revealsAlways, apply: applyCheckVersion},
 	opTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
-	opIntent:       {name: "intent", reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
+	opIntent:       {name: "intent", grows: true, reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
 	opResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
 	opDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
 	opForget:       {name: "forget", reveals: revealsNotFound, ownLocks: true, apply: applyForget},
 
-	opHSet:    {name: "hset", reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
+	opHSet:    {name: "hset", grows: true, reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
 	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},
 	opHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
 	opHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
 	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall"}, apply: applyHGetAll},
 	opHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
-	opHIncrBy: {name: "hincrby", reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
+	opHIncrBy: {name: "hincrby", grows: true, reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
 	opHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},
 
-	opSAdd:      {name: "sadd", reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
+	opSAdd:      {name: "sadd", grows: true, reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
 	opSRem:      {name: "srem", reveals: revealsUnwritten, resp: []string{"srem"}, apply: collectionOp(applySRem)},
 	opSMembers:  {name: "smembers", readOnly: true, reveals: revealsAlways, resp: []string{"smembers"}, apply: applySMembers},
 	opSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
 	opSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
 
-	opLPush:  {name: "lpush", reveals: revealsUnwritten, resp: []string{"lpush"}, apply: collectionOp(applyPush(true, "lpush"))},
-	opRPush:  {name: "rpush", reveals: revealsUnwritten, resp: []string{"rpush"}, apply: collectionOp(applyPush(false, "rpush"))},
+	opLPush:  {name: "lpush", grows: true, reveals: revealsUnwritten, resp: []string{"lpush"}, apply: collectionOp(applyPush(true, "lpush"))},
+	opRPush:  {name: "rpush", grows: true, reveals: revealsUnwritten, resp: []string{"rpush"}, apply: collectionOp(applyPush(false, "rpush"))},
 	opLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
 	opRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
 	opLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},
@@ -96,13 +100,18 @@ var keyOps = [...]keyOperation{
 	opLIndex: {name: "lindex", readOnly: true, reveals: revealsAlways, resp: []string{"lindex"}, apply: applyLIndex},
 	opLTrim:  {name: "ltrim", reveals: revealsUnwritten, resp: []string{"ltrim"}, apply: collectionOp(applyLTrim)},
 
-	opZAdd:    {name: "zadd", reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
+	opZAdd:    {name: "zadd", grows: true, reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
 	opZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
 	opZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
 	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange"}, apply: applyZRange},
 	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
 	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
-	opZIncrBy: {name: "zincrby", reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
+	opZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
+}
+
+// refusesGrowth reports whether the memory bound refuses operation k of req on segment seg.
+func (lim *opLimits) refusesGrowth(k *keyOperation, seg int, req *kvRequest) bool {
+	return k.grows && !lim.memory.admits(seg, req.footprint())
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.

@@ -310,6 +310,9 @@ func (c *respConn) ownKeys(keys [][]byte) (int, bool) {
 	return c.ownKey(string(keys[0]))
 }
 
+// respOOMError is Redis's reply to a write refused under maxmemory.
+const respOOMError = "OOM command not allowed when used memory > 'maxmemory'."
+
 // refuse writes the Redis Cluster reply for a status that keeps the node from serving slot.
 func (c *respConn) refuse(slot uint16, reply kvReply) {
 	switch reply.Status {
@@ -333,6 +336,8 @@ func (c *respConn) refuse(slot uint16, reply kvReply) {
 		c.wr.error(respInternalError)
 	case StatusLoadFailed:
 		c.wr.error("ERR load failed: " + string(reply.Value))
+	case StatusOutOfMemory:
+		c.wr.error(respOOMError)
 	case StatusUnconfirmed:
 		c.wr.error("UNCONFIRMED The write was applied but ownership of hash slot " + strconv.Itoa(int(slot)) +
 			" changed before its replicas confirmed it; it may or may not survive")
@@ -1058,6 +1063,39 @@ func (c *respConn) writeCommandInfo(cmd *respCommand) {
 	c.wr.array(0) // subcommands
 }
 
+// configSet changes the parameters CONFIG SET may change at run time: maxmemory, and maxmemory-policy to
+// the policy it has. Like Redis, it changes all of them or none.
+func (c *respConn) configSet(pairs [][]byte) {
+	limit := int64(-1)
+	for i := 0; i < len(pairs); i += 2 {
+		name, value := strings.ToLower(string(pairs[i])), string(pairs[i+1])
+		switch name {
+		case "maxmemory":
+			n, err := ParseMemorySize(value)
+			if err != nil {
+				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument couldn't be parsed into an integer")
+				return
+			}
+			limit = n
+		case "maxmemory-policy":
+			if !strings.EqualFold(value, EvictionNoEviction) {
+				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - this server evicts nothing: the policy is " + EvictionNoEviction)
+				return
+			}
+		default:
+			c.wr.error("ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'")
+			return
+		}
+	}
+	if limit >= 0 {
+		if err := c.srv.memory.setMax(limit); err != nil {
+			c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - " + err.Error())
+			return
+		}
+	}
+	c.wr.ok()
+}
+
 // respConfig answers CONFIG GET with the endpoint's real limits and harmless values for the rest, so tools
 // that read settings at start-up carry on. requirepass reads empty: no client learns a password from it.
 func (c *respConn) respConfig() [][2]string {
@@ -1066,8 +1104,8 @@ func (c *respConn) respConfig() [][2]string {
 		{"appendonly", "no"},
 		{"save", ""},
 		{"databases", "1"},
-		{"maxmemory", "0"},
-		{"maxmemory-policy", "noeviction"},
+		{"maxmemory", strconv.FormatInt(s.memory.limit(), 10)},
+		{"maxmemory-policy", EvictionNoEviction},
 		{"timeout", strconv.FormatInt(int64(s.timeouts.idle/time.Second), 10)},
 		{"maxclients", strconv.Itoa(s.maxClients)},
 		{"cluster-enabled", "yes"},
@@ -1096,7 +1134,11 @@ func (c *respConn) cmdConfig(args [][]byte) {
 		}
 	case isSubcommand(sub, "RESETSTAT") && len(args) == 2:
 		c.wr.ok()
-	case isSubcommand(sub, "SET"), isSubcommand(sub, "REWRITE"):
+	case isSubcommand(sub, "SET") && len(args) >= 4 && len(args)%2 == 0:
+		c.configSet(args[2:])
+	case isSubcommand(sub, "SET"):
+		c.wr.error("ERR wrong number of arguments for 'config|set' command")
+	case isSubcommand(sub, "REWRITE"):
 		c.wr.error("ERR CONFIG " + strings.ToUpper(string(sub)) + " is not supported by this server")
 	default:
 		c.unknownSubcommand("config", sub)

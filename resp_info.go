@@ -211,8 +211,8 @@ func (r *infoRun) memory(w *infoText) {
 	if total, ok := systemMemory(); ok {
 		w.bytes("total_system_memory", total)
 	}
-	w.bytes("maxmemory", 0)
-	w.field("maxmemory_policy", "noeviction")
+	w.bytes("maxmemory", uint64(r.c.srv.memory.limit()))
+	w.field("maxmemory_policy", EvictionNoEviction)
 	w.float("mem_fragmentation_ratio", ratio(rss, used), 2)
 	w.field("mem_allocator", runtime.Version())
 }
@@ -256,7 +256,7 @@ func (r *infoRun) stats(w *infoText) {
 	w.float("instantaneous_output_kbps", rates.outputKbps, 2)
 	w.uint("rejected_connections", s.info.rejected.Load())
 	w.uint("expired_keys", s.owner.expiredKeys())
-	w.int("evicted_keys", 0) // Zaris has no memory limit and never evicts a key
+	w.int("evicted_keys", 0) // under noeviction, the only policy, no key is ever evicted
 	w.uint("keyspace_hits", t.hits)
 	w.uint("keyspace_misses", t.misses)
 	w.int("tracking_total_keys", int64(s.trackedKeys()))

@@ -53,6 +53,9 @@ type respServer struct {
 	control func() controlHealth
 	// recover is the node's RecoverControlPlane, for the RECOVER command.
 	recover func(context.Context) (RecoveryReport, error)
+	// memory is the node's bound on what it stores, which INFO reports and CONFIG SET maxmemory changes;
+	// nil for an endpoint without a node, which has no bound.
+	memory *memoryBudget
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -75,6 +78,7 @@ func (n *Node) startRESP() error {
 	s.tracking = n.tracking
 	s.control = n.controlHealth
 	s.recover = n.RecoverControlPlane
+	s.memory = n.store.budget
 	s.contain = n.containPanic
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, n.cfg.RESPTLS)

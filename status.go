@@ -48,6 +48,9 @@ const (
 	// StatusLoadFailed: the key was missing and Config.Loader failed to load it; the reply's Value holds the
 	// loader's error text.
 	StatusLoadFailed
+	// StatusOutOfMemory: the write would grow the partition past its share of Config.MaxMemory, and the
+	// eviction policy frees nothing; nothing was written.
+	StatusOutOfMemory
 )
 
 var statusNames = [...]string{
@@ -69,6 +72,7 @@ var statusNames = [...]string{
 	StatusLocked:               "Locked",
 	StatusInternal:             "Internal",
 	StatusLoadFailed:           "LoadFailed",
+	StatusOutOfMemory:          "OutOfMemory",
 }
 
 func (s Status) String() string {
@@ -133,6 +137,8 @@ func (s Status) err() error {
 		return ErrInternal
 	case StatusLoadFailed:
 		return ErrLoadFailed
+	case StatusOutOfMemory:
+		return ErrOutOfMemory
 	}
 	return fmt.Errorf("zaris: unknown status %d", uint8(s))
 }

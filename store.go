@@ -257,6 +257,8 @@ type store struct {
 	// maxGroupBytes bounds the ops of an atomic group, which travel to replicas as one op in one frame
 	// (groupWriteBytes counts them); 0 for no bound.
 	maxGroupBytes int
+	// budget bounds what the segments hold (Config.MaxMemory); nil: no bound.
+	budget *memoryBudget
 }
 
 // groupOpOverhead is what an op of an atomic group takes besides its key and value: its fixed fields as
@@ -447,6 +449,9 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 	v := &s.views[seg]
 	if !k.ownLocks && v.lockedBy(seg, req.Key) != "" {
 		return kvReply{Status: StatusLocked}
+	}
+	if lim.refusesGrowth(k, seg, &req) {
+		return kvReply{Status: StatusOutOfMemory}
 	}
 	return k.apply(v, seg, req, lim)
 }
@@ -763,6 +768,9 @@ func (s *store) bytes() int64 {
 	}
 	return n
 }
+
+// segmentBytes estimates what segment seg's entries take, as bytes does.
+func (s *store) segmentBytes(seg int) int64 { return s.segments[seg].bytes.Load() }
 
 // expiringLen counts the stored entries with a TTL, expired ones not yet reclaimed included.
 func (s *store) expiringLen() int {

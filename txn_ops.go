@@ -79,6 +79,8 @@ func applyTxn(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 			return invalidArgs(fmt.Sprintf("ERR transaction item %d: key %q is reserved", i, key))
 		case lim.layout.KeySegment(key) != seg:
 			return invalidArgs(fmt.Sprintf("ERR transaction item %d: key %q is in another segment than %q", i, key, req.Key))
+		case lim.refusesGrowth(k, seg, &items[i].req):
+			return kvReply{Status: StatusOutOfMemory, Int: int64(i)} // nothing is written
 		}
 	}
 	var reply kvReply

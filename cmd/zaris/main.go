@@ -60,6 +60,8 @@ type options struct {
 	commandTimeout  time.Duration
 	authTimeout     time.Duration
 	maxValueSize    int
+	maxMemory       int64
+	evictionPolicy  string
 	maxQueryBuffer  int
 	gossipKey       string
 	timing          string
@@ -150,6 +152,12 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.http.pprof, "pprof", false, "also serve net/http/pprof under /debug/pprof/ on --http-addr")
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", 20, "how far the heap may grow between collections, in percent of the live data (at least 16 MiB, at most "+
 		"Go's GOGC=100); 0, or GOGC set in the environment, leaves the collector to GOGC")
+	fs.Func("maxmemory", "bound on the data this node keeps, in Redis's units (100mb, 2gb); writes past it are refused with -OOM; 0: none", func(v string) error {
+		n, err := zaris.ParseMemorySize(v)
+		o.maxMemory = n
+		return err
+	})
+	fs.StringVar(&o.evictionPolicy, "maxmemory-policy", zaris.EvictionNoEviction, "what a write past --maxmemory does: noeviction refuses it")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -231,6 +239,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.RESPAuthTimeout = o.authTimeout
 	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
 	cfg.MaxValueSize = o.maxValueSize
+	cfg.MaxMemory, cfg.EvictionPolicy = o.maxMemory, o.evictionPolicy
 	cfg.MaxFrameSize = max(cfg.MaxFrameSize, o.maxValueSize+64<<10) // a value must fit in a data-plane frame
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf
