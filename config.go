@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -245,8 +247,9 @@ type Config struct {
 	// near cache may hold. Set it alike on every node: an owner sizes a partition's share for its replicas
 	// too.
 	MaxMemory int64
-	// EvictionPolicy says what a node does when a write would pass MaxMemory. "noeviction" (the default,
-	// and the only policy so far) refuses the write.
+	// EvictionPolicy says what a node does when a write would pass MaxMemory, by Redis's name for it:
+	// "noeviction" (the default) refuses the write; "allkeys-random", "volatile-random" and
+	// "volatile-ttl" evict keys of the write's partition first (memory.go).
 	EvictionPolicy string
 	// DisableMetrics stops counting and timing each operation, which the zaris_operations_total and
 	// zaris_operation_duration_seconds series report (metrics.go); every other series reads state and
@@ -528,8 +531,8 @@ func (c Config) Validate() error {
 	case c.MaxMemory > 0 && c.MaxMemory < minMaxMemory(c.OpLogRetainBytes+c.NearCache.MaxBytes):
 		return bad("MaxMemory %d must be at least twice what the in-memory op log and near cache may hold (%d bytes): "+
 			"lower OpLogRetainBytes or NearCache.MaxBytes", c.MaxMemory, c.OpLogRetainBytes+c.NearCache.MaxBytes)
-	case c.EvictionPolicy != EvictionNoEviction:
-		return bad("EvictionPolicy %q is not supported: the policy is %q", c.EvictionPolicy, EvictionNoEviction)
+	case !slices.Contains(evictionPolicies, c.EvictionPolicy):
+		return bad("EvictionPolicy %q is none of %s", c.EvictionPolicy, strings.Join(evictionPolicies, ", "))
 	case c.FailoverTimeout <= 0 || c.DeadServerTimeout <= 0:
 		return bad("FailoverTimeout and DeadServerTimeout must be positive")
 	case c.LostPartitionTimeout < c.EvictionTimeout:

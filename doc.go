@@ -167,15 +167,24 @@
 // cache may hold is set aside first; the rest, the data budget, is shared by the partition copies the node
 // holds, owned or replicated. Each partition's share is the budget divided by the copies kept by its most
 // loaded holder, so every copy of it fits every node that holds one, and the owner, which decides every
-// write of the partition, enforces it alone: a write that would grow the partition past its share is
-// refused with ErrOutOfMemory (RESP: -OOM), writing nothing, while reads, deletes and expiries are served.
+// write of the partition, enforces it alone. A write that would grow the partition past its share first
+// makes room by the eviction policy (Config.EvictionPolicy, Redis's names): allkeys-random evicts random
+// keys of the partition, volatile-random random keys with a TTL, volatile-ttl the key with a TTL expiring
+// soonest among a few sampled. Under noeviction, the default, or when the policy finds nothing to evict,
+// the write is refused with ErrOutOfMemory (RESP: -OOM), writing nothing; reads, deletes and expiries are
+// always served. An eviction is a write of its own, at the next revision of the key's segment: replicas,
+// the disk log and watchers (WatchEvict) receive it in order like a delete, so no failover or move brings
+// an evicted key back once a read could have missed it. What an acknowledged write survives is unchanged,
+// except that under an evicting policy the key may later be evicted: a read then finds it missing, or
+// loads it with Config.Loader.
+//
 // Writes admitted to one partition at the same instant may pass its share together by one write each.
-// The trade-off of shares is that one partition cannot borrow another's room: a value larger than a
-// share is refused on a node with room elsewhere, so MaxMemory should be many times the partitions a node
-// holds times the largest value. Shares follow the map: a failed node's copies move to the others, whose
-// shares shrink. The policy is noeviction: nothing acknowledged is ever dropped to make room. MaxMemory
-// counts the store's estimate of its entries (keys, values, per-entry and per-element overheads), not
-// the Go heap as a whole; CONFIG SET maxmemory changes it on one node at run time.
+// The trade-off of shares is that one partition cannot borrow another's room: a value larger than a share
+// is refused on a node with room elsewhere, so MaxMemory should be many times the partitions a node holds
+// times the largest value. Shares follow the map: a failed node's copies move to the others, whose shares
+// shrink. MaxMemory counts the store's estimate of its entries (keys, values, per-entry and per-element
+// overheads), not the Go heap as a whole. CONFIG SET maxmemory and maxmemory-policy change one node at run
+// time.
 //
 // # Scans
 //

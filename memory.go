@@ -2,15 +2,44 @@ package zaris
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 )
 
-// EvictionNoEviction is the eviction policy that evicts nothing: once a partition holds its share of
-// MaxMemory, writes that would grow it are refused with ErrOutOfMemory; reads and deletes are served.
-const EvictionNoEviction = "noeviction"
+// The eviction policies, named as Redis names them. Under noeviction, once a partition holds its share of
+// MaxMemory, writes that would grow it are refused with ErrOutOfMemory; reads and deletes are served. The
+// others make room by evicting keys of the partition the write goes to: allkeys-random any key,
+// volatile-random a key with a TTL, volatile-ttl the key with a TTL that expires soonest among a sample.
+// The volatile policies refuse the write as noeviction does when the partition has no key with a TTL.
+const (
+	EvictionNoEviction     = "noeviction"
+	EvictionAllKeysRandom  = "allkeys-random"
+	EvictionVolatileRandom = "volatile-random"
+	EvictionVolatileTTL    = "volatile-ttl"
+)
+
+// evictionPolicies are the policies served, by their index in memoryBudget.policy.
+var evictionPolicies = []string{EvictionNoEviction, EvictionAllKeysRandom, EvictionVolatileRandom, EvictionVolatileTTL}
+
+// evictionPolicyIndex returns the index of the policy named name (case-insensitive), or false.
+func evictionPolicyIndex(name string) (uint32, bool) {
+	for i, p := range evictionPolicies {
+		if strings.EqualFold(name, p) {
+			return uint32(i), true
+		}
+	}
+	return 0, false
+}
+
+// budgetStore is what a memory budget reads and evicts from: the node's store.
+type budgetStore interface {
+	segmentBytes(seg int) int64
+	sampleKey(seg int, pos uint64, withTTL bool) (evictionCandidate, bool)
+	evict(seg int, key string) (freed int64, ok bool)
+}
 
 // memoryBudget holds the data a node stores within Config.MaxMemory. What MaxMemory leaves after the bounds
 // of the in-memory op log and the near cache is the data budget, and each partition gets a share of it: the
@@ -22,28 +51,66 @@ type memoryBudget struct {
 	reserved  int64 // taken from MaxMemory before the data budget: the op log's and near cache's bounds
 	max       atomic.Int64
 	divisors  atomic.Pointer[[]int] // per partition, from the map: the copies its most loaded holder keeps
+	policy    atomic.Uint32         // an index in evictionPolicies
 	layout    Layout
-	footprint func(segment int) int64 // what a segment's entries take
+	store     budgetStore
 	refusals  atomic.Uint64
+	evictions atomic.Uint64
 }
 
-func newMemoryBudget(cfg *Config, layout Layout, footprint func(segment int) int64) *memoryBudget {
-	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, footprint: footprint}
+func newMemoryBudget(cfg *Config, layout Layout, store budgetStore) *memoryBudget {
+	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store}
 	b.max.Store(cfg.MaxMemory)
+	policy, _ := evictionPolicyIndex(cfg.EvictionPolicy) // Validate checked it
+	b.policy.Store(policy)
 	return b
+}
+
+// setPolicy changes the eviction policy at run time.
+func (b *memoryBudget) setPolicy(name string) error {
+	i, ok := evictionPolicyIndex(name)
+	if b == nil || !ok {
+		return fmt.Errorf("%w: eviction policy %q is none of %s", ErrInvalidConfig, name, strings.Join(evictionPolicies, ", "))
+	}
+	b.policy.Store(i)
+	return nil
+}
+
+// policyName is the eviction policy as it stands; nil-safe.
+func (b *memoryBudget) policyName() string {
+	if b == nil {
+		return EvictionNoEviction
+	}
+	return evictionPolicies[b.policy.Load()]
+}
+
+// evicted counts the keys evicted; nil-safe.
+func (b *memoryBudget) evicted() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.evictions.Load()
 }
 
 // setMax changes MaxMemory at run time. Zero lifts the bound; a bound the op log and near cache would
 // take whole is refused.
 func (b *memoryBudget) setMax(limit int64) error {
-	if b == nil {
-		return fmt.Errorf("%w: this endpoint has no node whose memory it could bound", ErrInvalidConfig)
+	if err := b.checkMax(limit); err != nil {
+		return err
 	}
-	if limit != 0 && limit < minMaxMemory(b.reserved) {
+	b.max.Store(limit)
+	return nil
+}
+
+// checkMax reports why setMax would refuse limit, or nil.
+func (b *memoryBudget) checkMax(limit int64) error {
+	switch {
+	case b == nil:
+		return fmt.Errorf("%w: this endpoint has no node whose memory it could bound", ErrInvalidConfig)
+	case limit != 0 && limit < minMaxMemory(b.reserved):
 		return fmt.Errorf("%w: maxmemory %d is below %d: the in-memory op log and near cache may hold %d of it",
 			ErrInvalidConfig, limit, minMaxMemory(b.reserved), b.reserved)
 	}
-	b.max.Store(limit)
 	return nil
 }
 
@@ -105,9 +172,88 @@ func (b *memoryBudget) partitionBytes(p int) int64 {
 	var n int64
 	first, end := b.layout.PartitionSegments(p)
 	for s := first; s < end; s++ {
-		n += b.footprint(s)
+		n += b.store.segmentBytes(s)
 	}
 	return n
+}
+
+// maxEvictionsPerWrite bounds the keys one write evicts to make room; a write still without room is refused.
+const maxEvictionsPerWrite = 1024
+
+// evictionSamples is how many keys volatile-ttl compares to pick the one expiring soonest.
+const evictionSamples = 5
+
+// makeRoom evicts keys of segment's partition, by the eviction policy, until its copies have room for
+// size more bytes, and reports whether they have. Each eviction is a write of its own segment, which
+// replicas, the disk log and watchers see as an eviction. Under noeviction, or without a bound, it evicts
+// nothing. It takes segment locks one at a time: the caller holds none.
+func (b *memoryBudget) makeRoom(segment int, size int64) bool {
+	if b == nil || b.max.Load() == 0 {
+		return true
+	}
+	p := b.layout.SegmentPartition(segment)
+	policy := evictionPolicies[b.policy.Load()]
+	for range maxEvictionsPerWrite {
+		limit := b.max.Load()
+		share := b.share(p, limit)
+		if limit == 0 || b.partitionBytes(p)+size <= share {
+			return true
+		}
+		if policy == EvictionNoEviction || size > share {
+			return false
+		}
+		victim, ok := b.victim(p, policy)
+		if !ok {
+			return false
+		}
+		if _, ok := b.store.evict(victim.segment, victim.key); ok {
+			b.evictions.Add(1)
+		}
+	}
+	return false
+}
+
+// evicts reports whether the eviction policy makes room rather than refuse; nil-safe.
+func (b *memoryBudget) evicts() bool { return b != nil && b.policy.Load() != 0 }
+
+// makeRoomForGroup makes room, as makeRoom does, for an atomic group whose size is not known before it
+// runs: a sixteenth of the partition's share.
+func (b *memoryBudget) makeRoomForGroup(segment int) {
+	if !b.evicts() || b.max.Load() == 0 {
+		return
+	}
+	b.makeRoom(segment, b.share(b.layout.SegmentPartition(segment), b.max.Load())/16)
+}
+
+// victim picks the key of partition p that policy evicts next: a random one, or under volatile-ttl the
+// one expiring soonest of a few random ones. Each sample starts at a random segment and scan position and
+// takes the first key it may evict, looking through the partition's segments in turn.
+func (b *memoryBudget) victim(p int, policy string) (evictionCandidate, bool) {
+	first, end := b.layout.PartitionSegments(p)
+	withTTL := policy != EvictionAllKeysRandom
+	samples := 1
+	if policy == EvictionVolatileTTL {
+		samples = evictionSamples
+	}
+	var best evictionCandidate
+	found := false
+	for range samples {
+		start := rand.IntN(end - first)
+		for i := range end - first {
+			c, ok := b.store.sampleKey(first+(start+i)%(end-first), rand.Uint64(), withTTL)
+			if !ok {
+				continue
+			}
+			if !found || c.expireAt < best.expireAt {
+				best, found = c, true
+			}
+			break
+		}
+		if !found {
+			return best, false // no segment of the partition holds a key to evict
+		}
+	}
+	return best, found
 }
 
 // footprint estimates what req may add to its partition's copies: its key, value and arguments, and an

@@ -193,3 +193,193 @@ func TestConfigSetMaxMemory(t *testing.T) {
 		t.Fatalf("CONFIG GET maxmemory after CONFIG SET 100mb = %q", got)
 	}
 }
+
+// flood writes count values of size bytes from every node at once, keys named by prefix, and returns the
+// keys acknowledged and how many were refused for want of memory. ttl, when it returns non-zero for a
+// key's index, gives the key that TTL.
+func flood(t *testing.T, c *testCluster, prefix string, count, size int, ttl func(i int) time.Duration) (acked []string, refused int) {
+	t.Helper()
+	ctx := bg(t)
+	value := []byte(strings.Repeat("v", size))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w, n := range c.live() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range count {
+				key := fmt.Sprintf("%s-%d-%d", prefix, w, i)
+				var opts []PutOption
+				if ttl != nil && ttl(i) > 0 {
+					opts = append(opts, WithTTL(ttl(i)))
+				}
+				err := n.Put(ctx, key, value, opts...)
+				mu.Lock()
+				switch {
+				case err == nil:
+					acked = append(acked, key)
+				case errors.Is(err, ErrOutOfMemory):
+					refused++
+				default:
+					t.Errorf("put %s: %v", key, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return acked, refused
+}
+
+// TestEvictionAllKeysRandom floods a three-node RF 2 cluster with several times what allkeys-random lets
+// it hold: every write is acknowledged, no node's copies pass its data budget, the acknowledged keys that
+// read back missing are exactly as many as the owners evicted, and
+// replicas hold what their owners hold.
+func TestEvictionAllKeysRandom(t *testing.T) {
+	t.Parallel()
+	const maxMemory, valueSize = 4 << 20, 2 << 10
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = maxMemory, EvictionAllKeysRandom }))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	acked, refused := flood(t, c, "flood", 3000, valueSize, nil)
+	if refused > 0 {
+		t.Fatalf("%d writes refused under allkeys-random", refused)
+	}
+	dataBudget := int64(maxMemory) - c.node(0).cfg.OpLogRetainBytes
+	slack := int64(len(c.live()) * (valueSize + 64))
+	var evicted uint64
+	for _, n := range c.live() {
+		if held := n.store.bytes(); held > dataBudget+slack {
+			t.Fatalf("%s holds %d bytes of copies, over its data budget %d", n.id, held, dataBudget)
+		}
+		evicted += n.store.budget.evicted()
+	}
+	missing := 0
+	for _, k := range acked {
+		switch _, err := c.node(0).Get(ctx, k); {
+		case errors.Is(err, ErrNotFound):
+			missing++
+		case err != nil:
+			t.Fatalf("get %s: %v", k, err)
+		}
+	}
+	t.Logf("%d writes acknowledged, %d evicted, %d missing", len(acked), evicted, missing)
+	if missing == 0 || uint64(missing) != evicted {
+		t.Fatalf("%d acknowledged keys are missing, and the owners evicted %d", missing, evicted)
+	}
+	waitFor(t, 20*time.Second, "replicas to hold what their owners hold", func() bool { return replicaDifferences(c) == "" })
+
+}
+
+// TestEvictionIsAWatchEvent evicts a watched key, the only one of its partition with a TTL, under
+// volatile-ttl: its watcher sees a WatchEvict event, distinct from a delete and an expiry.
+func TestEvictionIsAWatchEvent(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, func(cfg *Config) {
+		cfg.Segments, cfg.Partitions = 128, 128
+		cfg.MaxMemory, cfg.OpLogRetainBytes, cfg.EvictionPolicy = 4<<20, 1<<20, EvictionVolatileTTL
+	})
+	ctx := bg(t)
+	n := c.node(0)
+	watched := "{w}:watched"
+	value := []byte(strings.Repeat("f", 200))
+	seg := n.layout.KeySegment(watched)
+	p := n.layout.SegmentPartition(seg)
+	fill := 0
+	put := func() error {
+		fill++
+		return n.Put(ctx, fmt.Sprintf("{w}:fill-%d", fill), value)
+	}
+	// Fill the partition to just short of its share first, so that the watcher meets few ops.
+	for n.store.budget.partitionBytes(p)+2*int64(len(value)+100) < n.store.budget.share(p, n.store.budget.limit()) {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Put(ctx, watched, []byte("soon gone"), WithTTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	events, err := n.Watch(ctx, watched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatal("10 writes past the partition's share evicted nothing")
+		}
+		// The write that evicts the watched key is refused: once it is gone, no key of the partition has
+		// a TTL, and what its eviction freed is too little.
+		err := put()
+		if errors.Is(err, ErrOutOfMemory) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Get(ctx, watched); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the partition is full under volatile-ttl, and its only key with a TTL reads %v", err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the watch ended before it saw the key evicted")
+			}
+			if ev.Kind == WatchEvict && ev.Key == watched {
+				return
+			}
+			if ev.Kind != WatchPut {
+				t.Fatalf("the watcher saw %v of %s, want evict", ev.Kind, ev.Key)
+			}
+		case <-deadline:
+			t.Fatal("the watcher did not see the key evicted")
+		}
+	}
+}
+
+// TestEvictionVolatile checks the volatile policies on one node: volatile-ttl evicts keys with a TTL,
+// sooner-expiring ones first, and never one without; with no key left that has a TTL, volatile-random
+// refuses writes as noeviction does.
+func TestEvictionVolatile(t *testing.T) {
+	t.Parallel()
+	const maxMemory, valueSize = 4 << 20, 2 << 10
+	c := startCluster(t, 1, func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = maxMemory, EvictionVolatileTTL })
+	ctx := bg(t)
+	n := c.node(0)
+	// Half the keys live an hour, half a day, and a few have no TTL.
+	ttl := func(i int) time.Duration {
+		switch i % 10 {
+		case 0:
+			return 0
+		case 1, 3, 5, 7:
+			return time.Hour
+		}
+		return 24 * time.Hour
+	}
+	acked, refused := flood(t, c, "ttl", 2500, valueSize, ttl)
+	if refused > 0 || n.store.budget.evicted() == 0 {
+		t.Fatalf("%d refused, %d evicted under volatile-ttl", refused, n.store.budget.evicted())
+	}
+	lost := map[time.Duration]int{}
+	for _, k := range acked {
+		var w, i int
+		fmt.Sscanf(k, "ttl-%d-%d", &w, &i)
+		if _, err := n.Get(ctx, k); errors.Is(err, ErrNotFound) {
+			lost[ttl(i)]++
+		}
+	}
+	t.Logf("evicted by TTL: %v", lost)
+	if lost[0] > 0 || lost[time.Hour] <= lost[24*time.Hour] {
+		t.Fatalf("volatile-ttl evicted %v (by TTL): keys without a TTL, or not the sooner-expiring first", lost)
+	}
+
+	if err := n.store.budget.setPolicy(EvictionVolatileRandom); err != nil {
+		t.Fatal(err)
+	}
+	_, refused = flood(t, c, "plain", 2500, valueSize, nil)
+	if refused == 0 {
+		t.Fatal("volatile-random refused nothing once only keys without a TTL were left to evict")
+	}
+}

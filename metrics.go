@@ -94,7 +94,7 @@ type metricDescs struct {
 	raftApplied, raftLastContact, members     *prometheus.Desc
 	leaderless, leaderlessAlarm               *prometheus.Desc
 	storeBytes, keys, oplogBytes, bufferBytes *prometheus.Desc
-	maxMemory, oomRefusals                    *prometheus.Desc
+	maxMemory, oomRefusals, evictedKeys       *prometheus.Desc
 	expiringKeys, expiredKeys                 *prometheus.Desc
 	nearBytes, nearOps, loads                 *prometheus.Desc
 	respConns, dataConns                      *prometheus.Desc
@@ -147,6 +147,7 @@ func newMetricDescs(node NodeID) metricDescs {
 		expiredKeys:       d("expired_keys_total", "Keys this node expired as their owner."),
 		maxMemory:         d("max_memory_bytes", "Config.MaxMemory as it stands (CONFIG SET may change it); 0 for no bound."),
 		oomRefusals:       d("out_of_memory_refusals_total", "Writes this node refused as owner because their partition held its share of MaxMemory."),
+		evictedKeys:       d("evicted_keys_total", "Keys this node evicted as owner to keep within MaxMemory, by the eviction policy.", "policy"),
 		oplogBytes:        d("oplog_bytes", "Bytes of recent ops the op log keeps in memory for replicas, watchers and near caches."),
 		bufferBytes:       d("data_port_buffered_bytes", "Bytes of requests the data port has read and not yet handed to a handler."),
 		nearBytes:         d("near_cache_bytes", "Bytes the near cache holds."),
@@ -165,7 +166,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.requestsServed, d.replLagRevisions, d.replLagBytes, d.inSync, d.replOps, d.replBytes, d.replSnapshots, d.moveBytes,
 		d.gaps, d.replApplied, d.replRejected, d.partitions, d.owned, d.replicated, d.failovers,
 		d.failoverSeconds, d.moved, d.migrations, d.cutovers, d.raftState, d.raftTerm, d.raftCommit,
-		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes, d.maxMemory, d.oomRefusals,
+		d.raftApplied, d.raftLastContact, d.leaderless, d.leaderlessAlarm, d.members, d.storeBytes, d.keys, d.expiringKeys, d.expiredKeys, d.oplogBytes, d.bufferBytes, d.maxMemory, d.oomRefusals, d.evictedKeys,
 		d.nearBytes, d.nearOps, d.loads, d.respConns, d.dataConns, d.panics,
 	} {
 		ch <- desc
@@ -347,6 +348,7 @@ func (c *collector) collectMemory(ch chan<- prometheus.Metric) {
 	gauge(ch, c.d.storeBytes, float64(src.store.bytes()))
 	gauge(ch, c.d.maxMemory, float64(src.store.budget.limit()))
 	counter(ch, c.d.oomRefusals, src.store.budget.refused())
+	counter(ch, c.d.evictedKeys, src.store.budget.evicted(), src.store.budget.policyName())
 	gauge(ch, c.d.keys, float64(src.store.len()))
 	gauge(ch, c.d.expiringKeys, float64(src.store.expiringLen()))
 	counter(ch, c.d.expiredKeys, src.expired())

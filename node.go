@@ -120,7 +120,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			vacated:     map[NodeID]time.Time{},
 		},
 	}
-	n.store.budget = newMemoryBudget(&n.cfg, layout, n.store.segmentBytes)
+	n.store.budget = newMemoryBudget(&n.cfg, layout, n.store)
 	n.leaderless = leaderWatch{after: leaderlessElections * max(cfg.Timing.RaftElection, cfg.Timing.RaftHeartbeat), log: n.log}
 	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
@@ -600,6 +600,7 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revisio
 	}
 	defer n.cut.leave(p)
 	defer n.recoverOp(opTxn, seg, &status)
+	n.store.budget.makeRoomForGroup(seg)
 	lim := n.opLimits()
 	revision = n.store.atomically(seg, func(g *store) {
 		for _, key := range keys {
@@ -688,7 +689,18 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 		return kvReply{Status: StatusOwnershipChanging}
 	}
 	defer n.cut.leave(p)
-	return n.store.applyExclusive(seg, k, *req, n.opLimits())
+	if !k.grows && op != opTxn {
+		return n.store.applyExclusive(seg, k, *req, n.opLimits())
+	}
+	// A write that lost the room eviction made for it to another write makes room again.
+	for range 4 {
+		n.store.budget.makeRoom(seg, req.footprint())
+		reply = n.store.applyExclusive(seg, k, *req, n.opLimits())
+		if reply.Status != StatusOutOfMemory || !n.store.budget.evicts() {
+			break
+		}
+	}
+	return reply
 }
 
 // refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of

@@ -297,6 +297,8 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 		op.Value = durability.AppendMulti(nil, change.multi)
 	case change.expired:
 		op.Kind = durability.OpExpire
+	case change.evicted:
+		op.Kind = durability.OpEvict
 	case change.coll != nil:
 		op.Kind, op.Value = change.coll.kind, change.coll.encode()
 	case next != nil:

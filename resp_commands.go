@@ -1063,10 +1063,10 @@ func (c *respConn) writeCommandInfo(cmd *respCommand) {
 	c.wr.array(0) // subcommands
 }
 
-// configSet changes the parameters CONFIG SET may change at run time: maxmemory, and maxmemory-policy to
-// the policy it has. Like Redis, it changes all of them or none.
+// configSet changes the parameters CONFIG SET may change at run time: maxmemory and maxmemory-policy.
+// Like Redis, it changes all of them or none.
 func (c *respConn) configSet(pairs [][]byte) {
-	limit := int64(-1)
+	limit, policy := int64(-1), ""
 	for i := 0; i < len(pairs); i += 2 {
 		name, value := strings.ToLower(string(pairs[i])), string(pairs[i+1])
 		switch name {
@@ -1078,20 +1078,31 @@ func (c *respConn) configSet(pairs [][]byte) {
 			}
 			limit = n
 		case "maxmemory-policy":
-			if !strings.EqualFold(value, EvictionNoEviction) {
-				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - this server evicts nothing: the policy is " + EvictionNoEviction)
+			if _, ok := evictionPolicyIndex(value); !ok {
+				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: " +
+					strings.Join(evictionPolicies, ", "))
 				return
 			}
+			policy = value
 		default:
 			c.wr.error("ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'")
 			return
 		}
 	}
 	if limit >= 0 {
-		if err := c.srv.memory.setMax(limit); err != nil {
+		if err := c.srv.memory.checkMax(limit); err != nil {
 			c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - " + err.Error())
 			return
 		}
+	}
+	if policy != "" {
+		if err := c.srv.memory.setPolicy(policy); err != nil {
+			c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - " + err.Error())
+			return
+		}
+	}
+	if limit >= 0 {
+		_ = c.srv.memory.setMax(limit) // checked above
 	}
 	c.wr.ok()
 }
@@ -1105,7 +1116,7 @@ func (c *respConn) respConfig() [][2]string {
 		{"save", ""},
 		{"databases", "1"},
 		{"maxmemory", strconv.FormatInt(s.memory.limit(), 10)},
-		{"maxmemory-policy", EvictionNoEviction},
+		{"maxmemory-policy", s.memory.policyName()},
 		{"timeout", strconv.FormatInt(int64(s.timeouts.idle/time.Second), 10)},
 		{"maxclients", strconv.Itoa(s.maxClients)},
 		{"cluster-enabled", "yes"},

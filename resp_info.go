@@ -212,7 +212,7 @@ func (r *infoRun) memory(w *infoText) {
 		w.bytes("total_system_memory", total)
 	}
 	w.bytes("maxmemory", uint64(r.c.srv.memory.limit()))
-	w.field("maxmemory_policy", EvictionNoEviction)
+	w.field("maxmemory_policy", r.c.srv.memory.policyName())
 	w.float("mem_fragmentation_ratio", ratio(rss, used), 2)
 	w.field("mem_allocator", runtime.Version())
 }
@@ -256,7 +256,7 @@ func (r *infoRun) stats(w *infoText) {
 	w.float("instantaneous_output_kbps", rates.outputKbps, 2)
 	w.uint("rejected_connections", s.info.rejected.Load())
 	w.uint("expired_keys", s.owner.expiredKeys())
-	w.int("evicted_keys", 0) // under noeviction, the only policy, no key is ever evicted
+	w.uint("evicted_keys", s.memory.evicted())
 	w.uint("keyspace_hits", t.hits)
 	w.uint("keyspace_misses", t.misses)
 	w.int("tracking_total_keys", int64(s.trackedKeys()))

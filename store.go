@@ -237,6 +237,7 @@ func (ls writeListeners) fanOut() writeHook {
 type writeChange struct {
 	coll    *collOp // the collection op that made the entry; nil for a put or a delete
 	expired bool    // a delete that expired the key
+	evicted bool    // a delete that evicted the key to keep within the memory bound
 	// multi are the writes of an atomic group (store.atomically), all at one revision. The hook is then
 	// called once, with no key and a nil entry.
 	multi []durability.Op
@@ -834,6 +835,8 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 	switch {
 	case op.Kind == durability.OpExpire:
 		change.expired = true
+	case op.Kind == durability.OpEvict:
+		change.evicted = true
 	case op.Kind == durability.OpPut:
 		next = newStringEntry(op.Key, op.Value, op.Version, op.ExpireAt)
 	case op.Kind.HasArgs():
@@ -996,4 +999,71 @@ func entryHash(key string, e *entry) uint64 {
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// evictionCandidate is a key eviction may take: its segment, and its expiry (0 for none).
+type evictionCandidate struct {
+	segment  int
+	key      string
+	expireAt int64
+}
+
+// sampleKey returns the first key of segment seg at or after scan position pos, wrapping around, that a
+// client wrote and no transaction holds; withTTL keeps only keys with an expiry, and looks further the
+// fewer of the segment's keys have one. It reports false when there is none among those it looks at.
+func (s *store) sampleKey(seg int, pos uint64, withTTL bool) (evictionCandidate, bool) {
+	ss := &s.segments[seg]
+	s.rlock(ss)
+	defer s.runlock(ss)
+	looks := 16
+	if withTTL {
+		expiring := ss.expiring.Load()
+		if expiring == 0 {
+			return evictionCandidate{}, false
+		}
+		// Keys with a TTL may be few among the others: look far enough to meet a few of them.
+		looks += int(min(int64(ss.entries.len()), 4*int64(ss.entries.len())/expiring))
+	}
+	now := s.now()
+	seen := 0
+	var found evictionCandidate
+	pick := func(_ uint64, e *entry) bool {
+		seen++
+		key := e.key()
+		if evictable(ss, key, e, withTTL, now) {
+			found = evictionCandidate{segment: seg, key: key, expireAt: e.expiry()}
+			return false
+		}
+		return seen < looks
+	}
+	ss.entries.from(pos)(pick)
+	if found.key == "" && seen < looks {
+		ss.entries.from(0)(pick)
+	}
+	return found, found.key != ""
+}
+
+// evictable reports whether eviction may take key, whose entry is e: a key a client wrote, with an expiry
+// when withTTL asks for one, that no transaction holds. Called with seg.mu held.
+func evictable(seg *segmentStore, key string, e *entry, withTTL bool, now int64) bool {
+	if isInternalKey(key) || withTTL && e.expiry() == 0 {
+		return false
+	}
+	_, held := seg.intentOf(key, now)
+	return !held
+}
+
+// evict deletes key from segment seg to make room, as a write of its own that the hook sees as an
+// eviction, unless it is gone or a transaction holds it. It returns what the entry took.
+func (s *store) evict(seg int, key string) (freed int64, ok bool) {
+	ss := &s.segments[seg]
+	s.lock(ss)
+	defer s.unlock(ss)
+	cur, now := ss.entries.get(key), s.now()
+	if cur == nil || !evictable(ss, key, cur, false, now) {
+		return 0, false
+	}
+	freed = cur.counted(key)
+	s.commit(seg, ss, key, nil, writeChange{evicted: true, at: now})
+	return freed, true
 }

@@ -35,6 +35,8 @@ const (
 	// WatchUpdate: a hash, set, list or sorted set was changed, or its expiry was. The event carries no
 	// content: the collection as of Version is read with the collection's methods.
 	WatchUpdate
+	// WatchEvict: the key's owner deleted it to keep within its memory bound (Config.MaxMemory).
+	WatchEvict
 )
 
 func (k WatchEventKind) String() string {
@@ -51,6 +53,8 @@ func (k WatchEventKind) String() string {
 		return "update"
 	case WatchState:
 		return "state"
+	case WatchEvict:
+		return "evict"
 	}
 	return fmt.Sprintf("WatchEventKind(%d)", uint8(k))
 }

@@ -253,6 +253,8 @@ func eventOf(op *durability.Op) watchEvent {
 		ev.Kind, ev.Value, ev.Version = WatchPut, op.Value, op.Version
 	case durability.OpExpire:
 		ev.Kind = WatchExpire
+	case durability.OpEvict:
+		ev.Kind = WatchEvict
 	case durability.OpDelete:
 		ev.Kind = WatchDelete
 	default:

@@ -30,11 +30,13 @@ const (
 	OpExpireAt OpKind = 12 // set the key's expiry to ExpireAt, keeping its value
 )
 
-// Expiry. Numbers 16 to 19 are its.
+// Expiry and eviction. Numbers 16 to 19 are theirs.
 const (
 	// OpExpire deletes a key whose expiry time has passed. The owner records it, so that the key's end is
 	// an event of the segment's history like any other delete.
 	OpExpire OpKind = 16
+	// OpEvict deletes a key its owner evicted to keep within its memory bound.
+	OpEvict OpKind = 17
 )
 
 // Transactions. Numbers 20 to 23 are theirs.
@@ -47,13 +49,15 @@ const (
 var opKindNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpHashSet: "hashset", OpHashDel: "hashdel", OpSetAdd: "setadd",
 	OpSetRem: "setrem", OpListPush: "listpush", OpListPop: "listpop", OpListTrim: "listtrim", OpZAdd: "zadd",
-	OpZRem: "zrem", OpExpireAt: "expireat", OpExpire: "expire", OpMulti: "multi",
+	OpZRem: "zrem", OpExpireAt: "expireat", OpExpire: "expire", OpEvict: "evict", OpMulti: "multi",
 }
 
-func (k OpKind) valid() bool { return k >= OpPut && k <= OpExpireAt || k == OpExpire || k == OpMulti }
+func (k OpKind) valid() bool {
+	return k >= OpPut && k <= OpExpireAt || k == OpExpire || k == OpEvict || k == OpMulti
+}
 
 // deletes reports whether an op of kind k removes its key, and so carries no value.
-func (k OpKind) deletes() bool { return k == OpDelete || k == OpExpire }
+func (k OpKind) deletes() bool { return k == OpDelete || k == OpExpire || k == OpEvict }
 
 // HasArgs reports whether ops of kind k carry encoded arguments rather than a value.
 func (k OpKind) HasArgs() bool { return k >= OpHashSet && k <= OpExpireAt }

@@ -23,6 +23,7 @@ func codecOps() []Op {
 		{Segment: 4, Revision: 13, Kind: OpListPop, Key: "l", Value: AppendArgs(nil, [][]byte{{}})},
 		{Segment: 4, Revision: 14, Epoch: 2, Kind: OpExpire, Key: "ttl", ExpireAt: 99, Version: 14, Time: 100},
 		{Segment: 4, Revision: 15, Epoch: 2, Kind: OpMulti, Key: "a", Value: AppendMulti(nil, multiOps()), Version: 15},
+		{Segment: 4, Revision: 16, Epoch: 2, Kind: OpEvict, Key: "evicted", Version: 16, Time: 101},
 	}
 }
 
@@ -231,7 +232,7 @@ func TestCheckOp(t *testing.T) {
 	multi := AppendMulti(nil, []Op{put})
 	for name, op := range map[string]Op{
 		"no kind":         {Key: "a"},
-		"unknown kind":    {Kind: 17, Key: "a"},
+		"unknown kind":    {Kind: 18, Key: "a"},
 		"args malformed":  {Kind: OpHashSet, Key: "h", Value: []byte("v")},
 		"multi truncated": {Kind: OpMulti, Key: "a", Value: multi[:len(multi)-1]},
 		"multi inside":    {Kind: OpMulti, Key: "a", Value: AppendMulti(nil, []Op{{Kind: OpMulti, Key: "a", Value: multi}})},
