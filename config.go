@@ -358,6 +358,7 @@ func DefaultConfig() Config {
 		TxnTimeout:           2 * time.Second,
 		TxnRecordRetention:   24 * time.Hour,
 		MaxValueSize:         16 << 20,
+		OpLogRetainBytes:     defaultOpLogRetainBytes,
 		MaxFrameSize:         transport.DefaultMaxFrameSize,
 		DataMaxConns:         transport.DefaultMaxConns,
 		DataMaxRequests:      transport.DefaultMaxRequests,
@@ -410,7 +411,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.withWatchDefaults()
-	if c.OpLogRetainBytes == 0 {
+	if c.OpLogRetainBytes == 0 || c.MaxMemory > 0 && c.OpLogRetainBytes == defaultOpLogRetainBytes {
 		c.OpLogRetainBytes = defaultOpLogRetainBytes
 		if c.MaxMemory > 0 {
 			c.OpLogRetainBytes = min(defaultOpLogRetainBytes, max(1, c.MaxMemory/8))

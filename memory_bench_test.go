@@ -101,3 +101,39 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkPutEvicting compares Put on one node without a memory bound and under one that allkeys-random
+// keeps by evicting steadily: 64-byte values over 1M random keys, from parallel goroutines, after a fill
+// that takes the bounded node to its bound. It reports the evictions per put.
+func BenchmarkPutEvicting(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(*Config)
+	}{
+		{"unbounded", nil},
+		{"allkeys-random-16MiB", func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = 16<<20, EvictionAllKeysRandom }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := startCluster(b, 1, tc.tweak)
+			n := c.node(0)
+			ctx := context.Background()
+			value := make([]byte, 64)
+			for i := range 300_000 {
+				if err := n.Put(ctx, "key:"+strconv.Itoa(i), value); err != nil {
+					b.Fatal(err)
+				}
+			}
+			evicted := n.store.budget.evicted()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := n.Put(ctx, "key:"+strconv.Itoa(rand.IntN(1_000_000)), value); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(n.store.budget.evicted()-evicted)/float64(b.N), "evictions/op")
+		})
+	}
+}
