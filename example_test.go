@@ -338,3 +338,35 @@ func ExampleLoader() {
 	// profile of user:7
 	// true 2
 }
+
+// A node bounded to 16 MiB with noeviction refuses the write that would pass its bound, and serves reads
+// and deletes; under allkeys-random it would evict keys of the partition instead.
+func ExampleConfig_maxMemory() {
+	ctx := context.Background()
+	cfg := exampleConfig("bounded")
+	cfg.MaxMemory, cfg.EvictionPolicy = 16<<20, zaris.EvictionNoEviction
+	n, err := zaris.Join(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer n.Close()
+
+	value := make([]byte, 64<<10)
+	var stored int
+	for i := 0; ; i++ {
+		err := n.Put(ctx, fmt.Sprintf("{tag}:%d", i), value) // one partition: its share fills first
+		if errors.Is(err, zaris.ErrOutOfMemory) {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		stored++
+	}
+	_, err = n.Delete(ctx, "{tag}:0")
+	fmt.Println(stored > 0, err)
+	fmt.Println(n.Put(ctx, "{tag}:again", value))
+	// Output:
+	// true <nil>
+	// <nil>
+}
