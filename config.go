@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
 )
@@ -631,6 +632,8 @@ type testHooks struct {
 	// diskFS, when set, is the file system under DataDir, so that a test can freeze every node's
 	// disk at one instant as a kill of every process would.
 	diskFS vfs.FS
+	// diskStore, when set, wraps the store of this node's op log, so that a test can make it refuse writes.
+	diskStore func(durability.Store) durability.Store
 	// gossipTransport, when set, wraps the gossip layer's network transport for node name, so that
 	// faults can cut gossip as well as data and control-plane links.
 	gossipTransport func(name string, base memberlist.NodeAwareTransport) memberlist.NodeAwareTransport

@@ -347,7 +347,9 @@
 //     number of processes killed at once, the whole cluster included, as long as the machines keep their
 //     disks; a process that restarts from its data dir keeps its place in the in-sync sets. With
 //     DiskSynced every in-sync copy fsynced it (one fsync for many writes): it also survives every machine
-//     losing power. With ReplicationFactor 1 the owner's own disk is that copy. An Async write is
+//     losing power. With ReplicationFactor 1 the owner's own disk is that copy. A node whose data dir refuses a
+//     write (a full or failing disk) acknowledges no write after it, as owner or replica, and has the control
+//     plane move its partitions to the others, as a drain does, until its process restarts. An Async write is
 //     acknowledged before any of this and survives only what reached a replica or a disk before the crash.
 //   - Under the Sync concern a read reveals only state that every in-sync replica holds: an owner that has
 //     applied a write its replicas lack answers a read of that segment once they have it, as the write

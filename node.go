@@ -304,7 +304,14 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life, wg: &n.wg})
+	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life, wg: &n.wg, failed: func(error) {
+		n.goBackground(func() {
+			keepDraining(n.life, n.cfg.Clock, n.cfg.Timing.RaftCommit, n.log, func(ctx context.Context) (bool, error) {
+				m := n.fsm.clusterMap()
+				return n.drainRecorded(m), n.recordDrain(ctx, m)
+			})
+		})
+	}})
 	if err != nil {
 		return err
 	}

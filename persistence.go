@@ -106,15 +106,21 @@ type diskLogConfig struct {
 	log  *slog.Logger
 	life context.Context // ends when the node closes; the writer then drains the queue and stops
 	wg   *sync.WaitGroup // the writer's goroutine, which Close waits for
+	// failed, when set, is called once, from the writer, when the store first refuses a write.
+	failed func(error)
 }
 
 // openDiskLog opens the Pebble store under c.cfg.DataDir.
 func openDiskLog(c diskLogConfig) (*diskLog, error) {
 	level, dir := c.cfg.DiskDurability, c.cfg.DataDir
-	store, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{
+	pebble, err := durability.OpenPebble(filepath.Join(dir, "oplog"), durability.PebbleOptions{
 		Logger: c.log, NoFsync: level == DiskWritten, FS: c.cfg.hooks.diskFS})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: open data dir %s: %w", dir, err)
+	}
+	var store durability.Store = pebble
+	if wrap := c.cfg.hooks.diskStore; wrap != nil {
+		store = wrap(store)
 	}
 	return newDiskLog(store, c, level != DiskBehind), nil
 }
@@ -222,14 +228,40 @@ func (d *diskLog) flush() {
 		err = d.store.Sync()
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil && d.failed == nil {
+	first := err != nil && d.failed == nil
+	if first {
 		d.failed = fmt.Errorf("zaris: data dir refused a write: %w", err)
 		d.log.Error("data dir refused a write; this node acknowledges no more writes until it restarts", "err", err)
 	}
 	d.done = upTo
 	close(d.flushed)
 	d.flushed = make(chan struct{})
+	d.mu.Unlock()
+	if first && d.diskLogConfig.failed != nil {
+		d.diskLogConfig.failed(err)
+	}
+}
+
+// keepDraining, once this node's data dir has refused a write, has the control plane move every partition
+// away from the node, as a drain does: the node acknowledges no write any more, and what it owns would
+// otherwise take none until it restarts. record proposes the drain and reports whether the map records it;
+// it is retried every interval until then, or until life ends. The node stays a member; its next process
+// starts undrained.
+func keepDraining(life context.Context, clock Clock, interval time.Duration, log *slog.Logger, record func(context.Context) (bool, error)) {
+	log.Error("data dir failed: moving this node's partitions to the others until it restarts")
+	for {
+		done, err := record(life)
+		if done || errors.Is(err, ErrClosed) {
+			return
+		}
+		wait := clock.NewTimer(interval)
+		select {
+		case <-wait.C():
+		case <-life.Done():
+			wait.Stop()
+			return
+		}
+	}
 }
 
 // commit writes items in order: runs of ops as one batch each, snapshots in their place between them. It

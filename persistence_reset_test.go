@@ -1,11 +1,16 @@
 package zaris
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // TestPersistenceResentCopyReloadsAsResent deposes an owner that holds Async writes its replica never
@@ -154,6 +159,69 @@ func checkReloaded(t *testing.T, n *Node, seg int, dropped, kept []string) {
 	for _, k := range kept {
 		if got, _, ok := n.store.get(seg, k); !ok || string(got) != "during "+k {
 			t.Fatalf("the restarted node reloaded %q as %q, %v", k, got, ok)
+		}
+	}
+}
+
+// failingStore refuses every Append once failing is set, as a full or broken disk does.
+type failingStore struct {
+	durability.Store
+	failing *atomic.Bool
+}
+
+var errDiskBroken = errors.New("test: the disk refuses writes")
+
+func (s failingStore) Append(ops []durability.Op) error {
+	if s.failing.Load() {
+		return errDiskBroken
+	}
+	return s.Store.Append(ops)
+}
+
+// TestDiskFailureMovesPartitionsAway breaks the disk of one node of three (RF 2, data dirs) while writes
+// go on: the node, which acknowledges no write any more, has its partitions moved to the others, so that
+// every key takes writes again through any node, and every write acknowledged before or after reads back.
+func TestDiskFailureMovesPartitionsAway(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	var broken atomic.Bool
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+		if cfg.Name == "node-2" {
+			cfg.hooks.diskStore = func(s durability.Store) durability.Store { return failingStore{s, &broken} }
+		}
+	}))
+	c.waitHealthy(20 * time.Second)
+	ctx := bg(t)
+	victim, entry := c.node(2), c.node(0)
+	owned := func() int {
+		m := entry.ClusterMap()
+		count := 0
+		for p, st := range m.Runtime {
+			if st.Owner == victim.id || slices.Contains(m.Assignment[p], victim.id) {
+				count++
+			}
+		}
+		return count
+	}
+	if owned() == 0 {
+		t.Fatal("the node whose disk breaks holds no partition to begin with")
+	}
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("disk-%d", i)
+	}
+	writeAll(t, entry, keys[:100])
+	broken.Store(true)
+	// Writes to the broken node's partitions fail until they move; the ones that fail are retried below.
+	for _, k := range keys[100:] {
+		_ = entry.Put(ctx, k, []byte("during "+k))
+	}
+	waitFor(t, 30*time.Second, "the broken node's partitions to move to the others", func() bool { return owned() == 0 })
+	writeAll(t, entry, keys[100:])
+	for _, k := range keys {
+		if got, err := c.node(1).Get(ctx, k); err != nil || string(got) != "during "+k {
+			t.Fatalf("%s reads %q, %v", k, got, err)
 		}
 	}
 }
