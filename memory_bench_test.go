@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // BenchmarkMemoryPerKey writes 3M puts of 64-byte values over 1M random keys (about 950k distinct), from
@@ -134,6 +136,53 @@ func BenchmarkPutEvicting(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(n.store.budget.evicted()-evicted)/float64(b.N), "evictions/op")
+		})
+	}
+}
+
+// BenchmarkStoreAccounting compares, per kind of value, the heap a bare store takes for 50,000 keys with
+// the store's own estimate of it, which MaxMemory bounds. Run it with -benchtime=1x.
+func BenchmarkStoreAccounting(b *testing.B) {
+	layout, _ := NewLayout(DefaultSegments, DefaultPartitions)
+	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20, layout: layout}
+	args := func(s ...string) [][]byte {
+		out := make([][]byte, len(s))
+		for i := range s {
+			out[i] = []byte(s[i])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		op   transport.Op
+		req  kvRequest
+	}{
+		{"string-64B", opPut, kvRequest{Value: make([]byte, 64)}},
+		{"string-1KiB", opPut, kvRequest{Value: make([]byte, 1024)}},
+		{"hash-4-fields", opHSet, kvRequest{Args: args("f1", "value-one", "f2", "value-two", "f3", "value-three", "f4", "4")}},
+		{"set-4-members", opSAdd, kvRequest{Args: args("m1", "member-two", "member-three", "m4")}},
+		{"list-4-items", opRPush, kvRequest{Args: args("item-one", "item-two", "item-three", "4")}},
+		{"zset-4-members", opZAdd, kvRequest{Args: args("1", "a", "2", "member-b", "3", "member-c", "4", "d")}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				const keys = 50_000
+				before := liveHeap()
+				s := newStore(layout.Segments, systemClock{})
+				for i := range keys {
+					req := tc.req
+					req.Key = "key:" + strconv.Itoa(i)
+					if r := s.applyExclusive(layout.KeySegment(req.Key), &keyOps[tc.op], req, lim); r.Status != StatusSuccess {
+						b.Fatal(r.Status)
+					}
+				}
+				heap := float64(liveHeap()-before) / keys
+				estimate := float64(s.bytes()) / keys
+				runtime.KeepAlive(s)
+				b.ReportMetric(heap, "heap-B/key")
+				b.ReportMetric(estimate, "estimate-B/key")
+				b.ReportMetric(estimate/heap, "estimate/heap")
+			}
 		})
 	}
 }

@@ -94,22 +94,23 @@ func (r *router) current() *routingTable { return r.table.Load() }
 // latest returns the routing table, first installing this node's committed map if the push of it has not
 // landed yet: a caller that saw the map commit is routed by it.
 func (r *router) latest() *routingTable {
-	if t, m := r.current(), r.clusterMap(); t == nil || m.Index > t.m.Index {
+	if t, m := r.current(), r.clusterMap(); m != nil && (t == nil || m.Index > t.m.Index) {
 		r.install(m, causePush)
 	}
 	return r.current()
 }
 
-// await returns the routing table once the cluster has a partition map.
+// await returns the routing table once the cluster has a partition map: the latest, so that a request
+// made after this node committed a map is routed by it.
 func (r *router) await(ctx context.Context) (*routingTable, error) {
 	select {
 	case <-r.ready:
-		return r.current(), nil
+		return r.latest(), nil
 	default:
 	}
 	select {
 	case <-r.ready:
-		return r.current(), nil
+		return r.latest(), nil
 	case <-r.life.Done():
 		return nil, ErrClosed
 	case <-ctx.Done():

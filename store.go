@@ -159,13 +159,29 @@ func (e *entry) count(key string) int64 {
 }
 
 // Estimates behind the store's byte count: what Go spends on a string's entry and its tree item beyond
-// the key and value bytes (its header, its size class's rounding, an item in a partly filled node), what a
-// collection's entry takes beyond that, and what a collection's element takes on average.
+// the key and value bytes (its header, its size class's rounding, an item in a partly filled node), and
+// what a collection's entry takes beyond that. BenchmarkStoreAccounting measures them against the heap.
 const (
 	entryOverhead     = 48
 	collEntryOverhead = 64
-	elementAverage    = 64
 )
+
+// elementCost is what an element of a collection of kind k takes on average, its bytes included, for
+// elements of a few to a few dozen bytes: a map entry and its strings for a hash or a set, an item and its
+// slice for a list, and for a sorted set a map entry beside a skip-list node of random height.
+func elementCost(k kind) int64 {
+	switch k {
+	case kindHash:
+		return 104
+	case kindSet:
+		return 76
+	case kindList:
+		return 56
+	case kindZSet:
+		return 300
+	}
+	return 64
+}
 
 // ttlCount is 1 for an entry with a TTL, 0 for one without, for the segment's count of them.
 func (e *entry) ttlCount() int64 {
@@ -179,7 +195,7 @@ func (e *entry) ttlCount() int64 {
 func (e *entry) size(key string) int64 {
 	n := int64(len(key) + entryOverhead)
 	if cv := e.coll(); cv != nil {
-		return n + collEntryOverhead + int64(cv.c.len())*elementAverage
+		return n + collEntryOverhead + int64(cv.c.len())*elementCost(cv.c.kind())
 	}
 	return n + int64(e.vlen)
 }
