@@ -229,8 +229,8 @@ func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
 	ctx := bg(t)
 	leader, p, owner, key := writeOnOwnerAlone(t, c, "only on the owner")
 	c.faults.Partition(string(owner.id), string(leader.id))
-	waitFor(t, 20*time.Second, "the cut-off owner's partition to be declared lost", func() bool {
-		return leader.ClusterMap().Runtime[p].Health == Unavailable
+	waitFor(t, 20*time.Second, "the cut-off owner's partition to be declared lost, and routed so", func() bool {
+		return leader.ClusterMap().Runtime[p].Health == Unavailable && leader.router.current().m.Runtime[p].Health == Unavailable
 	})
 	if _, err := leader.Get(ctx, key); !errors.Is(err, ErrPartitionUnavailable) {
 		t.Fatalf("get from a lost partition: err = %v; want ErrPartitionUnavailable", err)

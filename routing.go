@@ -100,17 +100,16 @@ func (r *router) latest() *routingTable {
 	return r.current()
 }
 
-// await returns the routing table once the cluster has a partition map: the latest, so that a request
-// made after this node committed a map is routed by it.
+// await returns the routing table once the cluster has a partition map.
 func (r *router) await(ctx context.Context) (*routingTable, error) {
 	select {
 	case <-r.ready:
-		return r.latest(), nil
+		return r.current(), nil
 	default:
 	}
 	select {
 	case <-r.ready:
-		return r.latest(), nil
+		return r.current(), nil
 	case <-r.life.Done():
 		return nil, ErrClosed
 	case <-ctx.Done():
