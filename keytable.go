@@ -317,6 +317,20 @@ func (nd *tableNode) cut(i int) {
 	}
 }
 
+// samplePosition returns the position of an entry chosen by descending from the root through random
+// children (intn(n) picks one of n): close to uniform, since every node but the root is at least a quarter
+// full, and independent of how the keys' positions crowd. ok is false for an empty table.
+func (t keyTable) samplePosition(intn func(n int) int) (pos uint64, ok bool) {
+	if t.t.n == 0 {
+		return 0, false
+	}
+	nd := t.t.root
+	for nd.kids != nil {
+		nd = nd.kids[intn(nd.n)]
+	}
+	return nd.pos[intn(nd.n)], true
+}
+
 // all yields every key and its entry, in scan order.
 func (t keyTable) all() iter.Seq2[string, *entry] {
 	return func(yield func(string, *entry) bool) {

@@ -58,6 +58,7 @@ type readThrough struct {
 	absent   map[string]time.Time // keys the loader found missing, until when
 
 	loads, failures, absentHits atomic.Uint64
+	waiting                     atomic.Int64 // callers waiting for a load under way
 }
 
 // loadFlight is one load under way; waiters read reply once done is closed.
@@ -113,6 +114,8 @@ func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	if !running && !rt.spawn(func() { rt.run(key, f) }) {
 		rt.finish(key, f, kvReply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())})
 	}
+	rt.waiting.Add(1)
+	defer rt.waiting.Add(-1)
 	select {
 	case <-f.done:
 		return f.reply
@@ -285,11 +288,13 @@ type LoaderStats struct {
 	Loads, Failures uint64
 	// AbsentHits counts the misses answered from LoaderNegativeTTL without a call.
 	AbsentHits uint64
+	// Waiting is the number of reads waiting, at this owner, for a load under way.
+	Waiting int64
 }
 
 func (rt *readThrough) stats() LoaderStats {
 	if rt == nil {
 		return LoaderStats{}
 	}
-	return LoaderStats{Loads: rt.loads.Load(), Failures: rt.failures.Load(), AbsentHits: rt.absentHits.Load()}
+	return LoaderStats{Loads: rt.loads.Load(), Failures: rt.failures.Load(), AbsentHits: rt.absentHits.Load(), Waiting: rt.waiting.Load()}
 }

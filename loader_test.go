@@ -124,9 +124,11 @@ func TestLoaderOneLoadPerKey(t *testing.T) {
 // LoaderNegativeTTL; a panicking loader is an error, and the node keeps serving.
 func TestLoaderErrors(t *testing.T) {
 	t.Parallel()
-	l := &countingLoader{pause: 50 * time.Millisecond, fail: func(key string, call int) error {
+	release := make(chan struct{})
+	l := &countingLoader{fail: func(key string, call int) error {
 		switch {
 		case key == "flaky" && call == 1:
+			<-release // until every Get waits for this load
 			return errors.New("backend down\r\nfor now")
 		case strings.HasPrefix(key, "none"):
 			return fmt.Errorf("lookup: %w", ErrNotFound)
@@ -162,6 +164,9 @@ func TestLoaderErrors(t *testing.T) {
 			}
 		})
 	}
+	owner := c.owner("flaky")
+	waitFor(t, 10*time.Second, "every Get to wait for the failing load", func() bool { return owner.LoaderStats().Waiting == 30 })
+	close(release)
 	wg.Wait()
 	if l.count("flaky") != 1 || failed.Load() != 30 {
 		t.Fatalf("%d calls, %d of 30 Gets failed with the loader's error", l.count("flaky"), failed.Load())

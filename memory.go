@@ -37,7 +37,7 @@ func evictionPolicyIndex(name string) (uint32, bool) {
 // budgetStore is what a memory budget reads and evicts from: the node's store.
 type budgetStore interface {
 	segmentBytes(seg int) int64
-	sampleKey(seg int, pos uint64, withTTL bool) (evictionCandidate, bool)
+	sampleKey(seg int, intn func(n int) int, withTTL bool) (evictionCandidate, bool)
 	evict(seg int, key string) (freed int64, ok bool)
 }
 
@@ -226,8 +226,8 @@ func (b *memoryBudget) makeRoomForGroup(segment int) {
 }
 
 // victim picks the key of partition p that policy evicts next: a random one, or under volatile-ttl the
-// one expiring soonest of a few random ones. Each sample starts at a random segment and scan position and
-// takes the first key it may evict, looking through the partition's segments in turn.
+// one expiring soonest of a few random ones. Each sample starts at a random key of a random segment and
+// takes the first key from there it may evict, looking through the partition's segments in turn.
 func (b *memoryBudget) victim(p int, policy string) (evictionCandidate, bool) {
 	first, end := b.layout.PartitionSegments(p)
 	withTTL := policy != EvictionAllKeysRandom
@@ -240,7 +240,7 @@ func (b *memoryBudget) victim(p int, policy string) (evictionCandidate, bool) {
 	for range samples {
 		start := rand.IntN(end - first)
 		for i := range end - first {
-			c, ok := b.store.sampleKey(first+(start+i)%(end-first), rand.Uint64(), withTTL)
+			c, ok := b.store.sampleKey(first+(start+i)%(end-first), rand.IntN, withTTL)
 			if !ok {
 				continue
 			}

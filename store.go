@@ -1024,13 +1024,18 @@ type evictionCandidate struct {
 	expireAt int64
 }
 
-// sampleKey returns the first key of segment seg at or after scan position pos, wrapping around, that a
-// client wrote and no transaction holds; withTTL keeps only keys with an expiry, and looks further the
-// fewer of the segment's keys have one. It reports false when there is none among those it looks at.
-func (s *store) sampleKey(seg int, pos uint64, withTTL bool) (evictionCandidate, bool) {
+// sampleKey returns, from a key of segment seg chosen at random (intn(n) picks one of n), the first key in
+// scan order, wrapping around, that a client wrote and no transaction holds; withTTL keeps only keys with an
+// expiry, and looks further the fewer of the segment's keys have one. It reports false when there is none
+// among those it looks at.
+func (s *store) sampleKey(seg int, intn func(n int) int, withTTL bool) (evictionCandidate, bool) {
 	ss := &s.segments[seg]
 	s.rlock(ss)
 	defer s.runlock(ss)
+	pos, any := ss.entries.samplePosition(intn)
+	if !any {
+		return evictionCandidate{}, false
+	}
 	looks := 16
 	if withTTL {
 		expiring := ss.expiring.Load()

@@ -9,6 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -71,7 +74,7 @@ func (s *opsServer) routes(o httpOptions) http.Handler {
 	guarded.Handle("/metrics", s.once(&s.metrics))
 	if o.pprof {
 		guarded.HandleFunc("/debug/pprof/", pprof.Index)
-		guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		guarded.HandleFunc("/debug/pprof/cmdline", cmdline)
 		guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		guarded.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		guarded.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -82,6 +85,36 @@ func (s *opsServer) routes(o httpOptions) http.Handler {
 	mux.HandleFunc("GET /readyz", s.probe)
 	mux.Handle("/", requirePassword(o.password, guarded))
 	return mux
+}
+
+// secretFlags are the flags whose values /debug/pprof/cmdline never shows.
+var secretFlags = []string{"password", "http-password", "gossip-key"}
+
+// cmdline answers /debug/pprof/cmdline as pprof does, NUL-separated, with the values of secretFlags
+// redacted.
+func cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte(strings.Join(redactedArgs(os.Args), "\x00")))
+}
+
+// redactedArgs returns args with the value of every secret flag replaced, in each form the flag package
+// takes: -name value, --name value, -name=value and --name=value.
+func redactedArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || !slices.Contains(secretFlags, name) {
+			continue
+		}
+		if hasValue {
+			out[i] = out[i][:strings.Index(out[i], "=")+1] + "REDACTED"
+		} else if i+1 < len(out) {
+			i++
+			out[i] = "REDACTED"
+		}
+	}
+	return out
 }
 
 // probe answers /healthz and /readyz: the node's own answer once it joined; before, the process is alive

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,21 @@ func fetch(t *testing.T, url, password string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// TestRedactedArgs checks that the command line /debug/pprof/cmdline shows hides the value of every secret
+// flag, in each form the flag package accepts, and nothing else.
+func TestRedactedArgs(t *testing.T) {
+	args := []string{"zaris", "--password", "p1", "-http-password=p2", "--gossip-key=k1", "-gossip-key", "k2",
+		"--name", "password", "--password-file", "/run/secret", "--rf=2", "--password"}
+	want := []string{"zaris", "--password", "REDACTED", "-http-password=REDACTED", "--gossip-key=REDACTED", "-gossip-key", "REDACTED",
+		"--name", "password", "--password-file", "/run/secret", "--rf=2", "--password"}
+	if got := redactedArgs(args); !slices.Equal(got, want) {
+		t.Fatalf("redactedArgs(%q)\n= %q\nwant %q", args, got, want)
+	}
+	if args[2] != "p1" {
+		t.Fatal("redactedArgs changed its argument")
+	}
 }
 
 // TestOpsServer: before the node joins, /healthz answers 200 and the rest 503; once it joined, /readyz,
@@ -93,6 +110,9 @@ func TestOpsServer(t *testing.T) {
 		}
 		if code, _ := fetch(t, base+"/debug/pprof/", "secret"); code != want {
 			t.Errorf("pprof %v: /debug/pprof/ = %d; want %d", pprof, code, want)
+		}
+		if code, body := fetch(t, base+"/debug/pprof/cmdline", "secret"); pprof && (code != http.StatusOK || body != strings.Join(redactedArgs(os.Args), "\x00")) {
+			t.Errorf("/debug/pprof/cmdline = %d %q; want the redacted command line", code, body)
 		}
 		node.Close()
 		s.shutdown(context.Background())
