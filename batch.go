@@ -1072,7 +1072,7 @@ func getFrom(s *store, seg int, key string, now int64, out *kvReply) uint64 {
 	case e.coll() != nil:
 		*out = kvReply{Status: StatusWrongType}
 	default:
-		*out = kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version, Int: int64(ttl)}
+		*out = kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
 	}
 	return rev
 }

@@ -204,7 +204,7 @@ func snapshotEntries(dst []durability.Entry, key string, e *entry) []durability.
 			end += stride
 		}
 		dst = append(dst, durability.Entry{Key: key, Value: durability.AppendArgs(nil, elems[start:end]),
-			ExpireAt: e.expiry(), Version: e.version, Kind: uint8(k)})
+			ExpireAt: e.expiry(), Version: e.version(), Kind: uint8(k)})
 		start = end
 	}
 	return dst

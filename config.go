@@ -249,8 +249,9 @@ type Config struct {
 	// too.
 	MaxMemory int64
 	// EvictionPolicy says what a node does when a write would pass MaxMemory, by Redis's name for it:
-	// "noeviction" (the default) refuses the write; "allkeys-random", "volatile-random" and
-	// "volatile-ttl" evict keys of the write's partition first (memory.go).
+	// "noeviction" (the default) refuses the write; "allkeys-lru", "allkeys-lfu", "allkeys-random",
+	// "volatile-lru", "volatile-lfu", "volatile-random" and "volatile-ttl" evict keys of the write's
+	// partition first (memory.go).
 	EvictionPolicy string
 	// DisableMetrics stops counting and timing each operation, which the zaris_operations_total and
 	// zaris_operation_duration_seconds series report (metrics.go); every other series reads state and

@@ -168,9 +168,15 @@
 // holds, owned or replicated. Each partition's share is the budget divided by the copies kept by its most
 // loaded holder, so every copy of it fits every node that holds one, and the owner, which decides every
 // write of the partition, enforces it alone. A write that would grow the partition past its share first
-// makes room by the eviction policy (Config.EvictionPolicy, Redis's names): allkeys-random evicts random
-// keys of the partition, volatile-random random keys with a TTL, volatile-ttl the key with a TTL expiring
-// soonest among a few sampled. Under noeviction, the default, or when the policy finds nothing to evict,
+// makes room by the eviction policy (Config.EvictionPolicy, Redis's names): allkeys-lru evicts the key of
+// the partition read or written least recently among 16 sampled, allkeys-lfu the one used least often,
+// allkeys-random a random one; volatile-lru, volatile-lfu and volatile-random do the same among keys with a
+// TTL, and volatile-ttl takes the key with a TTL expiring soonest among a few sampled. Recency and
+// frequency live in 16 bits of each entry's version word, so tracking them adds no memory per key: the
+// second of the last access (an idle time wraps after about 18 hours), or a logarithmic counter that loses
+// one a minute while the key is idle. Owners count the reads they serve; a near cache's hits do not
+// count, and a replica promoted by a failover knows when each key was last written, not read. Under
+// noeviction, the default, or when the policy finds nothing to evict,
 // the write is refused with ErrOutOfMemory (RESP: -OOM), writing nothing; reads, deletes and expiries are
 // always served. An eviction is a write of its own, at the next revision of the key's segment: replicas,
 // the disk log and watchers (WatchEvict) receive it in order like a delete, so no failover or move brings

@@ -1,7 +1,9 @@
 package zaris
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -11,18 +13,38 @@ import (
 
 // The eviction policies, named as Redis names them. Under noeviction, once a partition holds its share of
 // MaxMemory, writes that would grow it are refused with ErrOutOfMemory; reads and deletes are served. The
-// others make room by evicting keys of the partition the write goes to: allkeys-random any key,
-// volatile-random a key with a TTL, volatile-ttl the key with a TTL that expires soonest among a sample.
-// The volatile policies refuse the write as noeviction does when the partition has no key with a TTL.
+// others make room by evicting keys of the partition the write goes to, the allkeys policies any key and the
+// volatile ones a key with a TTL: at random, the least recently used (lru) or least frequently used (lfu)
+// of a sample, or under volatile-ttl the one of a sample that expires soonest. The volatile policies refuse
+// the write as noeviction does when the partition has no key with a TTL.
 const (
 	EvictionNoEviction     = "noeviction"
 	EvictionAllKeysRandom  = "allkeys-random"
 	EvictionVolatileRandom = "volatile-random"
 	EvictionVolatileTTL    = "volatile-ttl"
+	EvictionAllKeysLRU     = "allkeys-lru"
+	EvictionVolatileLRU    = "volatile-lru"
+	EvictionAllKeysLFU     = "allkeys-lfu"
+	EvictionVolatileLFU    = "volatile-lfu"
 )
 
 // evictionPolicies are the policies served, by their index in memoryBudget.policy.
-var evictionPolicies = []string{EvictionNoEviction, EvictionAllKeysRandom, EvictionVolatileRandom, EvictionVolatileTTL}
+var evictionPolicies = []string{EvictionNoEviction, EvictionAllKeysRandom, EvictionVolatileRandom, EvictionVolatileTTL,
+	EvictionAllKeysLRU, EvictionVolatileLRU, EvictionAllKeysLFU, EvictionVolatileLFU}
+
+// policyAccess is what each policy needs an entry's access stamp to track.
+func policyAccess(policy string) accessMode {
+	switch policy {
+	case EvictionAllKeysLRU, EvictionVolatileLRU:
+		return accessLRU
+	case EvictionAllKeysLFU, EvictionVolatileLFU:
+		return accessLFU
+	}
+	return accessNone
+}
+
+// volatileOnly reports whether policy evicts only keys with a TTL.
+func volatileOnly(policy string) bool { return strings.HasPrefix(policy, "volatile-") }
 
 // evictionPolicyIndex returns the index of the policy named name (case-insensitive), or false.
 func evictionPolicyIndex(name string) (uint32, bool) {
@@ -37,7 +59,7 @@ func evictionPolicyIndex(name string) (uint32, bool) {
 // budgetStore is what a memory budget reads and evicts from: the node's store.
 type budgetStore interface {
 	segmentBytes(seg int) int64
-	sampleKey(seg int, intn func(n int) int, withTTL bool) (evictionCandidate, bool)
+	sampleKey(seg int, sample evictionSample) (best evictionCandidate, taken int)
 	evict(seg int, key string) (freed int64, ok bool)
 }
 
@@ -52,6 +74,7 @@ type memoryBudget struct {
 	max       atomic.Int64
 	divisors  atomic.Pointer[[]int] // per partition, from the map: the copies its most loaded holder keeps
 	policy    atomic.Uint32         // an index in evictionPolicies
+	access    atomic.Uint32         // the policy's accessMode
 	layout    Layout
 	store     budgetStore
 	refusals  atomic.Uint64
@@ -61,8 +84,7 @@ type memoryBudget struct {
 func newMemoryBudget(cfg *Config, layout Layout, store budgetStore) *memoryBudget {
 	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store}
 	b.max.Store(cfg.MaxMemory)
-	policy, _ := evictionPolicyIndex(cfg.EvictionPolicy) // Validate checked it
-	b.policy.Store(policy)
+	_ = b.setPolicy(cmp.Or(cfg.EvictionPolicy, EvictionNoEviction)) // Validate checked it
 	return b
 }
 
@@ -73,7 +95,16 @@ func (b *memoryBudget) setPolicy(name string) error {
 		return fmt.Errorf("%w: eviction policy %q is none of %s", ErrInvalidConfig, name, strings.Join(evictionPolicies, ", "))
 	}
 	b.policy.Store(i)
+	b.access.Store(uint32(policyAccess(evictionPolicies[i])))
 	return nil
+}
+
+// accessMode is what the policy needs entries' access stamps to track; nil-safe.
+func (b *memoryBudget) accessMode() accessMode {
+	if b == nil {
+		return accessNone
+	}
+	return accessMode(b.access.Load())
 }
 
 // policyName is the eviction policy as it stands; nil-safe.
@@ -183,6 +214,9 @@ const maxEvictionsPerWrite = 1024
 // evictionSamples is how many keys volatile-ttl compares to pick the one expiring soonest.
 const evictionSamples = 5
 
+// accessSamples is how many keys the LRU and LFU policies compare to pick the one least used.
+const accessSamples = 16
+
 // makeRoom evicts keys of segment's partition, by the eviction policy, until its copies have room for
 // size more bytes, and reports whether they have. Each eviction is a write of its own segment, which
 // replicas, the disk log and watchers see as an eviction. Under noeviction, or without a bound, it evicts
@@ -225,35 +259,54 @@ func (b *memoryBudget) makeRoomForGroup(segment int) {
 	b.makeRoom(segment, b.share(b.layout.SegmentPartition(segment), b.max.Load())/16)
 }
 
-// victim picks the key of partition p that policy evicts next: a random one, or under volatile-ttl the
-// one expiring soonest of a few random ones. Each sample starts at a random key of a random segment and
-// takes the first key from there it may evict, looking through the partition's segments in turn.
+// victim picks the key of partition p that policy evicts next: the first key a sample meets under the
+// random policies, else the highest ranked of a few (evictionRanker). A sample takes keys in scan order, which
+// bear no relation to their use or expiry, from a random key of a random segment, and goes on to the
+// partition's next segments until it has as many as it wants or has seen every segment.
 func (b *memoryBudget) victim(p int, policy string) (evictionCandidate, bool) {
 	first, end := b.layout.PartitionSegments(p)
-	withTTL := policy != EvictionAllKeysRandom
-	samples := 1
-	if policy == EvictionVolatileTTL {
-		samples = evictionSamples
+	sample := evictionSample{intn: rand.IntN, withTTL: volatileOnly(policy), want: 1, rank: evictionRanker(policy)}
+	switch {
+	case policy == EvictionVolatileTTL:
+		sample.want = evictionSamples
+	case policyAccess(policy) != accessNone:
+		sample.want = accessSamples
 	}
 	var best evictionCandidate
-	found := false
-	for range samples {
-		start := rand.IntN(end - first)
-		for i := range end - first {
-			c, ok := b.store.sampleKey(first+(start+i)%(end-first), rand.IntN, withTTL)
-			if !ok {
-				continue
-			}
-			if !found || c.expireAt < best.expireAt {
-				best, found = c, true
-			}
-			break
+	taken := 0
+	start := rand.IntN(end - first)
+	for i := 0; i < end-first && taken < sample.want; i++ {
+		want := sample.want
+		sample.want -= taken
+		c, n := b.store.sampleKey(first+(start+i)%(end-first), sample)
+		sample.want = want
+		if n > 0 && (taken == 0 || c.rank > best.rank) {
+			best = c
 		}
-		if !found {
-			return best, false // no segment of the partition holds a key to evict
-		}
+		taken += n
 	}
-	return best, found
+	return best, taken > 0 // none when no segment of the partition holds a key to evict
+}
+
+// evictionSample says what sampleKey looks for: want evictable keys (with a TTL if withTTL), of which it
+// returns the highest ranked; intn(n) picks one of n at random.
+type evictionSample struct {
+	intn    func(n int) int
+	withTTL bool
+	want    int
+	rank    func(e *entry, now int64) uint64
+}
+
+// evictionRanker returns how policy ranks an entry at now for eviction, the higher the sooner: by idle
+// time, by rarity of use, by nearness of expiry, or not at all.
+func evictionRanker(policy string) func(e *entry, now int64) uint64 {
+	if mode := policyAccess(policy); mode != accessNone {
+		return func(e *entry, now int64) uint64 { return evictionRank(mode, e.access(), now) }
+	}
+	if policy == EvictionVolatileTTL {
+		return func(e *entry, _ int64) uint64 { return math.MaxUint64 - uint64(e.expiry()) }
+	}
+	return func(*entry, int64) uint64 { return 0 }
 }
 
 // footprint estimates what req may add to its partition's copies: its key, value and arguments, and an

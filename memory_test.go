@@ -69,7 +69,7 @@ func TestMaxMemoryValidation(t *testing.T) {
 	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("MaxMemory under twice the op log's bound: %v, want ErrInvalidConfig", err)
 	}
-	cfg.OpLogRetainBytes, cfg.EvictionPolicy = 0, "allkeys-lru"
+	cfg.OpLogRetainBytes, cfg.EvictionPolicy = 0, "allkeys-mru"
 	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("an eviction policy not served: %v, want ErrInvalidConfig", err)
 	}
@@ -158,10 +158,16 @@ func TestConfigSetMaxMemory(t *testing.T) {
 	if err := rdb.Set(ctx, "big", big, 0).Err(); err != nil {
 		t.Fatalf("SET with the bound lifted: %v", err)
 	}
-	for _, bad := range [][2]string{{"maxmemory", "1kb"}, {"maxmemory", "lots"}, {"maxmemory-policy", "allkeys-lru"}, {"no-such-option", "1"}} {
+	for _, bad := range [][2]string{{"maxmemory", "1kb"}, {"maxmemory", "lots"}, {"maxmemory-policy", "allkeys-mru"}, {"no-such-option", "1"}} {
 		if err := rdb.ConfigSet(ctx, bad[0], bad[1]).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
 			t.Fatalf("CONFIG SET %s %s: %v, want an ERR reply", bad[0], bad[1], err)
 		}
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "ALLKEYS-LFU").Err(); err != nil {
+		t.Fatalf("CONFIG SET maxmemory-policy ALLKEYS-LFU: %v", err)
+	}
+	if got := rdb.ConfigGet(ctx, "maxmemory-policy").Val()["maxmemory-policy"]; got != EvictionAllKeysLFU {
+		t.Fatalf("CONFIG GET maxmemory-policy after setting allkeys-lfu = %q", got)
 	}
 	if err := rdb.ConfigSet(ctx, "maxmemory", "100mb").Err(); err != nil {
 		t.Fatal(err)

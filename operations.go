@@ -184,7 +184,7 @@ func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if e.coll() != nil {
 		return kvReply{Status: StatusWrongType}
 	}
-	return kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version, Int: int64(ttl)}
+	return kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
 }
 
 // applyNearGet is applyGet for a near cache: the reply carries the segment's revision read before the

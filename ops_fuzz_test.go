@@ -237,8 +237,8 @@ func checkSegment(t *testing.T, s *store) {
 		if cv := e.coll(); cv != nil && cv.c.len() == 0 {
 			t.Fatalf("key %q holds an empty %s", key, cv.c.kind())
 		}
-		if e.version == 0 || e.version > seg.revision {
-			t.Fatalf("key %q at version %d, the segment at revision %d", key, e.version, seg.revision)
+		if e.version() == 0 || e.version() > seg.revision {
+			t.Fatalf("key %q at version %d, the segment at revision %d", key, e.version(), seg.revision)
 		}
 	}
 	if bytes != seg.bytes.Load() || expiring != seg.expiring.Load() || internal != seg.internal {

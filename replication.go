@@ -305,7 +305,7 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 		op.Kind, op.Value = durability.OpPut, next.value()
 	}
 	if next != nil { // the entry's own key, which the op then shares
-		op.Key, op.ExpireAt, op.Version = next.key(), next.expiry(), next.version
+		op.Key, op.ExpireAt, op.Version = next.key(), next.expiry(), next.version()
 	}
 	return op
 }

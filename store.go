@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/fnv"
 	"math"
@@ -12,16 +13,17 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
-// entry is one stored value: a string, or a collection. An entry never changes once stored, so a string
-// can be read outside the segment's lock; a collection changes in place, under the lock (collections.go).
+// entry is one stored value: a string, or a collection. An entry never changes once stored but for its
+// access stamp (access.go), so a string can be read outside the segment's lock; a collection changes in
+// place, under the lock (collections.go).
 //
 // entry is only the header. A string's header, its expiry when it has one, key and value are one
 // allocation holding no pointers (newStringEntry), which the collector never scans; a collection's header
 // starts a collEntry.
 type entry struct {
-	version uint64
-	klen    uint32 // the key's length; entryExpires is set when an expiry follows the header
-	vlen    uint32 // collMark for a collection
+	word uint64 // the version in its low versionBits, the access stamp (access.go) above: atomic
+	klen uint32 // the key's length; entryExpires is set when an expiry follows the header
+	vlen uint32 // collMark for a collection
 }
 
 // collEntry is a collection's entry: its header, then its expiry and what the collector must see.
@@ -60,7 +62,7 @@ func newSizedEntry(key string, size int, version uint64, expireAt int64) (*entry
 	b := make([]byte, start+len(key)+size)
 	copy(b[start:], key)
 	e := (*entry)(unsafe.Pointer(unsafe.SliceData(b)))
-	e.version, e.klen, e.vlen = version, uint32(len(key)), uint32(size)
+	e.word, e.klen, e.vlen = version&versionMask, uint32(len(key)), uint32(size)
 	if expireAt != 0 {
 		e.klen |= entryExpires
 		*(*int64)(unsafe.Add(unsafe.Pointer(e), entryHeader)) = expireAt
@@ -70,16 +72,16 @@ func newSizedEntry(key string, size int, version uint64, expireAt int64) (*entry
 
 // newCollEntry returns an entry of key holding cv.
 func newCollEntry(key string, cv *collValue, version uint64, expireAt int64) *entry {
-	c := &collEntry{entry: entry{version: version, vlen: collMark}, expireAt: expireAt, coll: cv, key: key}
+	c := &collEntry{entry: entry{word: version & versionMask, vlen: collMark}, expireAt: expireAt, coll: cv, key: key}
 	return &c.entry
 }
 
 // withExpiry returns a new entry like e, which expires at expireAt. A collection shares e's.
 func (e *entry) withExpiry(expireAt int64) *entry {
 	if cv := e.coll(); cv != nil {
-		return newCollEntry(e.key(), cv, e.version, expireAt)
+		return newCollEntry(e.key(), cv, e.version(), expireAt)
 	}
-	return newStringEntry(e.key(), e.value(), e.version, expireAt)
+	return newStringEntry(e.key(), e.value(), e.version(), expireAt)
 }
 
 // expiry is when e expires, a Unix time in nanoseconds; zero means never.
@@ -481,7 +483,7 @@ func (s *store) get(segment int, key string) (value []byte, version uint64, ok b
 	if e == nil || e.expired(s.now()) {
 		return nil, 0, false
 	}
-	return e.value(), e.version, true
+	return e.value(), e.version(), true
 }
 
 // lookup returns key's stored entry, expired or not, and the segment's revision, under the read lock: one
@@ -490,7 +492,11 @@ func (s *store) lookup(segment int, key string) (*entry, uint64) {
 	seg := &s.segments[segment]
 	s.rlock(seg)
 	defer s.runlock(seg)
-	return seg.entries.get(key), seg.revision
+	e := seg.entries.get(key)
+	if mode := s.budget.accessMode(); mode != accessNone && e != nil {
+		e.touch(mode, s.now())
+	}
+	return e, seg.revision
 }
 
 // getEntry returns key's live entry, which callers must not modify, and the time it has left, zero when it
@@ -544,11 +550,10 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 // write joins the group instead, at the revision the group will take.
 func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, change writeChange) uint64 {
 	revision := seg.revision + 1
-	if next != nil {
-		next.version = revision
-	}
 	seg.torn = true
-	seg.set(key, next)
+	if old := seg.set(key, next); next != nil {
+		next.stamp(revision, written(s.budget.accessMode(), old, cmp.Or(change.at, s.now())))
+	}
 	if g := s.group; g != nil && g.atomic {
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
 		g.bytes += groupWriteBytes(key, next, change)
@@ -625,6 +630,9 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 	case e.kind() != k:
 		return StatusWrongType
 	}
+	if mode := s.budget.accessMode(); mode != accessNone {
+		e.touch(mode, now)
+	}
 	fn(e.coll().c)
 	return StatusSuccess
 }
@@ -668,7 +676,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
 	}
 	s.commit(segment, seg, key, next, writeChange{coll: &op, at: now})
-	return next.version, StatusSuccess
+	return next.version(), StatusSuccess
 }
 
 // setExpiry runs expiry on key's live value, under the segment's lock, and gives the value the expiry it
@@ -706,8 +714,7 @@ func (s *store) setExpiry(segment int, key string, expiry func(cur *entry, now i
 
 // set stores e under key, or deletes key when e is nil, and keeps the counts of internal keys, bytes and
 // entries with a TTL in step. Called with seg.mu held.
-func (seg *segmentStore) set(key string, e *entry) {
-	var old *entry
+func (seg *segmentStore) set(key string, e *entry) (old *entry) {
 	if e == nil {
 		old = seg.entries.remove(key)
 	} else {
@@ -729,6 +736,7 @@ func (seg *segmentStore) set(key string, e *entry) {
 	if had != (e != nil) {
 		seg.keysChanged(key, e != nil)
 	}
+	return old
 }
 
 // keysChanged keeps the counts of internal keys and intents in step with a key added to the segment or
@@ -752,7 +760,7 @@ func (s *store) put(segment int, key string, value []byte, ttl time.Duration) ui
 	e := s.update(segment, key, func(_ *entry, now int64) (*entry, bool) {
 		return newStringEntry(key, value, 0, expiryFrom(now, ttl)), true
 	})
-	return e.version
+	return e.version()
 }
 
 // remove deletes key and reports whether a live (unexpired) entry existed.
@@ -827,7 +835,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		ops, _ := durability.DecodeMulti(op.Value) // checked when the op was decoded
 		for i := range ops {
 			next, _ := applyOp(seg, &ops[i])
-			seg.set(ops[i].Key, next)
+			s.setApplied(seg, ops[i].Key, next)
 		}
 		if s.onWrite != nil {
 			s.onWrite(segment, op.Revision, epoch, "", nil, writeChange{multi: ops, at: s.now()})
@@ -836,13 +844,23 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 		return true, op.Revision
 	}
 	next, change := applyOp(seg, op)
-	seg.set(op.Key, next)
+	s.setApplied(seg, op.Key, next)
 	if s.onWrite != nil {
 		change.at = s.now()
 		s.onWrite(segment, op.Revision, epoch, op.Key, next, change)
 	}
 	seg.torn = false
 	return true, op.Revision
+}
+
+// setApplied stores next, which a replicated op left, under key: written at the time it arrives, for the
+// eviction policy. Called with seg.mu held.
+func (s *store) setApplied(seg *segmentStore, key string, next *entry) {
+	if old := seg.set(key, next); next != nil {
+		if mode := s.budget.accessMode(); mode != accessNone {
+			next.stamp(next.version(), written(mode, old, s.now()))
+		}
+	}
 }
 
 // applyOp returns the entry op leaves under its key, nil for none, and what made it, as the owner's write
@@ -863,7 +881,7 @@ func applyOp(seg *segmentStore, op *durability.Op) (next *entry, change writeCha
 				next = cur.withExpiry(cur.expiry()) // a copy: readers may hold the stored entry
 			}
 			if next != nil {
-				next.version = op.Version
+				next.stamp(op.Version, next.access())
 			}
 		}
 	}
@@ -917,7 +935,7 @@ func (s *store) snapshotThen(segment int, fn func(revision uint64, entries []dur
 			entries = snapshotEntries(entries, k, e)
 			continue
 		}
-		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expiry(), Version: e.version})
+		entries = append(entries, durability.Entry{Key: k, Value: e.value(), ExpireAt: e.expiry(), Version: e.version()})
 	}
 	fn(seg.revision, entries)
 }
@@ -958,7 +976,11 @@ func (s *store) restoreThen(segment int, revision uint64, snap []durability.Entr
 	seg.internal = 0
 	seg.intents.Store(0)
 	var bytes, expiring int64
+	mode, now := s.budget.accessMode(), s.now()
 	for k, e := range entries.all() {
+		if mode != accessNone {
+			e.stamp(e.version(), written(mode, nil, now))
+		}
 		seg.keysChanged(k, true)
 		bytes += e.count(k)
 		expiring += e.ttlCount()
@@ -1006,7 +1028,7 @@ func entryHash(key string, e *entry) uint64 {
 	}
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(e.expiry()))
-	binary.LittleEndian.PutUint64(b[8:], e.version)
+	binary.LittleEndian.PutUint64(b[8:], e.version())
 	h.Write(b[:])
 	x := h.Sum64()
 	// A final avalanche (splitmix64) so XOR of many hashes does not cancel structure.
@@ -1022,46 +1044,51 @@ type evictionCandidate struct {
 	segment  int
 	key      string
 	expireAt int64
+	rank     uint64 // the higher, the sooner the policy evicts it
 }
 
-// sampleKey returns, from a key of segment seg chosen at random (intn(n) picks one of n), the first key in
-// scan order, wrapping around, that a client wrote and no transaction holds; withTTL keeps only keys with an
-// expiry, and looks further the fewer of the segment's keys have one. It reports false when there is none
-// among those it looks at.
-func (s *store) sampleKey(seg int, intn func(n int) int, withTTL bool) (evictionCandidate, bool) {
+// sampleKey returns, of the first sample.want keys eviction may take (see evictable) met in scan order from
+// a key of segment seg chosen at random, wrapping around once, the highest ranked, and how many it took. A
+// sample of keys with a TTL looks further the fewer of the segment's keys have one.
+func (s *store) sampleKey(seg int, sample evictionSample) (best evictionCandidate, taken int) {
 	ss := &s.segments[seg]
 	s.rlock(ss)
 	defer s.runlock(ss)
-	pos, any := ss.entries.samplePosition(intn)
+	start, any := ss.entries.samplePosition(sample.intn)
 	if !any {
-		return evictionCandidate{}, false
+		return evictionCandidate{}, 0
 	}
-	looks := 16
-	if withTTL {
+	looks := 16 + sample.want
+	if sample.withTTL {
 		expiring := ss.expiring.Load()
 		if expiring == 0 {
-			return evictionCandidate{}, false
+			return evictionCandidate{}, 0
 		}
 		// Keys with a TTL may be few among the others: look far enough to meet a few of them.
-		looks += int(min(int64(ss.entries.len()), 4*int64(ss.entries.len())/expiring))
+		looks += int(min(int64(ss.entries.len()), int64(sample.want)*4*int64(ss.entries.len())/expiring))
 	}
 	now := s.now()
-	seen := 0
-	var found evictionCandidate
-	pick := func(_ uint64, e *entry) bool {
+	seen, wrapped := 0, false
+	pick := func(pos uint64, e *entry) bool {
+		if wrapped && pos >= start {
+			return false // back where the sample began
+		}
 		seen++
 		key := e.key()
-		if evictable(ss, key, e, withTTL, now) {
-			found = evictionCandidate{segment: seg, key: key, expireAt: e.expiry()}
-			return false
+		if evictable(ss, key, e, sample.withTTL, now) {
+			if rank := sample.rank(e, now); taken == 0 || rank > best.rank {
+				best = evictionCandidate{segment: seg, key: key, expireAt: e.expiry(), rank: rank}
+			}
+			taken++
 		}
-		return seen < looks
+		return taken < sample.want && seen < looks
 	}
-	ss.entries.from(pos)(pick)
-	if found.key == "" && seen < looks {
+	ss.entries.from(start)(pick)
+	if taken < sample.want && seen < looks {
+		wrapped = true
 		ss.entries.from(0)(pick)
 	}
-	return found, found.key != ""
+	return best, taken
 }
 
 // evictable reports whether eviction may take key, whose entry is e: a key a client wrote, with an expiry

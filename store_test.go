@@ -193,8 +193,8 @@ func TestEntryHoldsItsKeyAndValue(t *testing.T) {
 	for _, tc := range []struct{ key, value string }{{"k", "v"}, {"", "v"}, {"k", ""}, {"", ""}, {"key:000000123456", string(make([]byte, 64))}} {
 		value := []byte(tc.value)
 		e := newStringEntry(tc.key, value, 7, 99)
-		if e.key() != tc.key || string(e.value()) != tc.value || e.version != 7 || e.expiry() != 99 || e.coll() != nil {
-			t.Fatalf("entry of %q, %q: key %q, value %q, version %d, expiry %d", tc.key, tc.value, e.key(), e.value(), e.version, e.expiry())
+		if e.key() != tc.key || string(e.value()) != tc.value || e.version() != 7 || e.expiry() != 99 || e.coll() != nil {
+			t.Fatalf("entry of %q, %q: key %q, value %q, version %d, expiry %d", tc.key, tc.value, e.key(), e.value(), e.version(), e.expiry())
 		}
 		if e.value() == nil || cap(e.value()) != len(tc.value) {
 			t.Fatalf("value of %q: nil %v, cap %d", tc.value, e.value() == nil, cap(e.value()))
@@ -206,7 +206,7 @@ func TestEntryHoldsItsKeyAndValue(t *testing.T) {
 			}
 		}
 		for _, at := range []int64{5, 0, -1} { // an entry without expiry holds none: its key starts earlier
-			if later := e.withExpiry(at); later == e || later.key() != tc.key || string(later.value()) != tc.value || later.expiry() != at || later.version != 7 {
+			if later := e.withExpiry(at); later == e || later.key() != tc.key || string(later.value()) != tc.value || later.expiry() != at || later.version() != 7 {
 				t.Fatalf("withExpiry(%d): key %q, value %q, expiry %d", at, later.key(), later.value(), later.expiry())
 			}
 		}
@@ -217,7 +217,7 @@ func TestEntryHoldsItsKeyAndValue(t *testing.T) {
 	}
 	cv := &collValue{c: newCollection(kindHash)}
 	e := newCollEntry("h", cv, 3, 0)
-	if e.key() != "h" || e.coll() != cv || e.value() != nil || e.kind() != kindHash || e.version != 3 {
+	if e.key() != "h" || e.coll() != cv || e.value() != nil || e.kind() != kindHash || e.version() != 3 {
 		t.Fatalf("collection entry: key %q, value %q, kind %v", e.key(), e.value(), e.kind())
 	}
 	if later := e.withExpiry(8); later.coll() != cv || later.key() != "h" || later.expiry() != 8 {

@@ -39,7 +39,7 @@ func TestAtomicGroupIsOneWrite(t *testing.T) {
 		t.Fatalf("revision %d, ops %+v; want one multi op at revision 2", rev, ops)
 	}
 	for _, key := range []string{"a", "k"} {
-		if e, _, ok := owner.getEntry(0, key); !ok || e.version != 2 {
+		if e, _, ok := owner.getEntry(0, key); !ok || e.version() != 2 {
 			t.Fatalf("%s: %+v, %v; want version 2", key, e, ok)
 		}
 	}

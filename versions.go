@@ -65,7 +65,7 @@ func (s *store) putIfVersion(segment int, key string, value []byte, ttl time.Dur
 	if current != version {
 		return current, false
 	}
-	return next.version, true
+	return next.version(), true
 }
 
 // removeIfVersion deletes key when its live version is version. It returns the version the key had, 0 for
@@ -84,5 +84,5 @@ func versionOf(e *entry) uint64 {
 	if e == nil {
 		return 0
 	}
-	return e.version
+	return e.version()
 }

@@ -157,7 +157,7 @@ func parseOptions(args []string) (options, error) {
 		o.maxMemory = n
 		return err
 	})
-	fs.StringVar(&o.evictionPolicy, "maxmemory-policy", zaris.EvictionNoEviction, "what a write past --maxmemory does: noeviction refuses it; allkeys-random, volatile-random and volatile-ttl evict keys first")
+	fs.StringVar(&o.evictionPolicy, "maxmemory-policy", zaris.EvictionNoEviction, "what a write past --maxmemory does: noeviction refuses it; allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random and volatile-ttl evict keys first")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
