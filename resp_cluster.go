@@ -349,6 +349,9 @@ func (c *respConn) parseScan(args [][]byte) (scanRequest, bool) {
 		opt, val := args[i], args[i+1]
 		switch {
 		case isSubcommand(opt, "MATCH"):
+			if !c.checkPattern(val) {
+				return scanRequest{}, false
+			}
 			req.Match = val
 			if len(val) == 1 && val[0] == '*' {
 				req.Match = nil
@@ -396,20 +399,36 @@ func (c *respConn) cmdScan(args [][]byte) {
 }
 
 // cmdKeys serves KEYS over the keys of the partitions this node owns. It walks them a page at a time, so a
-// segment's writers never wait for more than a page.
+// segment's writers never wait for more than a page. The keys it gathers count in the budget the
+// connections' query buffers share: a reply past it is refused, with SCAN as the way to list so many.
 func (c *respConn) cmdKeys(args [][]byte) {
+	if !c.checkPattern(args[1]) {
+		return
+	}
 	req := scanRequest{Count: maxScanCount, Match: args[1]}
 	if len(req.Match) == 1 && req.Match[0] == '*' {
 		req.Match = nil
 	}
 	var keys []string
+	held := 0
+	defer func() { c.srv.budget.release(held) }()
 	for {
 		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 		if reply.Status != StatusSuccess {
 			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
-		keys = append(keys, c.user.visible(reply.Keys)...)
+		page := c.user.visible(reply.Keys)
+		size := 0
+		for _, k := range page {
+			size += len(k) + scanKeyOverhead
+		}
+		if !c.srv.budget.reserve(size) {
+			c.wr.error(keysTooLargeMessage)
+			return
+		}
+		held += size
+		keys = append(keys, page...)
 		if reply.Next == scanDone {
 			break
 		}
@@ -419,6 +438,18 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	for _, k := range keys {
 		c.wr.bulkString(k)
 	}
+}
+
+// keysTooLargeMessage refuses a KEYS whose reply would pass the reply budget.
+const keysTooLargeMessage = "ERR KEYS would return more than the server's reply budget; list the keys with SCAN"
+
+// checkPattern refuses, with an error reply, a MATCH or KEYS pattern longer than maxMatchPattern.
+func (c *respConn) checkPattern(pattern []byte) bool {
+	if len(pattern) > maxMatchPattern {
+		c.wr.error("ERR pattern longer than " + strconv.Itoa(maxMatchPattern) + " bytes")
+		return false
+	}
+	return true
 }
 
 // cmdDBSize serves DBSIZE: the keys of the partitions this node owns, or for a user limited to some keys,

@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -211,4 +212,62 @@ func FuzzParseScanCursor(f *testing.F) {
 			t.Fatalf("%q read as %d, %v; want %d, %v", arg, n, ok, want, valid)
 		}
 	})
+}
+
+// TestRESPScanBounds checks the bounds on listing keys: a MATCH or KEYS pattern past maxMatchPattern is
+// refused, one within it is served, and a KEYS reply past the RESP reply budget is refused with an error
+// rather than gathered, while SCAN still lists every key a page at a time.
+func TestRESPScanBounds(t *testing.T) {
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.MaxValueSize, cfg.RESPMaxQueryBufferTotal = 256<<10, 2<<20
+	})
+	ctx := bg(t)
+	pad := strings.Repeat("k", 1000)
+	keys := numberedKeys("long:"+pad+":", 2500) // 2.5 MB of keys, more than the whole budget
+	putKeys(t, ctx, c.node(0), keys)
+	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})
+	defer client.Close()
+
+	long := strings.Repeat("*a", maxMatchPattern/2) + "*"
+	if err := client.Scan(ctx, 0, long, 10).Err(); err == nil || !strings.Contains(err.Error(), "pattern longer") {
+		t.Fatalf("SCAN with a %d-byte pattern: %v, want a refusal", len(long), err)
+	}
+	if err := client.Keys(ctx, long).Err(); err == nil || !strings.Contains(err.Error(), "pattern longer") {
+		t.Fatalf("KEYS with a %d-byte pattern: %v, want a refusal", len(long), err)
+	}
+	var scanErr error
+	for _, err := range c.node(0).Scan(ctx, ScanMatch(long)) {
+		scanErr = err
+		break
+	}
+	if !errors.Is(scanErr, ErrInvalidRequest) {
+		t.Fatalf("Scan with a %d-byte pattern: %v, want ErrInvalidRequest", len(long), scanErr)
+	}
+	within := strings.Repeat("*k", maxMatchPattern/4) + "*"
+	if got, err := client.Keys(ctx, "long:"+pad+":1?").Result(); err != nil || len(got) != 10 {
+		t.Fatalf("KEYS of ten keys: %d keys, %v", len(got), err)
+	}
+	if _, _, err := client.Scan(ctx, 0, within, 100).Result(); err != nil {
+		t.Fatalf("SCAN with a %d-byte pattern: %v", len(within), err)
+	}
+	if err := client.Keys(ctx, "*").Err(); err == nil || !strings.Contains(err.Error(), "use SCAN") && !strings.Contains(err.Error(), "with SCAN") {
+		t.Fatalf("KEYS of 2.5 MB under a 2 MiB budget: %v, want a refusal", err)
+	}
+	seen := map[string]int{}
+	for cursor := uint64(0); ; {
+		page, next, err := client.Scan(ctx, cursor, "", 200).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page {
+			seen[k]++
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	checkEachOnce(t, seen, keys)
+	if err := client.Set(ctx, "after", "1", 0).Err(); err != nil {
+		t.Fatalf("SET after the refused KEYS: %v (its budget was not given back?)", err)
+	}
 }

@@ -23,7 +23,8 @@ const DefaultScanCount = 1000
 
 // ScanMatch makes Scan return only the keys that match pattern, a Redis glob: * any run of bytes, ? one
 // byte, [abc], [^abc] and [a-z] one byte of a class, \ making the next byte literal. The owners filter the
-// keys, so the ones that do not match never cross the network.
+// keys, so the ones that do not match never cross the network. A pattern longer than 64 KiB is refused
+// (ErrInvalidRequest).
 func ScanMatch(pattern string) ScanOption {
 	return func(o *scanOptions) { o.match = []byte(pattern) }
 }

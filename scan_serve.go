@@ -63,6 +63,10 @@ type scanPager struct {
 	maxBytes int // the room for keys in one reply
 }
 
+// maxMatchPattern bounds a scan's MATCH pattern, in bytes: far beyond any key pattern in use, and short
+// enough that matching one against each key visited stays cheap.
+const maxMatchPattern = 64 << 10
+
 // scanPage is a page with, per segment it read, the segment's revision at the time.
 type scanPage struct {
 	reply     scanReply
@@ -83,6 +87,9 @@ type pageWork struct {
 // it has visited req.Count keys, filled its reply, reached a partition it does not serve (scanRouted) or
 // the end of the key space.
 func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
+	if len(req.Match) > maxMatchPattern {
+		return scanPage{reply: scanReply{Status: StatusInvalidRequest}}
+	}
 	w := pageWork{filter: scanFilter{match: req.Match, kind: req.Type}, cursor: req.Cursor,
 		left: scanBounds{visits: min(max(req.Count, 1), maxScanCount), bytes: pg.maxBytes}, revs: map[int]uint64{}}
 	for {

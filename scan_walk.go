@@ -44,13 +44,6 @@ type scanFilter struct {
 	kind  string // an entry type as TYPE names it; "" matches every type
 }
 
-func (f *scanFilter) accepts(key string, e *entry) bool {
-	if f.kind != "" && entryType(e) != f.kind {
-		return false
-	}
-	return f.match == nil || glob.Match(f.match, []byte(key), false)
-}
-
 // entryType names the type of e's value as Redis's TYPE does.
 func entryType(e *entry) string { return e.kind().String() }
 
@@ -78,14 +71,28 @@ type scanWalk struct {
 
 // scan walks segment's keys from position from up to, but excluding, end (0: to the end of the key space),
 // within bounds, and appends to keys the live ones f accepts. It holds the segment's read lock for the walk
-// only, and reads nothing outside the bounds. Internal keys (intents, transaction records) count as visits,
-// so that many of them cannot make one walk long, but are never returned.
+// only, and reads nothing outside the bounds; a MATCH pattern is matched after the lock is released, so a
+// long pattern costs its caller alone. Internal keys (intents, transaction records) count as visits, so
+// that many of them cannot make one walk long, but are never returned.
 func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFilter, keys []string) scanWalk {
+	w, candidates := s.visitSegment(segment, from, end, bounds, f.kind)
+	for _, key := range candidates {
+		if f.match == nil || glob.Match(f.match, []byte(key), false) {
+			keys = append(keys, strings.Clone(key)) // the entry's own would keep its value alive
+		}
+	}
+	w.keys = keys
+	return w
+}
+
+// visitSegment is scan's walk under the segment's read lock: it returns the live keys of type kind (any
+// when empty) it visited, still the entries' own strings. The bytes bound counts them, matched or not.
+func (s *store) visitSegment(segment int, from, end uint64, bounds scanBounds, kind string) (w scanWalk, candidates []string) {
 	now := s.now()
 	seg := &s.segments[segment]
 	seg.mu.RLock()
 	defer seg.mu.RUnlock()
-	w := scanWalk{keys: keys, next: end, revision: seg.revision}
+	w = scanWalk{next: end, revision: seg.revision}
 	last, started := uint64(0), false
 	for pos, e := range seg.entries.from(from) {
 		if end != scanDone && pos >= end {
@@ -103,12 +110,12 @@ func (s *store) scan(segment int, from, end uint64, bounds scanBounds, f *scanFi
 		}
 		last, started = pos, true
 		w.visited++
-		if cost > 0 && !e.expired(now) && f.accepts(key, e) {
-			w.keys = append(w.keys, strings.Clone(key)) // the entry's own would keep its value alive
+		if cost > 0 && !e.expired(now) && (kind == "" || entryType(e) == kind) {
+			candidates = append(candidates, key)
 			w.bytes += cost
 		}
 	}
-	return w
+	return w, candidates
 }
 
 // segmentLen counts the keys stored in segment, expired ones not yet reclaimed included, as DBSIZE does:
