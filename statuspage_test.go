@@ -113,10 +113,17 @@ func TestReadinessIn(t *testing.T) {
 // TestStatusJSON: the view lists every member and partition as the node's map has them.
 func TestStatusJSON(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, func(cfg *Config) { cfg.ReplicationFactor = 2 })
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.ReplicationFactor, cfg.MaxMemory, cfg.EvictionPolicy = 2, 64<<20, EvictionAllKeysLRU
+	})
 	c.waitHealthy(20 * time.Second)
 	srv := httptest.NewServer(c.node(1).HTTPHandler())
 	defer srv.Close()
+	for i := range 100 {
+		if err := c.node(0).Put(bg(t), "status:"+strconv.Itoa(i), []byte("held")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var v statusView
 	// Gossip may suspect a member for a moment on a loaded machine: the view says so until it refutes.
 	waitFor(t, 20*time.Second, "status.json listing every member alive", func() bool {
@@ -130,6 +137,9 @@ func TestStatusJSON(t *testing.T) {
 		}
 		return len(v.Members) == 3 && !slices.ContainsFunc(v.Members, func(mb memberView) bool { return mb.Status != "alive" })
 	})
+	if v.MaxMemory != 64<<20 || v.Policy != EvictionAllKeysLRU || v.DataBytes <= 0 || v.DataBytes != c.node(1).store.bytes() {
+		t.Errorf("memory: %d held of %d under %q; the store holds %d", v.DataBytes, v.MaxMemory, v.Policy, c.node(1).store.bytes())
+	}
 	m := c.node(1).ClusterMap()
 	if v.Node != c.node(1).Name() || len(v.Members) != 3 || len(v.Partitions) != m.Partitions || v.Leader == "" || v.Ready != "" {
 		t.Fatalf("view: node %q, %d members, %d partitions, leader %q, ready %q", v.Node, len(v.Members), len(v.Partitions), v.Leader, v.Ready)
@@ -211,7 +221,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	pageShows(t, ctx, "3 members alive and every partition Healthy", `document.getElementById("members-alive").textContent === "3" &&
 		document.querySelectorAll('.part[data-health="Healthy"]').length === `+strconv.Itoa(partitions)+` &&
-		Number(document.getElementById("rate-called").textContent) > 0`)
+		Number(document.getElementById("rate-called").textContent) > 0 &&
+		document.getElementById("memory").textContent.endsWith("MiB")`)
 
 	victim := 1
 	if c.leader() == victim {

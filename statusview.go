@@ -28,9 +28,14 @@ type statusView struct {
 	Failovers  []failoverEvent `json:"failovers"` // the most recent first
 	// Called and Served count the operations this node called and served as owner, for the page to turn
 	// into rates.
-	Called    uint64 `json:"called"`
-	Served    uint64 `json:"served"`
-	Keys      int    `json:"keys"`
+	Called uint64 `json:"called"`
+	Served uint64 `json:"served"`
+	Keys   int    `json:"keys"`
+	// DataBytes is what this node's copies hold by the store's count, which MaxMemory bounds (0: none).
+	DataBytes int64  `json:"dataBytes"`
+	MaxMemory int64  `json:"maxMemory"`
+	Policy    string `json:"evictionPolicy"`
+	Evicted   uint64 `json:"evicted"`
 	Failed    uint64 `json:"failedOver"` // partitions failed over in the cluster's life
 	MovedEver uint64 `json:"moved"`
 }
@@ -109,6 +114,7 @@ func (n *Node) statusView() statusView {
 		Node: n.id, Leader: n.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
 		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
 		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
+		DataBytes: n.store.bytes(), MaxMemory: n.store.budget.limit(), Policy: n.store.budget.policyName(), Evicted: n.store.budget.evicted(),
 	}
 	if err := n.Readiness(); err != nil {
 		v.Ready = err.Error()
