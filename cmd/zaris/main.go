@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,7 +153,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.http.pprof, "pprof", false, "also serve net/http/pprof under /debug/pprof/ on --http-addr")
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", 20, "how far the heap may grow between collections, in percent of the live data (at least 16 MiB, at most "+
 		"Go's GOGC=100); 0, or GOGC set in the environment, leaves the collector to GOGC")
-	fs.Func("maxmemory", "bound on the data this node keeps, in Redis's units (100mb, 2gb); writes past it are refused with -OOM; 0: none", func(v string) error {
+	fs.Func("maxmemory", "bound on the data this node keeps, in Redis's units (100mb, 2gb); writes past it evict or are refused, per --maxmemory-policy, and the runtime's memory limit is set to it plus 15% plus 64 MiB (unless GOMEMLIMIT is set); 0: none", func(v string) error {
 		n, err := zaris.ParseMemorySize(v)
 		o.maxMemory = n
 		return err
@@ -347,6 +348,7 @@ func run(o options, log *slog.Logger) error {
 	if tuner := o.keepGCHeadroom(log); tuner != nil {
 		defer tuner.Stop()
 	}
+	o.limitMemory(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ops, err := o.startOpsServer(log)
@@ -396,6 +398,34 @@ func (o options) keepGCHeadroom(log *slog.Logger) *gcheadroom.Tuner {
 		return nil
 	}
 	return gcheadroom.Keep(o.gcHeadroom, gcHeadroomFloor)
+}
+
+// memoryLimitBase is what a node takes beyond its data, op log and near cache: the runtime, the control
+// plane, connections and their buffers.
+const memoryLimitBase = 64 << 20
+
+// memoryLimit is the Go runtime's soft memory limit under --maxmemory: what MaxMemory bounds, 15% more for
+// the room the collector needs, and memoryLimitBase. Zero without --maxmemory.
+func memoryLimit(maxMemory int64) int64 {
+	if maxMemory <= 0 {
+		return 0
+	}
+	return maxMemory + maxMemory*15/100 + memoryLimitBase
+}
+
+// limitMemory sets the runtime's memory limit (memoryLimit) under --maxmemory, unless GOMEMLIMIT is set,
+// so the collector runs as often as it must to keep the process near the bound.
+func (o options) limitMemory(log *slog.Logger) {
+	limit := memoryLimit(o.maxMemory)
+	if limit == 0 {
+		return
+	}
+	if v, set := os.LookupEnv("GOMEMLIMIT"); set {
+		log.Info("GOMEMLIMIT is set: the memory limit --maxmemory implies is not", "GOMEMLIMIT", v)
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit", "bytes", limit)
 }
 
 // startOpsServer starts the operations endpoint when --http-addr is set; nil otherwise.

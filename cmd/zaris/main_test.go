@@ -122,3 +122,15 @@ func TestGCHeadroomOption(t *testing.T) {
 		t.Fatalf("GOGC=50 in the environment, yet the collector is tuned (%v)", err)
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct{ maxMemory, want int64 }{
+		{0, 0},
+		{100 << 20, 115<<20 + memoryLimitBase},
+		{1 << 30, 1<<30 + (1<<30)*15/100 + memoryLimitBase},
+	} {
+		if got := memoryLimit(tc.maxMemory); got != tc.want {
+			t.Errorf("memoryLimit(%d) = %d, want %d", tc.maxMemory, got, tc.want)
+		}
+	}
+}
