@@ -589,6 +589,8 @@ func (c *Config) leaderRules() leaderRules {
 
 // testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
 type testHooks struct {
+	// evicted, when set, is called with each key this node evicts as owner, once its eviction is written.
+	evicted func(key string)
 	// refuseOp, when set, makes this node answer the operations it names, on either lane, as a node of an
 	// older version does an operation it does not know.
 	refuseOp func(op transport.Op) bool

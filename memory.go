@@ -79,10 +79,11 @@ type memoryBudget struct {
 	store     budgetStore
 	refusals  atomic.Uint64
 	evictions atomic.Uint64
+	onEvict   func(key string) // a test hook; nil in production
 }
 
 func newMemoryBudget(cfg *Config, layout Layout, store budgetStore) *memoryBudget {
-	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store}
+	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store, onEvict: cfg.hooks.evicted}
 	b.max.Store(cfg.MaxMemory)
 	_ = b.setPolicy(cmp.Or(cfg.EvictionPolicy, EvictionNoEviction)) // Validate checked it
 	return b
@@ -242,6 +243,9 @@ func (b *memoryBudget) makeRoom(segment int, size int64) bool {
 		}
 		if _, ok := b.store.evict(victim.segment, victim.key); ok {
 			b.evictions.Add(1)
+			if b.onEvict != nil {
+				b.onEvict(victim.key)
+			}
 		}
 	}
 	return false

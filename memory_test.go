@@ -367,3 +367,67 @@ func TestEvictionVolatile(t *testing.T) {
 		t.Fatal("volatile-random refused nothing once only keys without a TTL were left to evict")
 	}
 }
+
+// TestEvictionAcrossFailover floods a three-node RF 2 cluster under allkeys-lru, kills an owner, and floods
+// the two left: every acknowledged key that no owner reported evicted reads back, no key an owner evicted
+// reads back (each is written once), and no survivor's copies pass its data budget.
+func TestEvictionAcrossFailover(t *testing.T) {
+	t.Parallel()
+	const maxMemory, valueSize = 2 << 20, 4 << 10
+	var mu sync.Mutex
+	evicted := map[string]bool{}
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.MaxMemory, cfg.EvictionPolicy, cfg.FailoverTimeout = maxMemory, EvictionAllKeysLRU, 500*time.Millisecond
+		cfg.hooks.evicted = func(key string) {
+			mu.Lock()
+			evicted[key] = true
+			mu.Unlock()
+		}
+	}))
+	c.waitHealthy(20 * time.Second)
+	before, refused := flood(t, c, "before", 200, valueSize, nil)
+	dead := c.node(1).id
+	c.kill(1)
+	waitFor(t, 30*time.Second, "every partition owned by a survivor", func() bool {
+		for _, st := range c.node(0).ClusterMap().Runtime {
+			if st.Owner == "" || st.Owner == dead {
+				return false
+			}
+		}
+		return true
+	})
+	after, refusedAfter := flood(t, c, "after", 250, valueSize, nil)
+	if refused+refusedAfter > 0 {
+		t.Fatalf("%d writes refused under allkeys-lru", refused+refusedAfter)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	var present, gone int
+	for _, k := range append(before, after...) {
+		_, err := c.node(0).Get(ctx, k)
+		switch {
+		case err != nil && !errors.Is(err, ErrNotFound):
+			t.Fatalf("get %s: %v", k, err)
+		case evicted[k] && err == nil:
+			t.Errorf("%s was evicted and reads back", k)
+		case !evicted[k] && err != nil:
+			t.Errorf("%s was acknowledged, never evicted, and is missing", k)
+		case err == nil:
+			present++
+		default:
+			gone++
+		}
+	}
+	t.Logf("%d keys acknowledged: %d read back, %d evicted", len(before)+len(after), present, gone)
+	if gone == 0 {
+		t.Fatal("the flood evicted nothing")
+	}
+	dataBudget := int64(maxMemory) - c.node(0).cfg.OpLogRetainBytes
+	for _, n := range c.live() {
+		if held := n.store.bytes(); held > dataBudget+int64(2*(valueSize+64)) {
+			t.Errorf("%s holds %d bytes of copies, over its data budget %d", n.id, held, dataBudget)
+		}
+	}
+}
