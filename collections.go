@@ -40,6 +40,8 @@ type collection interface {
 	load(elems [][]byte)
 	// digest hashes the content, the same for equal collections whatever their history.
 	digest() uint64
+	// dataBytes counts the bytes of the elements held: fields and values, members, items.
+	dataBytes() int64
 }
 
 // stride is how many elements of elements() make one element of a collection of kind k.
@@ -161,7 +163,7 @@ func applyToCollection(c collection, op *collOp) {
 			c.load(op.args)
 		} else {
 			for _, f := range op.args {
-				delete(c.fields, string(f))
+				c.remove(string(f))
 			}
 		}
 	case *setColl:
@@ -169,7 +171,7 @@ func applyToCollection(c collection, op *collOp) {
 			c.load(op.args)
 		} else {
 			for _, m := range op.args {
-				delete(c.members, string(m))
+				c.remove(string(m))
 			}
 		}
 	case *listColl:
@@ -232,7 +234,10 @@ func mix64(x uint64) uint64 {
 
 // ---- Hash ----
 
-type hashColl struct{ fields map[string][]byte }
+type hashColl struct {
+	fields map[string][]byte
+	bytes  int64 // of fields and values
+}
 
 func (h *hashColl) kind() kind { return kindHash }
 func (h *hashColl) len() int   { return len(h.fields) }
@@ -245,16 +250,28 @@ func (h *hashColl) elements() [][]byte {
 	return out
 }
 
-// load sets fields; a value is never nil, so a nil one in a reply means a missing field.
+// load sets fields, each value a copy of its own, so that no request's buffer stays alive behind one; a
+// value is never nil, so a nil one in a reply means a missing field.
 func (h *hashColl) load(elems [][]byte) {
 	for i := 0; i+1 < len(elems); i += 2 {
-		v := elems[i+1]
-		if v == nil {
-			v = []byte{}
+		v := append([]byte{}, elems[i+1]...)
+		f := string(elems[i])
+		if old, ok := h.fields[f]; ok {
+			h.bytes -= allocSize(len(f)) + allocSize(len(old))
 		}
-		h.fields[string(elems[i])] = v
+		h.fields[f] = v
+		h.bytes += allocSize(len(f)) + allocSize(len(v))
 	}
 }
+
+func (h *hashColl) remove(f string) {
+	if old, ok := h.fields[f]; ok {
+		h.bytes -= allocSize(len(f)) + allocSize(len(old))
+		delete(h.fields, f)
+	}
+}
+
+func (h *hashColl) dataBytes() int64 { return h.bytes }
 
 // lookup returns a field's value; h may be nil, as for a key without a hash.
 func (h *hashColl) lookup(field string) ([]byte, bool) {
@@ -275,7 +292,10 @@ func (h *hashColl) digest() uint64 {
 
 // ---- Set ----
 
-type setColl struct{ members map[string]struct{} }
+type setColl struct {
+	members map[string]struct{}
+	bytes   int64 // of members
+}
 
 func (s *setColl) kind() kind { return kindSet }
 func (s *setColl) len() int   { return len(s.members) }
@@ -290,9 +310,21 @@ func (s *setColl) elements() [][]byte {
 
 func (s *setColl) load(elems [][]byte) {
 	for _, m := range elems {
-		s.members[string(m)] = struct{}{}
+		if _, ok := s.members[string(m)]; !ok {
+			s.members[string(m)] = struct{}{}
+			s.bytes += allocSize(len(m))
+		}
 	}
 }
+
+func (s *setColl) remove(m string) {
+	if _, ok := s.members[m]; ok {
+		delete(s.members, m)
+		s.bytes -= allocSize(len(m))
+	}
+}
+
+func (s *setColl) dataBytes() int64 { return s.bytes }
 
 func (s *setColl) digest() uint64 {
 	var d uint64
@@ -306,10 +338,13 @@ func (s *setColl) digest() uint64 {
 
 // listColl is a ring buffer: push and pop at either end in amortized O(1), and indexing in O(1).
 type listColl struct {
-	buf  [][]byte
-	head int
-	n    int
+	buf   [][]byte
+	head  int
+	n     int
+	bytes int64 // of items
 }
+
+func (l *listColl) dataBytes() int64 { return l.bytes }
 
 func (l *listColl) kind() kind { return kindList }
 func (l *listColl) len() int   { return l.n }
@@ -328,11 +363,10 @@ func (l *listColl) grow() {
 	l.buf, l.head = buf, 0
 }
 
-// push adds v at one end; a nil v is stored empty, so a nil in a reply means a missing item.
+// push adds a copy of v at one end, so that no request's buffer stays alive behind it; a nil v is stored
+// empty, so a nil in a reply means a missing item.
 func (l *listColl) push(left bool, v []byte) {
-	if v == nil {
-		v = []byte{}
-	}
+	v = append([]byte{}, v...)
 	l.grow()
 	if left {
 		l.head = (l.head - 1 + len(l.buf)) % len(l.buf)
@@ -341,6 +375,7 @@ func (l *listColl) push(left bool, v []byte) {
 		l.buf[(l.head+l.n)%len(l.buf)] = v
 	}
 	l.n++
+	l.bytes += allocSize(len(v))
 }
 
 func (l *listColl) pop(left bool) []byte {
@@ -354,6 +389,7 @@ func (l *listColl) pop(left bool) []byte {
 		l.head = (l.head + 1) % len(l.buf)
 	}
 	l.n--
+	l.bytes -= allocSize(len(v))
 	return v
 }
 
@@ -439,7 +475,10 @@ func scoreOf(b []byte) (float64, bool) {
 type zsetColl struct {
 	scores map[string]float64
 	list   *zskipList
+	bytes  int64 // of members
 }
+
+func (z *zsetColl) dataBytes() int64 { return z.bytes }
 
 func newZSet() *zsetColl { return &zsetColl{scores: map[string]float64{}, list: newZSkipList()} }
 
@@ -453,6 +492,8 @@ func (z *zsetColl) set(member string, score float64) {
 			return
 		}
 		z.list.remove(old, member)
+	} else {
+		z.bytes += allocSize(len(member))
 	}
 	z.scores[member] = score
 	z.list.insert(score, member)
@@ -462,6 +503,7 @@ func (z *zsetColl) remove(member string) {
 	if old, ok := z.scores[member]; ok {
 		z.list.remove(old, member)
 		delete(z.scores, member)
+		z.bytes -= allocSize(len(member))
 	}
 }
 

@@ -1,10 +1,12 @@
 package zaris
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,8 +145,28 @@ func BenchmarkPutEvicting(b *testing.B) {
 // BenchmarkStoreAccounting compares, per kind of value, the heap a bare store takes for 50,000 keys with
 // the store's own estimate of it, which MaxMemory bounds. Run it with -benchtime=1x.
 func BenchmarkStoreAccounting(b *testing.B) {
-	layout, _ := NewLayout(DefaultSegments, DefaultPartitions)
-	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20, layout: layout}
+	for _, tc := range accountingCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				heap, estimate := measureAccounting(b, tc, 50_000)
+				b.ReportMetric(heap, "heap-B/key")
+				b.ReportMetric(estimate, "estimate-B/key")
+				b.ReportMetric(estimate/heap, "estimate/heap")
+			}
+		})
+	}
+}
+
+// accountingCase is one kind of value whose memory the store's estimate is checked against.
+type accountingCase struct {
+	name string
+	op   transport.Op
+	req  kvRequest
+}
+
+// accountingCases are strings and each kind of collection, with small elements and with 1 KiB ones.
+func accountingCases() []accountingCase {
+	kib := strings.Repeat("k", 1024)
 	args := func(s ...string) [][]byte {
 		out := make([][]byte, len(s))
 		for i := range s {
@@ -152,37 +174,36 @@ func BenchmarkStoreAccounting(b *testing.B) {
 		}
 		return out
 	}
-	for _, tc := range []struct {
-		name string
-		op   transport.Op
-		req  kvRequest
-	}{
+	return []accountingCase{
 		{"string-64B", opPut, kvRequest{Value: make([]byte, 64)}},
 		{"string-1KiB", opPut, kvRequest{Value: make([]byte, 1024)}},
 		{"hash-4-fields", opHSet, kvRequest{Args: args("f1", "value-one", "f2", "value-two", "f3", "value-three", "f4", "4")}},
 		{"set-4-members", opSAdd, kvRequest{Args: args("m1", "member-two", "member-three", "m4")}},
 		{"list-4-items", opRPush, kvRequest{Args: args("item-one", "item-two", "item-three", "4")}},
 		{"zset-4-members", opZAdd, kvRequest{Args: args("1", "a", "2", "member-b", "3", "member-c", "4", "d")}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			for b.Loop() {
-				const keys = 50_000
-				before := liveHeap()
-				s := newStore(layout.Segments, systemClock{})
-				for i := range keys {
-					req := tc.req
-					req.Key = "key:" + strconv.Itoa(i)
-					if r := s.applyExclusive(layout.KeySegment(req.Key), &keyOps[tc.op], req, lim); r.Status != StatusSuccess {
-						b.Fatal(r.Status)
-					}
-				}
-				heap := float64(liveHeap()-before) / keys
-				estimate := float64(s.bytes()) / keys
-				runtime.KeepAlive(s)
-				b.ReportMetric(heap, "heap-B/key")
-				b.ReportMetric(estimate, "estimate-B/key")
-				b.ReportMetric(estimate/heap, "estimate/heap")
-			}
-		})
+		{"hash-4-fields-1KiB", opHSet, kvRequest{Args: args("f1", kib, "f2", kib, "f3", kib, "f4", kib)}},
+		{"set-4-members-1KiB", opSAdd, kvRequest{Args: args("1"+kib, "2"+kib, "3"+kib, "4"+kib)}},
+		{"list-4-items-1KiB", opRPush, kvRequest{Args: args(kib, kib, kib, kib)}},
+		{"zset-4-members-1KiB", opZAdd, kvRequest{Args: args("1", "1"+kib, "2", "2"+kib, "3", "3"+kib, "4", "4"+kib)}},
 	}
+}
+
+// measureAccounting stores keys values of tc in a fresh store and returns, per key, what the heap grew by
+// and what the store's estimate counts.
+func measureAccounting(tb testing.TB, tc accountingCase, keys int) (heap, estimate float64) {
+	layout, _ := NewLayout(64, 64) // hundreds of keys a segment, as a store of millions has with 1,024
+	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20, layout: layout}
+	s := newStore(layout.Segments, systemClock{})
+	before := liveHeap() // after the empty store, whose segments' tables are not any key's
+	for i := range keys {
+		req := tc.req
+		req.Key, req.Value, req.Args = "key:"+strconv.Itoa(i), bytes.Clone(req.Value), cloneValues(req.Args) // as a request arrives
+		if r := s.applyExclusive(layout.KeySegment(req.Key), &keyOps[tc.op], req, lim); r.Status != StatusSuccess {
+			tb.Fatal(r.Status)
+		}
+	}
+	heap = float64(liveHeap()-before) / float64(keys)
+	estimate = float64(s.bytes()) / float64(keys)
+	runtime.KeepAlive(s)
+	return heap, estimate
 }

@@ -431,3 +431,16 @@ func TestEvictionAcrossFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreAccountingFollowsHeap checks that what the store counts against MaxMemory stays within 10% of
+// what the heap grows by, for strings and every kind of collection, with small elements and large ones.
+// It runs alone (not in parallel), so that the heap grows by the store alone.
+func TestStoreAccountingFollowsHeap(t *testing.T) {
+	for _, tc := range accountingCases() {
+		heap, estimate := measureAccounting(t, tc, 10_000)
+		t.Logf("%s: %.0f B/key on the heap, %.0f counted", tc.name, heap, estimate)
+		if r := estimate / heap; r < 0.9 || r > 1.1 {
+			t.Errorf("%s: the store counts %.0f B/key, the heap grew by %.0f (%.2f)", tc.name, estimate, heap, r)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,19 +167,20 @@ func (e *entry) count(key string) int64 {
 const (
 	entryOverhead     = 48
 	collEntryOverhead = 64
+	tableItemOverhead = 24 // a string's position and pointer in a key-table leaf, and the leaf's free room
 )
 
-// elementCost is what an element of a collection of kind k takes on average, its bytes included, for
-// elements of a few to a few dozen bytes: a map entry and its strings for a hash or a set, an item and its
-// slice for a list, and for a sorted set a map entry beside a skip-list node of random height.
+// elementCost is what an element of a collection of kind k takes on average beyond its bytes (counted
+// apart, dataBytes): a map entry and its string headers for a hash or a set, an item's slice for a list,
+// and for a sorted set a map entry beside a skip-list node of random height.
 func elementCost(k kind) int64 {
 	switch k {
 	case kindHash:
-		return 104
+		return 98
 	case kindSet:
-		return 76
+		return 66
 	case kindList:
-		return 56
+		return 60
 	case kindZSet:
 		return 300
 	}
@@ -193,13 +195,35 @@ func (e *entry) ttlCount() int64 {
 	return 0
 }
 
-// size estimates the memory the entry takes under key.
+// size estimates the memory the entry takes under key: a string's one allocation, rounded up as the
+// allocator rounds it, and its item in the key table; a collection's entry, key, structure and elements.
 func (e *entry) size(key string) int64 {
-	n := int64(len(key) + entryOverhead)
 	if cv := e.coll(); cv != nil {
-		return n + collEntryOverhead + int64(cv.c.len())*elementCost(cv.c.kind())
+		return int64(len(key)+entryOverhead) + collEntryOverhead + int64(cv.c.len())*elementCost(cv.c.kind()) + cv.c.dataBytes()
 	}
-	return n + int64(e.vlen)
+	n := int(entryHeader) + len(key) + int(e.vlen)
+	if e.klen&entryExpires != 0 {
+		n += expirySize
+	}
+	return allocSize(n) + tableItemOverhead
+}
+
+// allocClasses are the sizes the Go allocator rounds a small allocation up to.
+var allocClasses = [...]int64{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288,
+	320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304,
+	2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288,
+	13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// allocSize is what an allocation of n bytes takes: its size class, or whole 8 KiB pages past the largest.
+func allocSize(n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if m := int64(n); m > allocClasses[len(allocClasses)-1] {
+		return (m + 8191) &^ 8191
+	}
+	i, _ := slices.BinarySearch(allocClasses[:], int64(n))
+	return allocClasses[i]
 }
 
 func (e *entry) expired(now int64) bool {
