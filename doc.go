@@ -188,9 +188,14 @@
 // The trade-off of shares is that one partition cannot borrow another's room: a value larger than a share
 // is refused on a node with room elsewhere, so MaxMemory should be many times the partitions a node holds
 // times the largest value. Shares follow the map: a failed node's copies move to the others, whose shares
-// shrink. MaxMemory counts the store's estimate of its entries (keys, values, per-entry and per-element
-// overheads), not the Go heap as a whole. CONFIG SET maxmemory and maxmemory-policy change one node at run
-// time.
+// shrink. MaxMemory counts the store's estimate of its entries, which follows the heap they take within a
+// few percent for strings and every collection (keys, values and elements rounded as the allocator rounds
+// them, and per-entry and per-element overheads), but not the rest of the process. Between collections the
+// Go heap grows past what is live, so a service that embeds a bounded node should set the runtime's
+// memory limit (GOMEMLIMIT, debug.SetMemoryLimit) to MaxMemory, 15% more, and what it needs of its own:
+// cmd/zaris sets it to MaxMemory plus 15% plus 64 MiB, and a flood of ten times the bound leaves its peak
+// resident memory within MaxMemory plus 15% plus 80 MiB. CONFIG SET maxmemory and maxmemory-policy change
+// one node at run time.
 //
 // # Scans
 //
