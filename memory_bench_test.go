@@ -116,6 +116,8 @@ func BenchmarkPutEvicting(b *testing.B) {
 	}{
 		{"unbounded", nil},
 		{"allkeys-random-16MiB", func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = 16<<20, EvictionAllKeysRandom }},
+		{"allkeys-lru-16MiB", func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = 16<<20, EvictionAllKeysLRU }},
+		{"allkeys-lfu-16MiB", func(cfg *Config) { cfg.MaxMemory, cfg.EvictionPolicy = 16<<20, EvictionAllKeysLFU }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c := startCluster(b, 1, tc.tweak)
