@@ -194,7 +194,7 @@
 // Go heap grows past what is live, so a service that embeds a bounded node should set the runtime's
 // memory limit (GOMEMLIMIT, debug.SetMemoryLimit) to MaxMemory, 15% more, and what it needs of its own:
 // cmd/zaris sets it to MaxMemory plus 15% plus 64 MiB, and a flood of ten times the bound leaves its peak
-// resident memory within MaxMemory plus 15% plus 80 MiB. CONFIG SET maxmemory and maxmemory-policy change
+// resident memory within MaxMemory plus 15% plus 96 MiB. CONFIG SET maxmemory and maxmemory-policy change
 // one node at run time.
 //
 // # Scans

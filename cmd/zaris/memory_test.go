@@ -18,7 +18,7 @@ import (
 
 // residentBase is what a node's resident memory may take beyond --maxmemory and 15% of it: the runtime,
 // the control plane, and the buffers of the clients flooding it.
-const residentBase = 80 << 20
+const residentBase = 96 << 20
 
 // TestMaxMemoryBoundsResidentMemory (ZARIS_RSS=1) floods one zaris process started with --maxmemory 16mb
 // and allkeys-lru, through RESP, with ten times that of strings and ten times that of each kind of
