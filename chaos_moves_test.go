@@ -42,9 +42,16 @@ func (cr *certRun) rebalance() {
 // startLeave starts node i's graceful Leave in the background. It drains for as long as it takes: a Leave
 // whose context ends first hands what the node still owns over at once, a crash the nemesis did not
 // choose. A kill of the node ends it (killOwnerAt).
-func (cr *certRun) startLeave(i int) {
+func (cr *certRun) startLeave(i int) { cr.startLeaveWithin(i, 0) }
+
+// startLeaveWithin is startLeave bounded by timeout, as a process's --leave-timeout bounds its leave; 0 for
+// none.
+func (cr *certRun) startLeaveWithin(i int, timeout time.Duration) {
 	n := cr.c.node(i)
 	ctx, cancel := context.WithCancel(context.Background())
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	}
 	lr := &leaveRun{i: i, n: n, cancel: cancel, done: make(chan struct{})}
 	cr.mu.Lock()
 	cr.leaving = lr
@@ -282,6 +289,29 @@ func rollingLeaveNemesis(ctx context.Context, cr *certRun) {
 			<-lr.done
 			cr.rejoin(i)
 			cr.awaitReady(ctx, 30*time.Second)
+		}
+	}
+}
+
+// rollingLeaveOnDiskNemesis is a rolling deploy of processes with data dirs, paced as an impatient
+// orchestrator paces one: every node in turn leaves within 2 s (a leave cut short keeps its copies on
+// disk) and restarts from its data dir at once, and the next leaves a second after.
+func rollingLeaveOnDiskNemesis(ctx context.Context, cr *certRun) {
+	for ctx.Err() == nil {
+		for i := range cr.c.cfgs {
+			if ctx.Err() != nil || cr.c.node(i) == nil {
+				return
+			}
+			cr.startLeaveWithin(i, 2*time.Second)
+			cr.mu.Lock()
+			lr := cr.leaving
+			cr.mu.Unlock()
+			<-lr.done
+			cr.rejoin(i)
+			select { // the pace of the rollout, not a wait for any state
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 	}
 }

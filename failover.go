@@ -127,6 +127,16 @@ func (r *replication) onOwnershipChange(old, next *ClusterMap) {
 			r.tookOver(p, was, st, next)
 			continue
 		}
+		if st.Owner == r.id {
+			// A node newly assigned (an incoming node of a move) may hold a copy of its own, reloaded from
+			// its data dir or kept from an earlier assignment: it proves it is a prefix of this node's first.
+			for _, id := range next.Assignment[p] {
+				if id != r.id && !slices.Contains(old.Assignment[p], id) {
+					r.link(id).resyncPartition(p, st.Epoch)
+				}
+			}
+			continue
+		}
 		holder := st.Owner == "" && slices.Contains(st.InSync, r.id) // of a lost partition; it may serve again
 		assigned := slices.Contains(next.Assignment[p], r.id) || st.Owner == r.id || holder
 		switch {

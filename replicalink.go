@@ -646,11 +646,9 @@ func (l *replicaLink) noteIncarnation(incarnation uint64) {
 	if incarnation == 0 || incarnation == l.incarnation {
 		return
 	}
-	restarted := l.incarnation != 0
+	// A process first heard from is as unknown as a restarted one: it may have reloaded, from its data
+	// dir, a copy of another history than this node's.
 	l.incarnation = incarnation
-	if !restarted {
-		return
-	}
 	m := l.r.clusterMap()
 	for p, st := range m.Runtime {
 		if l.r.ownsIn(m, p) && slices.Contains(m.Assignment[p], l.to) {
