@@ -200,6 +200,15 @@ func (r *replication) discard(p int, epoch uint64) {
 	}
 }
 
+// deposed reports whether this node no longer owns partition p by the latest it knows: its map names
+// another owner, or a newer epoch was seen for p, as when a map about to be published discarded this
+// node's copy. An owner write checks it under the segment's lock, so that a write routed here before a
+// failover never lands on the discarded copy, where it would pass for the new owner's history.
+func (r *replication) deposed(p int) bool {
+	st := r.clusterMap().Runtime[p]
+	return st.Owner != r.id || r.fence[p].Load() > st.Epoch
+}
+
 // nudgeReplicas wakes the link to every assigned replica of the partitions this node owns, even when no
 // write comes: a link then checks whether its replica restarted and whether a lagging one has caught up.
 func (r *replication) nudgeReplicas() {

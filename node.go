@@ -616,6 +616,10 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revisio
 				return
 			}
 		}
+		if n.repl.deposed(p) {
+			status = StatusOwnershipChanging
+			return
+		}
 		fn(&storeGroup{g: g, seg: seg, lim: lim})
 	})
 	return revision, status
@@ -651,7 +655,7 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision u
 
 // opLimits are the limits key operations run under on this node.
 func (n *Node) opLimits() opLimits {
-	return opLimits{memory: n.store.budget, maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
+	return opLimits{memory: n.store.budget, deposed: n.repl.deposed, maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
 }
 
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before

@@ -493,6 +493,9 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 	if !k.ownLocks && v.lockedBy(seg, req.Key) != "" {
 		return kvReply{Status: StatusLocked}
 	}
+	if !k.readOnly && lim.deposed != nil && lim.deposed(lim.layout.SegmentPartition(seg)) {
+		return kvReply{Status: StatusOwnershipChanging}
+	}
 	if lim.refusesGrowth(k, seg, &req) {
 		return kvReply{Status: StatusOutOfMemory}
 	}
