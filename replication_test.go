@@ -170,9 +170,18 @@ func TestStaleEpochIsRefused(t *testing.T) {
 		}
 		return true
 	})
-	// The old owner forgets the change: it still believes it owns p at the old epoch.
+	// The old owner's map goes back to before the change, but it saw the new epoch when it discarded its
+	// copy: it refuses the write itself, before applying it.
 	oldOwner.fsm.current.Store(before)
 	key := keyInPartition(oldOwner.layout, "fenced", p)
+	if reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
+		t.Fatalf("write to an owner that saw a newer epoch: status %s; want OwnershipChanging", reply.Status)
+	}
+	if _, _, ok := oldOwner.store.get(oldOwner.layout.KeySegment(key), key); ok {
+		t.Fatal("an owner that saw a newer epoch applied a write")
+	}
+	// The old owner forgets the change altogether: it still believes it owns p at the old epoch.
+	oldOwner.repl.fence[p].Store(before.Runtime[p].Epoch)
 	reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
 	// Applied by the stale owner but refused by a replica, the write is not acknowledged, nor retried:
 	// another replica of the old epoch may have taken it and become the new owner.
