@@ -313,12 +313,12 @@ func evictionRanker(policy string) func(e *entry, now int64) uint64 {
 	return func(*entry, int64) uint64 { return 0 }
 }
 
-// footprint estimates what req may add to its partition's copies: its key, value and arguments, and an
-// entry's overhead.
+// footprint estimates what req may add to its partition's copies, as the store counts an entry: its key
+// and value rounded to the allocator's size class, its arguments likewise, and its item in the key table.
 func (req *kvRequest) footprint() int64 {
-	n := int64(len(req.Key) + len(req.Value) + entryOverhead)
+	n := allocSize(int(entryHeader)+len(req.Key)+len(req.Value)) + tableItemOverhead
 	for _, a := range req.Args {
-		n += int64(len(a))
+		n += allocSize(len(a))
 	}
 	return n
 }

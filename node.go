@@ -266,9 +266,11 @@ func (n *Node) writeListeners() writeListeners {
 }
 
 // beforeCommit runs on the control plane's apply goroutine for every new map, before the node serves under
-// it, so that replication drops the copies it must not keep. It skips maps that do not record this process
+// it, so that the memory budget shares the data budget by it and replication drops the copies it must not
+// keep. It skips maps that do not record this process
 // (those a restarted node replays from its previous life): its copies came from the owners of today's map.
 func (n *Node) beforeCommit(old, next *ClusterMap) {
+	n.store.budget.mapChanged(next) // the partitions' shares, before any write is routed by next
 	if n.recordedIn(old) {
 		n.repl.onOwnershipChange(old, next)
 	}
@@ -279,7 +281,6 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.failovers.note(old, next, n.cfg.Clock.Now())
 	n.router.install(next, causePush)
-	n.store.budget.mapChanged(next)
 	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
 	n.repl.wakeWaiters()
 	n.watches.remapped()
