@@ -41,7 +41,7 @@ func TestAccessStamps(t *testing.T) {
 	for range 1000 {
 		a = touched(accessLFU, a, 0)
 	}
-	if c := lfuDecayed(a, 0); c < 15 || c > 60 {
+	if c := lfuDecayed(a, 0); c < 10 || c > 40 { // about 20; below 10 has a chance near e^-22
 		t.Errorf("a thousand accesses left the LFU counter at %d", c)
 	}
 }

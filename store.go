@@ -579,7 +579,11 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 	revision := seg.revision + 1
 	seg.torn = true
 	if old := seg.set(key, next); next != nil {
-		next.stamp(revision, written(s.budget.accessMode(), old, cmp.Or(change.at, s.now())))
+		var access uint16
+		if mode := s.budget.accessMode(); mode != accessNone { // the clock is read only when a policy needs it
+			access = written(mode, old, cmp.Or(change.at, s.now()))
+		}
+		next.stamp(revision, access)
 	}
 	if g := s.group; g != nil && g.atomic {
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
