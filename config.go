@@ -266,13 +266,28 @@ type Config struct {
 	// Dialer opens data-plane and control-plane connections; a seam for fault injection. Default: net.Dialer.
 	Dialer transport.Dialer
 	// TLS, when set, makes every connection between nodes mutual TLS: each end presents its certificate
-	// (Certificates, or GetCertificate and GetClientCertificate) and checks the other's against RootCAs
-	// (ClientCAs for incoming ones, RootCAs when nil). Names are checked only if ServerName is set.
-	// TLSFromFiles builds one from PEM files. Without it, any process that reaches DataAddr is a peer.
+	// (Certificates, or GetCertificate and GetClientCertificate) and checks that the other's chains to
+	// RootCAs (ClientCAs when nil) and names a node of this cluster: its URI SAN
+	// zaris://<ClusterName>/node/<Name> (NodeCertificateURI), which the node's own certificate must carry
+	// too. A certificate the CA signed for anything else, such as a RESP client, is refused on every peer
+	// port. Host names are checked only if ServerName is set. TLSFromFiles builds one from PEM files, read
+	// again when they change. Without TLS, any process that reaches DataAddr is a peer.
 	TLS *tls.Config
+	// ClusterName names the cluster in its nodes' certificates. Default: "zaris".
+	ClusterName string
+	// PeerDNSName, when set, also makes a certificate that holds this DNS SAN a node's, for a CA that
+	// issues no URI SANs: the node is then known by the certificate's common name.
+	PeerDNSName string
+	// DeniedPeers names nodes whose certificates every peer port refuses though the CA signed them. It
+	// may change while the node runs; nil denies no one.
+	DeniedPeers *DenyList
 	// GossipKey, when set, encrypts and authenticates gossip (16, 24 or 32 bytes: AES-128, -192 or -256);
-	// every member needs it. Without it, any process that reaches GossipAddr can join.
+	// every member needs it. Without it, any process that reaches GossipAddr can join membership, and be
+	// assigned partitions it cannot serve, so a node with TLS refuses to start without one unless
+	// OpenGossip says so.
 	GossipKey []byte
+	// OpenGossip lets a node with TLS run gossip without a GossipKey.
+	OpenGossip bool
 
 	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go), or "" for none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
@@ -346,6 +361,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Name:                 host + "-" + strconv.Itoa(os.Getpid()),
+		ClusterName:          DefaultClusterName,
 		GossipAddr:           "127.0.0.1:0",
 		DataAddr:             "127.0.0.1:0",
 		BootstrapExpect:      1,
@@ -523,6 +539,10 @@ func (c Config) Validate() error {
 		return bad("ReplicaAckTimeout must be positive")
 	case c.TLS != nil && c.TLS.RootCAs == nil && c.TLS.ClientCAs == nil:
 		return bad("TLS needs RootCAs: the cluster's CA, which every peer's certificate must chain to")
+	case c.ClusterName != "" && !validClusterName(c.ClusterName):
+		return bad("ClusterName %q: use letters, digits, '-' and '.'", c.ClusterName)
+	case c.TLS != nil && len(c.GossipKey) == 0 && !c.OpenGossip:
+		return bad("TLS without a GossipKey lets any process that reaches GossipAddr join: set GossipKey, or OpenGossip to run so")
 	case !validGossipKey(c.GossipKey):
 		return bad("GossipKey is %d bytes; it must be 16, 24 or 32", len(c.GossipKey))
 	case c.DiskQueueBytes < 1:

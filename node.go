@@ -103,6 +103,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		if err := checkOwnCertificate(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
 		cfg:      cfg,

@@ -81,7 +81,7 @@ func (n *Node) startRESP() error {
 	s.memory = n.store.budget
 	s.contain = n.containPanic
 	if n.cfg.RESPTLS != nil {
-		ln = tls.NewListener(ln, n.cfg.RESPTLS)
+		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
 		s.tls = true
 	}
 	n.resp = s

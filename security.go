@@ -17,25 +17,47 @@ import (
 )
 
 // Peer security. With Config.TLS set, every connection between nodes on the data port (the data plane and
-// the control plane's raft traffic) is mutual TLS: each end presents a certificate and checks the other's
-// against the cluster's CA, so a process without a certificate from that CA cannot send a single request.
-// Peers dial each other by address, so a certificate is checked against the CA, not against a host name,
-// unless the config names a ServerName. With Config.GossipKey set, gossip is encrypted and authenticated
-// with that key (serf's keyring), so a process without it can neither join nor disturb membership.
+// the control plane's raft traffic) is mutual TLS: each end presents a certificate, and checks that the
+// other's chains to the cluster's CA and names a node of this cluster (peertrust.go), so a process without
+// such a certificate cannot send a single request. Peers dial each other by address, so a certificate is
+// checked against a host name only if the config names a ServerName. With Config.GossipKey set, gossip is
+// encrypted and authenticated with that key (serf's keyring), so a process without it can neither join nor
+// disturb membership.
 
-// peerTLS returns the configs a node listens and dials with, derived from the user's one config.
-func peerTLS(c *tls.Config) (server, client *tls.Config) {
+// peerTLS returns the configs a node listens and dials with, derived from the config's TLS. Both leave
+// the checks of a peer's certificate to peerTrust: the standard ones cannot follow a CA file that changes,
+// nor check a node's name.
+func peerTLS(cfg *Config) (server, client *tls.Config) {
+	c, trust := cfg.TLS, newPeerTrust(cfg)
 	server = c.Clone()
-	server.ClientAuth = tls.RequireAndVerifyClientCert
-	if server.ClientCAs == nil {
-		server.ClientCAs = c.RootCAs
-	}
+	server.ClientAuth = tls.RequireAnyClientCert
+	server.GetConfigForClient = nil
 	if server.MinVersion < tls.VersionTLS12 {
 		server.MinVersion = tls.VersionTLS12
 	}
+	server.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := trust.verify(cs, x509.ExtKeyUsageClientAuth)
+		return err
+	}
+	if trust.deny != nil {
+		base := server.Clone()
+		server.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			per := base.Clone()
+			per.VerifyConnection = func(cs tls.ConnectionState) error {
+				name, err := trust.verify(cs, x509.ExtKeyUsageClientAuth)
+				if err == nil && !trust.deny.opened(hello.Conn, name) {
+					err = fmt.Errorf("zaris: node %q is on the deny list", name)
+				}
+				return err
+			}
+			return per, nil
+		}
+	}
 	client = c.Clone()
-	if client.RootCAs == nil {
-		client.RootCAs = c.ClientCAs // the cluster's CA, never the system's trust store
+	client.InsecureSkipVerify = true // peerTrust checks the chain, the node's name and ServerName
+	client.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := trust.verify(cs, x509.ExtKeyUsageServerAuth)
+		return err
 	}
 	if client.MinVersion < tls.VersionTLS12 {
 		client.MinVersion = tls.VersionTLS12
@@ -46,32 +68,14 @@ func peerTLS(c *tls.Config) (server, client *tls.Config) {
 			return get(&tls.ClientHelloInfo{})
 		}
 	}
-	if client.ServerName == "" {
-		roots := client.RootCAs
-		client.InsecureSkipVerify = true // the chain is verified below, against the CA and not a host name
-		client.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeerChain(cs, roots) }
-	}
 	return server, client
-}
-
-// verifyPeerChain checks that a peer's certificate chains to roots and may serve TLS.
-func verifyPeerChain(cs tls.ConnectionState, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("zaris: peer presented no certificate")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	return err
 }
 
 // tlsDialer dials peers through the inner dialer and runs the TLS handshake within the dial's context.
 type tlsDialer struct {
 	inner  transport.Dialer
 	config *tls.Config
+	trust  peerTrust
 }
 
 func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -84,16 +88,27 @@ func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.C
 		raw.Close()
 		return nil, fmt.Errorf("zaris: TLS handshake with %s: %w", addr, err)
 	}
-	return peerConn{conn}, nil
+	if d.trust.deny != nil {
+		name, _ := d.trust.nodeName(conn.ConnectionState().PeerCertificates[0])
+		if !d.trust.deny.opened(raw, name) {
+			raw.Close()
+			return nil, fmt.Errorf("zaris: TLS handshake with %s: node %q is on the deny list", addr, name)
+		}
+	}
+	return &peerConn{Conn: conn, deny: d.trust.deny}, nil
 }
 
 // peerConn is a TLS connection between peers whose Close does not wait on the other end. tls.Conn's Close
 // first sends a close_notify alert, which can block for seconds on a peer that stopped reading, and a
 // node closes its connections one after another as it stops. Frames carry their own length, so the alert
 // guards against no truncation here.
-type peerConn struct{ *tls.Conn }
+type peerConn struct {
+	*tls.Conn
+	deny *DenyList // which closes the connection if the peer is denied later
+}
 
-func (c peerConn) Close() error {
+func (c *peerConn) Close() error {
+	c.deny.closed(c.NetConn())
 	err := c.NetConn().Close()
 	c.Conn.Close() // the alert's write fails at once on the closed connection
 	return err
@@ -104,19 +119,22 @@ func (n *Node) secureListener(ln net.Listener) net.Listener {
 	if n.cfg.TLS == nil {
 		return ln
 	}
-	server, _ := peerTLS(n.cfg.TLS)
-	return peerListener{tls.NewListener(ln, server)}
+	server, _ := peerTLS(&n.cfg)
+	return peerListener{Listener: tls.NewListener(ln, server), deny: n.cfg.DeniedPeers}
 }
 
 // peerListener hands out the TLS connections of its listener as peerConns.
-type peerListener struct{ net.Listener }
+type peerListener struct {
+	net.Listener
+	deny *DenyList
+}
 
 func (l peerListener) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return peerConn{conn.(*tls.Conn)}, nil
+	return &peerConn{Conn: conn.(*tls.Conn), deny: l.deny}, nil
 }
 
 // secureDialer wraps d in TLS when the config asks for it.
@@ -124,8 +142,8 @@ func secureDialer(cfg *Config, d transport.Dialer) transport.Dialer {
 	if cfg.TLS == nil {
 		return d
 	}
-	_, client := peerTLS(cfg.TLS)
-	return tlsDialer{inner: d, config: client}
+	_, client := peerTLS(cfg)
+	return tlsDialer{inner: d, config: client, trust: newPeerTrust(cfg)}
 }
 
 // validGossipKey reports whether key has a length serf accepts: 16, 24 or 32 bytes (AES-128, -192, -256).
@@ -139,18 +157,14 @@ func validGossipKey(key []byte) bool {
 
 // TLSFromFiles returns a TLS config that presents the certificate and key in PEM files certFile and
 // keyFile, and trusts the CA certificates in PEM file caFile. Config.TLS needs a CA; a RESP endpoint whose
-// clients bring no certificate may pass caFile "". The certificate and key are read again when either file
-// changes, so they can be renewed without a restart. The CA is read once.
+// clients bring no certificate may pass caFile "". Each file is read again when it changes, so that
+// certificates can be renewed, and the CA rotated, without a restart.
 func TLSFromFiles(certFile, keyFile, caFile string) (*tls.Config, error) {
 	var pool *x509.CertPool
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("zaris: read CA file: %w", err)
-		}
-		pool = x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrInvalidConfig, caFile)
+		var err error
+		if pool, err = loadCAFile(caFile); err != nil {
+			return nil, err
 		}
 	}
 	kp := &keyPairFiles{cert: certFile, key: keyFile}

@@ -52,6 +52,20 @@ func (ca *testCA) issue(name string) pki.Cert {
 	return c
 }
 
+// issueNode returns the certificate of node name in cluster.
+func (ca *testCA) issueNode(cluster, name string) pki.Cert {
+	c, err := ca.IssueNode(cluster, name)
+	ca.check(err)
+	return c
+}
+
+// issueClient returns a certificate that names no node, as an application's client certificate.
+func (ca *testCA) issueClient(name string) pki.Cert {
+	c, err := ca.IssueClient(name)
+	ca.check(err)
+	return c
+}
+
 // peerConfig returns a Config.TLS for a peer named name.
 func (ca *testCA) peerConfig(name string) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{ca.issue(name).TLS}, RootCAs: ca.Pool()}
@@ -108,8 +122,33 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	if _, err := forged.Call(call, opPut, put); err == nil {
 		t.Fatal("a peer with a certificate from another CA was served")
 	}
+	// Certificates the cluster's CA signed that name no node of this cluster: an application's client
+	// certificate, and a node's of another cluster. Neither reaches the data lane or the internal lane.
+	app, elsewhere := ca.issueClient("app"), ca.issueNode("other", "intruder")
+	for _, cert := range []pki.Cert{app, elsewhere} {
+		cfg := &Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: ca.Pool()}}
+		for _, lane := range []byte{muxData, muxInternal} {
+			client := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: lane, Dialer: secureDialer(cfg, &net.Dialer{})})
+			_, errPut := client.Call(call, opPut, put)
+			_, errMap := client.Call(call, opGetMap, nil)
+			client.Close()
+			if errPut == nil || errMap == nil {
+				t.Fatalf("lane %q served %v, a certificate naming no node of the cluster: %v, %v", lane, cert.TLS.Leaf.URIs, errPut, errMap)
+			}
+		}
+		if err := forgeRaftHeartbeat(target.DataAddr(), secureDialer(cfg, &net.Dialer{})); err == nil {
+			t.Fatalf("raft answered a heartbeat over a certificate naming %v", cert.TLS.Leaf.URIs)
+		}
+	}
 	if _, err := target.Get(ctx, key); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get %s after the forged puts: %v, want not found", key, err)
+	}
+	// A node's certificate does reach the internal lane, so the checks above can fail.
+	insider := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal,
+		Dialer: secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})})
+	defer insider.Close()
+	if _, err := insider.Call(call, opGetMap, nil); err != nil {
+		t.Fatalf("a node's certificate on the internal lane: %v", err)
 	}
 	// A raft peer without a certificate claims a much higher term.
 	term := target.raft.Stats()["term"]
@@ -240,8 +279,8 @@ func (deadlineless) SetWriteDeadline(time.Time) error { return nil }
 // tls.Conn's Close alone would block for good.
 func TestPeerConnClosesWithoutItsPeer(t *testing.T) {
 	ca := newTestCA(t)
-	serverCfg, _ := peerTLS(ca.peerConfig("a"))
-	_, clientCfg := peerTLS(ca.peerConfig("b"))
+	serverCfg, _ := peerTLS(&Config{TLS: ca.peerConfig("a")})
+	_, clientCfg := peerTLS(&Config{TLS: ca.peerConfig("b")})
 	a, b := net.Pipe()
 	client := tls.Client(deadlineless{a}, clientCfg)
 	server := tls.Server(b, serverCfg)
@@ -256,7 +295,7 @@ func TestPeerConnClosesWithoutItsPeer(t *testing.T) {
 	defer server.NetConn().Close()
 
 	closed := make(chan error, 1)
-	go func() { closed <- peerConn{client}.Close() }()
+	go func() { closed <- (&peerConn{Conn: client}).Close() }()
 	select {
 	case err := <-closed:
 		if err != nil {
@@ -272,10 +311,7 @@ func TestPeerConnClosesWithoutItsPeer(t *testing.T) {
 // is accepted, one of another CA refused.
 func TestPeerTLSNeverTrustsTheSystemStore(t *testing.T) {
 	ca, other := newTestCA(t), newTestCA(t)
-	_, client := peerTLS(&tls.Config{Certificates: []tls.Certificate{ca.issue("a").TLS}, ClientCAs: ca.Pool()})
-	if client.RootCAs != ca.Pool() {
-		t.Fatal("the dialing side does not verify against the cluster's CA")
-	}
+	_, client := peerTLS(&Config{TLS: &tls.Config{Certificates: []tls.Certificate{ca.issue("a").TLS}, ClientCAs: ca.Pool()}})
 	state := func(c pki.Cert) tls.ConnectionState {
 		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{c.TLS.Leaf}}
 	}
@@ -284,5 +320,198 @@ func TestPeerTLSNeverTrustsTheSystemStore(t *testing.T) {
 	}
 	if err := client.VerifyConnection(state(other.issue("stranger"))); err == nil {
 		t.Fatal("a peer of another CA accepted")
+	}
+}
+
+// handshake runs a peer TLS handshake over loopback between a node listening with server's config and
+// one dialing with client's, and returns the dialing side's error, or the listening side's.
+func handshake(t *testing.T, server, client *Config) error {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverTLS, _ := peerTLS(server)
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			accepted <- err
+			return
+		}
+		defer conn.Close()
+		accepted <- tls.Server(conn, serverTLS).Handshake()
+	}()
+	conn, err := secureDialer(client, &net.Dialer{}).DialContext(bg(t), "tcp", ln.Addr().String())
+	if err == nil {
+		conn.Close()
+	}
+	return errors.Join(err, <-accepted)
+}
+
+// TestPeerCARotatesWithoutRestart rotates the cluster's CA in the file a node reads it from: a peer whose
+// certificate the new CA signed is refused until the file holds both CAs, and accepted after, by the
+// listening side and the dialing side alike, with no new config.
+func TestPeerCARotatesWithoutRestart(t *testing.T) {
+	t.Parallel()
+	old, next := newTestCA(t), newTestCA(t)
+	dir := t.TempDir()
+	caFile, err := old.WriteFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := old.issue("a").WriteFiles(dir, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFiles, err := TLSFromFiles(certFile, keyFile, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Config{TLS: fromFiles}
+	both := next.Pool().Clone()
+	both.AppendCertsFromPEM(mustRead(t, caFile))
+	b := &Config{TLS: &tls.Config{Certificates: []tls.Certificate{next.issue("b").TLS}, RootCAs: both}}
+	if err := handshake(t, a, b); err == nil {
+		t.Fatal("a peer of the new CA was accepted before the CA file held it")
+	}
+	if err := handshake(t, b, a); err == nil {
+		t.Fatal("a node dialed a peer of the new CA before the CA file held it")
+	}
+	nextDir := t.TempDir()
+	nextFile, err := next.WriteFile(nextDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := append(mustRead(t, caFile), mustRead(t, nextFile)...)
+	if err := os.WriteFile(caFile, rotated, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute) // a change within the file system's time resolution still counts
+	if err := os.Chtimes(caFile, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := handshake(t, a, b); err != nil {
+		t.Fatalf("a peer of the new CA, once the CA file holds it: %v", err)
+	}
+	if err := handshake(t, b, a); err != nil {
+		t.Fatalf("dialing a peer of the new CA, once the CA file holds it: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDenyListShutsOutANode checks that a node on the deny list is refused on the data port though the
+// CA signed its certificate, that denying it closes the connection it has open, and that taking it off
+// the list lets it back in.
+func TestDenyListShutsOutANode(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	deny := NewDenyList()
+	c := startSocketCluster(t, 2, secured(ca, func(cfg *Config) { cfg.DeniedPeers = deny }))
+	target := c.node(0)
+	ctx := bg(t)
+	dial := func() *transport.Client {
+		return transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal,
+			Dialer: secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})})
+	}
+	call := func(client *transport.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := client.Call(ctx, opGetMap, nil)
+		return err
+	}
+	open := dial()
+	defer open.Close()
+	if err := call(open); err != nil {
+		t.Fatalf("insider before it is denied: %v", err)
+	}
+	deny.Set("insider")
+	if err := call(open); err == nil {
+		t.Fatal("the open connection of a denied node still served it")
+	}
+	fresh := dial()
+	defer fresh.Close()
+	if err := call(fresh); err == nil {
+		t.Fatal("a denied node connected anew")
+	}
+	deny.Set()
+	again := dial()
+	defer again.Close()
+	if err := call(again); err != nil {
+		t.Fatalf("insider after it is taken off the list: %v", err)
+	}
+	if err := c.node(1).Put(ctx, c.keyOwnedBy("k", target), []byte("v")); err != nil {
+		t.Fatalf("the cluster's own nodes after the deny list changed: %v", err)
+	}
+}
+
+// TestJoinChecksItsOwnCertificate checks that a node whose certificate would be refused by its peers
+// does not start: one issued for another node, or for this node of another cluster.
+func TestJoinChecksItsOwnCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	for _, cert := range []pki.Cert{ca.issue("someone-else"), ca.issueNode("other", "self"), ca.issueClient("self")} {
+		cfg := testConfig("self")
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: ca.Pool()}
+		cfg.GossipKey = testGossipKey
+		n, err := Join(bg(t), cfg)
+		if err == nil {
+			n.Close()
+			t.Fatalf("a node started with the certificate of %v", cert.TLS.Leaf.URIs)
+		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("Join with the certificate of %v: %v, want ErrInvalidConfig", cert.TLS.Leaf.URIs, err)
+		}
+	}
+}
+
+// TestStrangerWithTheGossipKeyNeverVotes lets a process that has the gossip key but no certificate of the
+// cluster join membership, where seats are free for it: the leader never makes it a voter, since it can
+// neither answer the leader's question about its progress nor take the log over raft.
+func TestStrangerWithTheGossipKeyNeverVotes(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	c := startSocketCluster(t, 2, secured(ca, func(cfg *Config) { cfg.MaxVoters = 3 }))
+	cfg := testConfig("stranger")
+	cfg.Join = []string{c.node(0).GossipAddr()}
+	cfg.TLS, cfg.GossipKey = newTestCA(t).peerConfig("stranger"), testGossipKey
+	cfg.MaxVoters = 3
+	ctx, cancel := context.WithTimeout(bg(t), 10*time.Second)
+	defer cancel()
+	stranger, err := Join(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the stranger could not join gossip: %v", err)
+	}
+	defer stranger.Close()
+	suffrage := func() (raft.ServerSuffrage, bool) {
+		cf := c.leaderNode().raft.GetConfiguration()
+		if cf.Error() != nil {
+			return 0, false
+		}
+		for _, s := range cf.Configuration().Servers {
+			if name, _ := splitRaftID(s.ID); name == "stranger" {
+				return s.Suffrage, true
+			}
+		}
+		return 0, false
+	}
+	waitFor(t, 10*time.Second, "the stranger added as a non-voter", func() bool { _, ok := suffrage(); return ok })
+	leader := c.leaderNode()
+	// Past ServerStabilization, the time after which a server that cannot tell its progress would count.
+	start := leader.cfg.Clock.Now()
+	rounds := leader.controlTicks.Load() + 20
+	waitFor(t, 30*time.Second, "20 reconcile rounds past ServerStabilization", func() bool {
+		return leader.controlTicks.Load() >= rounds && leader.cfg.Clock.Now().Sub(start) > leader.cfg.Timing.ServerStabilization
+	})
+	if s, ok := suffrage(); ok && s == raft.Voter {
+		t.Fatal("a stranger with only the gossip key became a voter")
 	}
 }

@@ -426,6 +426,8 @@ func TestConfigValidation(t *testing.T) {
 		{"buffer under a frame", func(c *Config) { c.DataMaxBufferedBytes = int64(c.MaxFrameSize) - 1 }},
 		{"no idle timeout", func(c *Config) { c.DataIdleTimeout = 0 }},
 		{"no write timeout", func(c *Config) { c.DataWriteTimeout = 0 }},
+		{"TLS without a gossip key", func(c *Config) { c.TLS, c.GossipKey = suiteCA().peerConfig(c.Name), nil }},
+		{"cluster name not a host", func(c *Config) { c.ClusterName = "a/b" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig("invalid")

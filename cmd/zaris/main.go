@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -35,6 +36,10 @@ import (
 // cluster's certificates (--tls-cert, --tls-key, --tls-ca), shared by the peers' TLS and the RESP port's.
 type tlsFiles struct {
 	cert, key, ca string
+	respCA        string // --resp-tls-ca: the CA of RESP clients' certificates, when not --tls-ca
+	deny          string // --tls-deny-file
+	cluster       string // --cluster-name
+	peerDNSName   string // --tls-peer-dns-name
 }
 
 // options are the server's settings, from flags and environment.
@@ -65,6 +70,7 @@ type options struct {
 	evictionPolicy  string
 	maxQueryBuffer  int
 	gossipKey       string
+	openGossip      bool
 	timing          string
 	logLevel        string
 	leaveTimeout    time.Duration
@@ -129,8 +135,12 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.tls.cert, "tls-cert", "", "PEM file of this node's certificate: with --tls-ca, its peers and it speak mutual TLS; with --resp-tls, RESP clients too (read again when the file changes)")
 	fs.StringVar(&o.tls.key, "tls-key", "", "PEM file of the private key of --tls-cert")
 	fs.StringVar(&o.tls.ca, "tls-ca", "", "PEM file of the CA that signs every node's certificate (and, with --resp-tls-client-auth, the RESP clients')")
+	fs.StringVar(&o.tls.cluster, "cluster-name", zaris.DefaultClusterName, "the cluster's name in its nodes' certificates: a peer's must carry the URI SAN zaris://<cluster-name>/node/<its --name>")
+	fs.StringVar(&o.tls.peerDNSName, "tls-peer-dns-name", "", "also take a certificate holding this DNS SAN as a node's, known by its common name (for a CA that issues no URI SANs)")
+	fs.StringVar(&o.tls.deny, "tls-deny-file", "", "file of node names, one a line, whose certificates every peer port refuses though --tls-ca signed them; read again every 2 s, and a newly denied node's connections are closed")
+	fs.StringVar(&o.tls.respCA, "resp-tls-ca", "", "PEM file of the CA that signs RESP clients' certificates under --resp-tls-client-auth (default: --tls-ca); read again when it changes")
 	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with --tls-cert and --tls-key (clients: redis-cli --tls)")
-	fs.BoolVar(&o.respClientAuth, "resp-tls-client-auth", false, "with --resp-tls, accept only RESP clients with a certificate signed by --tls-ca")
+	fs.BoolVar(&o.respClientAuth, "resp-tls-client-auth", false, "with --resp-tls, accept only RESP clients with a certificate signed by --resp-tls-ca, or else --tls-ca")
 	fs.IntVar(&o.maxClients, "max-clients", def.RESPMaxClients, "RESP connections open at once; one more is refused")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", def.RESPIdleTimeout, "close a RESP connection idle this long (0: never)")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", def.RESPCommandTimeout, "close a RESP connection whose command is still incomplete this long after it began (0: never)")
@@ -138,6 +148,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.maxValueSize, "max-value-size", def.MaxValueSize, "largest value, in bytes; larger ones are refused with an error")
 	fs.IntVar(&o.maxQueryBuffer, "max-query-buffer", 0, "bytes one RESP command may take in memory (0: twice --max-value-size plus 1 MiB)")
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key of 16, 24 or 32 bytes that encrypts and authenticates gossip; every member needs it (prefer ZARIS_GOSSIP_KEY)")
+	fs.BoolVar(&o.openGossip, "open-gossip", false, "with --tls-ca, run gossip without --gossip-key: any process that reaches --gossip-addr can join membership")
 	fs.StringVar(&o.timing, "timing", "lan", "failure-detection and consensus timings: lan or local (one machine)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.leaveTimeout, "leave-timeout", 10*time.Second, "how long a graceful leave may take on SIGTERM")
@@ -279,13 +290,23 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 // security sets peer TLS and the gossip key from the options: peers speak mutual TLS when the node has a
 // certificate and the cluster's CA.
 func (o options) security(cfg *zaris.Config) error {
+	cfg.ClusterName, cfg.PeerDNSName, cfg.OpenGossip = o.tls.cluster, o.tls.peerDNSName, o.openGossip
 	switch f := o.tls; {
+	case f.deny != "" && f.ca == "":
+		return errors.New("--tls-deny-file needs --tls-ca")
 	case f.cert != "" && f.key != "" && f.ca != "":
 		tlsCfg, err := zaris.TLSFromFiles(f.cert, f.key, f.ca)
 		if err != nil {
 			return err
 		}
 		cfg.TLS = tlsCfg
+		if f.deny != "" {
+			names, err := readDenyFile(f.deny)
+			if err != nil {
+				return err
+			}
+			cfg.DeniedPeers = zaris.NewDenyList(names...)
+		}
 	case (f.cert != "") != (f.key != ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	case f.ca != "" && f.cert == "":
@@ -321,13 +342,17 @@ func (o options) respSecurity(cfg *zaris.Config) error {
 	if o.tls.cert == "" || o.tls.key == "" {
 		return errors.New("--resp-tls needs --tls-cert and --tls-key")
 	}
-	if o.respClientAuth && o.tls.ca == "" {
-		return errors.New("--resp-tls-client-auth needs --tls-ca")
+	clientCA := cmp.Or(o.tls.respCA, o.tls.ca)
+	if o.respClientAuth && clientCA == "" {
+		return errors.New("--resp-tls-client-auth needs --resp-tls-ca or --tls-ca")
+	}
+	if o.tls.respCA != "" && !o.respClientAuth {
+		return errors.New("--resp-tls-ca needs --resp-tls-client-auth")
 	}
 	base := cfg.TLS
-	if base == nil {
+	if base == nil || clientCA != o.tls.ca {
 		var err error
-		if base, err = zaris.TLSFromFiles(o.tls.cert, o.tls.key, o.tls.ca); err != nil {
+		if base, err = zaris.TLSFromFiles(o.tls.cert, o.tls.key, clientCA); err != nil {
 			return err
 		}
 	}
@@ -351,6 +376,10 @@ func run(o options, log *slog.Logger) error {
 	o.limitMemory(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.DeniedPeers != nil {
+		followed := followDenyFile(ctx, o.tls.deny, cfg.DeniedPeers, log)
+		defer func() { stop(); <-followed }()
+	}
 	ops, err := o.startOpsServer(log)
 	if err != nil {
 		return err

@@ -138,7 +138,7 @@ func TestSecuredServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
-		"--timing", "local", "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
+		"--name", "node", "--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg==", "--timing", "local", "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
 		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem")})
 	if err != nil {
 		t.Fatal(err)
@@ -234,5 +234,65 @@ func TestPasswordFile(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"--password-file", empty}); err == nil {
 		t.Fatal("an empty password file accepted")
+	}
+}
+
+// TestRESPClientCA checks --resp-tls-ca: RESP clients' certificates are checked against their own CA, so
+// a certificate the cluster's CA signed, a node's included, does not log in over RESP.
+func TestRESPClientCA(t *testing.T) {
+	peers, apps := t.TempDir(), t.TempDir()
+	peerPool := pkiFiles(t, peers, "node")
+	pkiFiles(t, apps, "client")
+	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
+		"--name", "node", "--timing", "local", "--resp-tls", "--resp-tls-client-auth", "--resp-tls-ca", filepath.Join(apps, "ca.pem"),
+		"--tls-cert", filepath.Join(peers, "node.pem"), "--tls-key", filepath.Join(peers, "node-key.pem"), "--tls-ca", filepath.Join(peers, "ca.pem"),
+		"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := zaris.Join(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	ping := func(dir, name string) error {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := redis.NewClient(&redis.Options{Addr: node.RESPAddr(), MaxRetries: -1,
+			TLSConfig: &tls.Config{RootCAs: peerPool, Certificates: []tls.Certificate{cert}}})
+		defer client.Close()
+		return client.Ping(ctx).Err()
+	}
+	if err := ping(apps, "client"); err != nil {
+		t.Fatalf("a client of --resp-tls-ca: %v", err)
+	}
+	if err := ping(peers, "node"); err == nil {
+		t.Fatal("a certificate of --tls-ca logged in over RESP beside --resp-tls-ca")
+	}
+}
+
+// TestDenyFile checks the deny file's format: one node name a line, comments and blank lines skipped.
+func TestDenyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "deny")
+	if err := os.WriteFile(path, []byte("# lost laptop\nzaris-3\n\n  zaris-7  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names, err := readDenyFile(path)
+	if err != nil || strings.Join(names, ",") != "zaris-3,zaris-7" {
+		t.Fatalf("deny file read as %q, %v", names, err)
+	}
+	o, err := parseOptions([]string{"--tls-deny-file", path})
+	if err == nil {
+		if _, err = o.config(nil); err == nil {
+			t.Fatal("--tls-deny-file without --tls-ca accepted")
+		}
 	}
 }

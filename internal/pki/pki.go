@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,9 +73,19 @@ func (ca *CA) WriteFile(dir string) (string, error) {
 	return path, os.WriteFile(path, ca.pem, 0o600)
 }
 
-// Issue returns a certificate with common name name, good for server and client authentication, for
-// 127.0.0.1, ::1, localhost and name.
-func (ca *CA) Issue(name string) (Cert, error) {
+// Issue returns the certificate of node name in the cluster named "zaris" (IssueNode).
+func (ca *CA) Issue(name string) (Cert, error) { return ca.IssueNode("zaris", name) }
+
+// IssueNode returns a certificate with common name name, good for server and client authentication, for
+// 127.0.0.1, ::1, localhost and name, naming node name of cluster by the URI SAN zaris://cluster/node/name.
+func (ca *CA) IssueNode(cluster, name string) (Cert, error) {
+	return ca.issue(name, &url.URL{Scheme: "zaris", Host: cluster, Path: "/node/" + name})
+}
+
+// IssueClient returns a certificate like a node's that names no node: an application's client certificate.
+func (ca *CA) IssueClient(name string) (Cert, error) { return ca.issue(name, nil) }
+
+func (ca *CA) issue(name string, node *url.URL) (Cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Cert{}, err
@@ -84,6 +95,9 @@ func (ca *CA) Issue(name string) (Cert, error) {
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	tmpl.DNSNames = []string{"localhost"}
+	if node != nil {
+		tmpl.URIs = []*url.URL{node}
+	}
 	if name != "" && name != "localhost" {
 		tmpl.DNSNames = append(tmpl.DNSNames, name)
 	}
