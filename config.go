@@ -302,8 +302,12 @@ type Config struct {
 	// RESPTLS, when set, serves the RESP endpoint over TLS with this configuration (certificate, and client
 	// certificates if its ClientAuth asks for them); nil serves plain TCP.
 	RESPTLS *tls.Config
-	// RESPMaxClients bounds the RESP connections open at once; one more is told so and closed.
+	// RESPMaxClients bounds the RESP connections open at once; one more is told so and closed. Clients that
+	// have not logged in take at most three quarters of them, and a quarter of RESPMaxQueryBufferTotal.
 	RESPMaxClients int
+	// RESPMaxPreAuthPerAddr bounds the RESP connections from one IP address that have not logged in yet,
+	// when the endpoint asks for a login.
+	RESPMaxPreAuthPerAddr int
 	// RESPIdleTimeout closes a RESP connection that sends nothing, or reads none of its replies, for this long.
 	// Zero: never.
 	RESPIdleTimeout time.Duration
@@ -360,56 +364,57 @@ type NearCacheConfig struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Name:                 host + "-" + strconv.Itoa(os.Getpid()),
-		ClusterName:          DefaultClusterName,
-		GossipAddr:           "127.0.0.1:0",
-		DataAddr:             "127.0.0.1:0",
-		BootstrapExpect:      1,
-		Segments:             DefaultSegments,
-		Partitions:           DefaultPartitions,
-		ReplicationFactor:    2,
-		MaxVoters:            5,
-		PollInterval:         10 * time.Second,
-		MaxRetries:           8,
-		RetryBackoff:         2 * time.Millisecond,
-		ReapInterval:         time.Second,
-		TxnTimeout:           2 * time.Second,
-		TxnRecordRetention:   24 * time.Hour,
-		MaxValueSize:         16 << 20,
-		OpLogRetainBytes:     defaultOpLogRetainBytes,
-		MaxFrameSize:         transport.DefaultMaxFrameSize,
-		DataMaxConns:         transport.DefaultMaxConns,
-		DataMaxRequests:      transport.DefaultMaxRequests,
-		DataMaxConnRequests:  transport.DefaultMaxConnRequests,
-		DataMaxBufferedBytes: transport.DefaultMaxBufferedBytes,
-		DataIdleTimeout:      transport.DefaultIdleTimeout,
-		DataReadTimeout:      transport.DefaultReadTimeout,
-		DataWriteTimeout:     transport.DefaultWriteTimeout,
-		RaftMaxConns:         DefaultRaftMaxConns,
-		BatchParallelism:     runtime.GOMAXPROCS(0),
-		ReplicaAckTimeout:    time.Second,
-		MinInSync:            1,
-		OpLogRetain:          4096,
-		WatchBufferEvents:    256,
-		WatchBufferBytes:     1 << 20,
-		WatchPoll:            2 * time.Second,
-		DiskQueueBytes:       64 << 20,
-		FailoverTimeout:      10 * time.Second,
-		EvictionTimeout:      time.Minute,
-		LostPartitionTimeout: 24 * time.Hour,
-		DeadServerTimeout:    30 * time.Second,
-		HealCooldown:         5 * time.Second,
-		MaxMigrations:        4,
-		CutoverTimeout:       time.Second,
-		DiskRetainBytes:      4 << 20,
-		DiskRetainAge:        10 * time.Minute,
-		DiskTrimInterval:     10 * time.Second,
-		RESPMaxClients:       10_000,
-		RESPIdleTimeout:      5 * time.Minute,
-		RESPCommandTimeout:   time.Minute,
-		RESPAuthTimeout:      10 * time.Second,
-		Timing:               LANTiming(),
-		Clock:                systemClock{},
+		Name:                  host + "-" + strconv.Itoa(os.Getpid()),
+		ClusterName:           DefaultClusterName,
+		GossipAddr:            "127.0.0.1:0",
+		DataAddr:              "127.0.0.1:0",
+		BootstrapExpect:       1,
+		Segments:              DefaultSegments,
+		Partitions:            DefaultPartitions,
+		ReplicationFactor:     2,
+		MaxVoters:             5,
+		PollInterval:          10 * time.Second,
+		MaxRetries:            8,
+		RetryBackoff:          2 * time.Millisecond,
+		ReapInterval:          time.Second,
+		TxnTimeout:            2 * time.Second,
+		TxnRecordRetention:    24 * time.Hour,
+		MaxValueSize:          16 << 20,
+		OpLogRetainBytes:      defaultOpLogRetainBytes,
+		MaxFrameSize:          transport.DefaultMaxFrameSize,
+		DataMaxConns:          transport.DefaultMaxConns,
+		DataMaxRequests:       transport.DefaultMaxRequests,
+		DataMaxConnRequests:   transport.DefaultMaxConnRequests,
+		DataMaxBufferedBytes:  transport.DefaultMaxBufferedBytes,
+		DataIdleTimeout:       transport.DefaultIdleTimeout,
+		DataReadTimeout:       transport.DefaultReadTimeout,
+		DataWriteTimeout:      transport.DefaultWriteTimeout,
+		RaftMaxConns:          DefaultRaftMaxConns,
+		BatchParallelism:      runtime.GOMAXPROCS(0),
+		ReplicaAckTimeout:     time.Second,
+		MinInSync:             1,
+		OpLogRetain:           4096,
+		WatchBufferEvents:     256,
+		WatchBufferBytes:      1 << 20,
+		WatchPoll:             2 * time.Second,
+		DiskQueueBytes:        64 << 20,
+		FailoverTimeout:       10 * time.Second,
+		EvictionTimeout:       time.Minute,
+		LostPartitionTimeout:  24 * time.Hour,
+		DeadServerTimeout:     30 * time.Second,
+		HealCooldown:          5 * time.Second,
+		MaxMigrations:         4,
+		CutoverTimeout:        time.Second,
+		DiskRetainBytes:       4 << 20,
+		DiskRetainAge:         10 * time.Minute,
+		DiskTrimInterval:      10 * time.Second,
+		RESPMaxClients:        10_000,
+		RESPMaxPreAuthPerAddr: 256,
+		RESPIdleTimeout:       5 * time.Minute,
+		RESPCommandTimeout:    time.Minute,
+		RESPAuthTimeout:       10 * time.Second,
+		Timing:                LANTiming(),
+		Clock:                 systemClock{},
 	}
 }
 
@@ -586,6 +591,8 @@ func (c *Config) validateRESP() error {
 	switch {
 	case c.RESPMaxClients < 1:
 		return bad("RESPMaxClients %d must be at least 1", c.RESPMaxClients)
+	case c.RESPMaxPreAuthPerAddr < 1:
+		return bad("RESPMaxPreAuthPerAddr %d must be at least 1", c.RESPMaxPreAuthPerAddr)
 	case c.RESPIdleTimeout < 0 || c.RESPCommandTimeout < 0 || c.RESPAuthTimeout < 0:
 		return bad("RESPIdleTimeout, RESPCommandTimeout and RESPAuthTimeout must not be negative")
 	case c.RESPMaxQueryBuffer < c.MaxValueSize+respPreAuthMaxQuery:

@@ -3,28 +3,40 @@ package zaris
 import (
 	"io"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
 
 // respBudget is the memory the query buffers of every RESP connection may hold together. A reader reserves
-// before it grows and releases as it shrinks or closes, so the sum never passes the limit.
+// before it grows and releases as it shrinks or closes, so the sum never passes the limit. A share of a
+// budget (preAuthShare) is a budget of its own whose bytes its parent counts too.
 type respBudget struct {
-	limit int64
-	used  atomic.Int64
-	peak  atomic.Int64 // the most ever held at once, for tests
+	limit  int64
+	used   atomic.Int64
+	peak   atomic.Int64 // the most ever held at once, for tests
+	parent *respBudget
 }
 
 func newRESPBudget(limit int64) *respBudget { return &respBudget{limit: limit} }
 
+// preAuthShare is the part of the query buffer budget, as a divisor, that clients not logged in may take
+// together: whatever they hold, logged-in clients keep the rest.
+const preAuthShare = 4
+
+// share returns a budget of b's limit divided by div, whose reservations b counts too.
+func (b *respBudget) share(div int64) *respBudget {
+	return &respBudget{limit: max(b.limit/div, respInitialBuffer), parent: b}
+}
+
 // reserve counts n more bytes and reports true, or counts nothing and reports false when the sum would pass
-// the limit. A nil budget is unbounded.
+// the limit, its own or its parent's. A nil budget is unbounded.
 func (b *respBudget) reserve(n int) bool {
 	if b == nil {
 		return true
 	}
 	used := b.used.Add(int64(n))
-	if used > b.limit {
+	if used > b.limit || !b.parent.reserve(n) {
 		b.used.Add(-int64(n))
 		return false
 	}
@@ -37,7 +49,14 @@ func (b *respBudget) reserve(n int) bool {
 func (b *respBudget) release(n int) {
 	if b != nil {
 		b.used.Add(-int64(n))
+		b.parent.release(n)
 	}
+}
+
+// handOver moves n bytes reserved from share b to its parent alone, and returns the parent.
+func (b *respBudget) handOver(n int) *respBudget {
+	b.used.Add(-int64(n))
+	return b.parent
 }
 
 // respTimeouts are the times after which a connection is closed (zero: never).
@@ -132,4 +151,49 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return d.dst.Write(p)
+}
+
+// preAuthGate admits the connections of clients that have not logged in: at most perAddr from one IP
+// address, at most maxConns in all (three quarters of RESPMaxClients) and their buffers within a share of
+// the query buffer budget, so that however many a stranger opens, logged-in clients keep their slots and
+// their memory. Its state is guarded by the server's lock.
+type preAuthGate struct {
+	budget   *respBudget
+	perAddr  int
+	maxConns int
+	conns    int
+	byAddr   map[netip.Addr]int
+}
+
+func newPreAuthGate(budget *respBudget, maxClients, perAddr int) *preAuthGate {
+	return &preAuthGate{budget: budget.share(preAuthShare), perAddr: perAddr, maxConns: max(1, maxClients*3/4), byAddr: map[netip.Addr]int{}}
+}
+
+// enter admits one more connection from addr, or says why not.
+func (g *preAuthGate) enter(addr netip.Addr) string {
+	switch {
+	case g.conns >= g.maxConns:
+		return "ERR max number of clients not logged in reached"
+	case g.byAddr[addr] >= g.perAddr:
+		return "ERR max number of clients not logged in reached for this address"
+	}
+	g.conns++
+	g.byAddr[addr]++
+	return ""
+}
+
+// leave forgets a connection from addr that logged in or closed.
+func (g *preAuthGate) leave(addr netip.Addr) {
+	g.conns--
+	if g.byAddr[addr]--; g.byAddr[addr] <= 0 {
+		delete(g.byAddr, addr)
+	}
+}
+
+// remoteIP returns the IP address of conn's other end, the zero address when it has none.
+func remoteIP(conn net.Conn) netip.Addr {
+	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }

@@ -1,9 +1,11 @@
 package zaris
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -310,4 +312,99 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 	}
 	r.conn.Close()
 	waitFor(t, 10*time.Second, "every byte given back", func() bool { return budget.used.Load() == 0 })
+}
+
+// dialFrom opens a raw RESP connection to addr from the loopback address from.
+func dialFrom(t *testing.T, from, addr string) (*rawConn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	t.Cleanup(func() { conn.Close() })
+	return &rawConn{t: t, conn: conn, rd: bufio.NewReader(conn)}, nil
+}
+
+// TestRESPStrangersCannotStarveLoggedInClients opens 5,000 connections that never log in, from 20
+// addresses: they take at most their share of the query buffer budget, so a logged-in client still sends
+// commands that need the rest.
+func TestRESPStrangersCannotStarveLoggedInClients(t *testing.T) {
+	const value = 64 << 10
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPPassword = "pw"
+		cfg.MaxValueSize = value
+		cfg.RESPMaxQueryBufferTotal = 4 << 20
+		cfg.RESPMaxPreAuthPerAddr = 250
+	})
+	node := c.node(0)
+	addr := node.RESPAddr()
+	loggedIn := dialRaw(t, addr)
+	loggedIn.send(respCmd("AUTH", "pw"))
+	if got := loggedIn.line(); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	for i := range 5000 {
+		if _, err := dialFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%20), addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate, whole := node.resp.gate.budget, node.resp.budget
+	waitFor(t, 20*time.Second, "the connections not logged in to fill their share", func() bool {
+		return gate.used.Load() > gate.limit-respInitialBuffer || whole.used.Load() > whole.limit-respInitialBuffer
+	})
+	big := strings.Repeat("v", value)
+	for i := range 20 {
+		key := fmt.Sprintf("logged-in-%d", i)
+		loggedIn.send(respCmd("SET", key, big))
+		if got := loggedIn.line(); got != "+OK" {
+			t.Fatalf("SET of %d bytes by a logged-in client beside 5,000 strangers: %q", value, got)
+		}
+	}
+	if peak := gate.peak.Load(); peak > gate.limit {
+		t.Fatalf("connections not logged in held %d bytes, over their share of %d", peak, gate.limit)
+	}
+}
+
+// TestRESPPreAuthPerAddress checks that one address has at most RESPMaxPreAuthPerAddr connections that
+// have not logged in, that another address is not held back by it, and that logging in frees a place.
+func TestRESPPreAuthPerAddress(t *testing.T) {
+	const perAddr = 8
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.RESPPassword = "pw"
+		cfg.RESPMaxPreAuthPerAddr = perAddr
+	})
+	addr := c.node(0).RESPAddr()
+	ping := func(from string) (*rawConn, string) {
+		r, err := dialFrom(t, from, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.send(respCmd("PING"))
+		return r, r.line()
+	}
+	const askLogin, full = "-NOAUTH Authentication required.", "-ERR max number of clients not logged in reached for this address"
+	var first *rawConn
+	for i := range perAddr {
+		r, got := ping("127.0.0.30")
+		if got != askLogin {
+			t.Fatalf("connection %d from one address: %q", i+1, got)
+		}
+		if first == nil {
+			first = r
+		}
+	}
+	if _, got := ping("127.0.0.30"); got != full {
+		t.Fatalf("connection %d from one address: %q, want %q", perAddr+1, got, full)
+	}
+	if _, got := ping("127.0.0.31"); got != askLogin {
+		t.Fatalf("another address beside a full one: %q", got)
+	}
+	first.send(respCmd("AUTH", "pw"))
+	if got := first.line(); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	if _, got := ping("127.0.0.30"); got != askLogin {
+		t.Fatalf("a connection from the address once one logged in: %q", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type respServer struct {
 	limits      respLimits // of an authenticated client
 	preAuth     respLimits // of a client that has not logged in yet
 	budget      *respBudget
+	gate        *preAuthGate // admits the clients not logged in yet
 	timeouts    respTimeouts
 	slack       time.Duration // how late a read deadline may be moved (respTimeouts.slack)
 	maxClients  int
@@ -135,6 +137,7 @@ func (s *respServer) controlPlane() controlHealth {
 func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *ClusterMap, log *slog.Logger, addr string) *respServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	timeouts := respTimeouts{idle: cfg.RESPIdleTimeout, command: cfg.RESPCommandTimeout, auth: cfg.RESPAuthTimeout}
+	budget := newRESPBudget(cfg.RESPMaxQueryBufferTotal)
 	return &respServer{
 		owner:      owner,
 		id:         id,
@@ -144,7 +147,8 @@ func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *Cl
 		addr:       addr,
 		limits:     newRESPLimits(cfg.MaxValueSize, cfg.RESPMaxQueryBuffer),
 		preAuth:    preAuthRESPLimits(),
-		budget:     newRESPBudget(cfg.RESPMaxQueryBufferTotal),
+		budget:     budget,
+		gate:       newPreAuthGate(budget, cfg.RESPMaxClients, cfg.RESPMaxPreAuthPerAddr),
 		timeouts:   timeouts,
 		slack:      timeouts.slack(),
 		maxClients: cfg.RESPMaxClients,
@@ -225,10 +229,22 @@ func (s *respServer) open(conn net.Conn) (*respConn, string) {
 		return nil, ""
 	case len(s.conns) >= s.maxClients:
 		return nil, "ERR max number of clients reached"
-	case !s.budget.reserve(respInitialBuffer):
+	}
+	user, budget, addr := s.acl.initialUser(), s.budget, netip.Addr{}
+	if user == nil {
+		addr, budget = remoteIP(conn), s.gate.budget
+		if reason := s.gate.enter(addr); reason != "" {
+			return nil, reason
+		}
+	}
+	if !budget.reserve(respInitialBuffer) {
+		if user == nil {
+			s.gate.leave(addr)
+		}
 		return nil, "ERR max number of clients reached (query buffers full)"
 	}
-	c := newRESPConn(s, conn)
+	c := newRESPConn(s, conn, user, budget)
+	c.gateAddr = addr
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, ""
@@ -260,6 +276,9 @@ func (s *respServer) drop(c *respConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.retire(c)
+	if c.user == nil {
+		s.gate.leave(c.gateAddr)
+	}
 	s.mu.Unlock()
 	s.tracking.stop(c)
 	c.closePushes()
@@ -320,19 +339,22 @@ type respConn struct {
 	stats respConnStats // what INFO counts of the connection
 
 	authFailures  int
+	gateAddr      netip.Addr // the address preAuthGate counts the connection under until it logs in
 	deadline      time.Time // the read deadline last set
 	partialSince  time.Time // when the command now half-received began to wait
 	completedSeen uint64    // rd.completed when partialSince was set
 }
 
-func newRESPConn(s *respServer, conn net.Conn) *respConn {
-	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: s.acl.initialUser(), opened: time.Now()}
+// newRESPConn returns the connection of conn for user (nil: not logged in), whose first read buffer is
+// counted in budget.
+func newRESPConn(s *respServer, conn net.Conn, user *respUser, budget *respBudget) *respConn {
+	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: user, opened: time.Now()}
 	sock, _ := rawio.Of(conn)
 	lim := s.limits
 	if c.user == nil {
 		lim = s.preAuth
 	}
-	c.rd = newRESPReader(countingReader{src: sock, n: &c.stats.counted.netIn}, lim, s.budget)
+	c.rd = newRESPReader(countingReader{src: sock, n: &c.stats.counted.netIn}, lim, budget)
 	out := &deadlineWriter{conn: conn, dst: sock, timeout: s.timeouts.idle}
 	c.wr = newRESPWriter(countingWriter{dst: out, n: &c.stats.counted.netOut})
 	c.pushes.out = out
@@ -342,7 +364,15 @@ func newRESPConn(s *respServer, conn net.Conn) *respConn {
 }
 
 // logIn makes u the connection's user and gives an authenticated client the larger limits.
+// A client that logs in leaves the pre-auth gate, and its buffers count in the whole budget from then on.
 func (c *respConn) logIn(u *respUser) {
+	if c.user == nil {
+		c.srv.mu.Lock()
+		c.srv.gate.leave(c.gateAddr)
+		c.rd.budget = c.rd.budget.handOver(c.rd.held)
+		c.user = u
+		c.srv.mu.Unlock()
+	}
 	c.user = u
 	c.rd.lim = c.srv.limits
 }

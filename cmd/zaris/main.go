@@ -62,6 +62,7 @@ type options struct {
 	respTLS         bool
 	respClientAuth  bool
 	maxClients      int
+	maxPreAuth      int
 	idleTimeout     time.Duration
 	commandTimeout  time.Duration
 	authTimeout     time.Duration
@@ -141,7 +142,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.tls.respCA, "resp-tls-ca", "", "PEM file of the CA that signs RESP clients' certificates under --resp-tls-client-auth (default: --tls-ca); read again when it changes")
 	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with --tls-cert and --tls-key (clients: redis-cli --tls)")
 	fs.BoolVar(&o.respClientAuth, "resp-tls-client-auth", false, "with --resp-tls, accept only RESP clients with a certificate signed by --resp-tls-ca, or else --tls-ca")
-	fs.IntVar(&o.maxClients, "max-clients", def.RESPMaxClients, "RESP connections open at once; one more is refused")
+	fs.IntVar(&o.maxClients, "max-clients", def.RESPMaxClients, "RESP connections open at once; one more is refused (those not logged in take at most three quarters)")
+	fs.IntVar(&o.maxPreAuth, "max-preauth-per-addr", def.RESPMaxPreAuthPerAddr, "RESP connections from one IP address not logged in yet, when a password is needed; one more is refused")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", def.RESPIdleTimeout, "close a RESP connection idle this long (0: never)")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", def.RESPCommandTimeout, "close a RESP connection whose command is still incomplete this long after it began (0: never)")
 	fs.DurationVar(&o.authTimeout, "auth-timeout", def.RESPAuthTimeout, "close a RESP connection not logged in this long after it opened, when a password is needed (0: never)")
@@ -249,6 +251,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.RESPIdleTimeout = o.idleTimeout
 	cfg.RESPCommandTimeout = o.commandTimeout
 	cfg.RESPAuthTimeout = o.authTimeout
+	cfg.RESPMaxPreAuthPerAddr = o.maxPreAuth
 	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
 	cfg.MaxValueSize = o.maxValueSize
 	cfg.MaxMemory, cfg.EvictionPolicy = o.maxMemory, o.evictionPolicy
