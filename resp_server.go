@@ -340,9 +340,9 @@ type respConn struct {
 
 	authFailures  int
 	gateAddr      netip.Addr // the address preAuthGate counts the connection under until it logs in
-	deadline      time.Time // the read deadline last set
-	partialSince  time.Time // when the command now half-received began to wait
-	completedSeen uint64    // rd.completed when partialSince was set
+	deadline      time.Time  // the read deadline last set
+	partialSince  time.Time  // when the command now half-received began to wait
+	completedSeen uint64     // rd.completed when partialSince was set
 }
 
 // newRESPConn returns the connection of conn for user (nil: not logged in), whose first read buffer is
