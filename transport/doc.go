@@ -39,7 +39,9 @@
 //     answer fills its own socket, not the server's memory. Answers queue behind a connection's writer up
 //     to 4 MiB; beyond, handlers wait, holding their request slots.
 //   - MaxBufferedBytes of request frames being read or waiting for a handler: each frame claims its length
-//     when its prefix arrives and its connection is not read on until the claim fits. With the read
+//     when its prefix arrives and its connection is not read on until the claim fits. Frames of at most
+//     64 KiB claim from a pool of their own (a quarter of the bytes, when a largest frame still fits in
+//     the rest), so large frames announced and never sent cannot stall them. With the read
 //     buffer of 32 KiB per connection, a Server holds at most MaxConns*32 KiB + MaxBufferedBytes of
 //     requests that no handler has taken yet.
 //   - IdleTimeout: a connection with no request in progress or arriving for that long is sent a goaway.

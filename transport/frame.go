@@ -123,7 +123,7 @@ type frameReader struct {
 	conn    readDeadliner   // where read deadlines are set; nil: none
 	timeout time.Duration   // how long the rest of a frame may take once it has begun; zero: no limit
 	armed   time.Time       // the read deadline set on conn
-	budget  *semaphore      // claimed by each frame until its caller releases it; nil: none
+	budget  *frameBudget    // claimed by each frame until its caller releases it; nil: none
 	ctx     context.Context // bounds waits for the budget
 }
 
@@ -142,7 +142,7 @@ func (fr *frameReader) withTimeout(conn readDeadliner, timeout time.Duration) *f
 
 // withBudget makes every frame claim its length from b before its body is read, waiting while the claim
 // does not fit or until ctx ends. The caller releases the claim of each frame next returns.
-func (fr *frameReader) withBudget(ctx context.Context, b *semaphore) *frameReader {
+func (fr *frameReader) withBudget(ctx context.Context, b *frameBudget) *frameReader {
 	fr.ctx, fr.budget = ctx, b
 	return fr
 }
@@ -202,13 +202,13 @@ func (fr *frameReader) claim(n int) error {
 	if fr.budget == nil {
 		return nil
 	}
-	return fr.budget.acquire(fr.ctx, int64(n))
+	return fr.budget.pool(n).acquire(fr.ctx, int64(n))
 }
 
 // release returns the claim of a frame of n bytes.
 func (fr *frameReader) release(n int) {
 	if fr.budget != nil {
-		fr.budget.release(int64(n))
+		fr.budget.pool(n).release(int64(n))
 	}
 }
 
@@ -290,4 +290,41 @@ func midFrame(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// frameBudget is MaxBufferedBytes split in two pools. Frames of at most smallFrame bytes, the requests of
+// every key operation, claim from a pool of their own, so that large frames announced and never sent,
+// whose claims hold until ReadTimeout cuts them, cannot stall them. Within a pool each frame claims its
+// whole length first come first served, so no frame ever waits on another's partial claim.
+type frameBudget struct{ small, large *semaphore }
+
+// smallFrame is the largest frame the small pool takes.
+const smallFrame = bodyChunk
+
+// newFrameBudget splits total so that a frame of maxFrame bytes still fits in the large pool: the small
+// pool takes a quarter of total, or less, or none when what is left is under smallFrame.
+func newFrameBudget(total int64, maxFrame int) *frameBudget {
+	share := min(total/4, total-int64(maxFrame))
+	if share < smallFrame {
+		return &frameBudget{large: newSemaphore(total)}
+	}
+	return &frameBudget{small: newSemaphore(share), large: newSemaphore(total - share)}
+}
+
+// pool returns the pool a frame of n bytes claims from.
+func (b *frameBudget) pool(n int) *semaphore {
+	if n <= smallFrame && b.small != nil {
+		return b.small
+	}
+	return b.large
+}
+
+// state returns the bytes claimed and the frames waiting, over both pools.
+func (b *frameBudget) state() (used int64, waiting int) {
+	used, waiting = b.large.state()
+	if b.small != nil {
+		u, w := b.small.state()
+		used, waiting = used+u, waiting+w
+	}
+	return used, waiting
 }

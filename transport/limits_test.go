@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -50,7 +51,7 @@ func TestPartialFramesStayWithinBufferBudget(t *testing.T) {
 	const conns = 20
 	frame := requestFrames(1, make([]byte, 200<<10))
 	claim := int64(len(frame) - lengthPrefixSize)
-	limit := 5*claim + claim/2 // room for five frames' claims
+	limit := 5*claim + claim/2 // room for five frames' claims, less the small frames' pool
 	handled := make(chan struct{}, conns)
 	h := HandlerFunc(func(context.Context, Op, []byte) ([]byte, error) {
 		handled <- struct{}{}
@@ -70,7 +71,8 @@ func TestPartialFramesStayWithinBufferBudget(t *testing.T) {
 		st = srv.Stats()
 		return st.BufferedBytes+int64(st.WaitingFrames)*claim == conns*claim
 	})
-	if st.BufferedBytes > limit || st.BufferedBytes != 5*claim {
+	fit := srv.budget.large.limit / claim // what the large frames' pool holds of the limit
+	if st.BufferedBytes > limit || fit < 3 || st.BufferedBytes != fit*claim {
 		t.Fatalf("%d bytes claimed by partial frames against a limit of %d (%+v)", st.BufferedBytes, limit, st)
 	}
 
@@ -367,5 +369,34 @@ func TestClientCutsPeerThatStopsReading(t *testing.T) {
 	}
 	if st := c.Stats(); st.ConnLosses == 0 {
 		t.Fatalf("stats %+v: the connection should have been cut", st)
+	}
+}
+
+// TestAnnouncedFramesDoNotStallSmallRequests announces large frames that never arrive, claiming all the
+// large frames' pool, and checks that small requests from another connection are still served, long
+// before ReadTimeout would cut the announcers.
+func TestAnnouncedFramesDoNotStallSmallRequests(t *testing.T) {
+	const maxFrame = 1 << 20
+	srv, addr := startServer(t, echo, Options{MaxFrameSize: maxFrame, MaxBufferedBytes: 4 * maxFrame, ReadTimeout: time.Hour})
+	announce := make([]byte, lengthPrefixSize)
+	binary.BigEndian.PutUint32(announce, maxFrame)
+	for range 4 {
+		if _, err := dialRaw(t, addr).Write(announce); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the announced frames to claim the large frames' pool", func() bool {
+		st := srv.Stats()
+		return st.BufferedBytes+int64(st.WaitingFrames)*maxFrame >= 4*maxFrame && st.WaitingFrames > 0
+	})
+	client := NewClient(addr, Options{})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 100 {
+		payload := make([]byte, 1<<10)
+		if _, err := client.Call(ctx, 1, payload); err != nil {
+			t.Fatalf("small request %d beside announced frames: %v", i, err)
+		}
 	}
 }

@@ -60,7 +60,8 @@ type Options struct {
 
 	// MaxBufferedBytes caps the request bytes a Server holds, over all connections, between a frame's
 	// length prefix and the start of its handler. A connection is not read further until its frame's claim
-	// fits. Values below MaxFrameSize are raised to it.
+	// fits; frames of at most 64 KiB claim from a share of their own. Values below MaxFrameSize are raised
+	// to it.
 	MaxBufferedBytes int64
 
 	// IdleTimeout closes a server connection once no request has been in progress or arrived for that

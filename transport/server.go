@@ -77,7 +77,7 @@ type Server struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // connection, handler and refusal goroutines
 	requests *semaphore     // a unit per request in progress over all connections
-	budget   *semaphore     // claimed by request frames from their length prefix until their handler starts
+	budget   *frameBudget   // claimed by request frames from their length prefix until their handler starts
 	stats    serverStats
 	idle     atomic.Int32 // workers waiting for a request, over all connections
 
@@ -102,7 +102,7 @@ func NewServer(h Handler, opts Options) *Server {
 		ctx:       ctx,
 		cancel:    cancel,
 		requests:  newSemaphore(int64(opts.MaxRequests)),
-		budget:    newSemaphore(opts.MaxBufferedBytes),
+		budget:    newFrameBudget(opts.MaxBufferedBytes, opts.MaxFrameSize),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*serverConn]struct{}),
 		refusing:  make(map[net.Conn]struct{}),
