@@ -72,7 +72,7 @@ func peerClientStats(n *Node) transport.ClientStats {
 }
 
 // Data-port connections idle past DataIdleTimeout are closed and redialled without a failed call, and the
-// control plane's streams, quiet between uses, are left alone.
+// control plane, whose quiet streams are closed and dialed anew too, is not disturbed.
 func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 	const idle = 100 * time.Millisecond
 	c := startCluster(t, 3, func(cfg *Config) {

@@ -398,8 +398,8 @@ func (n *Node) transportOptions(lane byte) transport.Options {
 	}
 }
 
-// raftListener is the control plane's share of the data port, within bounds of its own: raft keeps its
-// streams open and quiet between uses, so only one that never speaks is closed.
+// raftListener is the control plane's share of the data port, within bounds of its own. A stream that
+// never speaks is closed here; one quiet past DataIdleTimeout later is closed by raftStream.
 func (n *Node) raftListener() net.Listener {
 	return transport.LimitListener(n.mux.Listener(muxRaft), transport.StreamLimits{
 		MaxConns:         n.cfg.RaftMaxConns,

@@ -170,7 +170,7 @@ func forgeRaftHeartbeat(addr string, d transport.Dialer) error {
 	if err != nil {
 		return err
 	}
-	trans := raft.NewNetworkTransport(newRaftStream(ln, d, "intruder"), 1, time.Second, io.Discard)
+	trans := raft.NewNetworkTransport(newRaftStream(ln, d, "intruder", 0), 1, time.Second, io.Discard)
 	defer trans.Close()
 	var resp raft.AppendEntriesResponse
 	return trans.AppendEntries("x", raft.ServerAddress(addr), &raft.AppendEntriesRequest{

@@ -265,9 +265,9 @@ func TestRaftStreamServesOnlyItsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := raftID("node-1", 2)
-	stream := newRaftStream(rawRaftListener{ln}, nil, self)
+	stream := newRaftStream(rawRaftListener{ln}, nil, self, 0)
 	defer stream.Close()
-	dialer := newRaftStream(nil, nil, raftID("node-0", 1))
+	dialer := newRaftStream(nil, nil, raftID("node-0", 1), 0)
 	tests := []struct {
 		to     raft.ServerAddress
 		served bool
