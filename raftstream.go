@@ -200,7 +200,6 @@ func readServerName(r io.Reader) (raft.ServerID, error) {
 	return raft.ServerID(name), nil
 }
 
-
 // pooledStream is a stream raft dialed, which it keeps in its pool between requests. A request begins
 // with a write after the previous reply was read; when the stream has been quiet for half the stream's
 // idle time by then, the other end may close it any moment, so the request goes out on a new stream
