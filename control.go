@@ -185,14 +185,16 @@ func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
 const raftSnapshotsRetained = 2
 
 // raftStores returns the control plane's log, stable and snapshot stores: in the data dir's raft and
-// raft-snapshots directories, or in memory without a data dir. Log and vote writes reach the operating
-// system before raft acts on them, and are fsynced too under DiskSynced.
+// raft-snapshots directories, or in memory without a data dir. Log and vote writes are fsynced before
+// raft acts on them.
 func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.DataDir == "" {
 		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
 	}
+	// Always fsynced, whatever DiskDurability says of the data: a voter that forgot its vote or term in a
+	// power loss could vote twice in one term, and two leaders could commit different maps.
 	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{
-		Logger: n.log, FS: n.cfg.hooks.diskFS, NoFsync: n.cfg.DiskDurability != DiskSynced})
+		Logger: n.log, FS: n.cfg.hooks.diskFS})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
 	}

@@ -21,9 +21,10 @@
 // a committed, ordered command: two nodes never hand out the same epoch, and a minority side of a network
 // partition decides nothing. Every node applies each committed change and repoints its routing table.
 //
-// With DataDir, raft's log, term, vote and snapshots are on disk (as durable as DiskDurability says: written
-// to the operating system, or fsynced under DiskSynced), so epochs only grow across any restart, every node
-// at once included, and a full restart comes back with the same map. The raft servers follow membership. A node with DataDir is one server for the life of its
+// With DataDir, raft's log, term, vote and snapshots are on disk, fsynced whatever DiskDurability says of
+// the data (a voter that forgot its vote in a power loss could vote twice in one term; the fsync costs about
+// 0.3 ms per control-plane decision), so epochs only grow across any restart, every node at once included,
+// and a full restart comes back with the same map. The raft servers follow membership. A node with DataDir is one server for the life of its
 // directory; a memory-only process has forgotten its raft term and vote when it restarts, so it joins as a
 // new server and its predecessor is removed. Control-plane connections name the server they are for, so a
 // restarted process at its predecessor's address never answers for it. A member that left, or stayed failed

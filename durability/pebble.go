@@ -107,7 +107,7 @@ func openDB(dir string, opts PebbleOptions) (*pebble.DB, io.Closer, error) {
 	// checker only in DB.Close, so a failed Open would leak the checker's goroutine.
 	base := opts.FS
 	if base == nil {
-		base = vfs.Default
+		base = privateFS{vfs.Default}
 	}
 	if opts.NoFsync {
 		base = walNoFsyncFS{base}

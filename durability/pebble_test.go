@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"log"
 	"log/slog"
 	"os"
@@ -629,4 +630,36 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestPebbleFilesArePrivate checks that every file and directory a store creates is its owner's alone,
+// whatever the process's umask: they hold every value written.
+func TestPebbleFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := OpenPebble(dir, PebbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillStore(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v: open to others than its owner", path, perm)
+		}
+		seen++
+		return nil
+	})
+	if err != nil || seen < 3 {
+		t.Fatalf("walked %d files of the store: %v", seen, err)
+	}
 }

@@ -1,6 +1,8 @@
 package durability
 
 import (
+	"io"
+	"os"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -46,3 +48,33 @@ type noFsyncFile struct{ vfs.File }
 func (noFsyncFile) Sync() error                           { return nil }
 func (noFsyncFile) SyncData() error                       { return nil }
 func (noFsyncFile) SyncTo(int64) (fullSync bool, _ error) { return true, nil }
+
+// privateFS is the operating system's file system, on which the files and directories a store creates are
+// its owner's alone (0600 and 0700): they hold every value written.
+type privateFS struct{ vfs.FS }
+
+func (fs privateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err == nil {
+		if err = os.Chmod(name, 0o600); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, err
+}
+
+func (fs privateFS) MkdirAll(dir string, _ os.FileMode) error { return fs.FS.MkdirAll(dir, 0o700) }
+
+func (fs privateFS) Lock(name string) (io.Closer, error) {
+	lock, err := fs.FS.Lock(name)
+	if err == nil {
+		if err = os.Chmod(name, 0o600); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	return lock, err
+}
+
+func (fs privateFS) Unwrap() vfs.FS { return fs.FS }

@@ -634,11 +634,20 @@ func TestRaftStoreRaftRestart(t *testing.T) {
 	}
 }
 
-// BenchmarkRaftStoreLogs measures synced StoreLogs of 1 and 64 entries of 100 bytes.
+// BenchmarkRaftStoreLogs measures StoreLogs of 1 and 64 entries of 100 bytes, fsynced and only handed to
+// the operating system (NoFsync).
 func BenchmarkRaftStoreLogs(b *testing.B) {
-	for _, size := range []int{1, 64} {
-		b.Run(fmt.Sprintf("entries=%d", size), func(b *testing.B) {
-			s := openRaftStore(b, b.TempDir())
+	for _, tc := range []struct {
+		size    int
+		noFsync bool
+	}{{1, false}, {64, false}, {1, true}, {64, true}} {
+		size := tc.size
+		b.Run(fmt.Sprintf("entries=%d/fsync=%v", size, !tc.noFsync), func(b *testing.B) {
+			s, err := OpenRaftStore(b.TempDir(), PebbleOptions{NoFsync: tc.noFsync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
 			logs := raftLogs(1, uint64(size))
 			for _, l := range logs {
 				l.Data = bytes.Repeat([]byte("v"), 100)
