@@ -8,10 +8,10 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/throttle"
 )
 
 // respUser is a RESP user as the endpoint checks it: passwords kept as SHA-256 digests, compared in
@@ -173,69 +173,9 @@ const (
 	authTrackedAddrs    = 1 << 16 // beyond, the addresses not seen lately share one record
 )
 
-// authThrottle books login attempts per source address (a generic cell rate algorithm). An attempt is
-// booked before the password is checked, so parallel connections from one address queue behind one
-// another, and given back when it succeeds.
-type authThrottle struct {
-	burst    int
-	interval time.Duration // zero: no throttling
-	maxWait  time.Duration
-
-	mu  sync.Mutex
-	due map[string]time.Time // when the address's booked attempts are all paid off
-}
-
-func newAuthThrottle() *authThrottle {
-	return &authThrottle{burst: authFailureBurst, interval: authFailureInterval, maxWait: authMaxWait, due: map[string]time.Time{}}
-}
-
-// book books an attempt from addr at now. It returns how long the client must wait before its password is
-// checked, or false when it should be disconnected.
-func (t *authThrottle) book(addr string, now time.Time) (time.Duration, bool) {
-	if t.interval <= 0 {
-		return 0, true
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	addr = t.track(addr, now)
-	due := t.due[addr]
-	if due.Before(now) {
-		due = now
-	}
-	wait := due.Sub(now) - time.Duration(t.burst-1)*t.interval
-	if wait > t.maxWait {
-		return 0, false
-	}
-	t.due[addr] = due.Add(t.interval)
-	return max(wait, 0), true
-}
-
-// refund gives back the attempt a successful login booked.
-func (t *authThrottle) refund(addr string) {
-	if t.interval <= 0 {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if due, ok := t.due[addr]; ok {
-		t.due[addr] = due.Add(-t.interval)
-	}
-}
-
-// track returns the key addr is booked under: itself, or, when too many addresses owe attempts, a shared one.
-func (t *authThrottle) track(addr string, now time.Time) string {
-	if _, ok := t.due[addr]; ok || len(t.due) < authTrackedAddrs {
-		return addr
-	}
-	for a, due := range t.due {
-		if due.Before(now) {
-			delete(t.due, a)
-		}
-	}
-	if len(t.due) < authTrackedAddrs {
-		return addr
-	}
-	return ""
+// newAuthThrottle returns the RESP endpoint's login throttle.
+func newAuthThrottle() *throttle.Logins {
+	return throttle.New(authFailureBurst, authFailureInterval, authMaxWait, authTrackedAddrs)
 }
 
 // sourceAddr is the address a connection's login attempts are booked under: its remote IP.
@@ -251,7 +191,7 @@ func (c *respConn) sourceAddr() string {
 // WRONGPASS, or hangs up on a client that failed too often, and reports false.
 func (c *respConn) logInAs(name, pass []byte) bool {
 	addr := c.sourceAddr()
-	wait, ok := c.srv.throttle.book(addr, time.Now())
+	wait, ok := c.srv.throttle.Book(addr, time.Now())
 	if !ok || !c.pause(wait) {
 		c.hangUp, c.quit = true, true
 		return false
@@ -265,7 +205,7 @@ func (c *respConn) logInAs(name, pass []byte) bool {
 		}
 		return false
 	}
-	c.srv.throttle.refund(addr)
+	c.srv.throttle.Refund(addr)
 	c.logIn(u)
 	return true
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/throttle"
 )
 
 // scriptedConn is a client connection that sends a fixed byte stream, then end of file, and keeps what
@@ -94,7 +96,7 @@ func FuzzRESPSession(f *testing.F) {
 		cfg.RESPMaxQueryBuffer = 4096 + respPreAuthMaxQuery
 	})
 	srv := c.node(0).resp
-	srv.throttle.interval = 0 // logins are not slowed: the fuzzer explores instead of waiting
+	srv.throttle = throttle.New(0, 0, 0, 0) // logins are not slowed: the fuzzer explores instead of waiting
 	bound := int64(respInitialBuffer + 3*(srv.limits.maxQuery+respMaxHeaderLine))
 	f.Fuzz(func(t *testing.T, session []byte) {
 		base := srv.budget.used.Load()

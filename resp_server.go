@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/rawio"
+	"github.com/zaris-go/zaris/internal/throttle"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -40,7 +41,7 @@ type respServer struct {
 	slack       time.Duration // how late a read deadline may be moved (respTimeouts.slack)
 	maxClients  int
 	acl         *respACL
-	throttle    *authThrottle
+	throttle    *throttle.Logins
 	commands    map[string]*respCommand
 	ctx         context.Context // cancelled on close, so work for a connection stops with the node
 	cancel      context.CancelFunc

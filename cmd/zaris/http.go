@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/zaris-go/zaris"
+	"github.com/zaris-go/zaris/internal/throttle"
 )
 
 // httpOptions configure the operations endpoint: metrics, status page, probes and, optionally, pprof.
@@ -160,14 +161,35 @@ func (s *opsServer) shutdown(ctx context.Context) {
 }
 
 // requirePassword asks for password with HTTP basic auth, whatever the user name; an empty one asks
-// nothing.
+// nothing. Guesses are slowed per source address as RESP logins are: an address past its burst waits,
+// and one that would wait over a second is told to come back later, its password unchecked.
 func requirePassword(password string, next http.Handler) http.Handler {
 	if password == "" {
 		return next
 	}
+	logins := throttle.New(loginBurst, loginInterval, loginMaxWait, loginTrackedAddrs)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, given, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(given), []byte(password)) != 1 {
+		if ok {
+			addr, _, err := net.SplitHostPort(r.RemoteAddr)
+			if err != nil {
+				addr = r.RemoteAddr
+			}
+			wait, allowed := logins.Book(addr, time.Now())
+			if !allowed {
+				http.Error(w, "zaris: too many password attempts; try again later", http.StatusTooManyRequests)
+				return
+			}
+			select {
+			case <-time.After(wait):
+			case <-r.Context().Done():
+				return
+			}
+			if ok = subtle.ConstantTimeCompare([]byte(given), []byte(password)) == 1; ok {
+				logins.Refund(addr)
+			}
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="zaris", charset="UTF-8"`)
 			http.Error(w, "zaris: password required", http.StatusUnauthorized)
 			return
@@ -175,3 +197,11 @@ func requirePassword(password string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// The operations endpoint's password guesses: 10 at once per address, then one every 20 ms.
+const (
+	loginBurst        = 10
+	loginInterval     = 20 * time.Millisecond
+	loginMaxWait      = time.Second
+	loginTrackedAddrs = 1 << 16
+)

@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,5 +135,49 @@ func TestOpsServerOptions(t *testing.T) {
 			}
 			t.Errorf("%q: started", args)
 		}
+	}
+}
+
+// TestPasswordGuessesThrottled sends 100 wrong passwords at once from one address: past a burst they are
+// slowed, those that would wait over a second are refused unchecked, and once the address has waited, the
+// right password opens the page.
+func TestPasswordGuessesThrottled(t *testing.T) {
+	srv := httptest.NewServer(requirePassword("secret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("in"))
+	})))
+	defer srv.Close()
+	codes := make(chan int, 100)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.SetBasicAuth("ops", "guess")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for code := range codes {
+		count[code]++
+	}
+	if count[http.StatusTooManyRequests] == 0 || count[http.StatusUnauthorized] < loginBurst || count[http.StatusOK] != 0 {
+		t.Fatalf("100 wrong passwords at once answered %v; want some refused unchecked (429) and the rest 401", count)
+	}
+	for {
+		code, body := fetch(t, srv.URL, "secret")
+		if code == http.StatusOK && body == "in" {
+			break
+		}
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("the right password = %d %q", code, body)
+		}
+		time.Sleep(loginInterval) // the address pays off its guesses one interval at a time
 	}
 }

@@ -473,11 +473,11 @@ func (o options) startOpsServer(log *slog.Logger) (*opsServer, error) {
 		if o.tls.cert == "" || o.tls.key == "" {
 			return nil, errors.New("--http-tls needs --tls-cert and --tls-key")
 		}
-		cert, err := tls.LoadX509KeyPair(o.tls.cert, o.tls.key)
+		files, err := zaris.TLSFromFiles(o.tls.cert, o.tls.key, "") // read again when the files change
 		if err != nil {
 			return nil, fmt.Errorf("--http-tls: %w", err)
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		tlsCfg = &tls.Config{GetCertificate: files.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	return startOpsServer(o.http, tlsCfg, log)
 }
