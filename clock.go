@@ -61,3 +61,7 @@ func timeoutContext(parent context.Context, c Clock, d time.Duration) (context.C
 		cancel(context.Canceled)
 	}
 }
+
+// deadlineSlack is how far a connection's deadline for timeout may lag behind the ideal one before it is
+// moved: setting a deadline costs a timer update, and closing a sixteenth of timeout early does no harm.
+func deadlineSlack(timeout time.Duration) time.Duration { return min(timeout/16, time.Second) }

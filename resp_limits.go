@@ -78,9 +78,6 @@ func (t respTimeouts) slack() time.Duration {
 	return deadlineSlack(shortest)
 }
 
-// deadlineSlack is how far a deadline for timeout may lag behind the ideal one before it is moved.
-func deadlineSlack(timeout time.Duration) time.Duration { return min(timeout/16, time.Second) }
-
 // beforeRead runs before every read that may block: it publishes what the connection counted, sends the
 // replies waiting and sets the read deadline.
 func (c *respConn) beforeRead() error {
