@@ -94,6 +94,18 @@ type ClusterMap struct {
 	Draining map[NodeID]uint64
 }
 
+// fits checks that a map another node sent is shaped for layout, before anything indexes it by partition
+// or segment: its layout is layout, and it has a runtime state and an assignment per partition.
+func (m *ClusterMap) fits(layout Layout) error {
+	switch {
+	case m.Layout() != layout:
+		return fmt.Errorf("zaris: a map of %d segments in %d partitions, not %d in %d", m.Segments, m.Partitions, layout.Segments, layout.Partitions)
+	case len(m.Runtime) != layout.Partitions || len(m.Assignment) != layout.Partitions:
+		return fmt.Errorf("zaris: a map of %d partitions with %d states and %d assignments", layout.Partitions, len(m.Runtime), len(m.Assignment))
+	}
+	return nil
+}
+
 // Layout returns the key-space layout the map was built for.
 func (m *ClusterMap) Layout() Layout {
 	return Layout{Segments: m.Segments, Partitions: m.Partitions}

@@ -445,6 +445,9 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if err := decode(resp, &m); err != nil {
 		return nil, err
 	}
+	if err := m.fits(n.layout); err != nil {
+		return nil, fmt.Errorf("%w (from %s)", err, p.id)
+	}
 	return &m, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -26,8 +27,17 @@ func loadACLFile(name string) ([]zaris.RESPUser, error) {
 		return nil, fmt.Errorf("--acl-file: %w", err)
 	}
 	defer f.Close()
+	users, err := parseACL(f)
+	if err != nil {
+		return nil, fmt.Errorf("--acl-file %s%w", name, err)
+	}
+	return users, nil
+}
+
+// parseACL reads the users of an ACL file. An error names the line at fault, after a colon.
+func parseACL(r io.Reader) ([]zaris.RESPUser, error) {
 	var users []zaris.RESPUser
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
@@ -35,12 +45,12 @@ func loadACLFile(name string) ([]zaris.RESPUser, error) {
 		}
 		u, err := parseACLUser(fields)
 		if err != nil {
-			return nil, fmt.Errorf("--acl-file %s:%d: %w", name, line, err)
+			return nil, fmt.Errorf(":%d: %w", line, err)
 		}
 		users = append(users, u)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--acl-file: %w", err)
+		return nil, fmt.Errorf(": %w", err)
 	}
 	return users, nil
 }
