@@ -254,6 +254,7 @@ func (c *testCluster) currentLeader(t *testing.T) *Node {
 // higher epoch, that holds every acknowledged write; the dead owner's settle never commits; and once the dead
 // node is evicted (EvictionTimeout on the clock, the quickest way) the map settles Healthy without it.
 func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	led := newAckLedger()
 	var (
@@ -423,6 +424,7 @@ func (l *decisionLog) by(id NodeID) map[int]int {
 // changes nothing. The new leader times the owner's silence afresh and promotes each of its partitions
 // exactly once, and no acknowledged write is lost.
 func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	led := newAckLedger()
 	decisions := &decisionLog{promoted: map[NodeID]map[int]int{}}
@@ -566,6 +568,7 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 // (Unavailable: its one in-sync copy is the owner's); with the links healed it returns to the owner, which
 // held every acknowledged write, and heals. Nothing acknowledged is lost and the partition has one owner.
 func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	led := newAckLedger()
 	type admission struct {
@@ -704,6 +707,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 // Let go, the owner's settle must not commit, since it would make an empty node the owner: the owner reclaims
 // the partition under the next epoch and serves on, the move starts again, and no acknowledged write is lost.
 func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	led := newAckLedger()
 	var (
@@ -785,6 +789,7 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 // the plan still comes. Let go once the drain is over, the plan must not give the node a partition in any
 // map after the drain ended.
 func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
+	t.Parallel()
 	const joiner = NodeID("node-3") // the fourth node the cluster starts
 	var (
 		mu      sync.Mutex
@@ -854,6 +859,7 @@ func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
 // second process's drain must not end on that record: it ends once the leader has recorded it and its own
 // drain.
 func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
+	t.Parallel()
 	const name = NodeID("node-3") // the fourth node the cluster starts
 	var held atomic.Bool
 	c := startCluster(t, 3, elastic(func(cfg *Config) {
