@@ -306,3 +306,27 @@ func TestSettleDecisions(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchedMapMustFit checks the shape a map fetched from a peer must have before the router indexes it
+// by partition and segment: a map with one partition state too many made the router panic.
+func TestFetchedMapMustFit(t *testing.T) {
+	layout := Layout{Segments: 8, Partitions: 4}
+	for _, tc := range []struct {
+		name  string
+		tweak func(*ClusterMap)
+		fits  bool
+	}{
+		{"as built", func(*ClusterMap) {}, true},
+		{"a state too many", func(m *ClusterMap) { m.Runtime = append(m.Runtime, PartitionState{Owner: "a"}) }, false},
+		{"a state too few", func(m *ClusterMap) { m.Runtime = m.Runtime[:3] }, false},
+		{"an assignment too few", func(m *ClusterMap) { m.Assignment = m.Assignment[:3] }, false},
+		{"other segments", func(m *ClusterMap) { m.Segments = 1 << 30 }, false},
+		{"other partitions", func(m *ClusterMap) { m.Partitions = 2 }, false},
+	} {
+		m := routedMap(3, "a", "b")
+		tc.tweak(m)
+		if err := m.fits(layout); (err == nil) != tc.fits {
+			t.Errorf("%s: fits = %v, want fitting %v", tc.name, err, tc.fits)
+		}
+	}
+}
