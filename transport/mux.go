@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -16,6 +17,10 @@ const (
 
 	// DefaultMaxHandshakes caps the connections a Mux holds while waiting for their first byte.
 	DefaultMaxHandshakes = 1024
+
+	// DefaultMaxHandshakesPerAddr caps those of them from one IP address, so that one host cannot take
+	// every place: a peer opens a few connections at once, not dozens.
+	DefaultMaxHandshakesPerAddr = 64
 )
 
 // Mux shares one listener between several protocols. A dialer picks the protocol with the first byte it
@@ -24,6 +29,7 @@ type Mux struct {
 	ln      net.Listener
 	timeout time.Duration
 	maxWait int // connections awaiting their first byte at most; more are closed at once
+	perAddr int // of those, from one IP address at most
 	log     *slog.Logger
 	done    chan struct{} // closed at shutdown
 	once    sync.Once
@@ -32,7 +38,8 @@ type Mux struct {
 	mu      sync.Mutex
 	closed  bool
 	subs    map[byte]*muxListener
-	waiting map[net.Conn]struct{} // connections whose first byte has not arrived yet
+	waiting map[net.Conn]netip.Addr // connections whose first byte has not arrived yet, by remote address
+	from    map[netip.Addr]int      // how many of them each address has
 }
 
 // MuxOption configures a Mux.
@@ -48,6 +55,11 @@ func WithMaxHandshakes(n int) MuxOption {
 	return func(m *Mux) { m.maxWait = n }
 }
 
+// WithMaxHandshakesPerAddr caps the connections from one IP address waiting for their first byte.
+func WithMaxHandshakesPerAddr(n int) MuxOption {
+	return func(m *Mux) { m.perAddr = n }
+}
+
 // WithMuxLogger sets where the Mux reports dropped connections.
 func WithMuxLogger(l *slog.Logger) MuxOption {
 	return func(m *Mux) { m.log = l }
@@ -59,9 +71,11 @@ func NewMux(ln net.Listener, opts ...MuxOption) *Mux {
 		ln:      ln,
 		timeout: DefaultHandshakeTimeout,
 		maxWait: DefaultMaxHandshakes,
+		perAddr: DefaultMaxHandshakesPerAddr,
 		done:    make(chan struct{}),
 		subs:    make(map[byte]*muxListener),
-		waiting: make(map[net.Conn]struct{}),
+		waiting: make(map[net.Conn]netip.Addr),
+		from:    make(map[netip.Addr]int),
 	}
 	for _, opt := range opts {
 		opt(m)
@@ -157,8 +171,9 @@ func (m *Mux) isClosed() bool {
 }
 
 // track records a connection awaiting its first byte and counts its routing goroutine, unless the Mux is
-// closed or already holds as many handshakes as it allows.
+// closed or already holds as many handshakes as it allows, in all or from the connection's address.
 func (m *Mux) track(conn net.Conn) (admitted, closed bool) {
+	addr := remoteIP(conn)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
@@ -166,10 +181,33 @@ func (m *Mux) track(conn net.Conn) (admitted, closed bool) {
 		return false, true
 	case m.maxWait > 0 && len(m.waiting) >= m.maxWait:
 		return false, false
+	case m.perAddr > 0 && addr.IsValid() && m.from[addr] >= m.perAddr:
+		return false, false
 	}
-	m.waiting[conn] = struct{}{}
+	m.waiting[conn] = addr
+	m.from[addr]++
 	m.wg.Add(1)
 	return true, false
+}
+
+// untrack forgets a connection whose handshake ended. Called with m.mu held.
+func (m *Mux) untrack(conn net.Conn) {
+	addr, ok := m.waiting[conn]
+	if !ok {
+		return
+	}
+	delete(m.waiting, conn)
+	if m.from[addr]--; m.from[addr] <= 0 {
+		delete(m.from, addr)
+	}
+}
+
+// remoteIP returns the IP address of conn's other end, the zero address when it has none.
+func remoteIP(conn net.Conn) netip.Addr {
+	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // route reads a connection's first byte and hands it to the matching Listener.
@@ -177,7 +215,7 @@ func (m *Mux) route(conn net.Conn) {
 	defer m.wg.Done()
 	first, err := m.readFirst(conn)
 	m.mu.Lock()
-	delete(m.waiting, conn)
+	m.untrack(conn)
 	sub := m.subs[first]
 	m.mu.Unlock()
 	switch {

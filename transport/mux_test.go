@@ -186,3 +186,52 @@ func TestMuxCapsHandshakes(t *testing.T) {
 		return isTimeout(err) // held for its first byte, not closed
 	})
 }
+
+// TestMuxCapsHandshakesPerAddress holds silent connections from one address up to its cap: one more from
+// it is closed at once, while another address still gets a place and is routed.
+func TestMuxCapsHandshakesPerAddress(t *testing.T) {
+	m, addr := startMux(t, WithMaxHandshakes(100), WithMaxHandshakesPerAddr(4), WithHandshakeTimeout(time.Minute))
+	from := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	for range 4 {
+		from("127.0.0.2")
+	}
+	waitUntil(t, "the silent connections to be held", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.waiting) == 4
+	})
+	extra := from("127.0.0.2")
+	extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); n != 0 || isTimeout(err) {
+		t.Fatalf("a connection beyond its address's cap was kept: %d bytes, %v", n, err)
+	}
+	lane := m.Listener('a')
+	other := from("127.0.0.3")
+	if _, err := other.Write([]byte{'a'}); err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := lane.Accept()
+		if err == nil {
+			conn.Close()
+		}
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection from another address was not routed beside a full one")
+	}
+}
