@@ -29,19 +29,7 @@ func TestQuietRaftStreamIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pooled.Close()
-	if _, err := pooled.Write([]byte("req1")); err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
-	expectRead(t, first, "req1")
-	if _, err := first.Write([]byte("rep1")); err != nil {
-		t.Fatal(err)
-	}
-	expectRead(t, pooled, "rep1")
+	first := exchangeOnNewStream(t, pooled, stream, "req1", "rep1")
 
 	// The accepting end gives up on the stream once it is quiet for idle.
 	quiet := make([]byte, 1)
@@ -50,19 +38,27 @@ func TestQuietRaftStreamIsClosed(t *testing.T) {
 	}
 	first.Close() // as raft's handler does once a read fails
 	// The next request goes out on a new stream.
-	if _, err := pooled.Write([]byte("req2")); err != nil {
-		t.Fatalf("a request on a stream quiet past its idle time: %v", err)
+	exchangeOnNewStream(t, pooled, stream, "req2", "rep2")
+}
+
+// exchangeOnNewStream sends req on the dialed stream, which the listening stream must accept as a new
+// connection, answers rep on it and reads rep back. It returns the accepted connection.
+func exchangeOnNewStream(t *testing.T, dialed net.Conn, listening *raftStream, req, rep string) net.Conn {
+	t.Helper()
+	if _, err := dialed.Write([]byte(req)); err != nil {
+		t.Fatalf("request %q: %v", req, err)
 	}
-	second, err := stream.Accept()
+	accepted, err := listening.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Close()
-	expectRead(t, second, "req2")
-	if _, err := second.Write([]byte("rep2")); err != nil {
+	t.Cleanup(func() { accepted.Close() })
+	expectRead(t, accepted, req)
+	if _, err := accepted.Write([]byte(rep)); err != nil {
 		t.Fatal(err)
 	}
-	expectRead(t, pooled, "rep2")
+	expectRead(t, dialed, rep)
+	return accepted
 }
 
 func expectRead(t *testing.T, r io.Reader, want string) {

@@ -128,18 +128,12 @@ func TestACLFile(t *testing.T) {
 	}
 }
 
-// TestSecuredServer starts a node from command-line options with TLS, client certificates and an ACL
-// file, and logs in to it with go-redis over TLS.
-func TestSecuredServer(t *testing.T) {
-	dir := t.TempDir()
-	pool := pkiFiles(t, dir, "node", "client")
-	acl := filepath.Join(dir, "users.acl")
-	if err := os.WriteFile(acl, []byte("user app on >app-pw ~* +@all\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
-		"--name", "node", "--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg==", "--timing", "local", "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
-		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem")})
+// joinWithOptions starts a one-node cluster named "node" on loopback from command-line options args, with
+// a gossip key, and closes it when the test ends.
+func joinWithOptions(t *testing.T, args ...string) *zaris.Node {
+	t.Helper()
+	o, err := parseOptions(append([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
+		"--name", "node", "--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg==", "--timing", "local"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +147,23 @@ func TestSecuredServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer node.Close()
+	t.Cleanup(func() { node.Close() })
+	return node
+}
+
+// TestSecuredServer starts a node from command-line options with TLS, client certificates and an ACL
+// file, and logs in to it with go-redis over TLS.
+func TestSecuredServer(t *testing.T) {
+	dir := t.TempDir()
+	pool := pkiFiles(t, dir, "node", "client")
+	acl := filepath.Join(dir, "users.acl")
+	if err := os.WriteFile(acl, []byte("user app on >app-pw ~* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := joinWithOptions(t, "--password", "admin-pw", "--acl-file", acl, "--resp-tls", "--resp-tls-client-auth",
+		"--tls-cert", filepath.Join(dir, "node.pem"), "--tls-key", filepath.Join(dir, "node-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	clientCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -243,24 +253,10 @@ func TestRESPClientCA(t *testing.T) {
 	peers, apps := t.TempDir(), t.TempDir()
 	peerPool := pkiFiles(t, peers, "node")
 	pkiFiles(t, apps, "client")
-	o, err := parseOptions([]string{"--resp-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-addr", "127.0.0.1:0",
-		"--name", "node", "--timing", "local", "--resp-tls", "--resp-tls-client-auth", "--resp-tls-ca", filepath.Join(apps, "ca.pem"),
-		"--tls-cert", filepath.Join(peers, "node.pem"), "--tls-key", filepath.Join(peers, "node-key.pem"), "--tls-ca", filepath.Join(peers, "ca.pem"),
-		"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := o.config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := joinWithOptions(t, "--resp-tls", "--resp-tls-client-auth", "--resp-tls-ca", filepath.Join(apps, "ca.pem"),
+		"--tls-cert", filepath.Join(peers, "node.pem"), "--tls-key", filepath.Join(peers, "node-key.pem"), "--tls-ca", filepath.Join(peers, "ca.pem"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := zaris.Join(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
 	ping := func(dir, name string) error {
 		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
 		if err != nil {
