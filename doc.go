@@ -228,6 +228,20 @@
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
 // node, or when it stops owning the key.
 //
+// # Security
+//
+// With Config.TLS, every peer connection (data plane, internal lane, raft) is mutual TLS, and each end
+// accepts the other only if its certificate chains to the cluster's CA and names a node of this cluster:
+// the URI SAN zaris://<ClusterName>/node/<name> (NodeCertificateURI). A certificate the same CA signed for
+// anything else, a RESP client's say, reaches nothing; a node whose own certificate does not name it does
+// not start. TLSFromFiles reads the certificate, key and CA again when their files change, so both can be
+// rotated without a restart, and Config.DeniedPeers shuts out a named node, closing its open connections.
+// Config.GossipKey encrypts and authenticates gossip; a node with TLS needs one unless Config.OpenGossip
+// says otherwise, and a member becomes a control-plane voter only once it has shown, over the data port,
+// that it holds the control plane's log. The RESP endpoint checks logins (RESPPassword, RESPUsers),
+// slowing guesses per address, and clients not logged in hold at most a share of its connections and
+// memory. With DataDir, the directory and the stores' files are the owner's alone.
+//
 // # Operations
 //
 // Collector reports the node's Prometheus series (zaris_*, with a node label): operations by side, kind
