@@ -240,7 +240,8 @@
 // says otherwise, and a member becomes a control-plane voter only once it has shown, over the data port,
 // that it holds the control plane's log. The RESP endpoint checks logins (RESPPassword, RESPUsers),
 // slowing guesses per address, and clients not logged in hold at most a share of its connections and
-// memory. With DataDir, the directory and the stores' files are the owner's alone.
+// memory. With DataDir, the directory is its owner's alone (0700), as are the files of the op logs and of
+// the control plane's log.
 //
 // # Operations
 //
