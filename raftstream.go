@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -118,7 +119,11 @@ func (c *streamConn) Read(p []byte) (int, error) {
 		}
 		c.named = true
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = io.EOF // the stream ends quietly: raft logs any other error as a failed command
+	}
+	return n, err
 }
 
 // errOtherServer says a control-plane connection was for a server this process is not.
