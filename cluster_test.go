@@ -408,12 +408,14 @@ func (c *testCluster) isolate(n *Node) {
 	}
 }
 
-// waitFailedOver waits until no live node's map has dead as the owner of any partition.
+// waitFailedOver waits until no live node's map, nor the routing table it serves callers with, has dead as
+// the owner of any partition.
 func (c *testCluster) waitFailedOver(dead NodeID, timeout time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, timeout, "the dead owner's partitions to fail over", func() bool {
+	waitFor(c.t, timeout, "the dead owner's partitions to fail over, in every live node's map and routing table", func() bool {
 		for _, n := range c.live() {
-			if n.ClusterMap().OwnedBy(dead) > 0 {
+			table := n.router.current()
+			if n.ClusterMap().OwnedBy(dead) > 0 || table == nil || table.m.OwnedBy(dead) > 0 {
 				return false
 			}
 		}
