@@ -186,11 +186,3 @@ func (g *preAuthGate) leave(addr netip.Addr) {
 		delete(g.byAddr, addr)
 	}
 }
-
-// remoteIP returns the IP address of conn's other end, the zero address when it has none.
-func remoteIP(conn net.Conn) netip.Addr {
-	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{}
-}

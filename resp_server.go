@@ -233,7 +233,7 @@ func (s *respServer) open(conn net.Conn) (*respConn, string) {
 	}
 	user, budget, addr := s.acl.initialUser(), s.budget, netip.Addr{}
 	if user == nil {
-		addr, budget = remoteIP(conn), s.gate.budget
+		addr, budget = rawio.RemoteIP(conn), s.gate.budget
 		if reason := s.gate.enter(addr); reason != "" {
 			return nil, reason
 		}

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/rawio"
 )
 
 const (
@@ -173,7 +175,7 @@ func (m *Mux) isClosed() bool {
 // track records a connection awaiting its first byte and counts its routing goroutine, unless the Mux is
 // closed or already holds as many handshakes as it allows, in all or from the connection's address.
 func (m *Mux) track(conn net.Conn) (admitted, closed bool) {
-	addr := remoteIP(conn)
+	addr := rawio.RemoteIP(conn)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
@@ -200,14 +202,6 @@ func (m *Mux) untrack(conn net.Conn) {
 	if m.from[addr]--; m.from[addr] <= 0 {
 		delete(m.from, addr)
 	}
-}
-
-// remoteIP returns the IP address of conn's other end, the zero address when it has none.
-func remoteIP(conn net.Conn) netip.Addr {
-	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{}
 }
 
 // route reads a connection's first byte and hands it to the matching Listener.
