@@ -223,7 +223,9 @@
 // once every in-sync replica holds it, which a replica that takes over applies whole too. As that write
 // reaches replicas as one message, its writes together are bounded by half of MaxFrameSize: inside EXEC, a
 // command whose write would pass the bound fails with an error and writes nothing, and an MSET or DEL past
-// it is refused whole. CLIENT TRACKING (the default mode,
+// it is refused whole. Replies wait in memory until the write ends, within RESPMaxQueryBufferTotal with
+// the query buffers: an EXEC or multi-key command whose replies would pass it is aborted with an error
+// and none of its writes takes effect. CLIENT TRACKING (the default mode,
 // with OPTIN or OPTOUT, pushes in RESP3) serves Redis client-side caching: a node remembers the keys each
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
 // node, or when it stops owning the key.

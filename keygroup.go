@@ -14,6 +14,9 @@ type keyGroup interface {
 	// hasRoom reports whether writes taking n bytes (groupWriteBytes) fit in the group, for a command that
 	// must write all of its keys or none.
 	hasRoom(n int) bool
+	// abandon undoes the group's writes so far: unless it writes again, the group ends having written
+	// nothing, for a transaction whose reply cannot be sent.
+	abandon()
 }
 
 // storeGroup is a keyGroup over a view of the store: an atomic group (store.atomically) or a read-only
@@ -49,3 +52,9 @@ func (sg *storeGroup) version(key string) uint64 {
 }
 
 func (sg *storeGroup) hasRoom(n int) bool { return sg.g.groupHasRoom(n) }
+
+func (sg *storeGroup) abandon() {
+	if !sg.read {
+		sg.g.group.rollback()
+	}
+}

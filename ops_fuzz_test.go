@@ -167,13 +167,15 @@ func runOps(t *testing.T, in *fuzzInput) {
 	m := newOpModel(p.owner, p.clock)
 	for step := 0; step < 300 && !in.done(); step++ {
 		if b := in.next(); b%16 == 15 {
-			switch in.pick(3) {
+			switch in.pick(4) {
 			case 0:
 				p.clock.Advance(fuzzSteps[in.pick(len(fuzzSteps))])
 			case 1:
 				p.owner.expireSegment(0)
 			case 2:
 				checkSnapshot(t, p.owner)
+			case 3:
+				checkUndone(t, p.owner, in)
 			}
 		} else {
 			op := fuzzOpList[int(b)%len(fuzzOpList)]
@@ -186,6 +188,36 @@ func runOps(t *testing.T, in *fuzzInput) {
 		checkSegment(t, p.owner)
 		p.same(t)
 		m.compare(t)
+	}
+}
+
+// checkUndone runs a few operations in an atomic group that then undoes them, by rollback or by a panic,
+// and checks that the segment is as before: same revision, same entries, versions and expiries. The
+// callers' checks then compare the counts, the replica and the model.
+func checkUndone(t *testing.T, s *store, in *fuzzInput) {
+	t.Helper()
+	before := s.digest(0)
+	panics := in.next()%2 == 0
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != "undone" {
+				panic(r)
+			}
+		}()
+		s.atomically(0, func(g *store) {
+			for range 1 + in.pick(6) {
+				op := fuzzOpList[in.pick(len(fuzzOpList))]
+				lookupKeyOp(op).apply(g, 0, in.request(g, op), fuzzLimits)
+				g.takeRefusal()
+			}
+			if panics {
+				panic("undone")
+			}
+			g.group.rollback()
+		})
+	}()
+	if after := s.digest(0); after != before {
+		t.Fatalf("a group undone (panic %v) changed the segment: %+v, before %+v", panics, after, before)
 	}
 }
 

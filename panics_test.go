@@ -245,7 +245,8 @@ func TestHIncrByOfANewKeyOverRESP(t *testing.T) {
 
 // TestStoreTornOnlyByAPanicMidWrite checks what the store tells of a panic: one while a write computes
 // leaves the segment intact and unlocked; one after the write changed the segment and before its hook
-// returned, and one inside an atomic group after a first write, leave it torn, until a snapshot replaces it.
+// returned leaves it torn, until a snapshot replaces it, as does one in an atomic group's hook; one inside an
+// atomic group between its writes undoes them.
 func TestStoreTornOnlyByAPanicMidWrite(t *testing.T) {
 	s := newStore(4, clocktest.New(time.Unix(1, 0)))
 	var hookPanics atomic.Bool
@@ -286,6 +287,17 @@ func TestStoreTornOnlyByAPanicMidWrite(t *testing.T) {
 			panic("group")
 		})
 	})
+	if torn := s.tornSegments(3); len(torn) != 0 {
+		t.Fatalf("torn segments %v after a group that panicked between its writes", torn)
+	}
+	if _, _, found := s.get(3, "c"); found || s.revision(3) != 0 {
+		t.Fatalf("a group that panicked left its write: c found %v, revision %d", found, s.revision(3))
+	}
+	hookPanics.Store(true)
+	mustPanic("an atomic group whose hook panics", func() {
+		s.atomically(3, func(g *store) { g.put(3, "c", []byte("3"), 0) })
+	})
+	hookPanics.Store(false)
 	if torn := s.tornSegments(-1); fmt.Sprint(torn) != "[2 3]" {
 		t.Fatalf("torn segments %v, want [2 3]", torn)
 	}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,11 +254,12 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 }
 
 // TestRESPBufferedRepliesBounded sends small commands whose replies are huge: MGET of one large key many
-// times, and an EXEC of many GETs of it. Their replies are held until their segment's group ends, within
-// the budget the query buffers share: MGET past it is refused with an error on a connection that serves on,
-// an EXEC past it closes its connection, and every byte is given back.
+// times, and an EXEC of writes and many GETs of it. Their replies are held until their segment's group
+// ends, within the budget the query buffers share: MGET past it is refused with an error, EXEC past it is
+// aborted with none of its writes applied, both connections serve on, the heap never holds the whole
+// reply, and every byte is given back.
 func TestRESPBufferedRepliesBounded(t *testing.T) {
-	const valueSize, total, times = 1 << 20, 8 << 20, 64
+	const valueSize, total, times = 1 << 20, 8 << 20, 128
 	c := startRESPCluster(t, 1, func(cfg *Config) {
 		cfg.MaxValueSize = valueSize
 		cfg.RESPMaxQueryBufferTotal = total
@@ -272,6 +276,7 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 		}
 		return respCmd(args...)
 	}
+	heap := watchHeapPeak(t)
 
 	r := dialRaw(t, node.RESPAddr())
 	r.send(mget(times))
@@ -294,24 +299,88 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 		t.Fatalf("PING after MGET: %q", got)
 	}
 
+	seed := respCmd("SET", "{m}s", "before") + respCmd("HSET", "{m}h", "f", "1") + respCmd("RPUSH", "{m}l", "a", "b", "c") +
+		respCmd("SADD", "{m}set", "x") + respCmd("ZADD", "{m}z", "1", "x")
+	writes := respCmd("SET", "{m}s", "after") + respCmd("INCR", "{m}n") + respCmd("HSET", "{m}h", "f", "2", "g", "3") +
+		respCmd("HDEL", "{m}h", "f") + respCmd("LPOP", "{m}l") + respCmd("RPUSH", "{m}l", "d") + respCmd("LTRIM", "{m}l", "1", "1") +
+		respCmd("SADD", "{m}set", "y") + respCmd("SREM", "{m}set", "x") + respCmd("ZADD", "{m}z", "5", "x", "2", "y") +
+		respCmd("DEL", "{m}big2") + respCmd("EXPIRE", "{m}s", "100")
+	const nWrites = 12
 	x := dialRaw(t, node.RESPAddr())
-	x.send(respCmd("MULTI") + strings.Repeat(respCmd("GET", "{m}big"), times))
-	if got := x.line(); got != "+OK" {
-		t.Fatalf("MULTI: %q", got)
+	x.send(seed)
+	for range 5 {
+		x.line()
 	}
-	for range times {
-		if got := x.line(); got != "+QUEUED" {
-			t.Fatalf("GET in MULTI: %q", got)
+	contents := respCmd("GET", "{m}s") + respCmd("GET", "{m}n") + respCmd("HGETALL", "{m}h") + respCmd("LRANGE", "{m}l", "0", "-1") +
+		respCmd("SMEMBERS", "{m}set") + respCmd("ZRANGE", "{m}z", "0", "-1", "WITHSCORES") + respCmd("TTL", "{m}s")
+	before := x.roundTrip(contents, 7)
+
+	x.send(respCmd("MULTI") + writes + strings.Repeat(respCmd("GET", "{m}big"), times))
+	for i := range 1 + nWrites + times {
+		if got, want := x.line(), map[bool]string{true: "+OK", false: "+QUEUED"}[i == 0]; got != want {
+			t.Fatalf("reply %d to MULTI and its commands: %q, want %q", i, got, want)
 		}
 	}
 	x.send(respCmd("EXEC"))
-	x.expectClosed()
-
+	if got := x.line(); got != "-"+execReplyTooLargeMessage {
+		t.Fatalf("EXEC of a %d MiB reply over a %d MiB budget: %q", times, total>>20, got)
+	}
+	if after := x.roundTrip(contents, 7); after != before {
+		t.Fatalf("the aborted EXEC changed the keys it wrote:\nbefore %q\nafter  %q", before, after)
+	}
 	if peak := budget.peak.Load(); peak > total {
 		t.Fatalf("buffered replies peaked at %d bytes, over the %d limit", peak, total)
 	}
+	if grew := heap(); grew > 6*total {
+		t.Fatalf("the heap grew by %d MiB serving replies of %d MiB over a %d MiB budget", grew>>20, times, total>>20)
+	}
+
+	x.send(respCmd("MULTI") + writes + respCmd("EXEC"))
+	for range 1 + nWrites {
+		x.line()
+	}
+	if got := x.line(); got != fmt.Sprintf("*%d", nWrites) {
+		t.Fatalf("EXEC of the writes alone: %q", got)
+	}
+	for range nWrites {
+		x.line()
+	}
+	if after := x.roundTrip(contents, 7); after == before {
+		t.Fatalf("the EXEC that fits changed nothing: %q", after)
+	}
 	r.conn.Close()
+	x.conn.Close()
 	waitFor(t, 10*time.Second, "every byte given back", func() bool { return budget.used.Load() == 0 })
+}
+
+// watchHeapPeak samples the heap's live objects until the test ends, and returns what reports how far the
+// peak has risen over the heap at the start.
+func watchHeapPeak(t *testing.T) func() int64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() int64 {
+		metrics.Read(sample)
+		return int64(sample[0].Value.Uint64())
+	}
+	runtime.GC()
+	start := read()
+	var peak atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			peak.Store(max(peak.Load(), read()))
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() int64 { return peak.Load() - start }
 }
 
 // dialFrom opens a raw RESP connection to addr from the loopback address from.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -358,6 +359,44 @@ func (r *rawConn) line() string {
 		r.t.Fatalf("read reply: %v (got %q)", err, s)
 	}
 	return strings.TrimSuffix(s, "\r\n")
+}
+
+// reply reads one whole reply, nested arrays and bulk strings included, as its raw text.
+func (r *rawConn) reply() string {
+	r.t.Helper()
+	head := r.line()
+	out := head + "\r\n"
+	n, _ := strconv.Atoi(head[1:])
+	switch head[0] {
+	case '$', '=', '!':
+		if n >= 0 {
+			body := make([]byte, n+2)
+			if _, err := io.ReadFull(r.rd, body); err != nil {
+				r.t.Fatalf("read reply: %v", err)
+			}
+			out += string(body)
+		}
+	case '*', '~', '>':
+		for range max(n, 0) {
+			out += r.reply()
+		}
+	case '%':
+		for range 2 * max(n, 0) {
+			out += r.reply()
+		}
+	}
+	return out
+}
+
+// roundTrip sends cmds and returns the raw text of the n replies they get.
+func (r *rawConn) roundTrip(cmds string, n int) string {
+	r.t.Helper()
+	r.send(cmds)
+	var out strings.Builder
+	for range n {
+		out.WriteString(r.reply())
+	}
+	return out.String()
 }
 
 // expectClosed checks that the server closes the connection without sending anything more. A reset counts:

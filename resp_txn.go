@@ -49,9 +49,11 @@ const (
 	execAbortedMessage   = "EXECABORT Transaction discarded because of previous errors."
 	noMultiMessage       = "ERR Command not allowed inside a transaction"
 	replyTooLargeMessage = "ERR the arguments or the reply exceed the size limits"
-	groupTooLargeMessage = "ERR the transaction's writes exceed the size one replication message can carry"
-	txnTooLargeMessage   = "ERR the transaction exceeds the query buffer limit"
-	watchInMultiMessage  = "ERR WATCH inside MULTI is not allowed"
+	// execReplyTooLargeMessage answers an EXEC whose reply would pass the budget: nothing of it is applied.
+	execReplyTooLargeMessage = "EXECABORT Transaction discarded because its reply exceeds the size limits"
+	groupTooLargeMessage     = "ERR the transaction's writes exceed the size one replication message can carry"
+	txnTooLargeMessage       = "ERR the transaction exceeds the query buffer limit"
+	watchInMultiMessage      = "ERR WATCH inside MULTI is not allowed"
 )
 
 // reject answers a command refused before it ran. Inside MULTI the refusal dooms the transaction, and a
@@ -253,7 +255,7 @@ func (c *respConn) cmdExec([][]byte) {
 	case m.flagged:
 		c.wr.error(execAbortedMessage)
 	case len(keys) == 0:
-		c.writeExec(c.runQueued(m.queue), len(m.queue))
+		c.writeExec(c.runQueued(m.queue), len(m.queue)) // no key: nothing to undo
 	default:
 		c.execAtomically(seg, keys, m.queue, watched)
 	}
@@ -280,7 +282,8 @@ func txnKeys(queue []queuedCommand, watched []watchedKey) [][]byte {
 	return keys
 }
 
-// execAtomically runs the queued commands in one atomic group of seg, unless a watched key changed.
+// execAtomically runs the queued commands in one atomic group of seg, unless a watched key changed. A
+// reply past the budget aborts the transaction: its writes are undone and EXEC answers an error.
 func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand, watched []watchedKey) {
 	names := keyNames(keys)
 	var replies *replyBuffer
@@ -292,6 +295,9 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies, ran = c.runQueued(queue), true
+		if replies.incomplete {
+			g.abandon()
+		}
 	})
 	if replies != nil && (status != StatusSuccess || !ran) {
 		replies.release()
@@ -364,15 +370,9 @@ func (b *replyBuffer) Write(p []byte) (int, error) {
 }
 
 // sendTo writes the replies to the connection's writer and gives their bytes back to the budget. An
-// incomplete reply cannot be sent: the connection is closed instead, as Redis closes a client past its
-// output buffer limit.
+// incomplete reply is never sent: callers answer an error instead.
 func (b *replyBuffer) sendTo(c *respConn) {
 	defer b.release()
-	if b.incomplete {
-		c.srv.log.Warn("closing a RESP connection whose reply exceeds the query buffer budget", "client", c.id, "remote", c.conn.RemoteAddr().String())
-		c.quit, c.hangUp = true, true
-		return
-	}
 	c.wr.raw(b.buf.Bytes())
 }
 
@@ -401,6 +401,9 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
+		if replies.incomplete && write {
+			g.abandon()
+		}
 	}
 	var status Status
 	if write {
@@ -414,7 +417,7 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 			replies.release()
 		}
 		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
-	case replies.incomplete && !write:
+	case replies.incomplete:
 		replies.release()
 		c.wr.error(replyTooLargeMessage)
 	default:
@@ -422,11 +425,15 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	}
 }
 
-// writeExec writes EXEC's array of n replies.
+// writeExec writes EXEC's array of n replies, or, when they did not fit in the budget (and the writes
+// were undone), an error.
 func (c *respConn) writeExec(replies *replyBuffer, n int) {
-	if !replies.incomplete {
-		c.wr.array(n)
+	if replies.incomplete {
+		replies.release()
+		c.wr.error(execReplyTooLargeMessage)
+		return
 	}
+	c.wr.array(n)
 	replies.sendTo(c)
 }
 

@@ -284,6 +284,8 @@ type writeChange struct {
 	// called once, with no key and a nil entry.
 	multi []durability.Op
 	at    int64 // when the write was made, by the store's clock (Unix ns): one clock read serves both
+	// revert undoes what coll changed in place, for an atomic group's rollback (revertOf).
+	revert func()
 }
 
 // store is a node's local data: one table per segment (keytable.go), with TTLs that are checked on every
@@ -337,6 +339,10 @@ type writeGroup struct {
 	refused bool
 	// read marks a view of readAtomically, under the segment's read lock: it must not write.
 	read bool
+	// undo puts ops back, newest last (rollback). writing is set while a write changes the segment before
+	// its step is in undo: a panic then leaves a change no step undoes.
+	undo    []undoStep
+	writing bool
 }
 
 // enter checks that a group's view touches only its own segment: it holds no other segment's lock.
@@ -431,7 +437,8 @@ func (s *store) runlock(seg *segmentStore) {
 // atomically runs fn with a view of the store on which every read and write of segment sees no other
 // writer, and whose writes become one write of the segment: all at its next revision, which is every
 // written key's new version, and one op for replicas, the disk and watchers (an OpMulti, unless there was
-// a single write). fn must touch only segment. It returns the segment's revision afterwards.
+// a single write). fn must touch only segment. It returns the segment's revision afterwards. A panic of fn
+// between two writes undoes them (rollback); one in the middle of a write leaves the segment torn.
 func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	root := s
 	if s.group != nil { // a view from applyExclusive: its caller holds the lock
@@ -443,7 +450,14 @@ func (s *store) atomically(segment int, fn func(g *store)) uint64 {
 	}
 	seg := &root.segments[segment]
 	g := &store{clock: root.clock, segments: root.segments, group: &writeGroup{parent: root, segment: segment, seg: seg, atomic: true, maxBytes: root.maxGroupBytes}}
+	done := false
+	defer func() {
+		if !done && !g.group.writing { // fn panicked between writes: none of them stays
+			g.group.rollback()
+		}
+	}()
 	fn(g)
+	done = true
 	ops := g.group.ops
 	if len(ops) == 0 {
 		return seg.revision
@@ -578,14 +592,21 @@ func (s *store) update(segment int, key string, fn func(cur *entry, now int64) (
 func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, change writeChange) uint64 {
 	revision := seg.revision + 1
 	seg.torn = true
-	if old := seg.set(key, next); next != nil {
+	g := s.group
+	if g != nil && g.atomic {
+		g.writing = true
+	}
+	old := seg.set(key, next)
+	if next != nil {
 		var access uint16
 		if mode := s.budget.accessMode(); mode != accessNone { // the clock is read only when a policy needs it
 			access = written(mode, old, cmp.Or(change.at, s.now()))
 		}
 		next.stamp(revision, access)
 	}
-	if g := s.group; g != nil && g.atomic {
+	if g != nil && g.atomic {
+		g.undo = append(g.undo, undoStep{key: key, old: old, revert: change.revert})
+		g.writing = false
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))
 		g.bytes += groupWriteBytes(key, next, change)
 		return revision // the group's end clears torn
@@ -701,12 +722,19 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	if !s.admits(key, nil, writeChange{coll: &op}) {
 		return 0, StatusTooLarge
 	}
+	var revert func()
+	if g := s.group; g != nil && g.atomic {
+		if cur != nil {
+			revert = revertOf(cur.coll().c, &op)
+		}
+		g.writing = true
+	}
 	seg.torn = true // the op changes cur's collection in place; commit clears it
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
-		return s.commit(segment, seg, key, nil, writeChange{at: now}), StatusSuccess
+		return s.commit(segment, seg, key, nil, writeChange{at: now, revert: revert}), StatusSuccess
 	}
-	s.commit(segment, seg, key, next, writeChange{coll: &op, at: now})
+	s.commit(segment, seg, key, next, writeChange{coll: &op, at: now, revert: revert})
 	return next.version(), StatusSuccess
 }
 
