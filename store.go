@@ -605,6 +605,9 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 		next.stamp(revision, access)
 	}
 	if g != nil && g.atomic {
+		if g.undo == nil { // room for a typical group at once, rather than growing 1, 2, 4, 8
+			g.undo, g.ops = make([]undoStep, 0, 8), make([]durability.Op, 0, 8)
+		}
 		g.undo = append(g.undo, undoStep{key: key, old: old, revert: change.revert})
 		g.writing = false
 		g.ops = append(g.ops, opOfWrite(segment, revision, key, next, change))

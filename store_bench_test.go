@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // BenchmarkStore measures the local store alone, one goroutine, on 1M keys of 64-byte values over the
@@ -80,4 +82,38 @@ func BenchmarkStore(b *testing.B) {
 			s.put(segs[i], keys[i], value, 0)
 		}
 	})
+}
+
+// BenchmarkAtomicGroup measures one atomic group of the kind EXEC runs, on one segment: SET, INCR, HSET of
+// a field of a 1,000-field hash, LPUSH and RPOP of a 1,000-item list, and the group's end with its one op.
+func BenchmarkAtomicGroup(b *testing.B) {
+	layout, _ := NewLayout(1, 1)
+	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20, layout: layout}
+	s := newStore(1, systemClock{})
+	for i := range 1000 {
+		n := []byte(strconv.Itoa(i))
+		s.atomically(0, func(g *store) {
+			lookupKeyOp(opHSet).apply(g, 0, kvRequest{Key: "h", Args: [][]byte{n, n}}, lim)
+			lookupKeyOp(opRPush).apply(g, 0, kvRequest{Key: "l", Args: [][]byte{n}}, lim)
+		})
+	}
+	group := []struct {
+		op  transport.Op
+		req kvRequest
+	}{
+		{opPut, kvRequest{Key: "s", Value: make([]byte, 64)}},
+		{opIncr, kvRequest{Key: "n", Delta: 1}},
+		{opHSet, kvRequest{Key: "h", Args: [][]byte{[]byte("7"), []byte("seven")}}},
+		{opLPush, kvRequest{Key: "l", Args: [][]byte{[]byte("head")}}},
+		{opRPop, kvRequest{Key: "l"}},
+	}
+	for b.Loop() {
+		s.atomically(0, func(g *store) {
+			for _, w := range group {
+				if r := lookupKeyOp(w.op).apply(g, 0, w.req, lim); r.Status != StatusSuccess {
+					b.Fatalf("%s: %s", lookupKeyOp(w.op).name, describeReply(r))
+				}
+			}
+		})
+	}
 }

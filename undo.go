@@ -46,19 +46,21 @@ func (h *hashColl) revertOf(op *collOp) func() {
 	if op.kind == durability.OpHashSet {
 		step = 2
 	}
-	var fields []string
-	var prior [][]byte // nil for a field that did not exist: a stored value is never nil
+	type prior struct {
+		field string
+		value []byte // nil for a field that did not exist: a stored value is never nil
+	}
+	fields := make([]prior, 0, len(op.args)/step)
 	for i := 0; i+step-1 < len(op.args); i += step {
 		f := string(op.args[i])
-		fields = append(fields, f)
-		prior = append(prior, h.fields[f])
+		fields = append(fields, prior{f, h.fields[f]})
 	}
 	return func() {
-		for i, f := range fields {
-			if prior[i] == nil {
-				h.remove(f)
+		for _, p := range fields {
+			if p.value == nil {
+				h.remove(p.field)
 			} else {
-				h.load([][]byte{[]byte(f), prior[i]})
+				h.load([][]byte{[]byte(p.field), p.value})
 			}
 		}
 	}
