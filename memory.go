@@ -59,8 +59,9 @@ func evictionPolicyIndex(name string) (uint32, bool) {
 // budgetStore is what a memory budget reads and evicts from: the node's store.
 type budgetStore interface {
 	segmentBytes(seg int) int64
-	sampleKey(seg int, sample evictionSample) (best evictionCandidate, taken int)
-	evict(seg int, key string) (freed int64, ok bool)
+	sampleKey(seg int, sample evictionSample) (taken int)
+	evict(seg int, key string, word uint64) (freed int64, ok bool)
+	now() int64
 }
 
 // memoryBudget holds the data a node stores within Config.MaxMemory. What MaxMemory leaves after the bounds
@@ -79,11 +80,13 @@ type memoryBudget struct {
 	store     budgetStore
 	refusals  atomic.Uint64
 	evictions atomic.Uint64
+	pool      evictionPool
 	onEvict   func(key string) // a test hook; nil in production
 }
 
 func newMemoryBudget(cfg *Config, layout Layout, store budgetStore) *memoryBudget {
-	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store, onEvict: cfg.hooks.evicted}
+	b := &memoryBudget{reserved: cfg.OpLogRetainBytes + cfg.NearCache.MaxBytes, layout: layout, store: store, onEvict: cfg.hooks.evicted,
+		pool: newEvictionPool(layout.Partitions)}
 	b.max.Store(cfg.MaxMemory)
 	_ = b.setPolicy(cmp.Or(cfg.EvictionPolicy, EvictionNoEviction)) // Validate checked it
 	return b
@@ -97,6 +100,7 @@ func (b *memoryBudget) setPolicy(name string) error {
 	}
 	b.policy.Store(i)
 	b.access.Store(uint32(policyAccess(evictionPolicies[i])))
+	b.pool.clear() // ranked by the policy before
 	return nil
 }
 
@@ -212,11 +216,9 @@ func (b *memoryBudget) partitionBytes(p int) int64 {
 // maxEvictionsPerWrite bounds the keys one write evicts to make room; a write still without room is refused.
 const maxEvictionsPerWrite = 1024
 
-// evictionSamples is how many keys volatile-ttl compares to pick the one expiring soonest.
+// evictionSamples is how many keys the LRU, LFU and volatile-ttl policies sample per eviction into the
+// partition's pool of candidates, from which they evict the highest ranked.
 const evictionSamples = 5
-
-// accessSamples is how many keys the LRU and LFU policies compare to pick the one least used.
-const accessSamples = 16
 
 // makeRoom evicts keys of segment's partition, by the eviction policy, until its copies have room for
 // size more bytes, and reports whether they have. Each eviction is a write of its own segment, which
@@ -241,7 +243,7 @@ func (b *memoryBudget) makeRoom(segment int, size int64) bool {
 		if !ok {
 			return false
 		}
-		if _, ok := b.store.evict(victim.segment, victim.key); ok {
+		if _, ok := b.store.evict(victim.segment, victim.key, victim.word); ok {
 			b.evictions.Add(1)
 			if b.onEvict != nil {
 				b.onEvict(victim.key)
@@ -264,53 +266,66 @@ func (b *memoryBudget) makeRoomForGroup(segment int) {
 }
 
 // victim picks the key of partition p that policy evicts next: the first key a sample meets under the
-// random policies, else the highest ranked of a few (evictionRanker). A sample takes keys in scan order, which
-// bear no relation to their use or expiry, from a random key of a random segment, and goes on to the
-// partition's next segments until it has as many as it wants or has seen every segment.
+// random policies; else the highest ranked of the partition's pool after a few more keys joined it
+// (evictionPool). A sample takes keys in scan order, which bear no relation to their use or expiry, from a
+// random key of a random segment, and goes on to the partition's next segments until it has as many as it
+// wants or has seen every segment.
 func (b *memoryBudget) victim(p int, policy string) (evictionCandidate, bool) {
-	first, end := b.layout.PartitionSegments(p)
-	sample := evictionSample{intn: rand.IntN, withTTL: volatileOnly(policy), want: 1, rank: evictionRanker(policy)}
-	switch {
-	case policy == EvictionVolatileTTL:
+	var sampled []evictionCandidate
+	sample := evictionSample{intn: rand.IntN, withTTL: volatileOnly(policy), want: 1,
+		offer: func(c evictionCandidate) { sampled = append(sampled, c) }}
+	ranked := policy == EvictionVolatileTTL || policyAccess(policy) != accessNone
+	if ranked {
 		sample.want = evictionSamples
-	case policyAccess(policy) != accessNone:
-		sample.want = accessSamples
+		sampled = make([]evictionCandidate, 0, evictionSamples)
 	}
-	var best evictionCandidate
+	first, end := b.layout.PartitionSegments(p)
 	taken := 0
 	start := rand.IntN(end - first)
 	for i := 0; i < end-first && taken < sample.want; i++ {
 		want := sample.want
 		sample.want -= taken
-		c, n := b.store.sampleKey(first+(start+i)%(end-first), sample)
+		taken += b.store.sampleKey(first+(start+i)%(end-first), sample)
 		sample.want = want
-		if n > 0 && (taken == 0 || c.rank > best.rank) {
-			best = c
-		}
-		taken += n
 	}
-	return best, taken > 0 // none when no segment of the partition holds a key to evict
+	if !ranked {
+		if len(sampled) == 0 {
+			return evictionCandidate{}, false // no segment of the partition holds a key to evict
+		}
+		return sampled[0], true
+	}
+	return b.pool.take(p, sampled, rankerOf(policy), b.store.now())
 }
 
-// evictionSample says what sampleKey looks for: want evictable keys (with a TTL if withTTL), of which it
-// returns the highest ranked; intn(n) picks one of n at random.
+// evictionSample says what sampleKey looks for: want evictable keys (with a TTL if withTTL), each offered
+// to offer; intn(n) picks one of n at random.
 type evictionSample struct {
 	intn    func(n int) int
 	withTTL bool
 	want    int
-	rank    func(e *entry, now int64) uint64
+	offer   func(evictionCandidate)
 }
 
-// evictionRanker returns how policy ranks an entry at now for eviction, the higher the sooner: by idle
-// time, by rarity of use, by nearness of expiry, or not at all.
-func evictionRanker(policy string) func(e *entry, now int64) uint64 {
-	if mode := policyAccess(policy); mode != accessNone {
-		return func(e *entry, now int64) uint64 { return evictionRank(mode, e.access(), now) }
+// evictionRanker ranks candidates for eviction by a policy, the higher the sooner: by idle time, by rarity
+// of use, by nearness of expiry, or not at all.
+type evictionRanker struct {
+	mode accessMode
+	ttl  bool
+}
+
+func rankerOf(policy string) evictionRanker {
+	return evictionRanker{mode: policyAccess(policy), ttl: policy == EvictionVolatileTTL}
+}
+
+// rank is c's rank at now.
+func (r evictionRanker) rank(c *evictionCandidate, now int64) uint64 {
+	switch {
+	case r.mode != accessNone:
+		return evictionRank(r.mode, c.access(), now)
+	case r.ttl:
+		return math.MaxUint64 - uint64(c.expireAt)
 	}
-	if policy == EvictionVolatileTTL {
-		return func(e *entry, _ int64) uint64 { return math.MaxUint64 - uint64(e.expiry()) }
-	}
-	return func(*entry, int64) uint64 { return 0 }
+	return 0
 }
 
 // footprint estimates what req may add to its partition's copies, as the store counts an entry: its key

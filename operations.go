@@ -67,8 +67,9 @@ var keyOps = [...]keyOperation{
 	opAppend:      {name: "append", grows: true, reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
 	opGetDel:      {name: "getdel", reveals: revealsNotFound, resp: []string{"getdel"}, apply: applyGetDel},
 	// getex reads without writing when it keeps the expiry: that success reveals the value.
-	opGetEx: {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
-	opType:  {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
+	opGetEx:  {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
+	opType:   {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
+	opObject: {name: "object", readOnly: true, reveals: revealsAlways, resp: []string{"object"}, apply: applyObject},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
 	opSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 

@@ -106,6 +106,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "setrange", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSetRange},
 		{name: "getrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@slow"}, run: (*respConn).cmdGetRange},
 		{name: "strlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdStrlen},
+		{parent: true, name: "object", subArity: objectSubcommandArity, arity: -2, flags: []string{"readonly"}, firstKey: 2, lastKey: 2, step: 1, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdObject},
 		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdType},
 		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
 		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
@@ -400,6 +401,12 @@ func refusalMessage(op transport.Op, code int64) string {
 		return "ERR increment would produce NaN or Infinity"
 	case code == refusedTooLarge:
 		return "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+	case op == opObject && code == refusedNoFrequency:
+		return "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+	case op == opObject && code == refusedIdleTimeLFU:
+		return "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+	case op == opObject && code == refusedNoIdleTime:
+		return "ERR idle time is tracked only under an LRU maxmemory-policy (allkeys-lru, volatile-lru)"
 	}
 	return "ERR invalid request"
 }
@@ -896,6 +903,49 @@ func (c *respConn) cmdType(args [][]byte) {
 	if reply, ok := c.keyOp(opType, &kvRequest{Key: string(args[1])}); ok {
 		c.wr.simple(string(reply.Value))
 	}
+}
+
+var objectSubcommandArity = map[string]int{"freq": 3, "idletime": 3, "encoding": 3, "refcount": 3, "help": 2}
+
+// cmdObject serves OBJECT FREQ, IDLETIME, ENCODING and REFCOUNT of a key, read at its owner without
+// counting as an access.
+func (c *respConn) cmdObject(args [][]byte) {
+	sub := strings.ToLower(clip(args[1], 16))
+	switch {
+	case sub == "help" && len(args) == 2:
+		c.wr.array(len(objectHelp))
+		for _, line := range objectHelp {
+			c.wr.simple(line)
+		}
+	case objectSubcommandArity[sub] == 3 && len(args) == 3:
+		what := sub
+		if sub == "refcount" {
+			what = "encoding" // every value has one reference
+		}
+		reply, ok := c.keyOp(opObject, &kvRequest{Key: string(args[2]), Args: [][]byte{[]byte(what)}})
+		switch {
+		case !ok:
+		case reply.Status == StatusNotFound:
+			c.wr.null()
+		case sub == "refcount":
+			c.wr.int(1)
+		case sub == "encoding":
+			c.wr.bulk(reply.Value)
+		default:
+			c.wr.int(reply.Int)
+		}
+	default:
+		c.unknownSubcommand("object", args[1])
+	}
+}
+
+var objectHelp = []string{
+	"OBJECT <subcommand> <key>. Subcommands are:",
+	"ENCODING <key> -- how Redis would store the key's value as it is now.",
+	"FREQ <key> -- the key's logarithmic access counter, under an LFU maxmemory-policy.",
+	"IDLETIME <key> -- seconds since the key was last read or written, under an LRU maxmemory-policy.",
+	"REFCOUNT <key> -- references to the value: always 1.",
+	"HELP -- this text.",
 }
 
 // ---- Connection ----

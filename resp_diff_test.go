@@ -227,6 +227,39 @@ func TestRESPMatchesRedisStrings(t *testing.T) {
 	newRESPDiff(t, nil).run(t, stringSeqs())
 }
 
+// TestRESPMatchesRedisObject compares OBJECT with a real redis-server: the encodings of each kind of
+// value, and the access counter and idle time under the LFU and LRU policies, which it must not change.
+func TestRESPMatchesRedisObject(t *testing.T) {
+	k, missing := diffTag+"k", diffTag+"missing"
+	long := strings.Repeat("x", 65)
+	policy := func(name string) diffCmd { return cmd("CONFIG", "SET", "maxmemory-policy", name) }
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "encoding", cmds: []diffCmd{
+			cmd("OBJECT", "ENCODING", missing), cmd("SET", k, "12"), cmd("OBJECT", "ENCODING", k), cmd("SET", k, "-9223372036854775808"),
+			cmd("OBJECT", "ENCODING", k), cmd("SET", k, "9223372036854775808"), cmd("OBJECT", "ENCODING", k), cmd("SET", k, "012"),
+			cmd("OBJECT", "ENCODING", k), cmd("SET", k, strings.Repeat("y", 44)), cmd("OBJECT", "ENCODING", k),
+			cmd("SET", k, strings.Repeat("y", 45)), cmd("OBJECT", "ENCODING", k), cmd("SET", k, ""), cmd("OBJECT", "ENCODING", k),
+			cmd("OBJECT", "REFCOUNT", k), cmd("OBJECT", "REFCOUNT", missing),
+			cmd("RPUSH", diffTag+"l", "a"), cmd("OBJECT", "ENCODING", diffTag+"l"),
+			cmd("SADD", diffTag+"s", "1", "-2"), cmd("OBJECT", "ENCODING", diffTag+"s"), cmd("SADD", diffTag+"s", "x"),
+			cmd("OBJECT", "ENCODING", diffTag+"s"),
+			cmd("HSET", diffTag+"h", "f", "v"), cmd("OBJECT", "ENCODING", diffTag+"h"), cmd("HSET", diffTag+"h", "g", long),
+			cmd("OBJECT", "ENCODING", diffTag+"h"),
+			cmd("ZADD", diffTag+"z", "1", "m"), cmd("OBJECT", "ENCODING", diffTag+"z"), cmd("ZADD", diffTag+"z", "2", long),
+			cmd("OBJECT", "ENCODING", diffTag+"z"),
+			cmd("OBJECT", "ENCODING"), cmd("OBJECT"), cmd("OBJECT", "NOPE", k), cmd("OBJECT", "ENCODING", k, k),
+		}},
+		{name: "lfu", cmds: []diffCmd{
+			policy("allkeys-lfu"), cmd("SET", k, "v"), cmd("OBJECT", "FREQ", k), cmd("OBJECT", "FREQ", k), cmd("GET", k),
+			cmd("OBJECT", "FREQ", k), cmd("OBJECT", "FREQ", missing), cmd("OBJECT", "IDLETIME", k), policy("noeviction"),
+		}},
+		{name: "lru", cmds: []diffCmd{
+			policy("allkeys-lru"), cmd("SET", k, "v"), cmd("OBJECT", "IDLETIME", k), cmd("GET", k), cmd("OBJECT", "IDLETIME", k),
+			cmd("OBJECT", "IDLETIME", missing), cmd("OBJECT", "FREQ", k), policy("noeviction"), cmd("OBJECT", "FREQ", k),
+		}},
+	})
+}
+
 // TestRESPMatchesRedisValueLimit compares the refusal of a string grown past the largest value, Redis's
 // proto-max-bulk-len and Zaris's MaxValueSize set alike.
 func TestRESPMatchesRedisValueLimit(t *testing.T) {

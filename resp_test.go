@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -361,40 +360,17 @@ func (r *rawConn) line() string {
 	return strings.TrimSuffix(s, "\r\n")
 }
 
-// reply reads one whole reply, nested arrays and bulk strings included, as its raw text.
-func (r *rawConn) reply() string {
-	r.t.Helper()
-	head := r.line()
-	out := head + "\r\n"
-	n, _ := strconv.Atoi(head[1:])
-	switch head[0] {
-	case '$', '=', '!':
-		if n >= 0 {
-			body := make([]byte, n+2)
-			if _, err := io.ReadFull(r.rd, body); err != nil {
-				r.t.Fatalf("read reply: %v", err)
-			}
-			out += string(body)
-		}
-	case '*', '~', '>':
-		for range max(n, 0) {
-			out += r.reply()
-		}
-	case '%':
-		for range 2 * max(n, 0) {
-			out += r.reply()
-		}
-	}
-	return out
-}
-
 // roundTrip sends cmds and returns the raw text of the n replies they get.
 func (r *rawConn) roundTrip(cmds string, n int) string {
 	r.t.Helper()
 	r.send(cmds)
 	var out strings.Builder
 	for range n {
-		out.WriteString(r.reply())
+		reply, err := readRawReply(r.rd)
+		if err != nil {
+			r.t.Fatalf("read reply: %v", err)
+		}
+		out.WriteString(reply)
 	}
 	return out.String()
 }

@@ -352,6 +352,15 @@ func (g *writeGroup) enter(seg *segmentStore) {
 	}
 }
 
+// accessMode is what the eviction policy tracks of each entry's use. Views ask the store they were made
+// from, which holds the budget.
+func (s *store) accessMode() accessMode {
+	if s.group != nil {
+		return s.group.parent.budget.accessMode()
+	}
+	return s.budget.accessMode()
+}
+
 // hook returns the write hook, which views find on the store they were made from.
 func (s *store) hook() writeHook {
 	if s.group != nil {
@@ -534,7 +543,7 @@ func (s *store) lookup(segment int, key string) (*entry, uint64) {
 	s.rlock(seg)
 	defer s.runlock(seg)
 	e := seg.entries.get(key)
-	if mode := s.budget.accessMode(); mode != accessNone && e != nil {
+	if mode := s.accessMode(); mode != accessNone && e != nil {
 		e.touch(mode, s.now())
 	}
 	return e, seg.revision
@@ -599,7 +608,7 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 	old := seg.set(key, next)
 	if next != nil {
 		var access uint16
-		if mode := s.budget.accessMode(); mode != accessNone { // the clock is read only when a policy needs it
+		if mode := s.accessMode(); mode != accessNone { // the clock is read only when a policy needs it
 			access = written(mode, old, cmp.Or(change.at, s.now()))
 		}
 		next.stamp(revision, access)
@@ -685,7 +694,7 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 	case e.kind() != k:
 		return StatusWrongType
 	}
-	if mode := s.budget.accessMode(); mode != accessNone {
+	if mode := s.accessMode(); mode != accessNone {
 		e.touch(mode, now)
 	}
 	fn(e.coll().c)
@@ -919,7 +928,7 @@ func (s *store) applyAt(segment int, epoch uint64, op *durability.Op) (applied b
 // eviction policy. Called with seg.mu held.
 func (s *store) setApplied(seg *segmentStore, key string, next *entry) {
 	if old := seg.set(key, next); next != nil {
-		if mode := s.budget.accessMode(); mode != accessNone {
+		if mode := s.accessMode(); mode != accessNone {
 			next.stamp(next.version(), written(mode, old, s.now()))
 		}
 	}
@@ -1038,7 +1047,7 @@ func (s *store) restoreThen(segment int, revision uint64, snap []durability.Entr
 	seg.internal = 0
 	seg.intents.Store(0)
 	var bytes, expiring int64
-	mode, now := s.budget.accessMode(), s.now()
+	mode, now := s.accessMode(), s.now()
 	for k, e := range entries.all() {
 		if mode != accessNone {
 			e.stamp(e.version(), written(mode, nil, now))
@@ -1101,30 +1110,35 @@ func entryHash(key string, e *entry) uint64 {
 	return x ^ x>>31
 }
 
-// evictionCandidate is a key eviction may take: its segment, and its expiry (0 for none).
+// evictionCandidate is a key eviction may take: its segment, its expiry (0 for none), and its entry's word
+// (version and access stamp) when sampled, which a later eviction checks has not changed.
 type evictionCandidate struct {
 	segment  int
 	key      string
 	expireAt int64
-	rank     uint64 // the higher, the sooner the policy evicts it
+	word     uint64
+	rank     uint64 // its rank when last compared (evictionPool.take)
 }
 
-// sampleKey returns, of the first sample.want keys eviction may take (see evictable) met in scan order from
-// a key of segment seg chosen at random, wrapping around once, the highest ranked, and how many it took. A
-// sample of keys with a TTL looks further the fewer of the segment's keys have one.
-func (s *store) sampleKey(seg int, sample evictionSample) (best evictionCandidate, taken int) {
+// access is the candidate's access stamp when sampled.
+func (c *evictionCandidate) access() uint16 { return uint16(c.word >> versionBits) }
+
+// sampleKey offers sample.offer the first sample.want keys eviction may take (see evictable), met in scan
+// order from a key of segment seg chosen at random, wrapping around once, and returns how many it offered.
+// A sample of keys with a TTL looks further the fewer of the segment's keys have one.
+func (s *store) sampleKey(seg int, sample evictionSample) (taken int) {
 	ss := &s.segments[seg]
 	s.rlock(ss)
 	defer s.runlock(ss)
 	start, any := ss.entries.samplePosition(sample.intn)
 	if !any {
-		return evictionCandidate{}, 0
+		return 0
 	}
 	looks := 16 + sample.want
 	if sample.withTTL {
 		expiring := ss.expiring.Load()
 		if expiring == 0 {
-			return evictionCandidate{}, 0
+			return 0
 		}
 		// Keys with a TTL may be few among the others: look far enough to meet a few of them.
 		looks += int(min(int64(ss.entries.len()), int64(sample.want)*4*int64(ss.entries.len())/expiring))
@@ -1138,9 +1152,7 @@ func (s *store) sampleKey(seg int, sample evictionSample) (best evictionCandidat
 		seen++
 		key := e.key()
 		if evictable(ss, key, e, sample.withTTL, now) {
-			if rank := sample.rank(e, now); taken == 0 || rank > best.rank {
-				best = evictionCandidate{segment: seg, key: key, expireAt: e.expiry(), rank: rank}
-			}
+			sample.offer(evictionCandidate{segment: seg, key: key, expireAt: e.expiry(), word: atomic.LoadUint64(&e.word)})
 			taken++
 		}
 		return taken < sample.want && seen < looks
@@ -1150,7 +1162,7 @@ func (s *store) sampleKey(seg int, sample evictionSample) (best evictionCandidat
 		wrapped = true
 		ss.entries.from(0)(pick)
 	}
-	return best, taken
+	return taken
 }
 
 // evictable reports whether eviction may take key, whose entry is e: a key a client wrote, with an expiry
@@ -1164,13 +1176,14 @@ func evictable(seg *segmentStore, key string, e *entry, withTTL bool, now int64)
 }
 
 // evict deletes key from segment seg to make room, as a write of its own that the hook sees as an
-// eviction, unless it is gone or a transaction holds it. It returns what the entry took.
-func (s *store) evict(seg int, key string) (freed int64, ok bool) {
+// eviction, unless it is gone, a transaction holds it, or its entry's word is no longer word (it was
+// written or used since it was sampled; 0 takes any). It returns what the entry took.
+func (s *store) evict(seg int, key string, word uint64) (freed int64, ok bool) {
 	ss := &s.segments[seg]
 	s.lock(ss)
 	defer s.unlock(ss)
 	cur, now := ss.entries.get(key), s.now()
-	if cur == nil || !evictable(ss, key, cur, false, now) {
+	if cur == nil || !evictable(ss, key, cur, false, now) || word != 0 && atomic.LoadUint64(&cur.word) != word {
 		return 0, false
 	}
 	freed = cur.counted(key)

@@ -35,6 +35,7 @@ const (
 	opGetEntry        transport.Op = 16 // read a key's value, version and TTL
 	opPutIfVersion    transport.Op = 17 // put if the key's version is Version (0: the key has no live value)
 	opDeleteIfVersion transport.Op = 18 // delete if the key's version is Version
+	opObject          transport.Op = 19 // describe a key's value as OBJECT does (object.go)
 )
 
 // String commands (strings.go). Numbers 40 to 47 are theirs.
