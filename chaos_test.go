@@ -54,6 +54,11 @@ type certification struct {
 	nemesis func(ctx context.Context, cr *certRun)
 	// bank adds the bank workload: transfers between accounts in transactions (chaos.Bank).
 	bank bool
+	// evict bounds every node's memory under volatile-lru, and ledger keys, alone, get a TTL: the ledger
+	// then sees evictions, which every node reports to it (unless evictions are unreported, to show that
+	// the checker bites); registers and bank accounts are never evicted.
+	evict      bool
+	unreported bool
 }
 
 // certRun is a certification in progress.
@@ -455,10 +460,17 @@ func (cr *certRun) names(idx []int) []string {
 	return out
 }
 
-// clientTarget sends a client's calls to some live node, a different one from call to call.
-type clientTarget struct{ n *Node }
+// clientTarget sends a client's calls to some live node, a different one from call to call. Ledger keys
+// get ledgerTTL, when set, which makes them evictable under a volatile policy.
+type clientTarget struct {
+	n         *Node
+	ledgerTTL time.Duration
+}
 
 func (t clientTarget) Put(ctx context.Context, key string, value []byte) error {
+	if t.ledgerTTL > 0 && strings.HasPrefix(key, "ledger-") {
+		return t.n.Put(ctx, key, value, WithTTL(t.ledgerTTL))
+	}
 	return t.n.Put(ctx, key, value)
 }
 
@@ -478,6 +490,7 @@ func (t clientTarget) CompareAndSwap(ctx context.Context, key string, version ui
 func runCertification(t *testing.T, cert certification) *chaos.Report {
 	t.Logf("chaos seed %d (ZARIS_CHAOS_SEED replays it)", cert.seed)
 	acks, trace, control := newAckRecorder(), &mapTrace{start: time.Now()}, &controlLog{start: time.Now()}
+	history, ledger := &chaos.History{}, &chaos.Ledger{}
 	c := startSocketCluster(t, 5, replicated(cert.rf, func(cfg *Config) {
 		cfg.WriteConcern = cert.concern
 		cfg.FailoverTimeout = 500 * time.Millisecond
@@ -489,11 +502,16 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 		if os.Getenv("ZARIS_CHAOS_DUMP") != "" {
 			cfg.Logger = control.logger(cfg.Name)
 		}
+		if cert.evict {
+			cfg.MaxMemory, cfg.OpLogRetainBytes, cfg.EvictionPolicy = 3<<20, 1<<20, EvictionVolatileLRU
+			if !cert.unreported {
+				cfg.hooks.evicted = ledger.Evicted
+			}
+		}
 		if cert.config != nil {
 			cert.config(cfg)
 		}
 	}))
-	history, ledger := &chaos.History{}, &chaos.Ledger{}
 	cr := &certRun{t: t, c: c, rng: rand.New(rand.NewPCG(cert.seed, 1)), acks: acks, ledger: ledger, trace: trace,
 		control: control, down: map[int]bool{}, allowUnavailable: cert.allowUnavailable}
 	var picks sync.Map
@@ -514,7 +532,7 @@ func runCertification(t *testing.T, cert certification) *chaos.Report {
 			v, _ := picks.LoadOrStore(client, new(int))
 			k := v.(*int)
 			*k++
-			return clientTarget{live[(client+*k)%len(live)]}
+			return clientTarget{n: live[(client+*k)%len(live)], ledgerTTL: map[bool]time.Duration{true: time.Hour}[cert.evict]}
 		},
 	}
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -1084,6 +1102,30 @@ func TestChaosCheckerBites(t *testing.T) {
 	logReport(t, r)
 	if r.Passed() || r.Ledger.Lost == 0 {
 		t.Fatalf("with Async writes and a cut-off owner killed, the certification reports %d lost writes; the checker does not bite", r.Ledger.Lost)
+	}
+}
+
+// TestChaosCertificationEvicting is the certification with every node's memory bounded and ledger keys
+// evicted steadily: an acknowledged key may be missing only when the cluster reported its eviction. The
+// run must evict, and its checker must bite: the same run with evictions unreported reports lost writes.
+func TestChaosCertificationEvicting(t *testing.T) {
+	requireChaos(t)
+	for _, unreported := range []bool{false, true} {
+		cert := certification{seed: chaosSeed(t), duration: chaosDuration(t, 20*time.Second), rf: 2, concern: Sync,
+			nemesis: randomNemesis, evict: true, unreported: unreported, ledgerShare: 0.6, valueSize: 1024}
+		if unreported {
+			cert.duration, cert.nemesis = 8*time.Second, func(ctx context.Context, _ *certRun) { <-ctx.Done() }
+		}
+		r := runCertification(t, cert)
+		logReport(t, r)
+		switch {
+		case !unreported && !r.Passed():
+			t.Fatalf("certification with evictions failed; replay with ZARIS_CHAOS_SEED=%d", cert.seed)
+		case !unreported && r.Ledger.Evicted == 0:
+			t.Fatal("the run evicted no ledger key it read back: it proves nothing about evictions")
+		case unreported && (r.Passed() || r.Ledger.Lost == 0):
+			t.Fatalf("with evictions unreported the run reports %d lost writes; the checker does not bite", r.Ledger.Lost)
+		}
 	}
 }
 

@@ -170,9 +170,11 @@
 // loaded holder, so every copy of it fits every node that holds one, and the owner, which decides every
 // write of the partition, enforces it alone. A write that would grow the partition past its share first
 // makes room by the eviction policy (Config.EvictionPolicy, Redis's names): allkeys-lru evicts the key of
-// the partition read or written least recently among 16 sampled, allkeys-lfu the one used least often,
-// allkeys-random a random one; volatile-lru, volatile-lfu and volatile-random do the same among keys with a
-// TTL, and volatile-ttl takes the key with a TTL expiring soonest among a few sampled. Recency and
+// the partition read or written least recently, allkeys-lfu the one used least often, allkeys-random a
+// random one; volatile-lru, volatile-lfu and volatile-random do the same among keys with a TTL, and
+// volatile-ttl takes the key with a TTL expiring soonest. The ranked policies choose from a pool of the
+// partition's 16 best candidates, which 5 keys sampled at each eviction join, and never take a key used or
+// written since it was sampled. OBJECT FREQ and IDLETIME show a key's standing. Recency and
 // frequency live in 16 bits of each entry's version word, so tracking them adds no memory per key: the
 // second of the last access (an idle time wraps after about 18 hours), or a logarithmic counter that loses
 // one a minute while the key is idle. Owners count the reads they serve; a near cache's hits do not

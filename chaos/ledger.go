@@ -45,6 +45,7 @@ type ledgerEntry struct {
 type Ledger struct {
 	mu      sync.Mutex
 	entries map[string]ledgerEntry
+	evicted map[string]bool // keys the system reported evicting to keep within its memory bound
 }
 
 // LedgerResult counts what reading the ledger back found.
@@ -56,7 +57,10 @@ type LedgerResult struct {
 	Phantom    int      // unknown keys holding a value that was never written to them
 	Unreadable int      // keys whose every read failed
 	Destroyed  int      // keys unreadable because every copy of them died (ErrOutsideFailureModel)
-	LostKeys   []string // the first lost keys, at most 20
+	// Evicted counts the keys read back as not found that the system reported evicting: not lost. A key it
+	// did not report is lost, however full its memory was.
+	Evicted  int
+	LostKeys []string // the first lost keys, at most 20
 }
 
 // Attempt records that value is about to be written to key; call it before the write is sent.
@@ -99,6 +103,17 @@ func LedgerValue(key string, size int) string {
 // Ack records that the write to key was acknowledged: it must survive.
 func (l *Ledger) Ack(key string) { l.settle(key, acked) }
 
+// Evicted records that the system reported evicting key to keep within its memory bound: read back as not
+// found, it is not lost.
+func (l *Ledger) Evicted(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.evicted == nil {
+		l.evicted = make(map[string]bool)
+	}
+	l.evicted[key] = true
+}
+
 // Unknown records that the write to key may or may not have been applied.
 func (l *Ledger) Unknown(key string) { l.settle(key, unknown) }
 
@@ -117,9 +132,10 @@ func (l *Ledger) settle(key string, s ledgerState) {
 
 // claim is a ledger key that must be read back, with the value it may hold.
 type claim struct {
-	key   string
-	value string
-	acked bool
+	key     string
+	value   string
+	acked   bool
+	evicted bool
 }
 
 // claims returns the acknowledged and unknown keys, sorted by key.
@@ -129,7 +145,7 @@ func (l *Ledger) claims() []claim {
 	var cs []claim
 	for k, e := range l.entries {
 		if e.state == acked || e.state == unknown {
-			cs = append(cs, claim{key: k, value: e.value, acked: e.state == acked})
+			cs = append(cs, claim{key: k, value: e.value, acked: e.state == acked, evicted: l.evicted[k]})
 		}
 	}
 	slices.SortFunc(cs, func(a, b claim) int { return cmp.Compare(a.key, b.key) })
@@ -177,6 +193,8 @@ func (r *LedgerResult) add(c claim, got readResult) {
 		r.Destroyed++
 	case got.err != nil:
 		r.Unreadable++
+	case !got.found && c.evicted:
+		r.Evicted++
 	case c.acked && (!got.found || got.value != c.value):
 		r.Lost++
 		if !got.found {

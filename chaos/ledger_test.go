@@ -26,15 +26,23 @@ func TestLedgerVerify(t *testing.T) {
 	write("unknown-present", l.Unknown)
 	write("unknown-wrong", l.Unknown)
 	write("failed", l.Fail)
+	write("acked-evicted", l.Ack)
+	write("acked-evicted-kept", l.Ack)
+	write("acked-evicted-wrong", l.Ack)
+	for _, k := range []string{"acked-evicted", "acked-evicted-kept", "acked-evicted-wrong"} {
+		l.Evicted(k)
+	}
 	l.Attempt("pending", "pending")
 	l.Ack("never-attempted")
 
 	store := map[string]string{
-		"acked-ok":        "acked-ok",
-		"acked-wrong":     "other",
-		"acked-flaky":     "acked-flaky",
-		"unknown-present": "unknown-present",
-		"unknown-wrong":   "other",
+		"acked-ok":            "acked-ok",
+		"acked-wrong":         "other",
+		"acked-flaky":         "acked-flaky",
+		"unknown-present":     "unknown-present",
+		"unknown-wrong":       "other",
+		"acked-evicted-kept":  "acked-evicted-kept",
+		"acked-evicted-wrong": "other",
 	}
 	flaky := 0
 	var reads []string
@@ -55,8 +63,8 @@ func TestLedgerVerify(t *testing.T) {
 	}
 
 	res := l.Verify(context.Background(), read)
-	want := LedgerResult{Acked: 7, Unknown: 3, Lost: 3, NotFound: 2, Phantom: 1, Unreadable: 1, Destroyed: 1,
-		LostKeys: []string{"acked-beyond-missing", "acked-missing", "acked-wrong"}}
+	want := LedgerResult{Acked: 10, Unknown: 3, Lost: 4, NotFound: 2, Phantom: 1, Unreadable: 1, Destroyed: 1, Evicted: 1,
+		LostKeys: []string{"acked-beyond-missing", "acked-evicted-wrong", "acked-missing", "acked-wrong"}}
 	if !equalLedgerResults(res, want) {
 		t.Fatalf("Verify = %+v, want %+v", res, want)
 	}
@@ -107,7 +115,8 @@ func TestLedgerValue(t *testing.T) {
 
 func equalLedgerResults(a, b LedgerResult) bool {
 	return a.Acked == b.Acked && a.Unknown == b.Unknown && a.Lost == b.Lost && a.NotFound == b.NotFound &&
-		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && a.Destroyed == b.Destroyed && slices.Equal(a.LostKeys, b.LostKeys)
+		a.Phantom == b.Phantom && a.Unreadable == b.Unreadable && a.Destroyed == b.Destroyed && a.Evicted == b.Evicted &&
+		slices.Equal(a.LostKeys, b.LostKeys)
 }
 
 func count(items []string, s string) int {

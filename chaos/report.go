@@ -72,8 +72,8 @@ func (r *Report) Print(w io.Writer) {
 func (r *Report) printChecks(w io.Writer) {
 	l := r.Ledger
 	fmt.Fprintf(w, "ledger: %d acked, %d unknown; lost %d (%d not found, %d wrong value), phantom %d, unreadable %d, "+
-		"unreadable beyond the failure model %d\n",
-		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Lost-l.NotFound, l.Phantom, l.Unreadable, l.Destroyed)
+		"unreadable beyond the failure model %d, evicted as reported %d\n",
+		l.Acked, l.Unknown, l.Lost, l.NotFound, l.Lost-l.NotFound, l.Phantom, l.Unreadable, l.Destroyed, l.Evicted)
 	if len(l.LostKeys) > 0 {
 		fmt.Fprintf(w, "lost keys: %s\n", strings.Join(l.LostKeys, ", "))
 	}
