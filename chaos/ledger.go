@@ -50,13 +50,13 @@ type Ledger struct {
 
 // LedgerResult counts what reading the ledger back found.
 type LedgerResult struct {
-	Acked      int      // acknowledged keys read back
-	Unknown    int      // keys whose write had an unknown outcome read back
-	Lost       int      // acknowledged keys missing or holding another value
-	NotFound   int      // of the lost keys, those read back as not found (false NotFound)
-	Phantom    int      // unknown keys holding a value that was never written to them
-	Unreadable int      // keys whose every read failed
-	Destroyed  int      // keys unreadable because every copy of them died (ErrOutsideFailureModel)
+	Acked      int // acknowledged keys read back
+	Unknown    int // keys whose write had an unknown outcome read back
+	Lost       int // acknowledged keys missing or holding another value
+	NotFound   int // of the lost keys, those read back as not found (false NotFound)
+	Phantom    int // unknown keys holding a value that was never written to them
+	Unreadable int // keys whose every read failed
+	Destroyed  int // keys unreadable because every copy of them died (ErrOutsideFailureModel)
 	// Evicted counts the keys read back as not found that the system reported evicting: not lost. A key it
 	// did not report is lost, however full its memory was.
 	Evicted  int
