@@ -185,7 +185,8 @@
 // the disk log and watchers (WatchEvict) receive it in order like a delete, so no failover or move brings
 // an evicted key back once a read could have missed it. What an acknowledged write survives is unchanged,
 // except that under an evicting policy the key may later be evicted: a read then finds it missing, or
-// loads it with Config.Loader.
+// loads it with Config.Loader. The chaos certification checks this under failures: with every node's
+// memory bounded and keys evicted steadily, a key found missing must be one whose eviction was reported.
 //
 // Writes admitted to one partition at the same instant may pass its share together by one write each.
 // The trade-off of shares is that one partition cannot borrow another's room: a value larger than a share
