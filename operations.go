@@ -48,14 +48,14 @@ type opLimits struct {
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
 	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
-	opPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset"}, apply: applyPut},
+	opPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
 	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
 	opIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
 	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire"}, apply: applyExpire},
 	opPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
 	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
 	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists"}, apply: applyExists},
-	opPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set"}, apply: applyPutIf},
+	opPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
 	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
@@ -80,11 +80,11 @@ var keyOps = [...]keyOperation{
 	opDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
 	opForget:       {name: "forget", reveals: revealsNotFound, ownLocks: true, apply: applyForget},
 
-	opHSet:    {name: "hset", grows: true, reveals: revealsUnwritten, resp: []string{"hset"}, apply: collectionOp(applyHSet)},
-	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget"}, apply: applyHGet},
+	opHSet:    {name: "hset", grows: true, reveals: revealsUnwritten, resp: []string{"hset", "hmset"}, apply: collectionOp(applyHSet)},
+	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget", "hstrlen"}, apply: applyHGet},
 	opHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
 	opHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
-	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall"}, apply: applyHGetAll},
+	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall", "hkeys", "hvals"}, apply: applyHGetAll},
 	opHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
 	opHIncrBy: {name: "hincrby", grows: true, reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
 	opHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},

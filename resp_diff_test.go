@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,6 +52,33 @@ func (d diffCmd) elsewhere() diffCmd {
 func (d diffCmd) within(lo, hi int64) diffCmd {
 	d.norm = intWithin(lo, hi)
 	return d
+}
+
+// sorted returns the command with the elements of its array reply compared in any order: Redis and Zaris
+// list a hash's or a set's elements in orders of their own.
+func (d diffCmd) sorted() diffCmd {
+	d.norm = sortedElements
+	return d
+}
+
+// sortedElements sorts the bulk strings of a flat array reply; any other reply is kept as it is.
+func sortedElements(reply string) string {
+	head, rest, ok := strings.Cut(reply, "\r\n")
+	if !ok || !strings.HasPrefix(head, "*") {
+		return reply
+	}
+	var items []string
+	for rest != "" {
+		size, after, ok := strings.Cut(rest, "\r\n")
+		n, err := strconv.Atoi(strings.TrimPrefix(size, "$"))
+		if !ok || err != nil || !strings.HasPrefix(size, "$") || n < 0 || len(after) < n+2 {
+			return reply
+		}
+		items = append(items, size+"\r\n"+after[:n+2])
+		rest = after[n+2:]
+	}
+	slices.Sort(items)
+	return head + "\r\n" + strings.Join(items, "")
 }
 
 // intWithin maps an integer reply in [lo, hi] to one canonical reply. Any other reply, an integer outside
@@ -256,6 +284,38 @@ func TestRESPMatchesRedisObject(t *testing.T) {
 		{name: "lru", cmds: []diffCmd{
 			policy("allkeys-lru"), cmd("SET", k, "v"), cmd("OBJECT", "IDLETIME", k), cmd("GET", k), cmd("OBJECT", "IDLETIME", k),
 			cmd("OBJECT", "IDLETIME", missing), cmd("OBJECT", "FREQ", k), policy("noeviction"), cmd("OBJECT", "FREQ", k),
+		}},
+	})
+}
+
+// TestRESPMatchesRedisOlderForms compares the commands that are other forms of served ones (SETNX, SETEX,
+// PSETEX, GETSET, HMSET, HKEYS, HVALS, HSTRLEN) with a real redis-server, on missing keys, wrong types and
+// bad arguments too.
+func TestRESPMatchesRedisOlderForms(t *testing.T) {
+	k, h, l := diffTag+"k", diffTag+"h", diffTag+"l"
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "setnx", cmds: []diffCmd{
+			cmd("SETNX", k, "a"), cmd("SETNX", k, "b"), cmd("GET", k), cmd("RPUSH", l, "x"), cmd("SETNX", l, "c"), cmd("SETNX", k),
+			cmd("SETNX", k, ""), cmd("DEL", k), cmd("SETNX", k, ""), cmd("GET", k),
+		}},
+		{name: "setex", cmds: []diffCmd{
+			cmd("SETEX", k, "100", "v"), cmd("GET", k), cmd("TTL", k).within(99, 100), cmd("SETEX", k, "0", "v"), cmd("SETEX", k, "-1", "v"),
+			cmd("SETEX", k, "x", "v"), cmd("SETEX", k, "9223372036854775807", "v"), cmd("PSETEX", k, "100000", "w"), cmd("GET", k),
+			cmd("PTTL", k).within(99000, 100000), cmd("PSETEX", k, "0", "v"), cmd("PSETEX", k, "9223372036854775807", "v"),
+			cmd("RPUSH", l, "x"), cmd("SETEX", l, "10", "v"), cmd("TYPE", l), cmd("SETEX", k, "10"),
+		}},
+		{name: "getset", cmds: []diffCmd{
+			cmd("GETSET", k, "a"), cmd("SET", k, "b", "EX", "100"), cmd("GETSET", k, "c"), cmd("TTL", k), cmd("GET", k),
+			cmd("RPUSH", l, "x"), cmd("GETSET", l, "v"), cmd("GETSET", k),
+		}},
+		{name: "hmset", cmds: []diffCmd{
+			cmd("HMSET", h, "f", "1", "g", "2"), cmd("HGETALL", h).sorted(), cmd("HMSET", h, "f"), cmd("HMSET", h, "f", "1", "g"),
+			cmd("HMSET", h, "f", "3"), cmd("HGET", h, "f"), cmd("SET", k, "v"), cmd("HMSET", k, "f", "1"),
+		}},
+		{name: "hkeys hvals hstrlen", cmds: []diffCmd{
+			cmd("HKEYS", h), cmd("HVALS", h), cmd("HSTRLEN", h, "f"), cmd("HSET", h, "f", "hello", "g", "", "h", "12"),
+			cmd("HKEYS", h).sorted(), cmd("HVALS", h).sorted(), cmd("HSTRLEN", h, "f"), cmd("HSTRLEN", h, "g"), cmd("HSTRLEN", h, "x"),
+			cmd("SET", k, "v"), cmd("HKEYS", k), cmd("HVALS", k), cmd("HSTRLEN", k, "f"), cmd("HKEYS"), cmd("HSTRLEN", h),
 		}},
 	})
 }

@@ -1,0 +1,91 @@
+package zaris
+
+import (
+	"strconv"
+	"time"
+)
+
+// Redis commands that are other forms of commands already served: older names (SETNX, SETEX, PSETEX,
+// GETSET, HMSET) and narrower reads (HKEYS, HVALS, HSTRLEN). Each runs the operation of the command it is a
+// form of, so it behaves as that command does, replies aside.
+
+// cmdSetNX serves SETNX key value: SET key value NX, answering 1 if it wrote and 0 if not.
+func (c *respConn) cmdSetNX(args [][]byte) {
+	req := c.request(args[1])
+	req.Value, req.Cond = args[2], condIfAbsent
+	if reply, ok := c.keyOp(opPutIf, req); ok {
+		c.wr.int(reply.Int)
+	}
+}
+
+// cmdSetEx serves SETEX key seconds value and PSETEX key milliseconds value: SET key value EX|PX.
+func (c *respConn) cmdSetEx(args [][]byte) {
+	name, unit := "setex", "EX"
+	if isSubcommand(args[0], "psetex") {
+		name, unit = "psetex", "PX"
+	}
+	ttl, refusal := c.expiryTTL(name, unit, args[2])
+	if refusal != "" {
+		c.wr.error(refusal)
+		return
+	}
+	req := c.request(args[1])
+	req.Value, req.TTL = args[3], int64(ttl)
+	if _, ok := c.keyOp(opPut, req); ok {
+		c.wr.ok()
+	}
+}
+
+// cmdGetSet serves GETSET key value: SET key value GET, dropping any expiry.
+func (c *respConn) cmdGetSet(args [][]byte) {
+	req := c.request(args[1])
+	req.Value, req.Cond = args[2], condReturnPrev
+	reply, ok := c.keyOp(opPutIf, req)
+	switch {
+	case !ok:
+	case reply.Existed:
+		c.wr.bulk(reply.Value)
+	default:
+		c.wr.null()
+	}
+}
+
+// cmdHMSet serves HMSET key field value [field value ...]: HSET answering OK.
+func (c *respConn) cmdHMSet(args [][]byte) {
+	if len(args)%2 != 0 {
+		c.wr.error("ERR wrong number of arguments for 'hmset' command")
+		return
+	}
+	collectionCommand(opHSet, okReply)(c, args)
+}
+
+// fieldsReply writes the fields of HGETALL's pairs, for HKEYS.
+func fieldsReply(c *respConn, _ [][]byte, reply kvReply) { c.everyOther(reply.Values, 0) }
+
+// hashValuesReply writes the values of HGETALL's pairs, for HVALS.
+func hashValuesReply(c *respConn, _ [][]byte, reply kvReply) { c.everyOther(reply.Values, 1) }
+
+// everyOther writes, as an array, the elements of pairs at from, from+2...
+func (c *respConn) everyOther(pairs [][]byte, from int) {
+	c.wr.array(len(pairs) / 2)
+	for i := from; i < len(pairs); i += 2 {
+		c.wr.bulk(pairs[i])
+	}
+}
+
+// lengthReply writes the length of HGET's value, 0 for a missing field or key, for HSTRLEN.
+func lengthReply(c *respConn, _ [][]byte, reply kvReply) {
+	if reply.Status == StatusNotFound {
+		c.wr.int(0)
+		return
+	}
+	c.wr.int(int64(len(reply.Value)))
+}
+
+// cmdTime serves TIME: the server's clock as seconds and microseconds.
+func (c *respConn) cmdTime([][]byte) {
+	now := c.srv.clock.Now()
+	c.wr.array(2)
+	c.wr.bulk(strconv.AppendInt(nil, now.Unix(), 10))
+	c.wr.bulk(strconv.AppendInt(nil, int64(now.Nanosecond())/int64(time.Microsecond), 10))
+}
