@@ -9,7 +9,8 @@ import (
 // List operations: a key holding a sequence of items, pushed and popped at either end. A write ships the
 // items it pushes, or how many it pops or trims.
 
-// applyPush pushes items at one end, in order, and answers the list's new length in Int.
+// applyPush pushes items at one end, in order, and answers the list's new length in Int. With
+// condIfExists in Cond (LPUSHX, RPUSHX) it pushes only onto an existing list, and answers 0 without one.
 func applyPush(left bool, cmd string) applyFunc {
 	return func(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 		if len(req.Args) < 1 {
@@ -17,6 +18,9 @@ func applyPush(left bool, cmd string) applyFunc {
 		}
 		length := 0
 		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+			if c == nil && req.Cond&condIfExists != 0 {
+				return collOp{}
+			}
 			if c != nil {
 				length = c.len()
 			}

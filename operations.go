@@ -95,8 +95,8 @@ var keyOps = [...]keyOperation{
 	opSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
 	opSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
 
-	opLPush:  {name: "lpush", grows: true, reveals: revealsUnwritten, resp: []string{"lpush"}, apply: collectionOp(applyPush(true, "lpush"))},
-	opRPush:  {name: "rpush", grows: true, reveals: revealsUnwritten, resp: []string{"rpush"}, apply: collectionOp(applyPush(false, "rpush"))},
+	opLPush:  {name: "lpush", grows: true, reveals: revealsUnwritten, resp: []string{"lpush", "lpushx"}, apply: collectionOp(applyPush(true, "lpush"))},
+	opRPush:  {name: "rpush", grows: true, reveals: revealsUnwritten, resp: []string{"rpush", "rpushx"}, apply: collectionOp(applyPush(false, "rpush"))},
 	opLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
 	opRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
 	opLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},

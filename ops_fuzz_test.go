@@ -834,11 +834,12 @@ func (m *opModel) applyList(op transport.Op, req kvRequest) kvReply {
 			return invalidArgs(msgNotInteger)
 		}
 	}
-	l, wrong := m.collection(req.Key, kindList, op == opLPush || op == opRPush)
+	push := op == opLPush || op == opRPush
+	l, wrong := m.collection(req.Key, kindList, push && req.Cond&condIfExists == 0)
 	switch {
 	case wrong:
 		return kvReply{Status: StatusWrongType}
-	case l == nil && op == opLTrim:
+	case l == nil && (op == opLTrim || push): // LPUSHX and RPUSHX of a missing key
 		return kvReply{Status: StatusSuccess}
 	case l == nil:
 		return kvReply{Status: StatusNotFound}

@@ -136,6 +136,8 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "scard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSCard, intReply)},
 		{name: "lpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPush, intReply)},
 		{name: "rpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPush, intReply)},
+		{name: "lpushx", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: (*respConn).cmdPushX},
+		{name: "rpushx", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: (*respConn).cmdPushX},
 		{name: "lpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPop, popReply)},
 		{name: "rpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPop, popReply)},
 		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLRange, arrayReply)},

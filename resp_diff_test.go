@@ -312,6 +312,10 @@ func TestRESPMatchesRedisOlderForms(t *testing.T) {
 			cmd("HMSET", h, "f", "1", "g", "2"), cmd("HGETALL", h).sorted(), cmd("HMSET", h, "f"), cmd("HMSET", h, "f", "1", "g"),
 			cmd("HMSET", h, "f", "3"), cmd("HGET", h, "f"), cmd("SET", k, "v"), cmd("HMSET", k, "f", "1"),
 		}},
+		{name: "pushx", cmds: []diffCmd{
+			cmd("LPUSHX", l, "a"), cmd("RPUSHX", l, "a", "b"), cmd("EXISTS", l), cmd("RPUSH", l, "x"), cmd("LPUSHX", l, "a", "b"),
+			cmd("RPUSHX", l, "c"), cmd("LRANGE", l, "0", "-1"), cmd("SET", k, "v"), cmd("LPUSHX", k, "a"), cmd("RPUSHX", k), cmd("LPUSHX", diffTag+"none", ""),
+		}},
 		{name: "hkeys hvals hstrlen", cmds: []diffCmd{
 			cmd("HKEYS", h), cmd("HVALS", h), cmd("HSTRLEN", h, "f"), cmd("HSET", h, "f", "hello", "g", "", "h", "12"),
 			cmd("HKEYS", h).sorted(), cmd("HVALS", h).sorted(), cmd("HSTRLEN", h, "f"), cmd("HSTRLEN", h, "g"), cmd("HSTRLEN", h, "x"),

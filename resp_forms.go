@@ -6,7 +6,7 @@ import (
 )
 
 // Redis commands that are other forms of commands already served: older names (SETNX, SETEX, PSETEX,
-// GETSET, HMSET) and narrower reads (HKEYS, HVALS, HSTRLEN). Each runs the operation of the command it is a
+// GETSET, HMSET), narrower reads (HKEYS, HVALS, HSTRLEN) and conditional pushes (LPUSHX, RPUSHX). Each runs the operation of the command it is a
 // form of, so it behaves as that command does, replies aside.
 
 // cmdSetNX serves SETNX key value: SET key value NX, answering 1 if it wrote and 0 if not.
@@ -88,4 +88,16 @@ func (c *respConn) cmdTime([][]byte) {
 	c.wr.array(2)
 	c.wr.bulk(strconv.AppendInt(nil, now.Unix(), 10))
 	c.wr.bulk(strconv.AppendInt(nil, int64(now.Nanosecond())/int64(time.Microsecond), 10))
+}
+
+// cmdPushX serves LPUSHX and RPUSHX: a push onto a list that exists, answering 0 without one.
+func (c *respConn) cmdPushX(args [][]byte) {
+	op := opRPush
+	if isSubcommand(args[0], "lpushx") {
+		op = opLPush
+	}
+	req := &kvRequest{Key: string(args[1]), Args: cloneValues(args[2:]), Cond: condIfExists}
+	if reply, ok := c.keyOp(op, req); ok {
+		c.wr.int(reply.Int)
+	}
 }
