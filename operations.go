@@ -51,10 +51,10 @@ var keyOps = [...]keyOperation{
 	opPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
 	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
 	opIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
-	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire"}, apply: applyExpire},
+	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
 	opPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
 	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
-	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists"}, apply: applyExists},
+	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
 	opPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
@@ -107,7 +107,7 @@ var keyOps = [...]keyOperation{
 	opZAdd:    {name: "zadd", grows: true, reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
 	opZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
 	opZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
-	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange"}, apply: applyZRange},
+	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore"}, apply: applyZRange},
 	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
 	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
 	opZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},

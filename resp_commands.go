@@ -110,6 +110,9 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdType},
 		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
 		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
+		{name: "expireat", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
+		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
+		{name: "touch", arity: -2, flags: readFast, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExists},
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
@@ -147,6 +150,9 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZAdd, zaddReply)},
 		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZRem, intReply)},
 		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZScore, scoreReply)},
+		{name: "zrevrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("REV")},
+		{name: "zrangebyscore", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("BYSCORE")},
+		{name: "zrevrangebyscore", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("BYSCORE", "REV")},
 		{name: "zrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: collectionCommand(opZRange, zrangeReply)},
 		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZRank, rankReply)},
 		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZCard, intReply)},
@@ -669,18 +675,25 @@ func (c *respConn) cmdExpire(args [][]byte) {
 		c.notInteger()
 		return
 	}
+	name := strings.ToLower(string(args[0]))
 	scale := time.Second
-	if args[0][0]|0x20 == 'p' {
+	if name[0] == 'p' {
 		scale = time.Millisecond
 	}
 	// Redis refuses a time in seconds whose milliseconds overflow, and a time whose deadline does; any other
 	// time in the past deletes. Zaris keeps deadlines in nanoseconds, so it refuses one past 2262.
 	if n > math.MaxInt64/int64(scale) || scale == time.Second && n < math.MinInt64/1000 {
-		c.wr.error("ERR invalid expire time in '" + strings.ToLower(string(args[0])) + "' command")
+		c.wr.error("ERR invalid expire time in '" + name + "' command")
 		return
 	}
 	ttl := time.Duration(-1) // a zero TTL means "none" on the wire; the store deletes on any non-positive one
-	if n > 0 {
+	switch {
+	case n <= 0:
+	case strings.HasSuffix(name, "at"): // EXPIREAT, PEXPIREAT: a Unix time
+		if left := time.Duration(n)*scale - time.Duration(c.srv.clock.Now().UnixNano()); left > 0 {
+			ttl = left
+		}
+	default:
 		ttl = time.Duration(n) * scale
 	}
 	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {

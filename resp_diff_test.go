@@ -292,7 +292,8 @@ func TestRESPMatchesRedisObject(t *testing.T) {
 // PSETEX, GETSET, HMSET, HKEYS, HVALS, HSTRLEN) with a real redis-server, on missing keys, wrong types and
 // bad arguments too.
 func TestRESPMatchesRedisOlderForms(t *testing.T) {
-	k, h, l := diffTag+"k", diffTag+"h", diffTag+"l"
+	k, h, l, z := diffTag+"k", diffTag+"h", diffTag+"l", diffTag+"z"
+	future := func(s int64) string { return strconv.FormatInt(time.Now().Unix()+s, 10) }
 	newRESPDiff(t, nil).run(t, []diffSeq{
 		{name: "setnx", cmds: []diffCmd{
 			cmd("SETNX", k, "a"), cmd("SETNX", k, "b"), cmd("GET", k), cmd("RPUSH", l, "x"), cmd("SETNX", l, "c"), cmd("SETNX", k),
@@ -315,6 +316,25 @@ func TestRESPMatchesRedisOlderForms(t *testing.T) {
 		{name: "pushx", cmds: []diffCmd{
 			cmd("LPUSHX", l, "a"), cmd("RPUSHX", l, "a", "b"), cmd("EXISTS", l), cmd("RPUSH", l, "x"), cmd("LPUSHX", l, "a", "b"),
 			cmd("RPUSHX", l, "c"), cmd("LRANGE", l, "0", "-1"), cmd("SET", k, "v"), cmd("LPUSHX", k, "a"), cmd("RPUSHX", k), cmd("LPUSHX", diffTag+"none", ""),
+		}},
+		{name: "zrevrange zrangebyscore", cmds: []diffCmd{
+			cmd("ZREVRANGE", z, "0", "-1"), cmd("ZADD", z, "1", "a", "2", "b", "3", "c", "3", "d"), cmd("ZREVRANGE", z, "0", "-1"),
+			cmd("ZREVRANGE", z, "1", "2", "WITHSCORES"), cmd("ZREVRANGE", z, "0", "-1", "REV"), cmd("ZREVRANGE", z, "0", "-1", "BYSCORE"),
+			cmd("ZREVRANGE", z, "0", "-1", "LIMIT", "0", "1"), cmd("ZREVRANGE", z, "x", "1"),
+			cmd("ZRANGEBYSCORE", z, "-inf", "+inf"), cmd("ZRANGEBYSCORE", z, "(1", "3", "WITHSCORES"), cmd("ZRANGEBYSCORE", z, "1", "3", "LIMIT", "1", "2"),
+			cmd("ZRANGEBYSCORE", z, "3", "1"), cmd("ZRANGEBYSCORE", z, "1", "3", "REV"), cmd("ZRANGEBYSCORE", z, "x", "3"),
+			cmd("ZRANGEBYSCORE", z, "1", "3", "LIMIT", "0"), cmd("ZRANGEBYSCORE", z, "1", "3", "BYSCORE"),
+			cmd("ZREVRANGEBYSCORE", z, "+inf", "-inf"), cmd("ZREVRANGEBYSCORE", z, "3", "(1", "WITHSCORES", "LIMIT", "0", "2"),
+			cmd("ZREVRANGEBYSCORE", z, "1", "3"), cmd("ZREVRANGEBYSCORE", diffTag+"none", "1", "3"), cmd("SET", k, "v"),
+			cmd("ZREVRANGE", k, "0", "-1"), cmd("ZRANGEBYSCORE", k, "0", "1"),
+		}},
+		{name: "touch expireat", cmds: []diffCmd{
+			cmd("TOUCH", k), cmd("SET", k, "v"), cmd("TOUCH", k, k, diffTag+"none"), cmd("EXPIREAT", k, future(100)), cmd("TTL", k).within(98, 100),
+			cmd("PEXPIREAT", k, future(200)+"000"), cmd("PTTL", k).within(198000, 200000), cmd("EXPIREAT", k, future(300), "XX"),
+			cmd("EXPIREAT", k, future(50), "GT"), cmd("EXPIREAT", k, future(50), "LT"), cmd("TTL", k).within(48, 50),
+			cmd("EXPIREAT", diffTag+"none", future(100)), cmd("EXPIREAT", k, "x"), cmd("EXPIREAT", k, "1"), cmd("EXISTS", k),
+			cmd("SET", k, "v"), cmd("PEXPIREAT", k, "-5"), cmd("EXISTS", k), cmd("SET", k, "v"), cmd("EXPIREAT", k, "9223372036854775807"),
+			cmd("EXPIREAT", k, "0"), cmd("EXISTS", k),
 		}},
 		{name: "hkeys hvals hstrlen", cmds: []diffCmd{
 			cmd("HKEYS", h), cmd("HVALS", h), cmd("HSTRLEN", h, "f"), cmd("HSET", h, "f", "hello", "g", "", "h", "12"),

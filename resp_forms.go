@@ -1,12 +1,14 @@
 package zaris
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
 
 // Redis commands that are other forms of commands already served: older names (SETNX, SETEX, PSETEX,
-// GETSET, HMSET), narrower reads (HKEYS, HVALS, HSTRLEN) and conditional pushes (LPUSHX, RPUSHX). Each runs the operation of the command it is a
+// GETSET, HMSET, ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, TOUCH and EXPIREAT served by cmdExpire),
+// narrower reads (HKEYS, HVALS, HSTRLEN) and conditional pushes (LPUSHX, RPUSHX). Each runs the operation of the command it is a
 // form of, so it behaves as that command does, replies aside.
 
 // cmdSetNX serves SETNX key value: SET key value NX, answering 1 if it wrote and 0 if not.
@@ -99,5 +101,26 @@ func (c *respConn) cmdPushX(args [][]byte) {
 	req := &kvRequest{Key: string(args[1]), Args: cloneValues(args[2:]), Cond: condIfExists}
 	if reply, ok := c.keyOp(op, req); ok {
 		c.wr.int(reply.Int)
+	}
+}
+
+// zrangeForm serves a form of ZRANGE whose direction or kind of range is in its name (ZREVRANGE,
+// ZRANGEBYSCORE, ZREVRANGEBYSCORE): ZRANGE with those keywords added, which the client may then not give.
+func zrangeForm(fixed ...string) func(c *respConn, args [][]byte) {
+	run := collectionCommand(opZRange, zrangeReply)
+	return func(c *respConn, args [][]byte) {
+		for _, arg := range args[4:] {
+			if isSubcommand(arg, "rev") || isSubcommand(arg, "byscore") || isSubcommand(arg, "bylex") {
+				if _, ok := c.ownKey(string(args[1])); ok { // a key owned elsewhere is redirected first
+					c.syntaxError()
+				}
+				return
+			}
+		}
+		all := slices.Clone(args[:4]) // the keywords before the client's options, which may end short
+		for _, kw := range fixed {
+			all = append(all, []byte(kw))
+		}
+		run(c, append(all, args[4:]...))
 	}
 }
