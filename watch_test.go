@@ -181,9 +181,14 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	delivered := log.lastRevision()
 	c.kill(c.indexOf(owner.id))
 	c.waitFailedOver(owner.id, 30*time.Second)
-	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	var promoted *Node // the map may first show the partition with no owner, until the leader promotes one
+	waitFor(t, 30*time.Second, "a live owner of the partition", func() bool {
+		promoted = c.nodeByID(c.currentMap().Runtime[p].Owner)
+		return promoted != nil
+	})
+	owners = append(owners, promoted.id)
 	// Revisions do not go back across failover: the new owner holds every revision the watch delivered.
-	if now := c.nodeByID(owners[1]).store.revision(seg); now < delivered {
+	if now := promoted.store.revision(seg); now < delivered {
 		t.Fatalf("the new owner is at revision %d of segment %d; the watch delivered up to %d", now, seg, delivered)
 	}
 	w.waitPuts(t, 100)
