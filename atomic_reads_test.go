@@ -31,7 +31,7 @@ func ledgerReads() (reads int64, deadline time.Duration) {
 	if os.Getenv("ZARIS_ATOMIC_READS") != "" {
 		return 100_000, 15 * time.Minute
 	}
-	return 5_000, 2 * time.Minute
+	return 2_500, 2 * time.Minute
 }
 
 // ledger counts what a run of transfers and reads did.

@@ -511,7 +511,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 func TestLostPartitionsComeBackEmpty(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 5, replicated(2, func(cfg *Config) {
-		cfg.FailoverTimeout, cfg.EvictionTimeout = time.Second, 8*time.Second
+		cfg.FailoverTimeout, cfg.EvictionTimeout = time.Second, 4*time.Second
 	}))
 	ctx := bg(t)
 	_, first, nodes := c.awayFromLeader()
