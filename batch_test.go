@@ -1079,7 +1079,7 @@ func TestBatchSplitKeepsSegmentsWhole(t *testing.T) {
 		tag := []string{"{x}", "{y}"}[i%2] // interleaved, as a caller may list them
 		items = append(items, BatchItem{Index: i, Op: BatchGet, Key: tag + strings.Repeat("k", 40) + strconv.Itoa(i)})
 	}
-	b := newBatchRun(&n.batch, items)
+	b := newBatchRun(&n.client.batch, items)
 	seqs := make([]int, len(items))
 	for i := range seqs {
 		seqs[i] = i

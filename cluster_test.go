@@ -366,7 +366,7 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 		}
 		for _, n := range nodes {
 			m := n.ClusterMap()
-			if m.Index != first.Index || n.leaderID() != leader || n.router.current().m.Index != m.Index {
+			if m.Index != first.Index || n.leaderID() != leader || n.client.router.current().m.Index != m.Index {
 				return false
 			}
 			if !n.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
@@ -414,7 +414,7 @@ func (c *testCluster) waitFailedOver(dead NodeID, timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, timeout, "the dead owner's partitions to fail over, in every live node's map and routing table", func() bool {
 		for _, n := range c.live() {
-			table := n.router.current()
+			table := n.client.router.current()
 			if n.ClusterMap().OwnedBy(dead) > 0 || table == nil || table.m.OwnedBy(dead) > 0 {
 				return false
 			}

@@ -70,7 +70,7 @@ func (n *Node) collectionCall(ctx context.Context, op transport.Op, key string, 
 	if args == nil {
 		args = [][]byte{}
 	}
-	reply, err := n.execute(ctx, op, &kvRequest{Key: key, Args: args})
+	reply, err := n.client.execute(ctx, op, &kvRequest{Key: key, Args: args})
 	if err != nil {
 		return reply, err
 	}
@@ -127,7 +127,7 @@ func distinct(args [][]byte) [][]byte {
 
 // Type returns the kind of value key holds: "string", "hash", "set", "list" or "zset", or "none".
 func (n *Node) Type(ctx context.Context, key string) (string, error) {
-	reply, err := n.execute(ctx, opType, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opType, &kvRequest{Key: key})
 	if err != nil {
 		return "", err
 	}

@@ -14,23 +14,6 @@ import (
 // NoExpiry is what TTL reports for a key that exists and never expires.
 const NoExpiry time.Duration = -1
 
-// putCond holds the conditions and options of a conditional put. The bits are part of the wire format.
-type putCond uint8
-
-const (
-	condIfAbsent   putCond = 1 << iota // write only if the key has no live value
-	condIfExists                       // write only if the key has a live value
-	condKeepTTL                        // keep the current expiry instead of setting a new one
-	condReturnPrev                     // reply with the previous value
-
-	// The conditions of an expire (Redis's EXPIRE options), compared with the key's current expiry, none
-	// counting as infinite.
-	condExpiryNone    // NX: only if the key has no expiry
-	condExpiryExists  // XX: only if the key has an expiry
-	condExpiryGreater // GT: only if the new expiry is later
-	condExpiryLess    // LT: only if the new expiry is sooner
-)
-
 // IfAbsent makes a Put write only when the key has no live value. Otherwise Put fails with
 // ErrConditionNotMet.
 func IfAbsent() PutOption { return func(o *putOptions) { o.cond |= condIfAbsent } }
@@ -51,7 +34,7 @@ func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond
 	if o.ifVersion {
 		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
-	return n.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
+	return n.client.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
 }
 
 // putIfErr turns a conditional put's reply into the caller's error.
@@ -64,7 +47,7 @@ func putIfErr(reply kvReply) error {
 
 // existsAfter runs an operation whose reply says only whether the key exists.
 func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest) (bool, error) {
-	reply, err := n.execute(ctx, op, req)
+	reply, err := n.client.execute(ctx, op, req)
 	if err != nil || reply.Status == StatusNotFound {
 		return false, err
 	}

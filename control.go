@@ -596,7 +596,7 @@ func (n *Node) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
 
 func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) {
 	leader := n.leaderID()
-	p := n.router.peerByID(leader)
+	p := n.client.router.peerByID(leader)
 	if leader == "" || p == nil || p.local {
 		return 0, errNoLeader
 	}

@@ -239,7 +239,7 @@ func TestAdmissionNeverAcknowledgesBehindTheReplica(t *testing.T) {
 
 	c.kill(c.indexOf(owner.id))
 	waitFor(t, 20*time.Second, "the dead owner's partition failed over or given up, in the leader's routing", func() bool {
-		rt := leader.router.current()
+		rt := leader.client.router.current()
 		routed := rt.segmentPeer[rt.layout().KeySegment(keys[0])]
 		return rt.m.Runtime[p].Owner != owner.id && (routed == nil || routed.id != owner.id)
 	})

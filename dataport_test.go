@@ -54,10 +54,10 @@ func TestSaturatedDataPortsKeepReplicating(t *testing.T) {
 
 // peerClientStats sums the counters of n's clients to its peers, both lanes.
 func peerClientStats(n *Node) transport.ClientStats {
-	n.router.mu.Lock()
-	defer n.router.mu.Unlock()
+	n.client.router.mu.Lock()
+	defer n.client.router.mu.Unlock()
 	var sum transport.ClientStats
-	for _, p := range n.router.peers {
+	for _, p := range n.client.router.peers {
 		if p.local {
 			continue
 		}

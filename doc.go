@@ -312,9 +312,12 @@
 //     hands the replication engine the resulting op.
 //   - the key operations (operations.go): one table that declares each operation once, with its name,
 //     whether it writes, what its replies reveal, its batch and RESP bindings and its apply function.
-//   - the router (routing.go): the routing table built from the committed map. It is repointed on every
-//     commit (push), refreshed after a stale-map reply (react) and by a backstop poll, and sends each
-//     operation to its owner in one hop.
+//   - the client (client.go): the caller's side. Its router (routing.go) keeps the routing table built
+//     from the committed map, repointed on every commit (push), refreshed after a stale-map reply (react)
+//     and by a backstop poll. One route-and-retry loop (client.routeSegment) sends each key operation,
+//     scan page and watch poll to its owner in one hop and paces the resends a stale table causes; batches
+//     go by rounds of one request per owner (batch.go), and the near cache (nearcache.go) serves reads of
+//     other owners' keys. What routes to this node it serves in process through localOwner.
 //   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go, possession.go): the
 //     op log in memory (a bounded durability.Memory, trimmed to what replicas lack) and on disk, one link per replica that streams ops, probes
 //     and snapshots in revision order, the replica's epoch fence, and the in-sync set.
@@ -347,12 +350,12 @@
 // on an in-memory network (internal/memnet) with the same fault injection as sockets, and drive failure
 // timers with a manual clock (internal/clocktest).
 //
-// A Get: Node.Get (zaris.go) calls execute (routing.go), which picks the owner from the routing table and
-// sends the request over the data plane (transport/), or serves it in process when the owner is this
-// node. The owner's serveRequest and serveKV (node.go) check that it actively owns the partition under
+// A Get: Node.Get (zaris.go) calls the client's execute (routing.go), whose route loop (client.go) picks
+// the owner from the routing table and sends the request over the data plane (transport/), or serves it
+// in process when the owner is this node. The owner's serveRequest and serveKV (node.go) check that it actively owns the partition under
 // a live lease, look the operation up (operations.go) and apply it to the store; under the Sync concern
 // the reply waits until every in-sync replica holds what it reveals (visibility.go). A Moved reply
-// makes execute refresh its table and retry.
+// makes the route loop refresh its table and retry.
 //
 // A Put follows the same path to the owner, whose store.update (store.go) hands the op to the write
 // listeners in order (writeListeners): replication.recordWrite (replication.go) records it in the op log in

@@ -230,7 +230,7 @@ func TestLostPartitionReturnsWithItsOwner(t *testing.T) {
 	leader, p, owner, key := writeOnOwnerAlone(t, c, "only on the owner")
 	c.faults.Partition(string(owner.id), string(leader.id))
 	waitFor(t, 20*time.Second, "the cut-off owner's partition to be declared lost, and routed so", func() bool {
-		return leader.ClusterMap().Runtime[p].Health == Unavailable && leader.router.current().m.Runtime[p].Health == Unavailable
+		return leader.ClusterMap().Runtime[p].Health == Unavailable && leader.client.router.current().m.Runtime[p].Health == Unavailable
 	})
 	if _, err := leader.Get(ctx, key); !errors.Is(err, ErrPartitionUnavailable) {
 		t.Fatalf("get from a lost partition: err = %v; want ErrPartitionUnavailable", err)
@@ -543,7 +543,9 @@ func TestLostPartitionsComeBackEmpty(t *testing.T) {
 	c.faults.HealAll()
 	waitFor(t, 30*time.Second, "every node to route the partitions to a new owner", func() bool {
 		for _, n := range c.live() {
-			if slices.ContainsFunc(keys, func(key string) bool { return n.router.current().m.Runtime[n.layout.KeyPartition(key)].Owner == "" }) {
+			if slices.ContainsFunc(keys, func(key string) bool {
+				return n.client.router.current().m.Runtime[n.layout.KeyPartition(key)].Owner == ""
+			}) {
 				return false
 			}
 		}

@@ -29,7 +29,7 @@ func (n *Node) Collector() prometheus.Collector {
 	if n.resp != nil {
 		src.respClients = n.resp.clients
 	}
-	if n.near != nil {
+	if n.client.near != nil {
 		src.nearCache = n.NearCacheStats
 	}
 	if n.loads != nil {

@@ -349,7 +349,7 @@ type nearStats struct {
 
 // NearCacheStats returns the near cache's counters; all zero when it is off.
 func (n *Node) NearCacheStats() NearCacheStats {
-	c := n.near
+	c := n.client.near
 	if c == nil {
 		return NearCacheStats{}
 	}
@@ -364,26 +364,26 @@ func (n *Node) NearCacheStats() NearCacheStats {
 
 // nearGet serves Get from the near cache when key's owner is another node: from memory when the value is
 // known current, otherwise from the owner, keeping what it read.
-func (n *Node) nearGet(ctx context.Context, key string) (value []byte, served bool, err error) {
-	c := n.near
-	if c == nil || !c.wants(key) {
+func (c *client) nearGet(ctx context.Context, key string) (value []byte, served bool, err error) {
+	near := c.near
+	if near == nil || !near.wants(key) {
 		return nil, false, nil
 	}
-	seg := n.layout.KeySegment(key)
-	if p := n.router.current().segmentPeer[seg]; p == nil || p.local {
+	seg := c.layout.KeySegment(key)
+	if p := c.router.current().segmentPeer[seg]; p == nil || p.local {
 		return nil, false, nil
 	}
-	e, check := c.lookup(key, seg)
+	e, check := near.lookup(key, seg)
 	if e != nil && !check {
 		return bytes.Clone(e.value), true, nil
 	}
 	req := kvRequest{Key: key}
 	if e != nil {
 		req.Version = e.version
-		c.stats.revalidations.Add(1)
+		near.stats.revalidations.Add(1)
 	}
-	f := c.begin(seg)
-	reply, err := n.execute(ctx, opNearGet, &req)
+	f := near.begin(seg)
+	reply, err := c.execute(ctx, opNearGet, &req)
 	var refused *transport.RemoteError
 	if errors.As(err, &refused) {
 		return nil, false, nil // an owner of an older version, which knows no opNearGet: read it uncached
@@ -395,30 +395,30 @@ func (n *Node) nearGet(ctx context.Context, key string) (value []byte, served bo
 		return nil, true, err
 	}
 	if reply.Existed && e != nil {
-		c.stats.unchanged.Add(1)
+		near.stats.unchanged.Add(1)
 		reply.Value = e.value
 	}
 	kept := &nearEntry{value: bytes.Clone(reply.Value), version: reply.Version}
 	if reply.Int > 0 {
 		kept.expireAt = f.at + reply.Int
 	}
-	if t := n.router.current(); t.segmentPeer[seg] != nil && !t.segmentPeer[seg].local {
-		c.keep(key, seg, f, kept, t.segmentPeer[seg].id, t.m.Runtime[n.layout.SegmentPartition(seg)].Epoch, reply.Revision)
+	if t := c.router.current(); t.segmentPeer[seg] != nil && !t.segmentPeer[seg].local {
+		near.keep(key, seg, f, kept, t.segmentPeer[seg].id, t.m.Runtime[c.layout.SegmentPartition(seg)].Epoch, reply.Revision)
 	}
 	return bytes.Clone(kept.value), true, nil
 }
 
 // pollOwner follows the segments cached from owner until none is left or the node stops.
-func (n *Node) pollOwner(owner NodeID) {
-	c := n.near
-	backoff := n.cfg.RetryBackoff
-	for n.life.Err() == nil {
-		req, ctx, cancel, ok := c.pollRequest(n.life, owner)
+func (c *client) pollOwner(owner NodeID) {
+	near := c.near
+	backoff := c.cfg.RetryBackoff
+	for c.life.Err() == nil {
+		req, ctx, cancel, ok := near.pollRequest(c.life, owner)
 		if !ok {
 			return
 		}
-		reply, err := n.pollNear(ctx, owner, req)
-		kicked := ctx.Err() != nil && n.life.Err() == nil
+		reply, err := c.pollNear(ctx, owner, req)
+		kicked := ctx.Err() != nil && c.life.Err() == nil
 		cancel()
 		switch {
 		case kicked:
@@ -429,36 +429,36 @@ func (n *Node) pollOwner(owner NodeID) {
 			} else {
 				why += ": " + reply.Status.String()
 			}
-			c.lost(owner, req, why)
-			sleepStop(n.cfg.Clock, n.life.Done(), backoff)
-			backoff = min(2*backoff, n.cfg.WatchPoll)
+			near.lost(owner, req, why)
+			sleepStop(c.cfg.Clock, c.life.Done(), backoff)
+			backoff = min(2*backoff, c.cfg.WatchPoll)
 		default:
-			if h := n.cfg.hooks.nearReport; h != nil {
+			if h := c.cfg.hooks.nearReport; h != nil {
 				h(&reply)
 			}
-			c.apply(owner, req, &reply)
-			backoff = n.cfg.RetryBackoff
+			near.apply(owner, req, &reply)
+			backoff = c.cfg.RetryBackoff
 		}
 	}
 }
 
 // pollNear sends one poll to owner, through the routing table's connection to it.
-func (n *Node) pollNear(ctx context.Context, owner NodeID, req *nearWatchRequest) (nearWatchReply, error) {
-	p := n.router.peerByID(owner)
+func (c *client) pollNear(ctx context.Context, owner NodeID, req *nearWatchRequest) (nearWatchReply, error) {
+	p := c.router.peerByID(owner)
 	if p == nil || p.local {
 		return nearWatchReply{Status: StatusMoved}, nil
 	}
-	return n.sendNearWatch(ctx, p, req)
+	return c.sendNearWatch(ctx, p, req)
 }
 
 // startNearPoller runs pollOwner for owner unless the node is stopping.
-func (n *Node) startNearPoller(owner NodeID) {
-	if n.life.Err() != nil {
+func (c *client) startNearPoller(owner NodeID) {
+	if c.life.Err() != nil {
 		return
 	}
-	n.wg.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		n.pollOwner(owner)
+		defer c.wg.Done()
+		c.pollOwner(owner)
 	}()
 }

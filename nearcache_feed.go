@@ -148,12 +148,12 @@ func (n *Node) serveNearWatchRequest(ctx context.Context, payload []byte) ([]byt
 }
 
 // sendNearWatch sends one poll to p, allowing for the owner's wait.
-func (n *Node) sendNearWatch(ctx context.Context, p *peer, req *nearWatchRequest) (nearWatchReply, error) {
+func (c *client) sendNearWatch(ctx context.Context, p *peer, req *nearWatchRequest) (nearWatchReply, error) {
 	payload, err := encode(req)
 	if err != nil {
 		return nearWatchReply{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.Wait)+n.cfg.ReplicaAckTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.Wait)+c.cfg.ReplicaAckTimeout+time.Second)
 	defer cancel()
 	resp, err := p.client.Call(ctx, opNearWatch, payload)
 	if err != nil {

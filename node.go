@@ -33,12 +33,10 @@ type Node struct {
 	metrics *opMetrics // nil with Config.DisableMetrics
 	// failovers keeps the recent failovers this node applied, for the status page.
 	failovers failoverHistory
-	router    *router
-	batch     batchSender // the sending side of ExecuteBatch
+	client    *client // the caller side: routing, batches, the near cache
 	fsm       *mapFSM
 	repl      *replication
 	watches   *watchFeed   // serves the watchers of the partitions this node owns
-	near      *nearCache   // nil unless Config.NearCache.MaxBytes is set
 	loads     *readThrough // nil without Config.Loader
 	// tracking remembers the keys RESP clients cache (CLIENT TRACKING), to invalidate them.
 	tracking *respTracking
@@ -138,7 +136,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.GossipKey == nil {
 		n.log.Warn("gossip is neither encrypted nor authenticated: any process reaching the gossip port can join (set Config.GossipKey)")
 	}
-	n.router = newRouter(routerConfig{
+	n.client = &client{cfg: &n.cfg, layout: layout, local: n, stats: &n.stats, life: n.life, wg: &n.wg, log: n.log}
+	n.client.router = newRouter(routerConfig{
 		id:          n.id,
 		clusterMap:  func() *ClusterMap { return n.fsm.clusterMap() },
 		leader:      n.leaderID,
@@ -149,12 +148,12 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		log:         n.log,
 		stats:       &n.stats.routingStats,
 		installed: func(old, next *ClusterMap) {
-			if n.near != nil {
-				n.near.remapped(old, next)
+			if n.client.near != nil {
+				n.client.near.remapped(old, next)
 			}
 		},
 	})
-	n.batch = batchSender{cfg: &n.cfg, router: n.router, stats: &n.stats, serveOwned: n.serveBatchItems}
+	n.client.batch = batchSender{cfg: &n.cfg, router: n.client.router, stats: &n.stats, serveOwned: n.serveBatchItems}
 	n.repl = newReplication(replicationConfig{
 		id:         n.id,
 		layout:     layout,
@@ -177,14 +176,15 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.cut = newCutovers(layout.Partitions)
 	if !cfg.DisableMetrics {
 		n.metrics = newOpMetrics()
+		n.client.metrics = n.metrics
 	}
 	n.tracking = newRESPTracking(respTrackedKeys, respTrackedBytes)
 	if cfg.NearCache.MaxBytes > 0 {
-		near, err := newNearCache(cfg, layout, n.log, n.startNearPoller)
+		near, err := newNearCache(cfg, layout, n.log, n.client.startNearPoller)
 		if err != nil {
 			return nil, fmt.Errorf("%w: near cache: %w", ErrInvalidConfig, err)
 		}
-		n.near = near
+		n.client.near = near
 	}
 	if cfg.Loader != nil {
 		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kvReply {
@@ -198,7 +198,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	n.fsm.beforeApply = cfg.hooks.beforeApply
-	n.router.install(n.fsm.clusterMap(), causePush)
+	n.client.router.install(n.fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
 		n.Close()
@@ -241,7 +241,7 @@ func (n *Node) start(ctx context.Context) error {
 	go n.forwardEvents()
 	n.control.Go(n.runControl)
 	go n.runCutovers()
-	n.every(n.cfg.PollInterval, n.router.pollOnce)
+	n.every(n.cfg.PollInterval, n.client.router.pollOnce)
 	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
 	n.every(n.cfg.FailoverTimeout/8, func() { n.holdsLease() }) // notices a lapse no request saw
@@ -285,7 +285,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 // ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.failovers.note(old, next, n.cfg.Clock.Now())
-	n.router.install(next, causePush)
+	n.client.router.install(next, causePush)
 	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
 	n.repl.wakeWaiters()
 	n.watches.remapped()
@@ -961,10 +961,10 @@ func (n *Node) Close() error {
 		if n.resp != nil {
 			errs = append(errs, n.resp.close())
 		}
-		n.router.close()
+		n.client.router.close()
 		n.wg.Wait()
-		if n.near != nil {
-			n.near.close()
+		if n.client.near != nil {
+			n.client.near.close()
 		}
 		n.closeErr = errors.Join(errs...)
 	})

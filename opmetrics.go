@@ -107,9 +107,9 @@ func newOpMetrics() *opMetrics {
 }
 
 // callerOp and ownerOp count an operation on each side; both do nothing when metrics are off.
-func (n *Node) callerOp(op transport.Op, status Status, err error, since time.Time) {
-	if n.metrics != nil {
-		n.metrics.caller.observe(op, status, err, time.Since(since))
+func (c *client) callerOp(op transport.Op, status Status, err error, since time.Time) {
+	if c.metrics != nil {
+		c.metrics.caller.observe(op, status, err, time.Since(since))
 	}
 }
 

@@ -105,7 +105,7 @@ func (s *aheadSetup) promoted(t *testing.T) *ClusterMap {
 		m = s.inSync.ClusterMap()
 		st := m.Runtime[s.p]
 		// and routes by that map: a Put routed by the one before would go to the dead owner
-		return st.Owner == s.inSync.id && st.Health == Degraded && s.inSync.router.current().m.Index >= m.Index
+		return st.Owner == s.inSync.id && st.Health == Degraded && s.inSync.client.router.current().m.Index >= m.Index
 	})
 	return m
 }

@@ -393,7 +393,7 @@ func (l *replicaLink) call(req *replicateRequest) (*replicateReply, int, error) 
 // callReplica sends one replication request (ops, a snapshot, probes, or nothing at all as a liveness
 // check) to node id and returns its reply and the request's encoded size.
 func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
-	p := n.router.peerByID(id)
+	p := n.client.router.peerByID(id)
 	if p == nil || p.local {
 		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}

@@ -287,29 +287,6 @@ func (r *replication) recordWrite(segment int, revision, epoch uint64, key strin
 	}
 }
 
-// opOfWrite is the op that tells replicas and the disk log of a store write (see writeHook): a put of next,
-// its collection op, a delete, an expiry, or the ops of an atomic group.
-func opOfWrite(segment int, revision uint64, key string, next *entry, change writeChange) durability.Op {
-	op := durability.Op{Segment: uint32(segment), Revision: revision, Key: key, Kind: durability.OpDelete}
-	switch {
-	case len(change.multi) > 0:
-		op.Kind, op.Key, op.Version = durability.OpMulti, change.multi[0].Key, revision
-		op.Value = durability.AppendMulti(nil, change.multi)
-	case change.expired:
-		op.Kind = durability.OpExpire
-	case change.evicted:
-		op.Kind = durability.OpEvict
-	case change.coll != nil:
-		op.Kind, op.Value = change.coll.kind, change.coll.encode()
-	case next != nil:
-		op.Kind, op.Value = durability.OpPut, next.value()
-	}
-	if next != nil { // the entry's own key, which the op then shares
-		op.Key, op.ExpireAt, op.Version = next.key(), next.expiry(), next.version()
-	}
-	return op
-}
-
 // revisions returns this node's revision of each segment of partition p, in order.
 func (r *replication) revisions(p int) []uint64 {
 	first, end := r.layout.PartitionSegments(p)

@@ -242,59 +242,42 @@ func (r *router) close() {
 
 // execute routes one key operation to the active owner of its partition, in one hop. Replies that say the
 // map is stale refresh it and retry, a bounded number of times; other failures return at once.
-func (n *Node) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
-	return n.route(ctx, op, req, true)
+func (c *client) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
+	return c.route(ctx, op, req, true)
 }
 
 // route is execute; with waitLocks false, a key held by a transaction answers StatusLocked at once instead
 // of being waited for. A write, whatever its outcome, drops the key from the near cache before it returns.
-func (n *Node) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
-	if n.near != nil && !readOnly(op) {
-		defer n.near.forget(req.Key)
+func (c *client) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
+	if c.near != nil && !readOnly(op) {
+		defer c.near.forget(req.Key)
 	}
 	start := time.Now()
-	reply, err := n.routeKey(ctx, op, req, waitLocks)
-	n.callerOp(op, reply.Status, err, start)
+	reply, err := c.routeKey(ctx, op, req, waitLocks)
+	c.callerOp(op, reply.Status, err, start)
 	return reply, err
 }
 
-func (n *Node) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
-	select {
-	case <-n.life.Done():
+func (c *client) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (reply kvReply, err error) {
+	if c.life.Err() != nil {
 		return kvReply{}, ErrClosed
-	default:
 	}
-	t, err := n.router.await(ctx)
+	var locked lockWait
+	err = c.routeSegment(ctx, c.layout.KeySegment(req.Key), c.pacer(), func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
+		var err error
+		reply, err = c.send(ctx, p, op, req)
+		switch {
+		case err == nil && reply.Status == StatusLocked && waitLocks:
+			return attemptAgain, refusal{}, locked.wait(ctx, *c.cfg) // waiting for a transaction is not a routing retry
+		case err != nil || !reply.redirects(t.m.Index):
+			return attemptDone, refusal{}, err
+		}
+		return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
+	})
 	if err != nil {
 		return kvReply{}, err
 	}
-	seg := t.layout().KeySegment(req.Key)
-	part := t.layout().SegmentPartition(seg)
-	pace := newRedirectPacer(n.router, &n.cfg, &n.stats)
-	var locked lockWait
-	for {
-		p := t.segmentPeer[seg]
-		if p == nil {
-			if latest := n.router.latest(); latest != t {
-				t = latest // the committed map is newer than the table: its push is on its way
-				continue
-			}
-			return kvReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
-		}
-		reply, err := n.send(ctx, p, op, req)
-		if err == nil && reply.Status == StatusLocked && waitLocks {
-			if err := locked.wait(ctx, n.cfg); err != nil {
-				return kvReply{}, err
-			}
-			continue // waiting for a transaction is not a routing retry
-		}
-		if err != nil || !reply.redirects(t.m.Index) {
-			return reply, err
-		}
-		if t, err = pace.again(ctx, part, p, reply.Status, reply.MapIndex, t); err != nil {
-			return kvReply{}, err
-		}
-	}
+	return reply, nil
 }
 
 // redirectPacer paces the resends of one request that owners refuse for a stale routing table, for every
@@ -410,12 +393,12 @@ func (reply *kvReply) redirects(index uint64) bool {
 }
 
 // send delivers one key operation to p: in-process when p is this node, else one request on p's connection.
-func (n *Node) send(ctx context.Context, p *peer, op transport.Op, req *kvRequest) (kvReply, error) {
+func (c *client) send(ctx context.Context, p *peer, op transport.Op, req *kvRequest) (kvReply, error) {
 	if p.local {
-		n.stats.localOps.Add(1)
+		c.stats.localOps.Add(1)
 		local := *req
 		local.Args = cloneValues(req.Args) // a collection keeps its arguments; the store copies a value
-		reply := n.serveKV(ctx, op, &local)
+		reply := c.local.serveKV(ctx, op, &local)
 		reply.Value = bytes.Clone(reply.Value) // nor may it change the stored value; an empty one stays non-nil
 		reply.Values = cloneValues(reply.Values)
 		return reply, nil

@@ -60,7 +60,7 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 	return func(yield func(string, error) bool) {
 		req := scanRequest{Cursor: scanDone, Count: o.count, Match: o.match}
 		for {
-			reply, err := n.scanPage(ctx, &req)
+			reply, err := n.client.scanPage(ctx, &req)
 			if err != nil {
 				yield("", err)
 				return
@@ -82,47 +82,41 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 // that names another owner refreshes the routing table and goes again, a bounded number of times. A page
 // is only a read, so one whose owner cannot be reached, or is changing, goes again too, until the range has
 // an owner that serves it or EvictionTimeout has passed.
-func (n *Node) scanPage(ctx context.Context, req *scanRequest) (scanReply, error) {
-	t, err := n.router.await(ctx)
-	if err != nil {
-		return scanReply{}, err
-	}
-	seg := t.layout().SlotSegment(scanSlot(req.Cursor))
-	part := t.layout().SegmentPartition(seg)
-	pace := newRedirectPacer(n.router, &n.cfg, &n.stats)
-	pace.maxPause = max(n.cfg.FailoverTimeout/8, n.cfg.RetryBackoff)
+func (c *client) scanPage(ctx context.Context, req *scanRequest) (reply scanReply, err error) {
+	seg := c.layout.SlotSegment(scanSlot(req.Cursor))
+	part := c.layout.SegmentPartition(seg)
+	pace := c.pacer()
+	pace.maxPause = max(c.cfg.FailoverTimeout/8, c.cfg.RetryBackoff)
 	var waitingSince time.Time // since the owner was first found unreachable or changing
-	for {
-		p := t.segmentPeer[seg]
-		if p == nil {
-			return scanReply{}, fmt.Errorf("%w: partition %d has no active owner", ErrPartitionUnavailable, part)
-		}
-		reply, err := n.sendScan(ctx, p, req)
+	err = c.routeSegment(ctx, seg, pace, func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
+		var err error
+		reply, err = c.sendScan(ctx, p, req)
 		transient := lostOwner(err) || err == nil && reply.Status == StatusOwnershipChanging
 		switch {
 		case err == nil && reply.Status == StatusSuccess:
-			return reply, nil
+			return attemptDone, refusal{}, nil
 		case transient:
-			now := n.cfg.Clock.Now()
+			now := c.cfg.Clock.Now()
 			if waitingSince.IsZero() {
 				waitingSince = now
-			} else if now.Sub(waitingSince) > n.cfg.EvictionTimeout {
-				return scanReply{}, scanFailed(part, p, reply, err)
+			} else if now.Sub(waitingSince) > c.cfg.EvictionTimeout {
+				return attemptDone, refusal{}, scanFailed(part, p, reply, err)
 			}
-			n.router.refreshAfter(ctx, p, reply.MapIndex, t)
+			c.router.refreshAfter(ctx, p, reply.MapIndex, t)
 			if err := pace.wait(ctx); err != nil {
-				return scanReply{}, err
+				return attemptDone, refusal{}, err
 			}
-			n.stats.retries.Add(1)
-			t = n.router.current()
+			c.stats.retries.Add(1)
+			return attemptAgain, refusal{}, nil
 		case err != nil || !scanRedirects(&reply, t.m.Index):
-			return scanReply{}, scanFailed(part, p, reply, err)
-		default:
-			if t, err = pace.again(ctx, part, p, reply.Status, reply.MapIndex, t); err != nil {
-				return scanReply{}, err
-			}
+			return attemptDone, refusal{}, scanFailed(part, p, reply, err)
 		}
+		return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
+	})
+	if err != nil {
+		return scanReply{}, err
 	}
+	return reply, nil
 }
 
 // scanFailed is the error of a page that failed on p: err if the request failed, else the reply's status.
@@ -145,10 +139,10 @@ func scanRedirects(reply *scanReply, index uint64) bool {
 }
 
 // sendScan sends one page request to p: in-process when p is this node.
-func (n *Node) sendScan(ctx context.Context, p *peer, req *scanRequest) (scanReply, error) {
+func (c *client) sendScan(ctx context.Context, p *peer, req *scanRequest) (scanReply, error) {
 	if p.local {
-		n.stats.localOps.Add(1)
-		return n.serveScan(ctx, req, scanRouted), nil
+		c.stats.localOps.Add(1)
+		return c.local.serveScan(ctx, req, scanRouted), nil
 	}
 	payload, err := encode(req)
 	if err != nil {

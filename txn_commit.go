@@ -218,7 +218,7 @@ func (n *Node) forgetLater(anchor, id string) {
 	n.goBackground(func() {
 		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
 		defer cancel()
-		n.execute(ctx, opForget, &kvRequest{Key: anchor, Value: []byte(id), Concern: Sync})
+		n.client.execute(ctx, opForget, &kvRequest{Key: anchor, Value: []byte(id), Concern: Sync})
 	})
 }
 
@@ -237,7 +237,7 @@ func (n *Node) resolveIntents(ctx context.Context, id string, keys []string, com
 // and a version mismatch. Without waitLocks, a key held by another transaction fails it with ErrLocked at
 // once: a prepare that waited for another could wait for one that waits for it.
 func (n *Node) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error) {
-	reply, err := n.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
+	reply, err := n.client.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
 	switch {
 	case err != nil:
 		return reply, err

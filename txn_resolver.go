@@ -76,7 +76,7 @@ func (n *Node) resolveSegment(stale []staleIntent) {
 // already, and reports whether the outcome recorded is a commit.
 func (n *Node) decideAbort(ctx context.Context, txn, anchor string) (committed bool, err error) {
 	req := &kvRequest{Key: anchor, Value: []byte(txn), TTL: int64(n.cfg.TxnRecordRetention), Concern: Sync}
-	reply, err := n.execute(ctx, opDecide, req)
+	reply, err := n.client.execute(ctx, opDecide, req)
 	if err == nil {
 		err = reply.Status.err()
 	}

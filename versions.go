@@ -28,7 +28,7 @@ func (n *Node) putIfVersion(ctx context.Context, key string, value []byte, o put
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
 	req := &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: o.cond, Concern: o.concern, Version: o.version}
-	reply, err := n.execute(ctx, opPutIfVersion, req)
+	reply, err := n.client.execute(ctx, opPutIfVersion, req)
 	if err != nil {
 		return 0, err
 	}

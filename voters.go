@@ -506,7 +506,7 @@ func (n *Node) askProgress(ctx context.Context, id raft.ServerID) (serverProgres
 	if id == n.serverID() {
 		return n.progress(id), nil
 	}
-	p := n.router.peerByID(name)
+	p := n.client.router.peerByID(name)
 	if p == nil || p.local {
 		return serverProgress{}, fmt.Errorf("zaris: no connection to node %s", name)
 	}

@@ -96,7 +96,7 @@ func WatchFrom(version uint64) WatchOption {
 // The channel is closed when ctx ends or the node closes. Watch returns an error when the first attach to
 // the owner fails (ErrTooManyWatchers, for one); later failures are retried.
 func (n *Node) Watch(ctx context.Context, key string, opts ...WatchOption) (<-chan WatchEvent, error) {
-	return n.watch(ctx, key, false, opts)
+	return n.client.watch(ctx, key, false, opts)
 }
 
 // WatchTag is Watch over every key of the slot of hash tag tag: the keys named "...{tag}...", and any other
@@ -105,7 +105,7 @@ func (n *Node) WatchTag(ctx context.Context, tag string, opts ...WatchOption) (<
 	if tag == "" || strings.Contains(tag, "}") { // a hash tag ends at its first '}'
 		return nil, fmt.Errorf("%w: hash tag %q", ErrInvalidRequest, tag)
 	}
-	return n.watch(ctx, "{"+tag+"}", true, opts)
+	return n.client.watch(ctx, "{"+tag+"}", true, opts)
 }
 
 // watchRequest is one long poll of a watch, sent to the owner of Key.
@@ -184,6 +184,7 @@ func watchRefusal(r *kvReply) watchReply {
 // node's settings and lifetime.
 type watchClient struct {
 	router   *router
+	route    func(ctx context.Context, seg int, pace *redirectPacer, attempt func(p *peer, t *routingTable) (nextAttempt, refusal, error)) error
 	send     func(ctx context.Context, p *peer, req *watchRequest, wait time.Duration) (watchReply, error)
 	layout   Layout
 	clock    Clock
@@ -206,43 +207,26 @@ type watcher struct {
 	out    chan WatchEvent
 }
 
-func (n *Node) watch(ctx context.Context, key string, slot bool, opts []WatchOption) (<-chan WatchEvent, error) {
+func (c *client) watch(ctx context.Context, key string, slot bool, opts []WatchOption) (<-chan WatchEvent, error) {
 	var o watchOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &watchClient{router: n.router, send: n.sendWatch, layout: n.layout, clock: n.cfg.Clock, log: n.log, life: n.life,
-		wg: &n.wg, backoff: n.cfg.RetryBackoff, retries: n.cfg.MaxRetries, pollWait: n.cfg.WatchPoll}
-	w := &watcher{c: c, id: rand.Uint64(), key: key, slot: slot, after: o.from, latest: !o.fromSet, out: make(chan WatchEvent)}
+	wc := &watchClient{router: c.router, route: c.routeSegment, send: c.sendWatch, layout: c.layout, clock: c.cfg.Clock, log: c.log, life: c.life,
+		wg: c.wg, backoff: c.cfg.RetryBackoff, retries: c.cfg.MaxRetries, pollWait: c.cfg.WatchPoll}
+	w := &watcher{c: wc, id: rand.Uint64(), key: key, slot: slot, after: o.from, latest: !o.fromSet, out: make(chan WatchEvent)}
 	first, err := w.attach(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.wg.Add(1)
+	wc.wg.Add(1)
 	go w.run(ctx, first)
 	return w.out, nil
 }
 
 // attach makes the watch's first poll, which does not wait for events, within the routing retries.
 func (w *watcher) attach(ctx context.Context) (watchReply, error) {
-	pace := w.c.pacer()
-	for {
-		reply, next, err := w.poll(ctx, 0)
-		switch {
-		case err != nil:
-			return watchReply{}, err
-		case next == pollDone && reply.Status != StatusSuccess:
-			return watchReply{}, reply.Status.err()
-		case next == pollDone:
-			return reply, nil
-		}
-		if err := pace.refuse(w.c.layout.KeyPartition(w.key), reply.Status); err != nil {
-			return watchReply{}, err
-		}
-		if err := pace.resend(ctx, next == pollRefreshed); err != nil {
-			return watchReply{}, err
-		}
-	}
+	return w.poll(ctx, w.c.pacer(), 0)
 }
 
 // pacer paces a watch's resends as every routed request's are (redirectPacer).
@@ -263,55 +247,44 @@ func (w *watcher) run(ctx context.Context, reply watchReply) {
 		pace := w.c.pacer()
 		pace.limit, pace.maxPause = math.MaxInt, time.Second // a watch outlives any number of refusals
 		for {
-			var next pollNext
 			var err error
-			reply, next, err = w.poll(ctx, w.c.pollWait)
+			reply, err = w.poll(ctx, pace, w.c.pollWait)
 			if ctx.Err() != nil {
 				return
 			}
-			if err == nil && next == pollDone && reply.Status == StatusSuccess {
+			if err == nil {
 				break
 			}
-			w.c.log.Debug("watch poll", "key", w.key, "status", reply.Status, "err", err)
-			if pace.resend(ctx, next == pollRefreshed) != nil {
+			w.c.log.Debug("watch poll", "key", w.key, "err", err)
+			if pace.wait(ctx) != nil {
 				return
 			}
 		}
 	}
 }
 
-// pollNext says what a watch does after a poll.
-type pollNext uint8
-
-const (
-	pollDone      pollNext = iota // the owner answered: deliver, or fail with the reply's status
-	pollRefreshed                 // refused by a stale routing table, now refreshed: poll again at once
-	pollBackoff                   // refused, and the table is no fresher: pause, then poll again
-)
-
-// poll sends one poll to the owner the routing table names.
-func (w *watcher) poll(ctx context.Context, wait time.Duration) (watchReply, pollNext, error) {
-	t, err := w.c.router.await(ctx)
-	if err != nil {
-		return watchReply{}, pollDone, err
-	}
-	p := t.segmentPeer[t.layout().KeySegment(w.key)]
-	if p == nil {
-		return watchReply{Status: StatusPartitionUnavailable}, pollBackoff, nil
-	}
+// poll sends one poll through the route loop, whose refusals for a stale routing table go again as pace
+// allows: the owner's answer, or a failure, settles it.
+func (w *watcher) poll(ctx context.Context, pace *redirectPacer, wait time.Duration) (reply watchReply, err error) {
 	req := watchRequest{Watcher: w.id, Key: w.key, Slot: w.slot, After: w.after, Latest: w.latest, Wait: int64(wait)}
-	reply, err := w.c.send(ctx, p, &req, wait)
+	err = w.c.route(ctx, w.c.layout.KeySegment(w.key), pace, func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
+		var err error
+		reply, err = w.c.send(ctx, p, &req, wait)
+		probe := kvReply{Status: reply.Status, MapIndex: reply.MapIndex}
+		switch {
+		case err != nil:
+			return attemptDone, refusal{}, err
+		case probe.redirects(t.m.Index) || reply.Status == StatusPartitionUnavailable:
+			return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
+		case reply.Status != StatusSuccess:
+			return attemptDone, refusal{}, reply.Status.err()
+		}
+		return attemptDone, refusal{}, nil
+	})
 	if err != nil {
-		return watchReply{}, pollBackoff, err
+		return watchReply{}, err
 	}
-	probe := kvReply{Status: reply.Status, MapIndex: reply.MapIndex}
-	if !probe.redirects(t.m.Index) && reply.Status != StatusPartitionUnavailable {
-		return reply, pollDone, nil
-	}
-	if w.c.router.refreshAfter(ctx, p, reply.MapIndex, t) {
-		return reply, pollRefreshed, nil
-	}
-	return reply, pollBackoff, nil
+	return reply, nil
 }
 
 // deliver sends the reply's events on the watch's channel and moves the watch past them. It skips events
@@ -346,9 +319,9 @@ func (w *watcher) deliver(ctx context.Context, reply *watchReply) bool {
 }
 
 // sendWatch sends one poll to p, in process when p is this node, allowing for the owner's wait.
-func (n *Node) sendWatch(ctx context.Context, p *peer, req *watchRequest, wait time.Duration) (watchReply, error) {
+func (c *client) sendWatch(ctx context.Context, p *peer, req *watchRequest, wait time.Duration) (watchReply, error) {
 	if p.local {
-		reply := n.serveWatch(ctx, req)
+		reply := c.local.serveWatch(ctx, req)
 		reply.copyValues() // the store's values, which the watcher's reader must not share
 		return reply, nil
 	}
@@ -356,7 +329,7 @@ func (n *Node) sendWatch(ctx context.Context, p *peer, req *watchRequest, wait t
 	if err != nil {
 		return watchReply{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait+n.cfg.ReplicaAckTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wait+c.cfg.ReplicaAckTimeout+time.Second)
 	defer cancel()
 	resp, err := p.client.Call(ctx, opWatch, payload)
 	if err != nil {

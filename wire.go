@@ -9,6 +9,23 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
+// putCond holds the conditions and options of a conditional put. The bits are part of the wire format.
+type putCond uint8
+
+const (
+	condIfAbsent   putCond = 1 << iota // write only if the key has no live value
+	condIfExists                       // write only if the key has a live value
+	condKeepTTL                        // keep the current expiry instead of setting a new one
+	condReturnPrev                     // reply with the previous value
+
+	// The conditions of an expire (Redis's EXPIRE options), compared with the key's current expiry, none
+	// counting as infinite.
+	condExpiryNone    // NX: only if the key has no expiry
+	condExpiryExists  // XX: only if the key has an expiry
+	condExpiryGreater // GT: only if the new expiry is later
+	condExpiryLess    // LT: only if the new expiry is sooner
+)
+
 // Data-plane operations. The numbers are part of the wire format: append, never renumber. Each key
 // operation is declared in keyOps (operations.go).
 const (

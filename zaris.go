@@ -45,10 +45,10 @@ func WithTTL(d time.Duration) PutOption {
 // empty slice, never nil. With Config.NearCache, a key another node owns may be served from this node's
 // memory (nearcache.go).
 func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
-	if v, served, err := n.nearGet(ctx, key); served {
+	if v, served, err := n.client.nearGet(ctx, key); served {
 		return v, err
 	}
-	reply, err := n.execute(ctx, opGet, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opGet, &kvRequest{Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 		}
 		return putIfErr(reply)
 	}
-	reply, err := n.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Concern: o.concern})
+	reply, err := n.client.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Concern: o.concern})
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 
 // Delete removes key and reports whether it held a live value.
 func (n *Node) Delete(ctx context.Context, key string) (existed bool, err error) {
-	reply, err := n.execute(ctx, opDelete, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opDelete, &kvRequest{Key: key})
 	if err != nil {
 		return false, err
 	}
@@ -135,7 +135,7 @@ func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutO
 // missing key counts as 0. A value that is not a decimal integer, or a sum that overflows, fails with
 // ErrNotInteger and leaves the value alone.
 func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
-	reply, err := n.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
+	reply, err := n.client.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
 	if err != nil {
 		return 0, err
 	}
@@ -152,7 +152,7 @@ func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error)
 // Config.MaxValueSize fails with ErrValueTooLarge; either leaves the value alone. A result beyond
 // float64's range is returned as an infinity, though stored exactly.
 func (n *Node) IncrByFloat(ctx context.Context, key string, delta float64) (float64, error) {
-	reply, err := n.execute(ctx, opIncrByFloat, &kvRequest{Key: key, Value: strconv.AppendFloat(nil, delta, 'g', -1, 64)})
+	reply, err := n.client.execute(ctx, opIncrByFloat, &kvRequest{Key: key, Value: strconv.AppendFloat(nil, delta, 'g', -1, 64)})
 	if err != nil {
 		return 0, err
 	}
@@ -179,7 +179,7 @@ func (n *Node) Append(ctx context.Context, key string, value []byte) (int, error
 	if len(value) > n.cfg.MaxValueSize {
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
-	reply, err := n.execute(ctx, opAppend, &kvRequest{Key: key, Value: value})
+	reply, err := n.client.execute(ctx, opAppend, &kvRequest{Key: key, Value: value})
 	if err != nil {
 		return 0, err
 	}
@@ -206,7 +206,7 @@ func (n *Node) SetRange(ctx context.Context, key string, offset int, value []byt
 	case offset > n.cfg.MaxValueSize-len(value):
 		return 0, fmt.Errorf("%w: %d bytes from offset %d, limit %d", ErrValueTooLarge, len(value), offset, n.cfg.MaxValueSize)
 	}
-	reply, err := n.execute(ctx, opSetRange, &kvRequest{Key: key, Delta: int64(offset), Value: value})
+	reply, err := n.client.execute(ctx, opSetRange, &kvRequest{Key: key, Delta: int64(offset), Value: value})
 	if err != nil {
 		return 0, err
 	}
@@ -238,7 +238,7 @@ func (n *Node) GetAndPersist(ctx context.Context, key string) ([]byte, error) {
 
 // getAfter runs an operation that replies with the key's value.
 func (n *Node) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([]byte, error) {
-	reply, err := n.execute(ctx, op, req)
+	reply, err := n.client.execute(ctx, op, req)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool,
 
 // Persist removes key's expiry and reports whether there was one to remove.
 func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
-	reply, err := n.execute(ctx, opPersist, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opPersist, &kvRequest{Key: key})
 	if err != nil || reply.Status == StatusNotFound {
 		return false, err
 	}
@@ -268,7 +268,7 @@ func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
 // TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
 // ErrNotFound when the key does not exist.
 func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
-	reply, err := n.execute(ctx, opTTL, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opTTL, &kvRequest{Key: key})
 	if err != nil {
 		return 0, err
 	}
@@ -306,18 +306,18 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	if len(items) == 0 {
 		return []BatchResult{}, nil
 	}
-	t, err := n.router.await(ctx)
+	t, err := n.client.router.await(ctx)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	b := newBatchRun(&n.batch, items)
+	b := newBatchRun(&n.client.batch, items)
 	b.run(ctx, t)
-	n.callerOp(opBatch, StatusSuccess, ctx.Err(), start)
-	if n.near != nil {
+	n.client.callerOp(opBatch, StatusSuccess, ctx.Err(), start)
+	if n.client.near != nil {
 		for _, it := range items {
 			if it.Op != BatchGet {
-				n.near.forget(it.Key)
+				n.client.near.forget(it.Key)
 			}
 		}
 	}
@@ -414,7 +414,7 @@ func (n *Node) Leader() NodeID { return n.leaderID() }
 
 // Ready waits until the cluster has assigned its first partition map, so operations can be routed.
 func (n *Node) Ready(ctx context.Context) error {
-	_, err := n.router.await(ctx)
+	_, err := n.client.router.await(ctx)
 	return err
 }
 
@@ -433,13 +433,13 @@ func (n *Node) Stats() Stats {
 	s.Refreshes.Poll = n.stats.refreshes[causePoll].Load()
 	s.Refreshes.React = n.stats.refreshes[causeReact].Load()
 	s.Refreshes.Coalesced = n.stats.coalesced.Load()
-	n.router.mu.Lock()
-	for id, p := range n.router.peers {
+	n.client.router.mu.Lock()
+	for id, p := range n.client.router.peers {
 		if !p.local {
 			s.RequestsSent[id] += p.sent.Load()
 		}
 	}
-	n.router.mu.Unlock()
+	n.client.router.mu.Unlock()
 	return s
 }
 
@@ -567,7 +567,7 @@ func (n *Node) onlyCopies() []int {
 // GetEntry returns the value stored under key with its version and remaining TTL, in one request to the
 // key's owner, or an error matching ErrNotFound.
 func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
-	reply, err := n.execute(ctx, opGetEntry, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, opGetEntry, &kvRequest{Key: key})
 	if err != nil {
 		return Entry{}, err
 	}
@@ -589,7 +589,7 @@ func (n *Node) CompareAndSwap(ctx context.Context, key string, version uint64, v
 // DeleteIfVersion removes key if its version is version, and otherwise fails with a *VersionMismatchError
 // carrying the current one. With version 0 it succeeds, deleting nothing, when the key has no live value.
 func (n *Node) DeleteIfVersion(ctx context.Context, key string, version uint64) error {
-	reply, err := n.execute(ctx, opDeleteIfVersion, &kvRequest{Key: key, Version: version})
+	reply, err := n.client.execute(ctx, opDeleteIfVersion, &kvRequest{Key: key, Version: version})
 	if err != nil {
 		return err
 	}

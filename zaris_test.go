@@ -143,9 +143,9 @@ func installStaleTable(n *Node, p int, wrong NodeID) {
 	stale := n.ClusterMap().clone()
 	stale.Index--
 	stale.Runtime[p].Owner = wrong
-	n.router.mu.Lock()
-	defer n.router.mu.Unlock()
-	n.router.table.Store(n.router.build(n.router.current(), stale))
+	n.client.router.mu.Lock()
+	defer n.client.router.mu.Unlock()
+	n.client.router.table.Store(n.client.router.build(n.client.router.current(), stale))
 }
 
 // TestStaleMapRedirectsOnce checks the reactive path: a node whose table points a partition at the wrong
@@ -579,7 +579,7 @@ func TestPollRepairsStaleTable(t *testing.T) {
 	installStaleTable(n, 0, "nobody")
 	before := n.Stats().Refreshes.Poll
 	waitFor(t, 5*time.Second, "the poll to reinstall the current map", func() bool {
-		return n.router.current().m.Index == real.Index
+		return n.client.router.current().m.Index == real.Index
 	})
 	if n.Stats().Refreshes.Poll == before {
 		t.Fatal("table repaired, but not by the poll")
