@@ -15,13 +15,13 @@ import (
 // The budgets the architecture rules hold Node to: what it has today, lowered as concerns move into
 // components, never raised. A new feature lands in a component that takes the few things it uses.
 const (
-	nodeFieldBudget  = 48
+	nodeFieldBudget  = 47
 	nodeMethodBudget = 165 // unexported methods
 )
 
-// coreFilesNamingTheEdge are the core files that still name something the RESP edge (resp*.go) declares:
-// the node's wiring of the endpoint and its shared panic handling. No other file may.
-var coreFilesNamingTheEdge = []string{"config.go", "node.go", "panics.go", "recover.go"}
+// coreFilesNamingTheEdge are the core files that name something the RESP edge (resp*.go) declares: the
+// adapter of the node to it. No other file may.
+var coreFilesNamingTheEdge = []string{"redis.go"}
 
 // parseRoot parses the root package's non-test files.
 func parseRoot(t *testing.T) (*token.FileSet, map[string]*ast.File) {

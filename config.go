@@ -580,32 +580,7 @@ func (c Config) Validate() error {
 	case c.LoaderNegativeTTL < 0 || c.LoaderConcurrency < 0 || c.LoaderTimeout < 0:
 		return bad("LoaderNegativeTTL, LoaderConcurrency and LoaderTimeout must not be negative")
 	}
-	return c.validateRESP()
-}
-
-// validateRESP checks the RESP endpoint's limits and users.
-func (c *Config) validateRESP() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case c.RESPMaxClients < 1:
-		return bad("RESPMaxClients %d must be at least 1", c.RESPMaxClients)
-	case c.RESPMaxPreAuthPerAddr < 1:
-		return bad("RESPMaxPreAuthPerAddr %d must be at least 1", c.RESPMaxPreAuthPerAddr)
-	case c.RESPIdleTimeout < 0 || c.RESPCommandTimeout < 0 || c.RESPAuthTimeout < 0:
-		return bad("RESPIdleTimeout, RESPCommandTimeout and RESPAuthTimeout must not be negative")
-	case c.RESPMaxQueryBuffer < c.MaxValueSize+respPreAuthMaxQuery:
-		return bad("RESPMaxQueryBuffer %d must be at least MaxValueSize plus 256 KiB (%d)", c.RESPMaxQueryBuffer,
-			c.MaxValueSize+respPreAuthMaxQuery)
-	case c.RESPMaxQueryBufferTotal < int64(c.RESPMaxQueryBuffer):
-		return bad("RESPMaxQueryBufferTotal %d must be at least RESPMaxQueryBuffer %d", c.RESPMaxQueryBufferTotal,
-			c.RESPMaxQueryBuffer)
-	}
-	if err := validateRESPUsers(c.RESPUsers, c.RESPPassword); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return validateRESPConfig(&c)
 }
 
 // leaderRules are the timeouts and limits a leader decides by.

@@ -330,7 +330,8 @@
 //   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_walk.go) and the RESP endpoint
 //     (resp_*.go), which serve keys through the node's ownership check and apply path.
 //
-// The RESP endpoint reaches the node only through keyOwner (resp_server.go): one key operation at a time,
+// The RESP endpoint reaches the node only through keyOwner (resp_server.go), and redis.go adapts the node
+// to it; no other core file names the edge. keyOwner serves one key operation at a time,
 // or a keyGroup (keygroup.go), an owned segment held for an EXEC or a command on several keys, whose
 // operations take the same op registry path as the owner's. Glob patterns (internal/glob) are shared
 // vocabulary, not the edge's.

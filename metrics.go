@@ -26,9 +26,7 @@ func (n *Node) Collector() prometheus.Collector {
 		expired: n.stats.expired.Load, oplogBytes: n.repl.oplogBytes,
 		transports: []*transport.Server{n.server, n.internal},
 	}
-	if n.resp != nil {
-		src.respClients = n.resp.clients
-	}
+	src.respClients = n.redis.clients()
 	if n.client.near != nil {
 		src.nearCache = n.NearCacheStats
 	}

@@ -38,10 +38,8 @@ type Node struct {
 	repl      *replication
 	watches   *watchFeed   // serves the watchers of the partitions this node owns
 	loads     *readThrough // nil without Config.Loader
-	// tracking remembers the keys RESP clients cache (CLIENT TRACKING), to invalidate them.
-	tracking *respTracking
-	cut      *cutovers
-	disk     *diskLog // nil without a DataDir
+	cut       *cutovers
+	disk      *diskLog // nil without a DataDir
 
 	listener net.Listener
 	mux      *transport.Mux
@@ -61,7 +59,7 @@ type Node struct {
 	// it had on disk: its copies hold every write that process acknowledged (DiskDurability).
 	intact   bool
 	members  *membership
-	resp     *respServer // nil unless Config.RESPAddr is set
+	redis    *redisEdge
 	leaderCh chan bool
 	kick     chan struct{}
 	formed   atomic.Bool // this member advertises, or is advertising, that the cluster has formed
@@ -178,7 +176,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.metrics = newOpMetrics()
 		n.client.metrics = n.metrics
 	}
-	n.tracking = newRESPTracking(respTrackedKeys, respTrackedBytes)
+	n.redis = newRedisEdge()
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.client.startNearPoller)
 		if err != nil {
@@ -228,9 +226,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.members = members
-	if n.resp != nil {
-		n.resp.members.Store(members)
-	}
+	n.redis.joined(members)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -263,7 +259,7 @@ func (n *Node) writeListeners() writeListeners {
 			}
 		})
 	}
-	ls = append(ls, n.repl.recordWrite, n.watches.written, n.tracking.written)
+	ls = append(ls, n.repl.recordWrite, n.watches.written, n.redis.written)
 	if n.loads != nil {
 		ls = append(ls, n.loads.written)
 	}
@@ -286,7 +282,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.failovers.note(old, next, n.cfg.Clock.Now())
 	n.client.router.install(next, causePush)
-	n.tracking.invalidateWhere(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner != n.id })
+	n.redis.ownershipChanged(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner == n.id })
 	n.repl.wakeWaiters()
 	n.watches.remapped()
 	n.cut.wake()
@@ -958,9 +954,7 @@ func (n *Node) Close() error {
 		if n.mux != nil {
 			errs = append(errs, n.mux.Close())
 		}
-		if n.resp != nil {
-			errs = append(errs, n.resp.close())
-		}
+		errs = append(errs, n.redis.close())
 		n.client.router.close()
 		n.wg.Wait()
 		if n.client.near != nil {

@@ -115,31 +115,3 @@ func (n *Node) panicking(k *keyOperation, op transport.Op, key string) *keyOpera
 	}
 	return &injected
 }
-
-// respInternalError answers a RESP command that failed on a recovered panic.
-const respInternalError = "ERR internal error, logged by the node serving the command"
-
-// recoverCommand, deferred by the RESP endpoint's dispatch, answers a command that panicked outside its
-// key operations (those recover on their own, and their connection goes on) with an internal error, and
-// then closes the connection: its transaction, watched keys or tracking may be half updated. replyAt and
-// sends are where the command's reply began and the writer's sends then: a reply partly sent cannot be
-// withdrawn, so the connection is closed without one.
-func (c *respConn) recoverCommand(replyAt, sends int) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if c.srv.contain != nil {
-		c.srv.contain(panicInRESP, -1, v, "a RESP command")
-	} else {
-		c.srv.log.Error("recovered a panic", "where", panicInRESP.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	}
-	c.quit = true
-	if c.wr.sends != sends || len(c.wr.buf) < replyAt {
-		c.hangUp = true
-		return
-	}
-	c.wr.buf = c.wr.buf[:replyAt]
-	c.wr.error(respInternalError)
-	c.countErrorMessage(respInternalError)
-}

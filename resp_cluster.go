@@ -1,13 +1,16 @@
 package zaris
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"math"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/serf/serf"
 )
@@ -474,4 +477,31 @@ func (c *respConn) cmdDBSize([][]byte) {
 		req.Cursor = reply.Next
 	}
 	c.wr.int(int64(count))
+}
+
+// recoverCommandTimeout bounds a RECOVER command: the survey, the new starts and the first election.
+const recoverCommandTimeout = time.Minute
+
+// cmdRecover is RECOVER, an administrator's RecoverControlPlane over RESP (`zaris recover`): it replies
+// with the report, or with the reason it refused.
+func (c *respConn) cmdRecover([][]byte) {
+	if c.srv.recover == nil {
+		c.wr.error("ERR RECOVER needs a node")
+		return
+	}
+	if c.srv.members.Load() == nil { // also orders this read after the node's membership was set
+		c.wr.error("ERR RECOVER: the node has not joined its cluster yet")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.srv.ctx, recoverCommandTimeout)
+	defer cancel()
+	report, err := c.srv.recover(ctx)
+	switch {
+	case errors.Is(err, ErrQuorumReachable):
+		c.wr.error("QUORUM " + err.Error())
+	case err != nil:
+		c.wr.error("ERR " + err.Error())
+	default:
+		c.wr.bulkString(report.String())
+	}
 }

@@ -95,7 +95,7 @@ func FuzzRESPSession(f *testing.F) {
 		cfg.MaxValueSize = 4096
 		cfg.RESPMaxQueryBuffer = 4096 + respPreAuthMaxQuery
 	})
-	srv := c.node(0).resp
+	srv := c.node(0).redis.srv
 	srv.throttle = throttle.New(0, 0, 0, 0) // logins are not slowed: the fuzzer explores instead of waiting
 	bound := int64(respInitialBuffer + 3*(srv.limits.maxQuery+respMaxHeaderLine))
 	f.Fuzz(func(t *testing.T, session []byte) {

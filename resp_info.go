@@ -595,3 +595,17 @@ func goMemory() (heap, mapped uint64) {
 	}
 	return heap, mapped
 }
+
+// respReplication is how this node feeds the replicas of the partitions it owns.
+type respReplication struct {
+	history  string        // 40 hex digits naming this process and the partitions it owns, at their epochs
+	offset   uint64        // the revisions of the segments it owns, summed: the writes it made as their owner
+	replicas []respReplica // sorted by id
+}
+
+// respReplica is a node this one feeds, as the owner of partitions it replicates.
+type respReplica struct {
+	id     NodeID
+	inSync bool   // in the in-sync set of every such partition
+	offset uint64 // the owner's offset less the revisions the replica is not known to hold
+}

@@ -32,7 +32,7 @@ func TestRESPIdleConnectionsClosed(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialRaw(t, addr)
 	}
-	waitFor(t, 5*time.Second, "every idle connection admitted", func() bool { return node.resp.clients() == maxClients })
+	waitFor(t, 5*time.Second, "every idle connection admitted", func() bool { return node.redis.srv.clients() == maxClients })
 
 	extra := dialRaw(t, addr)
 	if got := extra.line(); got != "-ERR max number of clients reached" {
@@ -46,7 +46,7 @@ func TestRESPIdleConnectionsClosed(t *testing.T) {
 	if elapsed := time.Since(opened); elapsed < idle*15/16 {
 		t.Fatalf("idle connections closed after %v, before the %v timeout", elapsed, idle)
 	}
-	waitFor(t, 5*time.Second, "no connection left", func() bool { return node.resp.clients() == 0 })
+	waitFor(t, 5*time.Second, "no connection left", func() bool { return node.redis.srv.clients() == 0 })
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	if err := client.Set(bg(t), "after-idle", "v", 0).Err(); err != nil {
@@ -155,7 +155,7 @@ func TestRESPUnreadRepliesClosed(t *testing.T) {
 	}
 	r := dialRaw(t, node.RESPAddr())
 	r.send(strings.Repeat(respCmd("GET", "big"), 200)) // 200 MiB of replies, never read
-	waitFor(t, 10*time.Second, "the server to close the connection", func() bool { return node.resp.clients() == 0 })
+	waitFor(t, 10*time.Second, "the server to close the connection", func() bool { return node.redis.srv.clients() == 0 })
 }
 
 // TestRESPPreAuthMemoryBounded sends, from many connections that have not logged in, the largest command
@@ -170,10 +170,10 @@ func TestRESPPreAuthMemoryBounded(t *testing.T) {
 		dialRaw(t, node.RESPAddr()).send(partial)
 	}
 	waitFor(t, 10*time.Second, "every connection to buffer its command", func() bool {
-		return node.resp.budget.used.Load() >= conns*(128<<10)
+		return node.redis.srv.budget.used.Load() >= conns*(128<<10)
 	})
 	perConn := int64(respPreAuthMaxQuery + respMaxHeaderLine + 16*respArgOverhead)
-	if peak := node.resp.budget.peak.Load(); peak > conns*perConn {
+	if peak := node.redis.srv.budget.peak.Load(); peak > conns*perConn {
 		t.Fatalf("%d unauthenticated connections hold %d bytes, more than %d each", conns, peak, perConn)
 	}
 	for name, input := range map[string]string{
@@ -199,7 +199,7 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 		cfg.RESPMaxQueryBufferTotal = total
 	})
 	node := c.node(0)
-	budget := node.resp.budget
+	budget := node.redis.srv.budget
 	raws := make([]*rawConn, conns)
 	tails := make([]string, conns)
 	value := strings.Repeat("v", valueSize)
@@ -265,7 +265,7 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 		cfg.RESPMaxQueryBufferTotal = total
 	})
 	node := c.node(0)
-	budget := node.resp.budget
+	budget := node.redis.srv.budget
 	if err := node.Put(bg(t), "{m}big", make([]byte, valueSize)); err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func TestRESPStrangersCannotStarveLoggedInClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gate, whole := node.resp.gate.budget, node.resp.budget
+	gate, whole := node.redis.srv.gate.budget, node.redis.srv.budget
 	waitFor(t, 20*time.Second, "the connections not logged in to fill their share", func() bool {
 		return gate.used.Load() > gate.limit-respInitialBuffer || whole.used.Load() > whole.limit-respInitialBuffer
 	})

@@ -2,12 +2,12 @@ package zaris
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,34 +64,6 @@ type respServer struct {
 	conns  map[*respConn]struct{}
 	closed bool
 	wg     sync.WaitGroup
-}
-
-// startRESP opens the RESP endpoint when Config.RESPAddr asks for one. It records the advertised address in
-// n.cfg.RESPAddr, so the membership tags carry it to every node's cluster map.
-func (n *Node) startRESP() error {
-	if n.cfg.RESPAddr == "" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", n.cfg.RESPAddr)
-	if err != nil {
-		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
-	}
-	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
-	s.tracking = n.tracking
-	s.control = n.controlHealth
-	s.recover = n.RecoverControlPlane
-	s.memory = n.store.budget
-	s.contain = n.containPanic
-	if n.cfg.RESPTLS != nil {
-		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
-		s.tls = true
-	}
-	n.resp = s
-	n.cfg.RESPAddr = addr
-	s.serve(ln)
-	n.log.Info("serving RESP", "addr", addr, "tls", s.tls, "auth", s.acl.required())
-	return nil
 }
 
 // keyOwner serves key operations on the partitions this node actively owns: the RESP endpoint answers
@@ -403,4 +375,32 @@ func (c *respConn) serve() {
 	if !c.hangUp {
 		c.wr.flush()
 	}
+}
+
+// respInternalError answers a RESP command that failed on a recovered panic.
+const respInternalError = "ERR internal error, logged by the node serving the command"
+
+// recoverCommand, deferred by the RESP endpoint's dispatch, answers a command that panicked outside its
+// key operations (those recover on their own, and their connection goes on) with an internal error, and
+// then closes the connection: its transaction, watched keys or tracking may be half updated. replyAt and
+// sends are where the command's reply began and the writer's sends then: a reply partly sent cannot be
+// withdrawn, so the connection is closed without one.
+func (c *respConn) recoverCommand(replyAt, sends int) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if c.srv.contain != nil {
+		c.srv.contain(panicInRESP, -1, v, "a RESP command")
+	} else {
+		c.srv.log.Error("recovered a panic", "where", panicInRESP.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	}
+	c.quit = true
+	if c.wr.sends != sends || len(c.wr.buf) < replyAt {
+		c.hangUp = true
+		return
+	}
+	c.wr.buf = c.wr.buf[:replyAt]
+	c.wr.error(respInternalError)
+	c.countErrorMessage(respInternalError)
 }

@@ -785,7 +785,7 @@ func TestRESPRefusals(t *testing.T) {
 	c := startRESPCluster(t, 1, nil)
 	n := c.node(0)
 	var out bytes.Buffer
-	conn := &respConn{srv: n.resp, wr: newRESPWriter(&out)}
+	conn := &respConn{srv: n.redis.srv, wr: newRESPWriter(&out)}
 	cases := []struct {
 		reply kvReply
 		want  string

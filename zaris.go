@@ -487,12 +487,7 @@ func (n *Node) Migrations() []Migration {
 }
 
 // RESPAddr returns the address of the node's RESP endpoint as advertised to clients, or "" when it has none.
-func (n *Node) RESPAddr() string {
-	if n.resp == nil {
-		return ""
-	}
-	return n.resp.addr
-}
+func (n *Node) RESPAddr() string { return n.redis.addr() }
 
 // InstallGossipKey adds key to every member's keyring; they still encrypt with the key in use.
 func (n *Node) InstallGossipKey(key []byte) error {
