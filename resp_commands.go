@@ -33,6 +33,9 @@ type respCommand struct {
 
 	// controlsMulti: runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT).
 	controlsMulti bool
+	// grouped: runs in one group of its slot's segment even on one key, as a command composed of several key
+	// operations must (resp_composite.go); a command on several keys always does.
+	grouped bool
 	// noMulti: refused inside MULTI, because it logs in or switches the protocol, or reads across the store,
 	// which an EXEC holding its segment's lock cannot do.
 	noMulti bool
@@ -124,6 +127,22 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "hkeys", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, fieldsReply)},
 		{name: "hvals", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, hashValuesReply)},
 		{name: "hstrlen", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, lengthReply)},
+		{name: "smismember", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, grouped: true, run: (*respConn).cmdSMIsMember},
+		{name: "zmscore", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZMScore},
+		{name: "hsetnx", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, grouped: true, run: (*respConn).cmdHSetNX},
+		{name: "zrevrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZRevRank},
+		{name: "zpopmin", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZPop},
+		{name: "zpopmax", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZPop},
+		{name: "smove", arity: 4, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@set", "@fast"}, grouped: true, run: (*respConn).cmdSMove},
+		{name: "rpoplpush", arity: 3, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
+		{name: "lmove", arity: 5, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
+		{name: "msetnx", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 2, acl: []string{"@write", "@string", "@slow"}, grouped: true, run: (*respConn).cmdMSetNX},
+		{name: "sinter", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},
+		{name: "sunion", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},
+		{name: "sdiff", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},
+		{name: "sinterstore", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@write", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebraStore},
+		{name: "sunionstore", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@write", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebraStore},
+		{name: "sdiffstore", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@write", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebraStore},
 		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHSet, intReply)},
 		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, bulkReply)},
 		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHMGet, arrayReply)},

@@ -344,6 +344,60 @@ func TestRESPMatchesRedisOlderForms(t *testing.T) {
 	})
 }
 
+// TestRESPMatchesRedisComposedCommands compares the commands composed of served key operations (SMISMEMBER,
+// ZMSCORE, HSETNX, ZREVRANK, ZPOPMIN, ZPOPMAX, SMOVE, RPOPLPUSH, LMOVE, MSETNX, SINTER, SUNION, SDIFF and
+// their STORE forms) with a real redis-server, on missing keys, wrong types and bad arguments too.
+func TestRESPMatchesRedisComposedCommands(t *testing.T) {
+	k, h, l, l2, s, s2, s3, z := diffTag+"k", diffTag+"h", diffTag+"l", diffTag+"l2", diffTag+"s", diffTag+"s2", diffTag+"s3", diffTag+"z"
+	none := diffTag + "none"
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "smismember zmscore", cmds: []diffCmd{
+			cmd("SMISMEMBER", s, "a", "b"), cmd("SADD", s, "a", "c"), cmd("SMISMEMBER", s, "a", "b", "c", "a"), cmd("SMISMEMBER", s),
+			cmd("ZMSCORE", z, "a"), cmd("ZADD", z, "1.5", "a", "-2", "b"), cmd("ZMSCORE", z, "a", "x", "b"), cmd("ZMSCORE", z),
+			cmd("SET", k, "v"), cmd("SMISMEMBER", k, "a"), cmd("ZMSCORE", k, "a"),
+		}},
+		{name: "hsetnx", cmds: []diffCmd{
+			cmd("HSETNX", h, "f", "1"), cmd("HSETNX", h, "f", "2"), cmd("HGET", h, "f"), cmd("HSETNX", h, "g", ""), cmd("HGETALL", h).sorted(),
+			cmd("SET", k, "v"), cmd("HSETNX", k, "f", "1"), cmd("HSETNX", h, "f"), cmd("HSETNX", h, "f", "1", "x"),
+		}},
+		{name: "zrevrank", cmds: []diffCmd{
+			cmd("ZREVRANK", z, "a"), cmd("ZADD", z, "1", "a", "2", "b", "3", "c"), cmd("ZREVRANK", z, "a"), cmd("ZREVRANK", z, "c"),
+			cmd("ZREVRANK", z, "x"), cmd("SET", k, "v"), cmd("ZREVRANK", k, "a"), cmd("ZREVRANK", z),
+		}},
+		{name: "zpopmin zpopmax", cmds: []diffCmd{
+			cmd("ZPOPMIN", z), cmd("ZPOPMAX", z, "2"), cmd("ZADD", z, "1", "a", "2", "b", "3", "c", "4", "d"), cmd("ZPOPMIN", z),
+			cmd("ZPOPMAX", z), cmd("ZPOPMIN", z, "0"), cmd("ZPOPMIN", z, "-1"), cmd("ZPOPMIN", z, "x"), cmd("ZPOPMAX", z, "10"),
+			cmd("EXISTS", z), cmd("ZPOPMIN", z, "1", "2"), cmd("SET", k, "v"), cmd("ZPOPMIN", k), cmd("ZPOPMAX", k, "0"),
+		}},
+		{name: "smove", cmds: []diffCmd{
+			cmd("SMOVE", s, s2, "a"), cmd("SADD", s, "a", "b"), cmd("SMOVE", s, s2, "a"), cmd("SMOVE", s, s2, "x"), cmd("SMEMBERS", s2),
+			cmd("SMOVE", s, s, "b"), cmd("SMOVE", s, s, "x"), cmd("SMOVE", s, s2, "b"), cmd("EXISTS", s), cmd("SET", k, "v"),
+			cmd("SMOVE", s2, k, "a"), cmd("SMEMBERS", s2).sorted(), cmd("SMOVE", k, s2, "a"), cmd("SMOVE", none, k, "a"),
+		}},
+		{name: "rpoplpush lmove", cmds: []diffCmd{
+			cmd("RPOPLPUSH", l, l2), cmd("RPUSH", l, "a", "b", "c"), cmd("RPOPLPUSH", l, l2), cmd("LMOVE", l, l2, "LEFT", "RIGHT"),
+			cmd("LRANGE", l2, "0", "-1"), cmd("LMOVE", l2, l2, "left", "right"), cmd("LRANGE", l2, "0", "-1"), cmd("LMOVE", l, l2, "UP", "LEFT"),
+			cmd("LMOVE", l, l2, "LEFT", "DOWN"), cmd("LMOVE", l, l, "RIGHT", "LEFT"), cmd("SET", k, "v"), cmd("RPOPLPUSH", l, k),
+			cmd("LRANGE", l, "0", "-1"), cmd("RPOPLPUSH", k, l), cmd("LMOVE", none, k, "LEFT", "LEFT"), cmd("RPOPLPUSH", l),
+		}},
+		{name: "msetnx", cmds: []diffCmd{
+			cmd("MSETNX", k, "1", l, "2"), cmd("MSETNX", k, "3", h, "4"), cmd("GET", h), cmd("MGET", k, l), cmd("MSETNX", k),
+			cmd("MSETNX", k, "1", h), cmd("MSETNX", h, "5", h, "6"), cmd("GET", h),
+		}},
+		{name: "sinter sunion sdiff", cmds: []diffCmd{
+			cmd("SADD", s, "a", "b", "c"), cmd("SADD", s2, "b", "c", "d"), cmd("SINTER", s, s2).sorted(), cmd("SUNION", s, s2).sorted(),
+			cmd("SDIFF", s, s2).sorted(), cmd("SDIFF", s2, s).sorted(), cmd("SINTER", s, none), cmd("SUNION", s, none).sorted(),
+			cmd("SDIFF", none, s), cmd("SINTER", s).sorted(), cmd("SET", k, "v"), cmd("SINTER", s, k), cmd("SUNION", k), cmd("SDIFF", s).sorted(),
+		}},
+		{name: "set algebra store", cmds: []diffCmd{
+			cmd("SADD", s, "a", "b", "c"), cmd("SADD", s2, "b", "c", "d"), cmd("SINTERSTORE", s3, s, s2), cmd("SMEMBERS", s3).sorted(),
+			cmd("SUNIONSTORE", s3, s, s2), cmd("SCARD", s3), cmd("SDIFFSTORE", s3, s, s2), cmd("SMEMBERS", s3), cmd("SET", k, "v"),
+			cmd("SINTERSTORE", k, s, s2), cmd("TYPE", k), cmd("SINTERSTORE", k, s, none), cmd("EXISTS", k), cmd("SUNIONSTORE", s3, s, l),
+			cmd("RPUSH", l, "x"), cmd("SUNIONSTORE", s3, s, l), cmd("SDIFFSTORE", s3), cmd("SDIFFSTORE", s3, none), cmd("EXISTS", s3),
+		}},
+	})
+}
+
 // TestRESPMatchesRedisValueLimit compares the refusal of a string grown past the largest value, Redis's
 // proto-max-bulk-len and Zaris's MaxValueSize set alike.
 func TestRESPMatchesRedisValueLimit(t *testing.T) {

@@ -193,6 +193,32 @@ var fuzzCommands = []fuzzCommand{
 	{"zrank", func(g *fuzzGen) []string { return []string{g.key(), g.field()} }},
 	{"zcard", func(g *fuzzGen) []string { return []string{g.key()} }},
 	{"zincrby", func(g *fuzzGen) []string { return []string{g.key(), g.score(), g.field()} }},
+	// commands composed of several key operations
+	{"smismember", func(g *fuzzGen) []string { return append([]string{g.key()}, g.several(g.field)...) }},
+	{"zmscore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.several(g.field)...) }},
+	{"hsetnx", func(g *fuzzGen) []string { return []string{g.key(), g.field(), g.value()} }},
+	{"zrevrank", func(g *fuzzGen) []string { return []string{g.key(), g.field()} }},
+	{"zpopmin", (*fuzzGen).popArgs},
+	{"zpopmax", (*fuzzGen).popArgs},
+	{"smove", func(g *fuzzGen) []string { return append(g.keys(2), g.field()) }},
+	{"rpoplpush", func(g *fuzzGen) []string { return g.keys(2) }},
+	{"lmove", func(g *fuzzGen) []string {
+		end := g.oneOf("LEFT", "RIGHT", "left", "right", "up")
+		return append(g.keys(2), end(), end())
+	}},
+	{"msetnx", func(g *fuzzGen) []string {
+		var args []string
+		for _, k := range g.keys(1 + g.rng.IntN(3)) {
+			args = append(args, k, g.value())
+		}
+		return args
+	}},
+	{"sinter", func(g *fuzzGen) []string { return g.keys(1 + g.rng.IntN(3)) }},
+	{"sunion", func(g *fuzzGen) []string { return g.keys(1 + g.rng.IntN(3)) }},
+	{"sdiff", func(g *fuzzGen) []string { return g.keys(1 + g.rng.IntN(3)) }},
+	{"sinterstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
+	{"sunionstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
+	{"sdiffstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	// the key space
 	{"keys", func(g *fuzzGen) []string { return []string{g.pattern()} }},
 	{"scan", (*fuzzGen).scanArgs},

@@ -719,7 +719,7 @@ func fuzzSameReply(args []string, txn fuzzTxn, redis, zaris string) bool {
 		return closeInts(redis, zaris, 1)
 	case "pttl":
 		return closeInts(redis, zaris, 1000)
-	case "smembers":
+	case "smembers", "sinter", "sunion", "sdiff":
 		return normUnordered(redis, 1) == normUnordered(zaris, 1)
 	case "hgetall":
 		return normUnordered(redis, 2) == normUnordered(zaris, 2)

@@ -381,13 +381,13 @@ func (b *replyBuffer) release() {
 	b.held = 0
 }
 
-// runCommand runs a command outside a transaction. A command on several keys (MGET, MSET, DEL, EXISTS)
-// runs as one group of their segment, as a command runs in Redis, where no other command runs in its
+// runCommand runs a command outside a transaction. A command on several keys (MGET, MSET, DEL, EXISTS),
+// or composed of several key operations (respCommand.grouped), runs as one group of their segment, as a command runs in Redis, where no other command runs in its
 // middle: a read sees every key at one revision, so never part of an EXEC, and writes become one atomic
 // write. Its reply goes out only once the group is acknowledged.
 func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	keys := cmd.keys(args)
-	if len(keys) < 2 || c.multi != nil || c.exec != nil || cmd.controlsMulti || !cmd.wholeSteps(args) {
+	if len(keys) < 2 && !cmd.grouped || len(keys) == 0 || c.multi != nil || c.exec != nil || cmd.controlsMulti || !cmd.wholeSteps(args) {
 		cmd.run(c, args) // alone, or refusing its arguments
 		return
 	}

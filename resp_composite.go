@@ -1,0 +1,364 @@
+package zaris
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+
+	"github.com/zaris-go/zaris/transport"
+)
+
+// Redis commands composed of key operations already served: each runs them in one group of its slot's
+// segment (respCommand.grouped, or a command on several keys), so no other command sees it half done, and
+// its writes reach replicas, the disk and watchers as one atomic op.
+
+// cmdSMIsMember serves SMISMEMBER key member [member ...]: SISMEMBER of each member.
+func (c *respConn) cmdSMIsMember(args [][]byte) {
+	found := make([]int64, 0, len(args)-2)
+	for _, member := range args[2:] {
+		reply, ok := c.keyOp(opSIsMember, &kvRequest{Key: string(args[1]), Args: [][]byte{member}})
+		if !ok {
+			return
+		}
+		found = append(found, reply.Int)
+	}
+	c.wr.array(len(found))
+	for _, n := range found {
+		c.wr.int(n)
+	}
+}
+
+// cmdZMScore serves ZMSCORE key member [member ...]: ZSCORE of each member, null for one absent.
+func (c *respConn) cmdZMScore(args [][]byte) {
+	scores := make([][]byte, 0, len(args)-2)
+	for _, member := range args[2:] {
+		reply, ok := c.keyOp(opZScore, &kvRequest{Key: string(args[1]), Args: [][]byte{member}})
+		if !ok {
+			return
+		}
+		scores = append(scores, reply.Value)
+	}
+	c.wr.array(len(scores))
+	for _, score := range scores {
+		c.score(score)
+	}
+}
+
+// cmdHSetNX serves HSETNX key field value: HSET unless the field exists, answering 1 if it wrote.
+func (c *respConn) cmdHSetNX(args [][]byte) {
+	key := string(args[1])
+	exists, ok := c.keyOp(opHExists, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	if !ok {
+		return
+	}
+	if exists.Int == 1 {
+		c.wr.int(0)
+		return
+	}
+	if _, ok := c.keyOp(opHSet, &kvRequest{Key: key, Args: cloneValues(args[2:4])}); ok {
+		c.wr.int(1)
+	}
+}
+
+// cmdZRevRank serves ZREVRANK key member: the member's rank from the highest score.
+func (c *respConn) cmdZRevRank(args [][]byte) {
+	key := string(args[1])
+	rank, ok := c.keyOp(opZRank, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	if !ok {
+		return
+	}
+	if rank.Status == StatusNotFound {
+		c.wr.null()
+		return
+	}
+	card, ok := c.keyOp(opZCard, &kvRequest{Key: key})
+	if ok {
+		c.wr.int(card.Int - 1 - rank.Int)
+	}
+}
+
+// cmdZPop serves ZPOPMIN and ZPOPMAX key [count]: the count members of lowest (highest) score, removed,
+// with their scores.
+func (c *respConn) cmdZPop(args [][]byte) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return
+	}
+	count, withCount := int64(1), len(args) == 3
+	if withCount {
+		n, ok := parseCanonicalInt(args[2])
+		if !ok || n < 0 {
+			c.wr.error("ERR value is out of range, must be positive")
+			return
+		}
+		count = n
+	}
+	key := string(args[1])
+	var popped [][]byte // member, score pairs
+	if count > 0 {
+		rangeArgs := [][]byte{[]byte("0"), strconv.AppendInt(nil, count-1, 10), []byte("WITHSCORES")}
+		if isSubcommand(args[0], "zpopmax") {
+			rangeArgs = append(rangeArgs, []byte("REV"))
+		}
+		reply, ok := c.keyOp(opZRange, &kvRequest{Key: key, Args: rangeArgs})
+		if !ok {
+			return
+		}
+		popped = reply.Values
+	} else if _, ok := c.keyOp(opZCard, &kvRequest{Key: key}); !ok { // a key of another type is still refused
+		return
+	}
+	if len(popped) > 0 {
+		members := make([][]byte, 0, len(popped)/2)
+		for i := 0; i < len(popped); i += 2 {
+			members = append(members, popped[i])
+		}
+		if _, ok := c.keyOp(opZRem, &kvRequest{Key: key, Args: cloneValues(members)}); !ok {
+			return
+		}
+	}
+	c.writePairs(popped, withCount)
+}
+
+// writePairs writes member and score pairs: flat in RESP2, and in RESP3 as pairs when the command asked
+// for a count, as Redis does.
+func (c *respConn) writePairs(pairs [][]byte, nested bool) {
+	if c.wr.proto != 3 || !nested {
+		c.wr.array(len(pairs))
+		for i := 0; i+1 < len(pairs); i += 2 {
+			c.wr.bulk(pairs[i])
+			c.score(pairs[i+1])
+		}
+		return
+	}
+	c.wr.array(len(pairs) / 2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c.wr.array(2)
+		c.wr.bulk(pairs[i])
+		c.score(pairs[i+1])
+	}
+}
+
+// keyType returns the type of key as TYPE names it, "none" for a missing key; a refusal is answered and
+// reported false.
+func (c *respConn) keyType(key []byte) (string, bool) {
+	reply, ok := c.keyOp(opType, &kvRequest{Key: string(key)})
+	return string(reply.Value), ok
+}
+
+// holds reports whether key is missing or of type want, and otherwise answers WRONGTYPE. A refusal is
+// answered too.
+func (c *respConn) holds(key []byte, want string) bool {
+	typ, ok := c.keyType(key)
+	if ok && typ != want && typ != "none" {
+		c.wr.error(wrongTypeMessage)
+		return false
+	}
+	return ok
+}
+
+// cmdSMove serves SMOVE source destination member. As in Redis, a missing source answers 0 before the
+// types are checked.
+func (c *respConn) cmdSMove(args [][]byte) {
+	src, dst, member := string(args[1]), string(args[2]), args[3]
+	typ, ok := c.keyType(args[1])
+	switch {
+	case !ok:
+		return
+	case typ == "none":
+		c.wr.int(0)
+		return
+	case typ != "set" || !c.holds(args[2], "set"):
+		if typ != "set" {
+			c.wr.error(wrongTypeMessage)
+		}
+		return
+	}
+	if src == dst {
+		if reply, ok := c.keyOp(opSIsMember, &kvRequest{Key: src, Args: [][]byte{member}}); ok {
+			c.wr.int(reply.Int)
+		}
+		return
+	}
+	removed, ok := c.keyOp(opSRem, &kvRequest{Key: src, Args: [][]byte{bytes.Clone(member)}})
+	if !ok || removed.Int == 0 {
+		if ok {
+			c.wr.int(0)
+		}
+		return
+	}
+	if _, ok := c.keyOp(opSAdd, &kvRequest{Key: dst, Args: [][]byte{bytes.Clone(member)}}); ok {
+		c.wr.int(1)
+	}
+}
+
+// cmdLMove serves LMOVE source destination LEFT|RIGHT LEFT|RIGHT and RPOPLPUSH source destination (RIGHT
+// LEFT): pops an element from one end of source and pushes it on an end of destination. As in Redis, a
+// missing source answers null before the destination's type is checked.
+func (c *respConn) cmdLMove(args [][]byte) {
+	from, to := []byte("right"), []byte("left")
+	if isSubcommand(args[0], "lmove") {
+		from, to = args[3], args[4]
+	}
+	popOp, okFrom := listEnd(from, opLPop, opRPop)
+	pushOp, okTo := listEnd(to, opLPush, opRPush)
+	if !okFrom || !okTo {
+		c.syntaxError()
+		return
+	}
+	typ, ok := c.keyType(args[1])
+	switch {
+	case !ok:
+		return
+	case typ == "none":
+		c.wr.null()
+		return
+	case typ != "list":
+		c.wr.error(wrongTypeMessage)
+		return
+	case !c.holds(args[2], "list"):
+		return
+	}
+	popped, ok := c.keyOp(popOp, &kvRequest{Key: string(args[1])})
+	if !ok {
+		return
+	}
+	element := bytes.Clone(popped.Value)
+	if _, ok := c.keyOp(pushOp, &kvRequest{Key: string(args[2]), Args: [][]byte{element}}); ok {
+		c.wr.bulk(element)
+	}
+}
+
+// listEnd returns left or right for the end LEFT or RIGHT names.
+func listEnd(end []byte, left, right transport.Op) (transport.Op, bool) {
+	switch {
+	case bytes.EqualFold(end, []byte("left")):
+		return left, true
+	case bytes.EqualFold(end, []byte("right")):
+		return right, true
+	}
+	return 0, false
+}
+
+// cmdMSetNX serves MSETNX key value [key value ...]: MSET if no key exists, answering 1, else 0.
+func (c *respConn) cmdMSetNX(args [][]byte) {
+	keys := make([][]byte, 0, len(args)/2)
+	for i := 1; i < len(args); i += 2 {
+		keys = append(keys, args[i])
+	}
+	if _, ok := c.ownKeys(keys); !ok { // as in Redis Cluster, where the keys live is checked before their values
+		return
+	}
+	if len(args)%2 == 0 {
+		c.wr.error("ERR wrong number of arguments for 'msetnx' command")
+		return
+	}
+	size := 0
+	for i := 1; i < len(args); i += 2 {
+		reply, ok := c.keyOp(opExists, &kvRequest{Key: string(args[i])})
+		if !ok {
+			return
+		}
+		if reply.Status == StatusSuccess {
+			c.wr.int(0)
+			return
+		}
+		size += len(args[i]) + len(args[i+1]) + groupOpOverhead
+	}
+	if !c.groupHasRoom(size) {
+		return
+	}
+	for i := 1; i < len(args); i += 2 {
+		if _, ok := c.keyOp(opPut, &kvRequest{Key: string(args[i]), Value: args[i+1]}); !ok {
+			return
+		}
+	}
+	c.wr.int(1)
+}
+
+// setAlgebra is how SINTER, SUNION and SDIFF combine their sets.
+type setAlgebra uint8
+
+const (
+	setInter setAlgebra = iota
+	setUnion
+	setDiff
+)
+
+// algebraOf returns the combination a command of the SINTER, SUNION and SDIFF families names.
+func algebraOf(name []byte) setAlgebra {
+	switch lower := bytes.ToLower(name); {
+	case bytes.HasPrefix(lower, []byte("sinter")):
+		return setInter
+	case bytes.HasPrefix(lower, []byte("sunion")):
+		return setUnion
+	}
+	return setDiff
+}
+
+// combineSets reads the sets of keys and combines them by a, in no particular order; a missing key is an
+// empty set. A refusal is answered and reported false.
+func (c *respConn) combineSets(keys [][]byte, a setAlgebra) ([][]byte, bool) {
+	var acc map[string]bool
+	for i, key := range keys {
+		reply, ok := c.keyOp(opSMembers, &kvRequest{Key: string(key)})
+		if !ok {
+			return nil, false
+		}
+		members := make(map[string]bool, len(reply.Values))
+		for _, m := range reply.Values {
+			members[string(m)] = true
+		}
+		switch {
+		case i == 0:
+			acc = members
+		case a == setUnion:
+			for m := range members {
+				acc[m] = true
+			}
+		case a == setInter:
+			for m := range acc {
+				if !members[m] {
+					delete(acc, m)
+				}
+			}
+		default:
+			for m := range members {
+				delete(acc, m)
+			}
+		}
+	}
+	out := make([][]byte, 0, len(acc))
+	for m := range acc {
+		out = append(out, []byte(m))
+	}
+	slices.SortFunc(out, bytes.Compare) // one order for every run, as a set has none
+	return out, true
+}
+
+// cmdSetAlgebra serves SINTER, SUNION and SDIFF key [key ...].
+func (c *respConn) cmdSetAlgebra(args [][]byte) {
+	members, ok := c.combineSets(args[1:], algebraOf(args[0]))
+	if ok {
+		setReply(c, args, kvReply{Values: members})
+	}
+}
+
+// cmdSetAlgebraStore serves SINTERSTORE, SUNIONSTORE and SDIFFSTORE destination key [key ...]: the result
+// replaces destination, whatever it held, and its size is the reply.
+func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
+	members, ok := c.combineSets(args[2:], algebraOf(args[0]))
+	if !ok {
+		return
+	}
+	dst := string(args[1])
+	if _, ok := c.keyOp(opDelete, &kvRequest{Key: dst}); !ok {
+		return
+	}
+	if len(members) > 0 {
+		if _, ok := c.keyOp(opSAdd, &kvRequest{Key: dst, Args: members}); !ok {
+			return
+		}
+	}
+	c.wr.int(int64(len(members)))
+}
