@@ -2,6 +2,9 @@ package zaris
 
 import (
 	"bytes"
+	"math"
+	"math/big"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -361,4 +364,141 @@ func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
 		}
 	}
 	c.wr.int(int64(len(members)))
+}
+
+// cmdHIncrByFloat serves HINCRBYFLOAT key field increment: the field's value plus increment, as long
+// doubles, as INCRBYFLOAT adds.
+func (c *respConn) cmdHIncrByFloat(args [][]byte) {
+	incr, incrInf, ok := parseLongDouble(args[3])
+	switch {
+	case !ok:
+		c.wr.error("ERR value is not a valid float")
+		return
+	case incrInf:
+		c.wr.error("ERR value is NaN or Infinity")
+		return
+	}
+	key := string(args[1])
+	cur, ok := c.keyOp(opHGet, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	if !ok {
+		return
+	}
+	base, baseInf := new(big.Float), false
+	if cur.Status == StatusSuccess {
+		if base, baseInf, ok = parseLongDouble(cur.Value); !ok {
+			c.wr.error("ERR hash value is not a float")
+			return
+		}
+	}
+	sum, finite := addLongDouble(base, incr)
+	if baseInf || !finite {
+		c.wr.error("ERR increment would produce NaN or Infinity")
+		return
+	}
+	text := formatLongDouble(sum)
+	if _, ok := c.keyOp(opHSet, &kvRequest{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
+		c.wr.bulk(text)
+	}
+}
+
+// cmdZCount serves ZCOUNT key min max: how many members score within the range.
+func (c *respConn) cmdZCount(args [][]byte) {
+	reply, ok := c.keyOp(opZRange, &kvRequest{Key: string(args[1]), Args: [][]byte{args[2], args[3], []byte("BYSCORE")}})
+	if ok {
+		c.wr.int(int64(len(reply.Values)))
+	}
+}
+
+// maxRandomMembers bounds the members SRANDMEMBER with a negative count repeats: the reply would otherwise
+// be as long as the client asks.
+const maxRandomMembers = 1 << 20
+
+// cmdSRandMember serves SRANDMEMBER key [count]: random members, distinct for a positive count, repeated
+// as chance has it for a negative one.
+func (c *respConn) cmdSRandMember(args [][]byte) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return
+	}
+	count, withCount := int64(1), len(args) == 3
+	if withCount {
+		n, ok := parseCanonicalInt(args[2])
+		if !ok || n == math.MinInt64 {
+			c.notInteger()
+			return
+		}
+		count = n
+	}
+	members, ok := c.keyOp(opSMembers, &kvRequest{Key: string(args[1])})
+	switch {
+	case !ok:
+		return
+	case !withCount:
+		if len(members.Values) == 0 {
+			c.wr.null()
+			return
+		}
+		c.wr.bulk(members.Values[rand.IntN(len(members.Values))])
+		return
+	case count < 0 && len(members.Values) > 0:
+		if -count > maxRandomMembers {
+			c.wr.error(replyTooLargeMessage)
+			return
+		}
+		c.wr.array(int(-count))
+		for range -count {
+			c.wr.bulk(members.Values[rand.IntN(len(members.Values))])
+		}
+		return
+	}
+	c.values(randomMembers(members.Values, max(count, 0)))
+}
+
+// cmdSPop serves SPOP key [count]: random members, removed.
+func (c *respConn) cmdSPop(args [][]byte) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return
+	}
+	count, withCount := int64(1), len(args) == 3
+	if withCount {
+		n, ok := parseCanonicalInt(args[2])
+		if !ok || n < 0 {
+			c.wr.error("ERR value is out of range, must be positive")
+			return
+		}
+		count = n
+	}
+	key := string(args[1])
+	members, ok := c.keyOp(opSMembers, &kvRequest{Key: key})
+	if !ok {
+		return
+	}
+	popped := cloneValues(randomMembers(members.Values, count))
+	if len(popped) > 0 {
+		if _, ok := c.keyOp(opSRem, &kvRequest{Key: key, Args: cloneValues(popped)}); !ok {
+			return
+		}
+	}
+	switch {
+	case withCount:
+		setReply(c, args, kvReply{Values: popped})
+	case len(popped) == 0:
+		c.wr.null()
+	default:
+		c.wr.bulk(popped[0])
+	}
+}
+
+// randomMembers returns n distinct members chosen at random, all of them when there are no more.
+func randomMembers(members [][]byte, n int64) [][]byte {
+	if n >= int64(len(members)) {
+		return members
+	}
+	picked := slices.Clone(members)
+	for i := range int(n) {
+		j := i + rand.IntN(len(picked)-i)
+		picked[i], picked[j] = picked[j], picked[i]
+	}
+	return picked[:n]
 }

@@ -389,6 +389,26 @@ func TestRESPMatchesRedisComposedCommands(t *testing.T) {
 			cmd("SDIFF", s, s2).sorted(), cmd("SDIFF", s2, s).sorted(), cmd("SINTER", s, none), cmd("SUNION", s, none).sorted(),
 			cmd("SDIFF", none, s), cmd("SINTER", s).sorted(), cmd("SET", k, "v"), cmd("SINTER", s, k), cmd("SUNION", k), cmd("SDIFF", s).sorted(),
 		}},
+		{name: "hincrbyfloat", cmds: []diffCmd{
+			cmd("HINCRBYFLOAT", h, "f", "1.5"), cmd("HINCRBYFLOAT", h, "f", "-0.25"), cmd("HINCRBYFLOAT", h, "f", "1e3"), cmd("HGET", h, "f"),
+			cmd("HSET", h, "g", "abc", "i", "10"), cmd("HINCRBYFLOAT", h, "g", "1"), cmd("HINCRBYFLOAT", h, "i", "0.1"),
+			cmd("HINCRBYFLOAT", h, "f", "x"), cmd("HINCRBYFLOAT", h, "f", "inf"), cmd("HINCRBYFLOAT", h, "f", "1.7e308"),
+			cmd("HINCRBYFLOAT", h, "f", "1.7e308"), cmd("HINCRBYFLOAT", h, "f", ""), cmd("HSET", h, "j", "inf"), cmd("HINCRBYFLOAT", h, "j", "1"),
+			cmd("SET", k, "v"), cmd("HINCRBYFLOAT", k, "f", "1"), cmd("HINCRBYFLOAT", k, "f", "x"), cmd("HINCRBYFLOAT", h, "f"),
+		}},
+		{name: "zcount", cmds: []diffCmd{
+			cmd("ZCOUNT", z, "-inf", "+inf"), cmd("ZADD", z, "1", "a", "2", "b", "3", "c"), cmd("ZCOUNT", z, "-inf", "+inf"),
+			cmd("ZCOUNT", z, "(1", "3"), cmd("ZCOUNT", z, "2", "(3"), cmd("ZCOUNT", z, "3", "1"), cmd("ZCOUNT", z, "x", "1"),
+			cmd("SET", k, "v"), cmd("ZCOUNT", k, "0", "1"), cmd("ZCOUNT", z, "0"),
+		}},
+		{name: "spop srandmember", cmds: []diffCmd{
+			cmd("SPOP", s), cmd("SPOP", s, "2"), cmd("SRANDMEMBER", s), cmd("SRANDMEMBER", s, "3"), cmd("SRANDMEMBER", s, "-3"),
+			cmd("SADD", s, "a", "b", "c"), cmd("SRANDMEMBER", s, "5").sorted(), cmd("SRANDMEMBER", s, "0"), cmd("SRANDMEMBER", s, "x"),
+			cmd("SPOP", s, "-1"), cmd("SPOP", s, "x"), cmd("SPOP", s, "0"), cmd("SPOP", s, "1", "2"), cmd("SRANDMEMBER", s, "1", "2"),
+			cmd("SCARD", s), cmd("SPOP", s, "10").sorted(), cmd("EXISTS", s), cmd("SADD", s, "z"), cmd("SPOP", s), cmd("SRANDMEMBER", s),
+			cmd("SADD", s, "y"), cmd("SRANDMEMBER", s, "-2"), cmd("SRANDMEMBER", s), cmd("SET", k, "v"), cmd("SPOP", k), cmd("SPOP", k, "0"),
+			cmd("SRANDMEMBER", k), cmd("SRANDMEMBER", k, "-5"),
+		}},
 		{name: "set algebra store", cmds: []diffCmd{
 			cmd("SADD", s, "a", "b", "c"), cmd("SADD", s2, "b", "c", "d"), cmd("SINTERSTORE", s3, s, s2), cmd("SMEMBERS", s3).sorted(),
 			cmd("SUNIONSTORE", s3, s, s2), cmd("SCARD", s3), cmd("SDIFFSTORE", s3, s, s2), cmd("SMEMBERS", s3), cmd("SET", k, "v"),

@@ -219,6 +219,8 @@ var fuzzCommands = []fuzzCommand{
 	{"sinterstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	{"sunionstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	{"sdiffstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
+	{"hincrbyfloat", func(g *fuzzGen) []string { return []string{g.key(), g.field(), g.float()} }},
+	{"zcount", func(g *fuzzGen) []string { return []string{g.key(), g.score(), g.score()} }},
 	// the key space
 	{"keys", func(g *fuzzGen) []string { return []string{g.pattern()} }},
 	{"scan", (*fuzzGen).scanArgs},
