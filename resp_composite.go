@@ -83,18 +83,9 @@ func (c *respConn) cmdZRevRank(args [][]byte) {
 // cmdZPop serves ZPOPMIN and ZPOPMAX key [count]: the count members of lowest (highest) score, removed,
 // with their scores.
 func (c *respConn) cmdZPop(args [][]byte) {
-	if len(args) > 3 {
-		c.syntaxError()
+	count, withCount, ok := c.popCount(args)
+	if !ok {
 		return
-	}
-	count, withCount := int64(1), len(args) == 3
-	if withCount {
-		n, ok := parseCanonicalInt(args[2])
-		if !ok || n < 0 {
-			c.wr.error("ERR value is out of range, must be positive")
-			return
-		}
-		count = n
 	}
 	key := string(args[1])
 	var popped [][]byte // member, score pairs
@@ -121,6 +112,24 @@ func (c *respConn) cmdZPop(args [][]byte) {
 		}
 	}
 	c.writePairs(popped, withCount)
+}
+
+// popCount parses the optional count of a pop (key [count]): 1 without one. A bad one is answered and
+// reported false.
+func (c *respConn) popCount(args [][]byte) (count int64, withCount, ok bool) {
+	if len(args) > 3 {
+		c.syntaxError()
+		return 0, false, false
+	}
+	if len(args) < 3 {
+		return 1, false, true
+	}
+	n, valid := parseCanonicalInt(args[2])
+	if !valid || n < 0 {
+		c.wr.error("ERR value is out of range, must be positive")
+		return 0, false, false
+	}
+	return n, true, true
 }
 
 // writePairs writes member and score pairs: flat in RESP2, and in RESP3 as pairs when the command asked
@@ -456,18 +465,9 @@ func (c *respConn) cmdSRandMember(args [][]byte) {
 
 // cmdSPop serves SPOP key [count]: random members, removed.
 func (c *respConn) cmdSPop(args [][]byte) {
-	if len(args) > 3 {
-		c.syntaxError()
+	count, withCount, ok := c.popCount(args)
+	if !ok {
 		return
-	}
-	count, withCount := int64(1), len(args) == 3
-	if withCount {
-		n, ok := parseCanonicalInt(args[2])
-		if !ok || n < 0 {
-			c.wr.error("ERR value is out of range, must be positive")
-			return
-		}
-		count = n
 	}
 	key := string(args[1])
 	members, ok := c.keyOp(opSMembers, &kvRequest{Key: key})
