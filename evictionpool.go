@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -74,12 +75,4 @@ func (ep *evictionPool) clear() {
 	}
 }
 
-func byRankDescending(a, b evictionCandidate) int {
-	switch {
-	case a.rank > b.rank:
-		return -1
-	case a.rank < b.rank:
-		return 1
-	}
-	return 0
-}
+func byRankDescending(a, b evictionCandidate) int { return cmp.Compare(b.rank, a.rank) }

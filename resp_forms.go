@@ -58,8 +58,10 @@ func (c *respConn) cmdHMSet(args [][]byte) {
 		c.wr.error("ERR wrong number of arguments for 'hmset' command")
 		return
 	}
-	collectionCommand(opHSet, okReply)(c, args)
+	hsetAnsweringOK(c, args)
 }
+
+var hsetAnsweringOK = collectionCommand(opHSet, okReply)
 
 // fieldsReply writes the fields of HGETALL's pairs, for HKEYS.
 func fieldsReply(c *respConn, _ [][]byte, reply kvReply) { c.everyOther(reply.Values, 0) }
