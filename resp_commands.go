@@ -636,31 +636,42 @@ func (c *respConn) cmdMGet(args [][]byte) {
 }
 
 func (c *respConn) cmdMSet(args [][]byte) {
+	if seg, ok := c.ownPairs(args); ok && c.putPairs(seg, args) {
+		c.wr.ok()
+	}
+}
+
+// ownPairs checks the keys of a command of key and value pairs (MSET, MSETNX) as ownKeys does, then that
+// every key has its value, as Redis Cluster checks them in that order. It returns the keys' segment.
+func (c *respConn) ownPairs(args [][]byte) (int, bool) {
 	keys := make([][]byte, 0, len(args)/2)
 	for i := 1; i < len(args); i += 2 {
 		keys = append(keys, args[i])
 	}
-	seg, ok := c.ownKeys(keys) // as in Redis Cluster, where the keys live is checked before their values
-	if !ok {
-		return
+	seg, ok := c.ownKeys(keys)
+	if ok && len(args)%2 == 0 {
+		c.wr.error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(clip(args[0], 32))))
+		return 0, false
 	}
-	if len(args)%2 == 0 {
-		c.wr.error("ERR wrong number of arguments for 'mset' command")
-		return
-	}
+	return seg, ok
+}
+
+// putPairs writes each key of a command of key and value pairs to its value, all or none: it reports
+// false, having answered, when they do not fit in the command's group or a write is refused.
+func (c *respConn) putPairs(seg int, args [][]byte) bool {
 	size := 0
 	for i := 1; i < len(args); i += 2 {
 		size += len(args[i]) + len(args[i+1]) + groupOpOverhead
 	}
 	if !c.groupHasRoom(size) {
-		return
+		return false
 	}
 	for i := 1; i < len(args); i += 2 {
 		if _, ok := c.apply(opPut, seg, &kvRequest{Key: string(args[i]), Value: args[i+1]}); !ok {
-			return
+			return false
 		}
 	}
-	c.wr.ok()
+	return true
 }
 
 // cmdIncr serves INCR, DECR, INCRBY and DECRBY.

@@ -254,20 +254,12 @@ func listEnd(end []byte, left, right transport.Op) (transport.Op, bool) {
 
 // cmdMSetNX serves MSETNX key value [key value ...]: MSET if no key exists, answering 1, else 0.
 func (c *respConn) cmdMSetNX(args [][]byte) {
-	keys := make([][]byte, 0, len(args)/2)
-	for i := 1; i < len(args); i += 2 {
-		keys = append(keys, args[i])
-	}
-	if _, ok := c.ownKeys(keys); !ok { // as in Redis Cluster, where the keys live is checked before their values
+	seg, ok := c.ownPairs(args)
+	if !ok {
 		return
 	}
-	if len(args)%2 == 0 {
-		c.wr.error("ERR wrong number of arguments for 'msetnx' command")
-		return
-	}
-	size := 0
 	for i := 1; i < len(args); i += 2 {
-		reply, ok := c.keyOp(opExists, &kvRequest{Key: string(args[i])})
+		reply, ok := c.apply(opExists, seg, &kvRequest{Key: string(args[i])})
 		if !ok {
 			return
 		}
@@ -275,17 +267,10 @@ func (c *respConn) cmdMSetNX(args [][]byte) {
 			c.wr.int(0)
 			return
 		}
-		size += len(args[i]) + len(args[i+1]) + groupOpOverhead
 	}
-	if !c.groupHasRoom(size) {
-		return
+	if c.putPairs(seg, args) {
+		c.wr.int(1)
 	}
-	for i := 1; i < len(args); i += 2 {
-		if _, ok := c.keyOp(opPut, &kvRequest{Key: string(args[i]), Value: args[i+1]}); !ok {
-			return
-		}
-	}
-	c.wr.int(1)
 }
 
 // setAlgebra is how SINTER, SUNION and SDIFF combine their sets.
