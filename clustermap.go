@@ -290,10 +290,12 @@ func (m *ClusterMap) sameAs(o *ClusterMap) bool {
 	return reflect.DeepEqual(&a, &b)
 }
 
-// noteInSyncChanges stamps with index every partition whose in-sync set differs from prev's.
+// noteInSyncChanges stamps with index every partition whose in-sync set differs from prev's, or that a node
+// left: that node discards its copy, so an admission decided on what it held before is void.
 func (m *ClusterMap) noteInSyncChanges(prev *ClusterMap, index uint64) {
 	for p := range m.Runtime {
-		if !slices.Equal(m.Runtime[p].InSync, prev.Runtime[p].InSync) {
+		left := slices.ContainsFunc(prev.Assignment[p], func(id NodeID) bool { return !slices.Contains(m.Assignment[p], id) })
+		if left || !slices.Equal(m.Runtime[p].InSync, prev.Runtime[p].InSync) {
 			m.Runtime[p].InSyncIndex = index
 		}
 	}

@@ -133,6 +133,39 @@ func TestInSyncIndexFollowsEveryChange(t *testing.T) {
 	}
 }
 
+// TestCancelledMoveVoidsAdmissions checks that a plan which cancels a move voids the admissions decided
+// before it, even though the incoming node was not in sync: that node discards its copy as it applies the
+// plan, so what the owner found it holding is gone by the time the move starts again.
+func TestCancelledMoveVoidsAdmissions(t *testing.T) {
+	m := newClusterMap(Layout{Segments: 1, Partitions: 1}, 2)
+	m.Index, m.Version = 10, 1
+	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a"}, "b": {ID: "b"}, "c": {ID: "c"}}
+	m.Assignment[0] = []NodeID{"a", "b"}
+	m.Runtime[0] = PartitionState{Owner: "a", Epoch: 5, Health: Healthy, InSync: []NodeID{"b"}, InSyncIndex: 3}
+	apply := func(cmd *command) {
+		t.Helper()
+		next, err := m.apply(cmd, m.Index+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = next
+	}
+	apply(&command{Kind: cmdPlan, Assignment: Assignment{{"c", "b"}}})
+	apply(&command{Kind: cmdMigrate, Partition: 0, Epoch: 5})
+	decidedAt := m.Runtime[0].InSyncIndex // the owner finds c caught up under this map
+	apply(&command{Kind: cmdPlan, Assignment: Assignment{{"a", "b"}}})
+	apply(&command{Kind: cmdPlan, Assignment: Assignment{{"c", "b"}}})
+	apply(&command{Kind: cmdMigrate, Partition: 0, Epoch: 5})
+	apply(&command{Kind: cmdAdmit, Partition: 0, Epoch: 5, InSyncIndex: decidedAt, Node: NodeInfo{ID: "c"}})
+	if st := m.Runtime[0]; slices.Contains(st.InSync, "c") {
+		t.Fatalf("an admission decided before the move was cancelled applied: %+v", st)
+	}
+	apply(&command{Kind: cmdSettle, Partition: 0, Epoch: 5, Node: NodeInfo{ID: "c"}})
+	if st := m.Runtime[0]; st.Owner != "a" {
+		t.Fatalf("the move settled on a node never found caught up since it discarded its copy: %+v", st)
+	}
+}
+
 // TestClusterMapCloneIsDeep checks that a clone, what Node.ClusterMap hands out, shares nothing the caller
 // could change with the map it came from.
 func TestClusterMapCloneIsDeep(t *testing.T) {

@@ -566,3 +566,30 @@ func TestLostPartitionsComeBackEmpty(t *testing.T) {
 	}
 	t.Logf("%d partitions lost and recreated empty, %d of them on the node deposed from them", len(keys), onDeposed)
 }
+
+// TestDeposedOwnerRefusesReads checks that a read on an owner whose copy is being discarded, as happens
+// just before the map that deposes it is published, is refused rather than answered from the emptied copy.
+func TestDeposedOwnerRefusesReads(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	n := c.nodes[0]
+	ctx := context.Background()
+	if err := n.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if reply := n.serveKV(ctx, opGet, &kvRequest{Key: "k"}); reply.Status != StatusSuccess {
+		t.Fatalf("get on the owner: %v", reply.Status)
+	}
+	seg := n.layout.KeySegment("k")
+	p := n.layout.SegmentPartition(seg)
+	epoch := n.ClusterMap().Runtime[p].Epoch
+	n.repl.discard(p, epoch+1) // a newer epoch, whose map is not published yet
+	for _, op := range []transport.Op{opGet, opGetEntry, opExists} {
+		if reply := n.serveKV(ctx, op, &kvRequest{Key: "k"}); reply.Status != StatusOwnershipChanging {
+			t.Errorf("op %d on the discarded copy: %v; want OwnershipChanging", op, reply.Status)
+		}
+	}
+	status := n.readAtomically(ctx, seg, []string{"k"}, func(keyGroup) { t.Error("read the discarded copy") })
+	if status != StatusOwnershipChanging {
+		t.Errorf("an atomic read of the discarded copy: %v; want OwnershipChanging", status)
+	}
+}

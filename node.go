@@ -650,6 +650,10 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision u
 				return
 			}
 		}
+		if n.repl.deposed(n.layout.SegmentPartition(seg)) {
+			status = StatusOwnershipChanging // the copy may be the emptied one of a deposed owner
+			return
+		}
 		fn(&storeGroup{g: g, seg: seg, lim: lim, read: true})
 	})
 	return revision, status
@@ -692,7 +696,7 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 	case k.readOnly && n.store.writeIntentOn(seg, req.Key):
 		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
 	case k.readOnly:
-		return k.apply(n.store, seg, *req, n.opLimits())
+		return n.store.applyRead(seg, k, *req, n.opLimits())
 	}
 	p := n.layout.SegmentPartition(seg)
 	if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {

@@ -296,6 +296,7 @@ func (l *replicaLink) rejoin(p int, st PartitionState) {
 // the replica lacks, so the link feeds them.
 func (l *replicaLink) caughtUp(p int, epoch uint64) (process uint64, ok bool) {
 	first, end := l.r.layout.PartitionSegments(p)
+	seen := l.r.clusterMap().Index
 	target := l.r.revisions(p)
 	req := replicateRequest{From: l.r.id, Epochs: map[int]uint64{p: epoch}}
 	for s := first; s < end; s++ {
@@ -306,7 +307,9 @@ func (l *replicaLink) caughtUp(p int, epoch uint64) (process uint64, ok bool) {
 		return 0, false
 	}
 	l.absorb(&batch{}, reply)
-	ok = true
+	// A replica whose map is behind this node's may yet apply a change that drops it from the partition
+	// and discards the copy it just reported.
+	ok = reply.MapIndex >= seen
 	for s := first; s < end; s++ {
 		l.lock()
 		resyncing := l.resync[s].step != 0

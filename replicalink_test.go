@@ -514,3 +514,33 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestCaughtUpNeedsTheOwnersMap checks that the owner finds a replica caught up only once the replica's map
+// is as new as its own: a replica behind it may yet apply a change that drops it from the partition and
+// discards the copy it reported, as a replica slow to apply a cancelled move did, and then took the
+// partition over empty.
+func TestCaughtUpNeedsTheOwnersMap(t *testing.T) {
+	e := newEpochPair(t, 1, 1)
+	owner, replica := e.owner, e.replica
+	atIndex := func(index uint64) *ClusterMap {
+		m := replicatedMap(1, owner, replica)
+		m.Index = index
+		return m
+	}
+	e.ownerMap.Store(atIndex(20))
+	e.replicaMap.Store(atIndex(19))
+	const seg = 3
+	p := owner.layout.SegmentPartition(seg)
+	rev := owner.store.put(seg, "k", []byte("v"), 0)
+	if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusSuccess {
+		t.Fatalf("the replica did not take the write: %v", status)
+	}
+	link := owner.link("b")
+	if _, ok := link.caughtUp(p, 1); ok {
+		t.Fatal("a replica whose map is behind the owner's was found caught up")
+	}
+	e.replicaMap.Store(atIndex(20))
+	if _, ok := link.caughtUp(p, 1); !ok {
+		t.Fatal("a replica holding every revision under the owner's map was not found caught up")
+	}
+}

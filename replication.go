@@ -83,6 +83,9 @@ type replicateReply struct {
 	Lines map[int]uint64
 	// Snapshots answers Pull, with one piece.
 	Snapshots []segmentSnapshot
+	// MapIndex is the index of the replica's map before it read the revisions it reports. A replica behind
+	// the owner's map may still apply a change that discards its copy (see replicaLink.caughtUp).
+	MapIndex uint64
 }
 
 // segmentSnapshot is a whole segment at Revision, for a replica behind the owner's op log, or one piece of
@@ -488,10 +491,11 @@ func (r *replication) serveReplicate(ctx context.Context, req *replicateRequest)
 // its map is behind the sender's (the missing change may discard its copy, as a deposed owner's) or does
 // not record the sending process (see unknownSender).
 func (r *replication) applyReplicate(req *replicateRequest) replicateReply {
+	mapIndex := r.clusterMap().Index // before any revision is read: a discard precedes its map's publication
 	if r.behind(req) || r.unknownSender(req) {
 		return replicateReply{Status: StatusNotReady, Incarnation: r.incarnation}
 	}
-	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation}
+	reply := replicateReply{Status: StatusSuccess, Revisions: map[int]uint64{}, Incarnation: r.incarnation, MapIndex: mapIndex}
 	if req.Incarnation != 0 && req.Incarnation != r.incarnation {
 		req.Snapshots, req.Ops = nil, nil
 	}

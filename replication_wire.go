@@ -20,7 +20,7 @@ import (
 // but refuse an op or entry with fewer known entries than its fields: every writer sends them all.
 const (
 	replicateRequestFields = 8
-	replicateReplyFields   = 7
+	replicateReplyFields   = 8
 	segmentSnapshotFields  = 6
 	pullRequestFields      = 2
 	opFieldCount           = 9
@@ -30,8 +30,8 @@ const (
 	// epochs: array header, name header, sender incarnation, the four headers, pull, incarnation.
 	replicateRequestOverhead = 1 + 5 + 9 + 4*5 + pullRequestSize + 9
 	// replicateReplyOverhead bounds a reply's bytes beyond its maps and snapshots: array header, status,
-	// epoch, segment, incarnation, the three headers.
-	replicateReplyOverhead = 1 + 2 + 9 + 9 + 9 + 3*5
+	// epoch, segment, incarnation, the three headers, map index.
+	replicateReplyOverhead = 1 + 2 + 9 + 9 + 9 + 3*5 + 9
 	// pullRequestSize bounds an encoded pullRequest: array header, segment, part.
 	pullRequestSize = 1 + 9 + 9
 	// snapshotWireOverhead bounds a snapshot's bytes beyond its entries: array header, segment, revision,
@@ -142,7 +142,8 @@ func (r *replicateReply) appendMsg(dst []byte) []byte {
 	dst = appendFullUint64(dst, r.Incarnation)
 	dst = appendIntMap(dst, r.Revisions)
 	dst = appendIntMap(dst, r.Lines)
-	return appendSnapshots(dst, r.Snapshots)
+	dst = appendSnapshots(dst, r.Snapshots)
+	return appendFullUint64(dst, r.MapIndex)
 }
 
 // marshal returns the encoded reply in a buffer of its own.
@@ -163,6 +164,7 @@ func (r *replicateReply) decodeMsg(b []byte) error {
 		Revisions:   w.intMap(),
 		Lines:       w.intMap(),
 		Snapshots:   w.snapshots(),
+		MapIndex:    w.uint64(),
 	}
 	w.skip(n - replicateReplyFields)
 	if err := w.done("replicate reply"); err != nil {

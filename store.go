@@ -548,6 +548,16 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 	return k.apply(v, seg, req, lim)
 }
 
+// applyRead runs read-only key operation k on segment seg. A read that raced the discard of a deposed
+// owner's copy, which precedes the map that deposes it, is refused: it may have seen the copy emptied.
+func (s *store) applyRead(seg int, k *keyOperation, req kvRequest, lim opLimits) kvReply {
+	reply := k.apply(s, seg, req, lim)
+	if lim.deposed != nil && lim.deposed(lim.layout.SegmentPartition(seg)) {
+		return kvReply{Status: StatusOwnershipChanging}
+	}
+	return reply
+}
+
 func (s *store) now() int64 { return s.clock.Now().UnixNano() }
 
 // get returns the stored value without copying it: callers must not modify it. Expired entries are invisible.
