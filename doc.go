@@ -54,9 +54,9 @@
 // silently (while the control plane elects a leader, the write waits about 5 s more for one, then fails);
 // it returns to the set once it has caught up: it holds every revision the owner has, and has applied every
 // map the owner has, since a map it has yet to apply may drop it from the partition and discard its copy.
-// Under Async, a write is acknowledged as soon as the
-// owner applied it: if the owner dies before the op reaches a replica, that acknowledged write is lost. With
-// ReplicationFactor 1 there is no replica at all and the data is not durable.
+// Under Async, a write is acknowledged as soon as the owner applied it: if the owner dies before the op
+// reaches a replica, that acknowledged write is lost. With ReplicationFactor 1 there is no replica at all and
+// the data is not durable.
 //
 // # Rebalancing
 //

@@ -650,7 +650,7 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision u
 				return
 			}
 		}
-		if n.repl.deposed(n.layout.SegmentPartition(seg)) {
+		if lim.deposedFrom(seg) {
 			status = StatusOwnershipChanging // the copy may be the emptied one of a deposed owner
 			return
 		}

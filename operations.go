@@ -36,12 +36,17 @@ type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
 	memory *memoryBudget // refuses growing operations past MaxMemory; nil: no bound
-	// deposed, checked under the segment's lock before a write, reports that this node no longer owns the
-	// partition by the latest it knows, though the write was routed to it before; nil: never.
+	// deposed, checked under the segment's lock before a write and after a read, reports that this node no
+	// longer owns the partition by the latest it knows, though the request was routed to it before; nil: never.
 	deposed       func(p int) bool
 	maxValueSize  int
 	maxReplyBytes int    // what a collection read may answer
 	layout        Layout // where keys live, for an operation on several keys
+}
+
+// deposedFrom reports whether this node no longer owns segment seg's partition (see deposed).
+func (l opLimits) deposedFrom(seg int) bool {
+	return l.deposed != nil && l.deposed(l.layout.SegmentPartition(seg))
 }
 
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its

@@ -539,7 +539,7 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 	if !k.ownLocks && v.lockedBy(seg, req.Key) != "" {
 		return kvReply{Status: StatusLocked}
 	}
-	if !k.readOnly && lim.deposed != nil && lim.deposed(lim.layout.SegmentPartition(seg)) {
+	if !k.readOnly && lim.deposedFrom(seg) {
 		return kvReply{Status: StatusOwnershipChanging}
 	}
 	if lim.refusesGrowth(k, seg, &req) {
@@ -552,7 +552,7 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLi
 // owner's copy, which precedes the map that deposes it, is refused: it may have seen the copy emptied.
 func (s *store) applyRead(seg int, k *keyOperation, req kvRequest, lim opLimits) kvReply {
 	reply := k.apply(s, seg, req, lim)
-	if lim.deposed != nil && lim.deposed(lim.layout.SegmentPartition(seg)) {
+	if lim.deposedFrom(seg) {
 		return kvReply{Status: StatusOwnershipChanging}
 	}
 	return reply
