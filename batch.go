@@ -825,7 +825,7 @@ func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int6
 	var rev uint64
 	if owned {
 		rev = n.readGroup(w, seg, positions, now)
-		if n.fsm.clusterMap() != w.reads.m || n.cut.isSealed(p) || !n.lease.held.Load() {
+		if n.ctl.fsm.clusterMap() != w.reads.m || n.cut.isSealed(p) || !n.ctl.lease.held.Load() {
 			if refusal, owned = n.partitionRefusal(p); owned {
 				rev = n.readGroup(w, seg, positions, now)
 			}
@@ -922,7 +922,7 @@ func (v *readVerdicts) reset() {
 // check of their own.
 func (n *Node) judgeReads(w *batchWork) {
 	v := &w.reads
-	v.m = n.fsm.clusterMap()
+	v.m = n.ctl.fsm.clusterMap()
 	v.segments = resize(v.segments, len(w.items))
 	if len(v.owned) != n.layout.Partitions {
 		v.owned, v.judged = make([]int8, n.layout.Partitions), v.judged[:0]
@@ -971,7 +971,7 @@ func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now in
 		return true
 	}
 	rev := n.getAt(seg, it.Req.Key, now, reply)
-	if n.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.lease.held.Load() {
+	if n.ctl.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.ctl.lease.held.Load() {
 		return false // the item's own check writes its reply anew
 	}
 	n.awaitRead(w, seg, rev, pos, reply)

@@ -347,7 +347,7 @@ func TestBatchRetriesExhaustedPerItem(t *testing.T) {
 	// As in TestRetriesExhaustedNamesPartition: a's committed view says b owns p, b's says a does.
 	m := a.ClusterMap().clone()
 	m.Runtime[p].Owner = b.id
-	a.fsm.current.Store(m)
+	a.ctl.fsm.current.Store(m)
 	installStaleTable(a, p, b.id)
 
 	keys := append(slices.Clone(fine), bounce...)
@@ -931,25 +931,25 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 		t.Fatalf("get of a partition sealed after its verdict = %s; want %s", r.Status, StatusOwnershipChanging)
 	}
 	r = serve(func() func() {
-		m := n.fsm.clusterMap()
+		m := n.ctl.fsm.clusterMap()
 		moved := m.clone()
 		moved.Runtime[p].Owner = other.id
-		n.fsm.current.Store(moved)
-		return func() { n.fsm.current.CompareAndSwap(moved, m) }
+		n.ctl.fsm.current.Store(moved)
+		return func() { n.ctl.fsm.current.CompareAndSwap(moved, m) }
 	})
 	if r.Status != StatusMoved || r.Owner != other.id {
 		t.Fatalf("get of a partition a newer map moved after its verdict = %s to %q; want %s to %s", r.Status, r.Owner, StatusMoved, other.id)
 	}
 	r = serve(func() func() {
 		// As holdsLease records a lapse it notices; the node then serves again once it has caught up.
-		n.lease.held.Store(false)
-		n.lease.lapses.Add(1)
+		n.ctl.lease.held.Store(false)
+		n.ctl.lease.lapses.Add(1)
 		return func() {}
 	})
 	if r.Status != StatusOwnershipChanging && !n.IsLeader() { // a leader holds its lease whatever it noticed
 		t.Fatalf("get after a lease lapse noticed since its verdict = %s; want %s", r.Status, StatusOwnershipChanging)
 	}
-	waitFor(t, 10*time.Second, "the node to catch up after the lapse", n.holdsLease)
+	waitFor(t, 10*time.Second, "the node to catch up after the lapse", n.ctl.holdsLease)
 }
 
 // TestBatchWorkReuse checks that decoding into reused memory gives each request its own items, leaves the

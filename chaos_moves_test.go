@@ -230,7 +230,7 @@ func (cr *certRun) awaitMap(ctx context.Context, bound time.Duration, match func
 		if n == nil {
 			return false
 		}
-		changed := n.fsm.next()
+		changed := n.ctl.fsm.next()
 		if m := n.ClusterMap(); m.Index > prev.Index {
 			if match(prev, m) {
 				return true

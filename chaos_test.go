@@ -706,9 +706,9 @@ func (cr *certRun) unrecovered(format string, args ...any) {
 // recover.
 func (cr *certRun) dumpState() {
 	for _, n := range cr.c.live() {
-		stats := n.raft.Stats()
+		stats := n.ctl.raft.Stats()
 		cr.t.Logf("%s: leader %v, map index %d, raft applied %d, state %s, term %s, last contact %s, servers %s",
-			n.id, n.IsLeader(), n.ClusterMap().Index, n.raft.AppliedIndex(), stats["state"], stats["term"],
+			n.id, n.IsLeader(), n.ClusterMap().Index, n.ctl.raft.AppliedIndex(), stats["state"], stats["term"],
 			stats["last_contact"], stats["latest_configuration"])
 	}
 	dir := os.Getenv("ZARIS_CHAOS_DUMP")

@@ -90,7 +90,7 @@ func TestClockHealAtHealCooldown(t *testing.T) {
 	// From here the clock stands still until the partition is healable and the leader has seen it so.
 	holdRejoin.Store(false)
 	waitFor(t, 20*time.Second, "the replica back in the in-sync set", func() bool {
-		owner.wakeControl() // nudges the link to the replica, which then rejoins it
+		owner.ctl.wakeControl() // nudges the link to the replica, which then rejoins it
 		return slices.Contains(leader.ClusterMap().Runtime[p].InSync, replica.id)
 	})
 	reconcileRound(t, leader) // the cool-down starts now, on the clock
@@ -118,10 +118,10 @@ func TestClockHealAtHealCooldown(t *testing.T) {
 // round as it starts it, so once the count has gone up twice, the first of the two rounds has ended.
 func reconcileRound(t *testing.T, n *Node) {
 	t.Helper()
-	start := n.controlTicks.Load()
+	start := n.ctl.controlTicks.Load()
 	for want := start + 1; want <= start+2; want++ {
-		n.wakeControl()
-		waitFor(t, 10*time.Second, "a reconcile round", func() bool { return n.controlTicks.Load() >= want })
+		n.ctl.wakeControl()
+		waitFor(t, 10*time.Second, "a reconcile round", func() bool { return n.ctl.controlTicks.Load() >= want })
 	}
 }
 

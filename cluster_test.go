@@ -138,7 +138,7 @@ func startClusterOn(t testing.TB, network *memnet.Network, n int, tweak func(*Co
 func (c *testCluster) controlViews() string {
 	var b strings.Builder
 	for _, n := range c.live() {
-		fmt.Fprintf(&b, "%s: raft %s, term %d, %d control rounds; members:", n.id, n.raft.State(), n.raft.CurrentTerm(), n.controlTicks.Load())
+		fmt.Fprintf(&b, "%s: raft %s, term %d, %d control rounds; members:", n.id, n.ctl.raft.State(), n.ctl.raft.CurrentTerm(), n.ctl.controlTicks.Load())
 		for _, mb := range n.members.members() {
 			fmt.Fprintf(&b, " %s(%s, incarnation %d)", mb.ID, mb.Status, mb.Incarnation)
 		}
@@ -345,7 +345,7 @@ func (c *testCluster) leader() int {
 func (c *testCluster) raftTerm() uint64 {
 	var term uint64
 	for _, n := range c.live() {
-		term = max(term, n.raft.CurrentTerm())
+		term = max(term, n.ctl.raft.CurrentTerm())
 	}
 	return term
 }
@@ -369,13 +369,13 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 			return false
 		}
 		first := nodes[0].ClusterMap()
-		leader := nodes[0].leaderID()
+		leader := nodes[0].ctl.leaderID()
 		if first.Version == 0 || leader == "" || first.moving() {
 			return false
 		}
 		for _, n := range nodes {
 			m := n.ClusterMap()
-			if m.Index != first.Index || n.leaderID() != leader || n.client.router.current().m.Index != m.Index {
+			if m.Index != first.Index || n.ctl.leaderID() != leader || n.client.router.current().m.Index != m.Index {
 				return false
 			}
 			if !n.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {

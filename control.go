@@ -39,6 +39,102 @@ const DefaultRaftMaxConns = 128
 // applyTimeout bounds how long the leader waits to commit one control decision.
 const applyTimeout = 5 * time.Second
 
+// controlPlane is a node's member of the consensus group that keeps the cluster map: raft and its stores,
+// the map's state machine, the control loop with the leader's decisions, the control-plane servers, the
+// owner's lease, recovery, and a leaving node's drain. It reaches the data plane only through
+// controlConfig's functions.
+type controlPlane struct {
+	controlConfig
+	fsm     *mapFSM
+	members *membership // set once the node gossips, before the control loop starts
+
+	raft       *controlRaft // the running raft instance, which a recovery replaces (recover.go)
+	raftTrans  *raft.NetworkTransport
+	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
+	raftStream *raftStream // raft's connections, whose handlers must be done before raftStore closes
+	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's
+	// state lives in memory, the data dir's (identity.go) when it lives on disk.
+	serverInc uint64
+	leaderCh  chan bool
+	kick      chan struct{}
+	formed    atomic.Bool // this member advertises, or is advertising, that the cluster has formed
+	loop      controlLoop // touched only by the control loop
+	lease     leaseState  // holdsLease's memory of lapses
+	// leaderless tracks how long this node has known no control-plane leader (health.go).
+	leaderless leaderWatch
+	// control is the control loop and the tag changes it gossips. stop waits for it, and the node stops
+	// gossip after: a tag change being gossiped would otherwise wait out its whole broadcast timeout.
+	control sync.WaitGroup
+	// controlTicks counts the control loop's rounds.
+	controlTicks atomic.Uint64
+}
+
+// controlConfig is what the control plane takes from its node.
+type controlConfig struct {
+	cfg         *Config
+	id          NodeID
+	layout      Layout
+	log         *slog.Logger
+	incarnation uint64 // this process's, as the map records it
+	dialer      transport.Dialer
+	// options are the data port's transport options of a lane; dataAddr is the port's advertised address.
+	options  func(lane byte) transport.Options
+	dataAddr func() string
+	// callPeer sends one request on the internal lane to node id, through the router's connection to it.
+	callPeer func(ctx context.Context, id NodeID, op transport.Op, payload []byte) ([]byte, error)
+	// callReplica and localCopy serve the leader's probes (failover.go): a replication request to a node,
+	// and this node's revision of a segment and the epoch line it follows.
+	callReplica func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
+	localCopy   func(seg int) (revision, line uint64)
+	// nudgeReplicas wakes the links to the replicas of the partitions this node owns, every round.
+	nudgeReplicas func()
+	// failovers times the failovers this node commits as leader.
+	failovers *histogram
+	guard     func(site string, fn func())
+	gate      *closeGate
+	life      context.Context
+	wg        *sync.WaitGroup
+}
+
+func newControlPlane(c controlConfig, fsm *mapFSM) *controlPlane {
+	return &controlPlane{
+		controlConfig: c,
+		fsm:           fsm,
+		serverInc:     c.incarnation,
+		leaderCh:      make(chan bool, 8),
+		kick:          make(chan struct{}, 1),
+		loop: controlLoop{
+			decider:     decider{rules: c.cfg.leaderRules(), clocks: newLeaderClocks(), log: c.log},
+			deadSince:   countdowns[NodeID]{},
+			stableSince: countdowns[raft.ServerID]{},
+			vacated:     map[NodeID]time.Time{},
+		},
+		leaderless: leaderWatch{after: leaderlessElections * max(c.cfg.Timing.RaftElection, c.cfg.Timing.RaftHeartbeat), log: c.log},
+	}
+}
+
+// stop shuts raft, its transport and its stores down and waits for the control loop. The node's gate is
+// closed already, so no decision waits inside raft.
+func (cp *controlPlane) stop() []error {
+	var errs []error
+	if cp.raft != nil {
+		errs = append(errs, cp.raft.Shutdown().Error())
+	}
+	if cp.raftTrans != nil {
+		cp.raftTrans.CloseStreams()
+		errs = append(errs, cp.raftTrans.Close())
+		cp.raftStream.awaitHandlers()
+	}
+	if cp.raftStore != nil {
+		errs = append(errs, cp.raftStore.Close())
+	}
+	cp.control.Wait()
+	return errs
+}
+
+// isLeader reports whether this node's server leads the control plane.
+func (cp *controlPlane) isLeader() bool { return cp.raft.State() == raft.Leader }
+
 // mapFSM is the control plane's state machine: it applies committed commands to the cluster map and
 // publishes each new map to the node. beforeCommit sees each change before the node serves under the new
 // map, onCommit after.
@@ -134,10 +230,10 @@ func (mapSnapshot) Release() {}
 
 // startRaft creates the consensus member of this node. Its log, term, vote and snapshots live in the data
 // dir when there is one, in memory otherwise.
-func (n *Node) startRaft(ln net.Listener) error {
-	n.raftStream = newRaftStream(ln, n.dialer, n.serverID(), n.cfg.DataIdleTimeout)
-	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  n.raftStream,
+func (cp *controlPlane) startRaft(ln net.Listener) error {
+	cp.raftStream = newRaftStream(ln, cp.dialer, cp.serverID(), cp.cfg.DataIdleTimeout)
+	cp.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  cp.raftStream,
 		MaxPool: 3,
 		// One request in flight per follower: raft's pipelined replication can deadlock once a follower
 		// refuses an append (its decoder stops while the sender waits to queue the next request), which
@@ -145,36 +241,36 @@ func (n *Node) startRaft(ln net.Listener) error {
 		// throughput does not need the pipeline.
 		MaxRPCsInFlight: 1,
 		Timeout:         2 * time.Second,
-		Logger:          newHCLogger(n.log, "raft-net"),
+		Logger:          newHCLogger(cp.log, "raft-net"),
 	})
-	logs, stable, snaps, err := n.raftStores()
+	logs, stable, snaps, err := cp.raftStores()
 	if err != nil {
-		n.raftTrans.Close()
+		cp.raftTrans.Close()
 		return err
 	}
 	stores := raftStores{logs: logs, stable: stable, snaps: snaps}
-	r, err := n.newRaft(stores)
+	r, err := cp.newRaft(stores)
 	if err != nil {
-		n.raftTrans.Close()
+		cp.raftTrans.Close()
 		return err
 	}
-	n.raft = newControlRaft(r, stores)
+	cp.raft = newControlRaft(r, stores)
 	return nil
 }
 
 // newRaft starts a raft instance of this node's server on its stores and transport. The transport is
 // handed over without its Close, so that an instance restarted by a recovery (recover.go) reuses it; Close
 // closes it.
-func (n *Node) newRaft(stores raftStores) (*raft.Raft, error) {
+func (cp *controlPlane) newRaft(stores raftStores) (*raft.Raft, error) {
 	rc := raft.DefaultConfig()
-	rc.LocalID = n.serverID()
-	rc.HeartbeatTimeout = n.cfg.Timing.RaftHeartbeat
-	rc.ElectionTimeout = n.cfg.Timing.RaftElection
-	rc.LeaderLeaseTimeout = n.cfg.Timing.RaftLeaderLease
-	rc.CommitTimeout = n.cfg.Timing.RaftCommit
-	rc.Logger = newHCLogger(n.log, "raft")
-	rc.NotifyCh = n.leaderCh
-	r, err := raft.NewRaft(rc, n.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{n.raftTrans, n.raftTrans})
+	rc.LocalID = cp.serverID()
+	rc.HeartbeatTimeout = cp.cfg.Timing.RaftHeartbeat
+	rc.ElectionTimeout = cp.cfg.Timing.RaftElection
+	rc.LeaderLeaseTimeout = cp.cfg.Timing.RaftLeaderLease
+	rc.CommitTimeout = cp.cfg.Timing.RaftCommit
+	rc.Logger = newHCLogger(cp.log, "raft")
+	rc.NotifyCh = cp.leaderCh
+	r, err := raft.NewRaft(rc, cp.fsm, stores.logs, stores.stable, stores.snaps, keptTransport{cp.raftTrans, cp.raftTrans})
 	if err != nil {
 		return nil, fmt.Errorf("zaris: start control plane: %w", err)
 	}
@@ -187,24 +283,24 @@ const raftSnapshotsRetained = 2
 // raftStores returns the control plane's log, stable and snapshot stores: in the data dir's raft and
 // raft-snapshots directories, or in memory without a data dir. Log and vote writes are fsynced before
 // raft acts on them.
-func (n *Node) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
-	if n.cfg.DataDir == "" {
+func (cp *controlPlane) raftStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
+	if cp.cfg.DataDir == "" {
 		return raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), nil
 	}
 	// Always fsynced, whatever DiskDurability says of the data: a voter that forgot its vote or term in a
 	// power loss could vote twice in one term, and two leaders could commit different maps.
-	store, err := durability.OpenRaftStore(filepath.Join(n.cfg.DataDir, "raft"), durability.PebbleOptions{
-		Logger: n.log, FS: n.cfg.hooks.diskFS})
+	store, err := durability.OpenRaftStore(filepath.Join(cp.cfg.DataDir, "raft"), durability.PebbleOptions{
+		Logger: cp.log, FS: cp.cfg.hooks.diskFS})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane log: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft-snapshots"), raftSnapshotsRetained,
-		newHCLogger(n.log, "raft-snapshots"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cp.cfg.DataDir, "raft-snapshots"), raftSnapshotsRetained,
+		newHCLogger(cp.log, "raft-snapshots"))
 	if err != nil {
 		store.Close()
 		return nil, nil, nil, fmt.Errorf("zaris: open control-plane snapshots: %w", err)
 	}
-	n.raftStore = store
+	cp.raftStore = store
 	return store, store, snaps, nil
 }
 
@@ -222,27 +318,27 @@ type controlLoop struct {
 }
 
 // runControl drives membership into the control plane. Every node runs it; only the leader decides.
-func (n *Node) runControl() {
-	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
+func (cp *controlPlane) runControl() {
+	tick := cp.cfg.Clock.NewTicker(cp.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	round := func() { // formation, replica nudges and, as leader, the decisions
-		n.maybeBootstrap()
-		n.advertiseFormed()
-		n.repl.nudgeReplicas()
-		if n.raft.State() == raft.Leader && n.caughtUp() {
-			if err := n.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
-				n.log.Warn("reconcile membership", "err", err)
+		cp.maybeBootstrap()
+		cp.advertiseFormed()
+		cp.nudgeReplicas()
+		if cp.raft.State() == raft.Leader && cp.caughtUp() {
+			if err := cp.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
+				cp.log.Warn("reconcile membership", "err", err)
 			}
 		}
 	}
 	for {
-		n.controlTicks.Add(1)
-		n.guarded("control loop", round)
+		cp.controlTicks.Add(1)
+		cp.guard("control loop", round)
 		select {
-		case <-n.life.Done():
+		case <-cp.life.Done():
 			return
-		case <-n.kick:
-		case <-n.leaderCh:
+		case <-cp.kick:
+		case <-cp.leaderCh:
 		case <-tick.C():
 		}
 	}
@@ -254,23 +350,23 @@ func (n *Node) runControl() {
 // decisions, such as deciding again the partitions of an owner that restarted. A barrier, once per term,
 // waits for them.
 // The barrier is waited for in the background, so that the control loop keeps its other duties meanwhile.
-func (n *Node) caughtUp() bool {
-	term := n.raft.CurrentTerm()
-	if term == n.loop.caughtUpTerm {
+func (cp *controlPlane) caughtUp() bool {
+	term := cp.raft.CurrentTerm()
+	if term == cp.loop.caughtUpTerm {
 		return true
 	}
-	b := n.loop.barrier
+	b := cp.loop.barrier
 	if b == nil || b.term != term {
 		b = &termBarrier{term: term, done: make(chan struct{})}
-		n.loop.barrier = b
-		n.wg.Add(1)
+		cp.loop.barrier = b
+		cp.wg.Add(1)
 		go func() {
-			defer n.wg.Done()
+			defer cp.wg.Done()
 			// Through decide, as every request to the control plane: Close waits for the answer before it
 			// stops raft, which would otherwise leave the barrier unanswered for good.
-			b.err = n.decide(func() raft.Future { return n.raft.Barrier(n.cfg.Timing.Reconcile) })
+			b.err = cp.decide(func() raft.Future { return cp.raft.Barrier(cp.cfg.Timing.Reconcile) })
 			close(b.done)
-			n.wakeControl()
+			cp.wakeControl()
 		}()
 	}
 	select {
@@ -278,12 +374,12 @@ func (n *Node) caughtUp() bool {
 	default:
 		return false
 	}
-	n.loop.barrier = nil
+	cp.loop.barrier = nil
 	if b.err != nil {
-		n.log.Debug("leader's map not caught up", "term", term, "err", b.err)
+		cp.log.Debug("leader's map not caught up", "term", term, "err", b.err)
 		return false // a new barrier next round
 	}
-	n.loop.caughtUpTerm = term
+	cp.loop.caughtUpTerm = term
 	return true
 }
 
@@ -295,22 +391,22 @@ type termBarrier struct {
 }
 
 // forwardEvents drains serf's events so serf never blocks, turning them into a kick of the control loop.
-func (n *Node) forwardEvents() {
-	defer n.wg.Done()
+func (cp *controlPlane) forwardEvents() {
+	defer cp.wg.Done()
 	for {
 		select {
-		case <-n.life.Done():
+		case <-cp.life.Done():
 			return
-		case ev := <-n.members.events:
+		case ev := <-cp.members.events:
 			if _, ok := ev.(serf.MemberEvent); ok {
-				n.wakeControl()
+				cp.wakeControl()
 			}
 		}
 	}
 }
 
 // wakeControl makes the control loop run now rather than at its next tick.
-func (n *Node) wakeControl() { signal(n.kick) }
+func (cp *controlPlane) wakeControl() { signal(cp.kick) }
 
 // signal leaves a wake-up in ch, a channel of capacity one, unless one is already waiting there.
 func signal(ch chan struct{}) {
@@ -323,55 +419,55 @@ func signal(ch chan struct{}) {
 // maybeBootstrap forms the control plane once BootstrapExpect members are present. The first
 // BootstrapExpect members by name bootstrap with an identical configuration. A node that sees an already
 // formed cluster never bootstraps and waits for the leader to add it.
-func (n *Node) maybeBootstrap() {
-	if n.loop.bootstrapped {
+func (cp *controlPlane) maybeBootstrap() {
+	if cp.loop.bootstrapped {
 		return
 	}
-	if cfg := n.raft.GetConfiguration(); cfg.Error() == nil && len(cfg.Configuration().Servers) > 0 {
-		n.loop.bootstrapped = true
+	if cfg := cp.raft.GetConfiguration(); cfg.Error() == nil && len(cfg.Configuration().Servers) > 0 {
+		cp.loop.bootstrapped = true
 		return
 	}
 	var alive []member
-	for _, m := range n.members.members() {
+	for _, m := range cp.members.members() {
 		if m.Formed {
-			n.loop.bootstrapped = true
+			cp.loop.bootstrapped = true
 			return
 		}
 		if m.Status == serf.StatusAlive && m.DataAddr != "" {
 			alive = append(alive, m)
 		}
 	}
-	if len(alive) < n.cfg.BootstrapExpect {
+	if len(alive) < cp.cfg.BootstrapExpect {
 		return
 	}
 	slices.SortFunc(alive, func(a, b member) int { return strings.Compare(string(a.ID), string(b.ID)) })
-	founders := alive[:n.cfg.BootstrapExpect]
-	if !slices.ContainsFunc(founders, func(m member) bool { return m.ID == n.id }) {
+	founders := alive[:cp.cfg.BootstrapExpect]
+	if !slices.ContainsFunc(founders, func(m member) bool { return m.ID == cp.id }) {
 		return
 	}
 	var servers []raft.Server
 	for i, m := range founders {
 		suffrage := raft.Voter
-		if i >= n.cfg.MaxVoters {
+		if i >= cp.cfg.MaxVoters {
 			suffrage = raft.Nonvoter
 		}
 		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raftID(m.ID, m.Server), Address: raftAddress(m.DataAddr, raftID(m.ID, m.Server))})
 	}
-	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+	if err := cp.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		if errors.Is(err, raft.ErrCantBootstrap) {
 			// A founder that stood first reached this node before its own bootstrap, which has nothing
 			// left to do: the configuration comes from the leader.
-			n.log.Debug("control plane formed by another founder", "err", err)
-			n.loop.bootstrapped = true
+			cp.log.Debug("control plane formed by another founder", "err", err)
+			cp.loop.bootstrapped = true
 			return
 		}
-		n.log.Warn("bootstrap control plane", "err", err)
+		cp.log.Warn("bootstrap control plane", "err", err)
 		return
 	}
-	n.loop.bootstrapped = true
-	n.log.Info("control plane bootstrapped", "founders", len(servers))
-	if servers[0].ID == n.serverID() {
-		n.standFirst()
+	cp.loop.bootstrapped = true
+	cp.log.Info("control plane bootstrapped", "founders", len(servers))
+	if servers[0].ID == cp.serverID() {
+		cp.standFirst()
 	}
 }
 
@@ -381,38 +477,38 @@ func (n *Node) maybeBootstrap() {
 // when the timeout shrinks, and a server that never heard from a leader stands; the timeout is restored
 // straight after. Timings whose leader lease equals the heartbeat leave no room to shrink it, and such a
 // cluster elects its first leader after a heartbeat timeout as before.
-func (n *Node) standFirst() {
-	rc := n.raft.ReloadableConfig()
+func (cp *controlPlane) standFirst() {
+	rc := cp.raft.ReloadableConfig()
 	heartbeat := rc.HeartbeatTimeout
 	rc.HeartbeatTimeout = heartbeat - time.Nanosecond
-	if err := n.raft.ReloadConfig(rc); err != nil {
-		n.log.Debug("stand for the first election", "err", err)
+	if err := cp.raft.ReloadConfig(rc); err != nil {
+		cp.log.Debug("stand for the first election", "err", err)
 		return
 	}
 	rc.HeartbeatTimeout = heartbeat
-	if err := n.raft.ReloadConfig(rc); err != nil {
-		n.log.Warn("restore the heartbeat timeout", "err", err)
+	if err := cp.raft.ReloadConfig(rc); err != nil {
+		cp.log.Warn("restore the heartbeat timeout", "err", err)
 	}
 }
 
 // advertiseFormed tags this member once it knows a leader, so late joiners never bootstrap a second cluster.
 // The tag is gossiped in the background: its broadcast takes a few gossip rounds, which a new leader's
 // first map should not wait for. A failed advertisement is tried again next round.
-func (n *Node) advertiseFormed() {
-	if n.formed.Load() {
+func (cp *controlPlane) advertiseFormed() {
+	if cp.formed.Load() {
 		return
 	}
-	if _, id := n.raft.LeaderWithID(); id == "" {
+	if _, id := cp.raft.LeaderWithID(); id == "" {
 		return
 	}
-	n.formed.Store(true)
-	n.control.Go(func() {
-		if hook := n.cfg.hooks.beforeAdvertiseFormed; hook != nil {
-			hook(n.life)
+	cp.formed.Store(true)
+	cp.control.Go(func() {
+		if hook := cp.cfg.hooks.beforeAdvertiseFormed; hook != nil {
+			hook(cp.life)
 		}
-		if err := n.members.markFormed(); err != nil {
-			n.log.Warn("advertise formed", "err", err)
-			n.formed.Store(false)
+		if err := cp.members.markFormed(); err != nil {
+			cp.log.Warn("advertise formed", "err", err)
+			cp.formed.Store(false)
 		}
 	})
 }
@@ -420,21 +516,21 @@ func (n *Node) advertiseFormed() {
 // reconcile makes the control plane agree with membership: it fits the raft servers to the members
 // (voters.go), then commits the leader's decisions (decide.go) in rounds until a round decides nothing.
 // Runs on the leader only.
-func (n *Node) reconcile() error {
-	members := n.members.members()
-	if err := n.followMembership(members); err != nil {
+func (cp *controlPlane) reconcile() error {
+	members := cp.members.members()
+	if err := cp.followMembership(members); err != nil {
 		return err
 	}
 	heard := map[NodeID]bool{}
 	for range maxDecisionRounds {
-		m := n.fsm.clusterMap()
-		v := leaderView{Map: m, Layout: n.layout, Members: members, Now: n.cfg.Clock.Now(),
-			Probe: n.newLiveProbe(m, members, heard), Held: n.cfg.hooks.holdRecognition}
-		decisions := n.loop.decider.decide(v)
+		m := cp.fsm.clusterMap()
+		v := leaderView{Map: m, Layout: cp.layout, Members: members, Now: cp.cfg.Clock.Now(),
+			Probe: cp.newLiveProbe(m, members, heard), Held: cp.cfg.hooks.holdRecognition}
+		decisions := cp.loop.decider.decide(v)
 		if len(decisions) == 0 {
 			return nil
 		}
-		if err := n.commitDecisions(decisions); err != nil {
+		if err := cp.commitDecisions(decisions); err != nil {
 			return err
 		}
 	}
@@ -446,44 +542,44 @@ const maxDecisionRounds = 4
 
 // commitDecisions commits decisions in order, and stops at the first that found the map moved on: the
 // rest were decided against a map that no longer is.
-func (n *Node) commitDecisions(decisions []decision) error {
+func (cp *controlPlane) commitDecisions(decisions []decision) error {
 	for _, d := range decisions {
-		n.log.Log(context.Background(), d.level, d.why, d.attrs...)
-		if hook := n.cfg.hooks.beforeCommitDecision; hook != nil {
+		cp.log.Log(context.Background(), d.level, d.why, d.attrs...)
+		if hook := cp.cfg.hooks.beforeCommitDecision; hook != nil {
 			hook(d)
 		}
-		_, void, err := n.apply(&d.command)
+		_, void, err := cp.apply(&d.command)
 		if err != nil || void {
 			return err
 		}
 		if !d.suspected.IsZero() {
-			n.stats.failovers.observe(n.cfg.Clock.Now().Sub(d.suspected))
+			cp.failovers.observe(cp.cfg.Clock.Now().Sub(d.suspected))
 		}
 	}
 	return nil
 }
 
 // commit replicates one decision through the control plane and waits until it is applied here.
-func (n *Node) commit(cmd *command) error {
-	_, err := n.commitAt(cmd)
+func (cp *controlPlane) commit(cmd *command) error {
+	_, err := cp.commitAt(cmd)
 	return err
 }
 
 // commitAt is commit that also returns the decision's log index. A void decision is not an error.
-func (n *Node) commitAt(cmd *command) (uint64, error) {
-	index, _, err := n.apply(cmd)
+func (cp *controlPlane) commitAt(cmd *command) (uint64, error) {
+	index, _, err := cp.apply(cmd)
 	return index, err
 }
 
 // apply commits cmd and reports whether it was void: it changed nothing, the map having moved on since it
 // was decided.
-func (n *Node) apply(cmd *command) (index uint64, void bool, err error) {
+func (cp *controlPlane) apply(cmd *command) (index uint64, void bool, err error) {
 	data, err := encode(cmd)
 	if err != nil {
 		return 0, false, err
 	}
 	var f raft.ApplyFuture
-	if err := n.decide(func() raft.Future { f = n.raft.Apply(data, applyTimeout); return f }); err != nil {
+	if err := cp.decide(func() raft.Future { f = cp.raft.Apply(data, applyTimeout); return f }); err != nil {
 		return 0, false, err
 	}
 	if err, ok := f.Response().(error); ok && !errors.Is(err, errVoidDecision) {
@@ -494,18 +590,17 @@ func (n *Node) apply(cmd *command) (index uint64, void bool, err error) {
 
 // decide submits one request to the control plane and waits for its answer. Close waits for it before it
 // stops raft, and refuses new ones once it has begun.
-func (n *Node) decide(submit func() raft.Future) error {
-	n.commits.RLock()
-	defer n.commits.RUnlock()
-	if n.commitsEnded {
+func (cp *controlPlane) decide(submit func() raft.Future) error {
+	if !cp.gate.enter() {
 		return ErrClosed
 	}
+	defer cp.gate.leave()
 	return submit().Error()
 }
 
 // leaderID returns the current leader's node, or "" when none is known.
-func (n *Node) leaderID() NodeID {
-	_, id := n.raft.LeaderWithID()
+func (cp *controlPlane) leaderID() NodeID {
+	_, id := cp.raft.LeaderWithID()
 	node, _ := splitRaftID(id)
 	return node
 }
@@ -545,28 +640,28 @@ type proposalReply struct {
 // ends: an election must not fail a decision that the next leader takes. Proposing again is safe: a
 // proposable command is void once the map has moved past it, except a drop, which then only drops a
 // replica again, the safe direction.
-func (n *Node) propose(ctx context.Context, cmd *command) error {
-	pause := n.cfg.RetryBackoff
+func (cp *controlPlane) propose(ctx context.Context, cmd *command) error {
+	pause := cp.cfg.RetryBackoff
 	for {
-		err := n.offer(ctx, cmd)
+		err := cp.offer(ctx, cmd)
 		if !errors.Is(err, errNoLeader) || ctx.Err() != nil {
 			return err
 		}
-		if n.life.Err() != nil || sleepStop(n.cfg.Clock, ctx.Done(), pause) {
+		if cp.life.Err() != nil || sleepStop(cp.cfg.Clock, ctx.Done(), pause) {
 			return err
 		}
-		pause = min(2*pause, n.cfg.Timing.RaftHeartbeat)
+		pause = min(2*pause, cp.cfg.Timing.RaftHeartbeat)
 	}
 }
 
 // offer is propose without the wait for a leader: with none to take cmd now, it fails with errNoLeader.
 // It suits a decision that is tried again anyway, such as a replica's return to an in-sync set.
-func (n *Node) offer(ctx context.Context, cmd *command) error {
-	index, err := n.proposeOnce(ctx, cmd)
+func (cp *controlPlane) offer(ctx context.Context, cmd *command) error {
+	index, err := cp.proposeOnce(ctx, cmd)
 	if err != nil {
 		return err
 	}
-	return n.awaitApplied(ctx, index)
+	return cp.awaitApplied(ctx, index)
 }
 
 // errNoLeader marks a proposal that found no leader to commit it: none is known, the one it went to is
@@ -581,11 +676,11 @@ var (
 )
 
 // proposeOnce submits cmd to the leader once and returns the log index it committed at.
-func (n *Node) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
-	if !n.IsLeader() {
-		return n.proposeRemote(ctx, cmd)
+func (cp *controlPlane) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
+	if !cp.isLeader() {
+		return cp.proposeRemote(ctx, cmd)
 	}
-	index, err := n.commitAt(cmd)
+	index, err := cp.commitAt(cmd)
 	for _, e := range leaderless {
 		if errors.Is(err, e) {
 			return 0, fmt.Errorf("%w: %w", errNoLeader, err)
@@ -594,19 +689,20 @@ func (n *Node) proposeOnce(ctx context.Context, cmd *command) (uint64, error) {
 	return index, err
 }
 
-func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) {
-	leader := n.leaderID()
-	p := n.client.router.peerByID(leader)
-	if leader == "" || p == nil || p.local {
+func (cp *controlPlane) proposeRemote(ctx context.Context, cmd *command) (uint64, error) {
+	leader := cp.leaderID()
+	if leader == "" {
 		return 0, errNoLeader
 	}
 	payload, err := encode(cmd)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := p.internal.Call(ctx, opPropose, payload)
+	resp, err := cp.callPeer(ctx, leader, opPropose, payload)
 	var refused *transport.RemoteError
 	switch {
+	case errors.Is(err, errNoPeer):
+		return 0, errNoLeader
 	case errors.As(err, &refused):
 		return 0, fmt.Errorf("zaris: propose to leader %s: %w", leader, err)
 	case err != nil: // the leader is gone, or the link to it
@@ -629,7 +725,7 @@ func (n *Node) proposeRemote(ctx context.Context, cmd *command) (uint64, error) 
 
 // serveProposal commits a decision proposed by another node: an owner's in-sync set change, the end of its
 // hand-over, or a leaving node's drain. Other decisions are the leader's own.
-func (n *Node) serveProposal(payload []byte) ([]byte, error) {
+func (cp *controlPlane) serveProposal(payload []byte) ([]byte, error) {
 	var cmd command
 	if err := decode(payload, &cmd); err != nil {
 		return nil, err
@@ -637,7 +733,7 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 	var reply proposalReply
 	if !proposable[cmd.Kind] {
 		reply.Error = fmt.Sprintf("command %d may not be proposed", cmd.Kind)
-	} else if index, err := n.commitAt(&cmd); err != nil {
+	} else if index, err := cp.commitAt(&cmd); err != nil {
 		reply.Error = err.Error()
 	} else {
 		reply.Index = index
@@ -650,17 +746,17 @@ func (n *Node) serveProposal(payload []byte) ([]byte, error) {
 var proposable = map[commandKind]bool{cmdAdmit: true, cmdDrop: true, cmdSettle: true, cmdReclaim: true, cmdRecovered: true, cmdBarrier: true, cmdDrain: true}
 
 // awaitApplied waits until this node's map reflects the log up to index.
-func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
+func (cp *controlPlane) awaitApplied(ctx context.Context, index uint64) error {
 	for {
-		changed := n.fsm.next()
-		if n.fsm.clusterMap().Index >= index {
+		changed := cp.fsm.next()
+		if cp.fsm.clusterMap().Index >= index {
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.life.Done():
+		case <-cp.life.Done():
 			return ErrClosed
 		}
 	}

@@ -150,9 +150,9 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 		t.Fatalf("the old map has partition %d as %+v; the test needs the restarted node as owner, the replica out", p, st)
 	}
 	// Give the restarted node several control ticks to act on that map; it must not.
-	ticks := back.controlTicks.Load()
+	ticks := back.ctl.controlTicks.Load()
 	waitFor(t, 10*time.Second, "five control ticks of the restarted node", func() bool {
-		return back.controlTicks.Load() >= ticks+5
+		return back.ctl.controlTicks.Load() >= ticks+5
 	})
 	if got := replica.ReplicationStats().SnapshotsApplied; got != snapshots {
 		t.Errorf("the replica installed %d snapshots from an owner the map does not know", got-snapshots)

@@ -82,7 +82,7 @@ func (n *Node) runCutovers() {
 		case <-tick.C():
 		}
 		n.guarded("hand-over scan", func() {
-			m := n.fsm.clusterMap()
+			m := n.ctl.fsm.clusterMap()
 			for p := range m.Runtime {
 				switch st := &m.Runtime[p]; {
 				case !n.ownsIn(m, p):
@@ -132,7 +132,7 @@ func (n *Node) cutOver(p int, st PartitionState) {
 	ctx, cancel := timeoutContext(n.life, n.cfg.Clock, n.cfg.CutoverTimeout)
 	err := n.drainTo(ctx, p, st.Epoch, to)
 	if err == nil {
-		err = n.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
+		err = n.ctl.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
 	}
 	cancel()
 	if err == nil && n.epochMoved(p, st.Epoch) {
@@ -175,7 +175,7 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 func (n *Node) reclaim(p int, epoch uint64) {
 	for !n.epochMoved(p, epoch) {
 		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
-		err := n.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
+		err := n.ctl.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
 		cancel()
 		if err == nil {
 			n.cut.reclaimed.Add(1)
@@ -189,7 +189,7 @@ func (n *Node) reclaim(p int, epoch uint64) {
 
 // epochMoved reports whether partition p is no longer at epoch in this node's map.
 func (n *Node) epochMoved(p int, epoch uint64) bool {
-	return n.fsm.clusterMap().Runtime[p].Epoch != epoch
+	return n.ctl.fsm.clusterMap().Runtime[p].Epoch != epoch
 }
 
 func (c *cutovers) record(d time.Duration) {

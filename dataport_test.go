@@ -80,7 +80,7 @@ func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 		cfg.DataIdleTimeout = idle
 	})
 	c.waitHealthy(20 * time.Second)
-	term := c.node(0).raft.Stats()["term"]
+	term := c.node(0).ctl.raft.Stats()["term"]
 	ctx := bg(t)
 	writeAll := func(round int) {
 		for _, from := range c.live() {
@@ -108,7 +108,7 @@ func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 			t.Fatalf("%s's peer clients: %+v: idle closes must be seen, and not as losses", n.Name(), st)
 		}
 	}
-	if now := c.node(0).raft.Stats()["term"]; now != term {
+	if now := c.node(0).ctl.raft.Stats()["term"]; now != term {
 		t.Fatalf("the control plane was disturbed: term %s -> %s", term, now)
 	}
 }

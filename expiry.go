@@ -5,8 +5,8 @@ package zaris
 // of other partitions keep their expired keys, invisible to reads, until their owner's expiry op arrives:
 // one dropped locally would never be announced if this node became the owner by failover.
 func (n *Node) expireOwned() {
-	m := n.fsm.clusterMap()
-	if !n.holdsLease() {
+	m := n.ctl.fsm.clusterMap()
+	if !n.ctl.holdsLease() {
 		return
 	}
 	expired := 0

@@ -47,9 +47,9 @@ type liveProbe struct {
 	intact map[NodeID]uint64
 }
 
-func (n *Node) newLiveProbe(m *ClusterMap, members []member, heard map[NodeID]bool) *liveProbe {
-	pr := &prober{self: n.id, layout: n.layout, timeout: 2 * n.cfg.Timing.ProbeTimeout, call: n.callReplica,
-		local: func(seg int) (uint64, uint64) { return n.store.revision(seg), n.repl.lines[seg].Load() }}
+func (cp *controlPlane) newLiveProbe(m *ClusterMap, members []member, heard map[NodeID]bool) *liveProbe {
+	pr := &prober{self: cp.id, layout: cp.layout, timeout: 2 * cp.cfg.Timing.ProbeTimeout, call: cp.callReplica,
+		local: cp.localCopy}
 	lp := &liveProbe{prober: pr, m: m, answers: map[NodeID]probeAnswer{}, heard: heard, intact: map[NodeID]uint64{}}
 	for _, mb := range members {
 		if mb.Intact {
@@ -232,25 +232,25 @@ func (r *replication) nudgeReplicas() {
 // of FailoverTimeout. After its lease lapsed it holds none until its map has caught up with the leader's
 // log (catchUpAfterLapse): the leader's first heartbeat comes before the log, and while the node was away
 // the leader may have given its partitions to others.
-func (n *Node) holdsLease() bool {
-	if n.raft.State() == raft.Leader {
-		n.lease.held.Store(true)
+func (cp *controlPlane) holdsLease() bool {
+	if cp.raft.State() == raft.Leader {
+		cp.lease.held.Store(true)
 		return true
 	}
 	// The leader promotes a replica only after a whole FailoverTimeout of silence, so a cut-off owner stops
 	// serving well before another may start. This assumes clocks run at similar rates, not that they agree.
-	last := n.raft.LastContact()
-	if last.IsZero() || time.Since(last) >= n.cfg.FailoverTimeout/2 {
-		if n.lease.held.CompareAndSwap(true, false) {
-			n.lease.lapses.Add(1)
+	last := cp.raft.LastContact()
+	if last.IsZero() || time.Since(last) >= cp.cfg.FailoverTimeout/2 {
+		if cp.lease.held.CompareAndSwap(true, false) {
+			cp.lease.lapses.Add(1)
 		}
 		return false
 	}
-	if n.lease.lapses.Load() > n.lease.caughtUp.Load() {
-		n.catchUpAfterLapse()
+	if cp.lease.lapses.Load() > cp.lease.caughtUp.Load() {
+		cp.catchUpAfterLapse()
 		return false
 	}
-	n.lease.held.Store(true)
+	cp.lease.held.Store(true)
 	return true
 }
 
@@ -264,22 +264,22 @@ type leaseState struct {
 
 // catchUpAfterLapse proposes a barrier through the leader and, once this node has applied it, and with it
 // every decision the leader made before, counts the lapses seen until then as caught up. One runs at a time.
-func (n *Node) catchUpAfterLapse() {
-	if n.life.Err() != nil || !n.lease.catchingUp.CompareAndSwap(false, true) {
+func (cp *controlPlane) catchUpAfterLapse() {
+	if cp.life.Err() != nil || !cp.lease.catchingUp.CompareAndSwap(false, true) {
 		return
 	}
-	seen := n.lease.lapses.Load()
-	n.wg.Add(1)
+	seen := cp.lease.lapses.Load()
+	cp.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		defer n.lease.catchingUp.Store(false)
-		ctx, cancel := context.WithTimeout(n.life, n.cfg.FailoverTimeout)
+		defer cp.wg.Done()
+		defer cp.lease.catchingUp.Store(false)
+		ctx, cancel := context.WithTimeout(cp.life, cp.cfg.FailoverTimeout)
 		defer cancel()
-		if err := n.propose(ctx, &command{Kind: cmdBarrier}); err != nil {
-			n.log.Debug("catching up after a lease lapse", "err", err)
+		if err := cp.propose(ctx, &command{Kind: cmdBarrier}); err != nil {
+			cp.log.Debug("catching up after a lease lapse", "err", err)
 			return
 		}
-		for cur := n.lease.caughtUp.Load(); cur < seen && !n.lease.caughtUp.CompareAndSwap(cur, seen); cur = n.lease.caughtUp.Load() {
+		for cur := cp.lease.caughtUp.Load(); cur < seen && !cp.lease.caughtUp.CompareAndSwap(cur, seen); cur = cp.lease.caughtUp.Load() {
 		}
 	}()
 }

@@ -120,7 +120,7 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.isolate(owner)
-	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.holdsLease() })
+	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.ctl.holdsLease() })
 	if reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("cut-off owner answered %s; want OwnershipChanging", reply.Status)
 	}
@@ -272,9 +272,9 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 	waitFor(t, 20*time.Second, "the dead owner's partition to be declared lost", func() bool {
 		return leader.ClusterMap().Runtime[p].Health == Unavailable
 	})
-	lostAt, ticks := time.Now(), leader.controlTicks.Load()
+	lostAt, ticks := time.Now(), leader.ctl.controlTicks.Load()
 	waitFor(t, 20*time.Second, "EvictionTimeout to pass on the leader's countdowns", func() bool {
-		return time.Since(lostAt) > 3*c.cfgs[0].EvictionTimeout && leader.controlTicks.Load() > ticks+10
+		return time.Since(lostAt) > 3*c.cfgs[0].EvictionTimeout && leader.ctl.controlTicks.Load() > ticks+10
 	})
 	m := leader.ClusterMap()
 	if st := m.Runtime[p]; st.Owner != "" || !slices.Contains(m.Assignment[p], owner.id) {
@@ -429,7 +429,7 @@ func TestLeaveWaitsWhileCutOff(t *testing.T) {
 			c.faults.Partition(string(leaver.id), string(n.id))
 		}
 	}
-	waitFor(t, 10*time.Second, "the cut-off node to see no other member", func() bool { return !leaver.othersCanHold() })
+	waitFor(t, 10*time.Second, "the cut-off node to see no other member", func() bool { return !leaver.ctl.othersCanHold() })
 	ctx, cancel := context.WithTimeout(bg(t), 3*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -25,11 +25,11 @@ func (n *Node) Readiness() error {
 	if n.life.Err() != nil {
 		return ErrClosed
 	}
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	if err := readinessIn(m, n.id, n.cfg.Lite || n.recordedIn(m)); err != nil {
 		return err
 	}
-	return n.controlReadiness()
+	return n.ctl.controlReadiness()
 }
 
 // readinessIn is Readiness for node id as map m has it; recorded says whether m records its process, or
@@ -53,22 +53,22 @@ func readinessIn(m *ClusterMap, id NodeID, recorded bool) error {
 }
 
 // controlReadiness is the control plane's part of Readiness.
-func (n *Node) controlReadiness() error {
-	h := n.controlHealth()
+func (cp *controlPlane) controlReadiness() error {
+	h := cp.controlHealth()
 	if h.Leader == "" {
 		return h.leaderlessErr()
 	}
-	cf := n.raft.GetConfiguration()
+	cf := cp.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return fmt.Errorf("zaris: control-plane configuration: %w", err)
 	}
-	if err := votersFilled(cf.Configuration().Servers, n.members.members(), n.cfg.MaxVoters); err != nil {
+	if err := votersFilled(cf.Configuration().Servers, cp.members.members(), cp.cfg.MaxVoters); err != nil {
 		return err
 	}
-	_, leaderServer := n.raft.LeaderWithID()
-	ctx, cancel := n.progressCtx()
+	_, leaderServer := cp.raft.LeaderWithID()
+	ctx, cancel := cp.progressCtx()
 	defer cancel()
-	leader, err := n.askProgress(ctx, leaderServer)
+	leader, err := cp.askProgress(ctx, leaderServer)
 	var old *transport.RemoteError
 	switch {
 	case errors.As(err, &old):
@@ -76,7 +76,7 @@ func (n *Node) controlReadiness() error {
 	case err != nil:
 		return fmt.Errorf("zaris: control-plane progress from leader %s: %w", h.Leader, err)
 	}
-	return appliedCloseTo(n.raft.AppliedIndex(), leader.Commit)
+	return appliedCloseTo(cp.raft.AppliedIndex(), leader.Commit)
 }
 
 // votersFilled returns nil when the voters of servers whose processes run and stay fill the seats that
@@ -169,30 +169,30 @@ func (h controlHealth) leaderlessErr() error {
 }
 
 // controlHealth reports the control plane's leader as this node knows it now.
-func (n *Node) controlHealth() controlHealth {
-	leader := n.leaderID()
+func (cp *controlPlane) controlHealth() controlHealth {
+	leader := cp.leaderID()
 	h := controlHealth{Leader: leader}
 	if leader == "" {
-		h.Leaderless, h.Alarm = n.leaderless.episode(n.cfg.Clock.Now())
+		h.Leaderless, h.Alarm = cp.leaderless.episode(cp.cfg.Clock.Now())
 	}
 	return h
 }
 
 // watchLeader feeds the leader watch; it runs every reconcile interval.
-func (n *Node) watchLeader() {
-	n.leaderless.observe(n.cfg.Clock.Now(), n.leaderID(), n.inFormedCluster())
+func (cp *controlPlane) watchLeader() {
+	cp.leaderless.observe(cp.cfg.Clock.Now(), cp.leaderID(), cp.inFormedCluster())
 }
 
 // inFormedCluster reports whether this node belongs to a control plane that has had a leader: it saw one,
 // or a member says it did.
-func (n *Node) inFormedCluster() bool {
-	if n.formed.Load() {
+func (cp *controlPlane) inFormedCluster() bool {
+	if cp.formed.Load() {
 		return true
 	}
-	return slices.ContainsFunc(n.members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
+	return slices.ContainsFunc(cp.members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
 }
 
 // progressCtx bounds questions about control-plane progress (askProgress) by a probe timeout.
-func (n *Node) progressCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(n.life, 2*n.cfg.Timing.ProbeTimeout)
+func (cp *controlPlane) progressCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cp.life, 2*cp.cfg.Timing.ProbeTimeout)
 }

@@ -166,7 +166,7 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 	c.kill(1)
 	c.kill(2)
 	alarmAfter := leaderlessElections * survivor.cfg.Timing.RaftElection
-	waitFor(t, 30*time.Second, "the survivor to raise the leaderless alarm", func() bool { return survivor.controlHealth().Alarm })
+	waitFor(t, 30*time.Second, "the survivor to raise the leaderless alarm", func() bool { return survivor.ctl.controlHealth().Alarm })
 	if err := survivor.Readiness(); err == nil || !strings.Contains(err.Error(), "no control-plane leader for") {
 		t.Errorf("Readiness while leaderless: %v", err)
 	}
@@ -188,8 +188,8 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 		t.Errorf("INFO server while leaderless:\n%s", info)
 	}
 	logged := errorsLogged.Load()
-	later := survivor.controlTicks.Load() + 10 // ten more control rounds, each past the alarm's delay
-	waitFor(t, 30*time.Second, "ten more control rounds", func() bool { return survivor.controlTicks.Load() >= later })
+	later := survivor.ctl.controlTicks.Load() + 10 // ten more control rounds, each past the alarm's delay
+	waitFor(t, 30*time.Second, "ten more control rounds", func() bool { return survivor.ctl.controlTicks.Load() >= later })
 	if got := errorsLogged.Load(); logged != before+1 || got != before+1 {
 		t.Errorf("%d ERROR lines once the alarm rose, %d ten rounds later; want one for the episode", logged-before, got-before)
 	}

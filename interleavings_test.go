@@ -482,7 +482,7 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 	}
 	clock.Advance(c.cfgs[0].FailoverTimeout)
 	waitFor(t, 20*time.Second, "the leader to decide a promotion", func() bool {
-		leader.wakeControl()
+		leader.ctl.wakeControl()
 		return promotion.wasReached()
 	})
 	cmd := heldCmd.Load()
@@ -492,17 +492,17 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 	}
 
 	// Leadership moves to the heir while the old leader holds its promotion.
-	ticks := leader.controlTicks.Load()
-	if err := leader.raft.LeadershipTransferToServer(heir.serverID(), raft.ServerAddress(heir.DataAddr())).Error(); err != nil {
+	ticks := leader.ctl.controlTicks.Load()
+	if err := leader.ctl.raft.LeadershipTransferToServer(heir.ctl.serverID(), raft.ServerAddress(heir.DataAddr())).Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)
 	}
 	waitFor(t, 20*time.Second, "the heir to lead, as the old leader knows", func() bool {
-		return heir.IsLeader() && leader.leaderID() == heir.id
+		return heir.IsLeader() && leader.ctl.leaderID() == heir.id
 	})
 	promotion.release()
 	waitFor(t, 20*time.Second, "the old leader to end its round", func() bool {
-		leader.wakeControl()
-		return leader.controlTicks.Load() > ticks
+		leader.ctl.wakeControl()
+		return leader.ctl.controlTicks.Load() > ticks
 	})
 	for _, n := range c.live() {
 		if m := n.ClusterMap(); m.OwnedBy(victim.id) != len(owned) || m.Promotions != before.Promotions {
@@ -625,7 +625,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 	want.Store(&admission{p, replica.id, degraded.Epoch})
 	holdRejoin.Store(false)
 	waitFor(t, 20*time.Second, "the owner to find the replica caught up", func() bool {
-		owner.wakeControl() // nudges the link to the replica, which then rejoins it
+		owner.ctl.wakeControl() // nudges the link to the replica, which then rejoins it
 		return admit.wasReached()
 	})
 	if st := owner.ClusterMap().Runtime[p]; st.Owner != owner.id || st.Epoch != degraded.Epoch || slices.Contains(st.InSync, replica.id) {
@@ -634,7 +634,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 
 	// Cut off from every node, the owner's lease lapses: it acknowledges nothing.
 	c.isolate(owner)
-	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.holdsLease() })
+	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.ctl.holdsLease() })
 	acked := led.acksBy(p, owner.id)
 	refused := 0
 	for i := range 3 {
@@ -756,7 +756,7 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 	next := leader.ClusterMap().planned()
 	next[p] = []NodeID{to, nodeIDs(c.live())[other]}
 	replanned.Store(&to)
-	if _, void, err := leader.apply(&command{Kind: cmdPlan, Assignment: next}); err != nil || void {
+	if _, void, err := leader.ctl.apply(&command{Kind: cmdPlan, Assignment: next}); err != nil || void {
 		t.Fatalf("plan partition %d anew: void %v, %v", p, void, err)
 	}
 	waitFor(t, 20*time.Second, "every node to apply the new plan", func() bool {
@@ -825,7 +825,7 @@ func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
 	}
 
 	// The joiner holds nothing yet, so its drain ends while the plan is held.
-	if err := leaver.drain(ctx); err != nil {
+	if err := leaver.ctl.drain(ctx); err != nil {
 		t.Fatal(err)
 	}
 	leader := c.currentLeader(t)
@@ -879,7 +879,7 @@ func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
 	second := c.restart(c.indexOf(name))
 	waitFor(t, 20*time.Second, "the second process to apply the map", func() bool { return second.ClusterMap().Version > 0 })
 	drained := make(chan error, 1)
-	go func() { drained <- second.drain(ctx) }()
+	go func() { drained <- second.ctl.drain(ctx) }()
 	leader := c.currentLeader(t)
 	waitFor(t, 20*time.Second, "the leader to see the second process leaving", func() bool {
 		return slices.ContainsFunc(leader.members.members(), func(mb member) bool {

@@ -31,7 +31,7 @@ func TestLeaveWithoutLeaderClosesAsFailed(t *testing.T) {
 		c.kill(c.indexOf(v.id))
 	}
 	waitFor(t, 20*time.Second, "the leaver to see no leader and both voters failed", func() bool {
-		return leaver.leaderID() == "" && gossipStatus(leaver, voters[1].id) == serf.StatusFailed &&
+		return leaver.ctl.leaderID() == "" && gossipStatus(leaver, voters[1].id) == serf.StatusFailed &&
 			gossipStatus(leaver, voters[2].id) == serf.StatusFailed
 	})
 	if len(leaver.onlyCopies()) == 0 {
@@ -84,7 +84,7 @@ func TestUndrainedLeaveLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	c.forget(c.indexOf(leaver.id), leaver)
 	waitFor(t, 30*time.Second, "every partition owned by a live node", func() bool {
-		m := leader.fsm.clusterMap()
+		m := leader.ctl.fsm.clusterMap()
 		return !slices.ContainsFunc(m.Runtime, func(st PartitionState) bool { return st.Owner == "" || st.Owner == leaver.id })
 	})
 	var lost []string
@@ -104,7 +104,7 @@ func TestUndrainedLeaveLosesNoAcknowledgedWrite(t *testing.T) {
 // voterNodes returns the live nodes whose servers vote in the leader's configuration.
 func (c *testCluster) voterNodes(t *testing.T) []*Node {
 	t.Helper()
-	cf := c.currentLeader(t).raft.GetConfiguration()
+	cf := c.currentLeader(t).ctl.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		t.Fatal(err)
 	}

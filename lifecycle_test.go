@@ -285,10 +285,10 @@ func TestLeaderDecidesOnlyOnACaughtUpMap(t *testing.T) {
 		c.restart(i)
 	}
 	leader := c.leaderNode()
-	ticks := leader.controlTicks.Load()
+	ticks := leader.ctl.controlTicks.Load()
 	waitFor(t, 20*time.Second, "three control rounds of the new leader, or a decision", func() bool {
-		leader.wakeControl()
-		return leader.controlTicks.Load() >= ticks+3 || attempted.Load() > 0
+		leader.ctl.wakeControl()
+		return leader.ctl.controlTicks.Load() >= ticks+3 || attempted.Load() > 0
 	})
 	if n := attempted.Load(); n > 0 || !leader.IsLeader() {
 		t.Fatalf("leader %s attempted %d decisions on a map behind the committed one (still leader: %v)",

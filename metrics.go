@@ -20,9 +20,9 @@ import (
 func (n *Node) Collector() prometheus.Collector {
 	src := metricSources{
 		self: n.id, ops: n.metrics, panics: &n.panics, failovers: &n.stats.failovers, cutovers: &n.cut.done,
-		raft: n.raft, clock: n.cfg.Clock, store: n.store,
-		stats: n.Stats, clusterMap: n.fsm.clusterMap, owns: n.repl.ownsIn, migrations: n.Migrations,
-		lag: n.repl.lag, replication: n.ReplicationStats, control: n.controlHealth, members: n.members.members,
+		raft: n.ctl.raft, clock: n.cfg.Clock, store: n.store,
+		stats: n.Stats, clusterMap: n.ctl.fsm.clusterMap, owns: n.repl.ownsIn, migrations: n.Migrations,
+		lag: n.repl.lag, replication: n.ReplicationStats, control: n.ctl.controlHealth, members: n.members.members,
 		expired: n.stats.expired.Load, oplogBytes: n.repl.oplogBytes,
 		transports: []*transport.Server{n.server, n.internal},
 	}

@@ -130,7 +130,7 @@ func (n *Node) nearChanges(req *nearWatchRequest) (reply nearWatchReply, news bo
 			r.Status, news = refusal.Status, true
 			continue
 		}
-		r.Epoch = n.fsm.clusterMap().Runtime[p].Epoch
+		r.Epoch = n.ctl.fsm.clusterMap().Runtime[p].Epoch
 		r.Keys, r.Revision, r.Gap = n.watches.changedKeys(int(seg), req.After[i])
 		news = news || r.Gap || len(r.Keys) > 0
 	}

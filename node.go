@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -34,7 +33,7 @@ type Node struct {
 	// failovers keeps the recent failovers this node applied, for the status page.
 	failovers failoverHistory
 	client    *client // the caller side: routing, batches, the near cache
-	fsm       *mapFSM
+	ctl       *controlPlane
 	repl      *replication
 	watches   *watchFeed   // serves the watchers of the partitions this node owns
 	loads     *readThrough // nil without Config.Loader
@@ -47,45 +46,24 @@ type Node struct {
 	internal *transport.Server // the internal lane (muxInternal)
 	// lanes are the mux's listeners for server and internal, registered at listen so that connections
 	// wait for serve rather than being refused.
-	lanes      [2]net.Listener
-	raft       *controlRaft // the running raft instance, which a recovery replaces (recover.go)
-	raftTrans  *raft.NetworkTransport
-	raftStore  io.Closer   // the control plane's log and stable store on disk; nil without a DataDir
-	raftStream *raftStream // raft's connections, whose handlers must be done before raftStore closes
-	// serverInc is the incarnation in this node's control-plane server ID: the process's own when raft's
-	// state lives in memory, the data dir's (identity.go) when it lives on disk.
-	serverInc uint64
+	lanes [2]net.Listener
 	// intact is set when this process reloaded a data dir whose previous process acknowledged only writes
 	// it had on disk: its copies hold every write that process acknowledged (DiskDurability).
-	intact   bool
-	members  *membership
-	redis    *redisEdge
-	leaderCh chan bool
-	kick     chan struct{}
-	formed   atomic.Bool // this member advertises, or is advertising, that the cluster has formed
+	intact  bool
+	members *membership
+	redis   *redisEdge
 
-	loop controlLoop // touched only by the control loop
-
-	lease      leaseState  // holdsLease's memory of lapses
-	leaderless leaderWatch // how long this node has known no control-plane leader (health.go)
 	// life ends when Close starts: every background job and the requests they make end with it.
 	life context.Context
 	end  context.CancelFunc
 	wg   sync.WaitGroup
-	// control is the control loop and the tag changes it gossips. Close waits for it before it stops
-	// gossip: a tag change being gossiped would otherwise wait out its whole broadcast timeout.
-	control   sync.WaitGroup
+	// gate admits each decision waiting on the control plane and each start of a background goroutine
+	// (goBackground). Close closes it before stopping raft, which never answers a decision still queued
+	// inside it, and before waiting on wg.
+	gate      closeGate
 	closeOnce sync.Once
 	closeErr  error
-
-	// commits is read-locked by each decision waiting on the control plane, and by each start of a
-	// background goroutine (goBackground). Close write-locks it before stopping raft, which never answers a
-	// decision still queued inside it, and before waiting on wg.
-	commits      sync.RWMutex
-	commitsEnded bool
-	left         atomic.Bool
-	// controlTicks counts the control loop's rounds.
-	controlTicks atomic.Uint64
+	left      atomic.Bool
 	// panics counts the panics recovered, by site; gaveUp is set once one left the store torn (panics.go).
 	panics panics
 	gaveUp atomic.Bool
@@ -106,23 +84,14 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	layout, _ := NewLayout(cfg.Segments, cfg.Partitions)
 	n := &Node{
-		cfg:      cfg,
-		id:       NodeID(cfg.Name),
-		layout:   layout,
-		log:      cfg.Logger.With("node", cfg.Name),
-		dialer:   cfg.Dialer,
-		store:    newStore(layout.Segments, cfg.Clock),
-		leaderCh: make(chan bool, 8),
-		kick:     make(chan struct{}, 1),
-		loop: controlLoop{
-			decider:     decider{rules: cfg.leaderRules(), clocks: newLeaderClocks(), log: cfg.Logger.With("node", cfg.Name)},
-			deadSince:   countdowns[NodeID]{},
-			stableSince: countdowns[raft.ServerID]{},
-			vacated:     map[NodeID]time.Time{},
-		},
+		cfg:    cfg,
+		id:     NodeID(cfg.Name),
+		layout: layout,
+		log:    cfg.Logger.With("node", cfg.Name),
+		dialer: cfg.Dialer,
+		store:  newStore(layout.Segments, cfg.Clock),
 	}
 	n.store.budget = newMemoryBudget(&n.cfg, layout, n.store)
-	n.leaderless = leaderWatch{after: leaderlessElections * max(cfg.Timing.RaftElection, cfg.Timing.RaftHeartbeat), log: n.log}
 	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
 		n.dialer = defaultDialer(&cfg)
@@ -137,8 +106,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.client = &client{cfg: &n.cfg, layout: layout, local: n, stats: &n.stats, life: n.life, wg: &n.wg, log: n.log}
 	n.client.router = newRouter(routerConfig{
 		id:          n.id,
-		clusterMap:  func() *ClusterMap { return n.fsm.clusterMap() },
-		leader:      n.leaderID,
+		clusterMap:  func() *ClusterMap { return n.ctl.fsm.clusterMap() },
+		leader:      func() NodeID { return n.ctl.leaderID() },
 		fetch:       n.fetchMap,
 		dialOptions: n.transportOptions,
 		pollTimeout: cfg.PollInterval,
@@ -157,16 +126,24 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		layout:     layout,
 		cfg:        &n.cfg,
 		store:      n.store,
-		clusterMap: func() *ClusterMap { return n.fsm.clusterMap() },
+		clusterMap: func() *ClusterMap { return n.ctl.fsm.clusterMap() },
 		call:       n.callReplica,
-		propose:    n.propose,
-		offer:      n.offer,
+		propose:    func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
+		offer:      func(ctx context.Context, cmd *command) error { return n.ctl.offer(ctx, cmd) },
 		life:       n.life,
 		wg:         &n.wg,
 		log:        n.log,
 		guard:      n.guarded,
 	})
-	n.serverInc = n.repl.incarnation
+	fsm := newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
+	fsm.beforeApply = cfg.hooks.beforeApply
+	n.ctl = newControlPlane(controlConfig{
+		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, incarnation: n.repl.incarnation, dialer: n.dialer,
+		options: n.transportOptions, dataAddr: n.DataAddr, callPeer: n.client.callInternal,
+		callReplica: n.callReplica, localCopy: func(seg int) (uint64, uint64) { return n.store.revision(seg), n.repl.lines[seg].Load() },
+		nudgeReplicas: n.repl.nudgeReplicas, failovers: &n.stats.failovers, guard: n.guarded, gate: &n.gate,
+		life: n.life, wg: &n.wg,
+	}, fsm)
 	n.watches = newWatchFeed(n.repl.oplog, n.store, layout, cfg.Clock, watchLimits{
 		maxWatchers: cfg.MaxWatchers, maxEvents: cfg.WatchBufferEvents, maxBytes: cfg.WatchBufferBytes,
 		idle: 3 * cfg.WatchPoll,
@@ -194,9 +171,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
 	}
-	n.fsm = newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
-	n.fsm.beforeApply = cfg.hooks.beforeApply
-	n.client.router.install(n.fsm.clusterMap(), causePush)
+	n.client.router.install(fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
 		n.Close()
@@ -214,7 +189,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.listen(); err != nil {
 		return err
 	}
-	if err := n.startRaft(n.raftListener()); err != nil {
+	if err := n.ctl.startRaft(n.raftListener()); err != nil {
 		return err
 	}
 	n.serve()
@@ -225,7 +200,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.members = members
+	n.members, n.ctl.members = members, members
 	n.redis.joined(members)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -234,15 +209,15 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.wg.Add(2)
-	go n.forwardEvents()
-	n.control.Go(n.runControl)
+	go n.ctl.forwardEvents()
+	n.ctl.control.Go(n.ctl.runControl)
 	go n.runCutovers()
 	n.every(n.cfg.PollInterval, n.client.router.pollOnce)
 	n.every(n.cfg.ReapInterval, n.expireOwned)
 	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
-	n.every(n.cfg.FailoverTimeout/8, func() { n.holdsLease() }) // notices a lapse no request saw
+	n.every(n.cfg.FailoverTimeout/8, func() { n.ctl.holdsLease() }) // notices a lapse no request saw
 	n.every(opLogTrimInterval, func() { n.repl.trimOpLog(n.watches.marks.oldest(n.cfg.Clock.Now())) })
-	n.every(n.cfg.Timing.Reconcile, n.watchLeader)
+	n.every(n.cfg.Timing.Reconcile, n.ctl.watchLeader)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
 }
@@ -287,7 +262,7 @@ func (n *Node) onCommit(old, next *ClusterMap) {
 	n.watches.remapped()
 	n.cut.wake()
 	if next.moving() || old.moving() {
-		n.wakeControl() // the next step of a move may be ready: no need to wait for the tick
+		n.ctl.wakeControl() // the next step of a move may be ready: no need to wait for the tick
 	}
 }
 
@@ -301,7 +276,7 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	n.serverInc = ident.Server // raft's state is on disk: the server outlives the process
+	n.ctl.serverInc = ident.Server // raft's state is on disk: the server outlives the process
 	intact, err := recordDurability(n.cfg.DataDir, n.cfg.DiskDurability)
 	if err != nil {
 		return err
@@ -309,8 +284,8 @@ func (n *Node) recover() error {
 	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life, wg: &n.wg, failed: func(error) {
 		n.goBackground(func() {
 			keepDraining(n.life, n.cfg.Clock, n.cfg.Timing.RaftCommit, n.log, func(ctx context.Context) (bool, error) {
-				m := n.fsm.clusterMap()
-				return n.drainRecorded(m), n.recordDrain(ctx, m)
+				m := n.ctl.fsm.clusterMap()
+				return n.ctl.drainRecorded(m), n.ctl.recordDrain(ctx, m)
 			})
 		})
 	}})
@@ -458,7 +433,7 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 	case n.gaveUp.Load():
 		return nil, fmt.Errorf("%w: the node gave up serving", ErrInternal)
 	case op == opGetMap:
-		return encode(n.fsm.clusterMap())
+		return encode(n.ctl.fsm.clusterMap())
 	case op == opReplicate:
 		var req replicateRequest
 		if err := req.decodeMsg(payload); err != nil {
@@ -467,11 +442,11 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		reply := n.repl.serveReplicate(ctx, &req)
 		return reply.marshal(), nil
 	case op == opPropose:
-		return n.serveProposal(payload)
+		return n.ctl.serveProposal(payload)
 	case op == opServerProgress:
-		return n.serveProgress(payload)
+		return n.ctl.serveProgress(payload)
 	case op == opRecoverySurvey || op == opRecoveryInstall:
-		return n.serveRecovery(op, payload)
+		return n.ctl.serveRecovery(op, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -533,13 +508,13 @@ func (n *Node) countRefusal(refusal *kvReply) {
 
 // partitionRefusal is checkPartition without counting the redirects, for scans that only look.
 func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	if m.Version == 0 {
 		return kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
 	}
 	st := m.Runtime[p]
 	if st.Owner == n.id {
-		if !n.ownsIn(m, p) || n.gaveUp.Load() || !n.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
+		if !n.ownsIn(m, p) || n.gaveUp.Load() || !n.ctl.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
 			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return kvReply{}, true
@@ -580,7 +555,7 @@ func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvReq
 // observeAck tells the observeAck test hook that a write to seg is being acknowledged.
 func (n *Node) observeAck(seg int) {
 	p := n.layout.SegmentPartition(seg)
-	if st := n.fsm.clusterMap().Runtime[p]; st.Owner == n.id {
+	if st := n.ctl.fsm.clusterMap().Runtime[p]; st.Owner == n.id {
 		n.cfg.hooks.observeAck(n.id, p, st.Epoch)
 	}
 }
@@ -591,7 +566,7 @@ func (n *Node) observeAck(seg int) {
 // hold the group. fn gets the limits key operations run under. The caller has checked ownership.
 func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
 	p := n.layout.SegmentPartition(seg)
-	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
+	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.ctl.fsm.clusterMap().Runtime[p]) {
 		return StatusNotEnoughReplicas
 	}
 	revision, status := n.applyGroup(p, seg, keys, fn)
@@ -699,7 +674,7 @@ func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRe
 		return n.store.applyRead(seg, k, *req, n.opLimits())
 	}
 	p := n.layout.SegmentPartition(seg)
-	if n.concern(req) == Sync && !n.enoughInSync(n.fsm.clusterMap().Runtime[p]) {
+	if n.concern(req) == Sync && !n.enoughInSync(n.ctl.fsm.clusterMap().Runtime[p]) {
 		return kvReply{Status: StatusNotEnoughReplicas}
 	}
 	if !n.cut.enter(p) {
@@ -775,41 +750,41 @@ func (n *Node) every(interval time.Duration, fn func()) {
 // that knows no leader: no plan commits without one, and the next leader sees it leaving. A node alone (see
 // alone) has no one to drain to: it returns at once if alone at the start, else after being alone for
 // FailoverTimeout, since the others may be leaving too.
-func (n *Node) drain(ctx context.Context) error {
-	if n.cfg.Lite || n.fsm.clusterMap().Version == 0 || n.alone() {
+func (cp *controlPlane) drain(ctx context.Context) error {
+	if cp.cfg.Lite || cp.fsm.clusterMap().Version == 0 || cp.alone() {
 		return nil
 	}
-	if err := n.members.markLeaving(); err != nil {
+	if err := cp.members.markLeaving(); err != nil {
 		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
-		n.log.Warn("leave: drain announced without confirmation", "err", err)
+		cp.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
 	lonely := countdowns[bool]{}
 	warned := "" // the last reason logged for a drain not recorded, so that a lasting one is logged once
 	for {
-		m := n.fsm.clusterMap()
-		if !m.holds(n.id) && (n.drainRecorded(m) || n.leaderID() == "") {
+		m := cp.fsm.clusterMap()
+		if !m.holds(cp.id) && (cp.drainRecorded(m) || cp.leaderID() == "") {
 			return nil
 		}
-		if !n.alone() {
+		if !cp.alone() {
 			clear(lonely)
-		} else if lonely.elapsed(true, n.cfg.Clock.Now()) >= n.cfg.FailoverTimeout {
+		} else if lonely.elapsed(true, cp.cfg.Clock.Now()) >= cp.cfg.FailoverTimeout {
 			return nil
 		}
-		err := n.recordDrain(ctx, m)
+		err := cp.recordDrain(ctx, m)
 		switch {
 		case errors.Is(err, ErrClosed):
 			return err
 		case err != nil && ctx.Err() == nil && !errors.Is(err, errNoLeader) && err.Error() != warned:
 			warned = err.Error()
-			n.log.Warn("leave: drain not recorded yet", "err", err)
+			cp.log.Warn("leave: drain not recorded yet", "err", err)
 		}
-		wait := n.cfg.Clock.NewTimer(n.cfg.Timing.RaftCommit)
+		wait := cp.cfg.Clock.NewTimer(cp.cfg.Timing.RaftCommit)
 		select {
 		case <-wait.C():
 		case <-ctx.Done():
 			wait.Stop()
 			return fmt.Errorf("%w: %w", ErrNotDrained, ctx.Err())
-		case <-n.life.Done():
+		case <-cp.life.Done():
 			wait.Stop()
 			return ErrClosed
 		}
@@ -817,33 +792,33 @@ func (n *Node) drain(ctx context.Context) error {
 }
 
 // drainRecorded reports whether m records this process as draining, not a predecessor under its name.
-func (n *Node) drainRecorded(m *ClusterMap) bool {
-	inc, ok := m.Draining[n.id]
-	return ok && inc == n.repl.incarnation
+func (cp *controlPlane) drainRecorded(m *ClusterMap) bool {
+	inc, ok := m.Draining[cp.id]
+	return ok && inc == cp.incarnation
 }
 
 // recordDrain proposes this process's drain unless m records it already, or records another process under
 // its name: the drain would be void until the leader has recorded this one. One attempt is bounded by
 // applyTimeout, so a drain goes on checking whether it is alone while the control plane does not answer.
-func (n *Node) recordDrain(ctx context.Context, m *ClusterMap) error {
-	info, known := m.Nodes[n.id]
-	if n.drainRecorded(m) || known && info.Incarnation != n.repl.incarnation {
+func (cp *controlPlane) recordDrain(ctx context.Context, m *ClusterMap) error {
+	info, known := m.Nodes[cp.id]
+	if cp.drainRecorded(m) || known && info.Incarnation != cp.incarnation {
 		return nil
 	}
 	attempt, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
-	return n.offer(attempt, &command{Kind: cmdDrain, Node: NodeInfo{ID: n.id, Incarnation: n.repl.incarnation}})
+	return cp.offer(attempt, &command{Kind: cmdDrain, Node: NodeInfo{ID: cp.id, Incarnation: cp.incarnation}})
 }
 
 // alone reports whether no other member could take this node's partitions, as far as a node that hears
 // from the control plane can tell: one that does not may only be cut off from the others.
-func (n *Node) alone() bool { return !n.othersCanHold() && n.holdsLease() }
+func (cp *controlPlane) alone() bool { return !cp.othersCanHold() && cp.holdsLease() }
 
 // othersCanHold reports whether another live member, not leaving itself, could take partitions.
-func (n *Node) othersCanHold() bool {
-	m := n.fsm.clusterMap()
-	for _, mb := range n.members.members() {
-		if _, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive && !mb.Lite && !m.drains(mb) {
+func (cp *controlPlane) othersCanHold() bool {
+	m := cp.fsm.clusterMap()
+	for _, mb := range cp.members.members() {
+		if _, known := m.Nodes[mb.ID]; known && mb.ID != cp.id && mb.Status == serf.StatusAlive && !mb.Lite && !m.drains(mb) {
 			return true
 		}
 	}
@@ -853,13 +828,13 @@ func (n *Node) othersCanHold() bool {
 // handOverLeadership asks the control plane to elect another voter if this node leads and another node has
 // a vote, and waits for the outcome (about an election timeout at most). A leaving node must not lead when
 // it stops: that would cost the cluster a full election with no leader, and every owner its lease.
-func (n *Node) handOverLeadership() {
-	cf := n.raft.GetConfiguration()
-	if !n.IsLeader() || cf.Error() != nil || !n.othersVote(cf.Configuration()) {
+func (cp *controlPlane) handOverLeadership() {
+	cf := cp.raft.GetConfiguration()
+	if !cp.isLeader() || cf.Error() != nil || !cp.othersVote(cf.Configuration()) {
 		return
 	}
-	if err := n.decide(func() raft.Future { return n.raft.LeadershipTransfer() }); err != nil {
-		n.log.Warn("leadership hand-over before leave", "err", err)
+	if err := cp.decide(func() raft.Future { return cp.raft.LeadershipTransfer() }); err != nil {
+		cp.log.Warn("leadership hand-over before leave", "err", err)
 	}
 }
 
@@ -869,24 +844,24 @@ func (n *Node) handOverLeadership() {
 // its removal, so silence from the leader counts as one, but only where the other voters keep a quorum
 // without this one (a voter departing unremoved from two would leave the other unable to elect a leader),
 // and the leader, asked, does not say this server still votes (leaderDropped).
-func (n *Node) awaitRemoval(ctx context.Context) error {
-	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.GossipInterval)
+func (cp *controlPlane) awaitRemoval(ctx context.Context) error {
+	tick := cp.cfg.Clock.NewTicker(cp.cfg.Timing.GossipInterval)
 	defer tick.Stop()
 	following := time.Now() // compared with raft's last contact, a wall-clock time
 	for {
-		cf := n.raft.GetConfiguration()
-		if cf.Error() != nil || !n.votesIn(cf.Configuration()) || !n.othersVote(cf.Configuration()) {
+		cf := cp.raft.GetConfiguration()
+		if cf.Error() != nil || !cp.votesIn(cf.Configuration()) || !cp.othersVote(cf.Configuration()) {
 			return nil
 		}
-		if n.IsLeader() {
-			n.handOverLeadership()
+		if cp.isLeader() {
+			cp.handOverLeadership()
 			following = time.Now()
-		} else if othersKeepQuorum(cf.Configuration()) && n.forgotten(following) && n.leaderDropped(ctx) {
+		} else if othersKeepQuorum(cf.Configuration()) && cp.forgotten(following) && cp.leaderDropped(ctx) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("zaris: leave: control plane did not remove %s: %w", n.id, ctx.Err())
+			return fmt.Errorf("zaris: leave: control plane did not remove %s: %w", cp.id, ctx.Err())
 		case <-tick.C():
 		}
 	}
@@ -906,27 +881,27 @@ func othersKeepQuorum(c raft.Configuration) bool {
 // forgotten reports whether no leader has contacted this follower for a heartbeat timeout since following
 // began. Either the leader has removed it (raft tells a removed server so only if its last, best-effort
 // replication to it gets through), or the others are electing a leader among themselves.
-func (n *Node) forgotten(following time.Time) bool {
-	last := n.raft.LastContact()
+func (cp *controlPlane) forgotten(following time.Time) bool {
+	last := cp.raft.LastContact()
 	if last.Before(following) {
 		last = following
 	}
-	return time.Since(last) >= n.cfg.Timing.RaftHeartbeat
+	return time.Since(last) >= cp.cfg.Timing.RaftHeartbeat
 }
 
 // serverID is this process's identity in the control plane.
-func (n *Node) serverID() raft.ServerID { return raftID(n.id, n.serverInc) }
+func (cp *controlPlane) serverID() raft.ServerID { return raftID(cp.id, cp.serverInc) }
 
 // votesIn reports whether configuration c lists this process's server as a voter.
-func (n *Node) votesIn(c raft.Configuration) bool {
-	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == n.serverID() && s.Suffrage == raft.Voter })
+func (cp *controlPlane) votesIn(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == cp.serverID() && s.Suffrage == raft.Voter })
 }
 
 // othersVote reports whether configuration c gives a vote to a server of another node.
-func (n *Node) othersVote(c raft.Configuration) bool {
+func (cp *controlPlane) othersVote(c raft.Configuration) bool {
 	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool {
 		name, _ := splitRaftID(s.ID)
-		return s.Suffrage == raft.Voter && name != n.id
+		return s.Suffrage == raft.Voter && name != cp.id
 	})
 }
 
@@ -935,20 +910,8 @@ func (n *Node) othersVote(c raft.Configuration) bool {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.end()
-		n.endCommits()
-		var errs []error
-		if n.raft != nil {
-			errs = append(errs, n.raft.Shutdown().Error())
-		}
-		if n.raftTrans != nil {
-			n.raftTrans.CloseStreams()
-			errs = append(errs, n.raftTrans.Close())
-			n.raftStream.awaitHandlers()
-		}
-		if n.raftStore != nil {
-			errs = append(errs, n.raftStore.Close())
-		}
-		n.control.Wait()
+		n.gate.close()
+		errs := n.ctl.stop()
 		if n.members != nil {
 			errs = append(errs, n.members.shutdown())
 		}
@@ -969,27 +932,45 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
-// endCommits waits for the decisions in flight to be answered and refuses new ones.
-func (n *Node) endCommits() {
-	n.commits.Lock()
-	n.commitsEnded = true
-	n.commits.Unlock()
-}
-
 // goBackground runs f in a goroutine that Close waits for, or not at all once Close has begun, so that no
 // goroutine is added to n.wg while Close waits on it.
 func (n *Node) goBackground(f func()) bool {
-	n.commits.RLock()
-	defer n.commits.RUnlock()
-	if n.commitsEnded {
+	if !n.gate.enter() {
 		return false
 	}
+	defer n.gate.leave()
 	n.wg.Go(func() { n.guarded("background job", f) })
 	return true
 }
 
+// closeGate lets Close wait for the work it must not cut short (decisions waiting on the control plane,
+// starts of background goroutines) and refuse more once it has begun.
+type closeGate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+// enter admits one piece of work, or reports false once the gate closed. leave must follow a true enter.
+func (g *closeGate) enter() bool {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *closeGate) leave() { g.mu.RUnlock() }
+
+// close waits for the work admitted to leave and refuses more.
+func (g *closeGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
 // processTags describes this node's process to the other members.
 func (n *Node) processTags() processTags {
-	return processTags{incarnation: n.repl.incarnation, server: n.serverInc, intact: n.intact,
+	return processTags{incarnation: n.repl.incarnation, server: n.ctl.serverInc, intact: n.intact,
 		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind}
 }

@@ -85,8 +85,8 @@ func TestPanicInOpIsContained(t *testing.T) {
 		if m := n.ClusterMap(); len(m.Nodes) != 3 || m.OwnedBy(n.id) == 0 {
 			t.Fatalf("%s's map after the panics: %d nodes, %d partitions owned", n.id, len(m.Nodes), m.OwnedBy(n.id))
 		}
-		if n.leaderID() != leader {
-			t.Fatalf("%s follows %q, the leader was %s", n.id, n.leaderID(), leader)
+		if n.ctl.leaderID() != leader {
+			t.Fatalf("%s follows %q, the leader was %s", n.id, n.ctl.leaderID(), leader)
 		}
 	}
 	if !c.allHealthy() {

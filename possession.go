@@ -143,7 +143,7 @@ func (n *Node) syncFromSource(p int, st PartitionState) {
 			n.log.Warn("source unreachable; serving without what only it held", "partition", p, "source", st.Source, "err", err)
 		}
 		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
-		err = n.propose(ctx, &command{Kind: cmdRecovered, Partition: p, Epoch: st.Epoch})
+		err = n.ctl.propose(ctx, &command{Kind: cmdRecovered, Partition: p, Epoch: st.Epoch})
 		cancel()
 		if err == nil {
 			n.repl.stats.recoveries.Add(1)

@@ -91,19 +91,24 @@ func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) 
 	if n.life.Err() != nil {
 		return RecoveryReport{}, ErrClosed
 	}
-	members := n.members.members()
-	states, err := n.surveyMembers(ctx, members)
+	return n.ctl.recover(ctx)
+}
+
+// recover is RecoverControlPlane, with this node surveying the members and sending the new start.
+func (cp *controlPlane) recover(ctx context.Context) (RecoveryReport, error) {
+	members := cp.members.members()
+	states, err := cp.surveyMembers(ctx, members)
 	if err != nil {
 		return RecoveryReport{}, err
 	}
-	plan, err := planRecovery(states, members, n.cfg.MaxVoters)
+	plan, err := planRecovery(states, members, cp.cfg.MaxVoters)
 	if err != nil {
 		return RecoveryReport{}, err
 	}
 	report := plan.report()
-	n.log.Warn("recovering the control plane from the live members", "map_index", report.MapIndex,
+	cp.log.Warn("recovering the control plane from the live members", "map_index", report.MapIndex,
 		"voters", joinNodes(report.Voters), "nonvoters", joinNodes(report.Nonvoters), "term", plan.Term, "index", plan.Index)
-	report.Failed = n.installEverywhere(ctx, states, plan.recoveryStart)
+	report.Failed = cp.installEverywhere(ctx, states, plan.recoveryStart)
 	installed := 0
 	for _, id := range report.Voters {
 		if _, failed := report.Failed[id]; !failed {
@@ -113,16 +118,16 @@ func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) 
 	if installed <= len(report.Voters)/2 {
 		return report, fmt.Errorf("zaris: recover: only %d of %d new voters restarted", installed, len(report.Voters))
 	}
-	if _, failed := report.Failed[n.id]; failed {
+	if _, failed := report.Failed[cp.id]; failed {
 		return report, nil
 	}
-	return report, n.awaitLeader(ctx)
+	return report, cp.awaitLeader(ctx)
 }
 
 // awaitLeader waits until this node knows a control-plane leader.
-func (n *Node) awaitLeader(ctx context.Context) error {
-	for n.leaderID() == "" {
-		if err := sleepCtx(ctx, n.cfg.Clock, n.cfg.Timing.RaftCommit); err != nil {
+func (cp *controlPlane) awaitLeader(ctx context.Context) error {
+	for cp.leaderID() == "" {
+		if err := sleepCtx(ctx, cp.cfg.Clock, cp.cfg.Timing.RaftCommit); err != nil {
 			return fmt.Errorf("zaris: recover: no leader yet: %w", err)
 		}
 	}
@@ -258,29 +263,29 @@ func recoveryServers(states []recoveryState, maxVoters int) []raft.Server {
 
 // surveyMembers asks every live member, this node included, for its recoveryState. Members that do not
 // answer are left out of the new configuration.
-func (n *Node) surveyMembers(ctx context.Context, members []member) ([]recoveryState, error) {
+func (cp *controlPlane) surveyMembers(ctx context.Context, members []member) ([]recoveryState, error) {
 	var (
 		mu     sync.Mutex
 		states []recoveryState
 		wg     sync.WaitGroup
 	)
-	self, err := n.recoveryState()
+	self, err := cp.recoveryState()
 	if err != nil {
 		return nil, err
 	}
 	states = append(states, self)
 	for _, m := range members {
-		if m.ID == n.id || m.Status != serf.StatusAlive || m.DataAddr == "" {
+		if m.ID == cp.id || m.Status != serf.StatusAlive || m.DataAddr == "" {
 			continue
 		}
 		wg.Go(func() {
-			resp, err := n.callMember(ctx, m.DataAddr, opRecoverySurvey, nil)
+			resp, err := cp.callMember(ctx, m.DataAddr, opRecoverySurvey, nil)
 			var st recoveryState
 			if err == nil {
 				err = decode(resp, &st)
 			}
 			if err != nil {
-				n.log.Warn("recover: member did not answer the survey", "member", m.ID, "err", err)
+				cp.log.Warn("recover: member did not answer the survey", "member", m.ID, "err", err)
 				return
 			}
 			mu.Lock()
@@ -294,8 +299,8 @@ func (n *Node) surveyMembers(ctx context.Context, members []member) ([]recoveryS
 
 // callMember sends one request on the internal lane to the member at addr, over a connection of its own:
 // a member missing from this node's map has no peer in the router.
-func (n *Node) callMember(ctx context.Context, addr string, op transport.Op, payload []byte) ([]byte, error) {
-	c := transport.NewClient(addr, n.transportOptions(muxInternal))
+func (cp *controlPlane) callMember(ctx context.Context, addr string, op transport.Op, payload []byte) ([]byte, error) {
+	c := transport.NewClient(addr, cp.options(muxInternal))
 	defer c.Close()
 	call, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
@@ -303,10 +308,10 @@ func (n *Node) callMember(ctx context.Context, addr string, op transport.Op, pay
 }
 
 // recoveryState is this node's answer to a recovery survey.
-func (n *Node) recoveryState() (recoveryState, error) {
-	_, leader := n.raft.LeaderWithID()
-	st := recoveryState{Node: n.id, Server: n.serverID(), DataAddr: n.DataAddr(), Lite: n.cfg.Lite, Leader: leader}
-	err := n.raft.withStores(func(r *raft.Raft, stores raftStores) error {
+func (cp *controlPlane) recoveryState() (recoveryState, error) {
+	_, leader := cp.raft.LeaderWithID()
+	st := recoveryState{Node: cp.id, Server: cp.serverID(), DataAddr: cp.dataAddr(), Lite: cp.cfg.Lite, Leader: leader}
+	err := cp.raft.withStores(func(r *raft.Raft, stores raftStores) error {
 		stats := r.Stats()
 		var err error
 		st.Term = r.CurrentTerm()
@@ -316,13 +321,13 @@ func (n *Node) recoveryState() (recoveryState, error) {
 		if st.LastTerm, err = strconv.ParseUint(stats["last_log_term"], 10, 64); err != nil {
 			return err
 		}
-		st.Map, err = replayLog(n.fsm.clusterMap(), stores.logs, st.LastIndex)
+		st.Map, err = replayLog(cp.fsm.clusterMap(), stores.logs, st.LastIndex)
 		return err
 	})
 	if err != nil {
-		return st, fmt.Errorf("zaris: recover: read %s's control plane: %w", n.id, err)
+		return st, fmt.Errorf("zaris: recover: read %s's control plane: %w", cp.id, err)
 	}
-	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+	if cf := cp.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
 				st.Voters = append(st.Voters, s.ID)
@@ -362,7 +367,7 @@ func replayLog(m *ClusterMap, logs raft.LogStore, last uint64) (*ClusterMap, err
 
 // installEverywhere sends the new start to every member that answered the survey, this node last, and
 // returns those that did not take it.
-func (n *Node) installEverywhere(ctx context.Context, states []recoveryState, s recoveryStart) map[NodeID]string {
+func (cp *controlPlane) installEverywhere(ctx context.Context, states []recoveryState, s recoveryStart) map[NodeID]string {
 	payload, err := encode(&s)
 	failed := map[NodeID]string{}
 	if err != nil {
@@ -376,11 +381,11 @@ func (n *Node) installEverywhere(ctx context.Context, states []recoveryState, s 
 		wg sync.WaitGroup
 	)
 	for _, st := range states {
-		if st.Node == n.id {
+		if st.Node == cp.id {
 			continue
 		}
 		wg.Go(func() {
-			_, err := n.callMember(ctx, st.DataAddr, opRecoveryInstall, payload)
+			_, err := cp.callMember(ctx, st.DataAddr, opRecoveryInstall, payload)
 			if err != nil {
 				mu.Lock()
 				failed[st.Node] = err.Error()
@@ -389,16 +394,16 @@ func (n *Node) installEverywhere(ctx context.Context, states []recoveryState, s 
 		})
 	}
 	wg.Wait()
-	if err := n.installRecovery(&s); err != nil {
-		failed[n.id] = err.Error()
+	if err := cp.installRecovery(&s); err != nil {
+		failed[cp.id] = err.Error()
 	}
 	return failed
 }
 
 // serveRecovery answers recovery's requests on the internal lane.
-func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
+func (cp *controlPlane) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
 	if op == opRecoverySurvey {
-		st, err := n.recoveryState()
+		st, err := cp.recoveryState()
 		if err != nil {
 			return nil, err
 		}
@@ -408,7 +413,7 @@ func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
 	if err := decode(payload, &s); err != nil {
 		return nil, fmt.Errorf("zaris: recovery start: %w", err)
 	}
-	if err := n.installRecovery(&s); err != nil {
+	if err := cp.installRecovery(&s); err != nil {
 		return nil, err
 	}
 	return nil, nil
@@ -416,16 +421,16 @@ func (n *Node) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
 
 // installRecovery restarts this node's control plane on the new start s, unless the control plane has
 // moved on since the survey: it hears a leader, or its log has reached s's index.
-func (n *Node) installRecovery(s *recoveryStart) error {
-	if err := n.checkRecoveryStart(s); err != nil {
+func (cp *controlPlane) installRecovery(s *recoveryStart) error {
+	if err := cp.checkRecoveryStart(s); err != nil {
 		return err
 	}
-	err := n.raft.restart(func(old *raft.Raft, stores raftStores) (*raft.Raft, raftStores, error) {
+	err := cp.raft.restart(func(old *raft.Raft, stores raftStores) (*raft.Raft, raftStores, error) {
 		if _, leader := old.LeaderWithID(); leader != "" {
-			return nil, stores, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, n.id, leader)
+			return nil, stores, fmt.Errorf("%w: %s follows leader %s", ErrQuorumReachable, cp.id, leader)
 		}
 		if old.LastIndex() >= s.Index {
-			return nil, stores, fmt.Errorf("zaris: recover: %s's control-plane log moved on since the survey (index %d)", n.id, old.LastIndex())
+			return nil, stores, fmt.Errorf("zaris: recover: %s's control-plane log moved on since the survey (index %d)", cp.id, old.LastIndex())
 		}
 		// A candidate's term may have grown since the survey. The new instance starts past it, so that it
 		// never votes again in a term the old one may have voted in.
@@ -433,37 +438,37 @@ func (n *Node) installRecovery(s *recoveryStart) error {
 		if err := old.Shutdown().Error(); err != nil {
 			return nil, stores, err
 		}
-		stores, err := n.resetRaftStores(stores, s, term)
+		stores, err := cp.resetRaftStores(stores, s, term)
 		if err != nil {
 			return nil, stores, err
 		}
-		r, err := n.newRaft(stores)
+		r, err := cp.newRaft(stores)
 		return r, stores, err
 	})
 	if err != nil {
 		return err
 	}
-	n.log.Warn("control plane restarted by a recovery", "term", s.Term, "index", s.Index, "map_index", s.Map.Index)
-	n.wakeControl()
+	cp.log.Warn("control plane restarted by a recovery", "term", s.Term, "index", s.Index, "map_index", s.Map.Index)
+	cp.wakeControl()
 	return nil
 }
 
 // checkRecoveryStart refuses a start that this node cannot take: one for another layout, one that does not
 // list this process's server, or one whose map is older than this node's.
-func (n *Node) checkRecoveryStart(s *recoveryStart) error {
+func (cp *controlPlane) checkRecoveryStart(s *recoveryStart) error {
 	m := s.Map
 	switch {
-	case m == nil || m.Segments != n.layout.Segments || m.Partitions != n.layout.Partitions ||
+	case m == nil || m.Segments != cp.layout.Segments || m.Partitions != cp.layout.Partitions ||
 		len(m.Runtime) != m.Partitions || len(m.Assignment) != m.Partitions:
 		return errors.New("zaris: recover: the start's map is not of this cluster's layout")
 	case m.Index >= s.Index:
 		return fmt.Errorf("zaris: recover: the start's index %d is not past its map's %d", s.Index, m.Index)
 	case len(s.Servers) > maxRecoveryServers:
 		return fmt.Errorf("zaris: recover: a start with %d servers", len(s.Servers))
-	case !slices.ContainsFunc(s.Servers, func(sv raft.Server) bool { return sv.ID == n.serverID() }):
-		return fmt.Errorf("zaris: recover: the start does not list %s", n.serverID())
-	case n.fsm.clusterMap().Index > m.Index:
-		return fmt.Errorf("zaris: recover: %s holds a newer map (index %d) than the start's (%d)", n.id, n.fsm.clusterMap().Index, m.Index)
+	case !slices.ContainsFunc(s.Servers, func(sv raft.Server) bool { return sv.ID == cp.serverID() }):
+		return fmt.Errorf("zaris: recover: the start does not list %s", cp.serverID())
+	case cp.fsm.clusterMap().Index > m.Index:
+		return fmt.Errorf("zaris: recover: %s holds a newer map (index %d) than the start's (%d)", cp.id, cp.fsm.clusterMap().Index, m.Index)
 	}
 	return checkServers(s.Servers)
 }
@@ -496,8 +501,8 @@ func checkServers(servers []raft.Server) error {
 // snapshot of s's map at s's index and term under s's configuration. Memory-only stores are replaced by new
 // ones; a data dir's log is emptied and the snapshot written beside the older ones, which the newer index
 // supersedes.
-func (n *Node) resetRaftStores(stores raftStores, s *recoveryStart, term uint64) (raftStores, error) {
-	if n.cfg.DataDir == "" {
+func (cp *controlPlane) resetRaftStores(stores raftStores, s *recoveryStart, term uint64) (raftStores, error) {
+	if cp.cfg.DataDir == "" {
 		mem := raft.NewInmemStore()
 		stores = raftStores{logs: mem, stable: mem, snaps: raft.NewInmemSnapshotStore()}
 	} else if err := emptyLog(stores.logs); err != nil {
@@ -507,7 +512,7 @@ func (n *Node) resetRaftStores(stores raftStores, s *recoveryStart, term uint64)
 		return stores, err
 	}
 	config := raft.Configuration{Servers: s.Servers}
-	sink, err := stores.snaps.Create(raft.SnapshotVersionMax, s.Index, s.Term, config, s.Index, n.raftTrans)
+	sink, err := stores.snaps.Create(raft.SnapshotVersionMax, s.Index, s.Term, config, s.Index, cp.raftTrans)
 	if err != nil {
 		return stores, err
 	}

@@ -79,7 +79,7 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
 	// Gossip marks the dead failed; the control plane stays without a leader.
 	waitFor(t, 20*time.Second, "the dead voters failed to gossip, and no leader", func() bool {
 		for _, n := range live {
-			if n.leaderID() != "" {
+			if n.ctl.leaderID() != "" {
 				return false
 			}
 			for _, mb := range n.members.members() {
@@ -161,14 +161,14 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
 func (c *testCluster) voters(n int) []int {
 	c.t.Helper()
 	leader := c.leaderNode()
-	cf := leader.raft.GetConfiguration()
+	cf := leader.ctl.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		c.t.Fatal(err)
 	}
 	var out []int
 	li := -1
 	for i, node := range c.nodes {
-		if node == nil || !node.votesIn(cf.Configuration()) {
+		if node == nil || !node.ctl.votesIn(cf.Configuration()) {
 			continue
 		}
 		if node == leader {
@@ -193,7 +193,7 @@ func TestRecoverRefusesWhileAQuorumIsReachable(t *testing.T) {
 	defer cancel()
 	instances := map[*Node]*raft.Raft{}
 	for _, n := range c.live() {
-		instances[n] = n.raft.cur.Load()
+		instances[n] = n.ctl.raft.cur.Load()
 		if _, err := n.RecoverControlPlane(ctx); !errors.Is(err, ErrQuorumReachable) {
 			t.Fatalf("recover on %s with every voter alive: %v, want ErrQuorumReachable", n.id, err)
 		}
@@ -208,7 +208,7 @@ func TestRecoverRefusesWhileAQuorumIsReachable(t *testing.T) {
 		t.Logf("refused: %v", err)
 	}
 	for _, n := range live {
-		if n.raft.cur.Load() != instances[n] {
+		if n.ctl.raft.cur.Load() != instances[n] {
 			t.Fatalf("%s's control plane was restarted by a refused recovery", n.id)
 		}
 	}
@@ -359,9 +359,9 @@ func TestRecoveryStartRefusals(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1, nil)
 	n := c.node(0)
-	instance := n.raft.cur.Load()
+	instance := n.ctl.raft.cur.Load()
 	m := n.ClusterMap()
-	self := raft.Server{Suffrage: raft.Voter, ID: n.serverID(), Address: raftAddress(n.DataAddr(), n.serverID())}
+	self := raft.Server{Suffrage: raft.Voter, ID: n.ctl.serverID(), Address: raftAddress(n.DataAddr(), n.ctl.serverID())}
 	other := raft.Server{Suffrage: raft.Voter, ID: "x#1", Address: "x#1@x:1"}
 	otherLayout := newClusterMap(Layout{Segments: 4, Partitions: 2}, 1)
 	start := func(edit func(*recoveryStart)) []byte {
@@ -387,12 +387,12 @@ func TestRecoveryStartRefusals(t *testing.T) {
 		{name: "no voter", payload: start(func(s *recoveryStart) { s.Servers[0].Suffrage = raft.Nonvoter }), want: "without a voter"},
 		{name: "a leader heard", payload: start(func(*recoveryStart) {}), want: "follows leader"},
 	} {
-		_, err := n.serveRecovery(opRecoveryInstall, tc.payload)
+		_, err := n.ctl.serveRecovery(opRecoveryInstall, tc.payload)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}
-	if n.raft.cur.Load() != instance {
+	if n.ctl.raft.cur.Load() != instance {
 		t.Fatal("a refused start replaced the raft instance")
 	}
 }

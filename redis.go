@@ -102,9 +102,9 @@ func (n *Node) startRESP() error {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	s := newRESPServer(&n.cfg, n, n.id, n.fsm.clusterMap, n.log, addr)
+	s := newRESPServer(&n.cfg, n, n.id, n.ctl.fsm.clusterMap, n.log, addr)
 	s.tracking = n.redis.tracking
-	s.control = n.controlHealth
+	s.control = n.ctl.controlHealth
 	s.recover = n.RecoverControlPlane
 	s.memory = n.store.budget
 	s.contain = n.containPanic
@@ -121,7 +121,7 @@ func (n *Node) startRESP() error {
 
 // infoReplication describes the replicas this node feeds for the partitions it owns in its committed map.
 func (n *Node) infoReplication() respReplication {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	var history strings.Builder
 	history.WriteString(string(n.id) + " " + strconv.FormatUint(n.repl.incarnation, 10))
 	var info respReplication

@@ -167,9 +167,10 @@ type replicationConfig struct {
 	clusterMap func() *ClusterMap // the map this node has committed
 	// call sends one replication request to a node and returns its reply and the request's encoded size.
 	call func(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error)
-	// propose commits a control-plane decision, waiting out an election (Node.propose): a replica's drop
-	// from an in-sync set. offer commits one only if a leader takes it now (Node.offer): a replica's
-	// admission, which the link tries again anyway and must not wait for, since it sends nothing meanwhile.
+	// propose commits a control-plane decision, waiting out an election (controlPlane.propose): a
+	// replica's drop from an in-sync set. offer commits one only if a leader takes it now
+	// (controlPlane.offer): a replica's admission, which the link tries again anyway and must not wait
+	// for, since it sends nothing meanwhile.
 	propose, offer func(ctx context.Context, cmd *command) error
 	life           context.Context // ends when the node closes
 	wg             *sync.WaitGroup // counts the links' goroutines

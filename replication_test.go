@@ -158,7 +158,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	next := make(Assignment, len(before.Assignment))
 	copy(next, before.Assignment)
 	next[p] = []NodeID{before.Assignment[p][1], before.Assignment[p][0]}
-	if err := leader.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
+	if err := leader.ctl.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
 		t.Fatal(err)
 	}
 	newOwner := c.nodeByID(next[p][0])
@@ -172,7 +172,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	})
 	// The old owner's map goes back to before the change, but it saw the new epoch when it discarded its
 	// copy: it refuses the write itself, before applying it.
-	oldOwner.fsm.current.Store(before)
+	oldOwner.ctl.fsm.current.Store(before)
 	key := keyInPartition(oldOwner.layout, "fenced", p)
 	if reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("write to an owner that saw a newer epoch: status %s; want OwnershipChanging", reply.Status)
@@ -378,8 +378,8 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	if err := owner.Put(ctx, key, []byte("during")); err != nil {
 		t.Fatalf("put while the control plane elects a leader: %v", err)
 	}
-	if owner.leaderID() == leader.id || owner.leaderID() == "" {
-		t.Fatalf("the write returned with %q as leader; it should have waited for a new one", owner.leaderID())
+	if owner.ctl.leaderID() == leader.id || owner.ctl.leaderID() == "" {
+		t.Fatalf("the write returned with %q as leader; it should have waited for a new one", owner.ctl.leaderID())
 	}
 	if got := owner.ReplicationStats().InSyncDecisions; got != decisions+1 {
 		t.Fatalf("in-sync decisions went from %d to %d; want the one drop", decisions, got)

@@ -311,7 +311,7 @@ func rotateOwners(t *testing.T, c *testCluster) {
 		i := slices.Index(ids, nodes[0])
 		next[p] = []NodeID{ids[(i+1)%len(ids)]}
 	}
-	if err := leader.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
+	if err := leader.ctl.commit(&command{Kind: cmdAssign, Assignment: next}); err != nil {
 		t.Fatalf("commit rotated assignment: %v", err)
 	}
 	want := leader.ClusterMap().Index

@@ -418,7 +418,7 @@ func (c *client) send(ctx context.Context, p *peer, op transport.Op, req *kvRequ
 // fetchMap asks p for its committed cluster map.
 func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if p.local {
-		return n.fsm.clusterMap(), nil
+		return n.ctl.fsm.clusterMap(), nil
 	}
 	resp, err := p.internal.Call(ctx, opGetMap, nil)
 	if err != nil {

@@ -202,7 +202,7 @@ func (n *Node) serveScanRequest(ctx context.Context, payload []byte) ([]byte, er
 // ownedKeyCount counts the keys of the partitions this node actively owns, expired ones not yet reclaimed
 // included, as a Redis Cluster primary's DBSIZE counts its own.
 func (n *Node) ownedKeyCount() int {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	count := 0
 	for p := range m.Runtime {
 		if m.Runtime[p].Owner != n.id || !n.ownsIn(m, p) {

@@ -151,11 +151,11 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 		t.Fatalf("a node's certificate on the internal lane: %v", err)
 	}
 	// A raft peer without a certificate claims a much higher term.
-	term := target.raft.Stats()["term"]
+	term := target.ctl.raft.Stats()["term"]
 	if err := forgeRaftHeartbeat(target.DataAddr(), &net.Dialer{}); err == nil {
 		t.Fatal("a raft heartbeat without TLS was answered")
 	}
-	if now := target.raft.Stats()["term"]; now != term {
+	if now := target.ctl.raft.Stats()["term"]; now != term {
 		t.Fatalf("term moved from %s to %s after a forged heartbeat", term, now)
 	}
 	// A trusted peer's heartbeat does get through, so the check above can fail.
@@ -492,7 +492,7 @@ func TestStrangerWithTheGossipKeyNeverVotes(t *testing.T) {
 	}
 	defer stranger.Close()
 	suffrage := func() (raft.ServerSuffrage, bool) {
-		cf := c.leaderNode().raft.GetConfiguration()
+		cf := c.leaderNode().ctl.raft.GetConfiguration()
 		if cf.Error() != nil {
 			return 0, false
 		}
@@ -507,9 +507,9 @@ func TestStrangerWithTheGossipKeyNeverVotes(t *testing.T) {
 	leader := c.leaderNode()
 	// Past ServerStabilization, the time after which a server that cannot tell its progress would count.
 	start := leader.cfg.Clock.Now()
-	rounds := leader.controlTicks.Load() + 20
+	rounds := leader.ctl.controlTicks.Load() + 20
 	waitFor(t, 30*time.Second, "20 reconcile rounds past ServerStabilization", func() bool {
-		return leader.controlTicks.Load() >= rounds && leader.cfg.Clock.Now().Sub(start) > leader.cfg.Timing.ServerStabilization
+		return leader.ctl.controlTicks.Load() >= rounds && leader.cfg.Clock.Now().Sub(start) > leader.cfg.Timing.ServerStabilization
 	})
 	if s, ok := suffrage(); ok && s == raft.Voter {
 		t.Fatal("a stranger with only the gossip key became a voter")

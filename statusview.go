@@ -109,9 +109,9 @@ func (h *failoverHistory) recent() []failoverEvent {
 
 // statusView assembles the view of the cluster the status page shows.
 func (n *Node) statusView() statusView {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	v := statusView{
-		Node: n.id, Leader: n.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
+		Node: n.id, Leader: n.ctl.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
 		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
 		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
 		DataBytes: n.store.bytes(), MaxMemory: n.store.budget.limit(), Policy: n.store.budget.policyName(), Evicted: n.store.budget.evicted(),
@@ -119,7 +119,7 @@ func (n *Node) statusView() statusView {
 	if err := n.Readiness(); err != nil {
 		v.Ready = err.Error()
 	}
-	if h := n.controlHealth(); h.Alarm {
+	if h := n.ctl.controlHealth(); h.Alarm {
 		v.Leaderless = h.leaderlessErr().Error()
 	}
 	owned, replicated := map[NodeID]int{}, map[NodeID]int{}
@@ -148,7 +148,7 @@ func (n *Node) statusView() statusView {
 // voters returns the members that hold a vote in the control plane's latest configuration.
 func (n *Node) voters() map[NodeID]bool {
 	out := map[NodeID]bool{}
-	f := n.raft.GetConfiguration()
+	f := n.ctl.raft.GetConfiguration()
 	if f.Error() != nil {
 		return out
 	}

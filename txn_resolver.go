@@ -36,7 +36,7 @@ func (s *store) staleIntents(seg int, now int64) []staleIntent {
 // and applies the outcome recorded. A transaction whose record cannot be reached now is tried again at the
 // next round.
 func (n *Node) resolveStaleIntents() {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	now := n.store.now()
 	for p, st := range m.Runtime {
 		if !n.ownsIn(m, p) || st.Health == Recovering {

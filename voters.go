@@ -350,37 +350,37 @@ func sortedMembers(members []member) []member {
 }
 
 // followMembership applies the server plan of this reconcile. Leader only.
-func (n *Node) followMembership(members []member) error {
-	cf := n.raft.GetConfiguration()
+func (cp *controlPlane) followMembership(members []member) error {
+	cf := cp.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return err
 	}
 	servers := cf.Configuration().Servers
 	// Questions to non-voters about their progress share one probe timeout per reconcile: an unreachable
 	// one must not hold the control loop for long.
-	ctx, cancel := n.progressCtx()
+	ctx, cancel := cp.progressCtx()
 	defer cancel()
-	facts := n.serverFacts(ctx, servers, members)
+	facts := cp.serverFacts(ctx, servers, members)
 	for _, ch := range planServers(servers, members, facts) {
-		n.log.Info("control-plane server change", "change", ch.Kind.String(), "server", ch.ID, "why", ch.Why)
-		err := n.decide(func() raft.Future {
+		cp.log.Info("control-plane server change", "change", ch.Kind.String(), "server", ch.ID, "why", ch.Why)
+		err := cp.decide(func() raft.Future {
 			switch ch.Kind {
 			case removeServer:
-				return n.raft.RemoveServer(ch.ID, 0, applyTimeout)
+				return cp.raft.RemoveServer(ch.ID, 0, applyTimeout)
 			case demoteServer:
-				return n.raft.DemoteVoter(ch.ID, 0, applyTimeout)
+				return cp.raft.DemoteVoter(ch.ID, 0, applyTimeout)
 			case addNonvoter:
-				return n.raft.AddNonvoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
+				return cp.raft.AddNonvoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
 			default:
-				return n.raft.AddVoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
+				return cp.raft.AddVoter(ch.ID, raft.ServerAddress(ch.Address), 0, applyTimeout)
 			}
 		})
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", ch.Kind, ch.ID, err)
 		}
-		n.noteSeat(ch)
-		if hook := n.cfg.hooks.afterServerChange; hook != nil {
-			if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+		cp.noteSeat(ch)
+		if hook := cp.cfg.hooks.afterServerChange; hook != nil {
+			if cf := cp.raft.GetConfiguration(); cf.Error() == nil {
 				hook(ch, cf.Configuration())
 			}
 		}
@@ -390,19 +390,19 @@ func (n *Node) followMembership(members []member) error {
 
 // noteSeat remembers the names whose voters left gracefully, so that their next processes may take the seat
 // back at once (serverFacts.Vacated), and forgets a name once its process votes again.
-func (n *Node) noteSeat(ch serverChange) {
+func (cp *controlPlane) noteSeat(ch serverChange) {
 	name, _ := splitRaftID(ch.ID)
 	switch ch.Kind {
 	case demoteServer:
-		n.loop.vacated[name] = n.cfg.Clock.Now()
+		cp.loop.vacated[name] = cp.cfg.Clock.Now()
 	case addVoter, promoteServer:
-		delete(n.loop.vacated, name)
+		delete(cp.loop.vacated, name)
 	}
 }
 
 // serverFacts measures, for this reconcile, how long members have been failed and servers alive, with the
 // leader's countdowns, and asks non-voters how far they hold the log when a promotion needs it.
-func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members []member) serverFacts {
+func (cp *controlPlane) serverFacts(ctx context.Context, servers []raft.Server, members []member) serverFacts {
 	failed, alive := map[NodeID]bool{}, map[raft.ServerID]bool{}
 	known := map[NodeID]bool{}
 	for _, m := range members {
@@ -419,42 +419,42 @@ func (n *Node) serverFacts(ctx context.Context, servers []raft.Server, members [
 			failed[name] = true
 		}
 	}
-	for id := range n.loop.deadSince {
+	for id := range cp.loop.deadSince {
 		if !failed[id] {
-			delete(n.loop.deadSince, id)
+			delete(cp.loop.deadSince, id)
 		}
 	}
-	for id := range n.loop.stableSince {
+	for id := range cp.loop.stableSince {
 		if !alive[id] || !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
-			delete(n.loop.stableSince, id)
+			delete(cp.loop.stableSince, id)
 		}
 	}
-	now := n.cfg.Clock.Now()
-	for name, at := range n.loop.vacated {
-		if now.Sub(at) >= n.cfg.DeadServerTimeout {
-			delete(n.loop.vacated, name)
+	now := cp.cfg.Clock.Now()
+	for name, at := range cp.loop.vacated {
+		if now.Sub(at) >= cp.cfg.DeadServerTimeout {
+			delete(cp.loop.vacated, name)
 		}
 	}
 	stable := func(id raft.ServerID) bool {
-		return alive[id] && n.loop.stableSince.elapsed(id, now) >= n.cfg.Timing.ServerStabilization
+		return alive[id] && cp.loop.stableSince.elapsed(id, now) >= cp.cfg.Timing.ServerStabilization
 	}
-	commit := n.raft.CommitIndex()
+	commit := cp.raft.CommitIndex()
 	return serverFacts{
-		Leader:    n.serverID(),
-		MaxVoters: n.cfg.MaxVoters,
-		Dead:      func(id NodeID) bool { return n.loop.deadSince.elapsed(id, now) >= n.cfg.DeadServerTimeout },
+		Leader:    cp.serverID(),
+		MaxVoters: cp.cfg.MaxVoters,
+		Dead:      func(id NodeID) bool { return cp.loop.deadSince.elapsed(id, now) >= cp.cfg.DeadServerTimeout },
 		CaughtUp: func(id raft.ServerID) bool {
 			if !alive[id] {
 				return false
 			}
-			p, err := n.askProgress(ctx, id)
+			p, err := cp.askProgress(ctx, id)
 			var old *transport.RemoteError
 			if errors.As(err, &old) {
 				return stable(id) // a process without the call: time alive is all the leader can go by
 			}
 			return err == nil && p.caughtUp(commit)
 		},
-		Vacated: func(name NodeID) bool { _, ok := n.loop.vacated[name]; return ok },
+		Vacated: func(name NodeID) bool { _, ok := cp.loop.vacated[name]; return ok },
 	}
 }
 
@@ -478,9 +478,9 @@ type serverProgress struct {
 func (p serverProgress) caughtUp(commit uint64) bool { return p.Applied+promotionLag >= commit }
 
 // progress is this process's serverProgress, for the server asker.
-func (n *Node) progress(asker raft.ServerID) serverProgress {
-	p := serverProgress{Server: n.serverID(), Applied: n.raft.AppliedIndex(), Commit: n.raft.CommitIndex()}
-	if cf := n.raft.GetConfiguration(); asker != "" && cf.Error() == nil {
+func (cp *controlPlane) progress(asker raft.ServerID) serverProgress {
+	p := serverProgress{Server: cp.serverID(), Applied: cp.raft.AppliedIndex(), Commit: cp.raft.CommitIndex()}
+	if cf := cp.raft.GetConfiguration(); asker != "" && cf.Error() == nil {
 		p.AskerVotes = slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
 			return s.ID == asker && s.Suffrage == raft.Voter
 		})
@@ -489,11 +489,11 @@ func (n *Node) progress(asker raft.ServerID) serverProgress {
 }
 
 // serveProgress answers opServerProgress, whose payload names the server that asks.
-func (n *Node) serveProgress(payload []byte) ([]byte, error) {
+func (cp *controlPlane) serveProgress(payload []byte) ([]byte, error) {
 	if len(payload) > maxServerName {
 		return nil, fmt.Errorf("zaris: progress question from a server name of %d bytes", len(payload))
 	}
-	return encode(n.progress(raft.ServerID(payload)))
+	return encode(cp.progress(raft.ServerID(payload)))
 }
 
 // errOtherProcess says a node answered for a control-plane server other than the one asked about.
@@ -501,16 +501,12 @@ var errOtherProcess = errors.New("zaris: answered by another process")
 
 // askProgress asks server id's process how far it holds the control plane's log. An answer from another
 // process under the node's name (a restart) is an error.
-func (n *Node) askProgress(ctx context.Context, id raft.ServerID) (serverProgress, error) {
+func (cp *controlPlane) askProgress(ctx context.Context, id raft.ServerID) (serverProgress, error) {
 	name, _ := splitRaftID(id)
-	if id == n.serverID() {
-		return n.progress(id), nil
+	if id == cp.serverID() {
+		return cp.progress(id), nil
 	}
-	p := n.client.router.peerByID(name)
-	if p == nil || p.local {
-		return serverProgress{}, fmt.Errorf("zaris: no connection to node %s", name)
-	}
-	resp, err := p.internal.Call(ctx, opServerProgress, []byte(n.serverID()))
+	resp, err := cp.callPeer(ctx, name, opServerProgress, []byte(cp.serverID()))
 	if err != nil {
 		return serverProgress{}, err
 	}
@@ -527,13 +523,13 @@ func (n *Node) askProgress(ctx context.Context, id raft.ServerID) (serverProgres
 // leaderDropped reports whether this leaving process may take a leader's silence for the loss of its vote:
 // the leader it knows says it no longer votes, or cannot be asked. A leader that keeps the vote while a
 // successor catches up may be slow to replicate, and its silence then means nothing.
-func (n *Node) leaderDropped(ctx context.Context) bool {
-	_, leader := n.raft.LeaderWithID()
-	if leader == "" || leader == n.serverID() {
+func (cp *controlPlane) leaderDropped(ctx context.Context) bool {
+	_, leader := cp.raft.LeaderWithID()
+	if leader == "" || leader == cp.serverID() {
 		return true
 	}
-	ask, cancel := context.WithTimeout(ctx, 2*n.cfg.Timing.ProbeTimeout)
+	ask, cancel := context.WithTimeout(ctx, 2*cp.cfg.Timing.ProbeTimeout)
 	defer cancel()
-	p, err := n.askProgress(ask, leader)
+	p, err := cp.askProgress(ask, leader)
 	return err != nil || !p.AskerVotes
 }

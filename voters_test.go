@@ -337,7 +337,7 @@ func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
 	c.isolate(behind)
 
 	const p = 0
-	if err := leader.commit(&command{Kind: cmdReclaim, Partition: p, Epoch: leader.ClusterMap().Runtime[p].Epoch}); err != nil {
+	if err := leader.ctl.commit(&command{Kind: cmdReclaim, Partition: p, Epoch: leader.ClusterMap().Runtime[p].Epoch}); err != nil {
 		t.Fatalf("commit with %s alone: %v", crashed.id, err)
 	}
 	decided := leader.ClusterMap().Runtime[p].Epoch
@@ -347,8 +347,8 @@ func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
 	c.faults.Heal(string(behind.id), string(crashed.id))
 	c.faults.Heal(string(crashed.id), string(behind.id))
 	restarted := c.restartVia(others[0], behind)
-	if restarted.serverID() == crashed.serverID() {
-		t.Fatalf("%s restarted as the same server %s", crashed.id, crashed.serverID())
+	if restarted.ctl.serverID() == crashed.ctl.serverID() {
+		t.Fatalf("%s restarted as the same server %s", crashed.id, crashed.ctl.serverID())
 	}
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if behind.IsLeader() {
@@ -373,7 +373,7 @@ func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.Lite = cfg.Name == "node-1" }) // the leaver has nothing to drain
 	stayer, leaver := c.node(0), c.node(1)
-	cf := leaver.raft.GetConfiguration()
+	cf := leaver.ctl.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +446,7 @@ func TestLeaveBesideAFailedVoter(t *testing.T) {
 	c.forget(c.indexOf(leaver.id), leaver)
 	var servers []raft.Server
 	waitFor(t, 10*time.Second, string(leaver.id)+"'s server to be removed", func() bool {
-		cf := leader.raft.GetConfiguration()
+		cf := leader.ctl.raft.GetConfiguration()
 		servers = cf.Configuration().Servers
 		return cf.Error() == nil && !slices.ContainsFunc(servers, func(s raft.Server) bool {
 			name, _ := splitRaftID(s.ID)
@@ -534,7 +534,7 @@ func (c *testCluster) replaced(dead NodeID) bool {
 	if li < 0 {
 		return false
 	}
-	cf := c.node(li).raft.GetConfiguration()
+	cf := c.node(li).ctl.raft.GetConfiguration()
 	if cf.Error() != nil {
 		return false
 	}
@@ -563,7 +563,7 @@ func (c *testCluster) replaced(dead NodeID) bool {
 // TestLeaverFindsItsServer checks that a leaving node tells its own control-plane server, named by node and
 // process, from the servers of other nodes and from its predecessor's, and whether it still votes.
 func TestLeaverFindsItsServer(t *testing.T) {
-	n := &Node{id: "a", serverInc: 2}
+	cp := &controlPlane{controlConfig: controlConfig{id: "a"}, serverInc: 2}
 	server := func(name NodeID, inc uint64, s raft.ServerSuffrage) raft.Server {
 		return raft.Server{Suffrage: s, ID: raftID(name, inc)}
 	}
@@ -580,10 +580,10 @@ func TestLeaverFindsItsServer(t *testing.T) {
 		{"beside its predecessor", []raft.Server{server("a", 1, raft.Voter), server("a", 2, raft.Voter)}, true, false},
 	} {
 		c := raft.Configuration{Servers: tc.servers}
-		if got := n.votesIn(c); got != tc.votes {
+		if got := cp.votesIn(c); got != tc.votes {
 			t.Errorf("%s: votesIn = %v, want %v", tc.name, got, tc.votes)
 		}
-		if got := n.othersVote(c); got != tc.others {
+		if got := cp.othersVote(c); got != tc.others {
 			t.Errorf("%s: othersVote = %v, want %v", tc.name, got, tc.others)
 		}
 	}
@@ -654,9 +654,9 @@ func (c *testCluster) awaitDropped(t *testing.T, gone *Node, timeout time.Durati
 		if li < 0 {
 			return false
 		}
-		cf := c.node(li).raft.GetConfiguration()
+		cf := c.node(li).ctl.raft.GetConfiguration()
 		return cf.Error() == nil && !slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
-			return s.ID == raftID(gone.id, gone.serverInc)
+			return s.ID == raftID(gone.id, gone.ctl.serverInc)
 		})
 	})
 }
@@ -712,8 +712,8 @@ func (c *testCluster) giveLeadershipBack(leaver *Node, timeout time.Duration) er
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if i := c.leader(); i >= 0 && c.node(i) != leaver {
-			id, addr := raftID(leaver.id, leaver.serverInc), raft.ServerAddress(leaver.DataAddr())
-			return c.node(i).raft.LeadershipTransferToServer(id, addr).Error()
+			id, addr := raftID(leaver.id, leaver.ctl.serverInc), raft.ServerAddress(leaver.DataAddr())
+			return c.node(i).ctl.raft.LeadershipTransferToServer(id, addr).Error()
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -763,11 +763,11 @@ func TestRestartedVoterKeepsItsVote(t *testing.T) {
 	c := startCluster(t, 3, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour })
 	leader := c.leader()
 	i := (leader + 1) % 3
-	old := c.node(i).serverID()
+	old := c.node(i).ctl.serverID()
 	c.kill(i)
 	restarted := c.restart(i)
 	waitFor(t, 20*time.Second, "the restarted process to vote in its predecessor's place", func() bool {
-		cf := c.node(leader).raft.GetConfiguration()
+		cf := c.node(leader).ctl.raft.GetConfiguration()
 		if cf.Error() != nil {
 			return false
 		}
@@ -780,7 +780,7 @@ func TestRestartedVoterKeepsItsVote(t *testing.T) {
 				voters++
 			}
 		}
-		return voters == 3 && restarted.votesIn(cf.Configuration())
+		return voters == 3 && restarted.ctl.votesIn(cf.Configuration())
 	})
 }
 
@@ -817,7 +817,7 @@ func TestLiteLeaveNeedsNoControlPlane(t *testing.T) {
 func TestControlPlaneReplicatesOneRequestAtATime(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	n := c.node(0)
-	if _, err := n.raftTrans.AppendEntriesPipeline("other", raft.ServerAddress(n.DataAddr())); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+	if _, err := n.ctl.raftTrans.AppendEntriesPipeline("other", raft.ServerAddress(n.DataAddr())); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
 		t.Fatalf("a replication pipeline: %v; want %v", err, raft.ErrPipelineReplicationNotSupported)
 	}
 }
@@ -829,7 +829,7 @@ func TestCutOffServerDoesNotDeposeTheLeader(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	c.waitStable(20 * time.Second)
 	leader := c.leaderNode()
-	term := leader.raft.CurrentTerm()
+	term := leader.ctl.raft.CurrentTerm()
 	var cut *Node
 	for _, n := range c.live() {
 		if n != leader {
@@ -840,21 +840,21 @@ func TestCutOffServerDoesNotDeposeTheLeader(t *testing.T) {
 	c.isolate(cut)
 	election := cut.cfg.Timing.RaftElection
 	waitFor(t, 20*time.Second, "the cut-off follower to campaign", func() bool {
-		return cut.raft.State() == raft.Candidate || cut.raft.State() == raft.Follower && cut.leaderID() == ""
+		return cut.ctl.raft.State() == raft.Candidate || cut.ctl.raft.State() == raft.Follower && cut.ctl.leaderID() == ""
 	})
 	deadline := time.Now().Add(5 * election) // the cut-off server campaigns several times meanwhile
 	for time.Now().Before(deadline) {
-		if got := cut.raft.CurrentTerm(); got != term {
+		if got := cut.ctl.raft.CurrentTerm(); got != term {
 			t.Fatalf("the cut-off server's term went from %d to %d without a vote it could win", term, got)
 		}
 		time.Sleep(election / 4)
 	}
 	c.faults.HealAll()
 	waitFor(t, 20*time.Second, "the healed follower to follow the leader", func() bool {
-		return cut.leaderID() == leader.id
+		return cut.ctl.leaderID() == leader.id
 	})
-	if !leader.IsLeader() || leader.raft.CurrentTerm() != term {
-		t.Fatalf("after the heal: %s leads %v under term %d; it led under term %d", leader.id, leader.IsLeader(), leader.raft.CurrentTerm(), term)
+	if !leader.IsLeader() || leader.ctl.raft.CurrentTerm() != term {
+		t.Fatalf("after the heal: %s leads %v under term %d; it led under term %d", leader.id, leader.IsLeader(), leader.ctl.raft.CurrentTerm(), term)
 	}
 }
 
@@ -874,7 +874,7 @@ func TestFirstFounderStandsAtOnce(t *testing.T) {
 			t.Fatalf("first leader %s; want node-0, the first founder by name", leader.id)
 		}
 		for _, n := range c.live() {
-			if term := n.raft.CurrentTerm(); term != 2 {
+			if term := n.ctl.raft.CurrentTerm(); term != 2 {
 				t.Errorf("%s at term %d; want 2: the bootstrap's term, then one election", n.id, term)
 			}
 		}
@@ -1010,7 +1010,7 @@ func TestRollingRestartKeepsVoters(t *testing.T) {
 		assertAtLeast(t, samples, 3, fmt.Sprintf("round %d, %s restarting", round, leaver.id))
 		li := -1
 		waitFor(t, 20*time.Second, "a leader", func() bool { li = c.leader(); return li >= 0 }) // an election may follow readiness
-		cf := c.node(li).raft.GetConfiguration()
+		cf := c.node(li).ctl.raft.GetConfiguration()
 		if err := cf.Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -1063,15 +1063,15 @@ func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
 			return m.ID == leaver.id && m.Status != serf.StatusAlive
 		})
 	})
-	rounds := leader.controlTicks.Load() + 10
-	waitFor(t, 20*time.Second, "ten more control rounds on the leader", func() bool { return leader.controlTicks.Load() >= rounds })
+	rounds := leader.ctl.controlTicks.Load() + 10
+	waitFor(t, 20*time.Second, "ten more control rounds on the leader", func() bool { return leader.ctl.controlTicks.Load() >= rounds })
 	samples, _ := rec.since(0)
 	assertAtLeast(t, samples, 3, "the leave")
-	cf := leader.raft.GetConfiguration()
+	cf := leader.ctl.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		t.Fatal(err)
 	}
-	if !leaver.votesIn(cf.Configuration()) {
+	if !leaver.ctl.votesIn(cf.Configuration()) {
 		t.Fatalf("%s's server lost its vote: %v", leaver.id, cf.Configuration().Servers)
 	}
 	if err := leader.Put(bg(t), "after-the-leave", []byte("v")); err != nil {
@@ -1083,8 +1083,8 @@ func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
 		if li < 0 {
 			return false
 		}
-		cf := c.node(li).raft.GetConfiguration()
-		return cf.Error() == nil && next.votesIn(cf.Configuration()) && !leaver.votesIn(cf.Configuration()) && countVoters(cf.Configuration()) == 3
+		cf := c.node(li).ctl.raft.GetConfiguration()
+		return cf.Error() == nil && next.ctl.votesIn(cf.Configuration()) && !leaver.ctl.votesIn(cf.Configuration()) && countVoters(cf.Configuration()) == 3
 	})
 }
 
@@ -1102,8 +1102,8 @@ func TestCaughtUpNonVotersArePromoted(t *testing.T) {
 		if li < 0 {
 			return false
 		}
-		cf := c.node(li).raft.GetConfiguration()
-		return cf.Error() == nil && countVoters(cf.Configuration()) == 5 && first.votesIn(cf.Configuration()) && second.votesIn(cf.Configuration())
+		cf := c.node(li).ctl.raft.GetConfiguration()
+		return cf.Error() == nil && countVoters(cf.Configuration()) == 5 && first.ctl.votesIn(cf.Configuration()) && second.ctl.votesIn(cf.Configuration())
 	})
 	c.awaitReady(t, 60*time.Second, "five voters")
 }
@@ -1114,11 +1114,11 @@ func TestServerProgress(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, nil)
 	a, b := c.node(0), c.node(1)
-	p, err := a.askProgress(bg(t), b.serverID())
-	if err != nil || p.Server != b.serverID() || p.Applied == 0 || !p.AskerVotes {
+	p, err := a.ctl.askProgress(bg(t), b.ctl.serverID())
+	if err != nil || p.Server != b.ctl.serverID() || p.Applied == 0 || !p.AskerVotes {
 		t.Fatalf("progress of %s: %+v, %v", b.id, p, err)
 	}
-	if _, err := a.askProgress(bg(t), raftID(b.id, b.serverInc+1)); !errors.Is(err, errOtherProcess) {
+	if _, err := a.ctl.askProgress(bg(t), raftID(b.id, b.ctl.serverInc+1)); !errors.Is(err, errOtherProcess) {
 		t.Fatalf("progress of another process of %s: %v, want %v", b.id, err, errOtherProcess)
 	}
 }

@@ -403,14 +403,14 @@ func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
 
 // ClusterMap returns a copy of the latest committed cluster map this node knows: the caller may keep or
 // change it without touching the node.
-func (n *Node) ClusterMap() *ClusterMap { return n.fsm.clusterMap().clone() }
+func (n *Node) ClusterMap() *ClusterMap { return n.ctl.fsm.clusterMap().clone() }
 
 // IsLeader reports whether this node currently leads the control plane.
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+func (n *Node) IsLeader() bool { return n.ctl.raft.State() == raft.Leader }
 
 // Leader returns the node this node believes leads the control plane, "" when it knows of none. Every
 // member follows the control plane, lite ones as non-voters, so any of them can tell.
-func (n *Node) Leader() NodeID { return n.leaderID() }
+func (n *Node) Leader() NodeID { return n.ctl.leaderID() }
 
 // Ready waits until the cluster has assigned its first partition map, so operations can be routed.
 func (n *Node) Ready(ctx context.Context) error {
@@ -462,7 +462,7 @@ func (n *Node) CutoverStats() CutoverStats {
 // Migrations lists the partitions being moved, as this node's map knows them; empty when the cluster is
 // balanced.
 func (n *Node) Migrations() []Migration {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	var out []Migration
 	for p, st := range m.Runtime {
 		if st.Target == nil {
@@ -516,11 +516,11 @@ func (n *Node) Leave(ctx context.Context) error {
 	if !n.left.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	drained := n.drain(ctx)
+	drained := n.ctl.drain(ctx)
 	if errors.Is(drained, ErrClosed) {
 		return drained // closed meanwhile: there is nothing left to leave with
 	}
-	n.handOverLeadership()
+	n.ctl.handOverLeadership()
 	if drained != nil {
 		if only := n.onlyCopies(); len(only) > 0 {
 			n.log.Error("leave: partitions not drained, and this node holds the only live copy of some; "+
@@ -532,7 +532,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	err := n.members.leave()
 	if err == nil {
-		err = n.awaitRemoval(ctx)
+		err = n.ctl.awaitRemoval(ctx)
 	}
 	return errors.Join(drained, err, n.Close())
 }
@@ -541,7 +541,7 @@ func (n *Node) Leave(ctx context.Context) error {
 // only live copy with every acknowledged write: it owns them, or holds them in sync while they have no
 // owner, and no other member alive as the process the map records, and not leaving, is in sync.
 func (n *Node) onlyCopies() []int {
-	m := n.fsm.clusterMap()
+	m := n.ctl.fsm.clusterMap()
 	live := map[NodeID]bool{}
 	for _, mb := range n.members.members() {
 		if info, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive &&

@@ -209,7 +209,7 @@ func TestRetriesExhaustedNamesPartition(t *testing.T) {
 	p := a.layout.KeyPartition(key)
 	m := a.ClusterMap().clone()
 	m.Runtime[p].Owner = b.id
-	a.fsm.current.Store(m) // a's committed view now says b owns p: a redirects to b
+	a.ctl.fsm.current.Store(m) // a's committed view now says b owns p: a redirects to b
 	installStaleTable(a, p, b.id)
 	_, err := a.Get(ctx, key)
 	var rerr *RoutingError
