@@ -116,9 +116,9 @@ func evictByUse(t *testing.T, policy string) (hot, cold float64) {
 	// Flood until evictions number about as many as the cold keys: the LRU and LFU policies should take
 	// nearly all of those, and no hot one.
 	// The hot keys stay in use during the flood, and time passes, a second per 200 puts.
-	for i := 0; n.store.budget.evicted() < first*3/4*9/10; i++ {
+	for i := 0; n.own.store.budget.evicted() < first*3/4*9/10; i++ {
 		if i == flood {
-			t.Fatalf("a flood of %d keys evicted only %d", flood, n.store.budget.evicted())
+			t.Fatalf("a flood of %d keys evicted only %d", flood, n.own.store.budget.evicted())
 		}
 		put(fmt.Sprintf("flood-%d", i))
 		if i%2 == 0 {

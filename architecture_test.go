@@ -15,8 +15,8 @@ import (
 // The budgets the architecture rules hold Node to: what it has today, lowered as concerns move into
 // components, never raised. A new feature lands in a component that takes the few things it uses.
 const (
-	nodeFieldBudget  = 33
-	nodeMethodBudget = 106 // unexported methods
+	nodeFieldBudget  = 26
+	nodeMethodBudget = 32 // unexported methods
 )
 
 // coreFilesNamingTheEdge are the core files that name something the RESP edge (resp*.go) declares: the

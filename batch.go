@@ -532,16 +532,16 @@ func (b *batchRun) abandon(pending []int, cause error) {
 // serveBatch answers one batch request from another node. Each item gets the same ownership check and
 // store operation as a single-key request. The reply is written into a pooled buffer, which the transport
 // hands back once it has copied it (dataHandler).
-func (n *Node) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
+func (o *owner) serveBatch(ctx context.Context, payload []byte) ([]byte, error) {
 	w := getBatchWork()
 	defer w.release()
 	if err := w.decodeRequest(payload); err != nil {
 		return nil, err
 	}
-	n.stats.served.Add(1)
-	n.stats.batchItems.Add(uint64(len(w.items)))
-	budget := n.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(w.items)*batchReplyItemOverhead
-	n.serveBatchItems(ctx, w, budget)
+	o.stats.served.Add(1)
+	o.stats.batchItems.Add(uint64(len(w.items)))
+	budget := o.cfg.MaxFrameSize - transport.EnvelopeOverhead - batchHeaderOverhead - len(w.items)*batchReplyItemOverhead
+	o.serveBatchItems(ctx, w, budget)
 	buf := wireBuffers.Get().(*[]byte) // its memory goes back to the pool with another box (dataHandler)
 	return appendBatchReply(slices.Grow((*buf)[:0], batchReplySize(w.replies)), w.replies), nil
 }
@@ -615,27 +615,27 @@ func resize[T any](s []T, n int) []T {
 // key's items apply in order. Once one is refused or held back, the key's later items are held back too, so
 // a resend keeps order. Reads and refusals that would take the reply past budget are held back (Withheld)
 // and resent by the sender. The clock is read once for the batch's reads (serveLane).
-func (n *Node) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
+func (o *owner) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	byIndex := func(a, b batchItemWire) int { return cmp.Compare(a.Index, b.Index) }
 	if !slices.IsSortedFunc(w.items, byIndex) {
 		slices.SortStableFunc(w.items, byIndex)
 	}
 	w.replies = resize(w.replies, len(w.items))
 	w.left.n.Store(int64(budget))
-	n.judgeReads(w)
-	now := n.store.now()
-	w.readGroups(n.layout, func(seg int, positions []int32) { n.serveReadGroup(w, seg, positions, now) })
-	lanes := w.keyLanes(min(n.cfg.BatchParallelism, (len(w.items)+minLaneItems-1)/minLaneItems))
+	o.judgeReads(w)
+	now := o.store.now()
+	w.readGroups(o.layout, func(seg int, positions []int32) { o.serveReadGroup(w, seg, positions, now) })
+	lanes := w.keyLanes(min(o.cfg.BatchParallelism, (len(w.items)+minLaneItems-1)/minLaneItems))
 	var wg sync.WaitGroup
 	for _, lane := range lanes[1:] {
-		wg.Go(func() { n.serveLane(ctx, w, lane, now) })
+		wg.Go(func() { o.serveLane(ctx, w, lane, now) })
 	}
-	n.serveLane(ctx, w, lanes[0], now)
+	o.serveLane(ctx, w, lanes[0], now)
 	wg.Wait()
-	w.waits.await(ctx, n, w.replies)
-	if n.loads != nil {
-		n.loads.each(w.missingGets(), func(i int32) {
-			reply := n.serveKV(ctx, opGet, &w.items[i].Req)                                 // loads the key, as a Get does
+	w.waits.await(ctx, o.repl, w.replies)
+	if o.loads != nil {
+		o.loads.each(w.missingGets(), func(i int32) {
+			reply := o.serveKV(ctx, opGet, &w.items[i].Req)                                 // loads the key, as a Get does
 			if size := len(reply.Value) + len(reply.Owner); !w.left.take(size, size == 0) { // a miss or a failure always fits
 				reply = kvReply{}
 				w.replies[i].Withheld = true
@@ -697,9 +697,9 @@ func (w *syncWaits) reset() { w.rev, w.items, w.writes = nil, nil, nil }
 // await waits for the replicas of every segment the batch touched. When a segment's replicas cannot confirm,
 // its items get the failing status, settled for the writes (settleApplied), except that
 // StatusNotEnoughReplicas fails only its writes.
-func (w *syncWaits) await(ctx context.Context, n *Node, replies []batchItemReply) {
+func (w *syncWaits) await(ctx context.Context, repl *replication, replies []batchItemReply) {
 	for seg, rev := range w.rev {
-		status := n.repl.awaitReplicas(ctx, seg, rev, len(w.writes[seg]) > 0)
+		status := repl.awaitReplicas(ctx, seg, rev, len(w.writes[seg]) > 0)
 		if status == StatusSuccess {
 			continue
 		}
@@ -819,15 +819,15 @@ func (w *batchWork) readGroups(layout Layout, serve func(seg int, positions []in
 // when the verdict no longer held after the read. They are answered alike: all refused, all held by a
 // transaction (StatusLocked), all held back for the reply's budget, or all read; so that those that go
 // again go together. Only a group whose values exceed a whole reply frame is answered in parts.
-func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int64) {
-	p := n.layout.SegmentPartition(seg)
+func (o *owner) serveReadGroup(w *batchWork, seg int, positions []int32, now int64) {
+	p := o.layout.SegmentPartition(seg)
 	refusal, owned := w.reads.refusals[p], w.reads.owned[p] == verdictOwned
 	var rev uint64
 	if owned {
-		rev = n.readGroup(w, seg, positions, now)
-		if n.ctl.fsm.clusterMap() != w.reads.m || n.cut.isSealed(p) || !n.ctl.lease.held.Load() {
-			if refusal, owned = n.partitionRefusal(p); owned {
-				rev = n.readGroup(w, seg, positions, now)
+		rev = o.readGroup(w, seg, positions, now)
+		if o.view.clusterMap() != w.reads.m || o.cut.isSealed(p) || !o.leaseHeld() {
+			if refusal, owned = o.partitionRefusal(p); owned {
+				rev = o.readGroup(w, seg, positions, now)
 			}
 		}
 	}
@@ -837,9 +837,9 @@ func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int6
 		r.Index, r.Withheld = w.items[i].Index, false
 		if !owned {
 			r.Reply = refusal
-			n.countRefusal(&r.Reply)
+			o.countRefusal(&r.Reply)
 		}
-		n.awaitRead(w, seg, rev, i, &r.Reply)
+		o.awaitRead(w, seg, rev, i, &r.Reply)
 		cost += len(r.Reply.Value) + len(r.Reply.Owner)
 	}
 	if w.left.take(cost, false) {
@@ -857,7 +857,7 @@ func (n *Node) serveReadGroup(w *batchWork, seg int, positions []int32, now int6
 
 // readGroup reads the gets at positions, all of segment seg, at one revision of it, which it returns, and
 // at the instant now. When a transaction's intent holds one of their keys, all are answered StatusLocked.
-func (n *Node) readGroup(w *batchWork, seg int, positions []int32, now int64) uint64 {
+func (o *owner) readGroup(w *batchWork, seg int, positions []int32, now int64) uint64 {
 	var failed kvReply
 	defer func() {
 		if failed.Status == StatusInternal {
@@ -866,9 +866,9 @@ func (n *Node) readGroup(w *batchWork, seg int, positions []int32, now int64) ui
 			}
 		}
 	}()
-	defer n.recoverRead(seg, &failed)
+	defer o.panics.recoverRead(seg, &failed)
 	locked := false
-	rev := n.store.readAtomically(seg, func(g *store) {
+	rev := o.store.readAtomically(seg, func(g *store) {
 		for _, i := range positions {
 			getFrom(g, seg, w.items[i].Req.Key, now, &w.replies[i].Reply)
 			locked = locked || w.replies[i].Reply.Status == StatusLocked
@@ -920,26 +920,26 @@ func (v *readVerdicts) reset() {
 // judgeReads takes the ownership verdict of each partition that w's gets read. The map is loaded before
 // any verdict, so a verdict taken under a newer one fails every confirmation and leaves its gets to a
 // check of their own.
-func (n *Node) judgeReads(w *batchWork) {
+func (o *owner) judgeReads(w *batchWork) {
 	v := &w.reads
-	v.m = n.ctl.fsm.clusterMap()
+	v.m = o.view.clusterMap()
 	v.segments = resize(v.segments, len(w.items))
-	if len(v.owned) != n.layout.Partitions {
-		v.owned, v.judged = make([]int8, n.layout.Partitions), v.judged[:0]
+	if len(v.owned) != o.layout.Partitions {
+		v.owned, v.judged = make([]int8, o.layout.Partitions), v.judged[:0]
 	}
 	for i := range w.items {
 		if w.items[i].Op != opGet {
 			v.segments[i] = -1
 			continue
 		}
-		seg := n.layout.KeySegment(w.items[i].Req.Key)
+		seg := o.layout.KeySegment(w.items[i].Req.Key)
 		v.segments[i] = int32(seg)
-		p := n.layout.SegmentPartition(seg)
+		p := o.layout.SegmentPartition(seg)
 		if v.owned[p] != 0 {
 			continue
 		}
 		v.judged = append(v.judged, int32(p))
-		refusal, owned := n.partitionRefusal(p)
+		refusal, owned := o.partitionRefusal(p)
 		if owned {
 			v.owned[p] = verdictOwned
 			continue
@@ -958,30 +958,30 @@ func (n *Node) judgeReads(w *batchWork) {
 // and for a get whose verdict did not hold: those take a check of their own. A lapse is noticed by the
 // first check after it, and at the latest by the node's periodic one, FailoverTimeout/8 later: still well
 // before another node may be promoted, a whole FailoverTimeout after the last contact.
-func (n *Node) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) (served bool) {
+func (o *owner) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) (served bool) {
 	v := &w.reads
 	if v.m == nil || v.segments[pos] < 0 {
 		return false
 	}
 	seg := int(v.segments[pos])
-	p := n.layout.SegmentPartition(seg)
+	p := o.layout.SegmentPartition(seg)
 	if v.owned[p] == verdictRefused {
 		*reply = v.refusals[p]
-		n.countRefusal(reply)
+		o.countRefusal(reply)
 		return true
 	}
-	rev := n.getAt(seg, it.Req.Key, now, reply)
-	if n.ctl.fsm.clusterMap() != v.m || n.cut.isSealed(p) || !n.ctl.lease.held.Load() {
+	rev := o.getAt(seg, it.Req.Key, now, reply)
+	if o.view.clusterMap() != v.m || o.cut.isSealed(p) || !o.leaseHeld() {
 		return false // the item's own check writes its reply anew
 	}
-	n.awaitRead(w, seg, rev, pos, reply)
+	o.awaitRead(w, seg, rev, pos, reply)
 	return true
 }
 
 // serveLane serves the items of w at positions, in order. Its gets read the store at the batch's instant
 // now, unless the lane wrote since: then at an instant after that write, so that no get reads at a time
 // before a write it follows.
-func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, now int64) {
+func (o *owner) serveLane(ctx context.Context, w *batchWork, positions []int32, now int64) {
 	items, replies := w.items, w.replies // read here once: the lanes write w.left, next to them, all along
 	var held map[string]bool             // keys whose later items are held back
 	for _, i := range positions {
@@ -990,9 +990,9 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 			replies[i] = batchItemReply{Index: it.Index, Withheld: true}
 			continue
 		}
-		n.serveBatchItem(ctx, w, it, i, now, &replies[i])
+		o.serveBatchItem(ctx, w, it, i, now, &replies[i])
 		if it.Op != opGet {
-			now = n.store.now()
+			now = o.store.now()
 		}
 		if replies[i].Withheld || replies[i].Reply.Status.requiresRefresh() {
 			if held == nil {
@@ -1006,11 +1006,11 @@ func (n *Node) serveLane(ctx context.Context, w *batchWork, positions []int32, n
 // serveBatchItem checks ownership and applies it, the item of w at pos, as serveKV does for a single
 // request, and writes its reply to out. The first item of a request is always answered, so that every
 // request makes progress.
-func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, out *batchItemReply) {
+func (o *owner) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, out *batchItemReply) {
 	out.Index, out.Withheld = it.Index, false
 	reply := &out.Reply // written whole by whichever serves the item
-	if !n.serveJudgedGet(w, it, pos, now, reply) {
-		n.serveCheckedItem(ctx, w, it, pos, now, reply)
+	if !o.serveJudgedGet(w, it, pos, now, reply) {
+		o.serveCheckedItem(ctx, w, it, pos, now, reply)
 	}
 	// Only reads and refusals carry bytes back, and neither changed anything.
 	if cost := len(reply.Value) + len(reply.Owner); cost > 0 && !w.left.take(cost, pos == 0) {
@@ -1020,29 +1020,29 @@ func (n *Node) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemWi
 
 // serveCheckedItem checks the item's ownership on its own and applies it: a get at the instant now, any
 // other item as applyStore runs a single request.
-func (n *Node) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) {
-	seg, refusal, owned := n.checkOwner(it.Req.Key)
+func (o *owner) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) {
+	seg, refusal, owned := o.checkOwner(it.Req.Key)
 	if !owned {
 		*reply = refusal
 		return
 	}
 	if it.Op == opGet {
-		rev := n.getAt(seg, it.Req.Key, now, reply)
-		n.awaitRead(w, seg, rev, pos, reply)
+		rev := o.getAt(seg, it.Req.Key, now, reply)
+		o.awaitRead(w, seg, rev, pos, reply)
 		return
 	}
-	*reply = n.applyStore(ctx, it.Op, seg, &it.Req)
-	if n.awaitsReplicas(it.Op, &it.Req, reply) {
-		w.waits.add(seg, n.store.revision(seg), pos, true)
-	} else if rev, wait := n.unconfirmed(it.Op, seg, reply); wait {
+	*reply = o.applyStore(ctx, it.Op, seg, &it.Req)
+	if o.awaitsReplicas(it.Op, &it.Req, reply) {
+		w.waits.add(seg, o.store.revision(seg), pos, true)
+	} else if rev, wait := o.unconfirmed(it.Op, seg, reply); wait {
 		w.waits.add(seg, rev, pos, false)
 	}
 }
 
 // awaitRead makes the batch wait, before it answers, until the in-sync replicas hold the revision rev of
 // seg that a get's reply revealed (see unconfirmed).
-func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kvReply) {
-	if n.unconfirmedAt(opGet, seg, rev, reply) {
+func (o *owner) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kvReply) {
+	if o.unconfirmedAt(opGet, seg, rev, reply) {
 		w.waits.add(seg, rev, pos, false)
 	}
 }
@@ -1050,9 +1050,9 @@ func (n *Node) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv
 // getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
 // revision the read saw. It writes the reply to out.
-func (n *Node) getAt(seg int, key string, now int64, out *kvReply) uint64 {
-	defer n.recoverRead(seg, out)
-	return getFrom(n.store, seg, key, now, out)
+func (o *owner) getAt(seg int, key string, now int64, out *kvReply) uint64 {
+	defer o.panics.recoverRead(seg, out)
+	return getFrom(o.store, seg, key, now, out)
 }
 
 // getFrom is getAt on the store s, which may be a view.

@@ -855,7 +855,7 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := intent{txn: "writer", anchor: locked, deadline: clock.Now().Add(time.Hour).UnixNano(), action: intentPut, value: []byte("next")}
-	n.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), 0)
+	n.own.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), 0)
 	clock.Advance(time.Second)
 
 	keys := []string{plain, lasting, absent, hash, reserved, locked, elsewhere[0], elsewhere[1]}
@@ -865,13 +865,13 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 		w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: k}})
 	}
 	redirects := n.stats.redirectsSent.Load()
-	n.serveBatchItems(ctx, w, unlimitedReply)
+	n.own.serveBatchItems(ctx, w, unlimitedReply)
 	if got := n.stats.redirectsSent.Load() - redirects; got != 2 {
 		t.Errorf("the batch counted %d redirects; want one for each of its 2 items owned elsewhere", got)
 	}
 	statuses := map[Status]bool{}
 	for i, k := range keys {
-		single := n.serveKV(ctx, opGet, &kvRequest{Key: k})
+		single := n.own.serveKV(ctx, opGet, &kvRequest{Key: k})
 		if got := w.replies[i]; got.Index != i || got.Withheld || !reflect.DeepEqual(got.Reply, single) {
 			t.Errorf("batch get of %q = %+v; a single get answers %+v", k, got, single)
 		}
@@ -910,13 +910,13 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 		defer w.release()
 		w.items = append(w.items, batchItemWire{Op: opGet, Req: kvRequest{Key: key}})
 		w.replies = resize(w.replies, 1)
-		n.judgeReads(w)
+		n.own.judgeReads(w)
 		if w.reads.owned[p] != verdictOwned {
 			t.Fatalf("partition %d judged %d; want owned", p, w.reads.owned[p])
 		}
 		undo := change()
 		defer undo()
-		n.serveBatchItem(ctx, w, &w.items[0], 0, n.store.now(), &w.replies[0])
+		n.own.serveBatchItem(ctx, w, &w.items[0], 0, n.own.store.now(), &w.replies[0])
 		return w.replies[0].Reply
 	}
 
@@ -924,8 +924,8 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 		t.Fatalf("get under a verdict that holds = %+v; want the value", r)
 	}
 	r := serve(func() func() {
-		n.cut.sealed[p].Store(true)
-		return func() { n.cut.sealed[p].Store(false) }
+		n.own.cut.sealed[p].Store(true)
+		return func() { n.own.cut.sealed[p].Store(false) }
 	})
 	if r.Status != StatusOwnershipChanging {
 		t.Fatalf("get of a partition sealed after its verdict = %s; want %s", r.Status, StatusOwnershipChanging)
@@ -1043,7 +1043,7 @@ func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
 		for i, key := range keys {
 			w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: key}})
 		}
-		n.serveBatchItems(ctx, w, budget)
+		n.own.serveBatchItems(ctx, w, budget)
 		return slices.Clone(w.replies)
 	}
 	for i, r := range serve(unlimitedReply) {
@@ -1058,8 +1058,8 @@ func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
 		}
 	}
 	seg := n.layout.KeySegment("{group}b")
-	in := intent{txn: "t", anchor: "{group}b", deadline: n.store.now() + int64(time.Minute), action: intentPut, value: []byte("w")}
-	if r := applyIntent(n.store, seg, kvRequest{Key: "{group}b", Value: in.encode(), Delta: int64(time.Minute)}, n.opLimits()); r.Status != StatusSuccess {
+	in := intent{txn: "t", anchor: "{group}b", deadline: n.own.store.now() + int64(time.Minute), action: intentPut, value: []byte("w")}
+	if r := applyIntent(n.own.store, seg, kvRequest{Key: "{group}b", Value: in.encode(), Delta: int64(time.Minute)}, n.own.opLimits()); r.Status != StatusSuccess {
 		t.Fatalf("placing the intent: %+v", r)
 	}
 	for i, r := range serve(unlimitedReply) {

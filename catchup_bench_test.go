@@ -46,7 +46,7 @@ func BenchmarkCatchUp(b *testing.B) {
 				tag = fmt.Sprintf("{bench%d}", i)
 			}
 			seg := owner.layout.KeySegment(tag)
-			link := owner.repl.link(replica.id)
+			link := owner.own.repl.link(replica.id)
 			var took time.Duration
 			var payload int
 			before := owner.ReplicationStats()
@@ -61,14 +61,14 @@ func BenchmarkCatchUp(b *testing.B) {
 					payload += len(key) + len(value)
 				}
 				if tc.trim {
-					owner.repl.checkpointToDisk(seg)
-					if err := owner.disk.flushedTo(context.Background(), owner.disk.mark()); err != nil {
+					owner.own.repl.checkpointToDisk(seg)
+					if err := owner.own.disk.flushedTo(context.Background(), owner.own.disk.mark()); err != nil {
 						b.Fatal(err)
 					}
 				}
 				start := time.Now()
 				releaseLink(link, p)
-				for !acked(link, seg, owner.store.revision(seg)) {
+				for !acked(link, seg, owner.own.store.revision(seg)) {
 					if time.Since(start) > time.Minute {
 						b.Fatal("the replica did not catch up within a minute")
 					}

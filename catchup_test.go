@@ -42,9 +42,9 @@ func missWrites(t *testing.T, c *testCluster, owner, replica *Node, p int, resta
 	if err := owner.Put(bg(t), tag+":first", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	had = replica.store.revision(seg)
-	if had != owner.store.revision(seg) {
-		t.Fatalf("the in-sync replica has revision %d of segment %d, the owner %d", had, seg, owner.store.revision(seg))
+	had = replica.own.store.revision(seg)
+	if had != owner.own.store.revision(seg) {
+		t.Fatalf("the in-sync replica has revision %d of segment %d, the owner %d", had, seg, owner.own.store.revision(seg))
 	}
 	victim := c.indexOf(replica.id)
 	if restart {
@@ -59,7 +59,7 @@ func missWrites(t *testing.T, c *testCluster, owner, replica *Node, p int, resta
 	// written again. The owner's revision counts what the replica misses either way. Every fifth write
 	// lives a millisecond, so the owner's expiry ops are among the ops missed.
 	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; owner.store.revision(seg) < had+catchUpMissed; i++ {
+	for i := 0; owner.own.store.revision(seg) < had+catchUpMissed; i++ {
 		var opts []PutOption
 		if i%5 == 0 {
 			opts = append(opts, WithTTL(time.Millisecond))
@@ -111,20 +111,20 @@ func TestReplicaCatchesUpFromDisk(t *testing.T) {
 			// The owner's memory holds the last catchUpRetain ops: the others can only have come from disk.
 			if fromDisk := after.OpsFromDisk - before.OpsFromDisk; fromDisk == 0 {
 				t.Fatalf("the owner sent no op read from disk; the replica missed %d, memory holds %d",
-					owner.store.revision(seg)-had, catchUpRetain)
+					owner.own.store.revision(seg)-had, catchUpRetain)
 			}
 			if restart {
 				// The restarted process reloaded its copy: it received the ops after it and no snapshot.
 				if replica.ReplicationStats().RecoveredOps == 0 {
 					t.Fatal("the restarted replica recovered nothing from its data dir")
 				}
-				if snap, ok, err := replica.disk.store.LoadSnapshot(uint32(seg)); err != nil || ok && snap.Revision > had {
+				if snap, ok, err := replica.own.disk.store.LoadSnapshot(uint32(seg)); err != nil || ok && snap.Revision > had {
 					t.Fatalf("the restarted replica installed a snapshot of segment %d (revision %d, %v)", seg, snap.Revision, err)
 				}
 			} else if sent := after.SnapshotsSent - before.SnapshotsSent; sent != 0 {
 				t.Fatalf("the owner sent %d snapshots to a replica its disk could feed", sent)
 			}
-			if expiries := expiryOps(t, replica.disk.store, seg, had); expiries == 0 {
+			if expiries := expiryOps(t, replica.own.disk.store, seg, had); expiries == 0 {
 				t.Fatalf("the replica's durable log holds no expiry op of segment %d after revision %d", seg, had)
 			}
 			waitAllInSync(t, c)
@@ -163,7 +163,7 @@ func TestReplicaBehindTrimmedDiskGetsSnapshot(t *testing.T) {
 	before := owner.ReplicationStats()
 	seg, had, resume := missWrites(t, c, owner, replica, p, false)
 	waitFor(t, 10*time.Second, "the owner's disk log trimmed past the replica", func() bool {
-		first, _, err := owner.disk.store.Bounds(uint32(seg))
+		first, _, err := owner.own.disk.store.Bounds(uint32(seg))
 		return err == nil && first > had+1
 	})
 	resume()
@@ -192,8 +192,8 @@ func TestOpsAfterReadsTheDurableLog(t *testing.T) {
 	n := c.node(0)
 	keys, seg := taggedKeys(n, 100)
 	writeAll(t, n, keys)
-	last := n.store.revision(seg)
-	ops, fromDisk, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20)
+	last := n.own.store.revision(seg)
+	ops, fromDisk, err := n.own.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20)
 	if err != nil || !fromDisk || uint64(len(ops)) != last {
 		t.Fatalf("from revision 0: %d ops, from disk %v, %v; want all %d from disk", len(ops), fromDisk, err, last)
 	}
@@ -202,22 +202,22 @@ func TestOpsAfterReadsTheDurableLog(t *testing.T) {
 			t.Fatalf("op %d has revision %d", i, op.Revision)
 		}
 	}
-	if ops, fromDisk, err := n.repl.opsAfter(seg, last-2, replicateMaxOps, 1<<20); err != nil || fromDisk || len(ops) != 2 {
+	if ops, fromDisk, err := n.own.repl.opsAfter(seg, last-2, replicateMaxOps, 1<<20); err != nil || fromDisk || len(ops) != 2 {
 		t.Fatalf("from the memory's range: %d ops, from disk %v, %v; want 2 from memory", len(ops), fromDisk, err)
 	}
-	if ops, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1); err != nil || len(ops) == 0 || len(ops) > diskReadOps {
+	if ops, _, err := n.own.repl.opsAfter(seg, 0, replicateMaxOps, 1); err != nil || len(ops) == 0 || len(ops) > diskReadOps {
 		t.Fatalf("with a budget of one byte: %d ops, %v; want between 1 and %d", len(ops), err, diskReadOps)
 	}
 
-	n.repl.replaced[seg].begun.Add(1)
-	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
+	n.own.repl.replaced[seg].begun.Add(1)
+	if _, _, err := n.own.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
 		t.Fatalf("during a replacement of the segment: %v, want durability.ErrTruncated", err)
 	}
-	n.repl.replaced[seg].done.Add(1)
+	n.own.repl.replaced[seg].done.Add(1)
 
-	snap := n.repl.takeSnapshot(seg, 1)
-	n.repl.replaceSegment(seg, snap.Revision, 1, snap.Entries)
-	if _, _, err := n.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
+	snap := n.own.repl.takeSnapshot(seg, 1)
+	n.own.repl.replaceSegment(seg, snap.Revision, 1, snap.Entries)
+	if _, _, err := n.own.repl.opsAfter(seg, 0, replicateMaxOps, 1<<20); !errors.Is(err, durability.ErrTruncated) {
 		t.Fatalf("behind a replaced copy: %v, want durability.ErrTruncated", err)
 	}
 }

@@ -270,7 +270,7 @@ func (cr *certRun) awaitSeal(mv move, bound time.Duration) {
 // sealedNow reports whether the owner handing partition mv.p over has it sealed at this moment.
 func (cr *certRun) sealedNow(mv move) bool {
 	n := cr.c.nodeByID(mv.from)
-	return n != nil && n.cut.isSealed(mv.p)
+	return n != nil && n.own.cut.isSealed(mv.p)
 }
 
 // rollingLeaveNemesis is a rolling deploy of memory-only processes: every node in turn leaves gracefully and

@@ -328,7 +328,7 @@ func (cr *certRun) liveCopies(m *ClusterMap, st PartitionState) []NodeID {
 	var out []NodeID
 	for _, id := range append([]NodeID{st.Owner}, st.InSync...) {
 		n := cr.c.nodeByID(id)
-		if n != nil && m.Nodes[id].Incarnation == n.repl.incarnation && !slices.Contains(out, id) {
+		if n != nil && m.Nodes[id].Incarnation == n.own.repl.incarnation && !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}
@@ -1163,7 +1163,7 @@ func (cr *certRun) killOwnerAt(i int) {
 		cr.step("no kill: node %d is not up", i)
 		return
 	}
-	ev := killEvent{id: n.id, incarnation: n.repl.incarnation, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
+	ev := killEvent{id: n.id, incarnation: n.own.repl.incarnation, epochs: map[int]uint64{}, at: time.Now(), held: cr.heldBy(cr.c.currentMap(), n.id)}
 	for p, st := range n.ClusterMap().Runtime {
 		if st.Owner == n.id {
 			ev.epochs[p] = st.Epoch

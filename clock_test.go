@@ -145,7 +145,7 @@ func dropReplicaOnClock(t *testing.T, c *testCluster, clock *clocktest.Manual, l
 	c.faults.HealAll()
 	seg := leader.layout.KeySegment(key)
 	advanceUntil(t, clock, c.cfgs[0].RetryBackoff, "the replica to receive the write", func() bool {
-		_, _, ok := replica.store.get(seg, key)
+		_, _, ok := replica.own.store.get(seg, key)
 		return ok
 	})
 	return dropped

@@ -378,7 +378,7 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 			if m.Index != first.Index || n.ctl.leaderID() != leader || n.client.router.current().m.Index != m.Index {
 				return false
 			}
-			if !n.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
+			if !n.own.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
 				return false // the leader has yet to act on this member: another map change is coming
 			}
 		}
@@ -392,7 +392,7 @@ func (c *testCluster) waitRecorded(n *Node, timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, timeout, "the map to record "+string(n.id)+"'s process", func() bool {
 		for _, l := range c.live() {
-			if !n.recordedIn(l.ClusterMap()) {
+			if !n.own.recordedIn(l.ClusterMap()) {
 				return false
 			}
 		}

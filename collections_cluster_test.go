@@ -158,7 +158,7 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 	ctx := bg(t)
 	f := writeCollections(t, n, 8, 100)
 	for seg := range n.layout.Segments {
-		n.repl.checkpointToDisk(seg)
+		n.own.repl.checkpointToDisk(seg)
 	}
 	for k := range f.count {
 		if _, err := n.HDel(ctx, fmt.Sprintf("hash-%d", k), "field-3"); err != nil {
@@ -179,7 +179,7 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 	f.zset = append(slices.Delete(f.zset, 5, 6), ZMember{Member: "z-5", Score: 5.0/4 + 100})
 	f.set = slices.DeleteFunc(f.set, func(m string) bool { return m == "member-7" })
 	f.check(t, n, "before the restart")
-	before := n.store.digest(0)
+	before := n.own.store.digest(0)
 
 	c.kill(0)
 	n = c.restart(0)
@@ -187,7 +187,7 @@ func TestCollectionsSurviveRestart(t *testing.T) {
 	if got := n.ReplicationStats().RecoveredOps; got == 0 {
 		t.Fatal("the restart replayed no op: the snapshots hid the ops logged after them")
 	}
-	if after := n.store.digest(0); after != before {
+	if after := n.own.store.digest(0); after != before {
 		t.Fatalf("segment 0 after the restart: %+v, before: %+v", after, before)
 	}
 	f.check(t, n, "after the restart")

@@ -108,7 +108,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 	var old *ClusterMap
 	waitFor(t, 20*time.Second, "the restarted replica recorded, out of the in-sync set", func() bool {
 		old = owner.ClusterMap()
-		return old.Nodes[replica.id].Incarnation == replica.repl.incarnation && !slices.Contains(old.Runtime[p].InSync, replica.id)
+		return old.Nodes[replica.id].Incarnation == replica.own.repl.incarnation && !slices.Contains(old.Runtime[p].InSync, replica.id)
 	})
 	h.holdJoin.Store(false)
 	waitFor(t, 20*time.Second, "the replica back in sync everywhere", func() bool {
@@ -133,7 +133,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 		keys = append(keys, k)
 	}
 	first, _ := owner.layout.PartitionSegments(p)
-	held := replica.store.revision(first)
+	held := replica.own.store.revision(first)
 	snapshots := replica.ReplicationStats().SnapshotsApplied
 
 	// The owner crashes; its next process replays up to the old map and stays there, unrecognized.
@@ -163,7 +163,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 	if reply, _, err := back.callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
 		t.Errorf("the replica accepted a snapshot from %s's unrecognized process", back.id)
 	}
-	if got := replica.store.revision(first); got != held {
+	if got := replica.own.store.revision(first); got != held {
 		t.Fatalf("the in-sync replica's segment %d went from revision %d to %d", first, held, got)
 	}
 
@@ -171,7 +171,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 	h.unrecognized.Store(NodeID(""))
 	waitFor(t, 20*time.Second, "the restarted owner recorded and its partition failed over", func() bool {
 		m := c.currentMap()
-		return m.Nodes[back.id].Incarnation == back.repl.incarnation && m.Runtime[p].Owner == replica.id
+		return m.Nodes[back.id].Incarnation == back.own.repl.incarnation && m.Runtime[p].Owner == replica.id
 	})
 	for _, k := range keys {
 		if got, err := c.leaderNode().Get(ctx, k); err != nil || string(got) != k {

@@ -70,26 +70,26 @@ func (c *cutovers) wake() { signal(c.kick) }
 // runCutovers starts a cut-over for each partition that is ready, and a sync from its source for each
 // partition this node owns that is Recovering (possession.go), whenever the map changes and on every
 // reconcile tick.
-func (n *Node) runCutovers() {
-	defer n.wg.Done()
-	tick := n.cfg.Clock.NewTicker(n.cfg.Timing.Reconcile)
+func (o *owner) runCutovers() {
+	defer o.wg.Done()
+	tick := o.cfg.Clock.NewTicker(o.cfg.Timing.Reconcile)
 	defer tick.Stop()
 	for {
 		select {
-		case <-n.life.Done():
+		case <-o.life.Done():
 			return
-		case <-n.cut.kick:
+		case <-o.cut.kick:
 		case <-tick.C():
 		}
-		n.guarded("hand-over scan", func() {
-			m := n.ctl.fsm.clusterMap()
+		o.panics.guarded("hand-over scan", func() {
+			m := o.view.clusterMap()
 			for p := range m.Runtime {
 				switch st := &m.Runtime[p]; {
-				case !n.ownsIn(m, p):
+				case !o.ownsIn(m, p):
 				case st.Health == Recovering:
-					n.startWorker(p, *st, n.syncFromSource)
-				case st.targetInSync() && st.Target[0] != n.id:
-					n.startWorker(p, *st, n.cutOverWhenDue)
+					o.startWorker(p, *st, o.syncFromSource)
+				case st.targetInSync() && st.Target[0] != o.id:
+					o.startWorker(p, *st, o.cutOverWhenDue)
 				}
 			}
 		})
@@ -98,58 +98,58 @@ func (n *Node) runCutovers() {
 
 // startWorker runs work for partition p in state st in a goroutine of its own, unless one is already at
 // work there.
-func (n *Node) startWorker(p int, st PartitionState, work func(int, PartitionState)) {
-	if !n.cut.running[p].CompareAndSwap(false, true) {
+func (o *owner) startWorker(p int, st PartitionState, work func(int, PartitionState)) {
+	if !o.cut.running[p].CompareAndSwap(false, true) {
 		return
 	}
-	n.wg.Add(1)
+	o.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		defer n.cut.running[p].Store(false)
-		n.guarded("partition hand-over", func() { work(p, st) })
+		defer o.wg.Done()
+		defer o.cut.running[p].Store(false)
+		o.panics.guarded("partition hand-over", func() { work(p, st) })
 	}()
 }
 
 // cutOverWhenDue cuts partition p over unless its last failed cut-over asks to wait longer.
-func (n *Node) cutOverWhenDue(p int, st PartitionState) {
-	if !n.cfg.Clock.Now().Before(n.cut.retryAt[p]) {
-		n.cutOver(p, st)
+func (o *owner) cutOverWhenDue(p int, st PartitionState) {
+	if !o.cfg.Clock.Now().Before(o.cut.retryAt[p]) {
+		o.cutOver(p, st)
 	}
 }
 
 // cutOver hands partition p, owned under st.Epoch, to its target primary.
-func (n *Node) cutOver(p int, st PartitionState) {
+func (o *owner) cutOver(p int, st PartitionState) {
 	to := st.Target[0]
 	start := time.Now()
-	n.cut.seal(p)
-	defer n.cut.sealed[p].Store(false)
-	if hook := n.cfg.hooks.afterSeal; hook != nil {
+	o.cut.seal(p)
+	defer o.cut.sealed[p].Store(false)
+	if hook := o.cfg.hooks.afterSeal; hook != nil {
 		hook(p)
 	}
-	if n.epochMoved(p, st.Epoch) {
+	if o.epochMoved(p, st.Epoch) {
 		return
 	}
-	ctx, cancel := timeoutContext(n.life, n.cfg.Clock, n.cfg.CutoverTimeout)
-	err := n.drainTo(ctx, p, st.Epoch, to)
+	ctx, cancel := timeoutContext(o.life, o.cfg.Clock, o.cfg.CutoverTimeout)
+	err := o.drainTo(ctx, p, st.Epoch, to)
 	if err == nil {
-		err = n.ctl.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
+		err = o.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
 	}
 	cancel()
-	if err == nil && n.epochMoved(p, st.Epoch) {
-		n.cut.record(time.Since(start))
-		n.cut.failures[p] = 0
-		n.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start), "revisions", n.repl.revisions(p))
+	if err == nil && o.epochMoved(p, st.Epoch) {
+		o.cut.record(time.Since(start))
+		o.cut.failures[p] = 0
+		o.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start), "revisions", o.repl.revisions(p))
 		return
 	}
-	n.cut.failures[p]++
-	n.cut.retryAt[p] = n.cfg.Clock.Now().Add(n.cfg.Timing.Reconcile << min(n.cut.failures[p], 5))
-	n.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
-	n.reclaim(p, st.Epoch)
+	o.cut.failures[p]++
+	o.cut.retryAt[p] = o.cfg.Clock.Now().Add(o.cfg.Timing.Reconcile << min(o.cut.failures[p], 5))
+	o.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
+	o.reclaim(p, st.Epoch)
 }
 
 // drainTo waits until node to holds every revision this node has of partition p, owned at epoch.
-func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) error {
-	link := n.repl.link(to)
+func (o *owner) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) error {
+	link := o.repl.link(to)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -160,7 +160,7 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 		if _, ok := link.caughtUp(p, epoch); ok {
 			return nil
 		}
-		wait := n.cfg.Clock.NewTimer(n.cfg.RetryBackoff)
+		wait := o.cfg.Clock.NewTimer(o.cfg.RetryBackoff)
 		select {
 		case <-progress:
 		case <-wait.C():
@@ -172,24 +172,24 @@ func (n *Node) drainTo(ctx context.Context, p int, epoch uint64, to NodeID) erro
 
 // reclaim keeps partition p, sealed at epoch, under the next epoch: a settle proposed meanwhile may still
 // commit, so the owner serves again only once its map shows the epoch has moved, one way or the other.
-func (n *Node) reclaim(p int, epoch uint64) {
-	for !n.epochMoved(p, epoch) {
-		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
-		err := n.ctl.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
+func (o *owner) reclaim(p int, epoch uint64) {
+	for !o.epochMoved(p, epoch) {
+		ctx, cancel := context.WithTimeout(o.life, applyTimeout)
+		err := o.propose(ctx, &command{Kind: cmdReclaim, Partition: p, Epoch: epoch})
 		cancel()
 		if err == nil {
-			n.cut.reclaimed.Add(1)
+			o.cut.reclaimed.Add(1)
 			continue
 		}
-		if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.Timing.Reconcile) {
+		if sleepStop(o.cfg.Clock, o.life.Done(), o.cfg.Timing.Reconcile) {
 			return
 		}
 	}
 }
 
 // epochMoved reports whether partition p is no longer at epoch in this node's map.
-func (n *Node) epochMoved(p int, epoch uint64) bool {
-	return n.ctl.fsm.clusterMap().Runtime[p].Epoch != epoch
+func (o *owner) epochMoved(p int, epoch uint64) bool {
+	return o.view.clusterMap().Runtime[p].Epoch != epoch
 }
 
 func (c *cutovers) record(d time.Duration) {

@@ -69,7 +69,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 
 	back := c.restart(victim)
 	waitFor(t, 10*time.Second, "the control plane to record the restarted process", func() bool {
-		return c.currentMap().Nodes[dead].Incarnation == back.repl.incarnation
+		return c.currentMap().Nodes[dead].Incarnation == back.own.repl.incarnation
 	})
 	waitFor(t, 30*time.Second, "every partition Healthy again", c.allHealthy)
 	assertReplicasMatch(t, c)
@@ -121,7 +121,7 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 	}
 	c.isolate(owner)
 	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.ctl.holdsLease() })
-	if reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
+	if reply := owner.own.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("cut-off owner answered %s; want OwnershipChanging", reply.Status)
 	}
 	if _, err := owner.Get(ctx, key); !errors.Is(err, ErrOwnershipChanging) {
@@ -153,7 +153,7 @@ func TestRestartedOwnerDoesNotServeWhatItLost(t *testing.T) {
 	c.kill(1)
 	restarted := c.restart(1)
 	waitFor(t, 20*time.Second, "the restarted process recorded in the map", func() bool {
-		return c.currentMap().Nodes[restarted.id].Incarnation == restarted.repl.incarnation
+		return c.currentMap().Nodes[restarted.id].Incarnation == restarted.own.repl.incarnation
 	})
 	if elapsed := time.Since(start); elapsed >= 10*time.Second {
 		t.Fatalf("took %v: the partitions waited for the failure timeout", elapsed)
@@ -489,7 +489,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	served := 0
 	for time.Now().Before(deadline) {
-		reply := owner.serveKV(ctx, opGet, &kvRequest{Key: key})
+		reply := owner.own.serveKV(ctx, opGet, &kvRequest{Key: key})
 		if reply.Status == StatusSuccess {
 			served++
 			if string(reply.Value) != "new" {
@@ -499,7 +499,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waitFor(t, 10*time.Second, "the reconnected node to send the key to its new owner", func() bool {
-		return owner.serveKV(ctx, opGet, &kvRequest{Key: key}).Status == StatusMoved
+		return owner.own.serveKV(ctx, opGet, &kvRequest{Key: key}).Status == StatusMoved
 	})
 	t.Logf("the reconnected owner served the key %d times, never stale, then redirected it", served)
 }
@@ -576,19 +576,19 @@ func TestDeposedOwnerRefusesReads(t *testing.T) {
 	if err := n.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if reply := n.serveKV(ctx, opGet, &kvRequest{Key: "k"}); reply.Status != StatusSuccess {
+	if reply := n.own.serveKV(ctx, opGet, &kvRequest{Key: "k"}); reply.Status != StatusSuccess {
 		t.Fatalf("get on the owner: %v", reply.Status)
 	}
 	seg := n.layout.KeySegment("k")
 	p := n.layout.SegmentPartition(seg)
 	epoch := n.ClusterMap().Runtime[p].Epoch
-	n.repl.discard(p, epoch+1) // a newer epoch, whose map is not published yet
+	n.own.repl.discard(p, epoch+1) // a newer epoch, whose map is not published yet
 	for _, op := range []transport.Op{opGet, opGetEntry, opExists} {
-		if reply := n.serveKV(ctx, op, &kvRequest{Key: "k"}); reply.Status != StatusOwnershipChanging {
+		if reply := n.own.serveKV(ctx, op, &kvRequest{Key: "k"}); reply.Status != StatusOwnershipChanging {
 			t.Errorf("op %d on the discarded copy: %v; want OwnershipChanging", op, reply.Status)
 		}
 	}
-	status := n.readAtomically(ctx, seg, []string{"k"}, func(keyGroup) { t.Error("read the discarded copy") })
+	status := n.own.readAtomically(ctx, seg, []string{"k"}, func(keyGroup) { t.Error("read the discarded copy") })
 	if status != StatusOwnershipChanging {
 		t.Errorf("an atomic read of the discarded copy: %v; want OwnershipChanging", status)
 	}

@@ -26,7 +26,7 @@ func (n *Node) Readiness() error {
 		return ErrClosed
 	}
 	m := n.ctl.fsm.clusterMap()
-	if err := readinessIn(m, n.id, n.cfg.Lite || n.recordedIn(m)); err != nil {
+	if err := readinessIn(m, n.id, n.cfg.Lite || n.own.recordedIn(m)); err != nil {
 		return err
 	}
 	return n.ctl.controlReadiness()

@@ -168,7 +168,7 @@ func (l *ackLedger) check(t *testing.T, c *testCluster) {
 func (c *testCluster) owners(p int) []NodeID {
 	var ids []NodeID
 	for _, n := range c.live() {
-		if n.ownsIn(n.ClusterMap(), p) {
+		if n.own.ownsIn(n.ClusterMap(), p) {
 			ids = append(ids, n.id)
 		}
 	}
@@ -303,7 +303,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 	switch {
 	case leader == owner:
 		t.Fatalf("the held owner %s has become the leader", owner.id)
-	case !owner.cut.isSealed(p):
+	case !owner.own.cut.isSealed(p):
 		t.Fatalf("partition %d is not sealed on %s inside afterSeal", p, owner.id)
 	case st.Owner != owner.id || len(st.Target) == 0 || st.Target[0] == owner.id:
 		t.Fatalf("partition %d is %+v; want owned by %s and moving to another owner", p, st, owner.id)
@@ -312,7 +312,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 	if len(keys) == 0 {
 		t.Fatalf("no acknowledged write in partition %d", p)
 	}
-	if reply := owner.serveKV(ctx, opPut, &kvRequest{Key: keys[0], Value: []byte("sealed")}); reply.Status != StatusOwnershipChanging {
+	if reply := owner.own.serveKV(ctx, opPut, &kvRequest{Key: keys[0], Value: []byte("sealed")}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("sealed owner answered a write with %s; want OwnershipChanging", reply.Status)
 	}
 
@@ -378,7 +378,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 		return newOwner.ClusterMap().Runtime[p].Health != Recovering
 	})
 	for _, k := range keys {
-		if got, _, ok := newOwner.store.get(layout.KeySegment(k), k); !ok || string(got) != k {
+		if got, _, ok := newOwner.own.store.get(layout.KeySegment(k), k); !ok || string(got) != k {
 			t.Fatalf("new owner %s holds %q = %q, %v; want the acknowledged value", newOwner.id, k, got, ok)
 		}
 	}
@@ -639,7 +639,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 	refused := 0
 	for i := range 3 {
 		key := keyInPartition(layout, fmt.Sprintf("lapsed-%d-", i), p)
-		if reply := owner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte(key)}); reply.Status == StatusOwnershipChanging {
+		if reply := owner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte(key)}); reply.Status == StatusOwnershipChanging {
 			refused++
 		} else {
 			t.Errorf("owner with a lapsed lease answered a write with %s; want OwnershipChanging", reply.Status)
@@ -770,7 +770,7 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 	seal.release()
 
 	advanceUntil(t, clock, 50*time.Millisecond, "the sealed owner's cut-over to end", func() bool {
-		return owner.ClusterMap().Runtime[p].Epoch != st.Epoch && !owner.cut.isSealed(p)
+		return owner.ClusterMap().Runtime[p].Epoch != st.Epoch && !owner.own.cut.isSealed(p)
 	})
 	if now := owner.ClusterMap().Runtime[p]; now.Owner != owner.id || now.Epoch != st.Epoch+1 {
 		t.Fatalf("partition %d after the cut-over: %+v; want reclaimed by %s at epoch %d", p, now, owner.id, st.Epoch+1)
@@ -871,8 +871,8 @@ func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
 	if err := first.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.node(0).ClusterMap().Draining[name]; got != first.repl.incarnation {
-		t.Fatalf("the map records the drain of process %d, want %d", got, first.repl.incarnation)
+	if got := c.node(0).ClusterMap().Draining[name]; got != first.own.repl.incarnation {
+		t.Fatalf("the map records the drain of process %d, want %d", got, first.own.repl.incarnation)
 	}
 
 	held.Store(true)
@@ -883,7 +883,7 @@ func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
 	leader := c.currentLeader(t)
 	waitFor(t, 20*time.Second, "the leader to see the second process leaving", func() bool {
 		return slices.ContainsFunc(leader.members.members(), func(mb member) bool {
-			return mb.ID == name && mb.Incarnation == second.repl.incarnation && mb.Leaving
+			return mb.ID == name && mb.Incarnation == second.own.repl.incarnation && mb.Leaving
 		})
 	})
 	held.Store(false)
@@ -891,9 +891,9 @@ func TestInterleavingDrainAfterARestartUnderTheSameName(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := second.ClusterMap()
-	if got := end.Draining[name]; got != second.repl.incarnation || end.Nodes[name].Incarnation != second.repl.incarnation || end.holds(name) {
+	if got := end.Draining[name]; got != second.own.repl.incarnation || end.Nodes[name].Incarnation != second.own.repl.incarnation || end.holds(name) {
 		t.Fatalf("the drain ended on a map recording process %d draining and %d as the node (holds partitions: %v); want %d for both",
-			got, end.Nodes[name].Incarnation, end.holds(name), second.repl.incarnation)
+			got, end.Nodes[name].Incarnation, end.holds(name), second.own.repl.incarnation)
 	}
 	if err := second.Leave(ctx); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func TestSegment256MiBReachesRestartedReplica(t *testing.T) {
 		if firstPiece == 0 && owner.ReplicationStats().BytesSent != sentBefore.BytesSent {
 			firstPiece = time.Since(start)
 		}
-		return replica.store.revision(seg) == owner.store.revision(seg)
+		return replica.own.store.revision(seg) == owner.own.store.revision(seg)
 	})
 	took := time.Since(start)
 	if got, want := replica.SegmentDigest(seg), owner.SegmentDigest(seg); got != want || got.Keys != values {

@@ -63,15 +63,15 @@ func measureMemoryPerKey(b *testing.B, nodes int, tweak func(*Config)) {
 	}
 	wg.Wait()
 	waitOpLogSettled(c)
-	keys := float64(n.keyCount())
+	keys := float64(n.own.keyCount())
 	if nodes > 1 {
-		keys = float64(c.node(1).keyCount()) // a replica holds every key too; count them once
+		keys = float64(c.node(1).own.keyCount()) // a replica holds every key too; count them once
 	}
 	heap := float64(liveHeap() - before)
 	var store, oplog float64
 	for _, n := range c.live() {
-		store += float64(n.store.bytes())
-		oplog += float64(n.repl.oplogBytes())
+		store += float64(n.own.store.bytes())
+		oplog += float64(n.own.repl.oplogBytes())
 	}
 	b.ReportMetric(heap/keys, "heap-B/key")
 	b.ReportMetric(store/keys, "store-est-B/key")
@@ -84,7 +84,7 @@ func measureMemoryPerKey(b *testing.B, nodes int, tweak func(*Config)) {
 func waitOpLogSettled(c *testCluster) {
 	oplog := func() (total int64) {
 		for _, n := range c.live() {
-			total += n.repl.oplogBytes()
+			total += n.own.repl.oplogBytes()
 		}
 		return total
 	}
@@ -129,7 +129,7 @@ func BenchmarkPutEvicting(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			evicted := n.store.budget.evicted()
+			evicted := n.own.store.budget.evicted()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -139,7 +139,7 @@ func BenchmarkPutEvicting(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(n.store.budget.evicted()-evicted)/float64(b.N), "evictions/op")
+			b.ReportMetric(float64(n.own.store.budget.evicted()-evicted)/float64(b.N), "evictions/op")
 		})
 	}
 }

@@ -102,7 +102,7 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 	// write per writer.
 	slack := int64(len(c.live()) * (valueSize + 64))
 	for _, n := range c.live() {
-		held := n.store.bytes()
+		held := n.own.store.bytes()
 		t.Logf("%s holds %d bytes of copies", n.id, held)
 		if held > dataBudget+slack {
 			t.Fatalf("%s holds %d bytes of copies, over its data budget %d", n.id, held, dataBudget)
@@ -233,10 +233,10 @@ func TestEvictionAllKeysRandom(t *testing.T) {
 	slack := int64(len(c.live()) * (valueSize + 64))
 	var evicted uint64
 	for _, n := range c.live() {
-		if held := n.store.bytes(); held > dataBudget+slack {
+		if held := n.own.store.bytes(); held > dataBudget+slack {
 			t.Fatalf("%s holds %d bytes of copies, over its data budget %d", n.id, held, dataBudget)
 		}
-		evicted += n.store.budget.evicted()
+		evicted += n.own.store.budget.evicted()
 	}
 	missing := 0
 	for _, k := range acked {
@@ -275,7 +275,7 @@ func TestEvictionIsAWatchEvent(t *testing.T) {
 		return n.Put(ctx, fmt.Sprintf("{w}:fill-%d", fill), value)
 	}
 	// Fill the partition to just short of its share first, so that the watcher meets few ops.
-	for n.store.budget.partitionBytes(p)+2*int64(len(value)+100) < n.store.budget.share(p, n.store.budget.limit()) {
+	for n.own.store.budget.partitionBytes(p)+2*int64(len(value)+100) < n.own.store.budget.share(p, n.own.store.budget.limit()) {
 		if err := put(); err != nil {
 			t.Fatal(err)
 		}
@@ -343,8 +343,8 @@ func TestEvictionVolatile(t *testing.T) {
 		return 24 * time.Hour
 	}
 	acked, refused := flood(t, c, "ttl", 2500, valueSize, ttl)
-	if refused > 0 || n.store.budget.evicted() == 0 {
-		t.Fatalf("%d refused, %d evicted under volatile-ttl", refused, n.store.budget.evicted())
+	if refused > 0 || n.own.store.budget.evicted() == 0 {
+		t.Fatalf("%d refused, %d evicted under volatile-ttl", refused, n.own.store.budget.evicted())
 	}
 	lost := map[time.Duration]int{}
 	for _, k := range acked {
@@ -359,7 +359,7 @@ func TestEvictionVolatile(t *testing.T) {
 		t.Fatalf("volatile-ttl evicted %v (by TTL): keys without a TTL, or not the sooner-expiring first", lost)
 	}
 
-	if err := n.store.budget.setPolicy(EvictionVolatileRandom); err != nil {
+	if err := n.own.store.budget.setPolicy(EvictionVolatileRandom); err != nil {
 		t.Fatal(err)
 	}
 	_, refused = flood(t, c, "plain", 2500, valueSize, nil)
@@ -426,7 +426,7 @@ func TestEvictionAcrossFailover(t *testing.T) {
 	}
 	dataBudget := int64(maxMemory) - c.node(0).cfg.OpLogRetainBytes
 	for _, n := range c.live() {
-		if held := n.store.bytes(); held > dataBudget+int64(2*(valueSize+64)) {
+		if held := n.own.store.bytes(); held > dataBudget+int64(2*(valueSize+64)) {
 			t.Errorf("%s holds %d bytes of copies, over its data budget %d", n.id, held, dataBudget)
 		}
 	}

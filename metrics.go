@@ -19,18 +19,18 @@ import (
 // node's state at scrape time.
 func (n *Node) Collector() prometheus.Collector {
 	src := metricSources{
-		self: n.id, ops: n.metrics, panics: &n.panics, failovers: &n.stats.failovers, cutovers: &n.cut.done,
-		raft: n.ctl.raft, clock: n.cfg.Clock, store: n.store,
-		stats: n.Stats, clusterMap: n.ctl.fsm.clusterMap, owns: n.repl.ownsIn, migrations: n.Migrations,
-		lag: n.repl.lag, replication: n.ReplicationStats, control: n.ctl.controlHealth, members: n.members.members,
-		expired: n.stats.expired.Load, oplogBytes: n.repl.oplogBytes,
+		self: n.id, ops: n.metrics, panics: &n.panics.counts, failovers: &n.stats.failovers, cutovers: &n.own.cut.done,
+		raft: n.ctl.raft, clock: n.cfg.Clock, store: n.own.store,
+		stats: n.Stats, clusterMap: n.ctl.fsm.clusterMap, owns: n.own.repl.ownsIn, migrations: n.Migrations,
+		lag: n.own.repl.lag, replication: n.ReplicationStats, control: n.ctl.controlHealth, members: n.members.members,
+		expired: n.stats.expired.Load, oplogBytes: n.own.repl.oplogBytes,
 		transports: []*transport.Server{n.server, n.internal},
 	}
 	src.respClients = n.redis.clients()
 	if n.client.near != nil {
 		src.nearCache = n.NearCacheStats
 	}
-	if n.loads != nil {
+	if n.own.loads != nil {
 		src.loader = n.LoaderStats
 	}
 	return &collector{src: src, d: newMetricDescs(n.id)}

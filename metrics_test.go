@@ -154,8 +154,8 @@ func TestMetricsFollowTheCluster(t *testing.T) {
 	if served < puts {
 		t.Errorf("owners served %v puts; want at least %d", served, puts)
 	}
-	if after.value("zaris_store_bytes") <= 0 || after.value("zaris_keys") != float64(c.node(0).keyCount()) {
-		t.Errorf("store_bytes %v, keys %v (node holds %d)", after.value("zaris_store_bytes"), after.value("zaris_keys"), c.node(0).keyCount())
+	if after.value("zaris_store_bytes") <= 0 || after.value("zaris_keys") != float64(c.node(0).own.keyCount()) {
+		t.Errorf("store_bytes %v, keys %v (node holds %d)", after.value("zaris_store_bytes"), after.value("zaris_keys"), c.node(0).own.keyCount())
 	}
 	owned := c.node(0).ClusterMap().OwnedBy(c.node(0).Name())
 	if got := after.series("zaris_partition_in_sync_replicas"); got != owned {

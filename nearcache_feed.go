@@ -85,26 +85,26 @@ func appendOpKeys(dst []string, op *durability.Op) []string {
 // serveNearWatch answers one poll of a caching node: for each segment, the keys changed after the
 // revision it has seen, or why it must drop the segment, waiting within WatchPoll until there is
 // something to say. It reads only the op log, which a caching node's poll never waits on.
-func (n *Node) serveNearWatch(ctx context.Context, req *nearWatchRequest) nearWatchReply {
-	if len(req.Segments) != len(req.After) || len(req.Segments) > n.layout.Segments {
+func (o *owner) serveNearWatch(ctx context.Context, req *nearWatchRequest) nearWatchReply {
+	if len(req.Segments) != len(req.After) || len(req.Segments) > o.layout.Segments {
 		return nearWatchReply{Status: StatusInvalidRequest}
 	}
 	for _, seg := range req.Segments {
-		if int(seg) >= n.layout.Segments {
+		if int(seg) >= o.layout.Segments {
 			return nearWatchReply{Status: StatusInvalidRequest}
 		}
 	}
-	if !n.watches.admit(req.Cache) {
+	if !o.watches.admit(req.Cache) {
 		return nearWatchReply{Status: StatusTooManyWatchers}
 	}
-	f := n.watches
+	f := o.watches
 	f.marks.mark(f.clock.Now(), req.Segments, req.After)
 	remapped := f.remap.wait()
-	timer := f.clock.NewTimer(min(time.Duration(req.Wait), n.cfg.WatchPoll))
+	timer := f.clock.NewTimer(min(time.Duration(req.Wait), o.cfg.WatchPoll))
 	defer timer.Stop()
 	for {
 		woken := f.anyWrite.wait() // before reading the log: a write after the read wakes it
-		if reply, news := n.nearChanges(req); news {
+		if reply, news := o.nearChanges(req); news {
 			return reply
 		}
 		select {
@@ -114,36 +114,36 @@ func (n *Node) serveNearWatch(ctx context.Context, req *nearWatchRequest) nearWa
 		case <-timer.C():
 		case <-ctx.Done():
 		}
-		reply, _ := n.nearChanges(req)
+		reply, _ := o.nearChanges(req)
 		return reply
 	}
 }
 
 // nearChanges reads what changed in each segment of req, and reports whether anything did or a segment
 // is no longer this node's to serve.
-func (n *Node) nearChanges(req *nearWatchRequest) (reply nearWatchReply, news bool) {
+func (o *owner) nearChanges(req *nearWatchRequest) (reply nearWatchReply, news bool) {
 	reply.Segments = make([]nearSegmentReply, len(req.Segments))
 	for i, seg := range req.Segments {
-		p := n.layout.SegmentPartition(int(seg))
+		p := o.layout.SegmentPartition(int(seg))
 		r := &reply.Segments[i]
-		if refusal, owned := n.partitionRefusal(p); !owned {
+		if refusal, owned := o.partitionRefusal(p); !owned {
 			r.Status, news = refusal.Status, true
 			continue
 		}
-		r.Epoch = n.ctl.fsm.clusterMap().Runtime[p].Epoch
-		r.Keys, r.Revision, r.Gap = n.watches.changedKeys(int(seg), req.After[i])
+		r.Epoch = o.view.clusterMap().Runtime[p].Epoch
+		r.Keys, r.Revision, r.Gap = o.watches.changedKeys(int(seg), req.After[i])
 		news = news || r.Gap || len(r.Keys) > 0
 	}
 	return reply, news
 }
 
 // serveNearWatchRequest decodes and serves an opNearWatch request.
-func (n *Node) serveNearWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
+func (o *owner) serveNearWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req nearWatchRequest
 	if err := decode(payload, &req); err != nil {
 		return encode(&nearWatchReply{Status: StatusInvalidRequest})
 	}
-	reply := n.serveNearWatch(ctx, &req)
+	reply := o.serveNearWatch(ctx, &req)
 	return encode(&reply)
 }
 

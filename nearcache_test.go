@@ -455,7 +455,7 @@ func TestNearWatchRefusesBadRequests(t *testing.T) {
 		"no such":  {Segments: []uint32{uint32(n.layout.Segments)}, After: []uint64{0}, Wait: int64(time.Hour)},
 		"too many": {Segments: make([]uint32, n.layout.Segments+1), After: make([]uint64, n.layout.Segments+1)},
 	} {
-		if r := n.serveNearWatch(bg(t), &req); r.Status != StatusInvalidRequest {
+		if r := n.own.serveNearWatch(bg(t), &req); r.Status != StatusInvalidRequest {
 			t.Errorf("%s: status %s, want InvalidRequest", name, r.Status)
 		}
 	}

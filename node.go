@@ -27,18 +27,13 @@ type Node struct {
 	log    *slog.Logger
 	dialer transport.Dialer
 
-	store   *store
 	stats   nodeStats
 	metrics *opMetrics // nil with Config.DisableMetrics
 	// failovers keeps the recent failovers this node applied, for the status page.
 	failovers failoverHistory
 	client    *client // the caller side: routing, batches, the near cache
+	own       *owner  // the serving side: the copies this node holds, and what it serves of them
 	ctl       *controlPlane
-	repl      *replication
-	watches   *watchFeed   // serves the watchers of the partitions this node owns
-	loads     *readThrough // nil without Config.Loader
-	cut       *cutovers
-	disk      *diskLog // nil without a DataDir
 
 	listener net.Listener
 	mux      *transport.Mux
@@ -46,10 +41,7 @@ type Node struct {
 	internal *transport.Server // the internal lane (muxInternal)
 	// lanes are the mux's listeners for server and internal, registered at listen so that connections
 	// wait for serve rather than being refused.
-	lanes [2]net.Listener
-	// intact is set when this process reloaded a data dir whose previous process acknowledged only writes
-	// it had on disk: its copies hold every write that process acknowledged (DiskDurability).
-	intact  bool
+	lanes   [2]net.Listener
 	members *membership
 	redis   *redisEdge
 
@@ -64,9 +56,7 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	left      atomic.Bool
-	// panics counts the panics recovered, by site; gaveUp is set once one left the store torn (panics.go).
-	panics panics
-	gaveUp atomic.Bool
+	panics    *panicGuard // contains the panics of its entry points (panics.go)
 }
 
 // Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
@@ -89,9 +79,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		layout: layout,
 		log:    cfg.Logger.With("node", cfg.Name),
 		dialer: cfg.Dialer,
-		store:  newStore(layout.Segments, cfg.Clock),
 	}
-	n.store.budget = newMemoryBudget(&n.cfg, layout, n.store)
 	n.life, n.end = context.WithCancel(context.Background())
 	if n.dialer == nil {
 		n.dialer = defaultDialer(&cfg)
@@ -103,10 +91,34 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.GossipKey == nil {
 		n.log.Warn("gossip is neither encrypted nor authenticated: any process reaching the gossip port can join (set Config.GossipKey)")
 	}
-	n.client = &client{cfg: &n.cfg, layout: layout, local: n, stats: &n.stats, life: n.life, wg: &n.wg, log: n.log}
+	if !cfg.DisableMetrics {
+		n.metrics = newOpMetrics()
+	}
+	store := newStore(layout.Segments, cfg.Clock)
+	store.budget = newMemoryBudget(&n.cfg, layout, store)
+	// Not from the goroutine that gave up: Close waits for the requests in progress, that one among them.
+	n.panics = &panicGuard{log: n.log, torn: store.tornSegments, stop: func() { go n.Close() }}
+	fsm := newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
+	fsm.beforeApply = cfg.hooks.beforeApply
+	n.client = &client{cfg: &n.cfg, layout: layout, stats: &n.stats, metrics: n.metrics, life: n.life, wg: &n.wg, log: n.log}
+	n.own = &owner{store: store, ownerConfig: ownerConfig{
+		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, view: fsm,
+		holdsLease:   func() bool { return n.ctl.holdsLease() },
+		leaseHeld:    func() bool { return n.ctl.lease.held.Load() },
+		propose:      func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
+		client:       n.client,
+		callReplica:  n.callReplica,
+		stats:        &n.stats,
+		metrics:      n.metrics,
+		panics:       n.panics,
+		goBackground: n.goBackground,
+		life:         n.life,
+		wg:           &n.wg,
+	}}
+	n.client.local = n.own
 	n.client.router = newRouter(routerConfig{
 		id:          n.id,
-		clusterMap:  func() *ClusterMap { return n.ctl.fsm.clusterMap() },
+		clusterMap:  fsm.clusterMap,
 		leader:      func() NodeID { return n.ctl.leaderID() },
 		fetch:       n.fetchMap,
 		dialOptions: n.transportOptions,
@@ -120,39 +132,33 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			}
 		},
 	})
-	n.client.batch = batchSender{cfg: &n.cfg, router: n.client.router, stats: &n.stats, serveOwned: n.serveBatchItems}
-	n.repl = newReplication(replicationConfig{
+	n.client.batch = batchSender{cfg: &n.cfg, router: n.client.router, stats: &n.stats, serveOwned: n.own.serveBatchItems}
+	n.own.repl = newReplication(replicationConfig{
 		id:         n.id,
 		layout:     layout,
 		cfg:        &n.cfg,
-		store:      n.store,
-		clusterMap: func() *ClusterMap { return n.ctl.fsm.clusterMap() },
+		store:      n.own.store,
+		clusterMap: fsm.clusterMap,
 		call:       n.callReplica,
 		propose:    func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
 		offer:      func(ctx context.Context, cmd *command) error { return n.ctl.offer(ctx, cmd) },
 		life:       n.life,
 		wg:         &n.wg,
 		log:        n.log,
-		guard:      n.guarded,
+		guard:      n.panics.guarded,
 	})
-	fsm := newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
-	fsm.beforeApply = cfg.hooks.beforeApply
 	n.ctl = newControlPlane(controlConfig{
-		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, incarnation: n.repl.incarnation, dialer: n.dialer,
+		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, incarnation: n.own.repl.incarnation, dialer: n.dialer,
 		options: n.transportOptions, dataAddr: n.DataAddr, callPeer: n.client.callInternal,
-		callReplica: n.callReplica, localCopy: func(seg int) (uint64, uint64) { return n.store.revision(seg), n.repl.lines[seg].Load() },
-		nudgeReplicas: n.repl.nudgeReplicas, failovers: &n.stats.failovers, guard: n.guarded, gate: &n.gate,
+		callReplica: n.callReplica, localCopy: func(seg int) (uint64, uint64) { return n.own.store.revision(seg), n.own.repl.lines[seg].Load() },
+		nudgeReplicas: n.own.repl.nudgeReplicas, failovers: &n.stats.failovers, guard: n.panics.guarded, gate: &n.gate,
 		life: n.life, wg: &n.wg,
 	}, fsm)
-	n.watches = newWatchFeed(n.repl.oplog, n.store, layout, cfg.Clock, watchLimits{
+	n.own.watches = newWatchFeed(n.own.repl.oplog, n.own.store, layout, cfg.Clock, watchLimits{
 		maxWatchers: cfg.MaxWatchers, maxEvents: cfg.WatchBufferEvents, maxBytes: cfg.WatchBufferBytes,
 		idle: 3 * cfg.WatchPoll,
 	})
-	n.cut = newCutovers(layout.Partitions)
-	if !cfg.DisableMetrics {
-		n.metrics = newOpMetrics()
-		n.client.metrics = n.metrics
-	}
+	n.own.cut = newCutovers(layout.Partitions)
 	n.redis = newRedisEdge()
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.client.startNearPoller)
@@ -163,13 +169,13 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Loader != nil {
 		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kvReply {
-			seg, refusal, owned := n.checkOwner(key)
+			seg, refusal, owned := n.own.checkOwner(key)
 			if !owned {
 				return refusal
 			}
-			return kvReply{Status: n.applyAtomically(ctx, seg, []string{key}, fn)}
+			return kvReply{Status: n.own.applyAtomically(ctx, seg, []string{key}, fn)}
 		}
-		n.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
+		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
 	}
 	n.client.router.install(fsm.clusterMap(), causePush)
 
@@ -184,8 +190,8 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.recover(); err != nil {
 		return err
 	}
-	n.store.onWrite = n.writeListeners().fanOut()
-	n.store.maxGroupBytes = n.cfg.MaxFrameSize / 2 // an atomic group reaches replicas as one op, in one frame
+	n.own.store.onWrite = n.writeListeners().fanOut()
+	n.own.store.maxGroupBytes = n.cfg.MaxFrameSize / 2 // an atomic group reaches replicas as one op, in one frame
 	if err := n.listen(); err != nil {
 		return err
 	}
@@ -211,12 +217,12 @@ func (n *Node) start(ctx context.Context) error {
 	n.wg.Add(2)
 	go n.ctl.forwardEvents()
 	n.ctl.control.Go(n.ctl.runControl)
-	go n.runCutovers()
+	go n.own.runCutovers()
 	n.every(n.cfg.PollInterval, n.client.router.pollOnce)
-	n.every(n.cfg.ReapInterval, n.expireOwned)
-	n.every(n.cfg.TxnTimeout/4, n.resolveStaleIntents)
+	n.every(n.cfg.ReapInterval, n.own.expireOwned)
+	n.every(n.cfg.TxnTimeout/4, n.own.resolveStaleIntents)
 	n.every(n.cfg.FailoverTimeout/8, func() { n.ctl.holdsLease() }) // notices a lapse no request saw
-	n.every(opLogTrimInterval, func() { n.repl.trimOpLog(n.watches.marks.oldest(n.cfg.Clock.Now())) })
+	n.every(opLogTrimInterval, func() { n.own.repl.trimOpLog(n.own.watches.marks.oldest(n.cfg.Clock.Now())) })
 	n.every(n.cfg.Timing.Reconcile, n.ctl.watchLeader)
 	n.log.Info("joined", "data", n.DataAddr(), "gossip", n.GossipAddr())
 	return nil
@@ -234,9 +240,9 @@ func (n *Node) writeListeners() writeListeners {
 			}
 		})
 	}
-	ls = append(ls, n.repl.recordWrite, n.watches.written, n.redis.written)
-	if n.loads != nil {
-		ls = append(ls, n.loads.written)
+	ls = append(ls, n.own.repl.recordWrite, n.own.watches.written, n.redis.written)
+	if n.own.loads != nil {
+		ls = append(ls, n.own.loads.written)
 	}
 	return ls
 }
@@ -246,9 +252,9 @@ func (n *Node) writeListeners() writeListeners {
 // keep. It skips maps that do not record this process
 // (those a restarted node replays from its previous life): its copies came from the owners of today's map.
 func (n *Node) beforeCommit(old, next *ClusterMap) {
-	n.store.budget.mapChanged(next) // the partitions' shares, before any write is routed by next
-	if n.recordedIn(old) {
-		n.repl.onOwnershipChange(old, next)
+	n.own.store.budget.mapChanged(next) // the partitions' shares, before any write is routed by next
+	if n.own.recordedIn(old) {
+		n.own.repl.onOwnershipChange(old, next)
 	}
 }
 
@@ -258,9 +264,9 @@ func (n *Node) onCommit(old, next *ClusterMap) {
 	n.failovers.note(old, next, n.cfg.Clock.Now())
 	n.client.router.install(next, causePush)
 	n.redis.ownershipChanged(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner == n.id })
-	n.repl.wakeWaiters()
-	n.watches.remapped()
-	n.cut.wake()
+	n.own.repl.wakeWaiters()
+	n.own.watches.remapped()
+	n.own.cut.wake()
 	if next.moving() || old.moving() {
 		n.ctl.wakeControl() // the next step of a move may be ready: no need to wait for the tick
 	}
@@ -292,17 +298,17 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	segments, ops, err := n.repl.replay(disk)
+	segments, ops, err := n.own.repl.replay(disk)
 	if err != nil {
 		disk.store.Close()
 		return err
 	}
-	n.disk, n.intact = disk, intact
-	n.repl.disk = disk
-	n.repl.stats.recoveredOps.Add(uint64(ops))
+	n.own.disk, n.own.intact = disk, intact
+	n.own.repl.disk = disk
+	n.own.repl.stats.recoveredOps.Add(uint64(ops))
 	n.wg.Add(1)
 	go disk.run()
-	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.repl.checkpointToDisk) })
+	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.own.repl.checkpointToDisk) })
 	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
 	return nil
 }
@@ -381,7 +387,7 @@ func (n *Node) raftListener() net.Listener {
 
 // serveRequest is the handler of the data lane: callers' key and batch requests.
 func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte) (_ []byte, err error) {
-	defer n.recoverRequest(panicInPeer, op, &err)
+	defer n.panics.recoverRequest(panicInPeer, op, &err)
 	switch {
 	case n.refuses(op):
 	case lookupKeyOp(op) != nil:
@@ -390,19 +396,19 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 			return (&kvReply{Status: StatusInvalidRequest}).marshal(), nil
 		}
 		n.stats.served.Add(1)
-		reply := n.serveKV(ctx, op, &req)
+		reply := n.own.serveKV(ctx, op, &req)
 		return reply.marshal(), nil
 	case op == opBatch:
 		start := time.Now()
-		reply, err := n.serveBatch(ctx, payload)
-		n.ownerOp(op, statusOf(err), start)
+		reply, err := n.own.serveBatch(ctx, payload)
+		n.own.ownerOp(op, statusOf(err), start)
 		return reply, err
 	case op == opWatch:
-		return n.serveWatchRequest(ctx, payload)
+		return n.own.serveWatchRequest(ctx, payload)
 	case op == opNearWatch:
-		return n.serveNearWatchRequest(ctx, payload)
+		return n.own.serveNearWatchRequest(ctx, payload)
 	case op == opScan:
-		return n.serveScanRequest(ctx, payload)
+		return n.own.serveScanRequest(ctx, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -427,10 +433,10 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 	if op == opReplicate {
 		site = panicInReplication
 	}
-	defer n.recoverRequest(site, op, &err)
+	defer n.panics.recoverRequest(site, op, &err)
 	switch {
 	case n.refuses(op):
-	case n.gaveUp.Load():
+	case n.panics.gaveUp.Load():
 		return nil, fmt.Errorf("%w: the node gave up serving", ErrInternal)
 	case op == opGetMap:
 		return encode(n.ctl.fsm.clusterMap())
@@ -439,7 +445,7 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		if err := req.decodeMsg(payload); err != nil {
 			return nil, err
 		}
-		reply := n.repl.serveReplicate(ctx, &req)
+		reply := n.own.repl.serveReplicate(ctx, &req)
 		return reply.marshal(), nil
 	case op == opPropose:
 		return n.ctl.serveProposal(payload)
@@ -458,63 +464,63 @@ func (n *Node) refuses(op transport.Op) bool {
 
 // serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
 // Moved with the owner and epoch it knows. It never forwards.
-func (n *Node) serveKV(ctx context.Context, op transport.Op, req *kvRequest) (reply kvReply) {
+func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kvRequest) (reply kvReply) {
 	start := time.Now()
-	defer func() { n.ownerOp(op, reply.Status, start) }()
-	seg, refusal, owned := n.checkOwner(req.Key)
+	defer func() { o.ownerOp(op, reply.Status, start) }()
+	seg, refusal, owned := o.checkOwner(req.Key)
 	if !owned {
 		return refusal
 	}
-	return n.applyKV(ctx, op, seg, req)
+	return o.applyKV(ctx, op, seg, req)
 }
 
 // keyCount counts the keys held on this node, owned or replicated.
-func (n *Node) keyCount() int { return n.store.len() }
+func (o *owner) keyCount() int { return o.store.len() }
 
 // expiringKeyCount counts the keys held on this node that have a TTL.
-func (n *Node) expiringKeyCount() int { return n.store.expiringLen() }
+func (o *owner) expiringKeyCount() int { return o.store.expiringLen() }
 
 // expiredKeys counts the keys this node expired as their owner.
-func (n *Node) expiredKeys() uint64 { return n.stats.expired.Load() }
+func (o *owner) expiredKeys() uint64 { return o.stats.expired.Load() }
 
 // ownsIn reports whether this process is partition p's active owner in m (see replication.ownsIn).
-func (n *Node) ownsIn(m *ClusterMap, p int) bool { return n.repl.ownsIn(m, p) }
+func (o *owner) ownsIn(m *ClusterMap, p int) bool { return o.repl.ownsIn(m, p) }
 
 // recordedIn reports whether m records this process as the node's current one.
-func (n *Node) recordedIn(m *ClusterMap) bool { return n.repl.recordedIn(m) }
+func (o *owner) recordedIn(m *ClusterMap) bool { return o.repl.recordedIn(m) }
 
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
-func (n *Node) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
-	segment = n.layout.KeySegment(key)
-	refusal, owned = n.checkPartition(n.layout.SegmentPartition(segment))
+func (o *owner) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
+	segment = o.layout.KeySegment(key)
+	refusal, owned = o.checkPartition(o.layout.SegmentPartition(segment))
 	return segment, refusal, owned
 }
 
 // checkPartition reports whether this node actively owns partition p in the committed map under a live
 // lease, and otherwise returns the reply that refuses a request for it.
-func (n *Node) checkPartition(p int) (refusal kvReply, owned bool) {
-	refusal, owned = n.partitionRefusal(p)
-	n.countRefusal(&refusal)
+func (o *owner) checkPartition(p int) (refusal kvReply, owned bool) {
+	refusal, owned = o.partitionRefusal(p)
+	o.countRefusal(&refusal)
 	return refusal, owned
 }
 
 // countRefusal counts a refusal that sends the request to another node.
-func (n *Node) countRefusal(refusal *kvReply) {
+func (o *owner) countRefusal(refusal *kvReply) {
 	if refusal.Status == StatusMoved || refusal.Status == StatusPartitionUnavailable {
-		n.stats.redirectsSent.Add(1)
+		o.stats.redirectsSent.Add(1)
 	}
 }
 
 // partitionRefusal is checkPartition without counting the redirects, for scans that only look.
-func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
-	m := n.ctl.fsm.clusterMap()
+func (o *owner) partitionRefusal(p int) (refusal kvReply, owned bool) {
+	m := o.view.clusterMap()
 	if m.Version == 0 {
 		return kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
 	}
 	st := m.Runtime[p]
-	if st.Owner == n.id {
-		if !n.ownsIn(m, p) || n.gaveUp.Load() || !n.ctl.holdsLease() || st.Health == Recovering || n.cut.isSealed(p) {
+	if st.Owner == o.id {
+		if !o.ownsIn(m, p) || o.panics.gaveUp.Load() || !o.holdsLease() || st.Health == Recovering || o.cut.isSealed(p) {
 			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
 		return kvReply{}, true
@@ -527,36 +533,36 @@ func (n *Node) partitionRefusal(p int) (refusal kvReply, owned bool) {
 
 // applyKV runs one key operation on the local store and, for a successful write under the Sync concern,
 // waits until every in-sync replica has it. The caller has checked ownership.
-func (n *Node) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
-	reply := n.applyStore(ctx, op, seg, req)
-	if reply.Status == StatusNotFound && n.loads.covers(op, req.Key) {
-		reply = n.loads.readThrough(ctx, req.Key, func() kvReply {
-			if _, refusal, owned := n.checkOwner(req.Key); !owned {
+func (o *owner) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+	reply := o.applyStore(ctx, op, seg, req)
+	if reply.Status == StatusNotFound && o.loads.covers(op, req.Key) {
+		reply = o.loads.readThrough(ctx, req.Key, func() kvReply {
+			if _, refusal, owned := o.checkOwner(req.Key); !owned {
 				return refusal // the partition moved during the load: the caller reads again at its owner
 			}
-			return n.applyStore(ctx, op, seg, req)
+			return o.applyStore(ctx, op, seg, req)
 		})
 	}
-	if n.awaitsReplicas(op, req, &reply) {
-		if status := n.repl.awaitReplicas(ctx, seg, n.store.revision(seg), true); status != StatusSuccess {
+	if o.awaitsReplicas(op, req, &reply) {
+		if status := o.repl.awaitReplicas(ctx, seg, o.store.revision(seg), true); status != StatusSuccess {
 			return kvReply{Status: settleApplied(status)}
 		}
-	} else if rev, wait := n.unconfirmed(op, seg, &reply); wait {
-		if status := n.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
+	} else if rev, wait := o.unconfirmed(op, seg, &reply); wait {
+		if status := o.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
 			return kvReply{Status: status}
 		}
 	}
-	if n.cfg.hooks.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
-		n.observeAck(seg)
+	if o.cfg.hooks.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
+		o.observeAck(seg)
 	}
 	return reply
 }
 
 // observeAck tells the observeAck test hook that a write to seg is being acknowledged.
-func (n *Node) observeAck(seg int) {
-	p := n.layout.SegmentPartition(seg)
-	if st := n.ctl.fsm.clusterMap().Runtime[p]; st.Owner == n.id {
-		n.cfg.hooks.observeAck(n.id, p, st.Epoch)
+func (o *owner) observeAck(seg int) {
+	p := o.layout.SegmentPartition(seg)
+	if st := o.view.clusterMap().Runtime[p]; st.Owner == o.id {
+		o.cfg.hooks.observeAck(o.id, p, st.Epoch)
 	}
 }
 
@@ -564,36 +570,36 @@ func (n *Node) observeAck(seg int) {
 // refused when the partition has too few in-sync copies or is sealed for a hand-over, or when a
 // transaction holds one of keys, and under the Sync concern acknowledged only once the in-sync replicas
 // hold the group. fn gets the limits key operations run under. The caller has checked ownership.
-func (n *Node) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
-	p := n.layout.SegmentPartition(seg)
-	if n.cfg.WriteConcern == Sync && !n.enoughInSync(n.ctl.fsm.clusterMap().Runtime[p]) {
+func (o *owner) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+	p := o.layout.SegmentPartition(seg)
+	if o.cfg.WriteConcern == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
 		return StatusNotEnoughReplicas
 	}
-	revision, status := n.applyGroup(p, seg, keys, fn)
-	if status != StatusSuccess || n.cfg.WriteConcern != Sync {
+	revision, status := o.applyGroup(p, seg, keys, fn)
+	if status != StatusSuccess || o.cfg.WriteConcern != Sync {
 		return status
 	}
-	return settleApplied(n.repl.awaitReplicas(ctx, seg, revision, true))
+	return settleApplied(o.repl.awaitReplicas(ctx, seg, revision, true))
 }
 
 // applyGroup is applyAtomically's write, unless partition p is sealed: it returns the segment's revision
 // after it. A panic of fn is an internal error.
-func (n *Node) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
-	if !n.cut.enter(p) {
+func (o *owner) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+	if !o.cut.enter(p) {
 		return 0, StatusOwnershipChanging
 	}
-	defer n.cut.leave(p)
-	defer n.recoverOp(opTxn, seg, &status)
-	n.store.budget.makeRoomForGroup(seg)
-	lim := n.opLimits()
-	revision = n.store.atomically(seg, func(g *store) {
+	defer o.cut.leave(p)
+	defer o.panics.recoverOp(opTxn, seg, &status)
+	o.store.budget.makeRoomForGroup(seg)
+	lim := o.opLimits()
+	revision = o.store.atomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.lockedBy(seg, key) != "" {
 				status = StatusLocked
 				return
 			}
 		}
-		if n.repl.deposed(p) {
+		if o.repl.deposed(p) {
 			status = StatusOwnershipChanging
 			return
 		}
@@ -606,19 +612,19 @@ func (n *Node) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revisio
 // reads is seen at one revision, never in the middle of an atomic group. It is refused while a committed
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
-func (n *Node) readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
-	revision, status := n.readViewOf(seg, keys, fn)
-	if status != StatusSuccess || n.cfg.WriteConcern != Sync || !n.repl.unconfirmedAt(seg, revision) {
+func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+	revision, status := o.readViewOf(seg, keys, fn)
+	if status != StatusSuccess || o.cfg.WriteConcern != Sync || !o.repl.unconfirmedAt(seg, revision) {
 		return status
 	}
-	return n.repl.awaitReplicas(ctx, seg, revision, false)
+	return o.repl.awaitReplicas(ctx, seg, revision, false)
 }
 
 // readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
-func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
-	defer n.recoverOp(opGet, seg, &status)
-	lim := n.opLimits()
-	revision = n.store.readAtomically(seg, func(g *store) {
+func (o *owner) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+	defer o.panics.recoverOp(opGet, seg, &status)
+	lim := o.opLimits()
+	revision = o.store.readAtomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.writeIntentOn(seg, key) {
 				status = StatusLocked // a committed transaction may be about to change it
@@ -635,60 +641,60 @@ func (n *Node) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision u
 }
 
 // opLimits are the limits key operations run under on this node.
-func (n *Node) opLimits() opLimits {
-	return opLimits{memory: n.store.budget, deposed: n.repl.deposed, maxValueSize: n.cfg.MaxValueSize, maxReplyBytes: n.cfg.MaxFrameSize / 2, layout: n.layout}
+func (o *owner) opLimits() opLimits {
+	return opLimits{memory: o.store.budget, deposed: o.repl.deposed, maxValueSize: o.cfg.MaxValueSize, maxReplyBytes: o.cfg.MaxFrameSize / 2, layout: o.layout}
 }
 
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
 // it is acknowledged.
-func (n *Node) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
-	return reply.Status == StatusSuccess && !readOnly(op) && n.concern(req) == Sync
+func (o *owner) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
+	return reply.Status == StatusSuccess && !readOnly(op) && o.concern(req) == Sync
 }
 
 // enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
-func (n *Node) enoughInSync(st PartitionState) bool { return n.repl.enoughInSync(st) }
+func (o *owner) enoughInSync(st PartitionState) bool { return o.repl.enoughInSync(st) }
 
-func (n *Node) concern(req *kvRequest) WriteConcern {
+func (o *owner) concern(req *kvRequest) WriteConcern {
 	if req.Concern != 0 {
 		return req.Concern
 	}
-	return n.cfg.WriteConcern
+	return o.cfg.WriteConcern
 }
 
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
-func (n *Node) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) (reply kvReply) {
+func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) (reply kvReply) {
 	k := lookupKeyOp(op)
 	if k == nil {
 		return kvReply{Status: StatusInvalidRequest}
 	}
-	defer n.recoverOp(op, seg, &reply.Status)
-	k = n.panicking(k, op, req.Key)
+	defer o.panics.recoverOp(op, seg, &reply.Status)
+	k = o.panicking(k, op, req.Key)
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
 	switch {
-	case k.readOnly && n.store.writeIntentOn(seg, req.Key):
+	case k.readOnly && o.store.writeIntentOn(seg, req.Key):
 		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
 	case k.readOnly:
-		return n.store.applyRead(seg, k, *req, n.opLimits())
+		return o.store.applyRead(seg, k, *req, o.opLimits())
 	}
-	p := n.layout.SegmentPartition(seg)
-	if n.concern(req) == Sync && !n.enoughInSync(n.ctl.fsm.clusterMap().Runtime[p]) {
+	p := o.layout.SegmentPartition(seg)
+	if o.concern(req) == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
 		return kvReply{Status: StatusNotEnoughReplicas}
 	}
-	if !n.cut.enter(p) {
+	if !o.cut.enter(p) {
 		return kvReply{Status: StatusOwnershipChanging}
 	}
-	defer n.cut.leave(p)
+	defer o.cut.leave(p)
 	if !k.grows && op != opTxn {
-		return n.store.applyExclusive(seg, k, *req, n.opLimits())
+		return o.store.applyExclusive(seg, k, *req, o.opLimits())
 	}
 	// A write that lost the room eviction made for it to another write makes room again.
 	for range 4 {
-		n.store.budget.makeRoom(seg, req.footprint())
-		reply = n.store.applyExclusive(seg, k, *req, n.opLimits())
-		if reply.Status != StatusOutOfMemory || !n.store.budget.evicts() {
+		o.store.budget.makeRoom(seg, req.footprint())
+		reply = o.store.applyExclusive(seg, k, *req, o.opLimits())
+		if reply.Status != StatusOutOfMemory || !o.store.budget.evicts() {
 			break
 		}
 	}
@@ -737,7 +743,7 @@ func (n *Node) every(interval time.Duration, fn func()) {
 			case <-n.life.Done():
 				return
 			case <-tick.C():
-				n.guarded("background loop", fn)
+				n.panics.guarded("background loop", fn)
 			}
 		}
 	}()
@@ -939,7 +945,7 @@ func (n *Node) goBackground(f func()) bool {
 		return false
 	}
 	defer n.gate.leave()
-	n.wg.Go(func() { n.guarded("background job", f) })
+	n.wg.Go(func() { n.panics.guarded("background job", f) })
 	return true
 }
 
@@ -971,6 +977,6 @@ func (g *closeGate) close() {
 
 // processTags describes this node's process to the other members.
 func (n *Node) processTags() processTags {
-	return processTags{incarnation: n.repl.incarnation, server: n.ctl.serverInc, intact: n.intact,
+	return processTags{incarnation: n.own.repl.incarnation, server: n.ctl.serverInc, intact: n.own.intact,
 		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind}
 }

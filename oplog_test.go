@@ -102,40 +102,40 @@ func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 		}
 	}
 	held := func(n *Node) uint64 {
-		first, last, err := n.repl.oplog.Bounds(uint32(seg))
+		first, last, err := n.own.repl.oplog.Bounds(uint32(seg))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return last + 1 - first
 	}
 	ackedAll := func() bool {
-		acked, known := owner.repl.ackedIn(p, replica.id)
+		acked, known := owner.own.repl.ackedIn(p, replica.id)
 		first, _ := owner.layout.PartitionSegments(p)
-		return known[seg-first] && acked[seg-first] == owner.store.revision(seg)
+		return known[seg-first] && acked[seg-first] == owner.own.store.revision(seg)
 	}
 
 	write(3 * opLogTail)
 	waitFor(t, 10*time.Second, "the replica's acknowledgement of every write", ackedAll)
 	for _, n := range []*Node{owner, replica} {
-		n.repl.trimOpLog(nil)
+		n.own.repl.trimOpLog(nil)
 		if got := held(n); got != opLogTail {
 			t.Fatalf("%s keeps %d ops of segment %d once the replica has them all; want %d", n.id, got, seg, opLogTail)
 		}
 	}
 
-	had := replica.store.revision(seg)
+	had := replica.own.store.revision(seg)
 	c.faults.Partition(string(owner.id), string(replica.id))
 	c.faults.Reset(string(owner.id), string(replica.id))
 	// The first write waits for the replica until the control plane drops it from the in-sync set; one
 	// that fails meanwhile is made again. The owner's revision counts what the replica misses.
 	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; owner.store.revision(seg) < had+3*opLogTail; i++ {
+	for i := 0; owner.own.store.revision(seg) < had+3*opLogTail; i++ {
 		if err := owner.Put(bg(t), fmt.Sprintf("%s:missed:%d", tag, i%50), []byte("m")); err != nil && time.Now().After(deadline) {
 			t.Fatalf("write %d while the replica is cut off: %v", i, err)
 		}
 	}
-	owner.repl.trimOpLog(nil)
-	if first, _, _ := owner.repl.oplog.Bounds(uint32(seg)); first > had+1 {
+	owner.own.repl.trimOpLog(nil)
+	if first, _, _ := owner.own.repl.oplog.Bounds(uint32(seg)); first > had+1 {
 		t.Fatalf("the owner kept segment %d from revision %d while the cut-off replica has %d", seg, first, had)
 	}
 	sent := owner.ReplicationStats().SnapshotsSent
@@ -149,18 +149,18 @@ func TestOpLogKeepsWhatReplicasLack(t *testing.T) {
 	if got, want := replica.SegmentDigest(seg), owner.SegmentDigest(seg); got != want {
 		t.Fatalf("replica's segment %d is %+v, the owner's %+v", seg, got, want)
 	}
-	owner.repl.trimOpLog(nil)
+	owner.own.repl.trimOpLog(nil)
 	if got := held(owner); got != opLogTail {
 		t.Fatalf("the owner keeps %d ops once the replica caught up; want %d", got, opLogTail)
 	}
 
 	// A watch poll that read the segment after its current revision keeps what follows, replicas or not.
-	polled := owner.store.revision(seg)
-	owner.watches.marks.mark(time.Now(), []uint32{uint32(seg)}, []uint64{polled})
+	polled := owner.own.store.revision(seg)
+	owner.own.watches.marks.mark(time.Now(), []uint32{uint32(seg)}, []uint64{polled})
 	write(2 * opLogTail)
 	waitFor(t, 10*time.Second, "the replica's acknowledgement of every write", ackedAll)
-	owner.repl.trimOpLog(owner.watches.marks.oldest(time.Now()))
-	if first, _, _ := owner.repl.oplog.Bounds(uint32(seg)); first != polled+1 {
+	owner.own.repl.trimOpLog(owner.own.watches.marks.oldest(time.Now()))
+	if first, _, _ := owner.own.repl.oplog.Bounds(uint32(seg)); first != polled+1 {
 		t.Fatalf("the owner keeps segment %d from revision %d after a poll that read after %d", seg, first, polled)
 	}
 }

@@ -113,9 +113,9 @@ func (c *client) callerOp(op transport.Op, status Status, err error, since time.
 	}
 }
 
-func (n *Node) ownerOp(op transport.Op, status Status, since time.Time) {
-	if n.metrics != nil {
-		n.metrics.owner.observe(op, status, nil, time.Since(since))
+func (o *owner) ownerOp(op transport.Op, status Status, since time.Time) {
+	if o.metrics != nil {
+		o.metrics.owner.observe(op, status, nil, time.Since(since))
 	}
 }
 

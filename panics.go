@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
 
@@ -36,18 +37,28 @@ func (s panicSite) String() string { return panicSiteNames[s] }
 // panics counts the panics a node recovered, by site.
 type panics [panicSites]atomic.Uint64
 
+// panicGuard contains the panics of a node's entry points: it counts and logs them, and gives up serving
+// when one left the store torn.
+type panicGuard struct {
+	counts panics
+	gaveUp atomic.Bool
+	log    *slog.Logger
+	torn   func(seg int) []int // the torn segments: seg, or every one when seg is negative
+	stop   func()              // closes the node, from a goroutine of its own
+}
+
 // containPanic handles the panic v recovered at site while running what: it logs it with its stack, counts
 // it, and reports whether the store is intact. It checks segment seg, or every segment when seg is
 // negative; a torn one makes the node give up serving.
-func (n *Node) containPanic(site panicSite, seg int, v any, what string) (intact bool) {
-	n.panics[site].Add(1)
-	n.log.Error("recovered a panic", "where", site.String(), "in", what, "segment", seg,
+func (g *panicGuard) containPanic(site panicSite, seg int, v any, what string) (intact bool) {
+	g.counts[site].Add(1)
+	g.log.Error("recovered a panic", "where", site.String(), "in", what, "segment", seg,
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	torn := n.store.tornSegments(seg)
+	torn := g.torn(seg)
 	if len(torn) == 0 {
 		return true
 	}
-	n.giveUp(torn)
+	g.giveUp(torn)
 	return false
 }
 
@@ -55,48 +66,48 @@ func (n *Node) containPanic(site panicSite, seg int, v any, what string) (intact
 // (partitionRefusal, serveInternal) and closes the node in the background, which the cluster sees as a
 // crash: the leader fails the node's partitions over to their in-sync replicas and its replicas are fed
 // by the new owners. The embedding service's calls on the node fail with ErrClosed from then on.
-func (n *Node) giveUp(torn []int) {
-	if !n.gaveUp.CompareAndSwap(false, true) {
+func (g *panicGuard) giveUp(torn []int) {
+	if !g.gaveUp.CompareAndSwap(false, true) {
 		return
 	}
-	n.log.Error("a panic interrupted a write: the store may be inconsistent, so the node stops serving and its partitions fail over",
+	g.log.Error("a panic interrupted a write: the store may be inconsistent, so the node stops serving and its partitions fail over",
 		"segments", torn)
-	go n.Close() // not from this goroutine: Close waits for the requests in progress, this one among them
+	g.stop()
 }
 
 // recoverOp, deferred by applyStore and applyAtomically, turns a panic of a key operation on segment seg
 // into an internal error in *status.
-func (n *Node) recoverOp(op transport.Op, seg int, status *Status) {
+func (g *panicGuard) recoverOp(op transport.Op, seg int, status *Status) {
 	if v := recover(); v != nil {
-		n.containPanic(panicInOp, seg, v, opName(op))
+		g.containPanic(panicInOp, seg, v, opName(op))
 		*status = StatusInternal
 	}
 }
 
 // recoverRead, deferred by a batch's reads that bypass applyStore, turns a panic of a read of segment seg
 // into an internal error in *out.
-func (n *Node) recoverRead(seg int, out *kvReply) {
+func (g *panicGuard) recoverRead(seg int, out *kvReply) {
 	if v := recover(); v != nil {
-		n.containPanic(panicInOp, seg, v, opName(opGet))
+		g.containPanic(panicInOp, seg, v, opName(opGet))
 		*out = kvReply{Status: StatusInternal}
 	}
 }
 
 // recoverRequest, deferred by the transport's handlers, turns a panic serving a peer's request into an
 // error reply.
-func (n *Node) recoverRequest(site panicSite, op transport.Op, err *error) {
+func (g *panicGuard) recoverRequest(site panicSite, op transport.Op, err *error) {
 	if v := recover(); v != nil {
-		n.containPanic(site, -1, v, opName(op))
+		g.containPanic(site, -1, v, opName(op))
 		*err = fmt.Errorf("%w serving %s", ErrInternal, opName(op))
 	}
 }
 
 // guarded runs fn, a round of a background loop, recovering a panic: the loop goes on with its next round
 // unless the node gave up.
-func (n *Node) guarded(what string, fn func()) {
+func (g *panicGuard) guarded(what string, fn func()) {
 	defer func() {
 		if v := recover(); v != nil {
-			n.containPanic(panicInBackground, -1, v, what)
+			g.containPanic(panicInBackground, -1, v, what)
 		}
 	}()
 	fn()
@@ -104,8 +115,8 @@ func (n *Node) guarded(what string, fn func()) {
 
 // panicking returns k, or with the panicOp test hook a copy of k whose apply panics, under the segment's
 // lock and before any change, when the hook names the request.
-func (n *Node) panicking(k *keyOperation, op transport.Op, key string) *keyOperation {
-	hook := n.cfg.hooks.panicOp
+func (o *owner) panicking(k *keyOperation, op transport.Op, key string) *keyOperation {
+	hook := o.cfg.hooks.panicOp
 	if hook == nil || !hook(op, key) {
 		return k
 	}

@@ -79,7 +79,7 @@ func TestPanicInOpIsContained(t *testing.T) {
 		t.Fatalf("Get %s = %q, %v", poison, got, err)
 	}
 	for _, n := range c.live() {
-		if n.gaveUp.Load() {
+		if n.panics.gaveUp.Load() {
 			t.Fatalf("%s gave up after a panic that changed nothing", n.id)
 		}
 		if m := n.ClusterMap(); len(m.Nodes) != 3 || m.OwnedBy(n.id) == 0 {
@@ -133,10 +133,10 @@ func TestPanicMidWriteGivesUpTheNode(t *testing.T) {
 	if err := others[0].Put(ctx, poison, []byte("torn")); !errors.Is(err, ErrInternal) {
 		t.Fatalf("a write that panics mid-way: err %v, want ErrInternal", err)
 	}
-	if !owner.gaveUp.Load() {
+	if !owner.panics.gaveUp.Load() {
 		t.Fatal("the owner did not give up after a panic that left its segment torn")
 	}
-	if got := owner.panics[panicInOp].Load(); got != 1 {
+	if got := owner.panics.counts[panicInOp].Load(); got != 1 {
 		t.Fatalf("the owner counted %d panics in an op, want 1", got)
 	}
 	for i := range c.live() {
@@ -189,10 +189,10 @@ func TestPanicInReplicaApplyGivesUpTheReplica(t *testing.T) {
 	if err := third.Put(ctx, poison, []byte("v")); err != nil {
 		t.Fatalf("a write whose replica panics: %v", err)
 	}
-	if !victim.gaveUp.Load() {
+	if !victim.panics.gaveUp.Load() {
 		t.Fatal("the replica did not give up after a panic that left its segment torn")
 	}
-	if got := victim.panics[panicInReplication].Load(); got != 1 {
+	if got := victim.panics.counts[panicInReplication].Load(); got != 1 {
 		t.Fatalf("the replica counted %d panics in replication, want 1", got)
 	}
 	for i := range c.live() {
@@ -202,7 +202,7 @@ func TestPanicInReplicaApplyGivesUpTheReplica(t *testing.T) {
 		if got, err := n.Get(ctx, poison); err != nil || string(got) != "v" {
 			t.Fatalf("Get %s from %s = %q, %v", poison, n.id, got, err)
 		}
-		if n.gaveUp.Load() || n.panics[panicInOp].Load() != 0 {
+		if n.panics.gaveUp.Load() || n.panics.counts[panicInOp].Load() != 0 {
 			t.Fatalf("%s gave up or counted a panic", n.id)
 		}
 	}
@@ -234,10 +234,10 @@ func TestHIncrByOfANewKeyOverRESP(t *testing.T) {
 		t.Fatalf("HINCRBY past int64: err %v, want an overflow error", err)
 	}
 	for _, n := range c.live() {
-		if n.gaveUp.Load() || len(n.ClusterMap().Nodes) != 3 {
-			t.Fatalf("%s after the HINCRBYs: gave up %v, %d nodes in its map", n.id, n.gaveUp.Load(), len(n.ClusterMap().Nodes))
+		if n.panics.gaveUp.Load() || len(n.ClusterMap().Nodes) != 3 {
+			t.Fatalf("%s after the HINCRBYs: gave up %v, %d nodes in its map", n.id, n.panics.gaveUp.Load(), len(n.ClusterMap().Nodes))
 		}
-		if got := n.panics[panicInOp].Load(); got != 0 {
+		if got := n.panics.counts[panicInOp].Load(); got != 0 {
 			t.Fatalf("%s recovered %d panics", n.id, got)
 		}
 	}
@@ -405,7 +405,7 @@ func TestPanicInBackgroundLoopsIsContained(t *testing.T) {
 	want := float64(decisionPanics.Load() + sealPanics.Load() + admitPanics.Load())
 	var counted float64
 	for _, n := range c.live() {
-		if n.gaveUp.Load() {
+		if n.panics.gaveUp.Load() {
 			t.Fatalf("%s gave up after a panic in a background loop", n.id)
 		}
 		counted += scrapeMetrics(t, metricsServer(t, n)).value("zaris_panics_total", "where", "background")

@@ -80,10 +80,10 @@ func TestPersistenceDiscardedCopyStaysDiscarded(t *testing.T) {
 	dropped, kept := keys[:20], keys[20:]
 	writeAll(t, n, dropped)
 	waitFor(t, 10*time.Second, "the writes to reach the disk log", func() bool {
-		return n.disk.written.Load() >= uint64(len(dropped))
+		return n.own.disk.written.Load() >= uint64(len(dropped))
 	})
 	p := n.layout.SegmentPartition(seg)
-	n.repl.discard(p, n.ClusterMap().Runtime[p].Epoch)
+	n.own.repl.discard(p, n.ClusterMap().Runtime[p].Epoch)
 	writeAll(t, n, kept)
 	want, epoch := n.SegmentDigest(seg), n.ClusterMap().Runtime[p].Epoch
 
@@ -93,7 +93,7 @@ func TestPersistenceDiscardedCopyStaysDiscarded(t *testing.T) {
 		t.Fatalf("segment %d reloaded as %+v; before the restart it was %+v", seg, got, want)
 	}
 	checkReloaded(t, restarted, seg, dropped, kept)
-	if line := restarted.repl.lines[seg].Load(); line != epoch {
+	if line := restarted.own.repl.lines[seg].Load(); line != epoch {
 		t.Fatalf("reloaded segment %d follows the history of epoch %d; its last writes were under epoch %d", seg, line, epoch)
 	}
 }
@@ -131,14 +131,14 @@ func TestPersistenceReplacementsRaceWrites(t *testing.T) {
 	}
 	for i := range 400 {
 		if i%2 == 0 {
-			n.repl.discard(p, epoch)
+			n.own.repl.discard(p, epoch)
 		} else {
-			n.repl.checkpointToDisk(seg)
+			n.own.repl.checkpointToDisk(seg)
 		}
 	}
 	close(stop)
 	wg.Wait()
-	if err := n.disk.flushedTo(ctx, n.disk.mark()); err != nil {
+	if err := n.own.disk.flushedTo(ctx, n.own.disk.mark()); err != nil {
 		t.Fatalf("the disk log refused the ops of a segment replaced amid writes: %v", err)
 	}
 	want := n.SegmentDigest(seg)
@@ -152,12 +152,12 @@ func TestPersistenceReplacementsRaceWrites(t *testing.T) {
 func checkReloaded(t *testing.T, n *Node, seg int, dropped, kept []string) {
 	t.Helper()
 	for _, k := range dropped {
-		if _, _, ok := n.store.get(seg, k); ok {
+		if _, _, ok := n.own.store.get(seg, k); ok {
 			t.Fatalf("the restarted node reloaded %q, which it was told to drop", k)
 		}
 	}
 	for _, k := range kept {
-		if got, _, ok := n.store.get(seg, k); !ok || string(got) != "during "+k {
+		if got, _, ok := n.own.store.get(seg, k); !ok || string(got) != "during "+k {
 			t.Fatalf("the restarted node reloaded %q as %q, %v", k, got, ok)
 		}
 	}

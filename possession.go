@@ -128,28 +128,28 @@ func (h *heldPulls) releaseLocked(key pullKey, held *heldPull) {
 // syncFromSource runs on a Recovering owner: it copies from the partition's source every segment the
 // source holds more of, then asks the leader to let it serve. It gives up on the source after
 // FailoverTimeout and serves what it has.
-func (n *Node) syncFromSource(p int, st PartitionState) {
-	giveUp := n.cfg.Clock.Now().Add(n.cfg.FailoverTimeout)
-	for !n.epochMoved(p, st.Epoch) {
-		err := n.pullFrom(st.Source, p, st.Epoch)
-		if err != nil && n.cfg.Clock.Now().Before(giveUp) {
-			n.log.Debug("sync from source", "partition", p, "source", st.Source, "err", err)
-			if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.RetryBackoff) {
+func (o *owner) syncFromSource(p int, st PartitionState) {
+	giveUp := o.cfg.Clock.Now().Add(o.cfg.FailoverTimeout)
+	for !o.epochMoved(p, st.Epoch) {
+		err := o.pullFrom(st.Source, p, st.Epoch)
+		if err != nil && o.cfg.Clock.Now().Before(giveUp) {
+			o.log.Debug("sync from source", "partition", p, "source", st.Source, "err", err)
+			if sleepStop(o.cfg.Clock, o.life.Done(), o.cfg.RetryBackoff) {
 				return
 			}
 			continue
 		}
 		if err != nil {
-			n.log.Warn("source unreachable; serving without what only it held", "partition", p, "source", st.Source, "err", err)
+			o.log.Warn("source unreachable; serving without what only it held", "partition", p, "source", st.Source, "err", err)
 		}
-		ctx, cancel := context.WithTimeout(n.life, applyTimeout)
-		err = n.ctl.propose(ctx, &command{Kind: cmdRecovered, Partition: p, Epoch: st.Epoch})
+		ctx, cancel := context.WithTimeout(o.life, applyTimeout)
+		err = o.propose(ctx, &command{Kind: cmdRecovered, Partition: p, Epoch: st.Epoch})
 		cancel()
 		if err == nil {
-			n.repl.stats.recoveries.Add(1)
+			o.repl.stats.recoveries.Add(1)
 			return
 		}
-		if sleepStop(n.cfg.Clock, n.life.Done(), n.cfg.Timing.Reconcile) {
+		if sleepStop(o.cfg.Clock, o.life.Done(), o.cfg.Timing.Reconcile) {
 			return
 		}
 	}
@@ -157,13 +157,13 @@ func (n *Node) syncFromSource(p int, st PartitionState) {
 
 // pullFrom asks source for its revisions of partition p, then copies each segment where it holds more of
 // the same history than this node.
-func (n *Node) pullFrom(source NodeID, p int, epoch uint64) error {
-	first, end := n.layout.PartitionSegments(p)
-	req := &replicateRequest{From: n.id, Epochs: map[int]uint64{p: epoch}}
+func (o *owner) pullFrom(source NodeID, p int, epoch uint64) error {
+	first, end := o.layout.PartitionSegments(p)
+	req := &replicateRequest{From: o.id, Epochs: map[int]uint64{p: epoch}}
 	for s := first; s < end; s++ {
 		req.Probe = append(req.Probe, s)
 	}
-	reply, _, err := n.callReplica(source, req, n.cfg.ReplicaAckTimeout)
+	reply, _, err := o.callReplica(source, req, o.cfg.ReplicaAckTimeout)
 	if err != nil {
 		return err
 	}
@@ -171,10 +171,10 @@ func (n *Node) pullFrom(source NodeID, p int, epoch uint64) error {
 		return fmt.Errorf("zaris: source %s answered %s", source, reply.Status)
 	}
 	for s := first; s < end; s++ {
-		if !n.holdsLess(s, reply.Revisions[s], reply.Lines[s], epoch) {
+		if !o.holdsLess(s, reply.Revisions[s], reply.Lines[s], epoch) {
 			continue
 		}
-		if err := n.pullSegment(source, s, epoch); err != nil {
+		if err := o.pullSegment(source, s, epoch); err != nil {
 			return err
 		}
 	}
@@ -183,39 +183,39 @@ func (n *Node) pullFrom(source NodeID, p int, epoch uint64) error {
 
 // holdsLess reports whether this node, promoted under epoch, holds less of segment s than a copy at
 // revision rev of line.
-func (n *Node) holdsLess(s int, rev, line, epoch uint64) bool {
-	return holdsMore(rev, line, n.store.revision(s), n.repl.lines[s].Load(), epoch-1)
+func (o *owner) holdsLess(s int, rev, line, epoch uint64) bool {
+	return holdsMore(rev, line, o.store.revision(s), o.repl.lines[s].Load(), epoch-1)
 }
 
 // pullSegment copies segment s from source, a piece at a time. Once the copy is whole, it replaces this
 // node's copy if this node still owns the partition under epoch and the copy is of its line and ahead of it.
-func (n *Node) pullSegment(source NodeID, s int, epoch uint64) error {
-	snap, err := n.repl.assemblePull(s, func(part int) (*segmentSnapshot, error) {
-		return n.pullPiece(source, s, epoch, part)
+func (o *owner) pullSegment(source NodeID, s int, epoch uint64) error {
+	snap, err := o.repl.assemblePull(s, func(part int) (*segmentSnapshot, error) {
+		return o.pullPiece(source, s, epoch, part)
 	})
 	if err != nil {
 		return err
 	}
-	if n.epochMoved(n.layout.SegmentPartition(s), epoch) {
+	if o.epochMoved(o.layout.SegmentPartition(s), epoch) {
 		return fmt.Errorf("zaris: segment %d pulled after its partition left epoch %d", s, epoch)
 	}
-	if !n.holdsLess(s, snap.Revision, snap.Epoch, epoch) {
+	if !o.holdsLess(s, snap.Revision, snap.Epoch, epoch) {
 		return nil
 	}
-	n.repl.installSnapshot(snap)
-	n.repl.stats.pulledSegments.Add(1)
-	n.log.Info("copied a segment from the failover source", "segment", s, "source", source, "revision", snap.Revision)
+	o.repl.installSnapshot(snap)
+	o.repl.stats.pulledSegments.Add(1)
+	o.log.Info("copied a segment from the failover source", "segment", s, "source", source, "revision", snap.Revision)
 	return nil
 }
 
 // pullPiece asks source for piece part of its copy of segment s, as the partition's owner under epoch.
-func (n *Node) pullPiece(source NodeID, s int, epoch uint64, part int) (*segmentSnapshot, error) {
-	p := n.layout.SegmentPartition(s)
-	if n.epochMoved(p, epoch) {
+func (o *owner) pullPiece(source NodeID, s int, epoch uint64, part int) (*segmentSnapshot, error) {
+	p := o.layout.SegmentPartition(s)
+	if o.epochMoved(p, epoch) {
 		return nil, fmt.Errorf("zaris: partition %d left epoch %d during a pull", p, epoch)
 	}
-	req := &replicateRequest{From: n.id, Epochs: map[int]uint64{p: epoch}, Pull: &pullRequest{Segment: s, Part: part}}
-	reply, _, err := n.callReplica(source, req, n.cfg.ReplicaAckTimeout)
+	req := &replicateRequest{From: o.id, Epochs: map[int]uint64{p: epoch}, Pull: &pullRequest{Segment: s, Part: part}}
+	reply, _, err := o.callReplica(source, req, o.cfg.ReplicaAckTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	// Hold the third copy out of the in-sync set.
 	held.Store(&heldReplica{p: s.p, id: s.ahead.id})
 	st := s.owner.ClusterMap().Runtime[s.p]
-	if err := s.owner.repl.dropReplicas(ctx, s.p, st.Epoch, []NodeID{s.ahead.id}); err != nil {
+	if err := s.owner.own.repl.dropReplicas(ctx, s.p, st.Epoch, []NodeID{s.ahead.id}); err != nil {
 		t.Fatal(err)
 	}
 	// Async writes reach the held-out copy, not the in-sync one.
@@ -80,7 +80,7 @@ func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	}
 	waitFor(t, 10*time.Second, "the held-out replica to receive the Async writes", func() bool {
 		for _, seg := range s.segments {
-			if s.ahead.store.revision(seg) != s.owner.store.revision(seg) {
+			if s.ahead.own.store.revision(seg) != s.owner.own.store.revision(seg) {
 				return false
 			}
 		}
@@ -89,8 +89,8 @@ func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	s.aheadRevisions = map[int]uint64{}
 	behind := false
 	for _, seg := range s.segments {
-		s.aheadRevisions[seg] = s.ahead.store.revision(seg)
-		behind = behind || s.inSync.store.revision(seg) < s.aheadRevisions[seg]
+		s.aheadRevisions[seg] = s.ahead.own.store.revision(seg)
+		behind = behind || s.inSync.own.store.revision(seg) < s.aheadRevisions[seg]
 	}
 	if !behind {
 		t.Fatal("the in-sync replica received the Async writes despite the fault")
@@ -138,7 +138,7 @@ func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
 		t.Fatalf("new owner: %d recoveries, %d segments pulled; want 1 recovery pulling from the peer", st.Recoveries, st.PulledSegments)
 	}
 	for _, seg := range s.segments {
-		if got := s.inSync.store.revision(seg); got != s.aheadRevisions[seg] {
+		if got := s.inSync.own.store.revision(seg); got != s.aheadRevisions[seg] {
 			t.Fatalf("segment %d: new owner at revision %d, the peer had %d", seg, got, s.aheadRevisions[seg])
 		}
 	}
@@ -172,7 +172,7 @@ func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the held-out replica to receive the large segment", func() bool {
-		return s.ahead.store.revision(seg) == s.owner.store.revision(seg)
+		return s.ahead.own.store.revision(seg) == s.owner.own.store.revision(seg)
 	})
 	want := s.ahead.SegmentDigest(seg)
 	if want != s.owner.SegmentDigest(seg) {
@@ -188,7 +188,7 @@ func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
 		t.Fatalf("new owner's copy of the large segment: %+v; the source held %+v", got, want)
 	}
 	st := s.inSync.ReplicationStats()
-	minPieces := values * valueSize / s.inSync.repl.maxRequestBytes()
+	minPieces := values * valueSize / s.inSync.own.repl.maxRequestBytes()
 	if st.PulledSegments == 0 || st.PulledPieces <= st.PulledSegments || st.PulledPieces < uint64(minPieces) {
 		t.Fatalf("new owner pulled %d segments in %d pieces; want the large one in at least %d pieces",
 			st.PulledSegments, st.PulledPieces, minPieces)

@@ -102,12 +102,12 @@ func (n *Node) startRESP() error {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
 	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	s := newRESPServer(&n.cfg, n, n.id, n.ctl.fsm.clusterMap, n.log, addr)
+	s := newRESPServer(&n.cfg, edgeOwner{n.own, n.infoMessages}, n.id, n.ctl.fsm.clusterMap, n.log, addr)
 	s.tracking = n.redis.tracking
 	s.control = n.ctl.controlHealth
 	s.recover = n.RecoverControlPlane
-	s.memory = n.store.budget
-	s.contain = n.containPanic
+	s.memory = n.own.store.budget
+	s.contain = n.panics.containPanic
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
 		s.tls = true
@@ -119,31 +119,39 @@ func (n *Node) startRESP() error {
 	return nil
 }
 
+// edgeOwner is what the endpoint serves keys with: the owner, and the node's message counts.
+type edgeOwner struct {
+	*owner
+	messages func() (sent, received uint64)
+}
+
+func (e edgeOwner) infoMessages() (sent, received uint64) { return e.messages() }
+
 // infoReplication describes the replicas this node feeds for the partitions it owns in its committed map.
-func (n *Node) infoReplication() respReplication {
-	m := n.ctl.fsm.clusterMap()
+func (o *owner) infoReplication() respReplication {
+	m := o.view.clusterMap()
 	var history strings.Builder
-	history.WriteString(string(n.id) + " " + strconv.FormatUint(n.repl.incarnation, 10))
+	history.WriteString(string(o.id) + " " + strconv.FormatUint(o.repl.incarnation, 10))
 	var info respReplication
 	inSync := map[NodeID]bool{}
 	lacking := map[NodeID]uint64{}
 	for p, st := range m.Runtime {
-		if !n.ownsIn(m, p) {
+		if !o.ownsIn(m, p) {
 			continue
 		}
 		history.WriteString(" " + strconv.Itoa(p) + "@" + strconv.FormatUint(st.Epoch, 10))
-		revisions := n.partitionRevisions(p)
+		revisions := o.partitionRevisions(p)
 		for _, rev := range revisions {
 			info.offset += rev
 		}
 		for _, id := range m.Assignment[p] {
-			if id == n.id {
+			if id == o.id {
 				continue
 			}
 			member := slices.Contains(st.InSync, id)
 			all, seen := inSync[id]
 			inSync[id] = member && (all || !seen)
-			lacking[id] += n.replicaLacks(id, p, revisions, member)
+			lacking[id] += o.replicaLacks(id, p, revisions, member)
 		}
 	}
 	sum := sha1.Sum([]byte(history.String()))
@@ -156,11 +164,11 @@ func (n *Node) infoReplication() respReplication {
 }
 
 // partitionRevisions returns the revisions of partition p's segments, in order.
-func (n *Node) partitionRevisions(p int) []uint64 {
-	first, end := n.layout.PartitionSegments(p)
+func (o *owner) partitionRevisions(p int) []uint64 {
+	first, end := o.layout.PartitionSegments(p)
 	revisions := make([]uint64, 0, end-first)
 	for seg := first; seg < end; seg++ {
-		revisions = append(revisions, n.store.revision(seg))
+		revisions = append(revisions, o.store.revision(seg))
 	}
 	return revisions
 }
@@ -169,8 +177,8 @@ func (n *Node) partitionRevisions(p int) []uint64 {
 // known to hold: those past what it acknowledged. A segment it has not acknowledged yet counts whole,
 // unless the replica is in the partition's in-sync set, which a committed decision keeps to replicas
 // holding every acknowledged write.
-func (n *Node) replicaLacks(id NodeID, p int, revisions []uint64, inSync bool) uint64 {
-	acked, known := n.repl.ackedIn(p, id)
+func (o *owner) replicaLacks(id NodeID, p int, revisions []uint64, inSync bool) uint64 {
+	acked, known := o.repl.ackedIn(p, id)
 	var lacks uint64
 	for i, rev := range revisions {
 		switch have := acked[i]; {

@@ -400,7 +400,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	if p == nil || p.local {
 		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}
-	req.FromIncarnation = n.repl.incarnation
+	req.FromIncarnation = n.own.repl.incarnation
 	payload := req.marshal()
 	ctx, cancel := context.WithTimeout(n.life, timeout)
 	defer cancel()

@@ -449,8 +449,8 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	baseRev := a.store.revision(seg)
-	waitFor(t, 10*time.Second, "the replica caught up", func() bool { return b.store.revision(seg) == baseRev })
+	baseRev := a.own.store.revision(seg)
+	waitFor(t, 10*time.Second, "the replica caught up", func() bool { return b.own.store.revision(seg) == baseRev })
 
 	// 1. a applies a write it cannot replicate, and stops (a graceful close: its disk keeps the write).
 	c.faults.Blackhole(string(a.id), string(b.id))
@@ -458,7 +458,7 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.Put(wctx, kx, []byte(kx)) //nolint:errcheck // never acknowledged: a stops first
-	waitFor(t, 10*time.Second, "the owner applied the write", func() bool { return a.store.revision(seg) == baseRev+1 })
+	waitFor(t, 10*time.Second, "the owner applied the write", func() bool { return a.own.store.revision(seg) == baseRev+1 })
 	c.kill(ai)
 	waitFor(t, 20*time.Second, "p failed over to b", func() bool {
 		st := c.currentMap().Runtime[p]
@@ -469,7 +469,7 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 	// 2. b, the new owner, writes an acknowledged key at the revision a's unacknowledged one holds.
 	ky := keyInSegment(a.layout, "acknowledged-", seg)
 	waitFor(t, 10*time.Second, "b serves p", func() bool { return b.Put(ctx, ky, []byte(ky)) == nil })
-	if got := b.store.revision(seg); got != baseRev+1 {
+	if got := b.own.store.revision(seg); got != baseRev+1 {
 		t.Fatalf("b's segment %d at revision %d, want %d", seg, got, baseRev+1)
 	}
 
@@ -478,7 +478,7 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 	b = c.restart(bi)
 	waitFor(t, 20*time.Second, "b's new process owns p", func() bool {
 		m := c.currentMap()
-		return m.Nodes[b.id].Incarnation == b.repl.incarnation && m.Runtime[p].Owner == b.id && b.ownsIn(b.ClusterMap(), p)
+		return m.Nodes[b.id].Incarnation == b.own.repl.incarnation && m.Runtime[p].Owner == b.id && b.own.ownsIn(b.ClusterMap(), p)
 	})
 
 	// 4. a restarts from its data dir, holding its never-acknowledged write at that revision.
@@ -491,11 +491,11 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 		// A leader that never saw a's process (b's new one, elected meanwhile) rebalances p elsewhere.
 		t.Skipf("partition %d was rebalanced (%s); the scenario needs it on a and b: run again", p, describePartition(m, p))
 	}
-	waitFor(t, 10*time.Second, "a's copy to hold the owner's revision", func() bool { return a.store.revision(seg) == b.store.revision(seg) })
-	if _, _, hasY := a.store.get(seg, ky); !hasY {
+	waitFor(t, 10*time.Second, "a's copy to hold the owner's revision", func() bool { return a.own.store.revision(seg) == b.own.store.revision(seg) })
+	if _, _, hasY := a.own.store.get(seg, ky); !hasY {
 		t.Errorf("in-sync replica %s lacks the acknowledged %q", a.id, ky)
 	}
-	if _, _, hasX := a.store.get(seg, kx); hasX {
+	if _, _, hasX := a.own.store.get(seg, kx); hasX {
 		t.Errorf("in-sync replica %s holds the never-acknowledged %q", a.id, kx)
 	}
 
@@ -503,7 +503,7 @@ func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
 	c.kill(c.indexOf(b.id))
 	waitFor(t, 20*time.Second, "p failed over to a", func() bool {
 		st := c.currentMap().Runtime[p]
-		return st.Owner == a.id && st.Health != Recovering && a.ownsIn(a.ClusterMap(), p)
+		return st.Owner == a.id && st.Health != Recovering && a.own.ownsIn(a.ClusterMap(), p)
 	})
 	// a's routing table follows its map a moment later: until then the read may go to b, which is gone.
 	waitFor(t, 10*time.Second, "the acknowledged key read from the promoted replica", func() bool {

@@ -175,7 +175,7 @@ type replicationConfig struct {
 	life           context.Context // ends when the node closes
 	wg             *sync.WaitGroup // counts the links' goroutines
 	log            *slog.Logger
-	// guard runs one round of a link's loop, recovering a panic (Node.guarded); nil runs it bare.
+	// guard runs one round of a link's loop, recovering a panic (panicGuard.guarded); nil runs it bare.
 	guard func(what string, fn func())
 }
 

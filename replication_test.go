@@ -134,7 +134,7 @@ func TestSyncWriteIsOnReplicasWhenAcknowledged(t *testing.T) {
 		p := m.Layout().KeyPartition(key)
 		seg := m.Layout().KeySegment(key)
 		for _, id := range m.Runtime[p].InSync {
-			got, _, ok := c.nodeByID(id).store.get(seg, key)
+			got, _, ok := c.nodeByID(id).own.store.get(seg, key)
 			if !ok || !bytes.Equal(got, value) {
 				t.Fatalf("write %d acknowledged but replica %s has %q (present %v)", i, id, got, ok)
 			}
@@ -174,21 +174,21 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	// copy: it refuses the write itself, before applying it.
 	oldOwner.ctl.fsm.current.Store(before)
 	key := keyInPartition(oldOwner.layout, "fenced", p)
-	if reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
+	if reply := oldOwner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("write to an owner that saw a newer epoch: status %s; want OwnershipChanging", reply.Status)
 	}
-	if _, _, ok := oldOwner.store.get(oldOwner.layout.KeySegment(key), key); ok {
+	if _, _, ok := oldOwner.own.store.get(oldOwner.layout.KeySegment(key), key); ok {
 		t.Fatal("an owner that saw a newer epoch applied a write")
 	}
 	// The old owner forgets the change altogether: it still believes it owns p at the old epoch.
-	oldOwner.repl.fence[p].Store(before.Runtime[p].Epoch)
-	reply := oldOwner.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
+	oldOwner.own.repl.fence[p].Store(before.Runtime[p].Epoch)
+	reply := oldOwner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
 	// Applied by the stale owner but refused by a replica, the write is not acknowledged, nor retried:
 	// another replica of the old epoch may have taken it and become the new owner.
 	if reply.Status != StatusUnconfirmed {
 		t.Fatalf("stale owner's write: status %s; want Unconfirmed", reply.Status)
 	}
-	if _, _, ok := newOwner.store.get(oldOwner.layout.KeySegment(key), key); ok {
+	if _, _, ok := newOwner.own.store.get(oldOwner.layout.KeySegment(key), key); ok {
 		t.Fatal("the new owner applied an op from a stale epoch")
 	}
 	if newOwner.ReplicationStats().RejectedStaleEpoch == 0 {
@@ -196,8 +196,8 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	}
 	// A direct op with the stale epoch is refused as well.
 	seg := oldOwner.layout.KeySegment(key)
-	r := newOwner.repl.serveReplicate(context.Background(), &replicateRequest{From: oldOwner.id, FromIncarnation: oldOwner.repl.incarnation, Ops: []durability.Op{{
-		Segment: uint32(seg), Revision: newOwner.store.revision(seg) + 1, Epoch: before.Runtime[p].Epoch,
+	r := newOwner.own.repl.serveReplicate(context.Background(), &replicateRequest{From: oldOwner.id, FromIncarnation: oldOwner.own.repl.incarnation, Ops: []durability.Op{{
+		Segment: uint32(seg), Revision: newOwner.own.store.revision(seg) + 1, Epoch: before.Runtime[p].Epoch,
 		Kind: durability.OpPut, Key: key, Value: []byte("x"),
 	}}})
 	if r.Status != StatusReplicaWriteRejected {
@@ -325,7 +325,7 @@ func TestUnresponsiveReplicaLeavesInSyncSet(t *testing.T) {
 		return len(owner.ClusterMap().Runtime[p].InSync) == 1
 	})
 	seg := owner.layout.KeySegment(key)
-	if got, _, ok := replica.store.get(seg, key); !ok || string(got) != "v" {
+	if got, _, ok := replica.own.store.get(seg, key); !ok || string(got) != "v" {
 		t.Fatalf("replica back in sync without the write: %q, %v", got, ok)
 	}
 }
@@ -366,7 +366,7 @@ func TestLaggingReplicaDropWaitsOutAnElection(t *testing.T) {
 	var since time.Time
 	waitFor(t, 20*time.Second, "the leader's copy in sync, its count settled", func() bool {
 		st := owner.ClusterMap().Runtime[p]
-		inSync := slices.Contains(st.InSync, leader.id) && st.Health == Healthy && len(owner.repl.joiningFor(p)) == 0
+		inSync := slices.Contains(st.InSync, leader.id) && st.Health == Healthy && len(owner.own.repl.joiningFor(p)) == 0
 		now := owner.ReplicationStats().InSyncDecisions
 		if !inSync || now != decisions || since.IsZero() {
 			decisions, since = now, time.Now()
@@ -546,8 +546,8 @@ func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the segment's disk log to be trimmed", func() bool {
-		size, err := n.disk.store.LogBytes(uint32(seg))
-		_, snap, _ := n.disk.store.LoadSnapshot(uint32(seg))
+		size, err := n.own.disk.store.LogBytes(uint32(seg))
+		_, snap, _ := n.own.disk.store.LoadSnapshot(uint32(seg))
 		return err == nil && snap && size <= 2048
 	})
 	c.kill(0)
@@ -556,7 +556,7 @@ func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range keys {
-		got, _, ok := restarted.store.get(seg, key)
+		got, _, ok := restarted.own.store.get(seg, key)
 		if !ok || string(got) != "value of "+key {
 			t.Fatalf("after restart %s = %q, %v", key, got, ok)
 		}
@@ -583,7 +583,7 @@ func TestSyncBatchIsOnReplicasWhenAcknowledged(t *testing.T) {
 		key := entries[i].Key
 		seg := m.Layout().KeySegment(key)
 		for _, id := range m.Runtime[m.Layout().KeyPartition(key)].InSync {
-			if got, _, ok := c.nodeByID(id).store.get(seg, key); !ok || !bytes.Equal(got, entries[i].Value) {
+			if got, _, ok := c.nodeByID(id).own.store.get(seg, key); !ok || !bytes.Equal(got, entries[i].Value) {
 				t.Fatalf("batch acknowledged but replica %s has %q for %s", id, got, key)
 			}
 		}

@@ -59,7 +59,7 @@ func TestRESPAtomicWritesFitAFrame(t *testing.T) {
 
 	for key, want := range map[string]bool{"r0": true, "r1": true, "r2": false, "r3": false, "r4": false, "s": false,
 		"m0": false, "m1": false, "m2": false, "m3": false, "m4": false, "n0": true, "n1": true} {
-		if _, _, ok := owner.store.get(seg, tag+key); ok != want {
+		if _, _, ok := owner.own.store.get(seg, tag+key); ok != want {
 			t.Errorf("%s present: %v; want %v", tag+key, ok, want)
 		}
 	}

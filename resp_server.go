@@ -27,7 +27,7 @@ type respServer struct {
 	clusterMap func() *ClusterMap // the latest committed map
 	clock      Clock
 	log        *slog.Logger
-	// contain handles a panic a command raised outside the key operations (Node.containPanic); nil: it is
+	// contain handles a panic a command raised outside the key operations (panicGuard.containPanic); nil: it is
 	// only logged.
 	contain     func(site panicSite, seg int, v any, what string) bool
 	ln          net.Listener
@@ -51,7 +51,7 @@ type respServer struct {
 	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
 	turningAway atomic.Int32               // refused connections being told why
 	info        respInfo                   // what INFO reports besides the connections' own counts
-	// control reports the node's control-plane leader (Node.controlHealth); nil for an endpoint without a
+	// control reports the node's control-plane leader (controlPlane.controlHealth); nil for an endpoint without a
 	// node, which reports a healthy one.
 	control func() controlHealth
 	// recover is the node's RecoverControlPlane, for the RECOVER command.
@@ -75,10 +75,10 @@ type keyOwner interface {
 	// applyKV runs one key operation on an owned segment, waiting for the replicas as the concern asks.
 	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
-	// one of keys, and waits for the replicas as applyKV does (Node.applyAtomically).
+	// one of keys, and waits for the replicas as applyKV does (owner.applyAtomically).
 	applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
 	// readAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
-	// waits for the replicas as a read does (Node.readAtomically).
+	// waits for the replicas as a read does (owner.readAtomically).
 	readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
 	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
 	// with a TTL.

@@ -278,7 +278,7 @@ func checkFollowsMoved(t *testing.T, c *testCluster) {
 			t.Fatalf("SET %s after the move: %v", k, err)
 		}
 		owner := c.owner(k)
-		if v, _, ok := owner.store.get(owner.layout.KeySegment(k), k); !ok || string(v) != "after" {
+		if v, _, ok := owner.own.store.get(owner.layout.KeySegment(k), k); !ok || string(v) != "after" {
 			t.Fatalf("key %s: new owner %s holds %q, %v", k, owner.id, v, ok)
 		}
 	}

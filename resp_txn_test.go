@@ -82,7 +82,7 @@ func TestRESPExecIsOneWrite(t *testing.T) {
 	owner := c.owner(tag)
 	seg := owner.layout.KeySegment(tag)
 	conn := dialRaw(t, owner.RESPAddr())
-	before := owner.store.revision(seg)
+	before := owner.own.store.revision(seg)
 	conn.send(respCmd("MULTI") + respCmd("SET", tag+"a", "1") + respCmd("SET", tag+"b", "2") + respCmd("SET", tag+"c", "3") +
 		respCmd("EXEC"))
 	for _, want := range []string{"+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*3", "+OK", "+OK", "+OK"} {
@@ -90,12 +90,12 @@ func TestRESPExecIsOneWrite(t *testing.T) {
 			t.Fatalf("reply %q; want %q", got, want)
 		}
 	}
-	after := owner.store.revision(seg)
+	after := owner.own.store.revision(seg)
 	if after != before+1 {
 		t.Fatalf("revision went from %d to %d; want one write", before, after)
 	}
 	for _, key := range []string{"a", "b", "c"} {
-		if _, version, ok := owner.store.get(seg, tag+key); !ok || version != after {
+		if _, version, ok := owner.own.store.get(seg, tag+key); !ok || version != after {
 			t.Fatalf("%s: version %d, present %v; want version %d", tag+key, version, ok, after)
 		}
 	}

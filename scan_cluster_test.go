@@ -106,7 +106,7 @@ func TestScanFollowsJoinAndFailover(t *testing.T) {
 		c.waitFailedOver(victimID, 20*time.Second)
 	}
 	for _, node := range c.live() {
-		checkTable(t, string(node.id), node.store)
+		checkTable(t, string(node.id), node.own.store)
 	}
 
 	got, duplicates, during := 0, 0, 0

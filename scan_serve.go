@@ -160,23 +160,23 @@ func elsewhere(status Status) bool {
 }
 
 // scanPager returns the pager of this node's store, checking ownership against the committed map.
-func (n *Node) scanPager() *scanPager {
-	return &scanPager{layout: n.layout, store: n.store, check: n.partitionRefusal,
-		maxBytes: n.cfg.MaxFrameSize - transport.EnvelopeOverhead - scanReplyOverhead}
+func (o *owner) scanPager() *scanPager {
+	return &scanPager{layout: o.layout, store: o.store, check: o.partitionRefusal,
+		maxBytes: o.cfg.MaxFrameSize - transport.EnvelopeOverhead - scanReplyOverhead}
 }
 
 // serveScan serves one page on this node. Under the Sync concern the page waits, as a read does, until every
 // in-sync replica holds the segments' state it saw, so no key it returns can be lost to a failover.
-func (n *Node) serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply {
-	page := n.scanPager().page(req, mode)
-	if page.reply.Status != StatusSuccess || n.cfg.WriteConcern != Sync {
+func (o *owner) serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply {
+	page := o.scanPager().page(req, mode)
+	if page.reply.Status != StatusSuccess || o.cfg.WriteConcern != Sync {
 		return page.reply
 	}
 	for seg, rev := range page.revisions {
-		if rev <= n.repl.committed[seg].Load() {
+		if rev <= o.repl.committed[seg].Load() {
 			continue
 		}
-		if status := n.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
+		if status := o.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
 			return scanReply{Status: status}
 		}
 	}
@@ -184,33 +184,33 @@ func (n *Node) serveScan(ctx context.Context, req *scanRequest, mode scanMode) s
 }
 
 // serveOwnedScan serves a page of the keys of the partitions this node owns, for the RESP endpoint.
-func (n *Node) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply {
-	return n.serveScan(ctx, req, scanOwned)
+func (o *owner) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply {
+	return o.serveScan(ctx, req, scanOwned)
 }
 
 // serveScanRequest answers an opScan request from another node.
-func (n *Node) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
+func (o *owner) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req scanRequest
 	if err := decode(payload, &req); err != nil {
 		return encode(&scanReply{Status: StatusInvalidRequest})
 	}
-	n.stats.served.Add(1)
-	reply := n.serveScan(ctx, &req, scanRouted)
+	o.stats.served.Add(1)
+	reply := o.serveScan(ctx, &req, scanRouted)
 	return encode(&reply)
 }
 
 // ownedKeyCount counts the keys of the partitions this node actively owns, expired ones not yet reclaimed
 // included, as a Redis Cluster primary's DBSIZE counts its own.
-func (n *Node) ownedKeyCount() int {
-	m := n.ctl.fsm.clusterMap()
+func (o *owner) ownedKeyCount() int {
+	m := o.view.clusterMap()
 	count := 0
 	for p := range m.Runtime {
-		if m.Runtime[p].Owner != n.id || !n.ownsIn(m, p) {
+		if m.Runtime[p].Owner != o.id || !o.ownsIn(m, p) {
 			continue
 		}
-		first, end := n.layout.PartitionSegments(p)
+		first, end := o.layout.PartitionSegments(p)
 		for seg := first; seg < end; seg++ {
-			count += n.store.segmentLen(seg)
+			count += o.store.segmentLen(seg)
 		}
 	}
 	return count

@@ -137,8 +137,8 @@ func TestStatusJSON(t *testing.T) {
 		}
 		return len(v.Members) == 3 && !slices.ContainsFunc(v.Members, func(mb memberView) bool { return mb.Status != "alive" })
 	})
-	if v.MaxMemory != 64<<20 || v.Policy != EvictionAllKeysLRU || v.DataBytes <= 0 || v.DataBytes != c.node(1).store.bytes() {
-		t.Errorf("memory: %d held of %d under %q; the store holds %d", v.DataBytes, v.MaxMemory, v.Policy, c.node(1).store.bytes())
+	if v.MaxMemory != 64<<20 || v.Policy != EvictionAllKeysLRU || v.DataBytes <= 0 || v.DataBytes != c.node(1).own.store.bytes() {
+		t.Errorf("memory: %d held of %d under %q; the store holds %d", v.DataBytes, v.MaxMemory, v.Policy, c.node(1).own.store.bytes())
 	}
 	m := c.node(1).ClusterMap()
 	if v.Node != c.node(1).Name() || len(v.Members) != 3 || len(v.Partitions) != m.Partitions || v.Leader == "" || v.Ready != "" {

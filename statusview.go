@@ -113,8 +113,8 @@ func (n *Node) statusView() statusView {
 	v := statusView{
 		Node: n.id, Leader: n.ctl.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
 		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
-		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
-		DataBytes: n.store.bytes(), MaxMemory: n.store.budget.limit(), Policy: n.store.budget.policyName(), Evicted: n.store.budget.evicted(),
+		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.own.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
+		DataBytes: n.own.store.bytes(), MaxMemory: n.own.store.budget.limit(), Policy: n.own.store.budget.policyName(), Evicted: n.own.store.budget.evicted(),
 	}
 	if err := n.Readiness(); err != nil {
 		v.Ready = err.Error()

@@ -217,7 +217,7 @@ func TestGetAndPersistNeverSeesUnreplicatedWrite(t *testing.T) {
 	put := make(chan error, 1)
 	go func() { put <- owner.Put(ctx, key, []byte("v2")) }()
 	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
-		v, _, ok := owner.store.get(seg, key)
+		v, _, ok := owner.own.store.get(seg, key)
 		return ok && string(v) == "v2"
 	})
 	getCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -242,7 +242,7 @@ func assertOnCopies(t *testing.T, c *testCluster, key, value string, expires boo
 	}
 	seg := m.Layout().KeySegment(key)
 	for _, id := range append([]NodeID{st.Owner}, st.InSync...) {
-		e, _, ok := c.nodeByID(id).store.getEntry(seg, key)
+		e, _, ok := c.nodeByID(id).own.store.getEntry(seg, key)
 		switch {
 		case value == "" && ok:
 			t.Fatalf("%s holds %q under %q; want nothing", id, e.value(), key)

@@ -48,7 +48,7 @@ type txnClient struct {
 
 // newTxnClient wires a node's side of its transactions.
 func newTxnClient(n *Node) *txnClient {
-	c := &txnClient{getEntry: n.GetEntry, execute: n.client.execute, send: n.sendTxn, resolve: n.resolveIntents,
+	c := &txnClient{getEntry: n.GetEntry, execute: n.client.execute, send: n.client.sendTxn, resolve: n.client.resolveIntents,
 		forgetLater: n.forgetLater, step: n.cfg.hooks.txnStep, background: n.goBackground, life: n.life, layout: n.layout, clock: n.cfg.Clock,
 		backoff: n.cfg.RetryBackoff, maxValue: n.cfg.MaxValueSize, maxFrame: n.cfg.MaxFrameSize,
 		timeout: n.cfg.TxnTimeout, retention: n.cfg.TxnRecordRetention}

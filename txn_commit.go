@@ -223,12 +223,12 @@ func (n *Node) forgetLater(anchor, id string) {
 }
 
 // resolveIntents ends transaction id's intents on keys, all in one segment, in one atomic write.
-func (n *Node) resolveIntents(ctx context.Context, id string, keys []string, commit bool) error {
+func (c *client) resolveIntents(ctx context.Context, id string, keys []string, commit bool) error {
 	items := make([]txnItem, len(keys))
 	for i, key := range keys {
 		items[i] = txnItem{op: opResolve, req: kvRequest{Key: key, Value: []byte(id), Delta: boolInt(commit)}}
 	}
-	_, err := n.sendTxn(ctx, id, keys[0], items, true)
+	_, err := c.sendTxn(ctx, id, keys[0], items, true)
 	return err
 }
 
@@ -236,8 +236,8 @@ func (n *Node) resolveIntents(ctx context.Context, id string, keys []string, com
 // atomic write under the Sync concern, and returns the owner's reply, failing on any status but success
 // and a version mismatch. Without waitLocks, a key held by another transaction fails it with ErrLocked at
 // once: a prepare that waited for another could wait for one that waits for it.
-func (n *Node) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error) {
-	reply, err := n.client.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
+func (c *client) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error) {
+	reply, err := c.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
 	switch {
 	case err != nil:
 		return reply, err

@@ -35,48 +35,48 @@ func (s *store) staleIntents(seg int, now int64) []staleIntent {
 // within TxnTimeout: it records an abort for their transaction, unless its record holds a commit already,
 // and applies the outcome recorded. A transaction whose record cannot be reached now is tried again at the
 // next round.
-func (n *Node) resolveStaleIntents() {
-	m := n.ctl.fsm.clusterMap()
-	now := n.store.now()
+func (o *owner) resolveStaleIntents() {
+	m := o.view.clusterMap()
+	now := o.store.now()
 	for p, st := range m.Runtime {
-		if !n.ownsIn(m, p) || st.Health == Recovering {
+		if !o.ownsIn(m, p) || st.Health == Recovering {
 			continue
 		}
-		first, end := n.layout.PartitionSegments(p)
+		first, end := o.layout.PartitionSegments(p)
 		for seg := first; seg < end; seg++ {
-			n.resolveSegment(n.store.staleIntents(seg, now))
+			o.resolveSegment(o.store.staleIntents(seg, now))
 		}
 	}
 }
 
 // resolveSegment resolves the stale intents of one segment, transaction by transaction.
-func (n *Node) resolveSegment(stale []staleIntent) {
+func (o *owner) resolveSegment(stale []staleIntent) {
 	byTxn := map[string][]staleIntent{}
 	for _, si := range stale {
 		byTxn[si.txn] = append(byTxn[si.txn], si)
 	}
 	for txn, intents := range byTxn {
-		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
-		committed, err := n.decideAbort(ctx, txn, intents[0].anchor)
+		ctx, cancel := context.WithTimeout(o.life, o.cfg.TxnTimeout)
+		committed, err := o.decideAbort(ctx, txn, intents[0].anchor)
 		if err == nil {
 			keys := make([]string, len(intents))
 			for i := range intents {
 				keys[i] = intents[i].key
 			}
-			err = n.resolveIntents(ctx, txn, keys, committed)
+			err = o.client.resolveIntents(ctx, txn, keys, committed)
 		}
 		cancel()
 		if err != nil {
-			n.log.Debug("transaction intents left for the next round", "txn", txn, "err", err)
+			o.log.Debug("transaction intents left for the next round", "txn", txn, "err", err)
 		}
 	}
 }
 
 // decideAbort records an abort for transaction txn in the segment of anchor, unless an outcome is recorded
 // already, and reports whether the outcome recorded is a commit.
-func (n *Node) decideAbort(ctx context.Context, txn, anchor string) (committed bool, err error) {
-	req := &kvRequest{Key: anchor, Value: []byte(txn), TTL: int64(n.cfg.TxnRecordRetention), Concern: Sync}
-	reply, err := n.client.execute(ctx, opDecide, req)
+func (o *owner) decideAbort(ctx context.Context, txn, anchor string) (committed bool, err error) {
+	req := &kvRequest{Key: anchor, Value: []byte(txn), TTL: int64(o.cfg.TxnRecordRetention), Concern: Sync}
+	reply, err := o.client.execute(ctx, opDecide, req)
 	if err == nil {
 		err = reply.Status.err()
 	}

@@ -315,8 +315,8 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 func internalEntries(c *testCluster) int {
 	n := 0
 	for _, node := range c.live() {
-		for i := range node.store.segments {
-			seg := &node.store.segments[i]
+		for i := range node.own.store.segments {
+			seg := &node.own.store.segments[i]
 			seg.mu.RLock()
 			for key := range seg.entries.all() {
 				if isInternalKey(key) {
@@ -510,8 +510,8 @@ func TestTxnCoordinatorCrashPoints(t *testing.T) {
 // intentsOn counts the intents node holds.
 func intentsOn(node *Node) int64 {
 	var n int64
-	for i := range node.store.segments {
-		n += node.store.segments[i].intents.Load()
+	for i := range node.own.store.segments {
+		n += node.own.store.segments[i].intents.Load()
 	}
 	return n
 }
@@ -531,7 +531,7 @@ func intentsLeft(c *testCluster, keys ...string) int64 {
 	var n int64
 	for _, node := range c.live() {
 		for _, key := range keys {
-			n += node.store.segments[node.layout.KeySegment(key)].intents.Load()
+			n += node.own.store.segments[node.layout.KeySegment(key)].intents.Load()
 		}
 	}
 	return n
@@ -635,7 +635,7 @@ func TestTxnInternalKeysStayHidden(t *testing.T) {
 	if want := []string{"{w}:a", "{w}:b"}; !slices.Equal(keys, want) {
 		t.Fatalf("scan found %q; want %q", keys, want)
 	}
-	if count := c.node(0).ownedKeyCount() + c.node(1).ownedKeyCount(); count != 2 {
+	if count := c.node(0).own.ownedKeyCount() + c.node(1).own.ownedKeyCount(); count != 2 {
 		t.Fatalf("the owners count %d keys; want 2", count)
 	}
 	select {

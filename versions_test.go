@@ -341,7 +341,7 @@ func TestVersionMismatchRevealsOnlyReplicatedState(t *testing.T) {
 	go func() { _, err := owner.CompareAndSwap(ctx, key, v1, []byte("v2")); put <- err }()
 	var v2 uint64
 	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
-		v, version, ok := owner.store.get(seg, key)
+		v, version, ok := owner.own.store.get(seg, key)
 		v2 = version
 		return ok && string(v) == "v2"
 	})

@@ -11,23 +11,23 @@ import "github.com/zaris-go/zaris/transport"
 
 // unconfirmed returns the revision a reply of op on seg reveals and whether the in-sync replicas must
 // confirm it before the reply is sent. Writes that wait for their replicas confirm themselves.
-func (n *Node) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision uint64, wait bool) {
-	if !n.confirmsReply(op, reply) {
+func (o *owner) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision uint64, wait bool) {
+	if !o.confirmsReply(op, reply) {
 		return 0, false
 	}
-	revision = n.store.revision(seg)
-	return revision, n.repl.unconfirmedAt(seg, revision)
+	revision = o.store.revision(seg)
+	return revision, o.repl.unconfirmedAt(seg, revision)
 }
 
 // unconfirmedAt is unconfirmed for a reply of op that revealed seg at revision, read with the state it
 // reveals.
-func (n *Node) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kvReply) bool {
-	return n.confirmsReply(op, reply) && n.repl.unconfirmedAt(seg, revision)
+func (o *owner) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kvReply) bool {
+	return o.confirmsReply(op, reply) && o.repl.unconfirmedAt(seg, revision)
 }
 
 // confirmsReply reports whether a reply of op waits for the replicas to confirm the state it reveals.
-func (n *Node) confirmsReply(op transport.Op, reply *kvReply) bool {
-	return n.cfg.WriteConcern == Sync && revealsState(op, reply)
+func (o *owner) confirmsReply(op transport.Op, reply *kvReply) bool {
+	return o.cfg.WriteConcern == Sync && revealsState(op, reply)
 }
 
 // unconfirmedAt reports whether some in-sync replica may not yet hold segment up to revision.

@@ -28,7 +28,7 @@ func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
 	put := make(chan error, 1)
 	go func() { put <- owner.Put(ctx, key, []byte("v2")) }()
 	waitFor(t, 5*time.Second, "the owner to apply the write locally", func() bool {
-		v, _, ok := owner.store.get(seg, key)
+		v, _, ok := owner.own.store.get(seg, key)
 		return ok && string(v) == "v2"
 	})
 	getCtx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -148,28 +148,28 @@ func (e *watchEvent) size() int { return len(e.Key) + len(e.Value) + 32 }
 // serveWatch answers one poll if this node actively owns the watched key's partition: the scope's events
 // after req.After, waiting for one within WatchPoll. Under the Sync concern the reply reveals only
 // revisions every in-sync replica holds, as a read does.
-func (n *Node) serveWatch(ctx context.Context, req *watchRequest) watchReply {
-	seg, refusal, owned := n.checkOwner(req.Key)
+func (o *owner) serveWatch(ctx context.Context, req *watchRequest) watchReply {
+	seg, refusal, owned := o.checkOwner(req.Key)
 	if !owned {
 		return watchRefusal(&refusal)
 	}
-	if !n.watches.admit(req.Watcher) {
+	if !o.watches.admit(req.Watcher) {
 		return watchReply{Status: StatusTooManyWatchers}
 	}
 	scope := watchScope{key: req.Key, slot: -1}
 	if req.Slot {
 		scope.slot = int(KeySlot(req.Key))
 	}
-	b := watchBatch{revision: n.store.revision(seg)}
+	b := watchBatch{revision: o.store.revision(seg)}
 	if !req.Latest {
-		n.watches.marks.mark(n.cfg.Clock.Now(), []uint32{uint32(seg)}, []uint64{req.After})
-		b = n.watches.next(ctx, seg, scope, req.After, min(time.Duration(req.Wait), n.cfg.WatchPoll))
+		o.watches.marks.mark(o.cfg.Clock.Now(), []uint32{uint32(seg)}, []uint64{req.After})
+		b = o.watches.next(ctx, seg, scope, req.After, min(time.Duration(req.Wait), o.cfg.WatchPoll))
 	}
-	if _, refusal, owned := n.checkOwner(req.Key); !owned { // the partition moved during the wait
+	if _, refusal, owned := o.checkOwner(req.Key); !owned { // the partition moved during the wait
 		return watchRefusal(&refusal)
 	}
-	if n.cfg.WriteConcern == Sync && b.revision > n.repl.committed[seg].Load() {
-		if status := n.repl.awaitReplicas(ctx, seg, b.revision, false); status != StatusSuccess {
+	if o.cfg.WriteConcern == Sync && b.revision > o.repl.committed[seg].Load() {
+		if status := o.repl.awaitReplicas(ctx, seg, b.revision, false); status != StatusSuccess {
 			return watchReply{Status: status}
 		}
 	}
@@ -354,11 +354,11 @@ func (r *watchReply) copyValues() {
 }
 
 // serveWatchRequest decodes and serves an opWatch request.
-func (n *Node) serveWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
+func (o *owner) serveWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req watchRequest
 	if err := decode(payload, &req); err != nil {
 		return encode(&watchReply{Status: StatusInvalidRequest})
 	}
-	reply := n.serveWatch(ctx, &req)
+	reply := o.serveWatch(ctx, &req)
 	return encode(&reply)
 }

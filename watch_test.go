@@ -156,7 +156,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	seg := owner.layout.KeySegment("{" + tag + "}")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := owner.store.revision(seg)
+	start := owner.own.store.revision(seg)
 	ch, err := watcherNode.WatchTag(ctx, tag)
 	if err != nil {
 		t.Fatal(err)
@@ -171,9 +171,9 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	w.waitPuts(t, 100)
 	// Paused, the watcher stops polling: the owner's log moves past it and it is sent the state.
 	log.gate.Lock()
-	behind := owner.store.revision(seg) + 2*watchRetain
+	behind := owner.own.store.revision(seg) + 2*watchRetain
 	waitFor(t, 60*time.Second, "the owner's log to move past the paused watcher", func() bool {
-		return owner.store.revision(seg) > behind
+		return owner.own.store.revision(seg) > behind
 	})
 	log.gate.Unlock()
 	waitFor(t, 30*time.Second, "a compaction marker", func() bool { return countKind(log.snapshot(), WatchCompacted) > 0 })
@@ -188,7 +188,7 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	})
 	owners = append(owners, promoted.id)
 	// Revisions do not go back across failover: the new owner holds every revision the watch delivered.
-	if now := promoted.store.revision(seg); now < delivered {
+	if now := promoted.own.store.revision(seg); now < delivered {
 		t.Fatalf("the new owner is at revision %d of segment %d; the watch delivered up to %d", now, seg, delivered)
 	}
 	w.waitPuts(t, 100)
@@ -223,12 +223,12 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 	cancel()
 	<-log.done
 	events := log.snapshot()
-	t.Logf("owners %v (joined %s); %d events from revision %d to %d", owners, joined.id, len(events), start, final.store.revision(seg))
+	t.Logf("owners %v (joined %s); %d events from revision %d to %d", owners, joined.id, len(events), start, final.own.store.revision(seg))
 
 	live, skipped, markers := checkWatchOrder(t, events, start)
-	if want := int(final.store.revision(seg)-start) - skipped; live != want {
+	if want := int(final.own.store.revision(seg)-start) - skipped; live != want {
 		t.Fatalf("delivered %d events; the segment moved from %d to %d, %d of it compacted: want %d",
-			live, start, final.store.revision(seg), skipped, want)
+			live, start, final.own.store.revision(seg), skipped, want)
 	}
 	t.Logf("%d compaction markers, skipping %d revisions", markers, skipped)
 	if markers == 0 {
@@ -257,7 +257,7 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 	seg := owner.layout.KeySegment("{" + tag + "}")
 	ctx, cancel := context.WithCancel(bg(t))
 	defer cancel()
-	start := owner.store.revision(seg)
+	start := owner.own.store.revision(seg)
 	ch, err := watcherNode.WatchTag(ctx, tag)
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 	w.waitPuts(t, 50)
 	c.faults.Partition(string(owner.id), string(watcherNode.id))
 	c.faults.Reset(string(owner.id), string(watcherNode.id))
-	cutAt := owner.store.revision(seg) // no reply received before the cut reveals more
+	cutAt := owner.own.store.revision(seg) // no reply received before the cut reveals more
 	w.waitPuts(t, 100)
 	if got := log.lastRevision(); got > cutAt {
 		t.Fatalf("the watch delivered up to %d while cut off from the owner, which was at %d then", got, cutAt)
@@ -282,9 +282,9 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 	<-log.done
 	events := log.snapshot()
 	live, skipped, markers := checkWatchOrder(t, events, start)
-	if markers != 0 || live != int(owner.store.revision(seg)-start) {
+	if markers != 0 || live != int(owner.own.store.revision(seg)-start) {
 		t.Fatalf("delivered %d events with %d markers skipping %d; want %d, every revision from %d to %d",
-			live, markers, skipped, owner.store.revision(seg)-start, start, owner.store.revision(seg))
+			live, markers, skipped, owner.own.store.revision(seg)-start, start, owner.own.store.revision(seg))
 	}
 	checkAckedPutsDelivered(t, w, events, 0)
 	checkWatchRebuildsState(t, events, owner, seg, tag)
@@ -297,13 +297,13 @@ func TestWatchReattachesAfterALostConnection(t *testing.T) {
 func waitWatchCaughtUp(t *testing.T, owner *Node, seg int, log *watchLog) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "every key with a TTL to expire and the watch to catch up", func() bool {
-		_, entries := owner.store.snapshot(seg)
+		_, entries := owner.own.store.snapshot(seg)
 		for _, e := range entries {
 			if e.ExpireAt != 0 {
 				return false
 			}
 		}
-		return log.lastRevision() == owner.store.revision(seg)
+		return log.lastRevision() == owner.own.store.revision(seg)
 	})
 }
 
@@ -374,7 +374,7 @@ func checkWatchRebuildsState(t *testing.T, events []WatchEvent, owner *Node, seg
 			delete(view, ev.Key)
 		}
 	}
-	_, entries := owner.store.snapshot(seg)
+	_, entries := owner.own.store.snapshot(seg)
 	held := map[string]string{}
 	for _, e := range entries {
 		if KeySlot(e.Key) == KeySlot("{"+tag+"}") {

@@ -444,19 +444,19 @@ func (n *Node) Stats() Stats {
 }
 
 // LoaderStats reports this node's read-through loads as an owner (Config.Loader); zero without a loader.
-func (n *Node) LoaderStats() LoaderStats { return n.loads.stats() }
+func (n *Node) LoaderStats() LoaderStats { return n.own.loads.stats() }
 
 // ReplicationStats returns this node's replication counters.
-func (n *Node) ReplicationStats() ReplicationStats { return n.repl.snapshotStats() }
+func (n *Node) ReplicationStats() ReplicationStats { return n.own.repl.snapshotStats() }
 
 // SegmentDigest summarises this node's copy of a segment, to compare replicas with their owner.
-func (n *Node) SegmentDigest(segment int) Digest { return n.store.digest(segment) }
+func (n *Node) SegmentDigest(segment int) Digest { return n.own.store.digest(segment) }
 
 // CutoverStats returns this node's cut-over counters.
 func (n *Node) CutoverStats() CutoverStats {
-	n.cut.mu.Lock()
-	defer n.cut.mu.Unlock()
-	return CutoverStats{CutOvers: n.cut.done.Load(), Reclaimed: n.cut.reclaimed.Load(), Sealed: slices.Clone(n.cut.sealTimes)}
+	n.own.cut.mu.Lock()
+	defer n.own.cut.mu.Unlock()
+	return CutoverStats{CutOvers: n.own.cut.done.Load(), Reclaimed: n.own.cut.reclaimed.Load(), Sealed: slices.Clone(n.own.cut.sealTimes)}
 }
 
 // Migrations lists the partitions being moved, as this node's map knows them; empty when the cluster is

@@ -311,7 +311,7 @@ func TestTTLExpiresAndIsReclaimed(t *testing.T) {
 	waitFor(t, 5*time.Second, "expired entries reclaimed", func() bool {
 		total := 0
 		for _, n := range c.live() {
-			total += n.store.len()
+			total += n.own.store.len()
 		}
 		return total == 1
 	})
