@@ -66,11 +66,11 @@ func parseInt(b []byte) (int64, bool) { return parseCanonicalInt(b) }
 
 // collectionCall runs a collection operation on key's owner with args after the key, and turns a refusal
 // into an error.
-func (n *Node) collectionCall(ctx context.Context, op transport.Op, key string, args ...[]byte) (kvReply, error) {
+func (c *client) collectionCall(ctx context.Context, op transport.Op, key string, args ...[]byte) (kvReply, error) {
 	if args == nil {
 		args = [][]byte{}
 	}
-	reply, err := n.client.execute(ctx, op, &kvRequest{Key: key, Args: args})
+	reply, err := c.execute(ctx, op, &kvRequest{Key: key, Args: args})
 	if err != nil {
 		return reply, err
 	}
@@ -83,7 +83,7 @@ func (n *Node) collectionCall(ctx context.Context, op transport.Op, key string, 
 		}
 	case StatusTooLarge:
 		return reply, fmt.Errorf("%w: the arguments exceed %d values or %d bytes, or the reply half the frame size",
-			ErrValueTooLarge, maxCollectionArgs, n.cfg.MaxValueSize)
+			ErrValueTooLarge, maxCollectionArgs, c.cfg.MaxValueSize)
 	}
 	return reply, reply.Status.err()
 }

@@ -27,14 +27,14 @@ func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } 
 
 // putIf sends a conditional put under the options o. Put uses it when an option asks for a condition or
 // for KeepTTL, and Swap to get the previous value.
-func (n *Node) putIf(ctx context.Context, key string, value []byte, cond putCond, o putOptions) (kvReply, error) {
-	if len(value) > n.cfg.MaxValueSize {
-		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
+func (c *client) putIf(ctx context.Context, key string, value []byte, cond putCond, o putOptions) (kvReply, error) {
+	if len(value) > c.cfg.MaxValueSize {
+		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueSize)
 	}
 	if o.ifVersion {
 		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
-	return n.client.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
+	return c.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
 }
 
 // putIfErr turns a conditional put's reply into the caller's error.
@@ -46,8 +46,8 @@ func putIfErr(reply kvReply) error {
 }
 
 // existsAfter runs an operation whose reply says only whether the key exists.
-func (n *Node) existsAfter(ctx context.Context, op transport.Op, req *kvRequest) (bool, error) {
-	reply, err := n.client.execute(ctx, op, req)
+func (c *client) existsAfter(ctx context.Context, op transport.Op, req *kvRequest) (bool, error) {
+	reply, err := c.execute(ctx, op, req)
 	if err != nil || reply.Status == StatusNotFound {
 		return false, err
 	}

@@ -761,3 +761,19 @@ func (cp *controlPlane) awaitApplied(ctx context.Context, index uint64) error {
 		}
 	}
 }
+
+// countdowns remember since when each key has been in some state, for the leader's timeouts.
+type countdowns[K comparable] map[K]time.Time
+
+// elapsed starts key's countdown at now unless it runs already, and returns how long it has run at now.
+func (c countdowns[K]) elapsed(key K, now time.Time) time.Duration {
+	since, running := c[key]
+	if !running {
+		c[key] = now
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// serverID is this process's identity in the control plane.
+func (cp *controlPlane) serverID() raft.ServerID { return raftID(cp.id, cp.serverInc) }

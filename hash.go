@@ -158,13 +158,13 @@ func (n *Node) HSet(ctx context.Context, key string, fields map[string][]byte) (
 	for f, v := range fields {
 		args = append(args, []byte(f), v)
 	}
-	reply, err := n.collectionCall(ctx, opHSet, key, args...)
+	reply, err := n.client.collectionCall(ctx, opHSet, key, args...)
 	return int(reply.Int), err
 }
 
 // HGet returns a field of the hash under key, or an error matching ErrNotFound without the key or field.
 func (n *Node) HGet(ctx context.Context, key, field string) ([]byte, error) {
-	reply, err := n.collectionCall(ctx, opHGet, key, []byte(field))
+	reply, err := n.client.collectionCall(ctx, opHGet, key, []byte(field))
 	if err == nil && reply.Status == StatusNotFound {
 		err = ErrNotFound
 	}
@@ -173,19 +173,19 @@ func (n *Node) HGet(ctx context.Context, key, field string) ([]byte, error) {
 
 // HMGet returns fields of the hash under key, nil for each one missing.
 func (n *Node) HMGet(ctx context.Context, key string, fields ...string) ([][]byte, error) {
-	reply, err := n.collectionCall(ctx, opHMGet, key, stringArgs(fields)...)
+	reply, err := n.client.collectionCall(ctx, opHMGet, key, stringArgs(fields)...)
 	return reply.Values, err
 }
 
 // HDel deletes fields of the hash under key and returns how many it held. A hash left empty is deleted.
 func (n *Node) HDel(ctx context.Context, key string, fields ...string) (int, error) {
-	reply, err := n.collectionCall(ctx, opHDel, key, stringArgs(fields)...)
+	reply, err := n.client.collectionCall(ctx, opHDel, key, stringArgs(fields)...)
 	return int(reply.Int), err
 }
 
 // HGetAll returns every field of the hash under key: an empty map without the key.
 func (n *Node) HGetAll(ctx context.Context, key string) (map[string][]byte, error) {
-	reply, err := n.collectionCall(ctx, opHGetAll, key)
+	reply, err := n.client.collectionCall(ctx, opHGetAll, key)
 	if err != nil {
 		return nil, err
 	}
@@ -198,19 +198,19 @@ func (n *Node) HGetAll(ctx context.Context, key string) (map[string][]byte, erro
 
 // HLen returns the number of fields of the hash under key, 0 without the key.
 func (n *Node) HLen(ctx context.Context, key string) (int, error) {
-	reply, err := n.collectionCall(ctx, opHLen, key)
+	reply, err := n.client.collectionCall(ctx, opHLen, key)
 	return int(reply.Int), err
 }
 
 // HExists reports whether the hash under key has field.
 func (n *Node) HExists(ctx context.Context, key, field string) (bool, error) {
-	reply, err := n.collectionCall(ctx, opHExists, key, []byte(field))
+	reply, err := n.client.collectionCall(ctx, opHExists, key, []byte(field))
 	return reply.Int == 1, err
 }
 
 // HIncrBy adds delta to the integer in a field of the hash under key (a missing field counts as 0) and
 // returns the sum. A value that is not an integer, or a sum that overflows, fails with ErrInvalidRequest.
 func (n *Node) HIncrBy(ctx context.Context, key, field string, delta int64) (int64, error) {
-	reply, err := n.collectionCall(ctx, opHIncrBy, key, []byte(field), intArg(delta))
+	reply, err := n.client.collectionCall(ctx, opHIncrBy, key, []byte(field), intArg(delta))
 	return reply.Int, err
 }

@@ -194,46 +194,46 @@ func applyLTrim(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 // LPush pushes values at the head of the list under key, creating it if need be, each before the previous
 // one, and returns the list's length.
 func (n *Node) LPush(ctx context.Context, key string, values ...[]byte) (int, error) {
-	reply, err := n.collectionCall(ctx, opLPush, key, values...)
+	reply, err := n.client.collectionCall(ctx, opLPush, key, values...)
 	return int(reply.Int), err
 }
 
 // RPush pushes values at the tail of the list under key, creating it if need be, and returns its length.
 func (n *Node) RPush(ctx context.Context, key string, values ...[]byte) (int, error) {
-	reply, err := n.collectionCall(ctx, opRPush, key, values...)
+	reply, err := n.client.collectionCall(ctx, opRPush, key, values...)
 	return int(reply.Int), err
 }
 
 // LPop pops up to count items from the head of the list under key: none without the key. A list left
 // empty is deleted.
 func (n *Node) LPop(ctx context.Context, key string, count int) ([][]byte, error) {
-	reply, err := n.collectionCall(ctx, opLPop, key, intArg(int64(count)))
+	reply, err := n.client.collectionCall(ctx, opLPop, key, intArg(int64(count)))
 	return reply.Values, err
 }
 
 // RPop pops up to count items from the tail of the list under key, the last first.
 func (n *Node) RPop(ctx context.Context, key string, count int) ([][]byte, error) {
-	reply, err := n.collectionCall(ctx, opRPop, key, intArg(int64(count)))
+	reply, err := n.client.collectionCall(ctx, opRPop, key, intArg(int64(count)))
 	return reply.Values, err
 }
 
 // LRange returns the items of the list under key from start to stop, inclusive; negative indexes count
 // from the end, -1 being the last item.
 func (n *Node) LRange(ctx context.Context, key string, start, stop int64) ([][]byte, error) {
-	reply, err := n.collectionCall(ctx, opLRange, key, intArg(start), intArg(stop))
+	reply, err := n.client.collectionCall(ctx, opLRange, key, intArg(start), intArg(stop))
 	return reply.Values, err
 }
 
 // LLen returns the length of the list under key, 0 without the key.
 func (n *Node) LLen(ctx context.Context, key string) (int, error) {
-	reply, err := n.collectionCall(ctx, opLLen, key)
+	reply, err := n.client.collectionCall(ctx, opLLen, key)
 	return int(reply.Int), err
 }
 
 // LIndex returns the item at index of the list under key, negative indexes counting from the end, or an
 // error matching ErrNotFound.
 func (n *Node) LIndex(ctx context.Context, key string, index int64) ([]byte, error) {
-	reply, err := n.collectionCall(ctx, opLIndex, key, intArg(index))
+	reply, err := n.client.collectionCall(ctx, opLIndex, key, intArg(index))
 	if err == nil && reply.Status == StatusNotFound {
 		err = ErrNotFound
 	}
@@ -243,6 +243,6 @@ func (n *Node) LIndex(ctx context.Context, key string, index int64) ([]byte, err
 // LTrim keeps the items of the list under key from start to stop, inclusive, deleting the list when none
 // is left.
 func (n *Node) LTrim(ctx context.Context, key string, start, stop int64) error {
-	_, err := n.collectionCall(ctx, opLTrim, key, intArg(start), intArg(stop))
+	_, err := n.client.collectionCall(ctx, opLTrim, key, intArg(start), intArg(stop))
 	return err
 }

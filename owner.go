@@ -3,8 +3,11 @@ package zaris
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // owner is a node's serving side. It holds the copies of the partitions the map gives this node, serves the
@@ -53,4 +56,260 @@ type mapView interface {
 	clusterMap() *ClusterMap
 	// next returns a channel that is closed once a newer map than the current one is published.
 	next() <-chan struct{}
+}
+
+// serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
+// Moved with the owner and epoch it knows. It never forwards.
+func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kvRequest) (reply kvReply) {
+	start := time.Now()
+	defer func() { o.ownerOp(op, reply.Status, start) }()
+	seg, refusal, owned := o.checkOwner(req.Key)
+	if !owned {
+		return refusal
+	}
+	return o.applyKV(ctx, op, seg, req)
+}
+
+// keyCount counts the keys held on this node, owned or replicated.
+func (o *owner) keyCount() int { return o.store.len() }
+
+// expiringKeyCount counts the keys held on this node that have a TTL.
+func (o *owner) expiringKeyCount() int { return o.store.expiringLen() }
+
+// expiredKeys counts the keys this node expired as their owner.
+func (o *owner) expiredKeys() uint64 { return o.stats.expired.Load() }
+
+// ownsIn reports whether this process is partition p's active owner in m (see replication.ownsIn).
+func (o *owner) ownsIn(m *ClusterMap, p int) bool { return o.repl.ownsIn(m, p) }
+
+// recordedIn reports whether m records this process as the node's current one.
+func (o *owner) recordedIn(m *ClusterMap) bool { return o.repl.recordedIn(m) }
+
+// checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
+// otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
+func (o *owner) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
+	segment = o.layout.KeySegment(key)
+	refusal, owned = o.checkPartition(o.layout.SegmentPartition(segment))
+	return segment, refusal, owned
+}
+
+// checkPartition reports whether this node actively owns partition p in the committed map under a live
+// lease, and otherwise returns the reply that refuses a request for it.
+func (o *owner) checkPartition(p int) (refusal kvReply, owned bool) {
+	refusal, owned = o.partitionRefusal(p)
+	o.countRefusal(&refusal)
+	return refusal, owned
+}
+
+// countRefusal counts a refusal that sends the request to another node.
+func (o *owner) countRefusal(refusal *kvReply) {
+	if refusal.Status == StatusMoved || refusal.Status == StatusPartitionUnavailable {
+		o.stats.redirectsSent.Add(1)
+	}
+}
+
+// partitionRefusal is checkPartition without counting the redirects, for scans that only look.
+func (o *owner) partitionRefusal(p int) (refusal kvReply, owned bool) {
+	m := o.view.clusterMap()
+	if m.Version == 0 {
+		return kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
+	}
+	st := m.Runtime[p]
+	if st.Owner == o.id {
+		if !o.ownsIn(m, p) || o.panics.gaveUp.Load() || !o.holdsLease() || st.Health == Recovering || o.cut.isSealed(p) {
+			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
+		}
+		return kvReply{}, true
+	}
+	if st.Health == Unavailable {
+		return kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
+	}
+	return kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
+}
+
+// applyKV runs one key operation on the local store and, for a successful write under the Sync concern,
+// waits until every in-sync replica has it. The caller has checked ownership.
+func (o *owner) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+	reply := o.applyStore(ctx, op, seg, req)
+	if reply.Status == StatusNotFound && o.loads.covers(op, req.Key) {
+		reply = o.loads.readThrough(ctx, req.Key, func() kvReply {
+			if _, refusal, owned := o.checkOwner(req.Key); !owned {
+				return refusal // the partition moved during the load: the caller reads again at its owner
+			}
+			return o.applyStore(ctx, op, seg, req)
+		})
+	}
+	if o.awaitsReplicas(op, req, &reply) {
+		if status := o.repl.awaitReplicas(ctx, seg, o.store.revision(seg), true); status != StatusSuccess {
+			return kvReply{Status: settleApplied(status)}
+		}
+	} else if rev, wait := o.unconfirmed(op, seg, &reply); wait {
+		if status := o.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
+			return kvReply{Status: status}
+		}
+	}
+	if o.cfg.hooks.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
+		o.observeAck(seg)
+	}
+	return reply
+}
+
+// observeAck tells the observeAck test hook that a write to seg is being acknowledged.
+func (o *owner) observeAck(seg int) {
+	p := o.layout.SegmentPartition(seg)
+	if st := o.view.clusterMap().Runtime[p]; st.Owner == o.id {
+		o.cfg.hooks.observeAck(o.id, p, st.Epoch)
+	}
+}
+
+// applyAtomically runs fn on an atomic group of segment seg (store.atomically) as applyKV runs a write:
+// refused when the partition has too few in-sync copies or is sealed for a hand-over, or when a
+// transaction holds one of keys, and under the Sync concern acknowledged only once the in-sync replicas
+// hold the group. fn gets the limits key operations run under. The caller has checked ownership.
+func (o *owner) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+	p := o.layout.SegmentPartition(seg)
+	if o.cfg.WriteConcern == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
+		return StatusNotEnoughReplicas
+	}
+	revision, status := o.applyGroup(p, seg, keys, fn)
+	if status != StatusSuccess || o.cfg.WriteConcern != Sync {
+		return status
+	}
+	return settleApplied(o.repl.awaitReplicas(ctx, seg, revision, true))
+}
+
+// applyGroup is applyAtomically's write, unless partition p is sealed: it returns the segment's revision
+// after it. A panic of fn is an internal error.
+func (o *owner) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+	if !o.cut.enter(p) {
+		return 0, StatusOwnershipChanging
+	}
+	defer o.cut.leave(p)
+	defer o.panics.recoverOp(opTxn, seg, &status)
+	o.store.budget.makeRoomForGroup(seg)
+	lim := o.opLimits()
+	revision = o.store.atomically(seg, func(g *store) {
+		for _, key := range keys {
+			if g.lockedBy(seg, key) != "" {
+				status = StatusLocked
+				return
+			}
+		}
+		if o.repl.deposed(p) {
+			status = StatusOwnershipChanging
+			return
+		}
+		fn(&storeGroup{g: g, seg: seg, lim: lim})
+	})
+	return revision, status
+}
+
+// readAtomically runs fn on a read-only view of segment seg (store.readAtomically), so that every key fn
+// reads is seen at one revision, never in the middle of an atomic group. It is refused while a committed
+// transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
+// in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
+func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+	revision, status := o.readViewOf(seg, keys, fn)
+	if status != StatusSuccess || o.cfg.WriteConcern != Sync || !o.repl.unconfirmedAt(seg, revision) {
+		return status
+	}
+	return o.repl.awaitReplicas(ctx, seg, revision, false)
+}
+
+// readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
+func (o *owner) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+	defer o.panics.recoverOp(opGet, seg, &status)
+	lim := o.opLimits()
+	revision = o.store.readAtomically(seg, func(g *store) {
+		for _, key := range keys {
+			if g.writeIntentOn(seg, key) {
+				status = StatusLocked // a committed transaction may be about to change it
+				return
+			}
+		}
+		if lim.deposedFrom(seg) {
+			status = StatusOwnershipChanging // the copy may be the emptied one of a deposed owner
+			return
+		}
+		fn(&storeGroup{g: g, seg: seg, lim: lim, read: true})
+	})
+	return revision, status
+}
+
+// opLimits are the limits key operations run under on this node.
+func (o *owner) opLimits() opLimits {
+	return opLimits{memory: o.store.budget, deposed: o.repl.deposed, maxValueSize: o.cfg.MaxValueSize, maxReplyBytes: o.cfg.MaxFrameSize / 2, layout: o.layout}
+}
+
+// awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
+// it is acknowledged.
+func (o *owner) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
+	return reply.Status == StatusSuccess && !readOnly(op) && o.concern(req) == Sync
+}
+
+// enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
+func (o *owner) enoughInSync(st PartitionState) bool { return o.repl.enoughInSync(st) }
+
+func (o *owner) concern(req *kvRequest) WriteConcern {
+	if req.Concern != 0 {
+		return req.Concern
+	}
+	return o.cfg.WriteConcern
+}
+
+// applyStore runs one key operation on the local store. A write is refused if its partition was sealed
+// for a hand-over since the ownership check.
+func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) (reply kvReply) {
+	k := lookupKeyOp(op)
+	if k == nil {
+		return kvReply{Status: StatusInvalidRequest}
+	}
+	defer o.panics.recoverOp(op, seg, &reply.Status)
+	k = o.panicking(k, op, req.Key)
+	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
+		return *refusal
+	}
+	switch {
+	case k.readOnly && o.store.writeIntentOn(seg, req.Key):
+		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+	case k.readOnly:
+		return o.store.applyRead(seg, k, *req, o.opLimits())
+	}
+	p := o.layout.SegmentPartition(seg)
+	if o.concern(req) == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
+		return kvReply{Status: StatusNotEnoughReplicas}
+	}
+	if !o.cut.enter(p) {
+		return kvReply{Status: StatusOwnershipChanging}
+	}
+	defer o.cut.leave(p)
+	if !k.grows && op != opTxn {
+		return o.store.applyExclusive(seg, k, *req, o.opLimits())
+	}
+	// A write that lost the room eviction made for it to another write makes room again.
+	for range 4 {
+		o.store.budget.makeRoom(seg, req.footprint())
+		reply = o.store.applyExclusive(seg, k, *req, o.opLimits())
+		if reply.Status != StatusOutOfMemory || !o.store.budget.evicts() {
+			break
+		}
+	}
+	return reply
+}
+
+// refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
+// an operation that runs only inside a transaction. It returns nil when the request may run: the path every
+// request takes returns no reply to copy.
+func refuseKeyOp(k *keyOperation, key string) *kvReply {
+	var reason string
+	switch {
+	case isInternalKey(key):
+		reason = "ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"
+	case k.txnOnly:
+		reason = "ERR " + k.name + " runs only in a transaction"
+	default:
+		return nil
+	}
+	refusal := invalidArgs(reason)
+	return &refusal
 }

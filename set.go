@@ -85,30 +85,30 @@ func (s *setColl) has(m []byte) bool {
 
 // SAdd adds members to the set under key, creating it if need be, and returns how many are new.
 func (n *Node) SAdd(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.collectionCall(ctx, opSAdd, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, opSAdd, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // SRem removes members from the set under key and returns how many it held. A set left empty is deleted.
 func (n *Node) SRem(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.collectionCall(ctx, opSRem, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, opSRem, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // SMembers returns the members of the set under key, in no particular order: none without the key.
 func (n *Node) SMembers(ctx context.Context, key string) ([]string, error) {
-	reply, err := n.collectionCall(ctx, opSMembers, key)
+	reply, err := n.client.collectionCall(ctx, opSMembers, key)
 	return stringsOf(reply.Values), err
 }
 
 // SIsMember reports whether member is in the set under key.
 func (n *Node) SIsMember(ctx context.Context, key, member string) (bool, error) {
-	reply, err := n.collectionCall(ctx, opSIsMember, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, opSIsMember, key, []byte(member))
 	return reply.Int == 1, err
 }
 
 // SCard returns the number of members of the set under key, 0 without the key.
 func (n *Node) SCard(ctx context.Context, key string) (int, error) {
-	reply, err := n.collectionCall(ctx, opSCard, key)
+	reply, err := n.client.collectionCall(ctx, opSCard, key)
 	return int(reply.Int), err
 }

@@ -23,12 +23,12 @@ func IfVersion(v uint64) PutOption {
 }
 
 // putIfVersion sends a put conditioned on o.version. Put and CompareAndSwap use it.
-func (n *Node) putIfVersion(ctx context.Context, key string, value []byte, o putOptions) (uint64, error) {
-	if len(value) > n.cfg.MaxValueSize {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
+func (c *client) putIfVersion(ctx context.Context, key string, value []byte, o putOptions) (uint64, error) {
+	if len(value) > c.cfg.MaxValueSize {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueSize)
 	}
 	req := &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: o.cond, Concern: o.concern, Version: o.version}
-	reply, err := n.client.execute(ctx, opPutIfVersion, req)
+	reply, err := c.execute(ctx, opPutIfVersion, req)
 	if err != nil {
 		return 0, err
 	}

@@ -74,11 +74,11 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 	}
 	o := putOptionsOf(opts)
 	if o.ifVersion {
-		_, err := n.putIfVersion(ctx, key, value, o)
+		_, err := n.client.putIfVersion(ctx, key, value, o)
 		return err
 	}
 	if o.cond != 0 {
-		reply, err := n.putIf(ctx, key, value, 0, o)
+		reply, err := n.client.putIf(ctx, key, value, 0, o)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func (n *Node) SetRange(ctx context.Context, key string, offset int, value []byt
 
 // GetAndDelete removes key and returns the value it held, or an error matching ErrNotFound.
 func (n *Node) GetAndDelete(ctx context.Context, key string) ([]byte, error) {
-	return n.getAfter(ctx, opGetDel, &kvRequest{Key: key})
+	return n.client.getAfter(ctx, opGetDel, &kvRequest{Key: key})
 }
 
 // GetAndExpire returns the value stored under key and sets the key to expire after ttl, as Expire does: a
@@ -227,18 +227,18 @@ func (n *Node) GetAndExpire(ctx context.Context, key string, ttl time.Duration) 
 	if ttl <= 0 {
 		ttl = -1 // a zero TTL would remove the expiry
 	}
-	return n.getAfter(ctx, opGetEx, &kvRequest{Key: key, TTL: int64(ttl)})
+	return n.client.getAfter(ctx, opGetEx, &kvRequest{Key: key, TTL: int64(ttl)})
 }
 
 // GetAndPersist returns the value stored under key and removes its expiry, as Persist does. A missing key
 // fails with ErrNotFound.
 func (n *Node) GetAndPersist(ctx context.Context, key string) ([]byte, error) {
-	return n.getAfter(ctx, opGetEx, &kvRequest{Key: key})
+	return n.client.getAfter(ctx, opGetEx, &kvRequest{Key: key})
 }
 
 // getAfter runs an operation that replies with the key's value.
-func (n *Node) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([]byte, error) {
-	reply, err := n.client.execute(ctx, op, req)
+func (c *client) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([]byte, error) {
+	reply, err := c.execute(ctx, op, req)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (n *Node) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([
 // Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
 // the key at once.
 func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return n.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
+	return n.client.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
 }
 
 // Persist removes key's expiry and reports whether there was one to remove.
@@ -262,7 +262,7 @@ func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
 
 // Exists reports whether key has a live value, without fetching it.
 func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
-	return n.existsAfter(ctx, opExists, &kvRequest{Key: key})
+	return n.client.existsAfter(ctx, opExists, &kvRequest{Key: key})
 }
 
 // TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
@@ -280,7 +280,7 @@ func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
 // current value is still returned and err matches ErrConditionNotMet. IfVersion is refused with
 // ErrInvalidRequest: CompareAndSwap conditions a write on a version.
 func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
-	reply, err := n.putIf(ctx, key, value, condReturnPrev, putOptionsOf(opts))
+	reply, err := n.client.putIf(ctx, key, value, condReturnPrev, putOptionsOf(opts))
 	if err != nil {
 		return nil, false, err
 	}
@@ -578,7 +578,7 @@ func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
 func (n *Node) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte, opts ...PutOption) (newVersion uint64, err error) {
 	o := putOptionsOf(opts)
 	o.version, o.ifVersion = version, true
-	return n.putIfVersion(ctx, key, value, o)
+	return n.client.putIfVersion(ctx, key, value, o)
 }
 
 // DeleteIfVersion removes key if its version is version, and otherwise fails with a *VersionMismatchError

@@ -421,14 +421,14 @@ func (n *Node) ZAddWith(ctx context.Context, key string, opts ZAddOptions, membe
 	for _, m := range members {
 		args = append(args, strconv.AppendFloat(nil, m.Score, 'g', -1, 64), []byte(m.Member))
 	}
-	reply, err := n.collectionCall(ctx, opZAdd, key, args...)
+	reply, err := n.client.collectionCall(ctx, opZAdd, key, args...)
 	return int(reply.Int), err
 }
 
 // ZIncrBy adds delta to member's score in the sorted set under key (a missing member counts as 0) and
 // returns the new score.
 func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (float64, error) {
-	reply, err := n.collectionCall(ctx, opZIncrBy, key, strconv.AppendFloat(nil, delta, 'g', -1, 64), []byte(member))
+	reply, err := n.client.collectionCall(ctx, opZIncrBy, key, strconv.AppendFloat(nil, delta, 'g', -1, 64), []byte(member))
 	if err != nil {
 		return 0, err
 	}
@@ -438,13 +438,13 @@ func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (
 
 // ZRem removes members from the sorted set under key and returns how many it held.
 func (n *Node) ZRem(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.collectionCall(ctx, opZRem, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, opZRem, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // ZScore returns member's score in the sorted set under key, or an error matching ErrNotFound.
 func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) {
-	reply, err := n.collectionCall(ctx, opZScore, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, opZScore, key, []byte(member))
 	if err == nil && reply.Status == StatusNotFound {
 		return 0, ErrNotFound
 	}
@@ -454,7 +454,7 @@ func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) 
 
 // ZRank returns member's 0-based rank by ascending score, or an error matching ErrNotFound.
 func (n *Node) ZRank(ctx context.Context, key, member string) (int, error) {
-	reply, err := n.collectionCall(ctx, opZRank, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, opZRank, key, []byte(member))
 	if err == nil && reply.Status == StatusNotFound {
 		return 0, ErrNotFound
 	}
@@ -463,25 +463,25 @@ func (n *Node) ZRank(ctx context.Context, key, member string) (int, error) {
 
 // ZCard returns the number of members of the sorted set under key, 0 without the key.
 func (n *Node) ZCard(ctx context.Context, key string) (int, error) {
-	reply, err := n.collectionCall(ctx, opZCard, key)
+	reply, err := n.client.collectionCall(ctx, opZCard, key)
 	return int(reply.Int), err
 }
 
 // ZRange returns the members of the sorted set under key ranked start to stop, inclusive, by ascending
 // score; negative ranks count from the end.
 func (n *Node) ZRange(ctx context.Context, key string, start, stop int64) ([]ZMember, error) {
-	return n.zrange(ctx, key, intArg(start), intArg(stop))
+	return n.client.zrange(ctx, key, intArg(start), intArg(stop))
 }
 
 // ZRangeByScore returns the members of the sorted set under key whose scores are from min to max,
 // inclusive, by ascending score, skipping offset and returning at most count (all when count is negative).
 func (n *Node) ZRangeByScore(ctx context.Context, key string, min, max float64, offset, count int64) ([]ZMember, error) {
-	return n.zrange(ctx, key, formatScore(min), formatScore(max), []byte("byscore"),
+	return n.client.zrange(ctx, key, formatScore(min), formatScore(max), []byte("byscore"),
 		[]byte("limit"), intArg(offset), intArg(count))
 }
 
-func (n *Node) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMember, error) {
-	reply, err := n.collectionCall(ctx, opZRange, key, append(args, []byte("withscores"))...)
+func (c *client) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMember, error) {
+	reply, err := c.collectionCall(ctx, opZRange, key, append(args, []byte("withscores"))...)
 	if err != nil {
 		return nil, err
 	}
