@@ -216,3 +216,171 @@ func TestArchitectureOneRouteLoop(t *testing.T) {
 		})
 	}
 }
+
+// concernFloors ranks the root package's files by concern, from the vocabulary every part speaks up to the
+// Redis edge. A file of one floor should use only what its own floor and those below declare; a
+// reference up the floors means a lower concern knows a higher one.
+var concernFloors = [][]string{
+	{"clock.go", "errors.go", "wire.go", "kv_wire.go", "batch_wire.go", "replication_wire.go",
+		"placement.go", "clustermap.go", "keygroup.go", "longdouble.go", "strtod.go", "stats.go", "status.go",
+		"object.go", "identity.go", "config.go"},
+	{"operations.go", "store.go", "keytable.go", "memory.go", "evictionpool.go", "undo.go", "hash.go", "set.go", "list.go",
+		"strings.go", "zset.go", "zskip.go", "collections.go", "collection_ops.go", "commands.go", "versions.go",
+		"txn_ops.go", "txn_intent.go", "access.go", "readmarks.go", "scan_walk.go"},
+	{"oplog.go", "replication.go", "replicalink.go", "persistence.go", "watchfeed.go", "possession.go",
+		"cutover.go", "visibility.go"},
+	{"owner.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go"},
+	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
+		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
+	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go"},
+	{"node.go", "zaris.go", "doc.go", "metrics.go", "opmetrics.go", "statusview.go", "statuspage.go"},
+	{"redis.go", "resp*.go"},
+}
+
+// upwardArrowBudget bounds the arrows that run up concernFloors: what there are today, lowered as concerns
+// settle on their floors, never raised.
+const upwardArrowBudget = 72
+
+// TestArchitectureLayers draws the arrows between the root package's files (file A uses a name file B
+// declares), finds those that run up concernFloors, and holds their number to its budget. Every file must
+// have a floor. The exported methods of Node are the API's, on the floor of node.go wherever they live
+// (each data type's file holds its own). Names are resolved without type information: a name by the
+// top-level declaration of that name, an unexported selector by the one method or field of that name (one
+// declared more than once is not followed); an exported selector may name the standard library's.
+func TestArchitectureLayers(t *testing.T) {
+	files := parseRootResolved(t)
+	floor := map[string]int{}
+	for name := range files {
+		floor[name] = -1
+		for i, names := range concernFloors {
+			for _, pattern := range names {
+				if ok, _ := filepath.Match(pattern, name); ok {
+					floor[name] = i
+				}
+			}
+		}
+		if floor[name] < 0 {
+			t.Errorf("%s has no floor in concernFloors", name)
+		}
+	}
+	total, up := 0, 0
+	for arrow, why := range packageArrows(files) {
+		total++
+		from := floor[arrow.from]
+		if arrow.api {
+			from = floor["node.go"]
+		}
+		if floor[arrow.to] > from {
+			up++
+			if os.Getenv("ZARIS_ARCH_LIST") != "" {
+				t.Logf("up: %s (%d) -> %s (%d) by %s", arrow.from, from, arrow.to, floor[arrow.to], why)
+			}
+		}
+	}
+	if up > upwardArrowBudget {
+		t.Errorf("%d arrows run up the floors, over the budget of %d: a lower concern uses a higher one", up, upwardArrowBudget)
+	}
+	t.Logf("%d files on %d floors, %d arrows, %d of them up (budget %d; ZARIS_ARCH_LIST=1 lists them)",
+		len(files), len(concernFloors), total, up, upwardArrowBudget)
+}
+
+// arrow says that file from uses a name file to declares; api marks the uses of Node's exported methods.
+type arrow struct {
+	from, to string
+	api      bool
+}
+
+// packageArrows returns the arrows between files, each with one name that draws it.
+func packageArrows(files map[string]*ast.File) map[arrow]string {
+	top := map[string]string{}       // top-level name -> file
+	members := map[string][]string{} // unexported method or field name -> files declaring one
+	member := func(name, file string) {
+		if !ast.IsExported(name) {
+			members[name] = append(members[name], file)
+		}
+	}
+	for name, f := range files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					top[d.Name.Name] = name
+				} else {
+					member(d.Name.Name, name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						top[s.Name.Name] = name
+						if st, ok := s.Type.(*ast.StructType); ok {
+							for _, field := range st.Fields.List {
+								for _, id := range field.Names {
+									member(id.Name, name)
+								}
+							}
+						}
+					case *ast.ValueSpec:
+						for _, id := range s.Names {
+							top[id.Name] = name
+						}
+					}
+				}
+			}
+		}
+	}
+	arrows := map[arrow]string{}
+	for name, f := range files {
+		for _, decl := range f.Decls {
+			fd, isFunc := decl.(*ast.FuncDecl)
+			api := isFunc && fd.Recv != nil && receiverIsNode(fd.Recv.List[0].Type) && fd.Name.IsExported()
+			add := func(target, why string) {
+				if target != "" && target != name {
+					arrows[arrow{from: name, to: target, api: api}] = why
+				}
+			}
+			sels := map[*ast.Ident]bool{}
+			ast.Inspect(decl, func(x ast.Node) bool {
+				switch x := x.(type) {
+				case *ast.FieldList:
+					if isFunc && x == fd.Recv {
+						return false // the receiver's type is where the method belongs, not what it uses
+					}
+				case *ast.SelectorExpr:
+					sels[x.Sel] = true
+					if decls := members[x.Sel.Name]; len(decls) == 1 {
+						add(decls[0], x.Sel.Name)
+					}
+				case *ast.Ident:
+					// The parser resolves the names a file declares, locals among them; the rest are
+					// the package's other files' or predeclared.
+					if !sels[x] && x.Obj == nil {
+						add(top[x.Name], x.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	return arrows
+}
+
+// parseRootResolved parses the root package's non-test files, resolving the names each file declares.
+func parseRootResolved(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*ast.File{}
+	fset := token.NewFileSet()
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if files[name], err = parser.ParseFile(fset, name, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
