@@ -1,11 +1,14 @@
 package zaris
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/zaris-go/zaris/transport"
 )
@@ -95,4 +98,167 @@ func (c *client) callInternal(ctx context.Context, id NodeID, op transport.Op, p
 		return nil, fmt.Errorf("%w %s", errNoPeer, id)
 	}
 	return p.internal.Call(ctx, op, payload)
+}
+
+// execute routes one key operation to the active owner of its partition, in one hop. Replies that say the
+// map is stale refresh it and retry, a bounded number of times; other failures return at once.
+func (c *client) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
+	return c.route(ctx, op, req, true)
+}
+
+// route is execute; with waitLocks false, a key held by a transaction answers StatusLocked at once instead
+// of being waited for. A write, whatever its outcome, drops the key from the near cache before it returns.
+func (c *client) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
+	if c.near != nil && !readOnly(op) {
+		defer c.near.forget(req.Key)
+	}
+	start := time.Now()
+	reply, err := c.routeKey(ctx, op, req, waitLocks)
+	c.callerOp(op, reply.Status, err, start)
+	return reply, err
+}
+
+func (c *client) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (reply kvReply, err error) {
+	if c.life.Err() != nil {
+		return kvReply{}, ErrClosed
+	}
+	var locked lockWait
+	err = c.routeSegment(ctx, c.layout.KeySegment(req.Key), c.pacer(), func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
+		var err error
+		reply, err = c.send(ctx, p, op, req)
+		switch {
+		case err == nil && reply.Status == StatusLocked && waitLocks:
+			return attemptAgain, refusal{}, locked.wait(ctx, *c.cfg) // waiting for a transaction is not a routing retry
+		case err != nil || !reply.redirects(t.m.Index):
+			return attemptDone, refusal{}, err
+		}
+		return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
+	})
+	if err != nil {
+		return kvReply{}, err
+	}
+	return reply, nil
+}
+
+// redirectPacer paces the resends of one request that owners refuse for a stale routing table, for every
+// path that routes by the table (keys, scans, watches): a refusal refreshes the table, and the request goes
+// again at once when that brought a newer one, or else after a pause that doubles, up to maxPause; past
+// MaxRetries refusals it fails with a RoutingError.
+type redirectPacer struct {
+	router   *router
+	clock    Clock
+	pause    time.Duration
+	maxPause time.Duration // 0: no bound
+	limit    int
+	refused  int
+	// redirects and retries count the refusals and the resends; nil counts nothing.
+	redirects, retries *atomic.Uint64
+}
+
+// newRedirectPacer returns a pacer with the routing settings of cfg, counting into stats (nil: not counted).
+func newRedirectPacer(r *router, cfg *Config, stats *nodeStats) *redirectPacer {
+	rp := &redirectPacer{router: r, clock: cfg.Clock, pause: cfg.RetryBackoff, limit: cfg.MaxRetries}
+	if stats != nil {
+		rp.redirects, rp.retries = &stats.redirects, &stats.retries
+	}
+	return rp
+}
+
+// again takes a refusal, with status last, by p (whose map is at index theirs) of a request for partition
+// part routed with table used, and returns the table to route the next attempt with.
+func (rp *redirectPacer) again(ctx context.Context, part int, p *peer, last Status, theirs uint64, used *routingTable) (*routingTable, error) {
+	if err := rp.refuse(part, last); err != nil {
+		return nil, err
+	}
+	if err := rp.resend(ctx, rp.router.refreshAfter(ctx, p, theirs, used)); err != nil {
+		return nil, err
+	}
+	return rp.router.current(), nil
+}
+
+// refuse counts a refusal, with status last, of a request for partition part, and fails past the limit.
+func (rp *redirectPacer) refuse(part int, last Status) error {
+	rp.refused++
+	add(rp.redirects, 1)
+	if rp.refused > rp.limit {
+		return &RoutingError{Partition: part, Attempts: rp.refused, Last: last}
+	}
+	return nil
+}
+
+// resend readies the next attempt: at once when refreshed says the routing table is newer, or else after a
+// pause.
+func (rp *redirectPacer) resend(ctx context.Context, refreshed bool) error {
+	if !refreshed {
+		if err := rp.wait(ctx); err != nil {
+			return err
+		}
+	}
+	add(rp.retries, 1)
+	return nil
+}
+
+// wait pauses before a resend that no refresh made worth sending at once, and doubles the next pause.
+func (rp *redirectPacer) wait(ctx context.Context) error {
+	if err := sleepCtx(ctx, rp.clock, rp.pause); err != nil {
+		return err
+	}
+	rp.pause *= 2
+	if rp.maxPause > 0 {
+		rp.pause = min(rp.pause, rp.maxPause)
+	}
+	return nil
+}
+
+// lockWait paces the retries of an operation whose key a transaction holds. The transaction resolves the
+// key, or its owner does within TxnTimeout of the prepare: past twice that, the operation fails with
+// ErrLocked.
+type lockWait struct {
+	since time.Time
+	pause time.Duration
+}
+
+func (w *lockWait) wait(ctx context.Context, cfg Config) error {
+	now := cfg.Clock.Now()
+	if w.since.IsZero() {
+		w.since, w.pause = now, cfg.RetryBackoff
+	}
+	if waited := now.Sub(w.since); waited > 2*cfg.TxnTimeout {
+		return fmt.Errorf("%w: still held after %v", ErrLocked, waited.Round(time.Millisecond))
+	}
+	if err := sleepCtx(ctx, cfg.Clock, w.pause); err != nil {
+		return err
+	}
+	w.pause = min(2*w.pause, max(cfg.TxnTimeout/16, cfg.RetryBackoff))
+	return nil
+}
+
+// send delivers one key operation to p: in-process when p is this node, else one request on p's connection.
+func (c *client) send(ctx context.Context, p *peer, op transport.Op, req *kvRequest) (kvReply, error) {
+	if p.local {
+		c.stats.localOps.Add(1)
+		local := *req
+		local.Args = cloneValues(req.Args) // a collection keeps its arguments; the store copies a value
+		reply := c.local.serveKV(ctx, op, &local)
+		reply.Value = bytes.Clone(reply.Value) // nor may it change the stored value; an empty one stays non-nil
+		reply.Values = cloneValues(reply.Values)
+		return reply, nil
+	}
+	p.sent.Add(1)
+	resp, err := p.client.Call(ctx, op, req.marshal())
+	if err != nil {
+		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opName(op), p.id, p.addr, err)
+	}
+	var reply kvReply
+	if err := reply.decodeMsg(resp); err != nil { // reply.Value aliases resp, which is ours alone
+		return kvReply{}, fmt.Errorf("zaris: reply from node %s: %w", p.id, err)
+	}
+	return reply, nil
+}
+
+// callerOp and ownerOp count an operation on each side; both do nothing when metrics are off.
+func (c *client) callerOp(op transport.Op, status Status, err error, since time.Time) {
+	if c.metrics != nil {
+		c.metrics.caller.observe(op, status, err, time.Since(since))
+	}
 }

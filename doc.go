@@ -305,68 +305,59 @@
 //
 // # Architecture
 //
-// A Node wires a few components, each in a file of its own, and owns their lifecycle (node.go). Each
-// component takes the few things it uses (a map source, the local store, a way to reach peers, a clock, a
-// logger), not the Node, and has unit tests that run without a cluster:
+// A Node is a facade (node.go): it builds three components in Join, stops them in Close, and its exported
+// methods (zaris.go, and one file per data type) are a few lines that call one of them. No component holds
+// the Node; each takes the few things it uses as a struct of functions or a small interface:
 //
-//   - the store (store.go, keytable.go): the partitions' entries in memory, with a revision per segment.
-//     Every write goes through store.commit (from update, or from writeCollection for a collection), which
-//     hands the replication engine the resulting op.
-//   - the key operations (operations.go): one table that declares each operation once, with its name,
-//     whether it writes, what its replies reveal, its batch and RESP bindings and its apply function.
-//   - the client (client.go): the caller's side. Its router (routing.go) keeps the routing table built
-//     from the committed map, repointed on every commit (push), refreshed after a stale-map reply (react)
-//     and by a backstop poll. One route-and-retry loop (client.routeSegment) sends each key operation,
-//     scan page and watch poll to its owner in one hop and paces the resends a stale table causes; batches
-//     go by rounds of one request per owner (batch.go), and the near cache (nearcache.go) serves reads of
-//     other owners' keys. What routes to this node it serves in process through localOwner.
-//   - the replication engine (replication.go, replicalink.go, oplog.go, persistence.go, possession.go): the
-//     op log in memory (a bounded durability.Memory, trimmed to what replicas lack) and on disk, one link per replica that streams ops, probes
-//     and snapshots in revision order, the replica's epoch fence, and the in-sync set.
-//   - the control plane (control.go, clustermap.go, decide.go, failover.go, cutover.go, voters.go,
-//     membership.go): gossip membership and the raft group whose state is the cluster map. The leader's
-//     rules are a pure function of a view (decide.go); control.go commits what it decides.
-//   - the watch feed (watchfeed.go, readmarks.go): the owner's side of key watches, which serves long polls
-//     from the op log and marks how far back they read; the watcher's side, which routes and re-attaches
-//     them, is in watch.go.
-//   - the batch engine (batch.go), the scans (scan.go, scan_serve.go, scan_walk.go) and the RESP endpoint
-//     (resp_*.go), which serve keys through the node's ownership check and apply path.
+//   - the client (client.go), the caller's side: the routing table built from the committed map
+//     (routing.go), one route-and-retry loop (client.routeSegment) that sends each key operation, scan page
+//     (scan.go) and watch poll (watch.go) to its owner in one hop, batches by rounds of one request per
+//     owner (batch.go), the near cache (nearcache.go) and the transaction coordinator (txn.go,
+//     txn_commit.go). What routes to this node it hands to the owner in process (localOwner).
+//   - the owner (owner.go), the serving side: the store (store.go, with the key operations' table in
+//     operations.go and the data types' files), replication (oplog.go, replication.go, replicalink.go, the
+//     disk log in persistence.go), cut-overs and the pulls of a partition's copy (cutover.go,
+//     possession.go), the watch feed (watchfeed.go), expiry, and the resolution of abandoned transaction
+//     intents (txn_resolver.go). It reads the map through mapView and asks the control plane for its lease
+//     and its proposals through functions.
+//   - the control plane (control.go): raft and its stores, the map's state machine, the control loop and
+//     the leader's decisions (a pure function of a view, decide.go), the control-plane servers (voters.go),
+//     failure probes and the owner's lease (failover.go), recovery (recover.go) and a leaving node's drain
+//     (leave.go). It reaches the data plane only through controlConfig's functions.
 //
-// The RESP endpoint reaches the node only through keyOwner (resp_server.go), and redis.go adapts the node
-// to it; no other core file names the edge. keyOwner serves one key operation at a time,
-// or a keyGroup (keygroup.go), an owned segment held for an EXEC or a command on several keys, whose
-// operations take the same op registry path as the owner's. Glob patterns (internal/glob) are shared
-// vocabulary, not the edge's.
+// Gossip membership (membership.go), the panic guard (panics.go) and the transport (transport/) are shared
+// by all three. The Redis edge (resp*.go) reaches the node through one interface, keyOwner
+// (resp_server.go), which the owner implements and redis.go adapts; no other core file names the edge. A
+// key operation has one path whichever edge it comes from: the owner's checkOwner, then applyKV, or
+// applyAtomically with a keyGroup (keygroup.go) for a group, over the operations' table.
 //
-// architecture_test.go keeps it so: no type but Node holds a *Node (a transaction, a watcher and the
-// metrics collector take a struct of what they use), Node's fields and unexported methods stay within
-// budgets that only go down, no core file outside the wiring names what the RESP edge declares, and
-// transport/, durability/ and internal/ never import the root. A new feature is a component in a file of
-// its own: it declares what it uses as a small interface or a struct of functions, node.go builds it in
-// Join and stops it in Close, and its tests build it over the in-memory twins.
+// A Get of a key another node owns: Node.Get (zaris.go) asks the near cache (nearcache.go), which misses;
+// the client's execute (client.go) picks the owner from the routing table (routing.go) and sends the request
+// (transport/). At the owner, the data lane's handler (node.go) decodes it and calls serveKV (owner.go),
+// which checks that the node actively owns the partition under a live lease, then runs the operation's
+// read on a segment of the store (store.go, with applyGet from operations.go); under the Sync concern it
+// answers only once the in-sync replicas hold what the reply reveals (visibility.go, replication.go). A
+// refusal for a stale map makes the client's loop refresh the table and go again.
 //
-// The public API is in zaris.go, with key commands in commands.go and strings.go, versions in versions.go,
-// transactions in txn.go (the owner's side in txn_ops.go and txn_intent.go, the coordinator's in
-// txn_commit.go, the resolution of abandoned intents in txn_resolver.go),
-// configuration in config.go, errors in errors.go, the wire format in wire.go, kv_wire.go and
-// batch_wire.go, and time in clock.go: every timer the node runs reads Config.Clock. Tests run clusters
-// on an in-memory network (internal/memnet) with the same fault injection as sockets, and drive failure
-// timers with a manual clock (internal/clocktest).
+// A Put follows the Get to the owner, whose applyStore (owner.go) enters the partition's cut-over gate
+// (cutover.go) and applies the write to the store (store.go). The store's commit hands the op to the write
+// listeners in order: the op log's recordWrite (oplog.go) appends it in memory and queues it for the disk
+// (persistence.go) and marks it due on each replica's link (replicalink.go), which streams it to the
+// replica; then the watch feed (watchfeed.go) wakes its polls and RESP tracking (redis.go) invalidates the
+// key. The owner then waits in awaitReplicas (replication.go) until every in-sync replica acknowledged
+// the revision, and only then is the Put acknowledged. The replica applies what its link sends in
+// serveReplicate, behind the epoch fence (replication.go).
 //
-// A Get: Node.Get (zaris.go) calls the client's execute (routing.go), whose route loop (client.go) picks
-// the owner from the routing table and sends the request over the data plane (transport/), or serves it
-// in process when the owner is this node. The owner's serveRequest and serveKV (node.go) check that it actively owns the partition under
-// a live lease, look the operation up (operations.go) and apply it to the store; under the Sync concern
-// the reply waits until every in-sync replica holds what it reveals (visibility.go). A Moved reply
-// makes the route loop refresh its table and retry.
+// architecture_test.go keeps it so: no type but Node holds a *Node; Node's fields and unexported methods
+// stay within budgets that only go down; no core file but redis.go names what the edge declares;
+// transport/, durability/ and internal/ never import the root; one loop resends refused requests; and the
+// arrows between files that run up the floors of concern (from the vocabulary up to the edge) stay within
+// a budget that only goes down. A new feature lands in a component, or is one: a file of its own, a struct
+// of what it uses (functions, or a small interface with an in-memory twin for its tests), built in Join
+// and stopped in Close.
 //
-// A Put follows the same path to the owner, whose store.update (store.go) hands the op to the write
-// listeners in order (writeListeners): replication.recordWrite (replication.go) records it in the op log in
-// memory and the disk queue (persistence.go) and marks the segment dirty on each replica's link, then the
-// watch feed wakes its polls and RESP tracking invalidates the key. The link (replicalink.go) sends the ops in revision
-// order; the replica's serveReplicate (replication.go) checks the epoch and applies them. The owner's
-// awaitReplicas returns once every in-sync replica acknowledged the revision (and, with a DataDir, wrote
-// it), and only then is the Put acknowledged.
+// Tests run clusters on an in-memory network (internal/memnet) with the same fault injection as sockets,
+// and drive failure timers with a manual clock (internal/clocktest): every timer reads Config.Clock.
 //
 // # Consistency guarantees, as of this version
 //

@@ -1,6 +1,7 @@
 package zaris
 
 import (
+	"errors"
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
@@ -129,4 +130,47 @@ func (r *replication) trimSegment(s int, acked []uint64) (atTail bool) {
 		}
 	}
 	return keep+opLogTail > last
+}
+
+// recordWrite is the store's write hook: it turns the write into an op in the log and, on the owner,
+// tells the links of the partition's replicas that the segment has news.
+func (r *replication) recordWrite(segment int, revision, epoch uint64, key string, next *entry, change writeChange) {
+	p := r.layout.SegmentPartition(segment)
+	m := r.clusterMap()
+	owned := epoch == 0
+	if owned {
+		epoch = m.Runtime[p].Epoch
+	}
+	r.lines[segment].Store(epoch)
+	r.trimDue[segment].Store(true)
+	ops := [1]durability.Op{opOfWrite(segment, revision, key, next, change)}
+	op := &ops[0]
+	op.Epoch, op.Time = epoch, change.at
+	if err := r.oplog.Append(ops[:]); err != nil {
+		r.relogOps(ops[:], err)
+	}
+	if r.disk != nil {
+		r.disk.enqueue(diskItem{op: *op})
+	}
+	if !owned {
+		return
+	}
+	for _, id := range m.Assignment[p] {
+		if id != r.id {
+			r.link(id).markDirty(segment)
+		}
+	}
+}
+
+// relogOps adds ops, consecutive ones of one segment, to the op log, which refused them with err. Ops
+// that do not follow the segment's last, as after a restore, restart the segment's log at the first of
+// them. It is apart from recordWrite, which calls it, so that the write path's stack stays small.
+func (r *replication) relogOps(ops []durability.Op, err error) {
+	if errors.Is(err, durability.ErrOutOfOrder) {
+		r.restartOpLog(int(ops[0].Segment), ops[0].Revision-1)
+		err = r.oplog.Append(ops)
+	}
+	if err != nil {
+		r.log.Error("record ops in the op log", "segment", ops[0].Segment, "revision", ops[0].Revision, "err", err)
+	}
 }

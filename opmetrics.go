@@ -106,13 +106,6 @@ func newOpMetrics() *opMetrics {
 	return &opMetrics{caller: newOpSide(), owner: newOpSide()}
 }
 
-// callerOp and ownerOp count an operation on each side; both do nothing when metrics are off.
-func (c *client) callerOp(op transport.Op, status Status, err error, since time.Time) {
-	if c.metrics != nil {
-		c.metrics.caller.observe(op, status, err, time.Since(since))
-	}
-}
-
 func (o *owner) ownerOp(op transport.Op, status Status, since time.Time) {
 	if o.metrics != nil {
 		o.metrics.owner.observe(op, status, nil, time.Since(since))
