@@ -221,14 +221,14 @@ func TestArchitectureOneRouteLoop(t *testing.T) {
 // Redis edge. A file of one floor should use only what its own floor and those below declare; a
 // reference up the floors means a lower concern knows a higher one.
 var concernFloors = [][]string{
-	{"clock.go", "errors.go", "wire.go", "kv_wire.go", "batch_wire.go", "replication_wire.go",
-		"placement.go", "clustermap.go", "keygroup.go", "longdouble.go", "strtod.go", "stats.go", "status.go",
-		"object.go", "identity.go", "config.go"},
-	{"operations.go", "store.go", "keytable.go", "memory.go", "evictionpool.go", "undo.go", "hash.go", "set.go", "list.go",
-		"strings.go", "zset.go", "zskip.go", "collections.go", "collection_ops.go", "commands.go", "versions.go",
-		"txn_ops.go", "txn_intent.go", "access.go", "readmarks.go", "scan_walk.go"},
-	{"oplog.go", "replication.go", "replicalink.go", "persistence.go", "watchfeed.go", "possession.go",
-		"cutover.go", "visibility.go"},
+	{"clock.go", "errors.go", "gate.go", "wire.go", "kv_wire.go", "batch_wire.go", "placement.go",
+		"clustermap.go", "longdouble.go", "strtod.go", "stats.go", "status.go", "identity.go", "config.go"},
+	{"operations.go", "keygroup.go", "object.go", "store.go", "keytable.go", "memory.go", "evictionpool.go",
+		"undo.go", "hash.go", "set.go", "list.go", "strings.go", "zset.go", "zskip.go", "collections.go",
+		"collection_ops.go", "commands.go", "versions.go", "txn_ops.go", "txn_intent.go", "access.go",
+		"readmarks.go", "scan_walk.go"},
+	{"oplog.go", "replication.go", "replication_wire.go", "replicalink.go", "persistence.go", "watchfeed.go",
+		"possession.go", "cutover.go", "visibility.go"},
 	{"owner.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go"},
 	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
 		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
@@ -239,7 +239,7 @@ var concernFloors = [][]string{
 
 // upwardArrowBudget bounds the arrows that run up concernFloors: what there are today, lowered as concerns
 // settle on their floors, never raised.
-const upwardArrowBudget = 72
+const upwardArrowBudget = 47
 
 // TestArchitectureLayers draws the arrows between the root package's files (file A uses a name file B
 // declares), finds those that run up concernFloors, and holds their number to its budget. Every file must

@@ -3,7 +3,6 @@ package zaris
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -86,10 +85,6 @@ func (c *client) routeSegment(ctx context.Context, seg int, pace *redirectPacer,
 
 // pacer paces the resends of one request by the routing settings.
 func (c *client) pacer() *redirectPacer { return newRedirectPacer(c.router, c.cfg, c.stats) }
-
-// errNoPeer says the routing table holds no connection to a node: the map does not list it, or it is this
-// node.
-var errNoPeer = errors.New("zaris: no connection to node")
 
 // callInternal sends one request on the internal lane to node id, over the routing table's connection.
 func (c *client) callInternal(ctx context.Context, id NodeID, op transport.Op, payload []byte) ([]byte, error) {

@@ -193,3 +193,20 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 	})
 	return prev, written
 }
+
+type putOptions struct {
+	ttl       time.Duration
+	concern   WriteConcern
+	cond      putCond // IfAbsent, IfExists, KeepTTL (commands.go)
+	version   uint64  // with ifVersion, the version the key must have (versions.go)
+	ifVersion bool
+}
+
+// putOptionsOf applies opts in order.
+func putOptionsOf(opts []PutOption) putOptions {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}

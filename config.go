@@ -646,3 +646,75 @@ type testHooks struct {
 	// sockets, and is the dialer when Dialer is nil. The RESP endpoint stays on a socket.
 	network *memnet.Network
 }
+
+// applyTimeout bounds how long the leader waits to commit one control decision.
+const applyTimeout = 5 * time.Second
+
+// WriteConcern says when a write is acknowledged.
+type WriteConcern uint8
+
+const (
+	// Sync acknowledges a write only after every in-sync replica of its partition has applied it.
+	Sync WriteConcern = iota + 1
+	// Async acknowledges a write once the owner has applied it; replicas receive it moments later. If the
+	// owner dies in between, the write is lost although it was acknowledged.
+	Async
+)
+
+func (c WriteConcern) String() string {
+	switch c {
+	case Sync:
+		return "Sync"
+	case Async:
+		return "Async"
+	}
+	return fmt.Sprintf("WriteConcern(%d)", uint8(c))
+}
+
+// WithWriteConcern overrides Config.WriteConcern for one write.
+func WithWriteConcern(c WriteConcern) PutOption {
+	return func(o *putOptions) { o.concern = c }
+}
+
+// DiskDurability says, for a node with a DataDir, how far a Sync write must have reached on every in-sync
+// copy's disk before it is acknowledged.
+type DiskDurability int
+
+const (
+	// DiskWritten acknowledges a write once every in-sync copy has handed it to the operating system (one
+	// write call for many ops, no fsync): it survives every process of the cluster killed at once, not
+	// every machine losing power. The default.
+	DiskWritten DiskDurability = iota
+	// DiskSynced acknowledges a write once every in-sync copy has flushed it to stable storage (one fsync
+	// for many ops): it survives every machine losing power.
+	DiskSynced
+	// DiskBehind writes the disk behind the acknowledgement: as without a DataDir, a write survives while
+	// one in-sync copy's process lives. The disk only shortens what a restarted node must fetch.
+	DiskBehind
+)
+
+func (d DiskDurability) String() string {
+	switch d {
+	case DiskWritten:
+		return "written"
+	case DiskSynced:
+		return "synced"
+	case DiskBehind:
+		return "behind"
+	}
+	return fmt.Sprintf("DiskDurability(%d)", int(d))
+}
+
+// MarshalText returns the name String gives.
+func (d DiskDurability) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses the name String gives: written, synced or behind.
+func (d *DiskDurability) UnmarshalText(b []byte) error {
+	for _, level := range []DiskDurability{DiskWritten, DiskSynced, DiskBehind} {
+		if string(b) == level.String() {
+			*d = level
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: disk durability %q is none of written, synced, behind", ErrInvalidConfig, b)
+}

@@ -36,9 +36,6 @@ const (
 // accepts: the leader's pipeline and pooled connections and candidates' vote requests, a handful per voter.
 const DefaultRaftMaxConns = 128
 
-// applyTimeout bounds how long the leader waits to commit one control decision.
-const applyTimeout = 5 * time.Second
-
 // controlPlane is a node's member of the consensus group that keeps the cluster map: raft and its stores,
 // the map's state machine, the control loop with the leader's decisions, the control-plane servers, the
 // owner's lease, recovery, and a leaving node's drain. It reaches the data plane only through
@@ -407,14 +404,6 @@ func (cp *controlPlane) forwardEvents() {
 
 // wakeControl makes the control loop run now rather than at its next tick.
 func (cp *controlPlane) wakeControl() { signal(cp.kick) }
-
-// signal leaves a wake-up in ch, a channel of capacity one, unless one is already waiting there.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
 
 // maybeBootstrap forms the control plane once BootstrapExpect members are present. The first
 // BootstrapExpect members by name bootstrap with an identical configuration. A node that sees an already

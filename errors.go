@@ -105,3 +105,7 @@ func (e *ConflictError) Error() string {
 
 // Unwrap lets errors.Is match ErrConflict.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// errNoPeer says the routing table holds no connection to a node: the map does not list it, or it is this
+// node.
+var errNoPeer = errors.New("zaris: no connection to node")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -461,4 +462,26 @@ func (c *client) startNearPoller(owner NodeID) {
 		defer c.wg.Done()
 		c.pollOwner(owner)
 	}()
+}
+
+// sendNearWatch sends one poll to p, allowing for the owner's wait.
+func (c *client) sendNearWatch(ctx context.Context, p *peer, req *nearWatchRequest) (nearWatchReply, error) {
+	payload, err := encode(req)
+	if err != nil {
+		return nearWatchReply{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.Wait)+c.cfg.ReplicaAckTimeout+time.Second)
+	defer cancel()
+	resp, err := p.client.Call(ctx, opNearWatch, payload)
+	if err != nil {
+		return nearWatchReply{}, fmt.Errorf("zaris: near cache poll to node %s (%s): %w", p.id, p.addr, err)
+	}
+	var reply nearWatchReply
+	if err := decode(resp, &reply); err != nil {
+		return nearWatchReply{}, fmt.Errorf("zaris: near cache poll reply from node %s: %w", p.id, err)
+	}
+	if len(reply.Segments) != len(req.Segments) && reply.Status == StatusSuccess {
+		return nearWatchReply{}, fmt.Errorf("zaris: near cache poll reply from node %s: %d segments for %d", p.id, len(reply.Segments), len(req.Segments))
+	}
+	return reply, nil
 }

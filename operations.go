@@ -394,3 +394,20 @@ func foundReply(found bool) kvReply {
 	}
 	return kvReply{Status: StatusNotFound}
 }
+
+// refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
+// an operation that runs only inside a transaction. It returns nil when the request may run: the path every
+// request takes returns no reply to copy.
+func refuseKeyOp(k *keyOperation, key string) *kvReply {
+	var reason string
+	switch {
+	case isInternalKey(key):
+		reason = "ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"
+	case k.txnOnly:
+		reason = "ERR " + k.name + " runs only in a transaction"
+	default:
+		return nil
+	}
+	refusal := invalidArgs(reason)
+	return &refusal
+}

@@ -23,33 +23,6 @@ var latencyBounds = func() (ns [numBuckets]int64) {
 
 const numBuckets = len(latencyBuckets)
 
-// histogram counts durations into latencyBuckets with atomics only, so observing never locks or allocates.
-type histogram struct {
-	counts [numBuckets + 1]atomic.Uint64 // the last one counts what exceeds every bound
-	sumNs  atomic.Uint64
-}
-
-func (h *histogram) observe(d time.Duration) {
-	i := 0
-	for i < numBuckets && int64(d) > latencyBounds[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-	h.sumNs.Add(uint64(max(d, 0)))
-}
-
-// cumulative returns the histogram as Prometheus states one: the count, the sum in seconds and, per bound,
-// how many observations were at most that bound.
-func (h *histogram) cumulative() (count uint64, sum float64, buckets map[float64]uint64) {
-	buckets = make(map[float64]uint64, numBuckets)
-	for i, bound := range latencyBuckets {
-		count += h.counts[i].Load()
-		buckets[bound] = count
-	}
-	count += h.counts[numBuckets].Load()
-	return count, float64(h.sumNs.Load()) / 1e9, buckets
-}
-
 // statusFailed is the outcome of an operation that got no status: the request failed in transit, the
 // caller's context ended, or the node closed.
 const statusFailed = Status(len(statusNames))
@@ -118,16 +91,6 @@ func statusOf(err error) Status {
 		return statusFailed
 	}
 	return StatusSuccess
-}
-
-// counted reports whether the histogram has observed anything.
-func (h *histogram) counted() bool {
-	for i := range h.counts {
-		if h.counts[i].Load() > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // total sums the operations the side counted; 0 for a nil side (metrics off).

@@ -3,7 +3,6 @@ package zaris
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -295,21 +294,4 @@ func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kvR
 		}
 	}
 	return reply
-}
-
-// refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
-// an operation that runs only inside a transaction. It returns nil when the request may run: the path every
-// request takes returns no reply to copy.
-func refuseKeyOp(k *keyOperation, key string) *kvReply {
-	var reason string
-	switch {
-	case isInternalKey(key):
-		reason = "ERR keys starting with " + strconv.Quote(internalPrefix) + " are reserved"
-	case k.txnOnly:
-		reason = "ERR " + k.name + " runs only in a transaction"
-	default:
-		return nil
-	}
-	refusal := invalidArgs(reason)
-	return &refusal
 }

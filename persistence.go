@@ -13,49 +13,6 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
-// DiskDurability says, for a node with a DataDir, how far a Sync write must have reached on every in-sync
-// copy's disk before it is acknowledged.
-type DiskDurability int
-
-const (
-	// DiskWritten acknowledges a write once every in-sync copy has handed it to the operating system (one
-	// write call for many ops, no fsync): it survives every process of the cluster killed at once, not
-	// every machine losing power. The default.
-	DiskWritten DiskDurability = iota
-	// DiskSynced acknowledges a write once every in-sync copy has flushed it to stable storage (one fsync
-	// for many ops): it survives every machine losing power.
-	DiskSynced
-	// DiskBehind writes the disk behind the acknowledgement: as without a DataDir, a write survives while
-	// one in-sync copy's process lives. The disk only shortens what a restarted node must fetch.
-	DiskBehind
-)
-
-func (d DiskDurability) String() string {
-	switch d {
-	case DiskWritten:
-		return "written"
-	case DiskSynced:
-		return "synced"
-	case DiskBehind:
-		return "behind"
-	}
-	return fmt.Sprintf("DiskDurability(%d)", int(d))
-}
-
-// MarshalText returns the name String gives.
-func (d DiskDurability) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText parses the name String gives: written, synced or behind.
-func (d *DiskDurability) UnmarshalText(b []byte) error {
-	for _, level := range []DiskDurability{DiskWritten, DiskSynced, DiskBehind} {
-		if string(b) == level.String() {
-			*d = level
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: disk durability %q is none of written, synced, behind", ErrInvalidConfig, b)
-}
-
 // diskLog writes a node's ops and segment snapshots to its durability store, off the hot path. Writers
 // enqueue under their segment's lock, so a segment's ops keep their order, and one goroutine commits the
 // queue in batches: one write, plus one fsync under DiskSynced, per batch. Under DiskWritten and DiskSynced

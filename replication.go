@@ -3,7 +3,6 @@ package zaris
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -14,32 +13,6 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 )
-
-// WriteConcern says when a write is acknowledged.
-type WriteConcern uint8
-
-const (
-	// Sync acknowledges a write only after every in-sync replica of its partition has applied it.
-	Sync WriteConcern = iota + 1
-	// Async acknowledges a write once the owner has applied it; replicas receive it moments later. If the
-	// owner dies in between, the write is lost although it was acknowledged.
-	Async
-)
-
-func (c WriteConcern) String() string {
-	switch c {
-	case Sync:
-		return "Sync"
-	case Async:
-		return "Async"
-	}
-	return fmt.Sprintf("WriteConcern(%d)", uint8(c))
-}
-
-// WithWriteConcern overrides Config.WriteConcern for one write.
-func WithWriteConcern(c WriteConcern) PutOption {
-	return func(o *putOptions) { o.concern = c }
-}
 
 // Limits of one replication request.
 const (

@@ -277,18 +277,6 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	return &m, nil
 }
 
-// sleepCtx sleeps for d on clock c, or until ctx ends.
-func sleepCtx(ctx context.Context, c Clock, d time.Duration) error {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // peerByID returns the connection to node id as the current map describes it, or nil if unknown.
 func (r *router) peerByID(id NodeID) *peer {
 	if id == "" {

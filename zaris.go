@@ -19,23 +19,6 @@ import (
 // PutOption adjusts one Put.
 type PutOption func(*putOptions)
 
-type putOptions struct {
-	ttl       time.Duration
-	concern   WriteConcern
-	cond      putCond // IfAbsent, IfExists, KeepTTL (commands.go)
-	version   uint64  // with ifVersion, the version the key must have (versions.go)
-	ifVersion bool
-}
-
-// putOptionsOf applies opts in order.
-func putOptionsOf(opts []PutOption) putOptions {
-	var o putOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
 // WithTTL makes the value expire after d; zero or negative means no expiry.
 func WithTTL(d time.Duration) PutOption {
 	return func(o *putOptions) { o.ttl = d }
