@@ -26,9 +26,9 @@ type Node struct {
 	metrics *opMetrics // nil with Config.DisableMetrics
 	// failovers keeps the recent failovers this node applied, for the status page.
 	failovers failoverHistory
-	client    *client // the caller side: routing, batches, the near cache
-	own       *owner  // the serving side: the copies this node holds, and what it serves of them
-	ctl       *controlPlane
+	client    *client       // the caller side: routing, batches, the near cache
+	own       *owner        // the serving side: the copies this node holds, and what it serves of them
+	ctl       *controlPlane // this node's member of the control plane: raft, the map, the leader's decisions
 
 	listener net.Listener
 	mux      *transport.Mux
