@@ -42,8 +42,10 @@ const DefaultRaftMaxConns = 128
 // controlConfig's functions.
 type controlPlane struct {
 	controlConfig
-	fsm     *mapFSM
-	members *membership // set once the node gossips, before the control loop starts
+	fsm *mapFSM
+	// members is set once the node gossips, before the control loop starts; the RESP endpoint may ask
+	// for the control plane's health before.
+	members atomic.Pointer[membership]
 
 	raft       *controlRaft // the running raft instance, which a recovery replaces (recover.go)
 	raftTrans  *raft.NetworkTransport
@@ -394,7 +396,7 @@ func (cp *controlPlane) forwardEvents() {
 		select {
 		case <-cp.life.Done():
 			return
-		case ev := <-cp.members.events:
+		case ev := <-cp.members.Load().events:
 			if _, ok := ev.(serf.MemberEvent); ok {
 				cp.wakeControl()
 			}
@@ -417,7 +419,7 @@ func (cp *controlPlane) maybeBootstrap() {
 		return
 	}
 	var alive []member
-	for _, m := range cp.members.members() {
+	for _, m := range cp.members.Load().members() {
 		if m.Formed {
 			cp.loop.bootstrapped = true
 			return
@@ -495,7 +497,7 @@ func (cp *controlPlane) advertiseFormed() {
 		if hook := cp.cfg.hooks.beforeAdvertiseFormed; hook != nil {
 			hook(cp.life)
 		}
-		if err := cp.members.markFormed(); err != nil {
+		if err := cp.members.Load().markFormed(); err != nil {
 			cp.log.Warn("advertise formed", "err", err)
 			cp.formed.Store(false)
 		}
@@ -506,7 +508,7 @@ func (cp *controlPlane) advertiseFormed() {
 // (voters.go), then commits the leader's decisions (decide.go) in rounds until a round decides nothing.
 // Runs on the leader only.
 func (cp *controlPlane) reconcile() error {
-	members := cp.members.members()
+	members := cp.members.Load().members()
 	if err := cp.followMembership(members); err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func (cp *controlPlane) controlReadiness() error {
 	if err := cf.Error(); err != nil {
 		return fmt.Errorf("zaris: control-plane configuration: %w", err)
 	}
-	if err := votersFilled(cf.Configuration().Servers, cp.members.members(), cp.cfg.MaxVoters); err != nil {
+	if err := votersFilled(cf.Configuration().Servers, cp.members.Load().members(), cp.cfg.MaxVoters); err != nil {
 		return err
 	}
 	_, leaderServer := cp.raft.LeaderWithID()
@@ -189,7 +189,8 @@ func (cp *controlPlane) inFormedCluster() bool {
 	if cp.formed.Load() {
 		return true
 	}
-	return slices.ContainsFunc(cp.members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
+	members := cp.members.Load()
+	return members != nil && slices.ContainsFunc(members.members(), func(m member) bool { return m.Formed && m.Status == serf.StatusAlive })
 }
 
 // progressCtx bounds questions about control-plane progress (askProgress) by a probe timeout.

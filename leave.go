@@ -25,7 +25,7 @@ func (cp *controlPlane) drain(ctx context.Context) error {
 	if cp.cfg.Lite || cp.fsm.clusterMap().Version == 0 || cp.alone() {
 		return nil
 	}
-	if err := cp.members.markLeaving(); err != nil {
+	if err := cp.members.Load().markLeaving(); err != nil {
 		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
 		cp.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
@@ -88,7 +88,7 @@ func (cp *controlPlane) alone() bool { return !cp.othersCanHold() && cp.holdsLea
 // othersCanHold reports whether another live member, not leaving itself, could take partitions.
 func (cp *controlPlane) othersCanHold() bool {
 	m := cp.fsm.clusterMap()
-	for _, mb := range cp.members.members() {
+	for _, mb := range cp.members.Load().members() {
 		if _, known := m.Nodes[mb.ID]; known && mb.ID != cp.id && mb.Status == serf.StatusAlive && !mb.Lite && !m.drains(mb) {
 			return true
 		}

@@ -201,7 +201,8 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.members, n.ctl.members = members, members
+	n.members = members
+	n.ctl.members.Store(members)
 	n.redis.joined(members)
 	if err := ctx.Err(); err != nil {
 		return err

@@ -96,7 +96,7 @@ func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) 
 
 // recover is RecoverControlPlane, with this node surveying the members and sending the new start.
 func (cp *controlPlane) recover(ctx context.Context) (RecoveryReport, error) {
-	members := cp.members.members()
+	members := cp.members.Load().members()
 	states, err := cp.surveyMembers(ctx, members)
 	if err != nil {
 		return RecoveryReport{}, err
