@@ -208,11 +208,12 @@ func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
 		}
 		c.forget(c.indexOf(current), leaving)
 	}
-	waitFor(t, 60*time.Second, "the partition to move", func() bool {
-		now := c.currentMap().Runtime[p].Owner
-		return now != owners[1] && now != owner.id
+	var moved NodeID
+	waitFor(t, 60*time.Second, "the partition to move to a third owner", func() bool {
+		moved = c.currentMap().Runtime[p].Owner // "" while it has none
+		return moved != "" && moved != owners[1] && moved != owner.id && c.nodeByID(moved) != nil
 	})
-	owners = append(owners, c.currentMap().Runtime[p].Owner)
+	owners = append(owners, moved)
 	w.start(joined, 3)
 	w.waitPuts(t, 100)
 	close(w.stop)
