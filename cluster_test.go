@@ -512,6 +512,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// served runs read until no owner refuses it. A new owner whose short lease lapsed on a loaded machine,
+// or a routing table one map behind, refuses for a moment; a refusal loses nothing.
+func served[T any](t *testing.T, read func() (T, error)) (v T, err error) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "a read that no owner refuses", func() bool {
+		v, err = read()
+		return !errors.Is(err, ErrOwnershipChanging) && !errors.Is(err, ErrRetriesExhausted)
+	})
+	return v, err
+}
+
 // awayFromLeader returns the control-plane leader and a partition it holds no copy of, actively owned by its
 // preferred primary, with the partition's assigned nodes in order: the leader can fail that partition over
 // while it reaches every other node.

@@ -53,20 +53,20 @@ func (f *collectionFixture) check(t *testing.T, n *Node, when string) {
 	t.Helper()
 	ctx := bg(t)
 	for k := range f.count {
-		hash, err := n.HGetAll(ctx, fmt.Sprintf("hash-%d", k))
+		hash, err := served(t, func() (map[string][]byte, error) { return n.HGetAll(ctx, fmt.Sprintf("hash-%d", k)) })
 		if err != nil || !maps.EqualFunc(hash, f.hash, func(a, b []byte) bool { return string(a) == string(b) }) {
 			t.Fatalf("%s: hash-%d through %s: %d fields, %v; want %d", when, k, n.id, len(hash), err, len(f.hash))
 		}
-		set, err := n.SMembers(ctx, fmt.Sprintf("set-%d", k))
+		set, err := served(t, func() ([]string, error) { return n.SMembers(ctx, fmt.Sprintf("set-%d", k)) })
 		slices.Sort(set)
 		if err != nil || !slices.Equal(set, f.set) {
 			t.Fatalf("%s: set-%d through %s: %d members, %v; want %d", when, k, n.id, len(set), err, len(f.set))
 		}
-		list, err := n.LRange(ctx, fmt.Sprintf("list-%d", k), 0, -1)
+		list, err := served(t, func() ([][]byte, error) { return n.LRange(ctx, fmt.Sprintf("list-%d", k), 0, -1) })
 		if err != nil || !slices.EqualFunc(list, f.list, func(a, b []byte) bool { return string(a) == string(b) }) {
 			t.Fatalf("%s: list-%d through %s: %d items, %v; want %d", when, k, n.id, len(list), err, len(f.list))
 		}
-		zset, err := n.ZRange(ctx, fmt.Sprintf("zset-%d", k), 0, -1)
+		zset, err := served(t, func() ([]ZMember, error) { return n.ZRange(ctx, fmt.Sprintf("zset-%d", k), 0, -1) })
 		if err != nil || !slices.Equal(zset, f.zset) {
 			t.Fatalf("%s: zset-%d through %s: %d members, %v; want %d", when, k, n.id, len(zset), err, len(f.zset))
 		}
@@ -111,10 +111,10 @@ func TestCollectionsSurviveMigrationAndFailover(t *testing.T) {
 	checkBig := func(when string) {
 		t.Helper()
 		for _, n := range c.live() {
-			if got, err := n.HGet(ctx, big, "f7"); err != nil || string(got) != "changed" {
+			if got, err := served(t, func() ([]byte, error) { return n.HGet(ctx, big, "f7") }); err != nil || string(got) != "changed" {
 				t.Fatalf("%s: %s reads f7 = %q, %v", when, n.id, got, err)
 			}
-			if size, err := n.HLen(ctx, big); err != nil || size != len(fields) {
+			if size, err := served(t, func() (int, error) { return n.HLen(ctx, big) }); err != nil || size != len(fields) {
 				t.Fatalf("%s: %s reads %d fields, %v", when, n.id, size, err)
 			}
 		}

@@ -406,7 +406,7 @@ func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
 	}
 	var lost []string
 	for _, k := range keys {
-		if v, err := reader.Get(ctx, k); err != nil || string(v) != k {
+		if v, err := served(t, func() ([]byte, error) { return reader.Get(ctx, k) }); err != nil || string(v) != k {
 			lost = append(lost, fmt.Sprintf("%s: %q, %v", k, v, err))
 		}
 	}

@@ -406,7 +406,7 @@ func TestEvictionAcrossFailover(t *testing.T) {
 	defer mu.Unlock()
 	var present, gone int
 	for _, k := range append(before, after...) {
-		_, err := c.node(0).Get(ctx, k)
+		_, err := served(t, func() ([]byte, error) { return c.node(0).Get(ctx, k) })
 		switch {
 		case err != nil && !errors.Is(err, ErrNotFound):
 			t.Fatalf("get %s: %v", k, err)
