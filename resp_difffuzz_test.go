@@ -410,9 +410,10 @@ func redisCLIQuote(a string) string {
 }
 
 // fuzzClient is a cluster client over raw RESP: a connection to every node, a command sent to the owner of
-// its group's slot (found by following MOVED), connection state (HELLO, CLIENT SETNAME, UNWATCH) set on every
-// connection, and the keyspace commands (DBSIZE, KEYS, SCAN from cursor 0 to its end) asked of every node
-// and merged into the one reply a single server would give.
+// its group's slot (found by following MOVED), connection state (HELLO, CLIENT SETNAME, UNWATCH, and an
+// EXEC outside MULTI, which unwatches when refused) set on every connection, and the keyspace commands
+// (DBSIZE, KEYS, SCAN from cursor 0 to its end) asked of every node and merged into the one reply a
+// single server would give.
 type fuzzClient struct {
 	t       *testing.T
 	addrs   []string
@@ -501,7 +502,8 @@ func (c *fuzzClient) do(cmd fuzzCmd) string {
 	switch {
 	case c.multi != "":
 		return c.conn(c.multi).roundTrip(c.t, cmd.args)
-	case name == "hello" || name == "client" || name == "select" || name == "readonly" || name == "readwrite" || name == "unwatch":
+	case name == "hello" || name == "client" || name == "select" || name == "readonly" || name == "readwrite" || name == "unwatch" ||
+		name == "exec": // outside MULTI: a refused EXEC unwatches its connection's keys, as UNWATCH does
 		var first string
 		for i, addr := range c.addrs {
 			if reply := c.conn(addr).roundTrip(c.t, cmd.args); i == 0 {
@@ -619,7 +621,8 @@ func (c *fuzzClient) settle(cmd fuzzCmd, reply string) {
 		clear(c.prints)
 	case c.multi != "" && fuzzZarisNoMulti[name] && reply == notInMultiReply:
 		c.refusedInMulti = true
-	case name == "unwatch" && c.multi == "" && reply == "+OK\r\n":
+	case name == "unwatch" && c.multi == "" && reply == "+OK\r\n",
+		name == "exec" && c.multi == "" && strings.HasPrefix(reply, "-EXECABORT"):
 		clear(c.watched)
 		clear(c.prints)
 	case name == "watch" && reply == "+OK\r\n":
