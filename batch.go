@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -370,7 +371,7 @@ func (b *batchRun) call(ctx context.Context, out *ownerOutcome, seqs []int) erro
 	buf := wireBuffers.Get().(*[]byte)
 	payload := b.encodeRequest(*buf, seqs)
 	p.sent.Add(1)
-	resp, err := p.client.Call(ctx, opBatch, payload)
+	resp, err := p.client.Call(ctx, kv.OpBatch, payload)
 	putWireBuffer(buf, payload) // Call copied the payload before returning
 	if err != nil {
 		return fmt.Errorf("zaris: batch of %d items to node %s (%s): %w", len(seqs), p.id, p.addr, err)
@@ -427,7 +428,7 @@ func putWireBuffer(buf *[]byte, used []byte) {
 // wireItem is the owner-side form of item seq, stamped with its sequence number.
 func (b *batchRun) wireItem(seq int) batchItemWire {
 	it := &b.items[seq]
-	return batchItemWire{Index: seq, Op: batchOps[it.Op], Req: kvRequest{Key: it.Key, Value: it.putValue(), TTL: int64(it.TTL)}}
+	return batchItemWire{Index: seq, Op: batchOps[it.Op], Req: kv.Request{Key: it.Key, Value: it.putValue(), TTL: int64(it.TTL)}}
 }
 
 // absorb records one owner's answer for an item and notes whether the item must go again.
@@ -438,7 +439,7 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 		return
 	}
 	res := &b.results[r.Index]
-	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, nil, r.Reply.err()
+	res.Status, res.Version, res.Value, res.Err = r.Reply.Status, r.Reply.Version, nil, replyErr(r.Reply)
 	if r.Reply.Status == StatusSuccess {
 		res.Value = r.Reply.Value // a miss reads nil whichever owner answered it
 	}
@@ -454,8 +455,8 @@ func (b *batchRun) absorb(out *ownerOutcome, r *batchItemReply) {
 
 // refused reports whether reply did not settle its item, which goes again: it was refused for a stale
 // table, or a transaction holds the key. The item was not applied.
-func (b *batchRun) refused(reply *kvReply) bool {
-	return reply.redirects(b.router.current().m.Index) || reply.Status == StatusLocked
+func (b *batchRun) refused(reply *kv.Reply) bool {
+	return redirects(reply, b.router.current().m.Index) || reply.Status == StatusLocked
 }
 
 // replan refreshes the routing table once per owner that refused items (refreshes coalesce), and returns
@@ -524,7 +525,7 @@ func (b *batchRun) abandon(pending []int, cause error) {
 		if res.Status == StatusNoReply {
 			res.Err = fmt.Errorf("%w: key %q not sent: %w", ErrNoReply, res.Key, cause)
 		} else {
-			res.Err = fmt.Errorf("%w; key %q not resent: %w", res.Status.err(), res.Key, cause)
+			res.Err = fmt.Errorf("%w; key %q not resent: %w", statusErr(res.Status), res.Key, cause)
 		}
 	}
 }
@@ -635,9 +636,9 @@ func (o *owner) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 	w.waits.await(ctx, o.repl, w.replies)
 	if o.loads != nil {
 		o.loads.each(w.missingGets(), func(i int32) {
-			reply := o.serveKV(ctx, opGet, &w.items[i].Req)                                 // loads the key, as a Get does
+			reply := o.serveKV(ctx, kv.OpGet, &w.items[i].Req)                              // loads the key, as a Get does
 			if size := len(reply.Value) + len(reply.Owner); !w.left.take(size, size == 0) { // a miss or a failure always fits
-				reply = kvReply{}
+				reply = kv.Reply{}
 				w.replies[i].Withheld = true
 			}
 			w.replies[i].Reply = reply
@@ -650,7 +651,7 @@ func (o *owner) serveBatchItems(ctx context.Context, w *batchWork, budget int) {
 func (w *batchWork) missingGets() []int32 {
 	var missing []int32
 	for i := range w.items {
-		if w.items[i].Op == opGet && !w.replies[i].Withheld && w.replies[i].Reply.Status == StatusNotFound {
+		if w.items[i].Op == kv.OpGet && !w.replies[i].Withheld && w.replies[i].Reply.Status == StatusNotFound {
 			missing = append(missing, int32(i))
 		}
 	}
@@ -659,7 +660,7 @@ func (w *batchWork) missingGets() []int32 {
 	}
 	written := map[string]bool{}
 	for i := range w.items {
-		if w.items[i].Op != opGet {
+		if w.items[i].Op != kv.OpGet {
 			written[w.items[i].Req.Key] = true
 		}
 	}
@@ -706,9 +707,9 @@ func (w *syncWaits) await(ctx context.Context, repl *replication, replies []batc
 		for _, i := range w.items[seg] {
 			switch {
 			case w.writes[seg][i]:
-				replies[i].Reply = kvReply{Status: settleApplied(status)}
+				replies[i].Reply = kv.Reply{Status: settleApplied(status)}
 			case status != StatusNotEnoughReplicas:
-				replies[i].Reply = kvReply{Status: status}
+				replies[i].Reply = kv.Reply{Status: status}
 			}
 		}
 	}
@@ -858,7 +859,7 @@ func (o *owner) serveReadGroup(w *batchWork, seg int, positions []int32, now int
 // readGroup reads the gets at positions, all of segment seg, at one revision of it, which it returns, and
 // at the instant now. When a transaction's intent holds one of their keys, all are answered StatusLocked.
 func (o *owner) readGroup(w *batchWork, seg int, positions []int32, now int64) uint64 {
-	var failed kvReply
+	var failed kv.Reply
 	defer func() {
 		if failed.Status == StatusInternal {
 			for _, i := range positions {
@@ -876,7 +877,7 @@ func (o *owner) readGroup(w *batchWork, seg int, positions []int32, now int64) u
 	})
 	if locked {
 		for _, i := range positions {
-			w.replies[i].Reply = kvReply{Status: StatusLocked}
+			w.replies[i].Reply = kv.Reply{Status: StatusLocked}
 		}
 	}
 	return rev
@@ -886,11 +887,11 @@ func (o *owner) readGroup(w *batchWork, seg int, positions []int32, now int64) u
 // before the lanes start, under one cluster map, and confirmed after each read (serveJudgedGet), so that a
 // get costs a hash and a store read rather than a check of its own.
 type readVerdicts struct {
-	m        *ClusterMap     // the map the verdicts were taken under; nil outside a batch being served
-	segments []int32         // per item, its key's segment; -1 for an item that is not a get
-	owned    []int8          // per partition: 0 not judged, verdictOwned or verdictRefused
-	refusals map[int]kvReply // the refusal of each refused partition
-	judged   []int32         // the partitions with a verdict, to clear
+	m        *ClusterMap      // the map the verdicts were taken under; nil outside a batch being served
+	segments []int32          // per item, its key's segment; -1 for an item that is not a get
+	owned    []int8           // per partition: 0 not judged, verdictOwned or verdictRefused
+	refusals map[int]kv.Reply // the refusal of each refused partition
+	judged   []int32          // the partitions with a verdict, to clear
 	// The read groups (readGroups): per item, whether a group served it; per segment, its gets, or -1 when
 	// the batch writes it; the segments counted, to clear; the grouped positions.
 	group      []bool
@@ -928,7 +929,7 @@ func (o *owner) judgeReads(w *batchWork) {
 		v.owned, v.judged = make([]int8, o.layout.Partitions), v.judged[:0]
 	}
 	for i := range w.items {
-		if w.items[i].Op != opGet {
+		if w.items[i].Op != kv.OpGet {
 			v.segments[i] = -1
 			continue
 		}
@@ -946,7 +947,7 @@ func (o *owner) judgeReads(w *batchWork) {
 		}
 		v.owned[p] = verdictRefused
 		if v.refusals == nil {
-			v.refusals = map[int]kvReply{}
+			v.refusals = map[int]kv.Reply{}
 		}
 		v.refusals[p] = refusal
 	}
@@ -958,7 +959,7 @@ func (o *owner) judgeReads(w *batchWork) {
 // and for a get whose verdict did not hold: those take a check of their own. A lapse is noticed by the
 // first check after it, and at the latest by the node's periodic one, FailoverTimeout/8 later: still well
 // before another node may be promoted, a whole FailoverTimeout after the last contact.
-func (o *owner) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) (served bool) {
+func (o *owner) serveJudgedGet(w *batchWork, it *batchItemWire, pos int32, now int64, reply *kv.Reply) (served bool) {
 	v := &w.reads
 	if v.m == nil || v.segments[pos] < 0 {
 		return false
@@ -991,10 +992,10 @@ func (o *owner) serveLane(ctx context.Context, w *batchWork, positions []int32, 
 			continue
 		}
 		o.serveBatchItem(ctx, w, it, i, now, &replies[i])
-		if it.Op != opGet {
+		if it.Op != kv.OpGet {
 			now = o.store.now()
 		}
-		if replies[i].Withheld || replies[i].Reply.Status.requiresRefresh() {
+		if replies[i].Withheld || replies[i].Reply.Status.RequiresRefresh() {
 			if held == nil {
 				held = map[string]bool{}
 			}
@@ -1020,13 +1021,13 @@ func (o *owner) serveBatchItem(ctx context.Context, w *batchWork, it *batchItemW
 
 // serveCheckedItem checks the item's ownership on its own and applies it: a get at the instant now, any
 // other item as applyStore runs a single request.
-func (o *owner) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, reply *kvReply) {
+func (o *owner) serveCheckedItem(ctx context.Context, w *batchWork, it *batchItemWire, pos int32, now int64, reply *kv.Reply) {
 	seg, refusal, owned := o.checkOwner(it.Req.Key)
 	if !owned {
 		*reply = refusal
 		return
 	}
-	if it.Op == opGet {
+	if it.Op == kv.OpGet {
 		rev := o.getAt(seg, it.Req.Key, now, reply)
 		o.awaitRead(w, seg, rev, pos, reply)
 		return
@@ -1041,8 +1042,8 @@ func (o *owner) serveCheckedItem(ctx context.Context, w *batchWork, it *batchIte
 
 // awaitRead makes the batch wait, before it answers, until the in-sync replicas hold the revision rev of
 // seg that a get's reply revealed (see unconfirmed).
-func (o *owner) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kvReply) {
-	if o.unconfirmedAt(opGet, seg, rev, reply) {
+func (o *owner) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *kv.Reply) {
+	if o.unconfirmedAt(kv.OpGet, seg, rev, reply) {
 		w.waits.add(seg, rev, pos, false)
 	}
 }
@@ -1050,29 +1051,29 @@ func (o *owner) awaitRead(w *batchWork, seg int, rev uint64, pos int32, reply *k
 // getAt answers a get as applyStore and applyGet do, except that it reads the entry at the instant now
 // rather than at a clock read of its own: an entry expired at now is a miss. It returns the segment's
 // revision the read saw. It writes the reply to out.
-func (o *owner) getAt(seg int, key string, now int64, out *kvReply) uint64 {
+func (o *owner) getAt(seg int, key string, now int64, out *kv.Reply) uint64 {
 	defer o.panics.recoverRead(seg, out)
 	return getFrom(o.store, seg, key, now, out)
 }
 
 // getFrom is getAt on the store s, which may be a view.
-func getFrom(s *store, seg int, key string, now int64, out *kvReply) uint64 {
-	if refusal := refuseKeyOp(&keyOps[opGet], key); refusal != nil {
+func getFrom(s *store, seg int, key string, now int64, out *kv.Reply) uint64 {
+	if refusal := refuseKeyOp(&keyOps[kv.OpGet], key); refusal != nil {
 		*out = *refusal
 		return 0
 	}
 	if s.writeIntentOn(seg, key) {
-		*out = kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+		*out = kv.Reply{Status: StatusLocked} // a committed transaction may be about to change it
 		return 0
 	}
 	e, ttl, ok, rev := s.getEntryAt(seg, key, now)
 	switch {
 	case !ok:
-		*out = kvReply{Status: StatusNotFound}
+		*out = kv.Reply{Status: StatusNotFound}
 	case e.coll() != nil:
-		*out = kvReply{Status: StatusWrongType}
+		*out = kv.Reply{Status: StatusWrongType}
 	default:
-		*out = kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
+		*out = kv.Reply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
 	}
 	return rev
 }

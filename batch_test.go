@@ -17,6 +17,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -174,7 +175,7 @@ func (m *batchModel) check(t *testing.T, items []BatchItem, results []BatchResul
 			}
 			delete(m.values, it.Key)
 		}
-		if r.Status != wantStatus || !errors.Is(r.Err, wantStatus.err()) || (wantStatus == StatusSuccess) != (r.Err == nil) {
+		if r.Status != wantStatus || !errors.Is(r.Err, statusErr(wantStatus)) || (wantStatus == StatusSuccess) != (r.Err == nil) {
 			t.Fatalf("item %d: %s %q = %s, %v; want %s", it.Index, it.Op, it.Key, r.Status, r.Err, wantStatus)
 		}
 	}
@@ -607,7 +608,7 @@ func TestGetManyTyped(t *testing.T) {
 // widest, and that an encoded batch decodes to what was sent.
 func TestBatchWireOverheads(t *testing.T) {
 	key, value := strings.Repeat("k", 70000), make([]byte, 70000) // 32-bit length headers
-	req := batchItemWire{Index: math.MaxInt64, Op: 65535, Req: kvRequest{Key: key, Value: value, TTL: math.MinInt64}}
+	req := batchItemWire{Index: math.MaxInt64, Op: 65535, Req: kv.Request{Key: key, Value: value, TTL: math.MinInt64}}
 	encoded := appendBatchRequestItem(appendBatchHeader(nil, 1), &req)
 	if extra := len(encoded) - len(key) - len(value); extra > batchHeaderOverhead+batchRequestItemOverhead {
 		t.Fatalf("request item takes %d bytes beyond key and value; the bound is %d", extra, batchRequestItemOverhead)
@@ -620,7 +621,7 @@ func TestBatchWireOverheads(t *testing.T) {
 	}
 
 	owner := NodeID(strings.Repeat("n", 70000))
-	reply := []batchItemReply{{Index: math.MaxInt64, Withheld: true, Reply: kvReply{
+	reply := []batchItemReply{{Index: math.MaxInt64, Withheld: true, Reply: kv.Reply{
 		Status: Status(255), Value: value, Version: math.MaxUint64, Owner: owner, Epoch: math.MaxUint64, MapIndex: math.MaxUint64,
 		Int: math.MinInt64,
 	}}}
@@ -862,7 +863,7 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 	w := getBatchWork()
 	defer w.release()
 	for i, k := range keys {
-		w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: k}})
+		w.items = append(w.items, batchItemWire{Index: i, Op: kv.OpGet, Req: kv.Request{Key: k}})
 	}
 	redirects := n.stats.redirectsSent.Load()
 	n.own.serveBatchItems(ctx, w, unlimitedReply)
@@ -871,7 +872,7 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 	}
 	statuses := map[Status]bool{}
 	for i, k := range keys {
-		single := n.own.serveKV(ctx, opGet, &kvRequest{Key: k})
+		single := n.own.serveKV(ctx, kv.OpGet, &kv.Request{Key: k})
 		if got := w.replies[i]; got.Index != i || got.Withheld || !reflect.DeepEqual(got.Reply, single) {
 			t.Errorf("batch get of %q = %+v; a single get answers %+v", k, got, single)
 		}
@@ -904,11 +905,11 @@ func TestBatchGetVerdictConfirmedAfterRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := n.layout.KeyPartition(key)
-	serve := func(change func() (undo func())) kvReply {
+	serve := func(change func() (undo func())) kv.Reply {
 		t.Helper()
 		w := getBatchWork()
 		defer w.release()
-		w.items = append(w.items, batchItemWire{Op: opGet, Req: kvRequest{Key: key}})
+		w.items = append(w.items, batchItemWire{Op: kv.OpGet, Req: kv.Request{Key: key}})
 		w.replies = resize(w.replies, 1)
 		n.own.judgeReads(w)
 		if w.reads.owned[p] != verdictOwned {
@@ -963,14 +964,14 @@ func TestBatchWorkReuse(t *testing.T) {
 		return b
 	}
 	first := []batchItemWire{
-		{Index: 0, Op: opGet, Req: kvRequest{Key: "a-long-key-read-first"}},
-		{Index: 1, Op: opPut, Req: kvRequest{Key: "a-long-key-written", Value: []byte("v1"), TTL: 5}},
-		{Index: 2, Op: opDelete, Req: kvRequest{Key: "a-long-key-deleted"}},
-		{Index: 3, Op: opGet, Req: kvRequest{Key: "another-long-key-read"}},
+		{Index: 0, Op: kv.OpGet, Req: kv.Request{Key: "a-long-key-read-first"}},
+		{Index: 1, Op: kv.OpPut, Req: kv.Request{Key: "a-long-key-written", Value: []byte("v1"), TTL: 5}},
+		{Index: 2, Op: kv.OpDelete, Req: kv.Request{Key: "a-long-key-deleted"}},
+		{Index: 3, Op: kv.OpGet, Req: kv.Request{Key: "another-long-key-read"}},
 	}
 	second := []batchItemWire{
-		{Index: 7, Op: opGet, Req: kvRequest{Key: "b"}},
-		{Index: 8, Op: opPut, Req: kvRequest{Key: "c", Value: []byte("v2")}},
+		{Index: 7, Op: kv.OpGet, Req: kv.Request{Key: "b"}},
+		{Index: 8, Op: kv.OpPut, Req: kv.Request{Key: "c", Value: []byte("v2")}},
 	}
 	w := &batchWork{}
 	check := func(want []batchItemWire) {
@@ -1004,7 +1005,7 @@ func TestBatchWorkReuse(t *testing.T) {
 		}
 	}
 
-	w.replies = append(w.replies[:0], batchItemReply{Index: 7, Reply: kvReply{Value: []byte("stored")}})
+	w.replies = append(w.replies[:0], batchItemReply{Index: 7, Reply: kv.Reply{Value: []byte("stored")}})
 	items, replies := w.items[:cap(w.items)], w.replies[:cap(w.replies)]
 	w.reset()
 	for i := range items {
@@ -1041,7 +1042,7 @@ func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
 		w := getBatchWork()
 		defer w.release()
 		for i, key := range keys {
-			w.items = append(w.items, batchItemWire{Index: i, Op: opGet, Req: kvRequest{Key: key}})
+			w.items = append(w.items, batchItemWire{Index: i, Op: kv.OpGet, Req: kv.Request{Key: key}})
 		}
 		n.own.serveBatchItems(ctx, w, budget)
 		return slices.Clone(w.replies)
@@ -1059,7 +1060,7 @@ func TestBatchGetsOfASegmentAnswerTogether(t *testing.T) {
 	}
 	seg := n.layout.KeySegment("{group}b")
 	in := intent{txn: "t", anchor: "{group}b", deadline: n.own.store.now() + int64(time.Minute), action: intentPut, value: []byte("w")}
-	if r := applyIntent(n.own.store, seg, kvRequest{Key: "{group}b", Value: in.encode(), Delta: int64(time.Minute)}, n.own.opLimits()); r.Status != StatusSuccess {
+	if r := applyIntent(n.own.store, seg, kv.Request{Key: "{group}b", Value: in.encode(), Delta: int64(time.Minute)}, n.own.opLimits()); r.Status != StatusSuccess {
 		t.Fatalf("placing the intent: %+v", r)
 	}
 	for i, r := range serve(unlimitedReply) {

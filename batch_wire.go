@@ -5,10 +5,11 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
-// The opBatch messages are encoded by hand, field by field, because a batch holds thousands of items and
+// The kv.OpBatch messages are encoded by hand, field by field, because a batch holds thousands of items and
 // reflection would cost more than serving them. A request is a msgpack array of items, each
 // [index, op, key, value, ttl]. A reply is an array of items in the same order, each
 // [index, withheld, status, value, version, owner, epoch, map index, int], int being a get's ttl. Readers skip fields past those
@@ -35,7 +36,7 @@ const (
 type batchItemWire struct {
 	Index int
 	Op    transport.Op
-	Req   kvRequest
+	Req   kv.Request
 }
 
 // batchItemReply answers one batch item. Withheld means the owner did not answer the item (and changed
@@ -43,7 +44,7 @@ type batchItemWire struct {
 type batchItemReply struct {
 	Index    int
 	Withheld bool
-	Reply    kvReply
+	Reply    kv.Reply
 }
 
 func appendBatchHeader(dst []byte, items int) []byte {
@@ -72,7 +73,7 @@ func (w *batchWork) decodeRequest(data []byte) error {
 		key := r.stringBytes()
 		value, ttl := r.bytes(), r.int64()
 		r.skip(n - batchRequestFields)
-		w.items[i] = batchItemWire{Index: index, Op: op, Req: kvRequest{Value: value, TTL: ttl}}
+		w.items[i] = batchItemWire{Index: index, Op: op, Req: kv.Request{Value: value, TTL: ttl}}
 		if keepsKey(op) {
 			w.items[i].Req.Key = string(key)
 		} else {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -20,13 +21,13 @@ func BenchmarkRemoteOps(b *testing.B) {
 	if err := caller.Put(ctx, key, value); err != nil {
 		b.Fatal(err)
 	}
-	req, _ := encode(&kvRequest{Key: key})
-	reply, _ := encode(&kvReply{Status: StatusSuccess, Value: value, Version: 1})
+	req, _ := encode(&kv.Request{Key: key})
+	reply, _ := encode(&kv.Reply{Status: StatusSuccess, Value: value, Version: 1})
 
 	raw := rawEchoClient(b, reply)
 	b.Run("raw-transport", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := raw.Call(ctx, opGet, req); err != nil {
+			if _, err := raw.Call(ctx, kv.OpGet, req); err != nil {
 				b.Fatal(err)
 			}
 		}

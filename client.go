@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -31,7 +32,7 @@ type client struct {
 
 // localOwner serves in process what the routing table sends to this node.
 type localOwner interface {
-	serveKV(ctx context.Context, op transport.Op, req *kvRequest) kvReply
+	serveKV(ctx context.Context, op transport.Op, req *kv.Request) kv.Reply
 	serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply
 	serveWatch(ctx context.Context, req *watchRequest) watchReply
 }
@@ -97,13 +98,13 @@ func (c *client) callInternal(ctx context.Context, id NodeID, op transport.Op, p
 
 // execute routes one key operation to the active owner of its partition, in one hop. Replies that say the
 // map is stale refresh it and retry, a bounded number of times; other failures return at once.
-func (c *client) execute(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error) {
+func (c *client) execute(ctx context.Context, op transport.Op, req *kv.Request) (kv.Reply, error) {
 	return c.route(ctx, op, req, true)
 }
 
 // route is execute; with waitLocks false, a key held by a transaction answers StatusLocked at once instead
 // of being waited for. A write, whatever its outcome, drops the key from the near cache before it returns.
-func (c *client) route(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (kvReply, error) {
+func (c *client) route(ctx context.Context, op transport.Op, req *kv.Request, waitLocks bool) (kv.Reply, error) {
 	if c.near != nil && !readOnly(op) {
 		defer c.near.forget(req.Key)
 	}
@@ -113,9 +114,9 @@ func (c *client) route(ctx context.Context, op transport.Op, req *kvRequest, wai
 	return reply, err
 }
 
-func (c *client) routeKey(ctx context.Context, op transport.Op, req *kvRequest, waitLocks bool) (reply kvReply, err error) {
+func (c *client) routeKey(ctx context.Context, op transport.Op, req *kv.Request, waitLocks bool) (reply kv.Reply, err error) {
 	if c.life.Err() != nil {
-		return kvReply{}, ErrClosed
+		return kv.Reply{}, ErrClosed
 	}
 	var locked lockWait
 	err = c.routeSegment(ctx, c.layout.KeySegment(req.Key), c.pacer(), func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
@@ -124,13 +125,13 @@ func (c *client) routeKey(ctx context.Context, op transport.Op, req *kvRequest, 
 		switch {
 		case err == nil && reply.Status == StatusLocked && waitLocks:
 			return attemptAgain, refusal{}, locked.wait(ctx, *c.cfg) // waiting for a transaction is not a routing retry
-		case err != nil || !reply.redirects(t.m.Index):
+		case err != nil || !redirects(&reply, t.m.Index):
 			return attemptDone, refusal{}, err
 		}
 		return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
 	})
 	if err != nil {
-		return kvReply{}, err
+		return kv.Reply{}, err
 	}
 	return reply, nil
 }
@@ -229,24 +230,24 @@ func (w *lockWait) wait(ctx context.Context, cfg Config) error {
 }
 
 // send delivers one key operation to p: in-process when p is this node, else one request on p's connection.
-func (c *client) send(ctx context.Context, p *peer, op transport.Op, req *kvRequest) (kvReply, error) {
+func (c *client) send(ctx context.Context, p *peer, op transport.Op, req *kv.Request) (kv.Reply, error) {
 	if p.local {
 		c.stats.localOps.Add(1)
 		local := *req
-		local.Args = cloneValues(req.Args) // a collection keeps its arguments; the store copies a value
+		local.Args = kv.CloneValues(req.Args) // a collection keeps its arguments; the store copies a value
 		reply := c.local.serveKV(ctx, op, &local)
 		reply.Value = bytes.Clone(reply.Value) // nor may it change the stored value; an empty one stays non-nil
-		reply.Values = cloneValues(reply.Values)
+		reply.Values = kv.CloneValues(reply.Values)
 		return reply, nil
 	}
 	p.sent.Add(1)
-	resp, err := p.client.Call(ctx, op, req.marshal())
+	resp, err := p.client.Call(ctx, op, marshalRequest(req))
 	if err != nil {
-		return kvReply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opName(op), p.id, p.addr, err)
+		return kv.Reply{}, fmt.Errorf("zaris: %s to node %s (%s): %w", opName(op), p.id, p.addr, err)
 	}
-	var reply kvReply
-	if err := reply.decodeMsg(resp); err != nil { // reply.Value aliases resp, which is ours alone
-		return kvReply{}, fmt.Errorf("zaris: reply from node %s: %w", p.id, err)
+	var reply kv.Reply
+	if err := decodeReply(&reply, resp); err != nil { // reply.Value aliases resp, which is ours alone
+		return kv.Reply{}, fmt.Errorf("zaris: reply from node %s: %w", p.id, err)
 	}
 	return reply, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -14,11 +15,11 @@ const maxCollectionArgs = 1 << 20
 
 // invalidArgs refuses a collection operation with Redis's error message, which the RESP endpoint replies
 // and the Go API wraps in ErrInvalidRequest.
-func invalidArgs(msg string) kvReply {
-	return kvReply{Status: StatusInvalidRequest, Value: []byte(msg)}
+func invalidArgs(msg string) kv.Reply {
+	return kv.Reply{Status: StatusInvalidRequest, Value: []byte(msg)}
 }
 
-func wrongArgCount(cmd string) kvReply {
+func wrongArgCount(cmd string) kv.Reply {
 	return invalidArgs("ERR wrong number of arguments for '" + cmd + "' command")
 }
 
@@ -31,13 +32,13 @@ const (
 // collectionOp wraps the apply function of a collection operation that writes: it refuses arguments
 // beyond the limits first.
 func collectionOp(apply applyFunc) applyFunc {
-	return func(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+	return func(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 		size := 0
 		for _, a := range req.Args {
 			size += len(a)
 		}
 		if len(req.Args) > maxCollectionArgs || size > lim.maxValueSize {
-			return kvReply{Status: StatusTooLarge}
+			return kv.Reply{Status: StatusTooLarge}
 		}
 		return apply(s, seg, req, lim)
 	}
@@ -45,32 +46,32 @@ func collectionOp(apply applyFunc) applyFunc {
 
 // writeReply answers a collection write: its status and, when it wrote, the key's new version. A reply
 // without a version wrote nothing, so it tells the stored state (revealsUnwritten).
-func writeReply(version uint64, status Status, n int) kvReply {
-	return kvReply{Status: status, Version: version, Int: int64(n)}
+func writeReply(version uint64, status Status, n int) kv.Reply {
+	return kv.Reply{Status: status, Version: version, Int: int64(n)}
 }
 
 // readReply answers a collection read with values, or StatusTooLarge when they exceed the reply limit.
-func readReply(status Status, values [][]byte, lim opLimits) kvReply {
+func readReply(status Status, values [][]byte, lim opLimits) kv.Reply {
 	size := 0
 	for _, v := range values {
 		size += len(v) + 5
 	}
 	if size > lim.maxReplyBytes {
-		return kvReply{Status: StatusTooLarge}
+		return kv.Reply{Status: StatusTooLarge}
 	}
-	return kvReply{Status: status, Values: values}
+	return kv.Reply{Status: status, Values: values}
 }
 
 // parseInt parses an integer argument as Redis does.
-func parseInt(b []byte) (int64, bool) { return parseCanonicalInt(b) }
+func parseInt(b []byte) (int64, bool) { return kv.ParseCanonicalInt(b) }
 
 // collectionCall runs a collection operation on key's owner with args after the key, and turns a refusal
 // into an error.
-func (c *client) collectionCall(ctx context.Context, op transport.Op, key string, args ...[]byte) (kvReply, error) {
+func (c *client) collectionCall(ctx context.Context, op transport.Op, key string, args ...[]byte) (kv.Reply, error) {
 	if args == nil {
 		args = [][]byte{}
 	}
-	reply, err := c.execute(ctx, op, &kvRequest{Key: key, Args: args})
+	reply, err := c.execute(ctx, op, &kv.Request{Key: key, Args: args})
 	if err != nil {
 		return reply, err
 	}
@@ -85,7 +86,7 @@ func (c *client) collectionCall(ctx context.Context, op transport.Op, key string
 		return reply, fmt.Errorf("%w: the arguments exceed %d values or %d bytes, or the reply half the frame size",
 			ErrValueTooLarge, maxCollectionArgs, c.cfg.MaxValueSize)
 	}
-	return reply, reply.Status.err()
+	return reply, statusErr(reply.Status)
 }
 
 // intArg formats n as an argument.
@@ -127,9 +128,9 @@ func distinct(args [][]byte) [][]byte {
 
 // Type returns the kind of value key holds: "string", "hash", "set", "list" or "zset", or "none".
 func (n *Node) Type(ctx context.Context, key string) (string, error) {
-	reply, err := n.client.execute(ctx, opType, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpType, &kv.Request{Key: key})
 	if err != nil {
 		return "", err
 	}
-	return string(reply.Value), reply.Status.err()
+	return string(reply.Value), statusErr(reply.Status)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -41,18 +42,18 @@ func newReplicatedPair(t *testing.T) *replicatedPair {
 }
 
 // do applies op to the owner.
-func (p *replicatedPair) do(op transport.Op, key string, args ...string) kvReply {
-	req := kvRequest{Key: key, Args: stringArgs(args)}
+func (p *replicatedPair) do(op transport.Op, key string, args ...string) kv.Reply {
+	req := kv.Request{Key: key, Args: stringArgs(args)}
 	return lookupKeyOp(op).apply(p.owner, 0, req, opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20})
 }
 
 // read applies a read op to both stores and checks they answer the same.
-func (p *replicatedPair) read(t *testing.T, op transport.Op, key string, args ...string) kvReply {
+func (p *replicatedPair) read(t *testing.T, op transport.Op, key string, args ...string) kv.Reply {
 	t.Helper()
-	req := kvRequest{Key: key, Args: stringArgs(args)}
+	req := kv.Request{Key: key, Args: stringArgs(args)}
 	lim := opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}
 	a, b := lookupKeyOp(op).apply(p.owner, 0, req, lim), lookupKeyOp(op).apply(p.replica, 0, req, lim)
-	if !sameReply(a, b) && op != opSMembers && op != opHGetAll {
+	if !sameReply(a, b) && op != kv.OpSMembers && op != kv.OpHGetAll {
 		t.Fatalf("%s %s %q: owner answers %s, replica %s", opName(op), key, args, describeReply(a), describeReply(b))
 	}
 	return a
@@ -65,13 +66,13 @@ func (p *replicatedPair) same(t *testing.T) {
 	}
 }
 
-func sameReply(a, b kvReply) bool {
+func sameReply(a, b kv.Reply) bool {
 	return a.Status == b.Status && a.Int == b.Int && bytes.Equal(a.Value, b.Value) && len(a.Values) == len(b.Values) &&
 		slices.EqualFunc(a.Values, b.Values, func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) })
 }
 
 // describeReply shows a reply in tests: status, then Int, Value and Values.
-func describeReply(r kvReply) string {
+func describeReply(r kv.Reply) string {
 	s := fmt.Sprintf("%v %d", r.Status, r.Int)
 	if r.Value != nil {
 		s += fmt.Sprintf(" %q", r.Value)
@@ -100,94 +101,94 @@ type collectionStep struct {
 // collectionSteps exercise every collection command on a bare store. want is the reply as describeReply shows
 // it; readers are checked on the replica too.
 var collectionSteps = []collectionStep{
-	{opHSet, "h", []string{"a", "1", "b", "2", "a", "3"}, "Success 2"},
-	{opHSet, "h", []string{"b", "20", "c", "30"}, "Success 1"},
-	{opHSet, "h", []string{"odd"}, "InvalidRequest 0 \"ERR wrong number of arguments for 'hset' command\""},
-	{opHGet, "h", []string{"a"}, "Success 0 \"3\""},
-	{opHGet, "h", []string{"zz"}, "NotFound 0"},
-	{opHGet, "nohash", []string{"a"}, "NotFound 0"},
-	{opHMGet, "h", []string{"a", "zz", "c"}, "Success 0 [3 nil 30]"},
-	{opHMGet, "nohash", []string{"a"}, "Success 0 [nil]"},
-	{opHLen, "h", nil, "Success 3"},
-	{opHExists, "h", []string{"b"}, "Success 1"},
-	{opHExists, "h", []string{"zz"}, "Success 0"},
-	{opHIncrBy, "h", []string{"a", "5"}, "Success 8"},
-	{opHIncrBy, "h", []string{"new", "-2"}, "Success -2"},
-	{opHIncrBy, "h", []string{"a", "x"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
-	{opHSet, "h", []string{"s", "str"}, "Success 1"},
-	{opHIncrBy, "h", []string{"s", "1"}, "InvalidRequest 0 \"ERR hash value is not an integer\""},
-	{opHIncrBy, "h", []string{"a", "9223372036854775807"}, "InvalidRequest 0 \"ERR increment or decrement would overflow\""},
-	{opHDel, "h", []string{"s", "zz", "s"}, "Success 1"},
-	{opHDel, "h", []string{"zz"}, "Success 0"},
-	{opHGetAll, "h", nil, "Success 0 [a 8 b 20 c 30 new -2]"},
-	{opHDel, "h", []string{"a", "b", "c", "new"}, "Success 4"},
-	{opHLen, "h", nil, "NotFound 0"},
-	{opHIncrBy, "fresh", []string{"n", "7"}, "Success 7"},
-	{opHGetAll, "fresh", nil, "Success 0 [n 7]"},
-	{opDelete, "fresh", nil, "Success 0"},
-	{opType, "h", nil, "Success 0 \"none\""},
+	{kv.OpHSet, "h", []string{"a", "1", "b", "2", "a", "3"}, "Success 2"},
+	{kv.OpHSet, "h", []string{"b", "20", "c", "30"}, "Success 1"},
+	{kv.OpHSet, "h", []string{"odd"}, "InvalidRequest 0 \"ERR wrong number of arguments for 'hset' command\""},
+	{kv.OpHGet, "h", []string{"a"}, "Success 0 \"3\""},
+	{kv.OpHGet, "h", []string{"zz"}, "NotFound 0"},
+	{kv.OpHGet, "nohash", []string{"a"}, "NotFound 0"},
+	{kv.OpHMGet, "h", []string{"a", "zz", "c"}, "Success 0 [3 nil 30]"},
+	{kv.OpHMGet, "nohash", []string{"a"}, "Success 0 [nil]"},
+	{kv.OpHLen, "h", nil, "Success 3"},
+	{kv.OpHExists, "h", []string{"b"}, "Success 1"},
+	{kv.OpHExists, "h", []string{"zz"}, "Success 0"},
+	{kv.OpHIncrBy, "h", []string{"a", "5"}, "Success 8"},
+	{kv.OpHIncrBy, "h", []string{"new", "-2"}, "Success -2"},
+	{kv.OpHIncrBy, "h", []string{"a", "x"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
+	{kv.OpHSet, "h", []string{"s", "str"}, "Success 1"},
+	{kv.OpHIncrBy, "h", []string{"s", "1"}, "InvalidRequest 0 \"ERR hash value is not an integer\""},
+	{kv.OpHIncrBy, "h", []string{"a", "9223372036854775807"}, "InvalidRequest 0 \"ERR increment or decrement would overflow\""},
+	{kv.OpHDel, "h", []string{"s", "zz", "s"}, "Success 1"},
+	{kv.OpHDel, "h", []string{"zz"}, "Success 0"},
+	{kv.OpHGetAll, "h", nil, "Success 0 [a 8 b 20 c 30 new -2]"},
+	{kv.OpHDel, "h", []string{"a", "b", "c", "new"}, "Success 4"},
+	{kv.OpHLen, "h", nil, "NotFound 0"},
+	{kv.OpHIncrBy, "fresh", []string{"n", "7"}, "Success 7"},
+	{kv.OpHGetAll, "fresh", nil, "Success 0 [n 7]"},
+	{kv.OpDelete, "fresh", nil, "Success 0"},
+	{kv.OpType, "h", nil, "Success 0 \"none\""},
 
-	{opSAdd, "s", []string{"x", "y", "x"}, "Success 2"},
-	{opSAdd, "s", []string{"y", "z"}, "Success 1"},
-	{opSAdd, "s", []string{"z"}, "Success 0"},
-	{opSIsMember, "s", []string{"y"}, "Success 1"},
-	{opSIsMember, "s", []string{"w"}, "Success 0"},
-	{opSCard, "s", nil, "Success 3"},
-	{opSMembers, "s", nil, "Success 0 [x y z]"},
-	{opSRem, "s", []string{"x", "w"}, "Success 1"},
-	{opSRem, "s", []string{"y", "z"}, "Success 2"},
-	{opSCard, "s", nil, "NotFound 0"},
+	{kv.OpSAdd, "s", []string{"x", "y", "x"}, "Success 2"},
+	{kv.OpSAdd, "s", []string{"y", "z"}, "Success 1"},
+	{kv.OpSAdd, "s", []string{"z"}, "Success 0"},
+	{kv.OpSIsMember, "s", []string{"y"}, "Success 1"},
+	{kv.OpSIsMember, "s", []string{"w"}, "Success 0"},
+	{kv.OpSCard, "s", nil, "Success 3"},
+	{kv.OpSMembers, "s", nil, "Success 0 [x y z]"},
+	{kv.OpSRem, "s", []string{"x", "w"}, "Success 1"},
+	{kv.OpSRem, "s", []string{"y", "z"}, "Success 2"},
+	{kv.OpSCard, "s", nil, "NotFound 0"},
 
-	{opRPush, "l", []string{"a", "b", "c"}, "Success 3"},
-	{opLPush, "l", []string{"z", "y"}, "Success 5"},
-	{opLRange, "l", []string{"0", "-1"}, "Success 0 [y z a b c]"},
-	{opLRange, "l", []string{"-2", "100"}, "Success 0 [b c]"},
-	{opLRange, "l", []string{"3", "1"}, "Success 0 []"},
-	{opLRange, "l", []string{"a", "1"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
-	{opLIndex, "l", []string{"-1"}, "Success 0 \"c\""},
-	{opLIndex, "l", []string{"5"}, "NotFound 0"},
-	{opLLen, "l", nil, "Success 5"},
-	{opLPop, "l", nil, "Success 0 \"y\""},
-	{opRPop, "l", []string{"2"}, "Success 0 [c b]"},
-	{opLPop, "l", []string{"-1"}, "InvalidRequest 0 \"ERR value is out of range, must be positive\""},
-	{opRPush, "l", []string{"d", "e", "f"}, "Success 5"},
-	{opLTrim, "l", []string{"1", "-2"}, "Success 0"},
-	{opLRange, "l", []string{"0", "-1"}, "Success 0 [a d e]"},
-	{opLTrim, "l", []string{"0", "-1"}, "Success 0"},
-	{opLPop, "l", []string{"0"}, "Success 0 []"},
-	{opLPop, "nolist", nil, "NotFound 0"},
-	{opLPop, "l", []string{"10"}, "Success 0 [a d e]"},
-	{opLLen, "l", nil, "NotFound 0"},
-	{opRPush, "l", []string{"a", "b"}, "Success 2"},
-	{opLTrim, "l", []string{"5", "10"}, "Success 0"},
-	{opLLen, "l", nil, "NotFound 0"},
+	{kv.OpRPush, "l", []string{"a", "b", "c"}, "Success 3"},
+	{kv.OpLPush, "l", []string{"z", "y"}, "Success 5"},
+	{kv.OpLRange, "l", []string{"0", "-1"}, "Success 0 [y z a b c]"},
+	{kv.OpLRange, "l", []string{"-2", "100"}, "Success 0 [b c]"},
+	{kv.OpLRange, "l", []string{"3", "1"}, "Success 0 []"},
+	{kv.OpLRange, "l", []string{"a", "1"}, "InvalidRequest 0 \"ERR value is not an integer or out of range\""},
+	{kv.OpLIndex, "l", []string{"-1"}, "Success 0 \"c\""},
+	{kv.OpLIndex, "l", []string{"5"}, "NotFound 0"},
+	{kv.OpLLen, "l", nil, "Success 5"},
+	{kv.OpLPop, "l", nil, "Success 0 \"y\""},
+	{kv.OpRPop, "l", []string{"2"}, "Success 0 [c b]"},
+	{kv.OpLPop, "l", []string{"-1"}, "InvalidRequest 0 \"ERR value is out of range, must be positive\""},
+	{kv.OpRPush, "l", []string{"d", "e", "f"}, "Success 5"},
+	{kv.OpLTrim, "l", []string{"1", "-2"}, "Success 0"},
+	{kv.OpLRange, "l", []string{"0", "-1"}, "Success 0 [a d e]"},
+	{kv.OpLTrim, "l", []string{"0", "-1"}, "Success 0"},
+	{kv.OpLPop, "l", []string{"0"}, "Success 0 []"},
+	{kv.OpLPop, "nolist", nil, "NotFound 0"},
+	{kv.OpLPop, "l", []string{"10"}, "Success 0 [a d e]"},
+	{kv.OpLLen, "l", nil, "NotFound 0"},
+	{kv.OpRPush, "l", []string{"a", "b"}, "Success 2"},
+	{kv.OpLTrim, "l", []string{"5", "10"}, "Success 0"},
+	{kv.OpLLen, "l", nil, "NotFound 0"},
 
-	{opZAdd, "z", []string{"1", "a", "2", "b", "3", "c"}, "Success 3"},
-	{opZAdd, "z", []string{"ch", "1", "a", "5", "b", "0.5", "d"}, "Success 2"},
-	{opZAdd, "z", []string{"nx", "9", "a", "9", "e"}, "Success 1"},
-	{opZAdd, "z", []string{"xx", "4", "a", "4", "f"}, "Success 0"},
-	{opZAdd, "z", []string{"gt", "ch", "1", "a", "10", "c"}, "Success 1"},
-	{opZAdd, "z", []string{"incr", "2", "a"}, "Success 0 \"6\""},
-	{opZAdd, "z", []string{"nx", "incr", "2", "a"}, "Success 0"},
-	{opZAdd, "z", []string{"nx", "xx", "1", "a"}, "InvalidRequest 0 \"ERR XX and NX options at the same time are not compatible\""},
-	{opZAdd, "z", []string{"1", "a", "2"}, "InvalidRequest 0 \"ERR syntax error\""},
-	{opZAdd, "z", []string{"x", "a"}, "InvalidRequest 0 \"ERR value is not a valid float\""},
-	{opZRange, "z", []string{"0", "-1", "withscores"}, "Success 0 [d 0.5 b 5 a 6 e 9 c 10]"},
-	{opZRange, "z", []string{"0", "1", "rev"}, "Success 0 [c e]"},
-	{opZRange, "z", []string{"(5", "+inf", "byscore", "limit", "1", "2"}, "Success 0 [e c]"},
-	{opZRange, "z", []string{"9", "-inf", "byscore", "rev"}, "Success 0 [e a b d]"},
-	{opZRange, "z", []string{"x", "1", "byscore"}, "InvalidRequest 0 \"ERR min or max is not a float\""},
-	{opZScore, "z", []string{"a"}, "Success 0 \"6\""},
-	{opZScore, "z", []string{"zz"}, "NotFound 0"},
-	{opZRank, "z", []string{"e"}, "Success 3"},
-	{opZRank, "z", []string{"zz"}, "NotFound -1"},
-	{opZIncrBy, "z", []string{"1.5", "d"}, "Success 0 \"2\""},
-	{opZCard, "z", nil, "Success 5"},
-	{opZRem, "z", []string{"a", "zz", "a"}, "Success 1"},
-	{opZRange, "z", []string{"0", "-1"}, "Success 0 [d b e c]"},
-	{opType, "z", nil, "Success 0 \"zset\""},
-	{opZRem, "z", []string{"d", "b", "e", "c"}, "Success 4"},
-	{opZCard, "z", nil, "NotFound 0"},
+	{kv.OpZAdd, "z", []string{"1", "a", "2", "b", "3", "c"}, "Success 3"},
+	{kv.OpZAdd, "z", []string{"ch", "1", "a", "5", "b", "0.5", "d"}, "Success 2"},
+	{kv.OpZAdd, "z", []string{"nx", "9", "a", "9", "e"}, "Success 1"},
+	{kv.OpZAdd, "z", []string{"xx", "4", "a", "4", "f"}, "Success 0"},
+	{kv.OpZAdd, "z", []string{"gt", "ch", "1", "a", "10", "c"}, "Success 1"},
+	{kv.OpZAdd, "z", []string{"incr", "2", "a"}, "Success 0 \"6\""},
+	{kv.OpZAdd, "z", []string{"nx", "incr", "2", "a"}, "Success 0"},
+	{kv.OpZAdd, "z", []string{"nx", "xx", "1", "a"}, "InvalidRequest 0 \"ERR XX and NX options at the same time are not compatible\""},
+	{kv.OpZAdd, "z", []string{"1", "a", "2"}, "InvalidRequest 0 \"ERR syntax error\""},
+	{kv.OpZAdd, "z", []string{"x", "a"}, "InvalidRequest 0 \"ERR value is not a valid float\""},
+	{kv.OpZRange, "z", []string{"0", "-1", "withscores"}, "Success 0 [d 0.5 b 5 a 6 e 9 c 10]"},
+	{kv.OpZRange, "z", []string{"0", "1", "rev"}, "Success 0 [c e]"},
+	{kv.OpZRange, "z", []string{"(5", "+inf", "byscore", "limit", "1", "2"}, "Success 0 [e c]"},
+	{kv.OpZRange, "z", []string{"9", "-inf", "byscore", "rev"}, "Success 0 [e a b d]"},
+	{kv.OpZRange, "z", []string{"x", "1", "byscore"}, "InvalidRequest 0 \"ERR min or max is not a float\""},
+	{kv.OpZScore, "z", []string{"a"}, "Success 0 \"6\""},
+	{kv.OpZScore, "z", []string{"zz"}, "NotFound 0"},
+	{kv.OpZRank, "z", []string{"e"}, "Success 3"},
+	{kv.OpZRank, "z", []string{"zz"}, "NotFound -1"},
+	{kv.OpZIncrBy, "z", []string{"1.5", "d"}, "Success 0 \"2\""},
+	{kv.OpZCard, "z", nil, "Success 5"},
+	{kv.OpZRem, "z", []string{"a", "zz", "a"}, "Success 1"},
+	{kv.OpZRange, "z", []string{"0", "-1"}, "Success 0 [d b e c]"},
+	{kv.OpType, "z", nil, "Success 0 \"zset\""},
+	{kv.OpZRem, "z", []string{"d", "b", "e", "c"}, "Success 4"},
+	{kv.OpZCard, "z", nil, "NotFound 0"},
 }
 
 // TestCollectionCommands runs every collection command on an owner's bare store and checks its reply, and
@@ -197,22 +198,22 @@ func TestCollectionCommands(t *testing.T) {
 	tested := map[transport.Op]bool{}
 	for i, step := range collectionSteps {
 		tested[step.op] = true
-		var reply kvReply
+		var reply kv.Reply
 		if lookupKeyOp(step.op).readOnly {
 			reply = p.read(t, step.op, step.key, step.args...)
 		} else {
 			reply = p.do(step.op, step.key, step.args...)
 		}
 		got := describeReply(reply)
-		if step.op == opSMembers || step.op == opHGetAll {
-			got = describeSorted(reply, step.op == opHGetAll)
+		if step.op == kv.OpSMembers || step.op == kv.OpHGetAll {
+			got = describeSorted(reply, step.op == kv.OpHGetAll)
 		}
 		if got != step.want {
 			t.Errorf("step %d: %s %s %q = %s, want %s", i, opName(step.op), step.key, step.args, got, step.want)
 		}
 		p.same(t)
 	}
-	for op := opHSet; op <= opZIncrBy; op++ {
+	for op := kv.OpHSet; op <= kv.OpZIncrBy; op++ {
 		if !tested[op] {
 			t.Errorf("%s has no step", opName(op))
 		}
@@ -220,7 +221,7 @@ func TestCollectionCommands(t *testing.T) {
 }
 
 // describeSorted describes a reply whose values come in no order, sorted (by pairs when pairs is set).
-func describeSorted(r kvReply, pairs bool) string {
+func describeSorted(r kv.Reply, pairs bool) string {
 	stride := 1
 	if pairs {
 		stride = 2
@@ -242,30 +243,30 @@ func TestCollectionKinds(t *testing.T) {
 		key, kind string
 		create    transport.Op
 		args      []string
-	}{{"h", "hash", opHSet, []string{"f", "v"}}, {"s", "set", opSAdd, []string{"m"}},
-		{"l", "list", opRPush, []string{"i"}}, {"z", "zset", opZAdd, []string{"1", "m"}}} {
+	}{{"h", "hash", kv.OpHSet, []string{"f", "v"}}, {"s", "set", kv.OpSAdd, []string{"m"}},
+		{"l", "list", kv.OpRPush, []string{"i"}}, {"z", "zset", kv.OpZAdd, []string{"1", "m"}}} {
 		if r := p.do(k.create, k.key, k.args...); r.Status != StatusSuccess {
 			t.Fatalf("create %s: %s", k.key, describeReply(r))
 		}
-		if got := describeReply(p.read(t, opType, k.key)); got != fmt.Sprintf("Success 0 %q", k.kind) {
+		if got := describeReply(p.read(t, kv.OpType, k.key)); got != fmt.Sprintf("Success 0 %q", k.kind) {
 			t.Errorf("type %s = %s", k.key, got)
 		}
-		for _, op := range []transport.Op{opGet, opIncr, opIncrByFloat, opAppend, opGetDel, opGetEx, opSetRange, opHGet, opSIsMember, opLIndex, opZScore, opHSet, opSAdd, opRPush, opZAdd} {
-			if op == opHSet && k.create == opHSet || op == opSAdd && k.create == opSAdd || op == opRPush && k.create == opRPush ||
-				op == opZAdd && k.create == opZAdd || op == opHGet && k.create == opHSet || op == opSIsMember && k.create == opSAdd ||
-				op == opLIndex && k.create == opRPush || op == opZScore && k.create == opZAdd {
+		for _, op := range []transport.Op{kv.OpGet, kv.OpIncr, kv.OpIncrByFloat, kv.OpAppend, kv.OpGetDel, kv.OpGetEx, kv.OpSetRange, kv.OpHGet, kv.OpSIsMember, kv.OpLIndex, kv.OpZScore, kv.OpHSet, kv.OpSAdd, kv.OpRPush, kv.OpZAdd} {
+			if op == kv.OpHSet && k.create == kv.OpHSet || op == kv.OpSAdd && k.create == kv.OpSAdd || op == kv.OpRPush && k.create == kv.OpRPush ||
+				op == kv.OpZAdd && k.create == kv.OpZAdd || op == kv.OpHGet && k.create == kv.OpHSet || op == kv.OpSIsMember && k.create == kv.OpSAdd ||
+				op == kv.OpLIndex && k.create == kv.OpRPush || op == kv.OpZScore && k.create == kv.OpZAdd {
 				continue
 			}
 			args := []string{"1", "1"}
-			if op == opHGet || op == opSIsMember || op == opLIndex || op == opZScore {
+			if op == kv.OpHGet || op == kv.OpSIsMember || op == kv.OpLIndex || op == kv.OpZScore {
 				args = args[:1]
 			}
-			req := kvRequest{Key: k.key, Args: stringArgs(args), Delta: 1, Value: []byte("1")}
+			req := kv.Request{Key: k.key, Args: stringArgs(args), Delta: 1, Value: []byte("1")}
 			if r := lookupKeyOp(op).apply(p.owner, 0, req, opLimits{maxValueSize: 64, maxReplyBytes: 64}); r.Status != StatusWrongType {
 				t.Errorf("%s on a %s: %s, want WrongType", opName(op), k.kind, describeReply(r))
 			}
 		}
-		swap := lookupKeyOp(opPutIf).apply(p.owner, 0, kvRequest{Key: k.key, Value: []byte("v"), Cond: condReturnPrev}, testLimits)
+		swap := lookupKeyOp(kv.OpPutIf).apply(p.owner, 0, kv.Request{Key: k.key, Value: []byte("v"), Cond: kv.CondReturnPrev}, testLimits)
 		if swap.Status != StatusWrongType {
 			t.Errorf("SET GET on a %s: %s, want WrongType", k.kind, describeReply(swap))
 		}
@@ -285,21 +286,21 @@ func TestCollectionKinds(t *testing.T) {
 		p.same(t)
 	}
 	p.owner.put(0, "h", []byte("now a string"), 0)
-	if got := describeReply(p.read(t, opType, "h")); got != `Success 0 "string"` {
+	if got := describeReply(p.read(t, kv.OpType, "h")); got != `Success 0 "string"` {
 		t.Errorf("SET over a hash left type %s", got)
 	}
 	if !p.owner.remove(0, "s") {
 		t.Error("DEL of a set found nothing")
 	}
-	if r := p.read(t, opExists, "l"); r.Status != StatusSuccess {
+	if r := p.read(t, kv.OpExists, "l"); r.Status != StatusSuccess {
 		t.Errorf("EXISTS of a list: %s", describeReply(r))
 	}
 	p.owner.expire(0, "z", time.Second)
 	p.clock.Advance(time.Second)
-	if r := p.do(opZAdd, "z", "2", "n"); r.Status != StatusSuccess || r.Int != 1 {
+	if r := p.do(kv.OpZAdd, "z", "2", "n"); r.Status != StatusSuccess || r.Int != 1 {
 		t.Errorf("ZADD on an expired sorted set: %s", describeReply(r))
 	}
-	if got := describeReply(p.read(t, opZRange, "z", "0", "-1")); got != "Success 0 [n]" {
+	if got := describeReply(p.read(t, kv.OpZRange, "z", "0", "-1")); got != "Success 0 [n]" {
 		t.Errorf("an expired sorted set came back: %s", got)
 	}
 	p.same(t)
@@ -312,10 +313,10 @@ func TestCollectionWriteShipsItsChange(t *testing.T) {
 	value := strings.Repeat("v", 100)
 	for i := range 10_000 {
 		m := fmt.Sprintf("member-%05d", i)
-		p.do(opHSet, "h", m, value)
-		p.do(opSAdd, "s", m)
-		p.do(opRPush, "l", value)
-		p.do(opZAdd, "z", fmt.Sprint(i), m)
+		p.do(kv.OpHSet, "h", m, value)
+		p.do(kv.OpSAdd, "s", m)
+		p.do(kv.OpRPush, "l", value)
+		p.do(kv.OpZAdd, "z", fmt.Sprint(i), m)
 	}
 	p.ops = nil
 	for _, step := range []struct {
@@ -323,10 +324,10 @@ func TestCollectionWriteShipsItsChange(t *testing.T) {
 		key  string
 		args []string
 	}{
-		{opHSet, "h", []string{"member-00001", "new"}}, {opHIncrBy, "h", []string{"n", "1"}}, {opHDel, "h", []string{"member-00002"}},
-		{opSAdd, "s", []string{"new"}}, {opSRem, "s", []string{"member-00003"}},
-		{opLPush, "l", []string{"new"}}, {opRPop, "l", []string{"3"}}, {opLTrim, "l", []string{"1", "-2"}},
-		{opZAdd, "z", []string{"0.5", "new"}}, {opZIncrBy, "z", []string{"2", "member-00004"}}, {opZRem, "z", []string{"member-00005"}},
+		{kv.OpHSet, "h", []string{"member-00001", "new"}}, {kv.OpHIncrBy, "h", []string{"n", "1"}}, {kv.OpHDel, "h", []string{"member-00002"}},
+		{kv.OpSAdd, "s", []string{"new"}}, {kv.OpSRem, "s", []string{"member-00003"}},
+		{kv.OpLPush, "l", []string{"new"}}, {kv.OpRPop, "l", []string{"3"}}, {kv.OpLTrim, "l", []string{"1", "-2"}},
+		{kv.OpZAdd, "z", []string{"0.5", "new"}}, {kv.OpZIncrBy, "z", []string{"2", "member-00004"}}, {kv.OpZRem, "z", []string{"member-00005"}},
 	} {
 		if r := p.do(step.op, step.key, step.args...); r.Version == 0 {
 			t.Fatalf("%s wrote nothing: %s", opName(step.op), describeReply(r))
@@ -345,11 +346,11 @@ func TestCollectionSnapshotRoundTrip(t *testing.T) {
 	p := newReplicatedPair(t)
 	value := strings.Repeat("v", 1000)
 	for i := range 2_000 {
-		p.do(opHSet, "big", fmt.Sprintf("f%d", i), value)
+		p.do(kv.OpHSet, "big", fmt.Sprintf("f%d", i), value)
 	}
-	p.do(opSAdd, "s", "a", "b")
-	p.do(opRPush, "l", "x", "y", "x")
-	p.do(opZAdd, "z", "1", "a", "-inf", "b")
+	p.do(kv.OpSAdd, "s", "a", "b")
+	p.do(kv.OpRPush, "l", "x", "y", "x")
+	p.do(kv.OpZAdd, "z", "1", "a", "-inf", "b")
 	p.owner.put(0, "str", []byte("v"), time.Hour)
 	p.owner.expire(0, "l", time.Hour)
 	rev, entries := p.owner.snapshot(0)
@@ -378,7 +379,7 @@ func TestCollectionSnapshotRoundTrip(t *testing.T) {
 	if ttl, ok := restored.ttl(0, "l"); !ok || ttl != time.Hour {
 		t.Errorf("restored list ttl %v, %v", ttl, ok)
 	}
-	r := lookupKeyOp(opLRange).apply(restored, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "-1"})}, opLimits{maxReplyBytes: 100})
+	r := lookupKeyOp(kv.OpLRange).apply(restored, 0, kv.Request{Key: "l", Args: stringArgs([]string{"0", "-1"})}, opLimits{maxReplyBytes: 100})
 	if describeReply(r) != "Success 0 [x y x]" {
 		t.Errorf("restored list: %s", describeReply(r))
 	}
@@ -388,16 +389,16 @@ func TestCollectionSnapshotRoundTrip(t *testing.T) {
 func TestCollectionLimits(t *testing.T) {
 	s, _ := newTestStore()
 	lim := opLimits{maxValueSize: 10, maxReplyBytes: 30}
-	if r := lookupKeyOp(opHSet).apply(s, 0, kvRequest{Key: "h", Args: stringArgs([]string{"field", "value!"})}, lim); r.Status != StatusTooLarge {
+	if r := lookupKeyOp(kv.OpHSet).apply(s, 0, kv.Request{Key: "h", Args: stringArgs([]string{"field", "value!"})}, lim); r.Status != StatusTooLarge {
 		t.Errorf("HSET of 11 bytes with a limit of 10: %s", describeReply(r))
 	}
 	for i := range 5 {
-		lookupKeyOp(opRPush).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"item-" + fmt.Sprint(i)})}, lim)
+		lookupKeyOp(kv.OpRPush).apply(s, 0, kv.Request{Key: "l", Args: stringArgs([]string{"item-" + fmt.Sprint(i)})}, lim)
 	}
-	if r := lookupKeyOp(opLRange).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "-1"})}, lim); r.Status != StatusTooLarge {
+	if r := lookupKeyOp(kv.OpLRange).apply(s, 0, kv.Request{Key: "l", Args: stringArgs([]string{"0", "-1"})}, lim); r.Status != StatusTooLarge {
 		t.Errorf("LRANGE of 50 bytes with a limit of 30: %s", describeReply(r))
 	}
-	if r := lookupKeyOp(opLRange).apply(s, 0, kvRequest{Key: "l", Args: stringArgs([]string{"0", "1"})}, lim); r.Status != StatusSuccess {
+	if r := lookupKeyOp(kv.OpLRange).apply(s, 0, kv.Request{Key: "l", Args: stringArgs([]string{"0", "1"})}, lim); r.Status != StatusSuccess {
 		t.Errorf("LRANGE within the limit: %s", describeReply(r))
 	}
 }

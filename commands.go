@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -16,54 +17,52 @@ const NoExpiry time.Duration = -1
 
 // IfAbsent makes a Put write only when the key has no live value. Otherwise Put fails with
 // ErrConditionNotMet.
-func IfAbsent() PutOption { return func(o *putOptions) { o.cond |= condIfAbsent } }
+func IfAbsent() PutOption { return func(o *putOptions) { o.cond |= kv.CondIfAbsent } }
 
 // IfExists makes a Put write only when the key has a live value. Otherwise Put fails with
 // ErrConditionNotMet.
-func IfExists() PutOption { return func(o *putOptions) { o.cond |= condIfExists } }
+func IfExists() PutOption { return func(o *putOptions) { o.cond |= kv.CondIfExists } }
 
 // KeepTTL makes a Put keep the key's current expiry (none if the key is new) rather than set one.
-func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= condKeepTTL } }
+func KeepTTL() PutOption { return func(o *putOptions) { o.cond |= kv.CondKeepTTL } }
 
 // putIf sends a conditional put under the options o. Put uses it when an option asks for a condition or
 // for KeepTTL, and Swap to get the previous value.
-func (c *client) putIf(ctx context.Context, key string, value []byte, cond putCond, o putOptions) (kvReply, error) {
+func (c *client) putIf(ctx context.Context, key string, value []byte, cond kv.Cond, o putOptions) (kv.Reply, error) {
 	if len(value) > c.cfg.MaxValueSize {
-		return kvReply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueSize)
+		return kv.Reply{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueSize)
 	}
 	if o.ifVersion {
-		return kvReply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
+		return kv.Reply{}, fmt.Errorf("%w: IfVersion applies to Put and CompareAndSwap only", ErrInvalidRequest)
 	}
-	return c.execute(ctx, opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
+	return c.execute(ctx, kv.OpPutIf, &kv.Request{Key: key, Value: value, TTL: int64(o.ttl), Cond: cond | o.cond, Concern: o.concern})
 }
 
 // putIfErr turns a conditional put's reply into the caller's error.
-func putIfErr(reply kvReply) error {
+func putIfErr(reply kv.Reply) error {
 	if reply.Status == StatusSuccess && reply.Int == 0 {
 		return ErrConditionNotMet
 	}
-	return reply.Status.err()
+	return statusErr(reply.Status)
 }
 
 // existsAfter runs an operation whose reply says only whether the key exists.
-func (c *client) existsAfter(ctx context.Context, op transport.Op, req *kvRequest) (bool, error) {
+func (c *client) existsAfter(ctx context.Context, op transport.Op, req *kv.Request) (bool, error) {
 	reply, err := c.execute(ctx, op, req)
 	if err != nil || reply.Status == StatusNotFound {
 		return false, err
 	}
-	return reply.Status == StatusSuccess, reply.Status.err()
+	return reply.Status == StatusSuccess, statusErr(reply.Status)
 }
 
 // Why an increment was refused: the value is not an integer, or the sum would overflow. The reply to a
-// refused increment is StatusInvalidRequest, with Int set to incrOverflowed for the second, so that the
+// refused increment is StatusInvalidRequest, with Int set to kv.RefusedIncrOverflow for the second, so that the
 // RESP endpoint can answer as Redis does.
 var (
 	errIncrNotInteger = errors.New("not an integer")
 	errIncrOverflow   = errors.New("overflow")
 	errWrongType      = errors.New("wrong type")
 )
-
-const incrOverflowed = 1
 
 // incr adds delta to key's integer value (a missing key counts as 0), keeping its expiry. It writes
 // nothing, and says why, when the value is not a canonical decimal int64 or the sum overflows.
@@ -79,7 +78,7 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 		}
 		if cur != nil {
 			var ok bool
-			if base, ok = parseCanonicalInt(cur.value()); !ok {
+			if base, ok = kv.ParseCanonicalInt(cur.value()); !ok {
 				err = errIncrNotInteger
 				return nil, false
 			}
@@ -94,20 +93,6 @@ func (s *store) incr(segment int, key string, delta int64) (int64, error) {
 		return newStringEntry(key, strconv.AppendInt(text[:0], result, 10), 0, expireAt), true
 	})
 	return result, err
-}
-
-// parseCanonicalInt parses b as an int64 written the way strconv.FormatInt writes it: no sign but a leading
-// minus, no leading zeros, no spaces. Redis accepts exactly these for its counters.
-func parseCanonicalInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	var buf [20]byte
-	return v, string(strconv.AppendInt(buf[:0], v, 10)) == string(b)
 }
 
 func addOverflows(a, b int64) bool {
@@ -134,7 +119,7 @@ func (s *store) expire(segment int, key string, ttl time.Duration) bool {
 
 // expireIf gives key the expiry ttl from now, deleting it for a non-positive ttl, when cond's expiry
 // conditions hold. It reports whether it did, and whether the key had a live value.
-func (s *store) expireIf(segment int, key string, ttl time.Duration, cond putCond) (set, existed bool) {
+func (s *store) expireIf(segment int, key string, ttl time.Duration, cond kv.Cond) (set, existed bool) {
 	existed = s.setExpiry(segment, key, func(cur *entry, now int64) (int64, bool, bool) {
 		at, old := expiryFrom(now, ttl), cur.expiry()
 		if ttl <= 0 {
@@ -142,10 +127,10 @@ func (s *store) expireIf(segment int, key string, ttl time.Duration, cond putCon
 		}
 		atMs, oldMs := at/int64(time.Millisecond), old/int64(time.Millisecond) // Redis compares milliseconds
 		switch {
-		case cond&condExpiryNone != 0 && old != 0,
-			cond&condExpiryExists != 0 && old == 0,
-			cond&condExpiryGreater != 0 && (old == 0 || atMs <= oldMs),
-			cond&condExpiryLess != 0 && old != 0 && atMs >= oldMs:
+		case cond&kv.CondExpiryNone != 0 && old != 0,
+			cond&kv.CondExpiryExists != 0 && old == 0,
+			cond&kv.CondExpiryGreater != 0 && (old == 0 || atMs <= oldMs),
+			cond&kv.CondExpiryLess != 0 && old != 0 && atMs >= oldMs:
 			return 0, false, false
 		}
 		set = true
@@ -177,16 +162,16 @@ func (s *store) ttl(segment int, key string) (time.Duration, bool) {
 // putIf stores value under key when cond allows it, replacing a value of any kind, except that it refuses
 // to return a collection as the previous value. It returns the previous live entry (nil if none) and
 // whether it wrote.
-func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, cond putCond) (prev *entry, written bool) {
+func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, cond kv.Cond) (prev *entry, written bool) {
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		prev = cur
-		if (cond&condIfAbsent != 0 && cur != nil) || (cond&condIfExists != 0 && cur == nil) ||
-			cond&condReturnPrev != 0 && cur != nil && cur.coll() != nil {
+		if (cond&kv.CondIfAbsent != 0 && cur != nil) || (cond&kv.CondIfExists != 0 && cur == nil) ||
+			cond&kv.CondReturnPrev != 0 && cur != nil && cur.coll() != nil {
 			return nil, false
 		}
 		written = true
 		expireAt := expiryFrom(now, ttl)
-		if cond&condKeepTTL != 0 && cur != nil {
+		if cond&kv.CondKeepTTL != 0 && cur != nil {
 			expireAt = cur.expiry()
 		}
 		return newStringEntry(key, value, 0, expireAt), true
@@ -197,7 +182,7 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 type putOptions struct {
 	ttl       time.Duration
 	concern   WriteConcern
-	cond      putCond // IfAbsent, IfExists, KeepTTL (commands.go)
+	cond      kv.Cond // IfAbsent, IfExists, KeepTTL (commands.go)
 	version   uint64  // with ifVersion, the version the key must have (versions.go)
 	ifVersion bool
 }

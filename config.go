@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/memnet"
 	"github.com/zaris-go/zaris/transport"
 )
@@ -651,25 +652,15 @@ type testHooks struct {
 const applyTimeout = 5 * time.Second
 
 // WriteConcern says when a write is acknowledged.
-type WriteConcern uint8
+type WriteConcern = kv.WriteConcern
 
 const (
 	// Sync acknowledges a write only after every in-sync replica of its partition has applied it.
-	Sync WriteConcern = iota + 1
+	Sync = kv.Sync
 	// Async acknowledges a write once the owner has applied it; replicas receive it moments later. If the
 	// owner dies in between, the write is lost although it was acknowledged.
-	Async
+	Async = kv.Async
 )
-
-func (c WriteConcern) String() string {
-	switch c {
-	case Sync:
-		return "Sync"
-	case Async:
-		return "Async"
-	}
-	return fmt.Sprintf("WriteConcern(%d)", uint8(c))
-}
 
 // WithWriteConcern overrides Config.WriteConcern for one write.
 func WithWriteConcern(c WriteConcern) PutOption {

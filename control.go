@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -689,7 +690,7 @@ func (cp *controlPlane) proposeRemote(ctx context.Context, cmd *command) (uint64
 	if err != nil {
 		return 0, err
 	}
-	resp, err := cp.callPeer(ctx, leader, opPropose, payload)
+	resp, err := cp.callPeer(ctx, leader, kv.OpPropose, payload)
 	var refused *transport.RemoteError
 	switch {
 	case errors.Is(err, errNoPeer):

@@ -140,7 +140,7 @@
 //
 // With Config.NearCache, a node keeps the values Get reads from other owners in a ristretto cache bounded
 // in bytes and serves repeated reads from memory. Each owner reports the keys written in the segments a
-// node caches: one long poll per owner (opNearWatch), read from its op log, drops those keys. A gap in the
+// node caches: one long poll per owner (kv.OpNearWatch), read from its op log, drops those keys. A gap in the
 // reports (the log trimmed past what the node has seen), a failed poll, or a change of the partition's owner
 // or epoch drops every cached value of the segment at once. A fill starts from the segment's revision read
 // just before the value, so no later write escapes the reports, and a fill during which its key was dropped

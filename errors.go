@@ -75,7 +75,7 @@ func (e *RoutingError) Error() string {
 }
 
 // Unwrap lets errors.Is match both ErrRetriesExhausted and the last status's sentinel.
-func (e *RoutingError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Last.err()} }
+func (e *RoutingError) Unwrap() []error { return []error{ErrRetriesExhausted, statusErr(e.Last)} }
 
 // VersionMismatchError reports a conditional write that found the key at another version than the one it
 // was given. Current is that version, 0 when the key had no live value. It matches ErrVersionMismatch.

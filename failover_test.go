@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -121,7 +122,7 @@ func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
 	}
 	c.isolate(owner)
 	waitFor(t, 5*time.Second, "the cut-off owner's lease to lapse", func() bool { return !owner.ctl.holdsLease() })
-	if reply := owner.own.serveKV(ctx, opGet, &kvRequest{Key: key}); reply.Status != StatusOwnershipChanging {
+	if reply := owner.own.serveKV(ctx, kv.OpGet, &kv.Request{Key: key}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("cut-off owner answered %s; want OwnershipChanging", reply.Status)
 	}
 	if _, err := owner.Get(ctx, key); !errors.Is(err, ErrOwnershipChanging) {
@@ -446,7 +447,7 @@ func TestDrainLogsALastingRefusalOnce(t *testing.T) {
 	t.Parallel()
 	var refusing atomic.Bool
 	c := startCluster(t, 3, replicated(2, steadyControl, func(cfg *Config) {
-		cfg.hooks.refuseOp = func(op transport.Op) bool { return refusing.Load() && op == opPropose }
+		cfg.hooks.refuseOp = func(op transport.Op) bool { return refusing.Load() && op == kv.OpPropose }
 	}))
 	leaver := c.node((c.leader() + 1) % 3)
 	refusing.Store(true)
@@ -489,7 +490,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	served := 0
 	for time.Now().Before(deadline) {
-		reply := owner.own.serveKV(ctx, opGet, &kvRequest{Key: key})
+		reply := owner.own.serveKV(ctx, kv.OpGet, &kv.Request{Key: key})
 		if reply.Status == StatusSuccess {
 			served++
 			if string(reply.Value) != "new" {
@@ -499,7 +500,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waitFor(t, 10*time.Second, "the reconnected node to send the key to its new owner", func() bool {
-		return owner.own.serveKV(ctx, opGet, &kvRequest{Key: key}).Status == StatusMoved
+		return owner.own.serveKV(ctx, kv.OpGet, &kv.Request{Key: key}).Status == StatusMoved
 	})
 	t.Logf("the reconnected owner served the key %d times, never stale, then redirected it", served)
 }
@@ -576,15 +577,15 @@ func TestDeposedOwnerRefusesReads(t *testing.T) {
 	if err := n.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if reply := n.own.serveKV(ctx, opGet, &kvRequest{Key: "k"}); reply.Status != StatusSuccess {
+	if reply := n.own.serveKV(ctx, kv.OpGet, &kv.Request{Key: "k"}); reply.Status != StatusSuccess {
 		t.Fatalf("get on the owner: %v", reply.Status)
 	}
 	seg := n.layout.KeySegment("k")
 	p := n.layout.SegmentPartition(seg)
 	epoch := n.ClusterMap().Runtime[p].Epoch
 	n.own.repl.discard(p, epoch+1) // a newer epoch, whose map is not published yet
-	for _, op := range []transport.Op{opGet, opGetEntry, opExists} {
-		if reply := n.own.serveKV(ctx, op, &kvRequest{Key: "k"}); reply.Status != StatusOwnershipChanging {
+	for _, op := range []transport.Op{kv.OpGet, kv.OpGetEntry, kv.OpExists} {
+		if reply := n.own.serveKV(ctx, op, &kv.Request{Key: "k"}); reply.Status != StatusOwnershipChanging {
 			t.Errorf("op %d on the discarded copy: %v; want OwnershipChanging", op, reply.Status)
 		}
 	}

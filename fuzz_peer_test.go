@@ -1,14 +1,18 @@
 package zaris
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/zaris-go/zaris/internal/kv"
+)
 
 // Decoders of what peers send that the older fuzz targets do not reach: batch requests and replies, and a
 // cluster map fetched from a peer, which the router then indexes by partition and segment.
 
 func FuzzDecodeBatchRequest(f *testing.F) {
 	seed := appendBatchHeader(nil, 2)
-	seed = appendBatchRequestItem(seed, &batchItemWire{Index: 0, Op: opPut, Req: kvRequest{Key: "k", Value: []byte("v"), TTL: 5}})
-	seed = appendBatchRequestItem(seed, &batchItemWire{Index: 1, Op: opGet, Req: kvRequest{Key: "k"}})
+	seed = appendBatchRequestItem(seed, &batchItemWire{Index: 0, Op: kv.OpPut, Req: kv.Request{Key: "k", Value: []byte("v"), TTL: 5}})
+	seed = appendBatchRequestItem(seed, &batchItemWire{Index: 1, Op: kv.OpGet, Req: kv.Request{Key: "k"}})
 	f.Add(seed)
 	f.Add([]byte{0x91, 0x90})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -5,13 +5,14 @@ import (
 	"strconv"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Hash operations: a key holding fields and their values. A write ships the fields it changes, never the
 // hash.
 
 // applyHSet sets field and value pairs and answers in Int how many fields are new.
-func applyHSet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHSet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) < 2 || len(req.Args)%2 != 0 {
 		return wrongArgCount("hset")
 	}
@@ -35,7 +36,7 @@ func applyHSet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyHGet answers the field's value, StatusNotFound without it.
-func applyHGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHGet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("hget")
 	}
@@ -47,11 +48,11 @@ func applyHGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if status == StatusSuccess && !found {
 		status = StatusNotFound
 	}
-	return kvReply{Status: status, Value: value}
+	return kv.Reply{Status: status, Value: value}
 }
 
 // applyHMGet answers the fields' values, nil for a missing one.
-func applyHMGet(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyHMGet(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Args) < 1 {
 		return wrongArgCount("hmget")
 	}
@@ -68,7 +69,7 @@ func applyHMGet(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 }
 
 // applyHDel deletes fields and answers in Int how many there were.
-func applyHDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHDel(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) < 1 {
 		return wrongArgCount("hdel")
 	}
@@ -91,21 +92,21 @@ func applyHDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyHGetAll answers every field and value, in pairs.
-func applyHGetAll(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyHGetAll(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	var values [][]byte
 	status := s.readCollection(seg, req.Key, kindHash, func(c collection) { values = c.elements() })
 	return readReply(status, values, lim)
 }
 
 // applyHLen answers the number of fields in Int.
-func applyHLen(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHLen(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var n int
 	status := s.readCollection(seg, req.Key, kindHash, func(c collection) { n = c.len() })
-	return kvReply{Status: status, Int: int64(n)}
+	return kv.Reply{Status: status, Int: int64(n)}
 }
 
 // applyHExists answers 1 in Int when the field exists.
-func applyHExists(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHExists(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("hexists")
 	}
@@ -113,12 +114,12 @@ func applyHExists(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	status := s.readCollection(seg, req.Key, kindHash, func(c collection) {
 		_, found = c.(*hashColl).fields[string(req.Args[0])]
 	})
-	return kvReply{Status: status, Int: boolInt(found)}
+	return kv.Reply{Status: status, Int: kv.BoolInt(found)}
 }
 
 // applyHIncrBy adds to a field's integer value (a missing field counts as 0) and answers the sum in Int.
 // Replicas receive the field's new value.
-func applyHIncrBy(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyHIncrBy(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 2 {
 		return wrongArgCount("hincrby")
 	}
@@ -127,7 +128,7 @@ func applyHIncrBy(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 		return invalidArgs(msgNotInteger)
 	}
 	var sum int64
-	var refused kvReply
+	var refused kv.Reply
 	version, status := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
 		var base int64
 		h, _ := c.(*hashColl) // nil when the key has no hash yet
@@ -158,13 +159,13 @@ func (n *Node) HSet(ctx context.Context, key string, fields map[string][]byte) (
 	for f, v := range fields {
 		args = append(args, []byte(f), v)
 	}
-	reply, err := n.client.collectionCall(ctx, opHSet, key, args...)
+	reply, err := n.client.collectionCall(ctx, kv.OpHSet, key, args...)
 	return int(reply.Int), err
 }
 
 // HGet returns a field of the hash under key, or an error matching ErrNotFound without the key or field.
 func (n *Node) HGet(ctx context.Context, key, field string) ([]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opHGet, key, []byte(field))
+	reply, err := n.client.collectionCall(ctx, kv.OpHGet, key, []byte(field))
 	if err == nil && reply.Status == StatusNotFound {
 		err = ErrNotFound
 	}
@@ -173,19 +174,19 @@ func (n *Node) HGet(ctx context.Context, key, field string) ([]byte, error) {
 
 // HMGet returns fields of the hash under key, nil for each one missing.
 func (n *Node) HMGet(ctx context.Context, key string, fields ...string) ([][]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opHMGet, key, stringArgs(fields)...)
+	reply, err := n.client.collectionCall(ctx, kv.OpHMGet, key, stringArgs(fields)...)
 	return reply.Values, err
 }
 
 // HDel deletes fields of the hash under key and returns how many it held. A hash left empty is deleted.
 func (n *Node) HDel(ctx context.Context, key string, fields ...string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opHDel, key, stringArgs(fields)...)
+	reply, err := n.client.collectionCall(ctx, kv.OpHDel, key, stringArgs(fields)...)
 	return int(reply.Int), err
 }
 
 // HGetAll returns every field of the hash under key: an empty map without the key.
 func (n *Node) HGetAll(ctx context.Context, key string) (map[string][]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opHGetAll, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpHGetAll, key)
 	if err != nil {
 		return nil, err
 	}
@@ -198,19 +199,19 @@ func (n *Node) HGetAll(ctx context.Context, key string) (map[string][]byte, erro
 
 // HLen returns the number of fields of the hash under key, 0 without the key.
 func (n *Node) HLen(ctx context.Context, key string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opHLen, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpHLen, key)
 	return int(reply.Int), err
 }
 
 // HExists reports whether the hash under key has field.
 func (n *Node) HExists(ctx context.Context, key, field string) (bool, error) {
-	reply, err := n.client.collectionCall(ctx, opHExists, key, []byte(field))
+	reply, err := n.client.collectionCall(ctx, kv.OpHExists, key, []byte(field))
 	return reply.Int == 1, err
 }
 
 // HIncrBy adds delta to the integer in a field of the hash under key (a missing field counts as 0) and
 // returns the sum. A value that is not an integer, or a sum that overflows, fails with ErrInvalidRequest.
 func (n *Node) HIncrBy(ctx context.Context, key, field string, delta int64) (int64, error) {
-	reply, err := n.client.collectionCall(ctx, opHIncrBy, key, []byte(field), intArg(delta))
+	reply, err := n.client.collectionCall(ctx, kv.OpHIncrBy, key, []byte(field), intArg(delta))
 	return reply.Int, err
 }

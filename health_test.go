@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -201,7 +202,7 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 func TestReadinessBesideAnOlderLeader(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) {
-		cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress }
+		cfg.hooks.refuseOp = func(op transport.Op) bool { return op == kv.OpServerProgress }
 	})
 	c.awaitReady(t, 60*time.Second, "beside a leader that cannot tell its progress")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // The tests of this file each drive one interleaving that real timers cannot produce on purpose: a manual
@@ -312,7 +313,7 @@ func TestInterleavingFailoverWhileCutoverSealed(t *testing.T) {
 	if len(keys) == 0 {
 		t.Fatalf("no acknowledged write in partition %d", p)
 	}
-	if reply := owner.own.serveKV(ctx, opPut, &kvRequest{Key: keys[0], Value: []byte("sealed")}); reply.Status != StatusOwnershipChanging {
+	if reply := owner.own.serveKV(ctx, kv.OpPut, &kv.Request{Key: keys[0], Value: []byte("sealed")}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("sealed owner answered a write with %s; want OwnershipChanging", reply.Status)
 	}
 
@@ -639,7 +640,7 @@ func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
 	refused := 0
 	for i := range 3 {
 		key := keyInPartition(layout, fmt.Sprintf("lapsed-%d-", i), p)
-		if reply := owner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte(key)}); reply.Status == StatusOwnershipChanging {
+		if reply := owner.own.serveKV(ctx, kv.OpPut, &kv.Request{Key: key, Value: []byte(key)}); reply.Status == StatusOwnershipChanging {
 			refused++
 		} else {
 			t.Errorf("owner with a lapsed lease answered a write with %s; want OwnershipChanging", reply.Status)

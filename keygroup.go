@@ -1,6 +1,9 @@
 package zaris
 
-import "github.com/zaris-go/zaris/transport"
+import (
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
+)
 
 // keyGroup is an owned segment held for one atomic group of key operations, or a read-only view of it:
 // what an EXEC or a command on several keys runs on. Its operations take the op registry's path, with the
@@ -8,7 +11,7 @@ import "github.com/zaris-go/zaris/transport"
 type keyGroup interface {
 	// apply runs one key operation in the group. full reports that the write did not fit in the group
 	// (it changed nothing); a write in a read-only view is refused as an invalid request.
-	apply(op transport.Op, req *kvRequest) (reply kvReply, full bool)
+	apply(op transport.Op, req *kv.Request) (reply kv.Reply, full bool)
 	// version returns key's version as the group sees it, zero when it holds no live value.
 	version(key string) uint64
 	// hasRoom reports whether writes taking n bytes (groupWriteBytes) fit in the group, for a command that
@@ -28,20 +31,20 @@ type storeGroup struct {
 	read bool
 }
 
-func (sg *storeGroup) apply(op transport.Op, req *kvRequest) (kvReply, bool) {
+func (sg *storeGroup) apply(op transport.Op, req *kv.Request) (kv.Reply, bool) {
 	k := lookupKeyOp(op)
 	if k == nil || sg.read && !k.readOnly {
-		return kvReply{Status: StatusInvalidRequest}, false
+		return kv.Reply{Status: StatusInvalidRequest}, false
 	}
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal, false
 	}
 	if sg.lim.refusesGrowth(k, sg.seg, req) {
-		return kvReply{Status: StatusOutOfMemory}, false
+		return kv.Reply{Status: StatusOutOfMemory}, false
 	}
 	reply := k.apply(sg.g, sg.seg, *req, sg.lim)
 	if sg.g.takeRefusal() {
-		return kvReply{Status: StatusTooLarge}, true
+		return kv.Reply{Status: StatusTooLarge}, true
 	}
 	return reply, false
 }

@@ -2,9 +2,11 @@ package zaris
 
 import (
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
-// kvRequest and kvReply carry every single-key operation, so they are encoded by hand, field by field,
+// kv.Request and kv.Reply carry every single-key operation, so they are encoded by hand, field by field,
 // like the batch messages (batch_wire.go). The layout is the one the reflective codec writes for the two
 // structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), with integers
 // in their shortest form rather than full width, so either codec reads the other's output. A request is [key, value, ttl, delta, cond, concern, version]. A reply is
@@ -34,12 +36,12 @@ const (
 )
 
 // sizeBound bounds the encoded size of r.
-func (r *kvRequest) sizeBound() int {
+func requestSizeBound(r *kv.Request) int {
 	return kvRequestOverhead + len(r.Key) + len(r.Value) + valuesSize(r.Args)
 }
 
 // sizeBound bounds the encoded size of r.
-func (r *kvReply) sizeBound() int {
+func replySizeBound(r *kv.Reply) int {
 	return kvReplyOverhead + len(r.Value) + len(r.Owner) + valuesSize(r.Values)
 }
 
@@ -53,7 +55,7 @@ func valuesSize(values [][]byte) int {
 }
 
 // appendMsg appends the encoded request to dst.
-func (r *kvRequest) appendMsg(dst []byte) []byte {
+func appendRequest(r *kv.Request, dst []byte) []byte {
 	dst = msgp.AppendArrayHeader(dst, kvRequestFields)
 	dst = msgp.AppendString(dst, r.Key)
 	dst = appendValue(dst, r.Value)
@@ -66,22 +68,22 @@ func (r *kvRequest) appendMsg(dst []byte) []byte {
 }
 
 // marshal returns the encoded request in a buffer of its own.
-func (r *kvRequest) marshal() []byte {
-	return r.appendMsg(make([]byte, 0, r.sizeBound()))
+func marshalRequest(r *kv.Request) []byte {
+	return appendRequest(r, make([]byte, 0, requestSizeBound(r)))
 }
 
 // decodeMsg replaces r with the request encoded in b. Errors wrap ErrInvalidRequest. Value aliases b, capped
 // so appending to it cannot overwrite b. The transport never reuses a frame's payload, so this is safe
 // there; a caller whose b is reused must copy Value.
-func (r *kvRequest) decodeMsg(b []byte) error {
+func decodeRequest(r *kv.Request, b []byte) error {
 	w := wireReader{b: b}
 	n := w.fields(kvRequestFieldsLeast)
-	*r = kvRequest{
+	*r = kv.Request{
 		Key:     w.string(),
 		Value:   w.value(),
 		TTL:     w.int64(),
 		Delta:   w.int64(),
-		Cond:    putCond(w.uint8()),
+		Cond:    kv.Cond(w.uint8()),
 		Concern: WriteConcern(w.uint8()),
 	}
 	if n >= kvRequestFieldsVersion {
@@ -92,14 +94,14 @@ func (r *kvRequest) decodeMsg(b []byte) error {
 	}
 	w.skip(n - kvRequestFields)
 	if err := w.done("kv request"); err != nil {
-		*r = kvRequest{}
+		*r = kv.Request{}
 		return err
 	}
 	return nil
 }
 
 // appendMsg appends the encoded reply to dst.
-func (r *kvReply) appendMsg(dst []byte) []byte {
+func appendReply(r *kv.Reply, dst []byte) []byte {
 	dst = msgp.AppendArrayHeader(dst, kvReplyFields)
 	dst = msgp.AppendUint8(dst, uint8(r.Status))
 	dst = appendValue(dst, r.Value)
@@ -114,16 +116,16 @@ func (r *kvReply) appendMsg(dst []byte) []byte {
 }
 
 // marshal returns the encoded reply in a buffer of its own.
-func (r *kvReply) marshal() []byte {
-	return r.appendMsg(make([]byte, 0, r.sizeBound()))
+func marshalReply(r *kv.Reply) []byte {
+	return appendReply(r, make([]byte, 0, replySizeBound(r)))
 }
 
-// decodeMsg replaces r with the reply encoded in b. Value aliases b, as for kvRequest.decodeMsg. Errors
+// decodeMsg replaces r with the reply encoded in b. Value aliases b, as for kv.Request.decodeMsg. Errors
 // wrap ErrInvalidRequest.
-func (r *kvReply) decodeMsg(b []byte) error {
+func decodeReply(r *kv.Reply, b []byte) error {
 	w := wireReader{b: b}
 	n := w.fields(kvReplyFieldsLeast)
-	*r = kvReply{
+	*r = kv.Reply{
 		Status:   Status(w.uint8()),
 		Value:    w.value(),
 		Version:  w.uint64(),
@@ -141,7 +143,7 @@ func (r *kvReply) decodeMsg(b []byte) error {
 	}
 	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {
-		*r = kvReply{}
+		*r = kv.Reply{}
 		return err
 	}
 	return nil

@@ -29,11 +29,17 @@ func (cp *controlPlane) drain(ctx context.Context) error {
 		// The flag is set locally and gossip will carry it; only the broadcast's confirmation timed out.
 		cp.log.Warn("leave: drain announced without confirmation", "err", err)
 	}
-	lonely := countdowns[bool]{}
+	lonely, leaderless := countdowns[bool]{}, countdowns[bool]{}
 	warned := "" // the last reason logged for a drain not recorded, so that a lasting one is logged once
 	for {
 		m := cp.fsm.clusterMap()
-		if !m.holds(cp.id) && (cp.drainRecorded(m) || cp.leaderID() == "") {
+		if cp.leaderID() != "" {
+			clear(leaderless)
+		}
+		// A node holding nothing need not wait for a control plane that stays without a leader; a moment
+		// between two leaders is no reason to end the drain unrecorded.
+		noLeader := cp.leaderID() == "" && leaderless.elapsed(true, cp.cfg.Clock.Now()) >= cp.cfg.FailoverTimeout
+		if !m.holds(cp.id) && (cp.drainRecorded(m) || noLeader) {
 			return nil
 		}
 		if !cp.alone() {

@@ -4,21 +4,22 @@ import (
 	"context"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // List operations: a key holding a sequence of items, pushed and popped at either end. A write ships the
 // items it pushes, or how many it pops or trims.
 
 // applyPush pushes items at one end, in order, and answers the list's new length in Int. With
-// condIfExists in Cond (LPUSHX, RPUSHX) it pushes only onto an existing list, and answers 0 without one.
+// kv.CondIfExists in Cond (LPUSHX, RPUSHX) it pushes only onto an existing list, and answers 0 without one.
 func applyPush(left bool, cmd string) applyFunc {
-	return func(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	return func(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		if len(req.Args) < 1 {
 			return wrongArgCount(cmd)
 		}
 		length := 0
 		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
-			if c == nil && req.Cond&condIfExists != 0 {
+			if c == nil && req.Cond&kv.CondIfExists != 0 {
 				return collOp{}
 			}
 			if c != nil {
@@ -34,7 +35,7 @@ func applyPush(left bool, cmd string) applyFunc {
 // applyPop pops items from one end: one, answered in Value, or as many as the optional count says,
 // answered in Values. A missing key answers StatusNotFound.
 func applyPop(left bool, cmd string) applyFunc {
-	return func(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+	return func(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		if len(req.Args) > 1 {
 			return wrongArgCount(cmd)
 		}
@@ -104,7 +105,7 @@ func listRange(start, stop int64, n int) (int, int) {
 }
 
 // rangeArgs parses the start and stop arguments of LRANGE and LTRIM.
-func rangeArgs(args [][]byte, cmd string) (start, stop int64, refused kvReply) {
+func rangeArgs(args [][]byte, cmd string) (start, stop int64, refused kv.Reply) {
 	if len(args) != 2 {
 		return 0, 0, wrongArgCount(cmd)
 	}
@@ -113,11 +114,11 @@ func rangeArgs(args [][]byte, cmd string) (start, stop int64, refused kvReply) {
 	if !ok1 || !ok2 {
 		return 0, 0, invalidArgs(msgNotInteger)
 	}
-	return start, stop, kvReply{}
+	return start, stop, kv.Reply{}
 }
 
 // applyLRange answers the items from start to stop, inclusive.
-func applyLRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyLRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	start, stop, refused := rangeArgs(req.Args, "lrange")
 	if refused.Status != StatusSuccess {
 		return refused
@@ -134,14 +135,14 @@ func applyLRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 }
 
 // applyLLen answers the list's length in Int.
-func applyLLen(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyLLen(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var n int
 	status := s.readCollection(seg, req.Key, kindList, func(c collection) { n = c.len() })
-	return kvReply{Status: status, Int: int64(n)}
+	return kv.Reply{Status: status, Int: int64(n)}
 }
 
 // applyLIndex answers the item at an index, negative ones counting from the end, or StatusNotFound.
-func applyLIndex(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyLIndex(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("lindex")
 	}
@@ -149,7 +150,7 @@ func applyLIndex(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if !ok {
 		// Redis looks the key up first: a missing key or another type answers before a bad index.
 		if status := s.readCollection(seg, req.Key, kindList, func(collection) {}); status != StatusSuccess {
-			return kvReply{Status: status}
+			return kv.Reply{Status: status}
 		}
 		return invalidArgs(msgNotInteger)
 	}
@@ -166,11 +167,11 @@ func applyLIndex(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if status == StatusSuccess && item == nil {
 		status = StatusNotFound
 	}
-	return kvReply{Status: status, Value: item}
+	return kv.Reply{Status: status, Value: item}
 }
 
 // applyLTrim keeps the items from start to stop, inclusive, deleting the list when none is left.
-func applyLTrim(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyLTrim(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	start, stop, refused := rangeArgs(req.Args, "ltrim")
 	if refused.Status != StatusSuccess {
 		return refused
@@ -194,46 +195,46 @@ func applyLTrim(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 // LPush pushes values at the head of the list under key, creating it if need be, each before the previous
 // one, and returns the list's length.
 func (n *Node) LPush(ctx context.Context, key string, values ...[]byte) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opLPush, key, values...)
+	reply, err := n.client.collectionCall(ctx, kv.OpLPush, key, values...)
 	return int(reply.Int), err
 }
 
 // RPush pushes values at the tail of the list under key, creating it if need be, and returns its length.
 func (n *Node) RPush(ctx context.Context, key string, values ...[]byte) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opRPush, key, values...)
+	reply, err := n.client.collectionCall(ctx, kv.OpRPush, key, values...)
 	return int(reply.Int), err
 }
 
 // LPop pops up to count items from the head of the list under key: none without the key. A list left
 // empty is deleted.
 func (n *Node) LPop(ctx context.Context, key string, count int) ([][]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opLPop, key, intArg(int64(count)))
+	reply, err := n.client.collectionCall(ctx, kv.OpLPop, key, intArg(int64(count)))
 	return reply.Values, err
 }
 
 // RPop pops up to count items from the tail of the list under key, the last first.
 func (n *Node) RPop(ctx context.Context, key string, count int) ([][]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opRPop, key, intArg(int64(count)))
+	reply, err := n.client.collectionCall(ctx, kv.OpRPop, key, intArg(int64(count)))
 	return reply.Values, err
 }
 
 // LRange returns the items of the list under key from start to stop, inclusive; negative indexes count
 // from the end, -1 being the last item.
 func (n *Node) LRange(ctx context.Context, key string, start, stop int64) ([][]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opLRange, key, intArg(start), intArg(stop))
+	reply, err := n.client.collectionCall(ctx, kv.OpLRange, key, intArg(start), intArg(stop))
 	return reply.Values, err
 }
 
 // LLen returns the length of the list under key, 0 without the key.
 func (n *Node) LLen(ctx context.Context, key string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opLLen, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpLLen, key)
 	return int(reply.Int), err
 }
 
 // LIndex returns the item at index of the list under key, negative indexes counting from the end, or an
 // error matching ErrNotFound.
 func (n *Node) LIndex(ctx context.Context, key string, index int64) ([]byte, error) {
-	reply, err := n.client.collectionCall(ctx, opLIndex, key, intArg(index))
+	reply, err := n.client.collectionCall(ctx, kv.OpLIndex, key, intArg(index))
 	if err == nil && reply.Status == StatusNotFound {
 		err = ErrNotFound
 	}
@@ -243,6 +244,6 @@ func (n *Node) LIndex(ctx context.Context, key string, index int64) ([]byte, err
 // LTrim keeps the items of the list under key from start to stop, inclusive, deleting the list when none
 // is left.
 func (n *Node) LTrim(ctx context.Context, key string, start, stop int64) error {
-	_, err := n.client.collectionCall(ctx, opLTrim, key, intArg(start), intArg(stop))
+	_, err := n.client.collectionCall(ctx, kv.OpLTrim, key, intArg(start), intArg(stop))
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -31,7 +32,7 @@ const (
 // loadsOnMiss reports whether op, finding its key missing at the owner, loads it: the reads of a string's
 // value.
 func loadsOnMiss(op transport.Op) bool {
-	return op == opGet || op == opGetEntry || op == opNearGet
+	return op == kv.OpGet || op == kv.OpGetEntry || op == kv.OpNearGet
 }
 
 // readThrough is an owner's side of Config.Loader: it loads the keys reads find missing, one load per key
@@ -42,7 +43,7 @@ func loadsOnMiss(op transport.Op) bool {
 type readThrough struct {
 	load Loader
 	// write runs fn on an atomic group of key's segment, ownership checked, as a write of the owner is run.
-	write    func(ctx context.Context, key string, fn func(keyGroup)) kvReply
+	write    func(ctx context.Context, key string, fn func(keyGroup)) kv.Reply
 	spawn    func(fn func()) bool // runs fn in a goroutine Close waits for, unless closing
 	life     context.Context      // ends when the node closes
 	clock    Clock
@@ -64,11 +65,11 @@ type readThrough struct {
 // loadFlight is one load under way; waiters read reply once done is closed.
 type loadFlight struct {
 	done       chan struct{}
-	reply      kvReply
+	reply      kv.Reply
 	superseded atomic.Bool // the key was written during the load
 }
 
-func newReadThrough(cfg *Config, write func(context.Context, string, func(keyGroup)) kvReply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
+func newReadThrough(cfg *Config, write func(context.Context, string, func(keyGroup)) kv.Reply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
 	parallel := cmp.Or(cfg.LoaderConcurrency, defaultLoaderConcurrency)
 	return &readThrough{
 		load: cfg.Loader, write: write, spawn: spawn, life: life, clock: cfg.Clock, log: log,
@@ -86,7 +87,7 @@ func (rt *readThrough) covers(op transport.Op, key string) bool {
 }
 
 // readThrough loads key, which a read found missing, and once it is stored reads it again with reread.
-func (rt *readThrough) readThrough(ctx context.Context, key string, reread func() kvReply) kvReply {
+func (rt *readThrough) readThrough(ctx context.Context, key string, reread func() kv.Reply) kv.Reply {
 	if loaded := rt.fill(ctx, key); loaded.Status != StatusSuccess {
 		return loaded
 	}
@@ -98,10 +99,10 @@ func (rt *readThrough) readThrough(ctx context.Context, key string, reread func(
 // loader found no such key, StatusLoadFailed with the loader's error in Value, or the refusal of an owner
 // that could not store it. The load runs apart from the caller, so a caller that gives up leaves it to the
 // others waiting.
-func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
+func (rt *readThrough) fill(ctx context.Context, key string) kv.Reply {
 	if rt.knownAbsent(key) {
 		rt.absentHits.Add(1)
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	rt.mu.Lock()
 	f, running := rt.flights[key]
@@ -112,7 +113,7 @@ func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	}
 	rt.mu.Unlock()
 	if !running && !rt.spawn(func() { rt.run(key, f) }) {
-		rt.finish(key, f, kvReply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())})
+		rt.finish(key, f, kv.Reply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())})
 	}
 	rt.waiting.Add(1)
 	defer rt.waiting.Add(-1)
@@ -120,19 +121,19 @@ func (rt *readThrough) fill(ctx context.Context, key string) kvReply {
 	case <-f.done:
 		return f.reply
 	case <-ctx.Done():
-		return kvReply{Status: StatusLoadFailed, Value: []byte(ctx.Err().Error())}
+		return kv.Reply{Status: StatusLoadFailed, Value: []byte(ctx.Err().Error())}
 	}
 }
 
 // run loads key and stores the value, then hands the outcome to the flight's waiters, whatever happens.
 func (rt *readThrough) run(key string, f *loadFlight) {
-	reply := kvReply{Status: StatusInternal}
+	reply := kv.Reply{Status: StatusInternal}
 	defer func() { rt.finish(key, f, reply) }()
 	select {
 	case rt.slots <- struct{}{}:
 		defer func() { <-rt.slots }()
 	case <-rt.life.Done():
-		reply = kvReply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())}
+		reply = kv.Reply{Status: StatusLoadFailed, Value: []byte(ErrClosed.Error())}
 		return
 	}
 	ctx, cancel := context.WithTimeout(rt.life, rt.timeout)
@@ -142,11 +143,11 @@ func (rt *readThrough) run(key string, f *loadFlight) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		rt.noteAbsent(key)
-		reply = kvReply{Status: StatusNotFound}
+		reply = kv.Reply{Status: StatusNotFound}
 	case err != nil:
 		rt.failures.Add(1)
 		rt.log.Debug("load failed", "key", key, "err", err)
-		reply = kvReply{Status: StatusLoadFailed, Value: loadErrorText(err)}
+		reply = kv.Reply{Status: StatusLoadFailed, Value: loadErrorText(err)}
 	default:
 		reply = rt.store(key, f, value, ttl)
 	}
@@ -169,28 +170,28 @@ const storeTimeout = 5 * time.Second
 // store writes a loaded value, unless the key was written during the load (its flight is superseded) or
 // holds a value: what was written meanwhile is newer. The check runs in the key's atomic group, which a
 // write of the key marking the flight also holds, so no write slips between the check and the store.
-func (rt *readThrough) store(key string, f *loadFlight, value []byte, ttl time.Duration) kvReply {
+func (rt *readThrough) store(key string, f *loadFlight, value []byte, ttl time.Duration) kv.Reply {
 	if ttl < 0 {
-		return kvReply{Status: StatusNotFound} // expired as it was loaded
+		return kv.Reply{Status: StatusNotFound} // expired as it was loaded
 	}
 	ctx, cancel := context.WithTimeout(rt.life, storeTimeout)
 	defer cancel()
-	put := kvReply{Status: StatusSuccess}
+	put := kv.Reply{Status: StatusSuccess}
 	reply := rt.write(ctx, key, func(g keyGroup) {
 		if !f.superseded.Load() {
-			put, _ = g.apply(opPutIf, &kvRequest{Key: key, Value: value, TTL: int64(ttl), Cond: condIfAbsent})
+			put, _ = g.apply(kv.OpPutIf, &kv.Request{Key: key, Value: value, TTL: int64(ttl), Cond: kv.CondIfAbsent})
 		}
 	})
 	switch {
 	case reply.Status == StatusUnconfirmed:
-		return kvReply{Status: StatusSuccess} // stored, maybe: the read that follows finds out
+		return kv.Reply{Status: StatusSuccess} // stored, maybe: the read that follows finds out
 	case reply.Status != StatusSuccess:
 		return reply // the owner could not store it (it lost the partition, say): the caller's read goes again
 	case put.Status != StatusSuccess:
 		rt.failures.Add(1)
-		return kvReply{Status: StatusLoadFailed, Value: []byte(fmt.Sprintf("loaded value not stored: %v", put.Status))}
+		return kv.Reply{Status: StatusLoadFailed, Value: []byte(fmt.Sprintf("loaded value not stored: %v", put.Status))}
 	}
-	return kvReply{Status: StatusSuccess}
+	return kv.Reply{Status: StatusSuccess}
 }
 
 // written is the loader's write listener: a write of a key being loaded supersedes the load.
@@ -211,7 +212,7 @@ func (rt *readThrough) written(_ int, _, _ uint64, key string, _ *entry, change 
 }
 
 // finish ends flight f of key with reply.
-func (rt *readThrough) finish(key string, f *loadFlight, reply kvReply) {
+func (rt *readThrough) finish(key string, f *loadFlight, reply kv.Reply) {
 	rt.mu.Lock()
 	delete(rt.flights, key)
 	rt.inflight.Add(-1)

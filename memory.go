@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // The eviction policies, named as Redis names them. Under noeviction, once a partition holds its share of
@@ -330,7 +332,7 @@ func (r evictionRanker) rank(c *evictionCandidate, now int64) uint64 {
 
 // footprint estimates what req may add to its partition's copies, as the store counts an entry: its key
 // and value rounded to the allocator's size class, its arguments likewise, and its item in the key table.
-func (req *kvRequest) footprint() int64 {
+func requestFootprint(req *kv.Request) int64 {
 	n := allocSize(int(entryHeader)+len(req.Key)+len(req.Value)) + tableItemOverhead
 	for _, a := range req.Args {
 		n += allocSize(len(a))

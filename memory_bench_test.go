@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -163,7 +164,7 @@ func BenchmarkStoreAccounting(b *testing.B) {
 type accountingCase struct {
 	name string
 	op   transport.Op
-	req  kvRequest
+	req  kv.Request
 }
 
 // accountingCases are strings and each kind of collection, with small elements and with 1 KiB ones.
@@ -177,16 +178,16 @@ func accountingCases() []accountingCase {
 		return out
 	}
 	return []accountingCase{
-		{"string-64B", opPut, kvRequest{Value: make([]byte, 64)}},
-		{"string-1KiB", opPut, kvRequest{Value: make([]byte, 1024)}},
-		{"hash-4-fields", opHSet, kvRequest{Args: args("f1", "value-one", "f2", "value-two", "f3", "value-three", "f4", "4")}},
-		{"set-4-members", opSAdd, kvRequest{Args: args("m1", "member-two", "member-three", "m4")}},
-		{"list-4-items", opRPush, kvRequest{Args: args("item-one", "item-two", "item-three", "4")}},
-		{"zset-4-members", opZAdd, kvRequest{Args: args("1", "a", "2", "member-b", "3", "member-c", "4", "d")}},
-		{"hash-4-fields-1KiB", opHSet, kvRequest{Args: args("f1", kib, "f2", kib, "f3", kib, "f4", kib)}},
-		{"set-4-members-1KiB", opSAdd, kvRequest{Args: args("1"+kib, "2"+kib, "3"+kib, "4"+kib)}},
-		{"list-4-items-1KiB", opRPush, kvRequest{Args: args(kib, kib, kib, kib)}},
-		{"zset-4-members-1KiB", opZAdd, kvRequest{Args: args("1", "1"+kib, "2", "2"+kib, "3", "3"+kib, "4", "4"+kib)}},
+		{"string-64B", kv.OpPut, kv.Request{Value: make([]byte, 64)}},
+		{"string-1KiB", kv.OpPut, kv.Request{Value: make([]byte, 1024)}},
+		{"hash-4-fields", kv.OpHSet, kv.Request{Args: args("f1", "value-one", "f2", "value-two", "f3", "value-three", "f4", "4")}},
+		{"set-4-members", kv.OpSAdd, kv.Request{Args: args("m1", "member-two", "member-three", "m4")}},
+		{"list-4-items", kv.OpRPush, kv.Request{Args: args("item-one", "item-two", "item-three", "4")}},
+		{"zset-4-members", kv.OpZAdd, kv.Request{Args: args("1", "a", "2", "member-b", "3", "member-c", "4", "d")}},
+		{"hash-4-fields-1KiB", kv.OpHSet, kv.Request{Args: args("f1", kib, "f2", kib, "f3", kib, "f4", kib)}},
+		{"set-4-members-1KiB", kv.OpSAdd, kv.Request{Args: args("1"+kib, "2"+kib, "3"+kib, "4"+kib)}},
+		{"list-4-items-1KiB", kv.OpRPush, kv.Request{Args: args(kib, kib, kib, kib)}},
+		{"zset-4-members-1KiB", kv.OpZAdd, kv.Request{Args: args("1", "1"+kib, "2", "2"+kib, "3", "3"+kib, "4", "4"+kib)}},
 	}
 }
 
@@ -199,7 +200,7 @@ func measureAccounting(tb testing.TB, tc accountingCase, keys int) (heap, estima
 	before := liveHeap() // after the empty store, whose segments' tables are not any key's
 	for i := range keys {
 		req := tc.req
-		req.Key, req.Value, req.Args = "key:"+strconv.Itoa(i), bytes.Clone(req.Value), cloneValues(req.Args) // as a request arrives
+		req.Key, req.Value, req.Args = "key:"+strconv.Itoa(i), bytes.Clone(req.Value), kv.CloneValues(req.Args) // as a request arrives
 		if r := s.applyExclusive(layout.KeySegment(req.Key), &keyOps[tc.op], req, lim); r.Status != StatusSuccess {
 			tb.Fatal(r.Status)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -227,7 +228,7 @@ func (c *collector) collectOps(ch chan<- prometheus.Metric) {
 
 // opMetricName names an operation kind in the op label.
 func opMetricName(op int) string {
-	if op == int(opBatch) {
+	if op == int(kv.OpBatch) {
 		return "batch"
 	}
 	return opName(transport.Op(op))

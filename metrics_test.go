@@ -17,6 +17,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // scrape is one scrape of a node's /metrics over HTTP, parsed.
@@ -340,13 +342,13 @@ func BenchmarkOpObserve(b *testing.B) {
 	m := newOpMetrics()
 	b.Run("serial", func(b *testing.B) {
 		for b.Loop() {
-			m.caller.observe(opGet, StatusSuccess, nil, 80*time.Microsecond)
+			m.caller.observe(kv.OpGet, StatusSuccess, nil, 80*time.Microsecond)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				m.caller.observe(opGet, StatusSuccess, nil, 80*time.Microsecond)
+				m.caller.observe(kv.OpGet, StatusSuccess, nil, 80*time.Microsecond)
 			}
 		})
 	})

@@ -14,18 +14,19 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
 // A node's near cache (Config.NearCache) keeps the values Get reads from other owners, in a ristretto cache
 // bounded in bytes, and serves them from memory while they are known current:
 //
-//   - Every segment holding cached values is followed: a poller per owner long-polls it (opNearWatch) for
+//   - Every segment holding cached values is followed: a poller per owner long-polls it (kv.OpNearWatch) for
 //     the keys written after the revision the cache has seen, and drops those keys. When the owner's log
 //     no longer reaches back, the owner no longer serves the segment, a poll fails, or the caching node's
 //     map shows the partition with another owner or epoch, every value of the segment is dropped at once
 //     (its generation moves on).
-//   - A fill starts from the segment's revision read before the value (opNearGet), so every later write of
+//   - A fill starts from the segment's revision read before the value (kv.OpNearGet), so every later write of
 //     the key reaches the cache after it; a fill during which the key was dropped keeps nothing.
 //   - This node's own writes drop the key before they return, so a Get never serves a value older than
 //     the caller's acknowledged write.
@@ -378,21 +379,21 @@ func (c *client) nearGet(ctx context.Context, key string) (value []byte, served 
 	if e != nil && !check {
 		return bytes.Clone(e.value), true, nil
 	}
-	req := kvRequest{Key: key}
+	req := kv.Request{Key: key}
 	if e != nil {
 		req.Version = e.version
 		near.stats.revalidations.Add(1)
 	}
 	f := near.begin(seg)
-	reply, err := c.execute(ctx, opNearGet, &req)
+	reply, err := c.execute(ctx, kv.OpNearGet, &req)
 	var refused *transport.RemoteError
 	if errors.As(err, &refused) {
-		return nil, false, nil // an owner of an older version, which knows no opNearGet: read it uncached
+		return nil, false, nil // an owner of an older version, which knows no kv.OpNearGet: read it uncached
 	}
 	if err != nil {
 		return nil, true, err
 	}
-	if err := reply.err(); err != nil {
+	if err := replyErr(reply); err != nil {
 		return nil, true, err
 	}
 	if reply.Existed && e != nil {
@@ -472,7 +473,7 @@ func (c *client) sendNearWatch(ctx context.Context, p *peer, req *nearWatchReque
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.Wait)+c.cfg.ReplicaAckTimeout+time.Second)
 	defer cancel()
-	resp, err := p.client.Call(ctx, opNearWatch, payload)
+	resp, err := p.client.Call(ctx, kv.OpNearWatch, payload)
 	if err != nil {
 		return nearWatchReply{}, fmt.Errorf("zaris: near cache poll to node %s (%s): %w", p.id, p.addr, err)
 	}

@@ -136,7 +136,7 @@ func (o *owner) nearChanges(req *nearWatchRequest) (reply nearWatchReply, news b
 	return reply, news
 }
 
-// serveNearWatchRequest decodes and serves an opNearWatch request.
+// serveNearWatchRequest decodes and serves an kv.OpNearWatch request.
 func (o *owner) serveNearWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req nearWatchRequest
 	if err := decode(payload, &req); err != nil {

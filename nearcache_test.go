@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -402,7 +403,7 @@ func BenchmarkNearCache(b *testing.B) {
 	b.Run("zipf-plain", zipf(plain))
 }
 
-// nearWireSeeds are opNearWatch messages the fuzz tests start from.
+// nearWireSeeds are kv.OpNearWatch messages the fuzz tests start from.
 func nearWireSeeds() ([]nearWatchRequest, []nearWatchReply) {
 	return []nearWatchRequest{
 			{Cache: 7, Segments: []uint32{3, 9}, After: []uint64{10, 0}, Wait: int64(time.Second)},
@@ -417,7 +418,7 @@ func nearWireSeeds() ([]nearWatchRequest, []nearWatchReply) {
 		}
 }
 
-// FuzzDecodeNearWatchRequest fuzzes the opNearWatch request, read with the reflective codec.
+// FuzzDecodeNearWatchRequest fuzzes the kv.OpNearWatch request, read with the reflective codec.
 func FuzzDecodeNearWatchRequest(f *testing.F) {
 	requests, _ := nearWireSeeds()
 	for i := range requests {
@@ -430,7 +431,7 @@ func FuzzDecodeNearWatchRequest(f *testing.F) {
 	f.Fuzz(fuzzReflective[nearWatchRequest])
 }
 
-// FuzzDecodeNearWatchReply fuzzes the opNearWatch reply, which the caching node reads with the reflective
+// FuzzDecodeNearWatchReply fuzzes the kv.OpNearWatch reply, which the caching node reads with the reflective
 // codec.
 func FuzzDecodeNearWatchReply(f *testing.F) {
 	_, replies := nearWireSeeds()
@@ -462,13 +463,13 @@ func TestNearWatchRefusesBadRequests(t *testing.T) {
 }
 
 // TestNearCacheReadsUncachedFromOlderOwners gives a node a near cache in a cluster whose other node, like a
-// node of an older version, knows neither opNearGet nor opNearWatch: reads of its keys go through the
+// node of an older version, knows neither kv.OpNearGet nor kv.OpNearWatch: reads of its keys go through the
 // plain path, current and uncached.
 func TestNearCacheReadsUncachedFromOlderOwners(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, nearCached(0, func(cfg *Config) {
 		if cfg.Name == "node-1" {
-			cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opNearGet || op == opNearWatch }
+			cfg.hooks.refuseOp = func(op transport.Op) bool { return op == kv.OpNearGet || op == kv.OpNearWatch }
 		}
 	}))
 	ctx := bg(t)

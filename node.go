@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -163,12 +164,12 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.client.near = near
 	}
 	if cfg.Loader != nil {
-		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kvReply {
+		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kv.Reply {
 			seg, refusal, owned := n.own.checkOwner(key)
 			if !owned {
 				return refusal
 			}
-			return kvReply{Status: n.own.applyAtomically(ctx, seg, []string{key}, fn)}
+			return kv.Reply{Status: n.own.applyAtomically(ctx, seg, []string{key}, fn)}
 		}
 		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
 	}
@@ -387,23 +388,23 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 	switch {
 	case n.refuses(op):
 	case lookupKeyOp(op) != nil:
-		var req kvRequest
-		if err := req.decodeMsg(payload); err != nil { // req.Value aliases payload, which is ours alone
-			return (&kvReply{Status: StatusInvalidRequest}).marshal(), nil
+		var req kv.Request
+		if err := decodeRequest(&req, payload); err != nil { // req.Value aliases payload, which is ours alone
+			return marshalReply(&kv.Reply{Status: StatusInvalidRequest}), nil
 		}
 		n.stats.served.Add(1)
 		reply := n.own.serveKV(ctx, op, &req)
-		return reply.marshal(), nil
-	case op == opBatch:
+		return marshalReply(&reply), nil
+	case op == kv.OpBatch:
 		start := time.Now()
 		reply, err := n.own.serveBatch(ctx, payload)
 		n.own.ownerOp(op, statusOf(err), start)
 		return reply, err
-	case op == opWatch:
+	case op == kv.OpWatch:
 		return n.own.serveWatchRequest(ctx, payload)
-	case op == opNearWatch:
+	case op == kv.OpNearWatch:
 		return n.own.serveNearWatchRequest(ctx, payload)
-	case op == opScan:
+	case op == kv.OpScan:
 		return n.own.serveScanRequest(ctx, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
@@ -418,7 +419,7 @@ func (h *dataHandler) ServeRequest(ctx context.Context, op transport.Op, payload
 }
 
 func (h *dataHandler) ReleaseResponse(op transport.Op, resp []byte) {
-	if op == opBatch {
+	if op == kv.OpBatch {
 		putWireBuffer(new([]byte), resp)
 	}
 }
@@ -426,7 +427,7 @@ func (h *dataHandler) ReleaseResponse(op transport.Op, resp []byte) {
 // serveInternal is the handler of the internal lane: requests that never wait on another node.
 func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byte) (_ []byte, err error) {
 	site := panicInPeer
-	if op == opReplicate {
+	if op == kv.OpReplicate {
 		site = panicInReplication
 	}
 	defer n.panics.recoverRequest(site, op, &err)
@@ -434,20 +435,20 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 	case n.refuses(op):
 	case n.panics.gaveUp.Load():
 		return nil, fmt.Errorf("%w: the node gave up serving", ErrInternal)
-	case op == opGetMap:
+	case op == kv.OpGetMap:
 		return encode(n.ctl.fsm.clusterMap())
-	case op == opReplicate:
+	case op == kv.OpReplicate:
 		var req replicateRequest
 		if err := req.decodeMsg(payload); err != nil {
 			return nil, err
 		}
 		reply := n.own.repl.serveReplicate(ctx, &req)
 		return reply.marshal(), nil
-	case op == opPropose:
+	case op == kv.OpPropose:
 		return n.ctl.serveProposal(payload)
-	case op == opServerProgress:
+	case op == kv.OpServerProgress:
 		return n.ctl.serveProgress(payload)
-	case op == opRecoverySurvey || op == opRecoveryInstall:
+	case op == kv.OpRecoverySurvey || op == kv.OpRecoveryInstall:
 		return n.ctl.serveRecovery(op, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)

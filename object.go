@@ -1,45 +1,42 @@
 package zaris
 
-import "strconv"
+import (
+	"strconv"
 
-// Refusal codes of opObject (strings.go): the policy does not track what was asked.
-const (
-	refusedNoFrequency = 5 // OBJECT FREQ outside an LFU policy
-	refusedIdleTimeLFU = 6 // OBJECT IDLETIME under an LFU policy
-	refusedNoIdleTime  = 7 // OBJECT IDLETIME under a policy that tracks no use
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // applyObject describes key's value as Redis's OBJECT does, without counting as an access. Args[0] names
 // what: "freq", the LFU counter, or "idletime", seconds since the last access, in Int; "encoding", the
 // encoding Redis would give the value as it is now, in Value.
-func applyObject(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyObject(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
-		return kvReply{Status: StatusInvalidRequest}
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
 	now := s.now()
 	e := s.peek(seg, req.Key, now)
 	if e == nil {
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	mode := s.accessMode()
 	switch string(req.Args[0]) {
 	case "freq":
 		if mode != accessLFU {
-			return kvReply{Status: StatusInvalidRequest, Int: refusedNoFrequency}
+			return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedNoFrequency}
 		}
-		return kvReply{Status: StatusSuccess, Int: int64(lfuDecayed(e.access(), now))}
+		return kv.Reply{Status: StatusSuccess, Int: int64(lfuDecayed(e.access(), now))}
 	case "idletime":
 		switch mode {
 		case accessLFU:
-			return kvReply{Status: StatusInvalidRequest, Int: refusedIdleTimeLFU}
+			return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedIdleTimeLFU}
 		case accessNone:
-			return kvReply{Status: StatusInvalidRequest, Int: refusedNoIdleTime}
+			return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedNoIdleTime}
 		}
-		return kvReply{Status: StatusSuccess, Int: int64(evictionRank(mode, e.access(), now))}
+		return kv.Reply{Status: StatusSuccess, Int: int64(evictionRank(mode, e.access(), now))}
 	case "encoding":
-		return kvReply{Status: StatusSuccess, Value: []byte(encodingOf(e))}
+		return kv.Reply{Status: StatusSuccess, Value: []byte(encodingOf(e))}
 	}
-	return kvReply{Status: StatusInvalidRequest}
+	return kv.Reply{Status: StatusInvalidRequest}
 }
 
 // peek returns key's live entry at now, nil if none, without touching its access stamp.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -20,7 +21,7 @@ type keyOperation struct {
 	// ownLocks: the operation checks the transactions holding its keys itself, or writes only a record
 	// that its key routes to, so the store does not check its request's key.
 	ownLocks bool
-	// txnOnly: the operation runs only as an item of a transaction (opTxn), whose atomic group holds the
+	// txnOnly: the operation runs only as an item of a transaction (kv.OpTxn), whose atomic group holds the
 	// segment from its lock checks to its writes.
 	txnOnly bool
 	// grows: the operation may add data, so its owner refuses it once the partition holds its share of
@@ -31,7 +32,7 @@ type keyOperation struct {
 // applyFunc runs a key operation on segment seg of the local store. The caller has checked ownership and,
 // for a write, that the partition is not sealed. Every mutation goes through store.commit. The request is
 // passed by value because a pointer passed through a function value escapes, costing an allocation.
-type applyFunc func(s *store, seg int, req kvRequest, lim opLimits) kvReply
+type applyFunc func(s *store, seg int, req kv.Request, lim opLimits) kv.Reply
 
 // opLimits are the limits of Config that key operations enforce.
 type opLimits struct {
@@ -52,75 +53,75 @@ func (l opLimits) deposedFrom(seg int) bool {
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
-	opGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
-	opPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
-	opDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
-	opIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
-	opExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
-	opPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
-	opTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
-	opExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
-	opPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
+	kv.OpGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
+	kv.OpPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
+	kv.OpDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
+	kv.OpIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
+	kv.OpExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
+	kv.OpPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
+	kv.OpTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
+	kv.OpExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
+	kv.OpPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
-	opGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
-	opNearGet:         {name: "nearget", readOnly: true, reveals: revealsAlways, apply: applyNearGet},
-	opPutIfVersion:    {name: "putifversion", grows: true, reveals: revealsUnmetVersion, apply: applyPutIfVersion},
-	opDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
+	kv.OpGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
+	kv.OpNearGet:         {name: "nearget", readOnly: true, reveals: revealsAlways, apply: applyNearGet},
+	kv.OpPutIfVersion:    {name: "putifversion", grows: true, reveals: revealsUnmetVersion, apply: applyPutIfVersion},
+	kv.OpDeleteIfVersion: {name: "deleteifversion", reveals: revealsUnmetVersion, apply: applyDeleteIfVersion},
 
-	opIncrByFloat: {name: "incrbyfloat", grows: true, reveals: revealsNotFound, resp: []string{"incrbyfloat"}, apply: applyIncrByFloat},
-	opAppend:      {name: "append", grows: true, reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
-	opGetDel:      {name: "getdel", reveals: revealsNotFound, resp: []string{"getdel"}, apply: applyGetDel},
+	kv.OpIncrByFloat: {name: "incrbyfloat", grows: true, reveals: revealsNotFound, resp: []string{"incrbyfloat"}, apply: applyIncrByFloat},
+	kv.OpAppend:      {name: "append", grows: true, reveals: revealsNotFound, resp: []string{"append"}, apply: applyAppend},
+	kv.OpGetDel:      {name: "getdel", reveals: revealsNotFound, resp: []string{"getdel"}, apply: applyGetDel},
 	// getex reads without writing when it keeps the expiry: that success reveals the value.
-	opGetEx:  {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
-	opType:   {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
-	opObject: {name: "object", readOnly: true, reveals: revealsAlways, resp: []string{"object"}, apply: applyObject},
+	kv.OpGetEx:  {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
+	kv.OpType:   {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
+	kv.OpObject: {name: "object", readOnly: true, reveals: revealsAlways, resp: []string{"object"}, apply: applyObject},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
-	opSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
+	kv.OpSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 
-	opCheckVersion: {name: "checkversion", readOnly: true, reveals: revealsAlways, apply: applyCheckVersion},
-	opTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
-	opIntent:       {name: "intent", grows: true, reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
-	opResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
-	opDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
-	opForget:       {name: "forget", reveals: revealsNotFound, ownLocks: true, apply: applyForget},
+	kv.OpCheckVersion: {name: "checkversion", readOnly: true, reveals: revealsAlways, apply: applyCheckVersion},
+	kv.OpTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
+	kv.OpIntent:       {name: "intent", grows: true, reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
+	kv.OpResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
+	kv.OpDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
+	kv.OpForget:       {name: "forget", reveals: revealsNotFound, ownLocks: true, apply: applyForget},
 
-	opHSet:    {name: "hset", grows: true, reveals: revealsUnwritten, resp: []string{"hset", "hmset"}, apply: collectionOp(applyHSet)},
-	opHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget", "hstrlen"}, apply: applyHGet},
-	opHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
-	opHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
-	opHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall", "hkeys", "hvals"}, apply: applyHGetAll},
-	opHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
-	opHIncrBy: {name: "hincrby", grows: true, reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
-	opHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},
+	kv.OpHSet:    {name: "hset", grows: true, reveals: revealsUnwritten, resp: []string{"hset", "hmset"}, apply: collectionOp(applyHSet)},
+	kv.OpHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget", "hstrlen"}, apply: applyHGet},
+	kv.OpHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
+	kv.OpHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
+	kv.OpHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall", "hkeys", "hvals"}, apply: applyHGetAll},
+	kv.OpHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
+	kv.OpHIncrBy: {name: "hincrby", grows: true, reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
+	kv.OpHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},
 
-	opSAdd:      {name: "sadd", grows: true, reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
-	opSRem:      {name: "srem", reveals: revealsUnwritten, resp: []string{"srem"}, apply: collectionOp(applySRem)},
-	opSMembers:  {name: "smembers", readOnly: true, reveals: revealsAlways, resp: []string{"smembers"}, apply: applySMembers},
-	opSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
-	opSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
+	kv.OpSAdd:      {name: "sadd", grows: true, reveals: revealsUnwritten, resp: []string{"sadd"}, apply: collectionOp(applySAdd)},
+	kv.OpSRem:      {name: "srem", reveals: revealsUnwritten, resp: []string{"srem"}, apply: collectionOp(applySRem)},
+	kv.OpSMembers:  {name: "smembers", readOnly: true, reveals: revealsAlways, resp: []string{"smembers"}, apply: applySMembers},
+	kv.OpSIsMember: {name: "sismember", readOnly: true, reveals: revealsAlways, resp: []string{"sismember"}, apply: applySIsMember},
+	kv.OpSCard:     {name: "scard", readOnly: true, reveals: revealsAlways, resp: []string{"scard"}, apply: applySCard},
 
-	opLPush:  {name: "lpush", grows: true, reveals: revealsUnwritten, resp: []string{"lpush", "lpushx"}, apply: collectionOp(applyPush(true, "lpush"))},
-	opRPush:  {name: "rpush", grows: true, reveals: revealsUnwritten, resp: []string{"rpush", "rpushx"}, apply: collectionOp(applyPush(false, "rpush"))},
-	opLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
-	opRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
-	opLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},
-	opLLen:   {name: "llen", readOnly: true, reveals: revealsAlways, resp: []string{"llen"}, apply: applyLLen},
-	opLIndex: {name: "lindex", readOnly: true, reveals: revealsAlways, resp: []string{"lindex"}, apply: applyLIndex},
-	opLTrim:  {name: "ltrim", reveals: revealsUnwritten, resp: []string{"ltrim"}, apply: collectionOp(applyLTrim)},
+	kv.OpLPush:  {name: "lpush", grows: true, reveals: revealsUnwritten, resp: []string{"lpush", "lpushx"}, apply: collectionOp(applyPush(true, "lpush"))},
+	kv.OpRPush:  {name: "rpush", grows: true, reveals: revealsUnwritten, resp: []string{"rpush", "rpushx"}, apply: collectionOp(applyPush(false, "rpush"))},
+	kv.OpLPop:   {name: "lpop", reveals: revealsUnwritten, resp: []string{"lpop"}, apply: collectionOp(applyPop(true, "lpop"))},
+	kv.OpRPop:   {name: "rpop", reveals: revealsUnwritten, resp: []string{"rpop"}, apply: collectionOp(applyPop(false, "rpop"))},
+	kv.OpLRange: {name: "lrange", readOnly: true, reveals: revealsAlways, resp: []string{"lrange"}, apply: applyLRange},
+	kv.OpLLen:   {name: "llen", readOnly: true, reveals: revealsAlways, resp: []string{"llen"}, apply: applyLLen},
+	kv.OpLIndex: {name: "lindex", readOnly: true, reveals: revealsAlways, resp: []string{"lindex"}, apply: applyLIndex},
+	kv.OpLTrim:  {name: "ltrim", reveals: revealsUnwritten, resp: []string{"ltrim"}, apply: collectionOp(applyLTrim)},
 
-	opZAdd:    {name: "zadd", grows: true, reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
-	opZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
-	opZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
-	opZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore"}, apply: applyZRange},
-	opZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
-	opZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
-	opZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
+	kv.OpZAdd:    {name: "zadd", grows: true, reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
+	kv.OpZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
+	kv.OpZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
+	kv.OpZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore"}, apply: applyZRange},
+	kv.OpZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
+	kv.OpZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
+	kv.OpZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
 }
 
 // refusesGrowth reports whether the memory bound refuses operation k of req on segment seg.
-func (lim *opLimits) refusesGrowth(k *keyOperation, seg int, req *kvRequest) bool {
-	return k.grows && !lim.memory.admits(seg, req.footprint())
+func (lim *opLimits) refusesGrowth(k *keyOperation, seg int, req *kv.Request) bool {
+	return k.grows && !lim.memory.admits(seg, requestFootprint(req))
 }
 
 // lookupKeyOp returns the key operation numbered op, or nil if op is not one.
@@ -170,7 +171,7 @@ const (
 	revealsUnwritten                            // a reply without a new version: the write changed nothing
 )
 
-func (r revelation) reveals(reply *kvReply) bool {
+func (r revelation) reveals(reply *kv.Reply) bool {
 	switch {
 	case r == revealsAlways, reply.Status == StatusNotFound:
 		return true
@@ -185,20 +186,20 @@ func (r revelation) reveals(reply *kvReply) bool {
 }
 
 // applyGet sets Int to the nanoseconds the value has left, 0 when it never expires.
-func applyGet(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyGet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	e, ttl, ok := s.getEntry(seg, req.Key)
 	if !ok {
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	if e.coll() != nil {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
-	return kvReply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
+	return kv.Reply{Status: StatusSuccess, Value: e.value(), Version: e.version(), Int: int64(ttl)}
 }
 
 // applyNearGet is applyGet for a near cache: the reply carries the segment's revision read before the
 // value, and when the key still has req.Version (non-zero), it leaves the value out and sets Existed.
-func applyNearGet(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyNearGet(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	revision := s.revision(seg)
 	reply := applyGet(s, seg, req, lim)
 	reply.Revision = revision
@@ -208,39 +209,39 @@ func applyNearGet(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 	return reply
 }
 
-func applyPut(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyPut(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Value) > lim.maxValueSize {
-		return kvReply{Status: StatusInvalidRequest}
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	return kvReply{Status: StatusSuccess, Version: s.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
+	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
 }
 
-func applyDelete(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyDelete(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return foundReply(s.remove(seg, req.Key))
 }
 
-// applyIncr answers a refused increment with StatusInvalidRequest, and Int set to incrOverflowed when the
+// applyIncr answers a refused increment with StatusInvalidRequest, and Int set to kv.RefusedIncrOverflow when the
 // sum would overflow.
-func applyIncr(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyIncr(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	v, err := s.incr(seg, req.Key, req.Delta)
 	switch {
 	case errors.Is(err, errIncrOverflow):
-		return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedIncrOverflow}
 	case errors.Is(err, errWrongType):
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	case err != nil:
-		return kvReply{Status: StatusInvalidRequest}
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	return kvReply{Status: StatusSuccess, Int: v}
+	return kv.Reply{Status: StatusSuccess, Int: v}
 }
 
-func applyExpire(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyExpire(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	set, _ := s.expireIf(seg, req.Key, time.Duration(req.TTL), req.Cond)
 	return foundReply(set)
 }
 
 // applyPersist sets Int to 1 when it dropped an expiry.
-func applyPersist(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyPersist(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	existed, dropped := s.persist(seg, req.Key)
 	reply := foundReply(existed)
 	if dropped {
@@ -250,33 +251,33 @@ func applyPersist(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyTTL sets Int to the nanoseconds left, or to NoExpiry.
-func applyTTL(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyTTL(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	ttl, ok := s.ttl(seg, req.Key)
 	reply := foundReply(ok)
 	reply.Int = int64(ttl)
 	return reply
 }
 
-func applyExists(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyExists(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	_, _, ok := s.get(seg, req.Key)
 	return foundReply(ok)
 }
 
 // applyPutIf sets Int to 1 when it wrote, Existed when the key had a live value, and Value to that value
 // when asked to return it. Asking for both IfAbsent and IfExists is invalid.
-func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
-	if len(req.Value) > lim.maxValueSize || req.Cond&(condIfAbsent|condIfExists) == condIfAbsent|condIfExists {
-		return kvReply{Status: StatusInvalidRequest}
+func applyPutIf(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
+	if len(req.Value) > lim.maxValueSize || req.Cond&(kv.CondIfAbsent|kv.CondIfExists) == kv.CondIfAbsent|kv.CondIfExists {
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
 	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
-	if !written && prev != nil && prev.coll() != nil && req.Cond&condReturnPrev != 0 {
-		return kvReply{Status: StatusWrongType}
+	if !written && prev != nil && prev.coll() != nil && req.Cond&kv.CondReturnPrev != 0 {
+		return kv.Reply{Status: StatusWrongType}
 	}
-	reply := kvReply{Status: StatusSuccess, Existed: prev != nil}
+	reply := kv.Reply{Status: StatusSuccess, Existed: prev != nil}
 	if written {
 		reply.Int = 1
 	}
-	if prev != nil && req.Cond&condReturnPrev != 0 {
+	if prev != nil && req.Cond&kv.CondReturnPrev != 0 {
 		reply.Value = prev.value()
 	}
 	return reply
@@ -285,64 +286,64 @@ func applyPutIf(s *store, seg int, req kvRequest, lim opLimits) kvReply {
 // applyPutIfVersion writes when the key's version is req.Version, 0 standing for no live value. It sets
 // Version to the new version or, refused with StatusVersionMismatch, to the key's current one. Of the
 // conditions only KeepTTL applies: IfAbsent and IfExists are invalid beside a version.
-func applyPutIfVersion(s *store, seg int, req kvRequest, lim opLimits) kvReply {
-	if len(req.Value) > lim.maxValueSize || req.Cond&^condKeepTTL != 0 {
-		return kvReply{Status: StatusInvalidRequest}
+func applyPutIfVersion(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
+	if len(req.Value) > lim.maxValueSize || req.Cond&^kv.CondKeepTTL != 0 {
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	version, written := s.putIfVersion(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond&condKeepTTL != 0, req.Version)
+	version, written := s.putIfVersion(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond&kv.CondKeepTTL != 0, req.Version)
 	if !written {
-		return kvReply{Status: StatusVersionMismatch, Version: version}
+		return kv.Reply{Status: StatusVersionMismatch, Version: version}
 	}
-	return kvReply{Status: StatusSuccess, Version: version}
+	return kv.Reply{Status: StatusSuccess, Version: version}
 }
 
 // applyDeleteIfVersion deletes the key when its version is req.Version. With req.Version 0 it answers
 // StatusNotFound when the key has no live value, as there is nothing to delete. Refused, it answers
 // StatusVersionMismatch with Version set to the key's current version.
-func applyDeleteIfVersion(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyDeleteIfVersion(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	current, removed := s.removeIfVersion(seg, req.Key, req.Version)
 	switch {
 	case removed:
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusSuccess}
 	case current == req.Version:
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
-	return kvReply{Status: StatusVersionMismatch, Version: current}
+	return kv.Reply{Status: StatusVersionMismatch, Version: current}
 }
 
-// applyIncrByFloat sets Value to the sum stored. Refused, it sets Int to refusedNotFloat, refusedNotFinite
-// or refusedTooLarge.
-func applyIncrByFloat(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+// applyIncrByFloat sets Value to the sum stored. Refused, it sets Int to kv.RefusedNotFloat, kv.RefusedNotFinite
+// or kv.RefusedTooLarge.
+func applyIncrByFloat(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	v, err := s.incrByFloat(seg, req.Key, req.Value, lim.maxValueSize)
 	switch {
 	case errors.Is(err, errWrongType):
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	case errors.Is(err, errNotFloat):
-		return kvReply{Status: StatusInvalidRequest, Int: refusedNotFloat}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedNotFloat}
 	case errors.Is(err, errNotFinite):
-		return kvReply{Status: StatusInvalidRequest, Int: refusedNotFinite}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedNotFinite}
 	case err != nil:
-		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedTooLarge}
 	}
-	return kvReply{Status: StatusSuccess, Value: v}
+	return kv.Reply{Status: StatusSuccess, Value: v}
 }
 
-// applyAppend sets Int to the value's new length. Refused, it sets Int to refusedTooLarge.
-func applyAppend(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+// applyAppend sets Int to the value's new length. Refused, it sets Int to kv.RefusedTooLarge.
+func applyAppend(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	n, err := s.appendValue(seg, req.Key, req.Value, lim.maxValueSize)
 	if errors.Is(err, errWrongType) {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	if err != nil {
-		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedTooLarge}
 	}
-	return kvReply{Status: StatusSuccess, Int: int64(n)}
+	return kv.Reply{Status: StatusSuccess, Int: int64(n)}
 }
 
-func applyGetDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyGetDel(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	value, found, err := s.getDel(seg, req.Key)
 	if err != nil {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	reply := foundReply(found)
 	reply.Value = value
@@ -350,13 +351,13 @@ func applyGetDel(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyGetEx sets Int to 1 when it changed the key. Of the conditions only KeepTTL applies.
-func applyGetEx(s *store, seg int, req kvRequest, _ opLimits) kvReply {
-	if req.Cond&^condKeepTTL != 0 {
-		return kvReply{Status: StatusInvalidRequest}
+func applyGetEx(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
+	if req.Cond&^kv.CondKeepTTL != 0 {
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	value, found, written, err := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&condKeepTTL != 0)
+	value, found, written, err := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&kv.CondKeepTTL != 0)
 	if err != nil {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	reply := foundReply(found)
 	reply.Value = value
@@ -367,38 +368,38 @@ func applyGetEx(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applySetRange sets Int to the value's new length. Refused for a length beyond the limit, it sets Int to
-// refusedTooLarge. A negative offset or an empty part is invalid.
-func applySetRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+// kv.RefusedTooLarge. A negative offset or an empty part is invalid.
+func applySetRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if req.Delta < 0 || len(req.Value) == 0 {
-		return kvReply{Status: StatusInvalidRequest}
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
 	n, err := s.setRange(seg, req.Key, req.Delta, req.Value, lim.maxValueSize)
 	if errors.Is(err, errWrongType) {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	if err != nil {
-		return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedTooLarge}
 	}
-	return kvReply{Status: StatusSuccess, Int: int64(n)}
+	return kv.Reply{Status: StatusSuccess, Int: int64(n)}
 }
 
 // applyType sets Value to the name of the kind of the key's value, "none" when it has none.
-func applyType(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyType(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	e, _, _ := s.getEntry(seg, req.Key)
-	return kvReply{Status: StatusSuccess, Value: []byte(typeName(e))}
+	return kv.Reply{Status: StatusSuccess, Value: []byte(typeName(e))}
 }
 
-func foundReply(found bool) kvReply {
+func foundReply(found bool) kv.Reply {
 	if found {
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusSuccess}
 	}
-	return kvReply{Status: StatusNotFound}
+	return kv.Reply{Status: StatusNotFound}
 }
 
 // refuseKeyOp refuses a request for operation k on key that no client may make: on a reserved key, or of
 // an operation that runs only inside a transaction. It returns nil when the request may run: the path every
 // request takes returns no reply to copy.
-func refuseKeyOp(k *keyOperation, key string) *kvReply {
+func refuseKeyOp(k *keyOperation, key string) *kv.Reply {
 	var reason string
 	switch {
 	case isInternalKey(key):

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -25,7 +26,7 @@ const numBuckets = len(latencyBuckets)
 
 // statusFailed is the outcome of an operation that got no status: the request failed in transit, the
 // caller's context ended, or the node closed.
-const statusFailed = Status(len(statusNames))
+const statusFailed = Status(kv.NumStatuses)
 
 // outcomeName names an outcome in the status label.
 func outcomeName(s Status) string {
@@ -50,7 +51,7 @@ type opSide struct {
 func newOpSide() *opSide {
 	s := &opSide{}
 	for op := range s.ops {
-		if lookupKeyOp(transport.Op(op)) != nil || transport.Op(op) == opBatch {
+		if lookupKeyOp(transport.Op(op)) != nil || transport.Op(op) == kv.OpBatch {
 			s.ops[op] = &opSeries{}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -80,10 +81,10 @@ var (
 
 // fuzzArities are the argument counts an operation takes when well formed, which most requests have.
 var fuzzArities = map[transport.Op][]int{
-	opHSet: {2, 4}, opHGet: {1}, opHMGet: {1, 2}, opHDel: {1, 2}, opHIncrBy: {2}, opHExists: {1},
-	opSAdd: {1, 2}, opSRem: {1, 2}, opSIsMember: {1},
-	opLPush: {1, 2}, opRPush: {1, 2}, opLPop: {0, 1}, opRPop: {0, 1}, opLRange: {2}, opLIndex: {1}, opLTrim: {2},
-	opZAdd: {2, 3, 4}, opZRem: {1, 2}, opZScore: {1}, opZRank: {1}, opZIncrBy: {2}, opZRange: {2, 3, 4, 5},
+	kv.OpHSet: {2, 4}, kv.OpHGet: {1}, kv.OpHMGet: {1, 2}, kv.OpHDel: {1, 2}, kv.OpHIncrBy: {2}, kv.OpHExists: {1},
+	kv.OpSAdd: {1, 2}, kv.OpSRem: {1, 2}, kv.OpSIsMember: {1},
+	kv.OpLPush: {1, 2}, kv.OpRPush: {1, 2}, kv.OpLPop: {0, 1}, kv.OpRPop: {0, 1}, kv.OpLRange: {2}, kv.OpLIndex: {1}, kv.OpLTrim: {2},
+	kv.OpZAdd: {2, 3, 4}, kv.OpZRem: {1, 2}, kv.OpZScore: {1}, kv.OpZRank: {1}, kv.OpZIncrBy: {2}, kv.OpZRange: {2, 3, 4, 5},
 }
 
 // fuzzLimits are small, so that sizes reach them.
@@ -134,12 +135,12 @@ func (in *fuzzInput) bytes() []byte {
 }
 
 // request decodes the request of one operation on one of the keys.
-func (in *fuzzInput) request(store *store, op transport.Op) kvRequest {
-	req := kvRequest{Key: fuzzKeys[in.pick(len(fuzzKeys))]}
+func (in *fuzzInput) request(store *store, op transport.Op) kv.Request {
+	req := kv.Request{Key: fuzzKeys[in.pick(len(fuzzKeys))]}
 	req.Value = in.bytes()
 	req.TTL = fuzzTTLs[in.pick(len(fuzzTTLs))]
 	req.Delta = fuzzDeltas[in.pick(len(fuzzDeltas))]
-	req.Cond = putCond(in.next() & 15)
+	req.Cond = kv.Cond(in.next() & 15)
 	switch in.pick(4) {
 	case 1:
 		_, req.Version, _ = store.get(0, req.Key)
@@ -223,7 +224,7 @@ func checkUndone(t *testing.T, s *store, in *fuzzInput) {
 
 // applyAsOwner applies op as a node applying it for a caller does: a write under the segment's lock, unless
 // a transaction holds its key; an operation that runs only in a transaction in an atomic group.
-func applyAsOwner(s *store, op transport.Op, req kvRequest) (reply kvReply) {
+func applyAsOwner(s *store, op transport.Op, req kv.Request) (reply kv.Reply) {
 	k := lookupKeyOp(op)
 	switch {
 	case k.txnOnly:
@@ -237,7 +238,7 @@ func applyAsOwner(s *store, op transport.Op, req kvRequest) (reply kvReply) {
 
 // checkRevision checks that a read never moves the segment's revision, and that a write that answers a
 // version moved it to that version.
-func checkRevision(t *testing.T, op transport.Op, req kvRequest, reply kvReply, before, after uint64) {
+func checkRevision(t *testing.T, op transport.Op, req kv.Request, reply kv.Reply, before, after uint64) {
 	t.Helper()
 	k := lookupKeyOp(op)
 	switch {
@@ -364,7 +365,7 @@ func (m *opModel) dropEmpty(key string) {
 
 // check runs op on the model and compares its reply with got; an operation the model does not run makes
 // it take the store's state.
-func (m *opModel) check(t *testing.T, op transport.Op, req kvRequest, got kvReply) {
+func (m *opModel) check(t *testing.T, op transport.Op, req kv.Request, got kv.Reply) {
 	t.Helper()
 	if got.Status == StatusLocked || isInternalKey(req.Key) {
 		m.sync()
@@ -383,7 +384,7 @@ func (m *opModel) check(t *testing.T, op transport.Op, req kvRequest, got kvRepl
 
 // sameModelReply compares the parts of replies the model predicts: the status, the message or refusal code
 // of a refusal, and what a success or not-found answers; fields and members in any order.
-func sameModelReply(op transport.Op, want, got kvReply) bool {
+func sameModelReply(op transport.Op, want, got kv.Reply) bool {
 	if want.Status != got.Status {
 		return false
 	}
@@ -399,7 +400,7 @@ func sameModelReply(op transport.Op, want, got kvReply) bool {
 		return true
 	}
 	a, b := describeValues(want.Values), describeValues(got.Values)
-	if op == opHGetAll || op == opSMembers {
+	if op == kv.OpHGetAll || op == kv.OpSMembers {
 		slices.Sort(a)
 		slices.Sort(b)
 	}
@@ -515,110 +516,110 @@ func (m *opModel) sync() {
 }
 
 // fuzzWrites are the collection writes collectionOp bounds.
-var fuzzWrites = map[transport.Op]bool{opHSet: true, opHDel: true, opHIncrBy: true, opSAdd: true, opSRem: true,
-	opLPush: true, opRPush: true, opLPop: true, opRPop: true, opLTrim: true, opZAdd: true, opZRem: true, opZIncrBy: true}
+var fuzzWrites = map[transport.Op]bool{kv.OpHSet: true, kv.OpHDel: true, kv.OpHIncrBy: true, kv.OpSAdd: true, kv.OpSRem: true,
+	kv.OpLPush: true, kv.OpRPush: true, kv.OpLPop: true, kv.OpRPop: true, kv.OpLTrim: true, kv.OpZAdd: true, kv.OpZRem: true, kv.OpZIncrBy: true}
 
 // apply runs op on the model and returns the reply it expects, or false for an operation it does not run.
-func (m *opModel) apply(op transport.Op, req kvRequest) (kvReply, bool) {
+func (m *opModel) apply(op transport.Op, req kv.Request) (kv.Reply, bool) {
 	if fuzzWrites[op] {
 		size := 0
 		for _, a := range req.Args {
 			size += len(a)
 		}
 		if size > fuzzLimits.maxValueSize {
-			return kvReply{Status: StatusTooLarge}, true
+			return kv.Reply{Status: StatusTooLarge}, true
 		}
 	}
 	switch op {
-	case opGet, opPut, opDelete, opIncr, opAppend, opGetDel, opExists, opType:
+	case kv.OpGet, kv.OpPut, kv.OpDelete, kv.OpIncr, kv.OpAppend, kv.OpGetDel, kv.OpExists, kv.OpType:
 		return m.applyString(op, req), true
-	case opHSet, opHGet, opHMGet, opHDel, opHGetAll, opHLen, opHIncrBy, opHExists:
+	case kv.OpHSet, kv.OpHGet, kv.OpHMGet, kv.OpHDel, kv.OpHGetAll, kv.OpHLen, kv.OpHIncrBy, kv.OpHExists:
 		return m.applyHash(op, req), true
-	case opSAdd, opSRem, opSMembers, opSIsMember, opSCard:
+	case kv.OpSAdd, kv.OpSRem, kv.OpSMembers, kv.OpSIsMember, kv.OpSCard:
 		return m.applySet(op, req), true
-	case opLPush, opRPush, opLPop, opRPop, opLRange, opLLen, opLIndex, opLTrim:
+	case kv.OpLPush, kv.OpRPush, kv.OpLPop, kv.OpRPop, kv.OpLRange, kv.OpLLen, kv.OpLIndex, kv.OpLTrim:
 		return m.applyList(op, req), true
-	case opZAdd, opZRem, opZScore, opZCard:
+	case kv.OpZAdd, kv.OpZRem, kv.OpZScore, kv.OpZCard:
 		return m.applyZSet(op, req)
 	}
-	return kvReply{}, false
+	return kv.Reply{}, false
 }
 
-func (m *opModel) applyString(op transport.Op, req kvRequest) kvReply {
+func (m *opModel) applyString(op transport.Op, req kv.Request) kv.Reply {
 	v := m.live(req.Key)
 	isColl := v != nil && v.kind != kindString
 	switch op {
-	case opGet:
+	case kv.OpGet:
 		switch {
 		case v == nil:
-			return kvReply{Status: StatusNotFound}
+			return kv.Reply{Status: StatusNotFound}
 		case isColl:
-			return kvReply{Status: StatusWrongType}
+			return kv.Reply{Status: StatusWrongType}
 		}
-		reply := kvReply{Status: StatusSuccess, Value: v.str}
+		reply := kv.Reply{Status: StatusSuccess, Value: v.str}
 		if v.expireAt != 0 {
 			reply.Int = v.expireAt - m.now()
 		}
 		return reply
-	case opPut:
+	case kv.OpPut:
 		if len(req.Value) > fuzzLimits.maxValueSize {
-			return kvReply{Status: StatusInvalidRequest}
+			return kv.Reply{Status: StatusInvalidRequest}
 		}
 		m.keys[req.Key] = &modelValue{kind: kindString, str: slices.Clone(req.Value), expireAt: modelExpiry(m.now(), req.TTL)}
-		return kvReply{Status: StatusSuccess}
-	case opDelete, opExists:
+		return kv.Reply{Status: StatusSuccess}
+	case kv.OpDelete, kv.OpExists:
 		if v == nil {
-			return kvReply{Status: StatusNotFound}
+			return kv.Reply{Status: StatusNotFound}
 		}
-		if op == opDelete {
+		if op == kv.OpDelete {
 			delete(m.keys, req.Key)
 		}
-		return kvReply{Status: StatusSuccess}
-	case opType:
+		return kv.Reply{Status: StatusSuccess}
+	case kv.OpType:
 		if v == nil {
-			return kvReply{Status: StatusSuccess, Value: []byte("none")}
+			return kv.Reply{Status: StatusSuccess, Value: []byte("none")}
 		}
-		return kvReply{Status: StatusSuccess, Value: []byte(v.kind.String())}
-	case opGetDel:
+		return kv.Reply{Status: StatusSuccess, Value: []byte(v.kind.String())}
+	case kv.OpGetDel:
 		switch {
 		case v == nil:
-			return kvReply{Status: StatusNotFound}
+			return kv.Reply{Status: StatusNotFound}
 		case isColl:
-			return kvReply{Status: StatusWrongType}
+			return kv.Reply{Status: StatusWrongType}
 		}
 		delete(m.keys, req.Key)
-		return kvReply{Status: StatusSuccess, Value: v.str}
+		return kv.Reply{Status: StatusSuccess, Value: v.str}
 	}
 	if isColl {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	existed := v != nil
 	if !existed {
 		v = &modelValue{kind: kindString}
 	}
-	if op == opAppend {
+	if op == kv.OpAppend {
 		if len(v.str)+len(req.Value) > fuzzLimits.maxValueSize {
-			return kvReply{Status: StatusInvalidRequest, Int: refusedTooLarge}
+			return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedTooLarge}
 		}
 		v.str = append(slices.Clone(v.str), req.Value...)
 		m.keys[req.Key] = v
-		return kvReply{Status: StatusSuccess, Int: int64(len(v.str))}
+		return kv.Reply{Status: StatusSuccess, Int: int64(len(v.str))}
 	}
 	base := int64(0)
 	if existed {
 		n, err := strconv.ParseInt(string(v.str), 10, 64)
 		if err != nil || strconv.FormatInt(n, 10) != string(v.str) {
-			return kvReply{Status: StatusInvalidRequest}
+			return kv.Reply{Status: StatusInvalidRequest}
 		}
 		base = n
 	}
 	sum := base + req.Delta
 	if (req.Delta > 0 && sum < base) || (req.Delta < 0 && sum > base) {
-		return kvReply{Status: StatusInvalidRequest, Int: incrOverflowed}
+		return kv.Reply{Status: StatusInvalidRequest, Int: kv.RefusedIncrOverflow}
 	}
 	v.str = []byte(strconv.FormatInt(sum, 10))
 	m.keys[req.Key] = v
-	return kvReply{Status: StatusSuccess, Int: sum}
+	return kv.Reply{Status: StatusSuccess, Int: sum}
 }
 
 // modelExpiry is when a value written with ttl expires: never for a ttl that is not positive, and at the
@@ -633,44 +634,44 @@ func modelExpiry(now, ttl int64) int64 {
 	return now + ttl
 }
 
-func arity(cmd string) kvReply { return wrongArgCount(cmd) }
+func arity(cmd string) kv.Reply { return wrongArgCount(cmd) }
 
-func (m *opModel) applyHash(op transport.Op, req kvRequest) kvReply {
+func (m *opModel) applyHash(op transport.Op, req kv.Request) kv.Reply {
 	args := req.Args
 	switch {
-	case op == opHSet && (len(args) < 2 || len(args)%2 != 0):
+	case op == kv.OpHSet && (len(args) < 2 || len(args)%2 != 0):
 		return arity("hset")
-	case (op == opHGet || op == opHExists) && len(args) != 1:
-		return arity(map[transport.Op]string{opHGet: "hget", opHExists: "hexists"}[op])
-	case op == opHMGet && len(args) < 1:
+	case (op == kv.OpHGet || op == kv.OpHExists) && len(args) != 1:
+		return arity(map[transport.Op]string{kv.OpHGet: "hget", kv.OpHExists: "hexists"}[op])
+	case op == kv.OpHMGet && len(args) < 1:
 		return arity("hmget")
-	case op == opHDel && len(args) < 1:
+	case op == kv.OpHDel && len(args) < 1:
 		return arity("hdel")
-	case op == opHIncrBy && len(args) != 2:
+	case op == kv.OpHIncrBy && len(args) != 2:
 		return arity("hincrby")
 	}
 	var delta int64
-	if op == opHIncrBy {
+	if op == kv.OpHIncrBy {
 		var ok bool
-		if delta, ok = parseCanonicalInt(args[1]); !ok {
+		if delta, ok = kv.ParseCanonicalInt(args[1]); !ok {
 			return invalidArgs(msgNotInteger)
 		}
 	}
-	h, wrong := m.collection(req.Key, kindHash, op == opHSet || op == opHIncrBy)
+	h, wrong := m.collection(req.Key, kindHash, op == kv.OpHSet || op == kv.OpHIncrBy)
 	if wrong {
-		return kvReply{Status: StatusWrongType}
+		return kv.Reply{Status: StatusWrongType}
 	}
 	if h == nil {
 		switch op {
-		case opHMGet:
-			return kvReply{Status: StatusSuccess, Values: make([][]byte, len(args))}
-		case opHDel:
-			return kvReply{Status: StatusSuccess}
+		case kv.OpHMGet:
+			return kv.Reply{Status: StatusSuccess, Values: make([][]byte, len(args))}
+		case kv.OpHDel:
+			return kv.Reply{Status: StatusSuccess}
 		}
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	switch op {
-	case opHSet:
+	case kv.OpHSet:
 		added := 0
 		for i := 0; i < len(args); i += 2 {
 			if _, ok := h.hash[string(args[i])]; !ok {
@@ -678,17 +679,17 @@ func (m *opModel) applyHash(op transport.Op, req kvRequest) kvReply {
 			}
 			h.hash[string(args[i])] = string(args[i+1])
 		}
-		return kvReply{Status: StatusSuccess, Int: int64(added)}
-	case opHGet:
+		return kv.Reply{Status: StatusSuccess, Int: int64(added)}
+	case kv.OpHGet:
 		val, ok := h.hash[string(args[0])]
 		if !ok {
-			return kvReply{Status: StatusNotFound}
+			return kv.Reply{Status: StatusNotFound}
 		}
-		return kvReply{Status: StatusSuccess, Value: []byte(val)}
-	case opHExists:
+		return kv.Reply{Status: StatusSuccess, Value: []byte(val)}
+	case kv.OpHExists:
 		_, ok := h.hash[string(args[0])]
-		return kvReply{Status: StatusSuccess, Int: boolInt(ok)}
-	case opHMGet:
+		return kv.Reply{Status: StatusSuccess, Int: kv.BoolInt(ok)}
+	case kv.OpHMGet:
 		values := make([][]byte, len(args))
 		for i, f := range args {
 			if val, ok := h.hash[string(f)]; ok {
@@ -696,15 +697,15 @@ func (m *opModel) applyHash(op transport.Op, req kvRequest) kvReply {
 			}
 		}
 		return modelRead(values)
-	case opHGetAll:
+	case kv.OpHGetAll:
 		var values [][]byte
 		for f, val := range h.hash {
 			values = append(values, []byte(f), []byte(val))
 		}
 		return modelRead(values)
-	case opHLen:
-		return kvReply{Status: StatusSuccess, Int: int64(len(h.hash))}
-	case opHDel:
+	case kv.OpHLen:
+		return kv.Reply{Status: StatusSuccess, Int: int64(len(h.hash))}
+	case kv.OpHDel:
 		n := 0
 		for _, f := range args {
 			if _, ok := h.hash[string(f)]; ok {
@@ -713,12 +714,12 @@ func (m *opModel) applyHash(op transport.Op, req kvRequest) kvReply {
 			}
 		}
 		m.dropEmpty(req.Key)
-		return kvReply{Status: StatusSuccess, Int: int64(n)}
+		return kv.Reply{Status: StatusSuccess, Int: int64(n)}
 	}
 	// HINCRBY
 	var base int64
 	if val, ok := h.hash[string(args[0])]; ok {
-		if base, ok = parseCanonicalInt([]byte(val)); !ok {
+		if base, ok = kv.ParseCanonicalInt([]byte(val)); !ok {
 			m.dropEmpty(req.Key)
 			return invalidArgs("ERR hash value is not an integer")
 		}
@@ -728,57 +729,57 @@ func (m *opModel) applyHash(op transport.Op, req kvRequest) kvReply {
 		return invalidArgs(msgOverflow)
 	}
 	h.hash[string(args[0])] = strconv.FormatInt(base+delta, 10)
-	return kvReply{Status: StatusSuccess, Int: base + delta}
+	return kv.Reply{Status: StatusSuccess, Int: base + delta}
 }
 
 // modelRead answers values, or TooLarge past the reply limit.
-func modelRead(values [][]byte) kvReply {
+func modelRead(values [][]byte) kv.Reply {
 	size := 0
 	for _, v := range values {
 		size += len(v) + 5
 	}
 	if size > fuzzLimits.maxReplyBytes {
-		return kvReply{Status: StatusTooLarge}
+		return kv.Reply{Status: StatusTooLarge}
 	}
-	return kvReply{Status: StatusSuccess, Values: values}
+	return kv.Reply{Status: StatusSuccess, Values: values}
 }
 
-func (m *opModel) applySet(op transport.Op, req kvRequest) kvReply {
+func (m *opModel) applySet(op transport.Op, req kv.Request) kv.Reply {
 	args := req.Args
 	switch {
-	case (op == opSAdd || op == opSRem) && len(args) < 1:
-		return arity(map[transport.Op]string{opSAdd: "sadd", opSRem: "srem"}[op])
-	case op == opSIsMember && len(args) != 1:
+	case (op == kv.OpSAdd || op == kv.OpSRem) && len(args) < 1:
+		return arity(map[transport.Op]string{kv.OpSAdd: "sadd", kv.OpSRem: "srem"}[op])
+	case op == kv.OpSIsMember && len(args) != 1:
 		return arity("sismember")
 	}
-	s, wrong := m.collection(req.Key, kindSet, op == opSAdd)
+	s, wrong := m.collection(req.Key, kindSet, op == kv.OpSAdd)
 	switch {
 	case wrong:
-		return kvReply{Status: StatusWrongType}
-	case s == nil && op == opSRem:
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusWrongType}
+	case s == nil && op == kv.OpSRem:
+		return kv.Reply{Status: StatusSuccess}
 	case s == nil:
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	switch op {
-	case opSAdd, opSRem:
+	case kv.OpSAdd, kv.OpSRem:
 		n := 0
 		for _, a := range args {
-			if s.set[string(a)] == (op == opSRem) {
+			if s.set[string(a)] == (op == kv.OpSRem) {
 				n++
 			}
-			if op == opSAdd {
+			if op == kv.OpSAdd {
 				s.set[string(a)] = true
 			} else {
 				delete(s.set, string(a))
 			}
 		}
 		m.dropEmpty(req.Key)
-		return kvReply{Status: StatusSuccess, Int: int64(n)}
-	case opSIsMember:
-		return kvReply{Status: StatusSuccess, Int: boolInt(s.set[string(args[0])])}
-	case opSCard:
-		return kvReply{Status: StatusSuccess, Int: int64(len(s.set))}
+		return kv.Reply{Status: StatusSuccess, Int: int64(n)}
+	case kv.OpSIsMember:
+		return kv.Reply{Status: StatusSuccess, Int: kv.BoolInt(s.set[string(args[0])])}
+	case kv.OpSCard:
+		return kv.Reply{Status: StatusSuccess, Int: int64(len(s.set))}
 	}
 	var members [][]byte
 	for member := range s.set {
@@ -787,104 +788,104 @@ func (m *opModel) applySet(op transport.Op, req kvRequest) kvReply {
 	return modelRead(members)
 }
 
-func (m *opModel) applyList(op transport.Op, req kvRequest) kvReply {
+func (m *opModel) applyList(op transport.Op, req kv.Request) kv.Reply {
 	args := req.Args
-	name := map[transport.Op]string{opLPush: "lpush", opRPush: "rpush", opLPop: "lpop", opRPop: "rpop", opLRange: "lrange",
-		opLIndex: "lindex", opLTrim: "ltrim"}[op]
+	name := map[transport.Op]string{kv.OpLPush: "lpush", kv.OpRPush: "rpush", kv.OpLPop: "lpop", kv.OpRPop: "rpop", kv.OpLRange: "lrange",
+		kv.OpLIndex: "lindex", kv.OpLTrim: "ltrim"}[op]
 	var start, stop int64
 	switch op {
-	case opLPush, opRPush:
+	case kv.OpLPush, kv.OpRPush:
 		if len(args) < 1 {
 			return arity(name)
 		}
-	case opLPop, opRPop:
+	case kv.OpLPop, kv.OpRPop:
 		if len(args) > 1 {
 			return arity(name)
 		}
 		start = 1
 		if len(args) == 1 {
 			var ok bool
-			if start, ok = parseCanonicalInt(args[0]); !ok || start < 0 {
+			if start, ok = kv.ParseCanonicalInt(args[0]); !ok || start < 0 {
 				return invalidArgs("ERR value is out of range, must be positive")
 			}
 		}
-	case opLIndex:
+	case kv.OpLIndex:
 		if len(args) != 1 {
 			return arity(name)
 		}
 		var ok bool
-		if start, ok = parseCanonicalInt(args[0]); !ok {
+		if start, ok = kv.ParseCanonicalInt(args[0]); !ok {
 			// a missing key or another type answers before a bad index, as in Redis
 			switch l, wrong := m.collection(req.Key, kindList, false); {
 			case wrong:
-				return kvReply{Status: StatusWrongType}
+				return kv.Reply{Status: StatusWrongType}
 			case l == nil:
-				return kvReply{Status: StatusNotFound}
+				return kv.Reply{Status: StatusNotFound}
 			}
 			return invalidArgs(msgNotInteger)
 		}
-	case opLRange, opLTrim:
+	case kv.OpLRange, kv.OpLTrim:
 		if len(args) != 2 {
 			return arity(name)
 		}
 		var ok1, ok2 bool
-		start, ok1 = parseCanonicalInt(args[0])
-		stop, ok2 = parseCanonicalInt(args[1])
+		start, ok1 = kv.ParseCanonicalInt(args[0])
+		stop, ok2 = kv.ParseCanonicalInt(args[1])
 		if !ok1 || !ok2 {
 			return invalidArgs(msgNotInteger)
 		}
 	}
-	push := op == opLPush || op == opRPush
-	l, wrong := m.collection(req.Key, kindList, push && req.Cond&condIfExists == 0)
+	push := op == kv.OpLPush || op == kv.OpRPush
+	l, wrong := m.collection(req.Key, kindList, push && req.Cond&kv.CondIfExists == 0)
 	switch {
 	case wrong:
-		return kvReply{Status: StatusWrongType}
-	case l == nil && (op == opLTrim || push): // LPUSHX and RPUSHX of a missing key
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusWrongType}
+	case l == nil && (op == kv.OpLTrim || push): // LPUSHX and RPUSHX of a missing key
+		return kv.Reply{Status: StatusSuccess}
 	case l == nil:
-		return kvReply{Status: StatusNotFound}
+		return kv.Reply{Status: StatusNotFound}
 	}
 	n := int64(len(l.list))
 	switch op {
-	case opLPush, opRPush:
+	case kv.OpLPush, kv.OpRPush:
 		for _, a := range args {
-			if op == opLPush {
+			if op == kv.OpLPush {
 				l.list = append([]string{string(a)}, l.list...)
 			} else {
 				l.list = append(l.list, string(a))
 			}
 		}
-		return kvReply{Status: StatusSuccess, Int: int64(len(l.list))}
-	case opLPop, opRPop:
+		return kv.Reply{Status: StatusSuccess, Int: int64(len(l.list))}
+	case kv.OpLPop, kv.OpRPop:
 		count := min(start, n)
 		popped := make([][]byte, count)
 		for i := range popped {
-			if op == opLPop {
+			if op == kv.OpLPop {
 				popped[i] = []byte(l.list[i])
 			} else {
 				popped[i] = []byte(l.list[n-1-int64(i)])
 			}
 		}
-		if op == opLPop {
+		if op == kv.OpLPop {
 			l.list = l.list[count:]
 		} else {
 			l.list = l.list[:n-count]
 		}
 		m.dropEmpty(req.Key)
 		if len(args) == 0 {
-			return kvReply{Status: StatusSuccess, Value: popped[0]}
+			return kv.Reply{Status: StatusSuccess, Value: popped[0]}
 		}
-		return kvReply{Status: StatusSuccess, Values: popped}
-	case opLLen:
-		return kvReply{Status: StatusSuccess, Int: n}
-	case opLIndex:
+		return kv.Reply{Status: StatusSuccess, Values: popped}
+	case kv.OpLLen:
+		return kv.Reply{Status: StatusSuccess, Int: n}
+	case kv.OpLIndex:
 		if start < 0 {
 			start += n
 		}
 		if start < 0 || start >= n {
-			return kvReply{Status: StatusNotFound}
+			return kv.Reply{Status: StatusNotFound}
 		}
-		return kvReply{Status: StatusSuccess, Value: []byte(l.list[start])}
+		return kv.Reply{Status: StatusSuccess, Value: []byte(l.list[start])}
 	}
 	if start < 0 {
 		start = max(start+n, 0)
@@ -897,10 +898,10 @@ func (m *opModel) applyList(op transport.Op, req kvRequest) kvReply {
 	if start <= stop {
 		kept = l.list[start : stop+1]
 	}
-	if op == opLTrim {
+	if op == kv.OpLTrim {
 		l.list = slices.Clone(kept)
 		m.dropEmpty(req.Key)
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusSuccess}
 	}
 	items := [][]byte{}
 	for _, item := range kept {
@@ -910,13 +911,13 @@ func (m *opModel) applyList(op transport.Op, req kvRequest) kvReply {
 }
 
 // applyZSet runs ZADD without options, ZREM, ZSCORE and ZCARD.
-func (m *opModel) applyZSet(op transport.Op, req kvRequest) (kvReply, bool) {
+func (m *opModel) applyZSet(op transport.Op, req kv.Request) (kv.Reply, bool) {
 	args := req.Args
 	var scores []float64
 	switch op {
-	case opZAdd:
+	case kv.OpZAdd:
 		if len(args) > 0 && slices.Contains([]string{"nx", "xx", "gt", "lt", "ch", "incr"}, strings.ToLower(string(args[0]))) {
-			return kvReply{}, false
+			return kv.Reply{}, false
 		}
 		if len(args) == 0 || len(args)%2 != 0 {
 			return invalidArgs(msgSyntax), true
@@ -928,26 +929,26 @@ func (m *opModel) applyZSet(op transport.Op, req kvRequest) (kvReply, bool) {
 			}
 			scores = append(scores, score)
 		}
-	case opZRem:
+	case kv.OpZRem:
 		if len(args) < 1 {
 			return arity("zrem"), true
 		}
-	case opZScore:
+	case kv.OpZScore:
 		if len(args) != 1 {
 			return arity("zscore"), true
 		}
 	}
-	z, wrong := m.collection(req.Key, kindZSet, op == opZAdd)
+	z, wrong := m.collection(req.Key, kindZSet, op == kv.OpZAdd)
 	switch {
 	case wrong:
-		return kvReply{Status: StatusWrongType}, true
-	case z == nil && op == opZRem:
-		return kvReply{Status: StatusSuccess}, true
+		return kv.Reply{Status: StatusWrongType}, true
+	case z == nil && op == kv.OpZRem:
+		return kv.Reply{Status: StatusSuccess}, true
 	case z == nil:
-		return kvReply{Status: StatusNotFound}, true
+		return kv.Reply{Status: StatusNotFound}, true
 	}
 	switch op {
-	case opZAdd:
+	case kv.OpZAdd:
 		added := 0
 		for i, score := range scores {
 			member := string(args[2*i+1])
@@ -956,8 +957,8 @@ func (m *opModel) applyZSet(op transport.Op, req kvRequest) (kvReply, bool) {
 			}
 			z.zset[member] = score
 		}
-		return kvReply{Status: StatusSuccess, Int: int64(added)}, true
-	case opZRem:
+		return kv.Reply{Status: StatusSuccess, Int: int64(added)}, true
+	case kv.OpZRem:
 		n := 0
 		for _, a := range args {
 			if _, ok := z.zset[string(a)]; ok {
@@ -966,13 +967,13 @@ func (m *opModel) applyZSet(op transport.Op, req kvRequest) (kvReply, bool) {
 			}
 		}
 		m.dropEmpty(req.Key)
-		return kvReply{Status: StatusSuccess, Int: int64(n)}, true
-	case opZScore:
+		return kv.Reply{Status: StatusSuccess, Int: int64(n)}, true
+	case kv.OpZScore:
 		score, ok := z.zset[string(args[0])]
 		if !ok {
-			return kvReply{Status: StatusNotFound}, true
+			return kv.Reply{Status: StatusNotFound}, true
 		}
-		return kvReply{Status: StatusSuccess, Value: formatScore(score)}, true
+		return kv.Reply{Status: StatusSuccess, Value: formatScore(score)}, true
 	}
-	return kvReply{Status: StatusSuccess, Int: int64(len(z.zset))}, true
+	return kv.Reply{Status: StatusSuccess, Int: int64(len(z.zset))}, true
 }

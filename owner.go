@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -59,7 +60,7 @@ type mapView interface {
 
 // serveKV applies one key operation if this node actively owns the key's partition; otherwise it answers
 // Moved with the owner and epoch it knows. It never forwards.
-func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kvRequest) (reply kvReply) {
+func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kv.Request) (reply kv.Reply) {
 	start := time.Now()
 	defer func() { o.ownerOp(op, reply.Status, start) }()
 	seg, refusal, owned := o.checkOwner(req.Key)
@@ -86,7 +87,7 @@ func (o *owner) recordedIn(m *ClusterMap) bool { return o.repl.recordedIn(m) }
 
 // checkOwner returns the key's segment if this node actively owns its partition in the committed map, and
 // otherwise the reply that refuses the request (Moved, PartitionUnavailable or NotReady).
-func (o *owner) checkOwner(key string) (segment int, refusal kvReply, owned bool) {
+func (o *owner) checkOwner(key string) (segment int, refusal kv.Reply, owned bool) {
 	segment = o.layout.KeySegment(key)
 	refusal, owned = o.checkPartition(o.layout.SegmentPartition(segment))
 	return segment, refusal, owned
@@ -94,44 +95,44 @@ func (o *owner) checkOwner(key string) (segment int, refusal kvReply, owned bool
 
 // checkPartition reports whether this node actively owns partition p in the committed map under a live
 // lease, and otherwise returns the reply that refuses a request for it.
-func (o *owner) checkPartition(p int) (refusal kvReply, owned bool) {
+func (o *owner) checkPartition(p int) (refusal kv.Reply, owned bool) {
 	refusal, owned = o.partitionRefusal(p)
 	o.countRefusal(&refusal)
 	return refusal, owned
 }
 
 // countRefusal counts a refusal that sends the request to another node.
-func (o *owner) countRefusal(refusal *kvReply) {
+func (o *owner) countRefusal(refusal *kv.Reply) {
 	if refusal.Status == StatusMoved || refusal.Status == StatusPartitionUnavailable {
 		o.stats.redirectsSent.Add(1)
 	}
 }
 
 // partitionRefusal is checkPartition without counting the redirects, for scans that only look.
-func (o *owner) partitionRefusal(p int) (refusal kvReply, owned bool) {
+func (o *owner) partitionRefusal(p int) (refusal kv.Reply, owned bool) {
 	m := o.view.clusterMap()
 	if m.Version == 0 {
-		return kvReply{Status: StatusNotReady, MapIndex: m.Index}, false
+		return kv.Reply{Status: StatusNotReady, MapIndex: m.Index}, false
 	}
 	st := m.Runtime[p]
 	if st.Owner == o.id {
 		if !o.ownsIn(m, p) || o.panics.gaveUp.Load() || !o.holdsLease() || st.Health == Recovering || o.cut.isSealed(p) {
-			return kvReply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
+			return kv.Reply{Status: StatusOwnershipChanging, Epoch: st.Epoch, MapIndex: m.Index}, false
 		}
-		return kvReply{}, true
+		return kv.Reply{}, true
 	}
 	if st.Health == Unavailable {
-		return kvReply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
+		return kv.Reply{Status: StatusPartitionUnavailable, Epoch: st.Epoch, MapIndex: m.Index}, false
 	}
-	return kvReply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
+	return kv.Reply{Status: StatusMoved, Owner: st.Owner, Epoch: st.Epoch, MapIndex: m.Index}, false
 }
 
 // applyKV runs one key operation on the local store and, for a successful write under the Sync concern,
 // waits until every in-sync replica has it. The caller has checked ownership.
-func (o *owner) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+func (o *owner) applyKV(ctx context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply {
 	reply := o.applyStore(ctx, op, seg, req)
 	if reply.Status == StatusNotFound && o.loads.covers(op, req.Key) {
-		reply = o.loads.readThrough(ctx, req.Key, func() kvReply {
+		reply = o.loads.readThrough(ctx, req.Key, func() kv.Reply {
 			if _, refusal, owned := o.checkOwner(req.Key); !owned {
 				return refusal // the partition moved during the load: the caller reads again at its owner
 			}
@@ -140,11 +141,11 @@ func (o *owner) applyKV(ctx context.Context, op transport.Op, seg int, req *kvRe
 	}
 	if o.awaitsReplicas(op, req, &reply) {
 		if status := o.repl.awaitReplicas(ctx, seg, o.store.revision(seg), true); status != StatusSuccess {
-			return kvReply{Status: settleApplied(status)}
+			return kv.Reply{Status: settleApplied(status)}
 		}
 	} else if rev, wait := o.unconfirmed(op, seg, &reply); wait {
 		if status := o.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
-			return kvReply{Status: status}
+			return kv.Reply{Status: status}
 		}
 	}
 	if o.cfg.hooks.observeAck != nil && reply.Status == StatusSuccess && !readOnly(op) {
@@ -184,7 +185,7 @@ func (o *owner) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revisi
 		return 0, StatusOwnershipChanging
 	}
 	defer o.cut.leave(p)
-	defer o.panics.recoverOp(opTxn, seg, &status)
+	defer o.panics.recoverOp(kv.OpTxn, seg, &status)
 	o.store.budget.makeRoomForGroup(seg)
 	lim := o.opLimits()
 	revision = o.store.atomically(seg, func(g *store) {
@@ -217,7 +218,7 @@ func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn f
 
 // readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
 func (o *owner) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
-	defer o.panics.recoverOp(opGet, seg, &status)
+	defer o.panics.recoverOp(kv.OpGet, seg, &status)
 	lim := o.opLimits()
 	revision = o.store.readAtomically(seg, func(g *store) {
 		for _, key := range keys {
@@ -242,14 +243,14 @@ func (o *owner) opLimits() opLimits {
 
 // awaitsReplicas reports whether reply is a successful write that must reach the in-sync replicas before
 // it is acknowledged.
-func (o *owner) awaitsReplicas(op transport.Op, req *kvRequest, reply *kvReply) bool {
+func (o *owner) awaitsReplicas(op transport.Op, req *kv.Request, reply *kv.Reply) bool {
 	return reply.Status == StatusSuccess && !readOnly(op) && o.concern(req) == Sync
 }
 
 // enoughInSync reports whether a partition in state st has MinInSync in-sync copies, its owner included.
 func (o *owner) enoughInSync(st PartitionState) bool { return o.repl.enoughInSync(st) }
 
-func (o *owner) concern(req *kvRequest) WriteConcern {
+func (o *owner) concern(req *kv.Request) WriteConcern {
 	if req.Concern != 0 {
 		return req.Concern
 	}
@@ -258,10 +259,10 @@ func (o *owner) concern(req *kvRequest) WriteConcern {
 
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
-func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kvRequest) (reply kvReply) {
+func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kv.Request) (reply kv.Reply) {
 	k := lookupKeyOp(op)
 	if k == nil {
-		return kvReply{Status: StatusInvalidRequest}
+		return kv.Reply{Status: StatusInvalidRequest}
 	}
 	defer o.panics.recoverOp(op, seg, &reply.Status)
 	k = o.panicking(k, op, req.Key)
@@ -270,24 +271,24 @@ func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kvR
 	}
 	switch {
 	case k.readOnly && o.store.writeIntentOn(seg, req.Key):
-		return kvReply{Status: StatusLocked} // a committed transaction may be about to change it
+		return kv.Reply{Status: StatusLocked} // a committed transaction may be about to change it
 	case k.readOnly:
 		return o.store.applyRead(seg, k, *req, o.opLimits())
 	}
 	p := o.layout.SegmentPartition(seg)
 	if o.concern(req) == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
-		return kvReply{Status: StatusNotEnoughReplicas}
+		return kv.Reply{Status: StatusNotEnoughReplicas}
 	}
 	if !o.cut.enter(p) {
-		return kvReply{Status: StatusOwnershipChanging}
+		return kv.Reply{Status: StatusOwnershipChanging}
 	}
 	defer o.cut.leave(p)
-	if !k.grows && op != opTxn {
+	if !k.grows && op != kv.OpTxn {
 		return o.store.applyExclusive(seg, k, *req, o.opLimits())
 	}
 	// A write that lost the room eviction made for it to another write makes room again.
 	for range 4 {
-		o.store.budget.makeRoom(seg, req.footprint())
+		o.store.budget.makeRoom(seg, requestFootprint(req))
 		reply = o.store.applyExclusive(seg, k, *req, o.opLimits())
 		if reply.Status != StatusOutOfMemory || !o.store.budget.evicts() {
 			break

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -86,10 +87,10 @@ func (g *panicGuard) recoverOp(op transport.Op, seg int, status *Status) {
 
 // recoverRead, deferred by a batch's reads that bypass applyStore, turns a panic of a read of segment seg
 // into an internal error in *out.
-func (g *panicGuard) recoverRead(seg int, out *kvReply) {
+func (g *panicGuard) recoverRead(seg int, out *kv.Reply) {
 	if v := recover(); v != nil {
-		g.containPanic(panicInOp, seg, v, opName(opGet))
-		*out = kvReply{Status: StatusInternal}
+		g.containPanic(panicInOp, seg, v, opName(kv.OpGet))
+		*out = kv.Reply{Status: StatusInternal}
 	}
 }
 
@@ -121,7 +122,7 @@ func (o *owner) panicking(k *keyOperation, op transport.Op, key string) *keyOper
 		return k
 	}
 	injected := *k
-	injected.apply = func(*store, int, kvRequest, opLimits) kvReply {
+	injected.apply = func(*store, int, kv.Request, opLimits) kv.Reply {
 		panic("zaris: panic injected into " + k.name)
 	}
 	return &injected

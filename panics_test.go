@@ -15,6 +15,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -29,7 +30,7 @@ func TestPanicInOpIsContained(t *testing.T) {
 	c := startRESPCluster(t, 3, func(cfg *Config) {
 		cfg.ReplicationFactor = 2
 		cfg.hooks.panicOp = func(op transport.Op, key string) bool {
-			return armed.Load() && op == opPut && key == poison
+			return armed.Load() && op == kv.OpPut && key == poison
 		}
 	})
 	c.waitHealthy(20 * time.Second)

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -27,12 +28,6 @@ import (
 // configuration of the members that answered.
 // Each member restarts its raft instance on that start; the data plane serves under its current map
 // throughout, and the new leader's rules then fail over what the dead members owned.
-
-// Recovery's operations on the internal lane: a survey of a member's control plane, and a new start for it.
-const (
-	opRecoverySurvey  transport.Op = 30
-	opRecoveryInstall transport.Op = 31
-)
 
 // maxRecoveryServers bounds the servers a new start may list.
 const maxRecoveryServers = 1024
@@ -279,7 +274,7 @@ func (cp *controlPlane) surveyMembers(ctx context.Context, members []member) ([]
 			continue
 		}
 		wg.Go(func() {
-			resp, err := cp.callMember(ctx, m.DataAddr, opRecoverySurvey, nil)
+			resp, err := cp.callMember(ctx, m.DataAddr, kv.OpRecoverySurvey, nil)
 			var st recoveryState
 			if err == nil {
 				err = decode(resp, &st)
@@ -385,7 +380,7 @@ func (cp *controlPlane) installEverywhere(ctx context.Context, states []recovery
 			continue
 		}
 		wg.Go(func() {
-			_, err := cp.callMember(ctx, st.DataAddr, opRecoveryInstall, payload)
+			_, err := cp.callMember(ctx, st.DataAddr, kv.OpRecoveryInstall, payload)
 			if err != nil {
 				mu.Lock()
 				failed[st.Node] = err.Error()
@@ -402,7 +397,7 @@ func (cp *controlPlane) installEverywhere(ctx context.Context, states []recovery
 
 // serveRecovery answers recovery's requests on the internal lane.
 func (cp *controlPlane) serveRecovery(op transport.Op, payload []byte) ([]byte, error) {
-	if op == opRecoverySurvey {
+	if op == kv.OpRecoverySurvey {
 		st, err := cp.recoveryState()
 		if err != nil {
 			return nil, err

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // recoveryTimings makes a dead owner's partitions fail over, and those with no live copy come back empty,
@@ -387,7 +389,7 @@ func TestRecoveryStartRefusals(t *testing.T) {
 		{name: "no voter", payload: start(func(s *recoveryStart) { s.Servers[0].Suffrage = raft.Nonvoter }), want: "without a voter"},
 		{name: "a leader heard", payload: start(func(*recoveryStart) {}), want: "follows leader"},
 	} {
-		_, err := n.ctl.serveRecovery(opRecoveryInstall, tc.payload)
+		_, err := n.ctl.serveRecovery(kv.OpRecoveryInstall, tc.payload)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}

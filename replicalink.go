@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // errReplicaTimeout says a replica did not apply a write within ReplicaAckTimeout.
@@ -404,7 +405,7 @@ func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Durati
 	payload := req.marshal()
 	ctx, cancel := context.WithTimeout(n.life, timeout)
 	defer cancel()
-	resp, err := p.internal.Call(ctx, opReplicate, payload)
+	resp, err := p.internal.Call(ctx, kv.OpReplicate, payload)
 	if err != nil {
 		return nil, 0, err
 	}

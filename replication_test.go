@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // replicated returns a tweak for a cluster with replication factor rf.
@@ -174,7 +175,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	// copy: it refuses the write itself, before applying it.
 	oldOwner.ctl.fsm.current.Store(before)
 	key := keyInPartition(oldOwner.layout, "fenced", p)
-	if reply := oldOwner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
+	if reply := oldOwner.own.serveKV(ctx, kv.OpPut, &kv.Request{Key: key, Value: []byte("stale")}); reply.Status != StatusOwnershipChanging {
 		t.Fatalf("write to an owner that saw a newer epoch: status %s; want OwnershipChanging", reply.Status)
 	}
 	if _, _, ok := oldOwner.own.store.get(oldOwner.layout.KeySegment(key), key); ok {
@@ -182,7 +183,7 @@ func TestStaleEpochIsRefused(t *testing.T) {
 	}
 	// The old owner forgets the change altogether: it still believes it owns p at the old epoch.
 	oldOwner.own.repl.fence[p].Store(before.Runtime[p].Epoch)
-	reply := oldOwner.own.serveKV(ctx, opPut, &kvRequest{Key: key, Value: []byte("stale")})
+	reply := oldOwner.own.serveKV(ctx, kv.OpPut, &kv.Request{Key: key, Value: []byte("stale")})
 	// Applied by the stale owner but refused by a replica, the write is not acknowledged, nor retried:
 	// another replica of the old epoch may have taken it and become the new owner.
 	if reply.Status != StatusUnconfirmed {

@@ -9,7 +9,7 @@ import (
 	"github.com/zaris-go/zaris/durability"
 )
 
-// The opReplicate messages are encoded by hand, field by field, like the kv and batch messages
+// The kv.OpReplicate messages are encoded by hand, field by field, like the kv and batch messages
 // (kv_wire.go, batch_wire.go): every replicated write travels in one, and reflection costs several times
 // what encoding by hand does. The bytes are those the reflective codec writes, so either codec reads the
 // other's output. replicateRequest, replicateReply, segmentSnapshot and pullRequest are msgpack arrays of

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/throttle"
 )
 
@@ -248,7 +249,7 @@ func (c *respConn) cmdAuth(args [][]byte) {
 func (c *respConn) cmdHello(args [][]byte) {
 	proto := c.wr.proto
 	if len(args) > 1 {
-		v, ok := parseCanonicalInt(args[1])
+		v, ok := kv.ParseCanonicalInt(args[1])
 		if !ok {
 			c.wr.error("ERR Protocol version is not an integer or out of range")
 			return

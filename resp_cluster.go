@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // respNodeID is the 40-hex-digit node id Redis Cluster clients expect, derived from the node's name so it is
@@ -360,7 +362,7 @@ func (c *respConn) parseScan(args [][]byte) (scanRequest, bool) {
 				req.Match = nil
 			}
 		case isSubcommand(opt, "COUNT"):
-			n, ok := parseCanonicalInt(val)
+			n, ok := kv.ParseCanonicalInt(val)
 			if !ok {
 				c.notInteger()
 				return scanRequest{}, false
@@ -389,7 +391,7 @@ func (c *respConn) cmdScan(args [][]byte) {
 	}
 	reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 	if reply.Status != StatusSuccess {
-		c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+		c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 		return
 	}
 	keys := c.user.visible(reply.Keys)
@@ -418,7 +420,7 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	for {
 		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 		if reply.Status != StatusSuccess {
-			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+			c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
 		page := c.user.visible(reply.Keys)
@@ -467,7 +469,7 @@ func (c *respConn) cmdDBSize([][]byte) {
 	for {
 		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 		if reply.Status != StatusSuccess {
-			c.refuse(scanSlot(req.Cursor), kvReply{Status: reply.Status, Owner: reply.Owner})
+			c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
 		count += len(c.user.visible(reply.Keys))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -11,24 +12,24 @@ import (
 // parses as Redis does, and write its reply in the command's shape.
 
 // collectionReply writes a collection operation's reply for the command args.
-type collectionReply func(c *respConn, args [][]byte, reply kvReply)
+type collectionReply func(c *respConn, args [][]byte, reply kv.Reply)
 
 // collectionCommand returns the run function of a command served by op, answered by write.
 func collectionCommand(op transport.Op, write collectionReply) func(c *respConn, args [][]byte) {
 	return func(c *respConn, args [][]byte) {
-		req := &kvRequest{Key: string(args[1]), Args: cloneValues(args[2:])}
+		req := &kv.Request{Key: string(args[1]), Args: kv.CloneValues(args[2:])}
 		if reply, ok := c.keyOp(op, req); ok {
 			write(c, args, reply)
 		}
 	}
 }
 
-func intReply(c *respConn, _ [][]byte, reply kvReply) { c.wr.int(reply.Int) }
+func intReply(c *respConn, _ [][]byte, reply kv.Reply) { c.wr.int(reply.Int) }
 
-func bulkReply(c *respConn, _ [][]byte, reply kvReply) { c.valueReply(reply) }
+func bulkReply(c *respConn, _ [][]byte, reply kv.Reply) { c.valueReply(reply) }
 
 // arrayReply writes Values as an array of bulks, a nil one as null.
-func arrayReply(c *respConn, _ [][]byte, reply kvReply) { c.values(reply.Values) }
+func arrayReply(c *respConn, _ [][]byte, reply kv.Reply) { c.values(reply.Values) }
 
 func (c *respConn) values(values [][]byte) {
 	c.wr.array(len(values))
@@ -42,7 +43,7 @@ func (c *respConn) values(values [][]byte) {
 }
 
 // setReply writes Values as a set: a RESP3 set, an array in RESP2.
-func setReply(c *respConn, _ [][]byte, reply kvReply) {
+func setReply(c *respConn, _ [][]byte, reply kv.Reply) {
 	if c.wr.proto == 3 {
 		c.wr.header('~', len(reply.Values))
 	} else {
@@ -54,17 +55,17 @@ func setReply(c *respConn, _ [][]byte, reply kvReply) {
 }
 
 // pairsReply writes Values, pairs of field and value, as a map: a flat array in RESP2.
-func pairsReply(c *respConn, _ [][]byte, reply kvReply) {
+func pairsReply(c *respConn, _ [][]byte, reply kv.Reply) {
 	c.wr.mapOf(len(reply.Values) / 2)
 	for _, v := range reply.Values {
 		c.wr.bulk(v)
 	}
 }
 
-func okReply(c *respConn, _ [][]byte, _ kvReply) { c.wr.ok() }
+func okReply(c *respConn, _ [][]byte, _ kv.Reply) { c.wr.ok() }
 
 // popReply writes LPOP's and RPOP's reply: an item without a count, else an array, null without the key.
-func popReply(c *respConn, args [][]byte, reply kvReply) {
+func popReply(c *respConn, args [][]byte, reply kv.Reply) {
 	switch {
 	case len(args) == 2:
 		c.valueReply(reply)
@@ -85,7 +86,7 @@ func (c *respConn) nullArray() {
 }
 
 // zaddReply writes ZADD's reply: a count, or with INCR the new score, null when the options left it alone.
-func zaddReply(c *respConn, args [][]byte, reply kvReply) {
+func zaddReply(c *respConn, args [][]byte, reply kv.Reply) {
 	for _, arg := range args[2:] {
 		if !isZAddOption(arg) {
 			break
@@ -99,7 +100,7 @@ func zaddReply(c *respConn, args [][]byte, reply kvReply) {
 }
 
 // rankReply writes a rank, null without the member.
-func rankReply(c *respConn, _ [][]byte, reply kvReply) {
+func rankReply(c *respConn, _ [][]byte, reply kv.Reply) {
 	if reply.Status == StatusNotFound {
 		c.wr.null()
 		return
@@ -117,7 +118,7 @@ func isZAddOption(arg []byte) bool {
 }
 
 // scoreReply writes a score: a double in RESP3, a bulk string in RESP2, null when Value is nil.
-func scoreReply(c *respConn, _ [][]byte, reply kvReply) { c.score(reply.Value) }
+func scoreReply(c *respConn, _ [][]byte, reply kv.Reply) { c.score(reply.Value) }
 
 func (c *respConn) score(score []byte) {
 	switch {
@@ -133,7 +134,7 @@ func (c *respConn) score(score []byte) {
 }
 
 // zrangeReply writes ZRANGE's members; with WITHSCORES in RESP3, as pairs of member and double.
-func zrangeReply(c *respConn, args [][]byte, reply kvReply) {
+func zrangeReply(c *respConn, args [][]byte, reply kv.Reply) {
 	if c.wr.proto != 3 || !slices.ContainsFunc(args[4:], func(arg []byte) bool { return bytes.EqualFold(arg, []byte("withscores")) }) {
 		c.values(reply.Values)
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -124,9 +125,9 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "psetex", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSetEx},
 		{name: "getset", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdGetSet},
 		{name: "hmset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: (*respConn).cmdHMSet},
-		{name: "hkeys", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, fieldsReply)},
-		{name: "hvals", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, hashValuesReply)},
-		{name: "hstrlen", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, lengthReply)},
+		{name: "hkeys", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(kv.OpHGetAll, fieldsReply)},
+		{name: "hvals", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(kv.OpHGetAll, hashValuesReply)},
+		{name: "hstrlen", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(kv.OpHGet, lengthReply)},
 		{name: "smismember", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, grouped: true, run: (*respConn).cmdSMIsMember},
 		{name: "zmscore", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZMScore},
 		{name: "hsetnx", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, grouped: true, run: (*respConn).cmdHSetNX},
@@ -147,39 +148,39 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "zcount", arity: 4, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZCount},
 		{name: "srandmember", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSRandMember},
 		{name: "spop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, grouped: true, run: (*respConn).cmdSPop},
-		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHSet, intReply)},
-		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHGet, bulkReply)},
-		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHMGet, arrayReply)},
-		{name: "hdel", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHDel, intReply)},
-		{name: "hgetall", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(opHGetAll, pairsReply)},
-		{name: "hlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHLen, intReply)},
-		{name: "hincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(opHIncrBy, intReply)},
-		{name: "hexists", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(opHExists, intReply)},
-		{name: "sadd", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSAdd, intReply)},
-		{name: "srem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(opSRem, intReply)},
-		{name: "smembers", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@slow"}, run: collectionCommand(opSMembers, setReply)},
-		{name: "sismember", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSIsMember, intReply)},
-		{name: "scard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(opSCard, intReply)},
-		{name: "lpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPush, intReply)},
-		{name: "rpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPush, intReply)},
+		{name: "hset", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(kv.OpHSet, intReply)},
+		{name: "hget", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(kv.OpHGet, bulkReply)},
+		{name: "hmget", arity: -3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(kv.OpHMGet, arrayReply)},
+		{name: "hdel", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(kv.OpHDel, intReply)},
+		{name: "hgetall", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: collectionCommand(kv.OpHGetAll, pairsReply)},
+		{name: "hlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(kv.OpHLen, intReply)},
+		{name: "hincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@hash", "@fast"}, run: collectionCommand(kv.OpHIncrBy, intReply)},
+		{name: "hexists", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, run: collectionCommand(kv.OpHExists, intReply)},
+		{name: "sadd", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(kv.OpSAdd, intReply)},
+		{name: "srem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@set", "@fast"}, run: collectionCommand(kv.OpSRem, intReply)},
+		{name: "smembers", arity: 2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@slow"}, run: collectionCommand(kv.OpSMembers, setReply)},
+		{name: "sismember", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(kv.OpSIsMember, intReply)},
+		{name: "scard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@set", "@fast"}, run: collectionCommand(kv.OpSCard, intReply)},
+		{name: "lpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(kv.OpLPush, intReply)},
+		{name: "rpush", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(kv.OpRPush, intReply)},
 		{name: "lpushx", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: (*respConn).cmdPushX},
 		{name: "rpushx", arity: -3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: (*respConn).cmdPushX},
-		{name: "lpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opLPop, popReply)},
-		{name: "rpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(opRPop, popReply)},
-		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLRange, arrayReply)},
-		{name: "llen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@fast"}, run: collectionCommand(opLLen, intReply)},
-		{name: "lindex", arity: 3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(opLIndex, bulkReply)},
-		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, run: collectionCommand(opLTrim, okReply)},
-		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZAdd, zaddReply)},
-		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZRem, intReply)},
-		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZScore, scoreReply)},
+		{name: "lpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(kv.OpLPop, popReply)},
+		{name: "rpop", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@fast"}, run: collectionCommand(kv.OpRPop, popReply)},
+		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(kv.OpLRange, arrayReply)},
+		{name: "llen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@fast"}, run: collectionCommand(kv.OpLLen, intReply)},
+		{name: "lindex", arity: 3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(kv.OpLIndex, bulkReply)},
+		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, run: collectionCommand(kv.OpLTrim, okReply)},
+		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZAdd, zaddReply)},
+		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZRem, intReply)},
+		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZScore, scoreReply)},
 		{name: "zrevrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("REV")},
 		{name: "zrangebyscore", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("BYSCORE")},
 		{name: "zrevrangebyscore", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: zrangeForm("BYSCORE", "REV")},
-		{name: "zrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: collectionCommand(opZRange, zrangeReply)},
-		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZRank, rankReply)},
-		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(opZCard, intReply)},
-		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(opZIncrBy, scoreReply)},
+		{name: "zrange", arity: -4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@slow"}, run: collectionCommand(kv.OpZRange, zrangeReply)},
+		{name: "zrank", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZRank, rankReply)},
+		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZCard, intReply)},
+		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZIncrBy, scoreReply)},
 		{name: "scan", noMulti: true, arity: -2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdScan},
 		{name: "keys", noMulti: true, arity: 2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow", "@dangerous"}, run: (*respConn).cmdKeys},
 		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
@@ -230,7 +231,7 @@ func (s *respServer) dispatch(c *respConn, args [][]byte) {
 		c.enqueue(cmd, args)
 	default:
 		c.runCommand(cmd, args)
-		c.req = kvRequest{}
+		c.req = kv.Request{}
 		c.stats.counted.commands++
 		c.trackRead(cmd, args)
 	}
@@ -355,7 +356,7 @@ func (c *respConn) ownKeys(keys [][]byte) (int, bool) {
 const respOOMError = "OOM command not allowed when used memory > 'maxmemory'."
 
 // refuse writes the Redis Cluster reply for a status that keeps the node from serving slot.
-func (c *respConn) refuse(slot uint16, reply kvReply) {
+func (c *respConn) refuse(slot uint16, reply kv.Reply) {
 	switch reply.Status {
 	case StatusMoved:
 		if addr := c.srv.respAddrOf(reply.Owner); addr != "" {
@@ -394,12 +395,12 @@ func (s *respServer) respAddrOf(id NodeID) string {
 
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
 // (the node lost the partition meanwhile) is written as a refusal and reported false.
-func (c *respConn) apply(op transport.Op, seg int, req *kvRequest) (kvReply, bool) {
+func (c *respConn) apply(op transport.Op, seg int, req *kv.Request) (kv.Reply, bool) {
 	return c.answered(op, req, c.applyKV(op, seg, req))
 }
 
 // answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
-func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvReply, bool) {
+func (c *respConn) answered(op transport.Op, req *kv.Request, reply kv.Reply) (kv.Reply, bool) {
 	if readOnly(op) {
 		c.stats.counted.lookup(reply.Status)
 	}
@@ -431,21 +432,21 @@ func (c *respConn) answered(op transport.Op, req *kvRequest, reply kvReply) (kvR
 // refusalMessage words a key operation's refusal, with its refusal code, as Redis does.
 func refusalMessage(op transport.Op, code int64) string {
 	switch {
-	case op == opIncr && code == incrOverflowed:
+	case op == kv.OpIncr && code == kv.RefusedIncrOverflow:
 		return "ERR increment or decrement would overflow"
-	case op == opIncr:
+	case op == kv.OpIncr:
 		return notIntegerMessage
-	case code == refusedNotFloat:
+	case code == kv.RefusedNotFloat:
 		return "ERR value is not a valid float"
-	case code == refusedNotFinite:
+	case code == kv.RefusedNotFinite:
 		return "ERR increment would produce NaN or Infinity"
-	case code == refusedTooLarge:
+	case code == kv.RefusedTooLarge:
 		return "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
-	case op == opObject && code == refusedNoFrequency:
+	case op == kv.OpObject && code == kv.RefusedNoFrequency:
 		return "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
-	case op == opObject && code == refusedIdleTimeLFU:
+	case op == kv.OpObject && code == kv.RefusedIdleTimeLFU:
 		return "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
-	case op == opObject && code == refusedNoIdleTime:
+	case op == kv.OpObject && code == kv.RefusedNoIdleTime:
 		return "ERR idle time is tracked only under an LRU maxmemory-policy (allkeys-lru, volatile-lru)"
 	}
 	return "ERR invalid request"
@@ -454,16 +455,16 @@ func refusalMessage(op transport.Op, code int64) string {
 // request returns the connection's request, emptied, for key: a command that applies one request at a time
 // builds it there rather than in memory of its own, since nothing keeps a request once it is applied. The
 // request is emptied again after each command, so that an idle connection keeps no key or value alive.
-func (c *respConn) request(key []byte) *kvRequest {
-	c.req = kvRequest{Key: string(key)}
+func (c *respConn) request(key []byte) *kv.Request {
+	c.req = kv.Request{Key: string(key)}
 	return &c.req
 }
 
 // keyOp checks ownership of req.Key and applies op.
-func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
+func (c *respConn) keyOp(op transport.Op, req *kv.Request) (kv.Reply, bool) {
 	seg, ok := c.ownKey(req.Key)
 	if !ok {
-		return kvReply{}, false
+		return kv.Reply{}, false
 	}
 	return c.apply(op, seg, req)
 }
@@ -471,14 +472,14 @@ func (c *respConn) keyOp(op transport.Op, req *kvRequest) (kvReply, bool) {
 // ---- Strings and keys ----
 
 func (c *respConn) cmdGet(args [][]byte) {
-	reply, ok := c.keyOp(opGet, c.request(args[1]))
+	reply, ok := c.keyOp(kv.OpGet, c.request(args[1]))
 	if !ok {
 		return
 	}
 	c.valueReply(reply)
 }
 
-func (c *respConn) valueReply(reply kvReply) {
+func (c *respConn) valueReply(reply kv.Reply) {
 	if reply.Status == StatusNotFound {
 		c.wr.null()
 		return
@@ -488,7 +489,7 @@ func (c *respConn) valueReply(reply kvReply) {
 
 // setArgs is a parsed SET: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
 type setArgs struct {
-	cond putCond
+	cond kv.Cond
 	ttl  time.Duration
 }
 
@@ -500,17 +501,17 @@ func (c *respConn) cmdSet(args [][]byte) {
 	req := c.request(args[1])
 	req.Value, req.TTL, req.Cond = args[2], int64(opts.ttl), opts.cond // the store copies what it keeps
 	if opts.cond == 0 {
-		if _, ok := c.keyOp(opPut, req); ok {
+		if _, ok := c.keyOp(kv.OpPut, req); ok {
 			c.wr.ok()
 		}
 		return
 	}
-	reply, ok := c.keyOp(opPutIf, req)
+	reply, ok := c.keyOp(kv.OpPutIf, req)
 	switch {
 	case !ok:
-	case opts.cond&condReturnPrev != 0 && reply.Existed:
+	case opts.cond&kv.CondReturnPrev != 0 && reply.Existed:
 		c.wr.bulk(reply.Value)
-	case opts.cond&condReturnPrev != 0 || reply.Int == 0:
+	case opts.cond&kv.CondReturnPrev != 0 || reply.Int == 0:
 		c.wr.null()
 	default:
 		c.wr.ok()
@@ -527,16 +528,16 @@ func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 	for i := 0; i < len(opts); i++ {
 		opt := strings.ToUpper(string(opts[i]))
 		switch {
-		case opt == "NX" && s.cond&condIfExists == 0:
-			s.cond |= condIfAbsent
-		case opt == "XX" && s.cond&condIfAbsent == 0:
-			s.cond |= condIfExists
+		case opt == "NX" && s.cond&kv.CondIfExists == 0:
+			s.cond |= kv.CondIfAbsent
+		case opt == "XX" && s.cond&kv.CondIfAbsent == 0:
+			s.cond |= kv.CondIfExists
 		case opt == "GET":
-			s.cond |= condReturnPrev
+			s.cond |= kv.CondReturnPrev
 		case opt == "KEEPTTL" && unit == "":
-			s.cond |= condKeepTTL
+			s.cond |= kv.CondKeepTTL
 		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && (unit == "" || unit == opt) &&
-			s.cond&condKeepTTL == 0 && i+1 < len(opts):
+			s.cond&kv.CondKeepTTL == 0 && i+1 < len(opts):
 			i++
 			unit, expiry = opt, opts[i]
 		default:
@@ -556,7 +557,7 @@ func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 
 // expiryArg turns the argument of EX, PX, EXAT or PXAT into a TTL from now.
 func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
-	n, ok := parseCanonicalInt(arg)
+	n, ok := kv.ParseCanonicalInt(arg)
 	if !ok {
 		c.notInteger()
 		return 0, false
@@ -577,11 +578,11 @@ func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
 }
 
 func (c *respConn) cmdDel(args [][]byte) {
-	c.countKeys(opDelete, args[1:])
+	c.countKeys(kv.OpDelete, args[1:])
 }
 
 func (c *respConn) cmdExists(args [][]byte) {
-	c.countKeys(opExists, args[1:])
+	c.countKeys(kv.OpExists, args[1:])
 }
 
 // countKeys applies op to every key (one slot) and replies how many succeeded.
@@ -618,14 +619,14 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	if !ok {
 		return
 	}
-	replies := make([]kvReply, len(keys))
+	replies := make([]kv.Reply, len(keys))
 	for i, k := range keys {
 		req := c.request(k)
-		reply := c.applyKV(opGet, seg, req)
+		reply := c.applyKV(kv.OpGet, seg, req)
 		if reply.Status == StatusWrongType {
-			reply = kvReply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
+			reply = kv.Reply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
 		}
-		if replies[i], ok = c.answered(opGet, req, reply); !ok {
+		if replies[i], ok = c.answered(kv.OpGet, req, reply); !ok {
 			return
 		}
 	}
@@ -667,7 +668,7 @@ func (c *respConn) putPairs(seg int, args [][]byte) bool {
 		return false
 	}
 	for i := 1; i < len(args); i += 2 {
-		if _, ok := c.apply(opPut, seg, &kvRequest{Key: string(args[i]), Value: args[i+1]}); !ok {
+		if _, ok := c.apply(kv.OpPut, seg, &kv.Request{Key: string(args[i]), Value: args[i+1]}); !ok {
 			return false
 		}
 	}
@@ -678,7 +679,7 @@ func (c *respConn) putPairs(seg int, args [][]byte) bool {
 func (c *respConn) cmdIncr(args [][]byte) {
 	delta := int64(1)
 	if len(args) == 3 {
-		n, ok := parseCanonicalInt(args[2])
+		n, ok := kv.ParseCanonicalInt(args[2])
 		if !ok {
 			c.notInteger()
 			return
@@ -692,7 +693,7 @@ func (c *respConn) cmdIncr(args [][]byte) {
 		}
 		delta = -delta
 	}
-	if reply, ok := c.keyOp(opIncr, &kvRequest{Key: string(args[1]), Delta: delta}); ok {
+	if reply, ok := c.keyOp(kv.OpIncr, &kv.Request{Key: string(args[1]), Delta: delta}); ok {
 		c.wr.int(reply.Int)
 	}
 }
@@ -704,7 +705,7 @@ func (c *respConn) cmdExpire(args [][]byte) {
 		c.wr.error(msg)
 		return
 	}
-	n, ok := parseCanonicalInt(args[2])
+	n, ok := kv.ParseCanonicalInt(args[2])
 	if !ok {
 		c.notInteger()
 		return
@@ -730,33 +731,33 @@ func (c *respConn) cmdExpire(args [][]byte) {
 	default:
 		ttl = time.Duration(n) * scale
 	}
-	if reply, ok := c.keyOp(opExpire, &kvRequest{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
-		c.wr.int(boolInt(reply.Status == StatusSuccess))
+	if reply, ok := c.keyOp(kv.OpExpire, &kv.Request{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
+		c.wr.int(kv.BoolInt(reply.Status == StatusSuccess))
 	}
 }
 
 // parseExpireOptions reads EXPIRE's options NX, XX, GT and LT, returning Redis's error for an unknown or
 // incompatible one.
-func parseExpireOptions(opts [][]byte) (putCond, string) {
-	var cond putCond
+func parseExpireOptions(opts [][]byte) (kv.Cond, string) {
+	var cond kv.Cond
 	for _, opt := range opts {
 		switch strings.ToUpper(string(opt)) {
 		case "NX":
-			cond |= condExpiryNone
+			cond |= kv.CondExpiryNone
 		case "XX":
-			cond |= condExpiryExists
+			cond |= kv.CondExpiryExists
 		case "GT":
-			cond |= condExpiryGreater
+			cond |= kv.CondExpiryGreater
 		case "LT":
-			cond |= condExpiryLess
+			cond |= kv.CondExpiryLess
 		default:
 			return 0, "ERR Unsupported option " + cString(opt, len(opt))
 		}
 	}
 	switch {
-	case cond&condExpiryNone != 0 && cond != condExpiryNone:
+	case cond&kv.CondExpiryNone != 0 && cond != kv.CondExpiryNone:
 		return 0, "ERR NX and XX, GT or LT options at the same time are not compatible"
-	case cond&(condExpiryGreater|condExpiryLess) == condExpiryGreater|condExpiryLess:
+	case cond&(kv.CondExpiryGreater|kv.CondExpiryLess) == kv.CondExpiryGreater|kv.CondExpiryLess:
 		return 0, "ERR GT and LT options at the same time are not compatible"
 	}
 	return cond, ""
@@ -764,7 +765,7 @@ func parseExpireOptions(opts [][]byte) (putCond, string) {
 
 // cmdTTL serves TTL and PTTL: -2 without the key, -1 without an expiry.
 func (c *respConn) cmdTTL(args [][]byte) {
-	reply, ok := c.keyOp(opTTL, &kvRequest{Key: string(args[1])})
+	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
 	switch {
 	case !ok:
 	case reply.Status == StatusNotFound:
@@ -779,26 +780,26 @@ func (c *respConn) cmdTTL(args [][]byte) {
 }
 
 func (c *respConn) cmdPersist(args [][]byte) {
-	if reply, ok := c.keyOp(opPersist, &kvRequest{Key: string(args[1])}); ok {
+	if reply, ok := c.keyOp(kv.OpPersist, &kv.Request{Key: string(args[1])}); ok {
 		c.wr.int(reply.Int)
 	}
 }
 
 func (c *respConn) cmdIncrByFloat(args [][]byte) {
-	if reply, ok := c.keyOp(opIncrByFloat, &kvRequest{Key: string(args[1]), Value: args[2]}); ok {
+	if reply, ok := c.keyOp(kv.OpIncrByFloat, &kv.Request{Key: string(args[1]), Value: args[2]}); ok {
 		c.wr.bulk(reply.Value)
 	}
 }
 
 // cmdAppend passes the argument without a copy: the store copies it into the new value.
 func (c *respConn) cmdAppend(args [][]byte) {
-	if reply, ok := c.keyOp(opAppend, &kvRequest{Key: string(args[1]), Value: args[2]}); ok {
+	if reply, ok := c.keyOp(kv.OpAppend, &kv.Request{Key: string(args[1]), Value: args[2]}); ok {
 		c.wr.int(reply.Int)
 	}
 }
 
 func (c *respConn) cmdGetDel(args [][]byte) {
-	if reply, ok := c.keyOp(opGetDel, &kvRequest{Key: string(args[1])}); ok {
+	if reply, ok := c.keyOp(kv.OpGetDel, &kv.Request{Key: string(args[1])}); ok {
 		c.valueReply(reply)
 	}
 }
@@ -810,7 +811,7 @@ func (c *respConn) cmdGetEx(args [][]byte) {
 		c.syntaxError()
 		return
 	}
-	req := &kvRequest{Key: string(args[1])}
+	req := &kv.Request{Key: string(args[1])}
 	switch {
 	case unit != "":
 		ttl, msg := c.expiryTTL("getex", unit, arg)
@@ -820,9 +821,9 @@ func (c *respConn) cmdGetEx(args [][]byte) {
 		}
 		req.TTL = int64(ttl)
 	case !persist:
-		req.Cond = condKeepTTL
+		req.Cond = kv.CondKeepTTL
 	}
-	if reply, ok := c.keyOp(opGetEx, req); ok {
+	if reply, ok := c.keyOp(kv.OpGetEx, req); ok {
 		c.valueReply(reply)
 	}
 }
@@ -848,7 +849,7 @@ func parseGetEx(opts [][]byte) (unit string, arg []byte, persist, ok bool) {
 // expiryTTL turns the argument of EX, PX, EXAT or PXAT into a TTL from now, negative for a time already
 // past. An invalid argument returns the error message Redis gives cmd.
 func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, string) {
-	n, ok := parseCanonicalInt(arg)
+	n, ok := kv.ParseCanonicalInt(arg)
 	if !ok {
 		return 0, notIntegerMessage
 	}
@@ -872,7 +873,7 @@ func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, strin
 // badExpiry answers GETEX's invalid expiry argument as Redis does, after looking the key up: null when the
 // key is missing, WRONGTYPE for a collection, msg otherwise.
 func (c *respConn) badExpiry(key, msg string) {
-	reply, ok := c.keyOp(opType, &kvRequest{Key: key})
+	reply, ok := c.keyOp(kv.OpType, &kv.Request{Key: key})
 	switch t := string(reply.Value); {
 	case !ok:
 	case t == "none":
@@ -887,7 +888,7 @@ func (c *respConn) badExpiry(key, msg string) {
 // refuseString answers msg for a command refused by its arguments, after looking the key up as Redis
 // does first: WRONGTYPE when it holds a collection.
 func (c *respConn) refuseString(key []byte, msg string) {
-	reply, ok := c.keyOp(opType, &kvRequest{Key: string(key)})
+	reply, ok := c.keyOp(kv.OpType, &kv.Request{Key: string(key)})
 	switch t := string(reply.Value); {
 	case !ok:
 	case t != "none" && t != "string":
@@ -899,7 +900,7 @@ func (c *respConn) refuseString(key []byte, msg string) {
 
 // cmdSetRange serves SETRANGE key offset value. An empty value writes nothing: it replies the length.
 func (c *respConn) cmdSetRange(args [][]byte) {
-	offset, ok := parseCanonicalInt(args[2])
+	offset, ok := kv.ParseCanonicalInt(args[2])
 	switch {
 	case !ok:
 		c.notInteger()
@@ -908,9 +909,9 @@ func (c *respConn) cmdSetRange(args [][]byte) {
 	case len(args[3]) == 0:
 		c.cmdStrlen(args[:2])
 	case offset > int64(c.srv.limits.maxBulk-len(args[3])):
-		c.refuseString(args[1], refusalMessage(opSetRange, refusedTooLarge))
+		c.refuseString(args[1], refusalMessage(kv.OpSetRange, kv.RefusedTooLarge))
 	default:
-		if reply, ok := c.keyOp(opSetRange, &kvRequest{Key: string(args[1]), Delta: offset, Value: args[3]}); ok {
+		if reply, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: string(args[1]), Delta: offset, Value: args[3]}); ok {
 			c.wr.int(reply.Int)
 		}
 	}
@@ -919,13 +920,13 @@ func (c *respConn) cmdSetRange(args [][]byte) {
 // cmdGetRange serves GETRANGE key start end: the bytes from start to end included, negative positions
 // counting from the end, as Redis clamps them.
 func (c *respConn) cmdGetRange(args [][]byte) {
-	start, ok1 := parseCanonicalInt(args[2])
-	end, ok2 := parseCanonicalInt(args[3])
+	start, ok1 := kv.ParseCanonicalInt(args[2])
+	end, ok2 := kv.ParseCanonicalInt(args[3])
 	if !ok1 || !ok2 {
 		c.notInteger()
 		return
 	}
-	reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])})
+	reply, ok := c.keyOp(kv.OpGet, &kv.Request{Key: string(args[1])})
 	if !ok {
 		return
 	}
@@ -952,13 +953,13 @@ func byteRange(value []byte, start, end int64) []byte {
 }
 
 func (c *respConn) cmdStrlen(args [][]byte) {
-	if reply, ok := c.keyOp(opGet, &kvRequest{Key: string(args[1])}); ok {
+	if reply, ok := c.keyOp(kv.OpGet, &kv.Request{Key: string(args[1])}); ok {
 		c.wr.int(int64(len(reply.Value)))
 	}
 }
 
 func (c *respConn) cmdType(args [][]byte) {
-	if reply, ok := c.keyOp(opType, &kvRequest{Key: string(args[1])}); ok {
+	if reply, ok := c.keyOp(kv.OpType, &kv.Request{Key: string(args[1])}); ok {
 		c.wr.simple(string(reply.Value))
 	}
 }
@@ -980,7 +981,7 @@ func (c *respConn) cmdObject(args [][]byte) {
 		if sub == "refcount" {
 			what = "encoding" // every value has one reference
 		}
-		reply, ok := c.keyOp(opObject, &kvRequest{Key: string(args[2]), Args: [][]byte{[]byte(what)}})
+		reply, ok := c.keyOp(kv.OpObject, &kv.Request{Key: string(args[2]), Args: [][]byte{[]byte(what)}})
 		switch {
 		case !ok:
 		case reply.Status == StatusNotFound:
@@ -1029,7 +1030,7 @@ func (c *respConn) cmdQuit([][]byte) {
 }
 
 func (c *respConn) cmdSelect(args [][]byte) {
-	if n, ok := parseCanonicalInt(args[1]); !ok {
+	if n, ok := kv.ParseCanonicalInt(args[1]); !ok {
 		c.notInteger()
 	} else if n != 0 {
 		c.wr.error("ERR SELECT is not allowed in cluster mode")

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/longdouble"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -19,7 +21,7 @@ import (
 func (c *respConn) cmdSMIsMember(args [][]byte) {
 	found := make([]int64, 0, len(args)-2)
 	for _, member := range args[2:] {
-		reply, ok := c.keyOp(opSIsMember, &kvRequest{Key: string(args[1]), Args: [][]byte{member}})
+		reply, ok := c.keyOp(kv.OpSIsMember, &kv.Request{Key: string(args[1]), Args: [][]byte{member}})
 		if !ok {
 			return
 		}
@@ -35,7 +37,7 @@ func (c *respConn) cmdSMIsMember(args [][]byte) {
 func (c *respConn) cmdZMScore(args [][]byte) {
 	scores := make([][]byte, 0, len(args)-2)
 	for _, member := range args[2:] {
-		reply, ok := c.keyOp(opZScore, &kvRequest{Key: string(args[1]), Args: [][]byte{member}})
+		reply, ok := c.keyOp(kv.OpZScore, &kv.Request{Key: string(args[1]), Args: [][]byte{member}})
 		if !ok {
 			return
 		}
@@ -50,7 +52,7 @@ func (c *respConn) cmdZMScore(args [][]byte) {
 // cmdHSetNX serves HSETNX key field value: HSET unless the field exists, answering 1 if it wrote.
 func (c *respConn) cmdHSetNX(args [][]byte) {
 	key := string(args[1])
-	exists, ok := c.keyOp(opHExists, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	exists, ok := c.keyOp(kv.OpHExists, &kv.Request{Key: key, Args: [][]byte{args[2]}})
 	if !ok {
 		return
 	}
@@ -58,7 +60,7 @@ func (c *respConn) cmdHSetNX(args [][]byte) {
 		c.wr.int(0)
 		return
 	}
-	if _, ok := c.keyOp(opHSet, &kvRequest{Key: key, Args: cloneValues(args[2:4])}); ok {
+	if _, ok := c.keyOp(kv.OpHSet, &kv.Request{Key: key, Args: kv.CloneValues(args[2:4])}); ok {
 		c.wr.int(1)
 	}
 }
@@ -66,7 +68,7 @@ func (c *respConn) cmdHSetNX(args [][]byte) {
 // cmdZRevRank serves ZREVRANK key member: the member's rank from the highest score.
 func (c *respConn) cmdZRevRank(args [][]byte) {
 	key := string(args[1])
-	rank, ok := c.keyOp(opZRank, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	rank, ok := c.keyOp(kv.OpZRank, &kv.Request{Key: key, Args: [][]byte{args[2]}})
 	if !ok {
 		return
 	}
@@ -74,7 +76,7 @@ func (c *respConn) cmdZRevRank(args [][]byte) {
 		c.wr.null()
 		return
 	}
-	card, ok := c.keyOp(opZCard, &kvRequest{Key: key})
+	card, ok := c.keyOp(kv.OpZCard, &kv.Request{Key: key})
 	if ok {
 		c.wr.int(card.Int - 1 - rank.Int)
 	}
@@ -94,12 +96,12 @@ func (c *respConn) cmdZPop(args [][]byte) {
 		if isSubcommand(args[0], "zpopmax") {
 			rangeArgs = append(rangeArgs, []byte("REV"))
 		}
-		reply, ok := c.keyOp(opZRange, &kvRequest{Key: key, Args: rangeArgs})
+		reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: key, Args: rangeArgs})
 		if !ok {
 			return
 		}
 		popped = reply.Values
-	} else if _, ok := c.keyOp(opZCard, &kvRequest{Key: key}); !ok { // a key of another type is still refused
+	} else if _, ok := c.keyOp(kv.OpZCard, &kv.Request{Key: key}); !ok { // a key of another type is still refused
 		return
 	}
 	if len(popped) > 0 {
@@ -107,7 +109,7 @@ func (c *respConn) cmdZPop(args [][]byte) {
 		for i := 0; i < len(popped); i += 2 {
 			members = append(members, popped[i])
 		}
-		if _, ok := c.keyOp(opZRem, &kvRequest{Key: key, Args: cloneValues(members)}); !ok {
+		if _, ok := c.keyOp(kv.OpZRem, &kv.Request{Key: key, Args: kv.CloneValues(members)}); !ok {
 			return
 		}
 	}
@@ -124,7 +126,7 @@ func (c *respConn) popCount(args [][]byte) (count int64, withCount, ok bool) {
 	if len(args) < 3 {
 		return 1, false, true
 	}
-	n, valid := parseCanonicalInt(args[2])
+	n, valid := kv.ParseCanonicalInt(args[2])
 	if !valid || n < 0 {
 		c.wr.error("ERR value is out of range, must be positive")
 		return 0, false, false
@@ -154,7 +156,7 @@ func (c *respConn) writePairs(pairs [][]byte, nested bool) {
 // keyType returns the type of key as TYPE names it, "none" for a missing key; a refusal is answered and
 // reported false.
 func (c *respConn) keyType(key []byte) (string, bool) {
-	reply, ok := c.keyOp(opType, &kvRequest{Key: string(key)})
+	reply, ok := c.keyOp(kv.OpType, &kv.Request{Key: string(key)})
 	return string(reply.Value), ok
 }
 
@@ -187,19 +189,19 @@ func (c *respConn) cmdSMove(args [][]byte) {
 		return
 	}
 	if src == dst {
-		if reply, ok := c.keyOp(opSIsMember, &kvRequest{Key: src, Args: [][]byte{member}}); ok {
+		if reply, ok := c.keyOp(kv.OpSIsMember, &kv.Request{Key: src, Args: [][]byte{member}}); ok {
 			c.wr.int(reply.Int)
 		}
 		return
 	}
-	removed, ok := c.keyOp(opSRem, &kvRequest{Key: src, Args: [][]byte{bytes.Clone(member)}})
+	removed, ok := c.keyOp(kv.OpSRem, &kv.Request{Key: src, Args: [][]byte{bytes.Clone(member)}})
 	if !ok || removed.Int == 0 {
 		if ok {
 			c.wr.int(0)
 		}
 		return
 	}
-	if _, ok := c.keyOp(opSAdd, &kvRequest{Key: dst, Args: [][]byte{bytes.Clone(member)}}); ok {
+	if _, ok := c.keyOp(kv.OpSAdd, &kv.Request{Key: dst, Args: [][]byte{bytes.Clone(member)}}); ok {
 		c.wr.int(1)
 	}
 }
@@ -212,8 +214,8 @@ func (c *respConn) cmdLMove(args [][]byte) {
 	if isSubcommand(args[0], "lmove") {
 		from, to = args[3], args[4]
 	}
-	popOp, okFrom := listEnd(from, opLPop, opRPop)
-	pushOp, okTo := listEnd(to, opLPush, opRPush)
+	popOp, okFrom := listEnd(from, kv.OpLPop, kv.OpRPop)
+	pushOp, okTo := listEnd(to, kv.OpLPush, kv.OpRPush)
 	if !okFrom || !okTo {
 		c.syntaxError()
 		return
@@ -231,12 +233,12 @@ func (c *respConn) cmdLMove(args [][]byte) {
 	case !c.holds(args[2], "list"):
 		return
 	}
-	popped, ok := c.keyOp(popOp, &kvRequest{Key: string(args[1])})
+	popped, ok := c.keyOp(popOp, &kv.Request{Key: string(args[1])})
 	if !ok {
 		return
 	}
 	element := bytes.Clone(popped.Value)
-	if _, ok := c.keyOp(pushOp, &kvRequest{Key: string(args[2]), Args: [][]byte{element}}); ok {
+	if _, ok := c.keyOp(pushOp, &kv.Request{Key: string(args[2]), Args: [][]byte{element}}); ok {
 		c.wr.bulk(element)
 	}
 }
@@ -259,7 +261,7 @@ func (c *respConn) cmdMSetNX(args [][]byte) {
 		return
 	}
 	for i := 1; i < len(args); i += 2 {
-		reply, ok := c.apply(opExists, seg, &kvRequest{Key: string(args[i])})
+		reply, ok := c.apply(kv.OpExists, seg, &kv.Request{Key: string(args[i])})
 		if !ok {
 			return
 		}
@@ -298,7 +300,7 @@ func algebraOf(name []byte) setAlgebra {
 func (c *respConn) combineSets(keys [][]byte, a setAlgebra) ([][]byte, bool) {
 	var acc map[string]bool
 	for i, key := range keys {
-		reply, ok := c.keyOp(opSMembers, &kvRequest{Key: string(key)})
+		reply, ok := c.keyOp(kv.OpSMembers, &kv.Request{Key: string(key)})
 		if !ok {
 			return nil, false
 		}
@@ -337,7 +339,7 @@ func (c *respConn) combineSets(keys [][]byte, a setAlgebra) ([][]byte, bool) {
 func (c *respConn) cmdSetAlgebra(args [][]byte) {
 	members, ok := c.combineSets(args[1:], algebraOf(args[0]))
 	if ok {
-		setReply(c, args, kvReply{Values: members})
+		setReply(c, args, kv.Reply{Values: members})
 	}
 }
 
@@ -349,11 +351,11 @@ func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
 		return
 	}
 	dst := string(args[1])
-	if _, ok := c.keyOp(opDelete, &kvRequest{Key: dst}); !ok {
+	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: dst}); !ok {
 		return
 	}
 	if len(members) > 0 {
-		if _, ok := c.keyOp(opSAdd, &kvRequest{Key: dst, Args: members}); !ok {
+		if _, ok := c.keyOp(kv.OpSAdd, &kv.Request{Key: dst, Args: members}); !ok {
 			return
 		}
 	}
@@ -363,7 +365,7 @@ func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
 // cmdHIncrByFloat serves HINCRBYFLOAT key field increment: the field's value plus increment, as long
 // doubles, as INCRBYFLOAT adds.
 func (c *respConn) cmdHIncrByFloat(args [][]byte) {
-	incr, incrInf, ok := parseLongDouble(args[3])
+	incr, incrInf, ok := longdouble.Parse(args[3])
 	switch {
 	case !ok:
 		c.wr.error("ERR value is not a valid float")
@@ -373,31 +375,31 @@ func (c *respConn) cmdHIncrByFloat(args [][]byte) {
 		return
 	}
 	key := string(args[1])
-	cur, ok := c.keyOp(opHGet, &kvRequest{Key: key, Args: [][]byte{args[2]}})
+	cur, ok := c.keyOp(kv.OpHGet, &kv.Request{Key: key, Args: [][]byte{args[2]}})
 	if !ok {
 		return
 	}
 	base, baseInf := new(big.Float), false
 	if cur.Status == StatusSuccess {
-		if base, baseInf, ok = parseLongDouble(cur.Value); !ok {
+		if base, baseInf, ok = longdouble.Parse(cur.Value); !ok {
 			c.wr.error("ERR hash value is not a float")
 			return
 		}
 	}
-	sum, finite := addLongDouble(base, incr)
+	sum, finite := longdouble.Add(base, incr)
 	if baseInf || !finite {
 		c.wr.error("ERR increment would produce NaN or Infinity")
 		return
 	}
-	text := formatLongDouble(sum)
-	if _, ok := c.keyOp(opHSet, &kvRequest{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
+	text := longdouble.Format(sum)
+	if _, ok := c.keyOp(kv.OpHSet, &kv.Request{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
 		c.wr.bulk(text)
 	}
 }
 
 // cmdZCount serves ZCOUNT key min max: how many members score within the range.
 func (c *respConn) cmdZCount(args [][]byte) {
-	reply, ok := c.keyOp(opZRange, &kvRequest{Key: string(args[1]), Args: [][]byte{args[2], args[3], []byte("BYSCORE")}})
+	reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: string(args[1]), Args: [][]byte{args[2], args[3], []byte("BYSCORE")}})
 	if ok {
 		c.wr.int(int64(len(reply.Values)))
 	}
@@ -416,14 +418,14 @@ func (c *respConn) cmdSRandMember(args [][]byte) {
 	}
 	count, withCount := int64(1), len(args) == 3
 	if withCount {
-		n, ok := parseCanonicalInt(args[2])
+		n, ok := kv.ParseCanonicalInt(args[2])
 		if !ok || n == math.MinInt64 {
 			c.notInteger()
 			return
 		}
 		count = n
 	}
-	members, ok := c.keyOp(opSMembers, &kvRequest{Key: string(args[1])})
+	members, ok := c.keyOp(kv.OpSMembers, &kv.Request{Key: string(args[1])})
 	switch {
 	case !ok:
 		return
@@ -455,19 +457,19 @@ func (c *respConn) cmdSPop(args [][]byte) {
 		return
 	}
 	key := string(args[1])
-	members, ok := c.keyOp(opSMembers, &kvRequest{Key: key})
+	members, ok := c.keyOp(kv.OpSMembers, &kv.Request{Key: key})
 	if !ok {
 		return
 	}
-	popped := cloneValues(randomMembers(members.Values, count))
+	popped := kv.CloneValues(randomMembers(members.Values, count))
 	if len(popped) > 0 {
-		if _, ok := c.keyOp(opSRem, &kvRequest{Key: key, Args: cloneValues(popped)}); !ok {
+		if _, ok := c.keyOp(kv.OpSRem, &kv.Request{Key: key, Args: kv.CloneValues(popped)}); !ok {
 			return
 		}
 	}
 	switch {
 	case withCount:
-		setReply(c, args, kvReply{Values: popped})
+		setReply(c, args, kv.Reply{Values: popped})
 	case len(popped) == 0:
 		c.wr.null()
 	default:

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Redis commands that are other forms of commands already served: older names (SETNX, SETEX, PSETEX,
@@ -14,8 +16,8 @@ import (
 // cmdSetNX serves SETNX key value: SET key value NX, answering 1 if it wrote and 0 if not.
 func (c *respConn) cmdSetNX(args [][]byte) {
 	req := c.request(args[1])
-	req.Value, req.Cond = args[2], condIfAbsent
-	if reply, ok := c.keyOp(opPutIf, req); ok {
+	req.Value, req.Cond = args[2], kv.CondIfAbsent
+	if reply, ok := c.keyOp(kv.OpPutIf, req); ok {
 		c.wr.int(reply.Int)
 	}
 }
@@ -33,7 +35,7 @@ func (c *respConn) cmdSetEx(args [][]byte) {
 	}
 	req := c.request(args[1])
 	req.Value, req.TTL = args[3], int64(ttl)
-	if _, ok := c.keyOp(opPut, req); ok {
+	if _, ok := c.keyOp(kv.OpPut, req); ok {
 		c.wr.ok()
 	}
 }
@@ -41,8 +43,8 @@ func (c *respConn) cmdSetEx(args [][]byte) {
 // cmdGetSet serves GETSET key value: SET key value GET, dropping any expiry.
 func (c *respConn) cmdGetSet(args [][]byte) {
 	req := c.request(args[1])
-	req.Value, req.Cond = args[2], condReturnPrev
-	reply, ok := c.keyOp(opPutIf, req)
+	req.Value, req.Cond = args[2], kv.CondReturnPrev
+	reply, ok := c.keyOp(kv.OpPutIf, req)
 	switch {
 	case !ok:
 	case reply.Existed:
@@ -61,13 +63,13 @@ func (c *respConn) cmdHMSet(args [][]byte) {
 	hsetAnsweringOK(c, args)
 }
 
-var hsetAnsweringOK = collectionCommand(opHSet, okReply)
+var hsetAnsweringOK = collectionCommand(kv.OpHSet, okReply)
 
 // fieldsReply writes the fields of HGETALL's pairs, for HKEYS.
-func fieldsReply(c *respConn, _ [][]byte, reply kvReply) { c.everyOther(reply.Values, 0) }
+func fieldsReply(c *respConn, _ [][]byte, reply kv.Reply) { c.everyOther(reply.Values, 0) }
 
 // hashValuesReply writes the values of HGETALL's pairs, for HVALS.
-func hashValuesReply(c *respConn, _ [][]byte, reply kvReply) { c.everyOther(reply.Values, 1) }
+func hashValuesReply(c *respConn, _ [][]byte, reply kv.Reply) { c.everyOther(reply.Values, 1) }
 
 // everyOther writes, as an array, the elements of pairs at from, from+2...
 func (c *respConn) everyOther(pairs [][]byte, from int) {
@@ -78,7 +80,7 @@ func (c *respConn) everyOther(pairs [][]byte, from int) {
 }
 
 // lengthReply writes the length of HGET's value, 0 for a missing field or key, for HSTRLEN.
-func lengthReply(c *respConn, _ [][]byte, reply kvReply) {
+func lengthReply(c *respConn, _ [][]byte, reply kv.Reply) {
 	if reply.Status == StatusNotFound {
 		c.wr.int(0)
 		return
@@ -96,11 +98,11 @@ func (c *respConn) cmdTime([][]byte) {
 
 // cmdPushX serves LPUSHX and RPUSHX: a push onto a list that exists, answering 0 without one.
 func (c *respConn) cmdPushX(args [][]byte) {
-	op := opRPush
+	op := kv.OpRPush
 	if isSubcommand(args[0], "lpushx") {
-		op = opLPush
+		op = kv.OpLPush
 	}
-	req := &kvRequest{Key: string(args[1]), Args: cloneValues(args[2:]), Cond: condIfExists}
+	req := &kv.Request{Key: string(args[1]), Args: kv.CloneValues(args[2:]), Cond: kv.CondIfExists}
 	if reply, ok := c.keyOp(op, req); ok {
 		c.wr.int(reply.Int)
 	}
@@ -109,7 +111,7 @@ func (c *respConn) cmdPushX(args [][]byte) {
 // zrangeForm serves a form of ZRANGE whose direction or kind of range is in its name (ZREVRANGE,
 // ZRANGEBYSCORE, ZREVRANGEBYSCORE): ZRANGE with those keywords added, which the client may then not give.
 func zrangeForm(fixed ...string) func(c *respConn, args [][]byte) {
-	run := collectionCommand(opZRange, zrangeReply)
+	run := collectionCommand(kv.OpZRange, zrangeReply)
 	return func(c *respConn, args [][]byte) {
 		for _, arg := range args[4:] {
 			if isSubcommand(arg, "rev") || isSubcommand(arg, "byscore") || isSubcommand(arg, "bylex") {

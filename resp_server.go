@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/rawio"
 	"github.com/zaris-go/zaris/internal/throttle"
 	"github.com/zaris-go/zaris/transport"
@@ -71,9 +72,9 @@ type respServer struct {
 type keyOwner interface {
 	// checkOwner returns key's segment if this node actively owns its partition, and otherwise the reply
 	// that refuses the request.
-	checkOwner(key string) (segment int, refusal kvReply, owned bool)
+	checkOwner(key string) (segment int, refusal kv.Reply, owned bool)
 	// applyKV runs one key operation on an owned segment, waiting for the replicas as the concern asks.
-	applyKV(ctx context.Context, op transport.Op, seg int, req *kvRequest) kvReply
+	applyKV(ctx context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
 	// one of keys, and waits for the replicas as applyKV does (owner.applyAtomically).
 	applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
@@ -288,7 +289,7 @@ type respConn struct {
 	conn   net.Conn
 	rd     *respReader
 	wr     *respWriter
-	req    kvRequest // the request of the command being run, for the commands that run one at a time (request)
+	req    kv.Request // the request of the command being run, for the commands that run one at a time (request)
 	id     int64
 	name   string
 	user   *respUser // nil until the client logs in

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -19,15 +20,15 @@ type storeOwner struct {
 
 func (o *storeOwner) owns(key string) bool { return KeySlot(key) < NumSlots/2 }
 
-func (o *storeOwner) checkOwner(key string) (int, kvReply, bool) {
+func (o *storeOwner) checkOwner(key string) (int, kv.Reply, bool) {
 	seg := o.layout.KeySegment(key)
 	if !o.owns(key) {
-		return seg, kvReply{Status: StatusMoved, Owner: "b", Epoch: 1, MapIndex: 1}, false
+		return seg, kv.Reply{Status: StatusMoved, Owner: "b", Epoch: 1, MapIndex: 1}, false
 	}
-	return seg, kvReply{}, true
+	return seg, kv.Reply{}, true
 }
 
-func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kvRequest) kvReply {
+func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply {
 	return lookupKeyOp(op).apply(o.store, seg, *req, testOpLimits)
 }
 

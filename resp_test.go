@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // withRESP is the startCluster tweak that gives every node a RESP endpoint on a free port.
@@ -787,14 +789,14 @@ func TestRESPRefusals(t *testing.T) {
 	var out bytes.Buffer
 	conn := &respConn{srv: n.redis.srv, wr: newRESPWriter(&out)}
 	cases := []struct {
-		reply kvReply
+		reply kv.Reply
 		want  string
 	}{
-		{kvReply{Status: StatusMoved, Owner: n.id}, "-MOVED 7 " + n.RESPAddr()},
-		{kvReply{Status: StatusMoved, Owner: "unknown"}, "-CLUSTERDOWN Hash slot 7 is served by a node without a RESP endpoint"},
-		{kvReply{Status: StatusOwnershipChanging}, "-TRYAGAIN Ownership of hash slot 7 is changing, try again"},
-		{kvReply{Status: StatusPartitionUnavailable}, "-CLUSTERDOWN Hash slot 7 is not served"},
-		{kvReply{Status: StatusNotReady}, "-CLUSTERDOWN The cluster has no slot map yet"},
+		{kv.Reply{Status: StatusMoved, Owner: n.id}, "-MOVED 7 " + n.RESPAddr()},
+		{kv.Reply{Status: StatusMoved, Owner: "unknown"}, "-CLUSTERDOWN Hash slot 7 is served by a node without a RESP endpoint"},
+		{kv.Reply{Status: StatusOwnershipChanging}, "-TRYAGAIN Ownership of hash slot 7 is changing, try again"},
+		{kv.Reply{Status: StatusPartitionUnavailable}, "-CLUSTERDOWN Hash slot 7 is not served"},
+		{kv.Reply{Status: StatusNotReady}, "-CLUSTERDOWN The cluster has no slot map yet"},
 	}
 	for _, tc := range cases {
 		out.Reset()

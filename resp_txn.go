@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -101,7 +102,7 @@ func (c *respConn) enqueue(cmd *respCommand, args [][]byte) {
 		c.reject(cmd, txnTooLargeMessage)
 		return
 	}
-	c.multi.queue = append(c.multi.queue, queuedCommand{cmd: cmd, args: cloneValues(args)})
+	c.multi.queue = append(c.multi.queue, queuedCommand{cmd: cmd, args: kv.CloneValues(args)})
 	c.wr.simple("QUEUED")
 }
 
@@ -196,12 +197,12 @@ func (c *respConn) watches(key string) bool {
 func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) {
 	names := keyNames(keys)
 	watched := make([]watchedKey, len(keys))
-	var refused *kvRequest
-	var refusal kvReply
+	var refused *kv.Request
+	var refusal kv.Reply
 	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g keyGroup) {
 		for i, key := range names {
-			req := kvRequest{Key: key}
-			reply, _ := g.apply(opCheckVersion, &req)
+			req := kv.Request{Key: key}
+			reply, _ := g.apply(kv.OpCheckVersion, &req)
 			if reply.Status != StatusSuccess && reply.Status != StatusVersionMismatch {
 				refused, refusal = &req, reply
 				return
@@ -211,10 +212,10 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 	})
 	switch {
 	case status != StatusSuccess:
-		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
 		return nil, false
 	case refused != nil:
-		if _, answered := c.answered(opCheckVersion, refused, refusal); answered {
+		if _, answered := c.answered(kv.OpCheckVersion, refused, refusal); answered {
 			c.wr.error("ERR " + refusal.Status.String())
 		}
 		return nil, false
@@ -304,7 +305,7 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 	}
 	switch {
 	case status != StatusSuccess:
-		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
 	case !ran:
 		c.nullArray()
 	default:
@@ -416,7 +417,7 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		if replies != nil {
 			replies.release()
 		}
-		c.refuse(KeySlotBytes(keys[0]), kvReply{Status: status})
+		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
 	case replies.incomplete:
 		replies.release()
 		c.wr.error(replyTooLargeMessage)
@@ -439,13 +440,13 @@ func (c *respConn) writeExec(replies *replyBuffer, n int) {
 
 // applyKV runs one key operation on an owned segment: through the owner, or within the atomic group of
 // the EXEC being run.
-func (c *respConn) applyKV(op transport.Op, seg int, req *kvRequest) kvReply {
+func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
 	if c.exec == nil {
 		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
 	}
 	reply, full := c.exec.g.apply(op, req)
 	if full {
-		return kvReply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+		return kv.Reply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
 	}
 	return reply
 }

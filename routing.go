@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -247,7 +248,7 @@ func add(c *atomic.Uint64, n uint64) {
 
 // redirects reports whether reply, to a caller whose routing table is at map index, sends the caller
 // elsewhere or to try again rather than settle the operation. The operation was never applied.
-func (reply *kvReply) redirects(index uint64) bool {
+func redirects(reply *kv.Reply, index uint64) bool {
 	switch reply.Status {
 	case StatusNotReady:
 		return true
@@ -255,7 +256,7 @@ func (reply *kvReply) redirects(index uint64) bool {
 		// Refused from an older map than the caller's, as by a restarted node still replaying its maps.
 		return reply.MapIndex != 0 && reply.MapIndex < index
 	}
-	return reply.Status.requiresRefresh()
+	return reply.Status.RequiresRefresh()
 }
 
 // fetchMap asks p for its committed cluster map.
@@ -263,7 +264,7 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if p.local {
 		return n.ctl.fsm.clusterMap(), nil
 	}
-	resp, err := p.internal.Call(ctx, opGetMap, nil)
+	resp, err := p.internal.Call(ctx, kv.OpGetMap, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -286,24 +287,4 @@ func (r *router) peerByID(id NodeID) *peer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.peerFor(m, id)
-}
-
-// cloneValues copies values into one buffer of their own, keeping nil ones nil.
-func cloneValues(values [][]byte) [][]byte {
-	if values == nil {
-		return nil
-	}
-	size := 0
-	for _, v := range values {
-		size += len(v)
-	}
-	buf := make([]byte, 0, size)
-	out := make([][]byte, len(values))
-	for i, v := range values {
-		if v != nil {
-			buf = append(buf, v...)
-			out[i] = buf[len(buf)-len(v) : len(buf) : len(buf)]
-		}
-	}
-	return out
 }

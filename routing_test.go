@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -213,8 +214,8 @@ func TestMovedWithNewerMapRefreshesOnce(t *testing.T) {
 	f.remote["b"] = routedMap(9, "b")
 	used := f.r.current()
 	b := used.segmentPeer[2]
-	reply := kvReply{Status: StatusMoved, Owner: "b", MapIndex: 9}
-	if !reply.redirects(used.m.Index) {
+	reply := kv.Reply{Status: StatusMoved, Owner: "b", MapIndex: 9}
+	if !redirects(&reply, used.m.Index) {
 		t.Fatal("a Moved reply does not redirect")
 	}
 

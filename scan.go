@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -124,7 +125,7 @@ func scanFailed(part int, p *peer, reply scanReply, err error) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("zaris: scan of partition %d on node %s: %w", part, p.id, reply.Status.err())
+	return fmt.Errorf("zaris: scan of partition %d on node %s: %w", part, p.id, statusErr(reply.Status))
 }
 
 // lostOwner reports whether err says the owner could not be reached, as when it has just died.
@@ -132,10 +133,9 @@ func lostOwner(err error) bool {
 	return errors.Is(err, transport.ErrUnreachable) || errors.Is(err, transport.ErrConnectionLost)
 }
 
-// scanRedirects is kvReply.redirects for a scan's reply.
+// scanRedirects is redirects for a scan's reply.
 func scanRedirects(reply *scanReply, index uint64) bool {
-	kv := kvReply{Status: reply.Status, MapIndex: reply.MapIndex}
-	return kv.redirects(index)
+	return redirects(&kv.Reply{Status: reply.Status, MapIndex: reply.MapIndex}, index)
 }
 
 // sendScan sends one page request to p: in-process when p is this node.
@@ -149,7 +149,7 @@ func (c *client) sendScan(ctx context.Context, p *peer, req *scanRequest) (scanR
 		return scanReply{}, err
 	}
 	p.sent.Add(1)
-	resp, err := p.client.Call(ctx, opScan, payload)
+	resp, err := p.client.Call(ctx, kv.OpScan, payload)
 	if err != nil {
 		return scanReply{}, fmt.Errorf("zaris: scan to node %s (%s): %w", p.id, p.addr, err)
 	}

@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -16,7 +17,7 @@ type scanRequest struct {
 }
 
 // scanReply answers a scanRequest: the keys found and the position to resume at, scanDone once the page
-// reached the end of the key space. A refusal carries the owner's view, as kvReply does.
+// reached the end of the key space. A refusal carries the owner's view, as kv.Reply does.
 type scanReply struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Status   Status
@@ -28,7 +29,7 @@ type scanReply struct {
 }
 
 // refuseScan turns a key operation's refusal into a scan's.
-func refuseScan(r kvReply) scanReply {
+func refuseScan(r kv.Reply) scanReply {
 	return scanReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
 }
 
@@ -59,7 +60,7 @@ type scanPager struct {
 	layout Layout
 	store  *store
 	// check reports whether this node serves partition p now and otherwise returns the refusal.
-	check    func(p int) (refusal kvReply, served bool)
+	check    func(p int) (refusal kv.Reply, served bool)
 	maxBytes int // the room for keys in one reply
 }
 
@@ -121,7 +122,7 @@ func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
 // is forgotten, and walkSegment returns the refusal. A page reads a segment at one revision, so that it
 // never shows part of an atomic write (an EXEC, a transaction): a span that finds the segment written since
 // the page's previous span is forgotten too, and the page ends before it.
-func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, served bool) {
+func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kv.Reply, served bool) {
 	_, last := pg.layout.SegmentSlots(seg)
 	end := slotStart(int(last) + 1) // scanDone after the last slot
 	for w.left.visits > 0 && w.left.bytes > 0 {
@@ -147,7 +148,7 @@ func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kvReply, s
 			break
 		}
 	}
-	return kvReply{}, true
+	return kv.Reply{}, true
 }
 
 func (w *pageWork) finish() scanPage {
@@ -188,7 +189,7 @@ func (o *owner) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply 
 	return o.serveScan(ctx, req, scanOwned)
 }
 
-// serveScanRequest answers an opScan request from another node.
+// serveScanRequest answers an kv.OpScan request from another node.
 func (o *owner) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req scanRequest
 	if err := decode(payload, &req); err != nil {

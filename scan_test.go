@@ -15,16 +15,17 @@ import (
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // testPager is a pager over a bare store that serves the partitions serves says it serves, and refuses the
 // others as moved to node "b".
 func testPager(s *store, layout Layout, serves func(p int) bool) *scanPager {
-	return &scanPager{layout: layout, store: s, maxBytes: 1 << 20, check: func(p int) (kvReply, bool) {
+	return &scanPager{layout: layout, store: s, maxBytes: 1 << 20, check: func(p int) (kv.Reply, bool) {
 		if serves != nil && !serves(p) {
-			return kvReply{Status: StatusMoved, Owner: "b"}, false
+			return kv.Reply{Status: StatusMoved, Owner: "b"}, false
 		}
-		return kvReply{}, true
+		return kv.Reply{}, true
 	}}
 }
 
@@ -386,7 +387,7 @@ func TestScanEmptyPartitionBeforeForeign(t *testing.T) {
 	}
 }
 
-// FuzzScanRequest decodes an opScan request as an owner does and serves it from a small store: a request
+// FuzzScanRequest decodes an kv.OpScan request as an owner does and serves it from a small store: a request
 // that decodes is served without panicking, returns only live keys that match, from positions between its
 // cursor and the next, and the next cursor is past its own unless the scan is done.
 func FuzzScanRequest(f *testing.F) {

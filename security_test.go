@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/pki"
 	"github.com/zaris-go/zaris/transport"
 )
@@ -108,10 +110,10 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	// A plain client: the handshake expects a ClientHello, so not one request is served.
 	plain := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData})
 	defer plain.Close()
-	put := (&kvRequest{Key: key, Value: []byte("forged")}).marshal()
+	put := marshalRequest(&kv.Request{Key: key, Value: []byte("forged")})
 	call, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := plain.Call(call, opPut, put); err == nil {
+	if _, err := plain.Call(call, kv.OpPut, put); err == nil {
 		t.Fatal("a peer without TLS was served")
 	}
 	// A client with a certificate from another CA.
@@ -119,7 +121,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	forged := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData,
 		Dialer: secureDialer(&Config{TLS: other.peerConfig("intruder")}, &net.Dialer{})})
 	defer forged.Close()
-	if _, err := forged.Call(call, opPut, put); err == nil {
+	if _, err := forged.Call(call, kv.OpPut, put); err == nil {
 		t.Fatal("a peer with a certificate from another CA was served")
 	}
 	// Certificates the cluster's CA signed that name no node of this cluster: an application's client
@@ -129,8 +131,8 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 		cfg := &Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: ca.Pool()}}
 		for _, lane := range []byte{muxData, muxInternal} {
 			client := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: lane, Dialer: secureDialer(cfg, &net.Dialer{})})
-			_, errPut := client.Call(call, opPut, put)
-			_, errMap := client.Call(call, opGetMap, nil)
+			_, errPut := client.Call(call, kv.OpPut, put)
+			_, errMap := client.Call(call, kv.OpGetMap, nil)
 			client.Close()
 			if errPut == nil || errMap == nil {
 				t.Fatalf("lane %q served %v, a certificate naming no node of the cluster: %v, %v", lane, cert.TLS.Leaf.URIs, errPut, errMap)
@@ -147,7 +149,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	insider := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal,
 		Dialer: secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})})
 	defer insider.Close()
-	if _, err := insider.Call(call, opGetMap, nil); err != nil {
+	if _, err := insider.Call(call, kv.OpGetMap, nil); err != nil {
 		t.Fatalf("a node's certificate on the internal lane: %v", err)
 	}
 	// A raft peer without a certificate claims a much higher term.
@@ -426,7 +428,7 @@ func TestDenyListShutsOutANode(t *testing.T) {
 	call := func(client *transport.Client) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := client.Call(ctx, opGetMap, nil)
+		_, err := client.Call(ctx, kv.OpGetMap, nil)
 		return err
 	}
 	open := dial()

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Set operations: a key holding distinct members. A write ships the members it changes.
 
 // applySAdd adds members and answers in Int how many are new.
-func applySAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applySAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) < 1 {
 		return wrongArgCount("sadd")
 	}
@@ -30,7 +31,7 @@ func applySAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applySRem removes members and answers in Int how many there were.
-func applySRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applySRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) < 1 {
 		return wrongArgCount("srem")
 	}
@@ -51,27 +52,27 @@ func applySRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applySMembers answers every member, in no particular order.
-func applySMembers(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applySMembers(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	var members [][]byte
 	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { members = c.elements() })
 	return readReply(status, members, lim)
 }
 
 // applySIsMember answers 1 in Int when the member is in the set.
-func applySIsMember(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applySIsMember(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("sismember")
 	}
 	var found bool
 	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { found = c.(*setColl).has(req.Args[0]) })
-	return kvReply{Status: status, Int: boolInt(found)}
+	return kv.Reply{Status: status, Int: kv.BoolInt(found)}
 }
 
 // applySCard answers the number of members in Int.
-func applySCard(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applySCard(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var n int
 	status := s.readCollection(seg, req.Key, kindSet, func(c collection) { n = c.len() })
-	return kvReply{Status: status, Int: int64(n)}
+	return kv.Reply{Status: status, Int: int64(n)}
 }
 
 // has reports whether m is a member; s may be nil, as for a key without a set.
@@ -85,30 +86,30 @@ func (s *setColl) has(m []byte) bool {
 
 // SAdd adds members to the set under key, creating it if need be, and returns how many are new.
 func (n *Node) SAdd(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opSAdd, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, kv.OpSAdd, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // SRem removes members from the set under key and returns how many it held. A set left empty is deleted.
 func (n *Node) SRem(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opSRem, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, kv.OpSRem, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // SMembers returns the members of the set under key, in no particular order: none without the key.
 func (n *Node) SMembers(ctx context.Context, key string) ([]string, error) {
-	reply, err := n.client.collectionCall(ctx, opSMembers, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpSMembers, key)
 	return stringsOf(reply.Values), err
 }
 
 // SIsMember reports whether member is in the set under key.
 func (n *Node) SIsMember(ctx context.Context, key, member string) (bool, error) {
-	reply, err := n.client.collectionCall(ctx, opSIsMember, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, kv.OpSIsMember, key, []byte(member))
 	return reply.Int == 1, err
 }
 
 // SCard returns the number of members of the set under key, 0 without the key.
 func (n *Node) SCard(ctx context.Context, key string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opSCard, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpSCard, key)
 	return int(reply.Int), err
 }

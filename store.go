@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // entry is one stored value: a string, or a collection. An entry never changes once stored but for its
@@ -531,29 +532,29 @@ func newStore(segments int, clock Clock) *store {
 // applyExclusive runs key operation k on segment seg under the segment's lock, unless a transaction
 // holds the operation's key: then it answers StatusLocked, having done nothing. Holding the
 // lock from the check to the write keeps a transaction's intent from landing in between.
-func (s *store) applyExclusive(seg int, k *keyOperation, req kvRequest, lim opLimits) kvReply {
+func (s *store) applyExclusive(seg int, k *keyOperation, req kv.Request, lim opLimits) kv.Reply {
 	ss := &s.segments[seg]
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	v := &s.views[seg]
 	if !k.ownLocks && v.lockedBy(seg, req.Key) != "" {
-		return kvReply{Status: StatusLocked}
+		return kv.Reply{Status: StatusLocked}
 	}
 	if !k.readOnly && lim.deposedFrom(seg) {
-		return kvReply{Status: StatusOwnershipChanging}
+		return kv.Reply{Status: StatusOwnershipChanging}
 	}
 	if lim.refusesGrowth(k, seg, &req) {
-		return kvReply{Status: StatusOutOfMemory}
+		return kv.Reply{Status: StatusOutOfMemory}
 	}
 	return k.apply(v, seg, req, lim)
 }
 
 // applyRead runs read-only key operation k on segment seg. A read that raced the discard of a deposed
 // owner's copy, which precedes the map that deposes it, is refused: it may have seen the copy emptied.
-func (s *store) applyRead(seg int, k *keyOperation, req kvRequest, lim opLimits) kvReply {
+func (s *store) applyRead(seg int, k *keyOperation, req kv.Request, lim opLimits) kv.Reply {
 	reply := k.apply(s, seg, req, lim)
 	if lim.deposedFrom(seg) {
-		return kvReply{Status: StatusOwnershipChanging}
+		return kv.Reply{Status: StatusOwnershipChanging}
 	}
 	return reply
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -93,19 +94,19 @@ func BenchmarkAtomicGroup(b *testing.B) {
 	for i := range 1000 {
 		n := []byte(strconv.Itoa(i))
 		s.atomically(0, func(g *store) {
-			lookupKeyOp(opHSet).apply(g, 0, kvRequest{Key: "h", Args: [][]byte{n, n}}, lim)
-			lookupKeyOp(opRPush).apply(g, 0, kvRequest{Key: "l", Args: [][]byte{n}}, lim)
+			lookupKeyOp(kv.OpHSet).apply(g, 0, kv.Request{Key: "h", Args: [][]byte{n, n}}, lim)
+			lookupKeyOp(kv.OpRPush).apply(g, 0, kv.Request{Key: "l", Args: [][]byte{n}}, lim)
 		})
 	}
 	group := []struct {
 		op  transport.Op
-		req kvRequest
+		req kv.Request
 	}{
-		{opPut, kvRequest{Key: "s", Value: make([]byte, 64)}},
-		{opIncr, kvRequest{Key: "n", Delta: 1}},
-		{opHSet, kvRequest{Key: "h", Args: [][]byte{[]byte("7"), []byte("seven")}}},
-		{opLPush, kvRequest{Key: "l", Args: [][]byte{[]byte("head")}}},
-		{opRPop, kvRequest{Key: "l"}},
+		{kv.OpPut, kv.Request{Key: "s", Value: make([]byte, 64)}},
+		{kv.OpIncr, kv.Request{Key: "n", Delta: 1}},
+		{kv.OpHSet, kv.Request{Key: "h", Args: [][]byte{[]byte("7"), []byte("seven")}}},
+		{kv.OpLPush, kv.Request{Key: "l", Args: [][]byte{[]byte("head")}}},
+		{kv.OpRPop, kv.Request{Key: "l"}},
 	}
 	for b.Loop() {
 		s.atomically(0, func(g *store) {

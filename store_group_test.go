@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // TestAtomicGroupRefusesWritesPastItsBound runs key operations in one atomic group of a store bounded at
@@ -23,14 +24,14 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 	lim := opLimits{maxValueSize: 1 << 10, maxReplyBytes: 1 << 10, layout: Layout{Segments: 1, Partitions: 1}}
 	before := s.revision(0)
 	items := []txnItem{
-		{op: opPut, req: kvRequest{Key: "a", Value: big[:300]}},         // 365 bytes: fits
-		{op: opExpire, req: kvRequest{Key: "s", TTL: int64(time.Hour)}}, // the whole value again
-		{op: opRPush, req: kvRequest{Key: "l", Args: [][]byte{big}}},    // the pushed item
-		{op: opAppend, req: kvRequest{Key: "a", Value: big[:300]}},      // the 600 bytes it would leave
-		{op: opPut, req: kvRequest{Key: "b", Value: big[:200]}},         // 265 more: fits
-		{op: opDelete, req: kvRequest{Key: "s"}},                        // 65 more: fits
-		{op: opPut, req: kvRequest{Key: "c", Value: big[:241]}},         // 1001 in all
-		{op: opPut, req: kvRequest{Key: "e", Value: big[:240]}},         // 1000 in all: fits
+		{op: kv.OpPut, req: kv.Request{Key: "a", Value: big[:300]}},         // 365 bytes: fits
+		{op: kv.OpExpire, req: kv.Request{Key: "s", TTL: int64(time.Hour)}}, // the whole value again
+		{op: kv.OpRPush, req: kv.Request{Key: "l", Args: [][]byte{big}}},    // the pushed item
+		{op: kv.OpAppend, req: kv.Request{Key: "a", Value: big[:300]}},      // the 600 bytes it would leave
+		{op: kv.OpPut, req: kv.Request{Key: "b", Value: big[:200]}},         // 265 more: fits
+		{op: kv.OpDelete, req: kv.Request{Key: "s"}},                        // 65 more: fits
+		{op: kv.OpPut, req: kv.Request{Key: "c", Value: big[:241]}},         // 1001 in all
+		{op: kv.OpPut, req: kv.Request{Key: "e", Value: big[:240]}},         // 1000 in all: fits
 	}
 	var refused []bool
 	s.atomically(0, func(g *store) {
@@ -57,9 +58,9 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 		}
 	}
 
-	r := applyTxn(s, 0, kvRequest{Args: txnArgs(items[0], txnItem{op: opPut, req: kvRequest{Key: "d", Value: bytes.Repeat([]byte("v"), 900)}})}, lim)
-	var second kvReply
-	must(t, second.decodeMsg(r.Values[1]))
+	r := applyTxn(s, 0, kv.Request{Args: txnArgs(items[0], txnItem{op: kv.OpPut, req: kv.Request{Key: "d", Value: bytes.Repeat([]byte("v"), 900)}})}, lim)
+	var second kv.Reply
+	must(t, decodeReply(&second, r.Values[1]))
 	if second.Status != StatusTooLarge {
 		t.Fatalf("a transaction's put past the bound answered %v", second.Status)
 	}
@@ -67,8 +68,8 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 		t.Fatal("the refused put of a transaction was written")
 	}
 	// A step of a two-phase commit is bounded by its transaction's size, and never stops half way.
-	r = applyTxn(s, 0, kvRequest{Value: []byte("txn"), Args: txnArgs(items[0], txnItem{op: opPut, req: kvRequest{Key: "d", Value: bytes.Repeat([]byte("v"), 900)}})}, lim)
-	must(t, second.decodeMsg(r.Values[1]))
+	r = applyTxn(s, 0, kv.Request{Value: []byte("txn"), Args: txnArgs(items[0], txnItem{op: kv.OpPut, req: kv.Request{Key: "d", Value: bytes.Repeat([]byte("v"), 900)}})}, lim)
+	must(t, decodeReply(&second, r.Values[1]))
 	if _, _, ok := s.get(0, "d"); second.Status != StatusSuccess || !ok {
 		t.Fatalf("a two-phase commit's step past the bound answered %v, wrote %v", second.Status, ok)
 	}

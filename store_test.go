@@ -8,6 +8,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // recordedWrite is one call of the store's write hook.
@@ -161,15 +162,15 @@ func TestStoreBytesFollowCollections(t *testing.T) {
 		do   func()
 	}{
 		{"a string", func() { p.owner.put(0, "s", []byte("value"), 0) }},
-		{"a hash of one field", func() { p.do(opHSet, "h", "f1", "v1") }},
-		{"fields added in place", func() { p.do(opHSet, "h", "f2", "v2", "f3", "v3") }},
-		{"a set", func() { p.do(opSAdd, "set", "a", "b", "c") }},
+		{"a hash of one field", func() { p.do(kv.OpHSet, "h", "f1", "v1") }},
+		{"fields added in place", func() { p.do(kv.OpHSet, "h", "f2", "v2", "f3", "v3") }},
+		{"a set", func() { p.do(kv.OpSAdd, "set", "a", "b", "c") }},
 		{"an expiry on the hash", func() { p.owner.expire(0, "h", time.Hour) }},
-		{"a field removed in place", func() { p.do(opHDel, "h", "f1") }},
-		{"a member removed in place", func() { p.do(opSRem, "set", "a") }},
+		{"a field removed in place", func() { p.do(kv.OpHDel, "h", "f1") }},
+		{"a member removed in place", func() { p.do(kv.OpSRem, "set", "a") }},
 		{"the string overwritten", func() { p.owner.put(0, "s", []byte("a longer value"), 0) }},
-		{"the hash emptied", func() { p.do(opHDel, "h", "f2", "f3") }},
-		{"the set emptied", func() { p.do(opSRem, "set", "b", "c") }},
+		{"the hash emptied", func() { p.do(kv.OpHDel, "h", "f2", "f3") }},
+		{"the set emptied", func() { p.do(kv.OpSRem, "set", "b", "c") }},
 		{"the string deleted", func() { p.owner.remove(0, "s") }},
 	}
 	for _, step := range steps {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/big"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/longdouble"
 )
 
 // The string commands beyond get, put and incr, on the store: what IncrByFloat, Append, SetRange,
@@ -16,13 +18,6 @@ var (
 	errNotFloat    = errors.New("not a valid float")
 	errNotFinite   = errors.New("not finite")
 	errValueTooBig = errors.New("value too large")
-)
-
-// Refusal codes in kvReply.Int beside StatusInvalidRequest; incrOverflowed (commands.go) is 1.
-const (
-	refusedNotFloat  = 2
-	refusedNotFinite = 3
-	refusedTooLarge  = 4
 )
 
 // incrByFloat adds the long double written in delta to key's value, a missing key counting as 0, keeping
@@ -40,23 +35,23 @@ func (s *store) incrByFloat(segment int, key string, delta []byte, limit int) ([
 		}
 		if cur != nil {
 			var ok bool
-			if base, baseInf, ok = parseLongDouble(cur.value()); !ok {
+			if base, baseInf, ok = longdouble.Parse(cur.value()); !ok {
 				err = errNotFloat
 				return nil, false
 			}
 			expireAt = cur.expiry()
 		}
-		incr, incrInf, ok := parseLongDouble(delta)
+		incr, incrInf, ok := longdouble.Parse(delta)
 		if !ok {
 			err = errNotFloat
 			return nil, false
 		}
-		sum, finite := addLongDouble(base, incr)
+		sum, finite := longdouble.Add(base, incr)
 		if baseInf || incrInf || !finite {
 			err = errNotFinite
 			return nil, false
 		}
-		text := formatLongDouble(sum)
+		text := longdouble.Format(sum)
 		if len(text) > limit {
 			err = errValueTooBig
 			return nil, false

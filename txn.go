@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -29,8 +30,8 @@ type Tx struct {
 // invalidate, and the settings it runs under.
 type txnClient struct {
 	getEntry    func(ctx context.Context, key string) (Entry, error)
-	execute     func(ctx context.Context, op transport.Op, req *kvRequest) (kvReply, error)
-	send        func(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error)
+	execute     func(ctx context.Context, op transport.Op, req *kv.Request) (kv.Reply, error)
+	send        func(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kv.Reply, error)
 	resolve     func(ctx context.Context, id string, keys []string, commit bool) error
 	forgetLater func(anchor, id string)
 	forgetNear  func(key string) // nil without a near cache
@@ -207,13 +208,13 @@ func (tx *Tx) commit(ctx context.Context) error {
 	}
 	items := make([]txnItem, 0, len(tx.reads)+len(tx.order))
 	for key, r := range tx.reads {
-		items = append(items, txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: r.version}})
+		items = append(items, txnItem{op: kv.OpCheckVersion, req: kv.Request{Key: key, Version: r.version}})
 	}
 	for _, key := range tx.order {
 		w := tx.writes[key]
-		it := txnItem{op: opPut, req: kvRequest{Key: key, Value: w.value, TTL: int64(w.ttl)}}
+		it := txnItem{op: kv.OpPut, req: kv.Request{Key: key, Value: w.value, TTL: int64(w.ttl)}}
 		if w.del {
-			it = txnItem{op: opDelete, req: kvRequest{Key: key}}
+			it = txnItem{op: kv.OpDelete, req: kv.Request{Key: key}}
 		}
 		items = append(items, it)
 	}
@@ -226,7 +227,7 @@ func (tx *Tx) commit(ctx context.Context) error {
 
 // conflict returns the *ConflictError of a transaction request refused by the version check of one of its
 // items, and nil for a request that succeeded.
-func (tx *Tx) conflict(items []txnItem, reply kvReply) error {
+func (tx *Tx) conflict(items []txnItem, reply kv.Reply) error {
 	if reply.Status != StatusVersionMismatch {
 		return nil
 	}
@@ -238,12 +239,12 @@ func (tx *Tx) conflict(items []txnItem, reply kvReply) error {
 // checked by Put have none to give: one would be a bug, reported rather than hidden.
 func checkTxnReplies(values [][]byte) error {
 	for i, b := range values {
-		var r kvReply
-		if err := r.decodeMsg(b); err != nil {
+		var r kv.Reply
+		if err := decodeReply(&r, b); err != nil {
 			return fmt.Errorf("%w: transaction reply %d: %w", ErrDecode, i, err)
 		}
 		if r.Status != StatusSuccess && r.Status != StatusNotFound {
-			return fmt.Errorf("zaris: transaction write %d: %w", i, r.Status.err())
+			return fmt.Errorf("zaris: transaction write %d: %w", i, statusErr(r.Status))
 		}
 	}
 	return nil

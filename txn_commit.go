@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // A transaction whose keys span several segments commits in two phases, coordinated by the node that runs
@@ -137,7 +139,7 @@ func (tx *Tx) prepareSegment(ctx context.Context, id string, part txnSegment) er
 	var items []txnItem
 	for _, key := range part.keys {
 		if r, read := tx.reads[key]; read {
-			items = append(items, txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: r.version}})
+			items = append(items, txnItem{op: kv.OpCheckVersion, req: kv.Request{Key: key, Version: r.version}})
 		}
 	}
 	for _, key := range part.keys {
@@ -148,7 +150,7 @@ func (tx *Tx) prepareSegment(ctx context.Context, id string, part txnSegment) er
 				in.action, in.value = intentDelete, nil
 			}
 		}
-		items = append(items, txnItem{op: opIntent, req: kvRequest{Key: key, Value: in.encode(), Delta: int64(tx.c.timeout)}})
+		items = append(items, txnItem{op: kv.OpIntent, req: kv.Request{Key: key, Value: in.encode(), Delta: int64(tx.c.timeout)}})
 	}
 	reply, err := tx.c.send(ctx, id, part.keys[0], items, false)
 	switch {
@@ -167,11 +169,11 @@ func (tx *Tx) decide(ctx context.Context, id string) (committed bool, err error)
 	if err := tx.step("decide", 0); err != nil {
 		return false, err
 	}
-	req := &kvRequest{Key: tx.anchor, Value: []byte(id), Delta: 1, TTL: int64(tx.c.retention), Concern: Sync}
+	req := &kv.Request{Key: tx.anchor, Value: []byte(id), Delta: 1, TTL: int64(tx.c.retention), Concern: Sync}
 	for {
-		reply, err := tx.c.execute(ctx, opDecide, req)
+		reply, err := tx.c.execute(ctx, kv.OpDecide, req)
 		if err == nil {
-			err = reply.Status.err()
+			err = statusErr(reply.Status)
 		}
 		switch {
 		case err == nil:
@@ -218,7 +220,7 @@ func (n *Node) forgetLater(anchor, id string) {
 	n.goBackground(func() {
 		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
 		defer cancel()
-		n.client.execute(ctx, opForget, &kvRequest{Key: anchor, Value: []byte(id), Concern: Sync})
+		n.client.execute(ctx, kv.OpForget, &kv.Request{Key: anchor, Value: []byte(id), Concern: Sync})
 	})
 }
 
@@ -226,7 +228,7 @@ func (n *Node) forgetLater(anchor, id string) {
 func (c *client) resolveIntents(ctx context.Context, id string, keys []string, commit bool) error {
 	items := make([]txnItem, len(keys))
 	for i, key := range keys {
-		items[i] = txnItem{op: opResolve, req: kvRequest{Key: key, Value: []byte(id), Delta: boolInt(commit)}}
+		items[i] = txnItem{op: kv.OpResolve, req: kv.Request{Key: key, Value: []byte(id), Delta: kv.BoolInt(commit)}}
 	}
 	_, err := c.sendTxn(ctx, id, keys[0], items, true)
 	return err
@@ -236,15 +238,15 @@ func (c *client) resolveIntents(ctx context.Context, id string, keys []string, c
 // atomic write under the Sync concern, and returns the owner's reply, failing on any status but success
 // and a version mismatch. Without waitLocks, a key held by another transaction fails it with ErrLocked at
 // once: a prepare that waited for another could wait for one that waits for it.
-func (c *client) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kvReply, error) {
-	reply, err := c.route(ctx, opTxn, &kvRequest{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
+func (c *client) sendTxn(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kv.Reply, error) {
+	reply, err := c.route(ctx, kv.OpTxn, &kv.Request{Key: key, Value: []byte(id), Args: encodeTxnItems(items), Concern: Sync}, waitLocks)
 	switch {
 	case err != nil:
 		return reply, err
 	case reply.Status == StatusVersionMismatch && reply.Int >= 0 && reply.Int < int64(len(items)):
 		return reply, nil
 	case reply.Status != StatusSuccess:
-		return reply, reply.Status.err()
+		return reply, statusErr(reply.Status)
 	}
 	return reply, checkTxnReplies(reply.Values)
 }

@@ -3,6 +3,8 @@ package zaris
 import (
 	"bytes"
 	"testing"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // FuzzDecodeIntent checks that decodeIntent never panics and that what it accepts encodes back to the
@@ -27,8 +29,8 @@ func FuzzDecodeIntent(f *testing.F) {
 
 // FuzzDecodeTxnItems checks that decodeTxnItems never panics, on arguments as a peer may send them.
 func FuzzDecodeTxnItems(f *testing.F) {
-	f.Add(appendTxnItem(nil, &txnItem{op: opPut, req: kvRequest{Key: "k", Value: []byte("v")}}))
-	f.Add(appendTxnItem(nil, &txnItem{op: opCheckVersion, req: kvRequest{Key: "k", Version: 7}}))
+	f.Add(appendTxnItem(nil, &txnItem{op: kv.OpPut, req: kv.Request{Key: "k", Value: []byte("v")}}))
+	f.Add(appendTxnItem(nil, &txnItem{op: kv.OpCheckVersion, req: kv.Request{Key: "k", Version: 7}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		items, err := decodeTxnItems([][]byte{b, b})
 		if err == nil && len(items) != 2 {

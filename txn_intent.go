@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // A transaction over several segments holds each of its keys with an intent from its prepare to its
@@ -139,28 +141,28 @@ const (
 // applyIntent places the intent in req.Value on req.Key for the transaction's timeout in req.Delta
 // (nanoseconds). The key must not be held by another transaction; placing the same transaction's intent
 // again succeeds.
-func applyIntent(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyIntent(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	in, err := decodeIntent(req.Value)
 	if err != nil || len(in.value) > lim.maxValueSize {
 		return invalidArgs(fmt.Sprintf("ERR invalid intent: %v", err))
 	}
 	switch holder := s.lockedBy(seg, req.Key); {
 	case holder == in.txn:
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusSuccess}
 	case holder != "":
-		return kvReply{Status: StatusLocked}
+		return kv.Reply{Status: StatusLocked}
 	}
 	in.deadline = addSaturating(s.now(), req.Delta)
-	return kvReply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
+	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
 }
 
 // applyResolve ends the intent of transaction req.Value on req.Key: with req.Delta 1 the transaction
 // committed and the intent's write applies, with 0 it aborted. Without that transaction's intent on the
 // key it does nothing: the intent was resolved before.
-func applyResolve(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyResolve(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	in, ok := s.intentOn(seg, req.Key)
 	if !ok || in.txn != string(req.Value) {
-		return kvReply{Status: StatusSuccess}
+		return kv.Reply{Status: StatusSuccess}
 	}
 	if req.Delta == 1 {
 		switch in.action {
@@ -171,27 +173,27 @@ func applyResolve(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 		}
 	}
 	s.remove(seg, intentKey(req.Key))
-	return kvReply{Status: StatusSuccess, Int: 1}
+	return kv.Reply{Status: StatusSuccess, Int: 1}
 }
 
 // applyDecide records the outcome of transaction req.Value in req.Key's segment, unless it is recorded
 // already: commit with req.Delta 1, abort with 0. Int answers the recorded outcome, 1 for a commit. The
 // record lives req.TTL. The first decision stands, so a coordinator committing and an owner aborting a
 // transaction it gave up on cannot both succeed.
-func applyDecide(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyDecide(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	key := recordKey(string(req.Value))
 	if v, _, ok := s.get(seg, key); ok && len(v) == 1 {
-		return kvReply{Status: StatusSuccess, Int: boolInt(v[0] == recordCommitted)}
+		return kv.Reply{Status: StatusSuccess, Int: kv.BoolInt(v[0] == recordCommitted)}
 	}
 	outcome := byte(recordAborted)
 	if req.Delta == 1 {
 		outcome = recordCommitted
 	}
 	version := s.put(seg, key, []byte{outcome}, time.Duration(req.TTL))
-	return kvReply{Status: StatusSuccess, Int: boolInt(outcome == recordCommitted), Version: version}
+	return kv.Reply{Status: StatusSuccess, Int: kv.BoolInt(outcome == recordCommitted), Version: version}
 }
 
 // applyForget drops transaction req.Value's record once none of its intents remains.
-func applyForget(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyForget(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return foundReply(s.remove(seg, recordKey(string(req.Value))))
 }

@@ -2,6 +2,8 @@ package zaris
 
 import (
 	"context"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // staleIntent is an intent whose deadline has passed, as its owner finds it.
@@ -75,10 +77,10 @@ func (o *owner) resolveSegment(stale []staleIntent) {
 // decideAbort records an abort for transaction txn in the segment of anchor, unless an outcome is recorded
 // already, and reports whether the outcome recorded is a commit.
 func (o *owner) decideAbort(ctx context.Context, txn, anchor string) (committed bool, err error) {
-	req := &kvRequest{Key: anchor, Value: []byte(txn), TTL: int64(o.cfg.TxnRecordRetention), Concern: Sync}
-	reply, err := o.client.execute(ctx, opDecide, req)
+	req := &kv.Request{Key: anchor, Value: []byte(txn), TTL: int64(o.cfg.TxnRecordRetention), Concern: Sync}
+	reply, err := o.client.execute(ctx, kv.OpDecide, req)
 	if err == nil {
-		err = reply.Status.err()
+		err = statusErr(reply.Status)
 	}
 	return reply.Int == 1, err
 }

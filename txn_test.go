@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/killfs"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // TestAtomicGroupIsOneWrite runs three writes in one atomic group: the hook sees one multi op at one
@@ -398,10 +400,10 @@ func TestApplyTxn(t *testing.T) {
 	}
 	seg := layout.KeySegment("k")
 	put := func(key, value string) txnItem {
-		return txnItem{op: opPut, req: kvRequest{Key: key, Value: []byte(value)}}
+		return txnItem{op: kv.OpPut, req: kv.Request{Key: key, Value: []byte(value)}}
 	}
 	check := func(key string, version uint64) txnItem {
-		return txnItem{op: opCheckVersion, req: kvRequest{Key: key, Version: version}}
+		return txnItem{op: kv.OpCheckVersion, req: kv.Request{Key: key, Version: version}}
 	}
 	lim := opLimits{maxValueSize: 64, maxReplyBytes: 64, layout: layout}
 	for _, tc := range []struct {
@@ -411,8 +413,8 @@ func TestApplyTxn(t *testing.T) {
 		index  int64
 	}{
 		{"key in another segment", []txnItem{put("k", "1"), put(other, "1")}, StatusInvalidRequest, 0},
-		{"nested transaction", []txnItem{{op: opTxn, req: kvRequest{Key: "k"}}}, StatusInvalidRequest, 0},
-		{"unknown operation", []txnItem{{op: 999, req: kvRequest{Key: "k"}}}, StatusInvalidRequest, 0},
+		{"nested transaction", []txnItem{{op: kv.OpTxn, req: kv.Request{Key: "k"}}}, StatusInvalidRequest, 0},
+		{"unknown operation", []txnItem{{op: 999, req: kv.Request{Key: "k"}}}, StatusInvalidRequest, 0},
 		{"second check fails", []txnItem{put("k", "1"), check("k", 1), check("{k}", 7)}, StatusVersionMismatch, 2},
 		{"all checks hold", []txnItem{check("k", 1), put("k", "2"), check("{k}a", 0)}, StatusSuccess, 0},
 	} {
@@ -420,7 +422,7 @@ func TestApplyTxn(t *testing.T) {
 			s := newStore(4, systemClock{})
 			s.put(seg, "k", []byte("0"), 0)
 			before := s.revision(seg)
-			r := applyTxn(s, seg, kvRequest{Key: "k", Args: txnArgs(tc.items...)}, lim)
+			r := applyTxn(s, seg, kv.Request{Key: "k", Args: txnArgs(tc.items...)}, lim)
 			if r.Status != tc.status || tc.status == StatusVersionMismatch && r.Int != tc.index {
 				t.Fatalf("status %v, item %d; want %v, item %d", r.Status, r.Int, tc.status, tc.index)
 			}
@@ -431,13 +433,13 @@ func TestApplyTxn(t *testing.T) {
 	}
 	s := newStore(4, systemClock{})
 	s.put(seg, "k", bytes40(), 0)
-	r := applyTxn(s, seg, kvRequest{Key: "k", Args: txnArgs(
-		txnItem{op: opGet, req: kvRequest{Key: "k"}}, txnItem{op: opGet, req: kvRequest{Key: "k"}}, put("k", "w"),
+	r := applyTxn(s, seg, kv.Request{Key: "k", Args: txnArgs(
+		txnItem{op: kv.OpGet, req: kv.Request{Key: "k"}}, txnItem{op: kv.OpGet, req: kv.Request{Key: "k"}}, put("k", "w"),
 	)}, lim)
 	statuses := make([]Status, len(r.Values))
 	for i, b := range r.Values {
-		var sub kvReply
-		must(t, sub.decodeMsg(b))
+		var sub kv.Reply
+		must(t, decodeReply(&sub, b))
 		statuses[i] = sub.Status
 	}
 	if r.Status != StatusSuccess || fmt.Sprint(statuses) != fmt.Sprint([]Status{StatusSuccess, StatusTooLarge, StatusSuccess}) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Entry is a key's value with its version and the time it has left to live.
@@ -27,8 +29,8 @@ func (c *client) putIfVersion(ctx context.Context, key string, value []byte, o p
 	if len(value) > c.cfg.MaxValueSize {
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueSize)
 	}
-	req := &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Cond: o.cond, Concern: o.concern, Version: o.version}
-	reply, err := c.execute(ctx, opPutIfVersion, req)
+	req := &kv.Request{Key: key, Value: value, TTL: int64(o.ttl), Cond: o.cond, Concern: o.concern, Version: o.version}
+	reply, err := c.execute(ctx, kv.OpPutIfVersion, req)
 	if err != nil {
 		return 0, err
 	}
@@ -39,11 +41,11 @@ func (c *client) putIfVersion(ctx context.Context, key string, value []byte, o p
 }
 
 // versionErr turns a conditional write's reply into the caller's error.
-func versionErr(key string, reply kvReply) error {
+func versionErr(key string, reply kv.Reply) error {
 	if reply.Status == StatusVersionMismatch {
 		return &VersionMismatchError{Key: key, Current: reply.Version}
 	}
-	return reply.Status.err()
+	return statusErr(reply.Status)
 }
 
 // putIfVersion stores value under key when the key's live version is version, 0 standing for no live

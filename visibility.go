@@ -1,6 +1,9 @@
 package zaris
 
-import "github.com/zaris-go/zaris/transport"
+import (
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
+)
 
 // Read visibility. An owner applies a write to its own copy before its replicas have it, so a read served
 // in between could return a value that a failover then loses, and a later read would go back in time.
@@ -11,7 +14,7 @@ import "github.com/zaris-go/zaris/transport"
 
 // unconfirmed returns the revision a reply of op on seg reveals and whether the in-sync replicas must
 // confirm it before the reply is sent. Writes that wait for their replicas confirm themselves.
-func (o *owner) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision uint64, wait bool) {
+func (o *owner) unconfirmed(op transport.Op, seg int, reply *kv.Reply) (revision uint64, wait bool) {
 	if !o.confirmsReply(op, reply) {
 		return 0, false
 	}
@@ -21,12 +24,12 @@ func (o *owner) unconfirmed(op transport.Op, seg int, reply *kvReply) (revision 
 
 // unconfirmedAt is unconfirmed for a reply of op that revealed seg at revision, read with the state it
 // reveals.
-func (o *owner) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kvReply) bool {
+func (o *owner) unconfirmedAt(op transport.Op, seg int, revision uint64, reply *kv.Reply) bool {
 	return o.confirmsReply(op, reply) && o.repl.unconfirmedAt(seg, revision)
 }
 
 // confirmsReply reports whether a reply of op waits for the replicas to confirm the state it reveals.
-func (o *owner) confirmsReply(op transport.Op, reply *kvReply) bool {
+func (o *owner) confirmsReply(op transport.Op, reply *kv.Reply) bool {
 	return o.cfg.WriteConcern == Sync && revealsState(op, reply)
 }
 
@@ -37,7 +40,7 @@ func (r *replication) unconfirmedAt(segment int, revision uint64) bool {
 
 // revealsState reports whether the reply tells something about the stored state without having written:
 // a read, a not-found answer, or a conditional put that found its condition false.
-func revealsState(op transport.Op, reply *kvReply) bool {
+func revealsState(op transport.Op, reply *kv.Reply) bool {
 	k := lookupKeyOp(op)
 	return k != nil && k.reveals.reveals(reply)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -463,7 +464,7 @@ func (cp *controlPlane) serverFacts(ctx context.Context, servers []raft.Server, 
 // decisions never keeps a follower that keeps up from counting as caught up.
 const promotionLag = 64
 
-// serverProgress is a node's answer to opServerProgress: the control-plane server its process is, how far
+// serverProgress is a node's answer to kv.OpServerProgress: the control-plane server its process is, how far
 // that server has applied and committed the log, and whether the server that asked votes in its latest
 // configuration.
 type serverProgress struct {
@@ -488,7 +489,7 @@ func (cp *controlPlane) progress(asker raft.ServerID) serverProgress {
 	return p
 }
 
-// serveProgress answers opServerProgress, whose payload names the server that asks.
+// serveProgress answers kv.OpServerProgress, whose payload names the server that asks.
 func (cp *controlPlane) serveProgress(payload []byte) ([]byte, error) {
 	if len(payload) > maxServerName {
 		return nil, fmt.Errorf("zaris: progress question from a server name of %d bytes", len(payload))
@@ -506,7 +507,7 @@ func (cp *controlPlane) askProgress(ctx context.Context, id raft.ServerID) (serv
 	if id == cp.serverID() {
 		return cp.progress(id), nil
 	}
-	resp, err := cp.callPeer(ctx, name, opServerProgress, []byte(cp.serverID()))
+	resp, err := cp.callPeer(ctx, name, kv.OpServerProgress, []byte(cp.serverID()))
 	if err != nil {
 		return serverProgress{}, err
 	}

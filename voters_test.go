@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -1041,7 +1042,9 @@ func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
 	t.Parallel()
 	var rec voterSamples
 	c := startCluster(t, 3, elastic(rec.hook, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour }))
-	fresh := func(cfg *Config) { cfg.hooks.refuseOp = func(op transport.Op) bool { return op == opServerProgress } }
+	fresh := func(cfg *Config) {
+		cfg.hooks.refuseOp = func(op transport.Op) bool { return op == kv.OpServerProgress }
+	}
 	c.addWith(3, fresh)
 	c.addWith(3, fresh)
 	c.waitStable(30 * time.Second)

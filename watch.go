@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // WatchEventKind says what a WatchEvent reports.
@@ -119,7 +120,7 @@ type watchRequest struct {
 	Wait     int64    // nanoseconds the owner may wait for an event, within its WatchPoll
 }
 
-// watchReply answers a watchRequest. For refusals, Owner, Epoch and MapIndex are as in kvReply.
+// watchReply answers a watchRequest. For refusals, Owner, Epoch and MapIndex are as in kv.Reply.
 type watchReply struct {
 	_msgpack  struct{} `msgpack:",as_array"`
 	Status    Status
@@ -176,7 +177,7 @@ func (o *owner) serveWatch(ctx context.Context, req *watchRequest) watchReply {
 	return watchReply{Status: StatusSuccess, Events: b.events, Compacted: b.compacted, State: b.state, Revision: b.revision}
 }
 
-func watchRefusal(r *kvReply) watchReply {
+func watchRefusal(r *kv.Reply) watchReply {
 	return watchReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
 }
 
@@ -270,14 +271,14 @@ func (w *watcher) poll(ctx context.Context, pace *redirectPacer, wait time.Durat
 	err = w.c.route(ctx, w.c.layout.KeySegment(w.key), pace, func(p *peer, t *routingTable) (nextAttempt, refusal, error) {
 		var err error
 		reply, err = w.c.send(ctx, p, &req, wait)
-		probe := kvReply{Status: reply.Status, MapIndex: reply.MapIndex}
+		probe := kv.Reply{Status: reply.Status, MapIndex: reply.MapIndex}
 		switch {
 		case err != nil:
 			return attemptDone, refusal{}, err
-		case probe.redirects(t.m.Index) || reply.Status == StatusPartitionUnavailable:
+		case redirects(&probe, t.m.Index) || reply.Status == StatusPartitionUnavailable:
 			return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
 		case reply.Status != StatusSuccess:
-			return attemptDone, refusal{}, reply.Status.err()
+			return attemptDone, refusal{}, statusErr(reply.Status)
 		}
 		return attemptDone, refusal{}, nil
 	})
@@ -331,7 +332,7 @@ func (c *client) sendWatch(ctx context.Context, p *peer, req *watchRequest, wait
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+c.cfg.ReplicaAckTimeout+time.Second)
 	defer cancel()
-	resp, err := p.client.Call(ctx, opWatch, payload)
+	resp, err := p.client.Call(ctx, kv.OpWatch, payload)
 	if err != nil {
 		return watchReply{}, fmt.Errorf("zaris: watch to node %s (%s): %w", p.id, p.addr, err)
 	}
@@ -353,7 +354,7 @@ func (r *watchReply) copyValues() {
 	}
 }
 
-// serveWatchRequest decodes and serves an opWatch request.
+// serveWatchRequest decodes and serves an kv.OpWatch request.
 func (o *owner) serveWatchRequest(ctx context.Context, payload []byte) ([]byte, error) {
 	var req watchRequest
 	if err := decode(payload, &req); err != nil {

@@ -413,7 +413,7 @@ func watchWireSeeds() ([]watchRequest, []watchReply) {
 		}
 }
 
-// FuzzDecodeWatchRequest fuzzes the opWatch request, read with the reflective codec.
+// FuzzDecodeWatchRequest fuzzes the kv.OpWatch request, read with the reflective codec.
 func FuzzDecodeWatchRequest(f *testing.F) {
 	requests, _ := watchWireSeeds()
 	for i := range requests {
@@ -426,7 +426,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 	f.Fuzz(fuzzReflective[watchRequest])
 }
 
-// FuzzDecodeWatchReply fuzzes the opWatch reply, which the watcher's node reads with the reflective codec.
+// FuzzDecodeWatchReply fuzzes the kv.OpWatch reply, which the watcher's node reads with the reflective codec.
 func FuzzDecodeWatchReply(f *testing.F) {
 	_, replies := watchWireSeeds()
 	for i := range replies {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // feedFixture is an owner's store and op log with a watch feed over them, and no cluster.
@@ -246,14 +247,14 @@ func TestWatchFeedReportsCollectionUpdates(t *testing.T) {
 		key := "h"
 		seg := f.layout.KeySegment(key)
 		hset := func(field string) {
-			req := kvRequest{Key: key, Args: [][]byte{[]byte(field), []byte("v")}}
+			req := kv.Request{Key: key, Args: [][]byte{[]byte(field), []byte("v")}}
 			if reply := applyHSet(f.store, seg, req, opLimits{maxValueSize: 1 << 20}); reply.Status != StatusSuccess {
 				t.Fatalf("HSET %s: %s", field, reply.Status)
 			}
 		}
 		hset("a") // 1
 		hset("b") // 2
-		if reply := applyHDel(f.store, seg, kvRequest{Key: key, Args: [][]byte{[]byte("a"), []byte("b")}}, opLimits{}); reply.Status != StatusSuccess {
+		if reply := applyHDel(f.store, seg, kv.Request{Key: key, Args: [][]byte{[]byte("a"), []byte("b")}}, opLimits{}); reply.Status != StatusSuccess {
 			t.Fatalf("HDEL: %s", reply.Status)
 		}
 		hset("c") // 4

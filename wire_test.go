@@ -9,19 +9,21 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
-func sampleKVRequests() []kvRequest {
-	return []kvRequest{
+func sampleKVRequests() []kv.Request {
+	return []kv.Request{
 		{},
 		{Key: "k"},
 		{Key: "k", Value: []byte{}},
 		{Key: "user:{42}", Value: []byte("hello"), TTL: int64(time1h)},
 		{Key: "n", Delta: -7},
 		{Key: "n", Delta: math.MinInt64, TTL: math.MaxInt64},
-		{Key: "p", Value: make([]byte, 300), Cond: condIfAbsent | condReturnPrev, Concern: WriteConcern(math.MaxUint8)},
-		{Key: string(make([]byte, 70000)), Value: make([]byte, 70000), TTL: -1, Cond: putCond(math.MaxUint8), Concern: 1, Version: math.MaxUint64},
-		{Key: "cas", Value: []byte("v"), Cond: condKeepTTL, Version: 42},
+		{Key: "p", Value: make([]byte, 300), Cond: kv.CondIfAbsent | kv.CondReturnPrev, Concern: WriteConcern(math.MaxUint8)},
+		{Key: string(make([]byte, 70000)), Value: make([]byte, 70000), TTL: -1, Cond: kv.Cond(math.MaxUint8), Concern: 1, Version: math.MaxUint64},
+		{Key: "cas", Value: []byte("v"), Cond: kv.CondKeepTTL, Version: 42},
 		{Key: "h", Args: [][]byte{[]byte("field"), {}, []byte("value")}},
 		{Key: "h", Args: [][]byte{}},
 	}
@@ -29,8 +31,8 @@ func sampleKVRequests() []kvRequest {
 
 const time1h = 3600 * 1e9
 
-func sampleKVReplies() []kvReply {
-	return []kvReply{
+func sampleKVReplies() []kv.Reply {
+	return []kv.Reply{
 		{},
 		{Status: StatusSuccess, Value: []byte{}},
 		{Status: StatusSuccess, Value: []byte("v"), Version: 1},
@@ -48,15 +50,15 @@ func sampleKVReplies() []kvReply {
 // nodes of either codec understand each other.
 func TestKVWireRoundTrip(t *testing.T) {
 	for _, want := range sampleKVRequests() {
-		b := want.marshal()
-		var got kvRequest
-		if err := got.decodeMsg(b); err != nil {
+		b := marshalRequest(&want)
+		var got kv.Request
+		if err := decodeRequest(&got, b); err != nil {
 			t.Fatalf("decodeMsg(%+v): %v", want, err)
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("request round trip: got %+v, want %+v", got, want)
 		}
-		var viaReflect kvRequest
+		var viaReflect kv.Request
 		if err := msgpack.Unmarshal(b, &viaReflect); err != nil || !reflect.DeepEqual(viaReflect, want) {
 			t.Errorf("reflective decoding of the hand-written request: got %+v, %v; want %+v", viaReflect, err, want)
 		}
@@ -64,21 +66,21 @@ func TestKVWireRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fromOld kvRequest
-		if err := fromOld.decodeMsg(old); err != nil || !reflect.DeepEqual(fromOld, want) {
+		var fromOld kv.Request
+		if err := decodeRequest(&fromOld, old); err != nil || !reflect.DeepEqual(fromOld, want) {
 			t.Errorf("decodeMsg of the reflective encoding: got %+v, %v; want %+v", fromOld, err, want)
 		}
 	}
 	for _, want := range sampleKVReplies() {
-		b := want.marshal()
-		var got kvReply
-		if err := got.decodeMsg(b); err != nil {
+		b := marshalReply(&want)
+		var got kv.Reply
+		if err := decodeReply(&got, b); err != nil {
 			t.Fatalf("decodeMsg(%+v): %v", want, err)
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("reply round trip: got %+v, want %+v", got, want)
 		}
-		var viaReflect kvReply
+		var viaReflect kv.Reply
 		if err := msgpack.Unmarshal(b, &viaReflect); err != nil || !reflect.DeepEqual(viaReflect, want) {
 			t.Errorf("reflective decoding of the hand-written reply: got %+v, %v; want %+v", viaReflect, err, want)
 		}
@@ -86,8 +88,8 @@ func TestKVWireRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fromOld kvReply
-		if err := fromOld.decodeMsg(old); err != nil || !reflect.DeepEqual(fromOld, want) {
+		var fromOld kv.Reply
+		if err := decodeReply(&fromOld, old); err != nil || !reflect.DeepEqual(fromOld, want) {
 			t.Errorf("decodeMsg of the reflective encoding: got %+v, %v; want %+v", fromOld, err, want)
 		}
 	}
@@ -96,12 +98,12 @@ func TestKVWireRoundTrip(t *testing.T) {
 // TestKVWireSizeBound checks that marshal sizes its buffer right: the overhead constants bound the bytes.
 func TestKVWireSizeBound(t *testing.T) {
 	for _, r := range sampleKVRequests() {
-		if b := r.marshal(); len(b) > r.sizeBound() {
+		if b := marshalRequest(&r); len(b) > requestSizeBound(&r) {
 			t.Errorf("request of %d bytes exceeds its bound", len(b))
 		}
 	}
 	for _, r := range sampleKVReplies() {
-		if b := r.marshal(); len(b) > r.sizeBound() {
+		if b := marshalReply(&r); len(b) > replySizeBound(&r) {
 			t.Errorf("reply of %d bytes exceeds its bound", len(b))
 		}
 	}
@@ -109,26 +111,26 @@ func TestKVWireSizeBound(t *testing.T) {
 
 // TestKVWireExtraFields checks that readers skip fields appended after those they know.
 func TestKVWireExtraFields(t *testing.T) {
-	want := kvRequest{Key: "k", Value: []byte("v"), TTL: 5, Delta: 6, Cond: condKeepTTL, Concern: 2}
-	b := want.appendMsg(nil)
+	want := kv.Request{Key: "k", Value: []byte("v"), TTL: 5, Delta: 6, Cond: kv.CondKeepTTL, Concern: 2}
+	b := appendRequest(&want, nil)
 	b[0]++ // one more field
 	b = msgp.AppendMapHeader(b, 1)
 	b = msgp.AppendString(b, "future")
 	b = msgp.AppendArrayHeader(b, 2)
 	b = msgp.AppendFloat64(b, 1.5)
 	b = msgp.AppendNil(b)
-	var got kvRequest
-	if err := got.decodeMsg(b); err != nil || !reflect.DeepEqual(got, want) {
+	var got kv.Request
+	if err := decodeRequest(&got, b); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("request with an extra field: got %+v, %v; want %+v", got, err, want)
 	}
 
-	wantReply := kvReply{Status: StatusMoved, Owner: "n1", Epoch: 3, MapIndex: 4, Int: 5, Existed: true}
-	rb := wantReply.appendMsg(nil)
+	wantReply := kv.Reply{Status: StatusMoved, Owner: "n1", Epoch: 3, MapIndex: 4, Int: 5, Existed: true}
+	rb := appendReply(&wantReply, nil)
 	rb[0] += 2
 	rb = msgp.AppendString(rb, "x")
 	rb = msgp.AppendUint64(rb, 9)
-	var gotReply kvReply
-	if err := gotReply.decodeMsg(rb); err != nil || !reflect.DeepEqual(gotReply, wantReply) {
+	var gotReply kv.Reply
+	if err := decodeReply(&gotReply, rb); err != nil || !reflect.DeepEqual(gotReply, wantReply) {
 		t.Errorf("reply with extra fields: got %+v, %v; want %+v", gotReply, err, wantReply)
 	}
 }
@@ -140,7 +142,7 @@ type kvRequestV1 struct {
 	Value    []byte
 	TTL      int64
 	Delta    int64
-	Cond     putCond
+	Cond     kv.Cond
 	Concern  WriteConcern
 }
 
@@ -164,17 +166,17 @@ func TestKVWireOlderWriterAndReader(t *testing.T) {
 		unversioned := want
 		unversioned.Version, unversioned.Args = 0, nil
 		for codec, b := range map[string][]byte{"hand-written": handWritten, "reflective": reflective} {
-			var got kvRequest
-			if err := got.decodeMsg(b); err != nil || !reflect.DeepEqual(got, unversioned) {
+			var got kv.Request
+			if err := decodeRequest(&got, b); err != nil || !reflect.DeepEqual(got, unversioned) {
 				t.Errorf("%s six-field request: got %+v, %v; want %+v", codec, got, err, unversioned)
 			}
 		}
 
 		// A hand-written reader of six fields reads the first six and skips the rest. (The reflective codec
 		// refuses an array of another length than its struct, so no node reads requests with it.)
-		r := wireReader{b: want.marshal()}
+		r := wireReader{b: marshalRequest(&want)}
 		n := r.fields(6)
-		got := kvRequestV1{Key: r.string(), Value: r.value(), TTL: r.int64(), Delta: r.int64(), Cond: putCond(r.uint8()), Concern: WriteConcern(r.uint8())}
+		got := kvRequestV1{Key: r.string(), Value: r.value(), TTL: r.int64(), Delta: r.int64(), Cond: kv.Cond(r.uint8()), Concern: WriteConcern(r.uint8())}
 		r.skip(n - 6)
 		if err := r.done("v1 request"); err != nil || !reflect.DeepEqual(got, old) {
 			t.Errorf("six-field hand-written reader: got %+v, %v; want %+v", got, err, old)
@@ -184,8 +186,8 @@ func TestKVWireOlderWriterAndReader(t *testing.T) {
 
 // TestKVWireRejects checks that malformed messages fail with ErrInvalidRequest and leave a zero message.
 func TestKVWireRejects(t *testing.T) {
-	good := (&kvRequest{Key: "k", Value: []byte("v")}).marshal()
-	goodReply := (&kvReply{Status: StatusSuccess, Value: []byte("v")}).marshal()
+	good := marshalRequest(&kv.Request{Key: "k", Value: []byte("v")})
+	goodReply := marshalReply(&kv.Reply{Status: StatusSuccess, Value: []byte("v")})
 	withField := func(b []byte, i int, repl []byte) []byte {
 		// Replaces the i-th field of an array whose fields before i are one byte each.
 		return append(append(append([]byte(nil), b[:1+i]...), repl...), b[2+i:]...)
@@ -210,12 +212,12 @@ func TestKVWireRejects(t *testing.T) {
 		"huge key":         {0x96, 0xdb, 0xff, 0xff, 0xff, 0xff},
 	}
 	for name, b := range requests {
-		var r kvRequest
+		var r kv.Request
 		r.Key = "stale"
-		if err := r.decodeMsg(b); !errors.Is(err, ErrInvalidRequest) {
+		if err := decodeRequest(&r, b); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("request %s: error %v, want ErrInvalidRequest", name, err)
 		}
-		if !reflect.DeepEqual(r, kvRequest{}) {
+		if !reflect.DeepEqual(r, kv.Request{}) {
 			t.Errorf("request %s: left %+v after an error", name, r)
 		}
 	}
@@ -230,12 +232,12 @@ func TestKVWireRejects(t *testing.T) {
 		"huge value":     {0x98, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff},
 	}
 	for name, b := range replies {
-		var r kvReply
+		var r kv.Reply
 		r.Owner = "stale"
-		if err := r.decodeMsg(b); !errors.Is(err, ErrInvalidRequest) {
+		if err := decodeReply(&r, b); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("reply %s: error %v, want ErrInvalidRequest", name, err)
 		}
-		if !reflect.DeepEqual(r, kvReply{}) {
+		if !reflect.DeepEqual(r, kv.Reply{}) {
 			t.Errorf("reply %s: left %+v after an error", name, r)
 		}
 	}
@@ -244,35 +246,35 @@ func TestKVWireRejects(t *testing.T) {
 // TestKVWireValueIsCapped checks that a decoded Value, which aliases the payload, cannot be appended to in
 // place over the bytes that follow it.
 func TestKVWireValueIsCapped(t *testing.T) {
-	b := (&kvRequest{Key: "k", Value: []byte("abc"), TTL: 9}).marshal()
-	var r kvRequest
-	if err := r.decodeMsg(b); err != nil {
+	b := marshalRequest(&kv.Request{Key: "k", Value: []byte("abc"), TTL: 9})
+	var r kv.Request
+	if err := decodeRequest(&r, b); err != nil {
 		t.Fatal(err)
 	}
 	if cap(r.Value) != len(r.Value) {
 		t.Fatalf("Value has cap %d, len %d", cap(r.Value), len(r.Value))
 	}
 	_ = append(r.Value, 'x', 'x', 'x', 'x')
-	var again kvRequest
-	if err := again.decodeMsg(b); err != nil || again.TTL != 9 {
+	var again kv.Request
+	if err := decodeRequest(&again, b); err != nil || again.TTL != 9 {
 		t.Fatalf("payload changed by an append to Value: %+v, %v", again, err)
 	}
 }
 
 func TestKVWireAllocations(t *testing.T) {
-	req := kvRequest{Key: "bench-key", Value: make([]byte, 64), TTL: 1}
-	reqBytes := req.marshal()
-	reply := kvReply{Status: StatusSuccess, Value: make([]byte, 64), Version: 1, Owner: "n1"}
-	replyBytes := reply.marshal()
+	req := kv.Request{Key: "bench-key", Value: make([]byte, 64), TTL: 1}
+	reqBytes := marshalRequest(&req)
+	reply := kv.Reply{Status: StatusSuccess, Value: make([]byte, 64), Version: 1, Owner: "n1"}
+	replyBytes := marshalReply(&reply)
 	for name, c := range map[string]struct {
 		f    func()
 		want float64
 	}{
-		"request marshal":  {func() { _ = req.marshal() }, 1},
-		"reply marshal":    {func() { _ = reply.marshal() }, 1},
-		"request decode":   {func() { var r kvRequest; _ = r.decodeMsg(reqBytes) }, 1}, // the key string
-		"reply decode":     {func() { var r kvReply; _ = r.decodeMsg(replyBytes) }, 1}, // the owner string
-		"request appendTo": {func() { _ = req.appendMsg(reqBytes[:0]) }, 0},
+		"request marshal":  {func() { _ = marshalRequest(&req) }, 1},
+		"reply marshal":    {func() { _ = marshalReply(&reply) }, 1},
+		"request decode":   {func() { var r kv.Request; _ = decodeRequest(&r, reqBytes) }, 1}, // the key string
+		"reply decode":     {func() { var r kv.Reply; _ = decodeReply(&r, replyBytes) }, 1},   // the owner string
+		"request appendTo": {func() { _ = appendRequest(&req, reqBytes[:0]) }, 0},
 	} {
 		if n := testing.AllocsPerRun(100, c.f); n > c.want {
 			t.Errorf("%s allocates %v times, want at most %v", name, n, c.want)
@@ -315,12 +317,12 @@ func TestDecodeBoundsAllocation(t *testing.T) {
 func FuzzDecodeKVRequest(f *testing.F) {
 	for _, r := range sampleKVRequests() {
 		if len(r.Key)+len(r.Value) < 1024 {
-			f.Add(r.marshal())
+			f.Add(marshalRequest(&r))
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var r kvRequest
-		if err := r.decodeMsg(data); err != nil {
+		var r kv.Request
+		if err := decodeRequest(&r, data); err != nil {
 			if !errors.Is(err, ErrInvalidRequest) {
 				t.Fatalf("error %v does not wrap ErrInvalidRequest", err)
 			}
@@ -329,9 +331,9 @@ func FuzzDecodeKVRequest(f *testing.F) {
 		if len(r.Key)+len(r.Value) > len(data) {
 			t.Fatalf("decoded %d key and %d value bytes from %d bytes", len(r.Key), len(r.Value), len(data))
 		}
-		b := r.marshal()
-		var again kvRequest
-		if err := again.decodeMsg(b); err != nil {
+		b := marshalRequest(&r)
+		var again kv.Request
+		if err := decodeRequest(&again, b); err != nil {
 			t.Fatalf("re-encoded %+v does not decode: %v", r, err)
 		}
 		if !reflect.DeepEqual(again, r) {
@@ -344,12 +346,12 @@ func FuzzDecodeKVRequest(f *testing.F) {
 func FuzzDecodeKVReply(f *testing.F) {
 	for _, r := range sampleKVReplies() {
 		if len(r.Value) < 1024 {
-			f.Add(r.marshal())
+			f.Add(marshalReply(&r))
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var r kvReply
-		if err := r.decodeMsg(data); err != nil {
+		var r kv.Reply
+		if err := decodeReply(&r, data); err != nil {
 			if !errors.Is(err, ErrInvalidRequest) {
 				t.Fatalf("error %v does not wrap ErrInvalidRequest", err)
 			}
@@ -358,9 +360,9 @@ func FuzzDecodeKVReply(f *testing.F) {
 		if len(r.Owner)+len(r.Value) > len(data) {
 			t.Fatalf("decoded %d owner and %d value bytes from %d bytes", len(r.Owner), len(r.Value), len(data))
 		}
-		b := r.marshal()
-		var again kvReply
-		if err := again.decodeMsg(b); err != nil {
+		b := marshalReply(&r)
+		var again kv.Reply
+		if err := decodeReply(&again, b); err != nil {
 			t.Fatalf("re-encoded %+v does not decode: %v", r, err)
 		}
 		if !reflect.DeepEqual(again, r) {

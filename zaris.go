@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -31,11 +32,11 @@ func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	if v, served, err := n.client.nearGet(ctx, key); served {
 		return v, err
 	}
-	reply, err := n.client.execute(ctx, opGet, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpGet, &kv.Request{Key: key})
 	if err != nil {
 		return nil, err
 	}
-	if err := reply.err(); err != nil {
+	if err := replyErr(reply); err != nil {
 		return nil, callerErr(ctx, err)
 	}
 	return reply.Value, nil
@@ -67,23 +68,23 @@ func (n *Node) Put(ctx context.Context, key string, value []byte, opts ...PutOpt
 		}
 		return putIfErr(reply)
 	}
-	reply, err := n.client.execute(ctx, opPut, &kvRequest{Key: key, Value: value, TTL: int64(o.ttl), Concern: o.concern})
+	reply, err := n.client.execute(ctx, kv.OpPut, &kv.Request{Key: key, Value: value, TTL: int64(o.ttl), Concern: o.concern})
 	if err != nil {
 		return err
 	}
-	return reply.Status.err()
+	return statusErr(reply.Status)
 }
 
 // Delete removes key and reports whether it held a live value.
 func (n *Node) Delete(ctx context.Context, key string) (existed bool, err error) {
-	reply, err := n.client.execute(ctx, opDelete, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpDelete, &kv.Request{Key: key})
 	if err != nil {
 		return false, err
 	}
 	if reply.Status == StatusNotFound {
 		return false, nil
 	}
-	return reply.Status == StatusSuccess, reply.Status.err()
+	return reply.Status == StatusSuccess, statusErr(reply.Status)
 }
 
 // GetTyped reads key and decodes its msgpack value into a T.
@@ -118,14 +119,14 @@ func PutTyped[T any](ctx context.Context, n *Node, key string, v T, opts ...PutO
 // missing key counts as 0. A value that is not a decimal integer, or a sum that overflows, fails with
 // ErrNotInteger and leaves the value alone.
 func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error) {
-	reply, err := n.client.execute(ctx, opIncr, &kvRequest{Key: key, Delta: delta})
+	reply, err := n.client.execute(ctx, kv.OpIncr, &kv.Request{Key: key, Delta: delta})
 	if err != nil {
 		return 0, err
 	}
 	if reply.Status == StatusInvalidRequest {
 		return 0, ErrNotInteger
 	}
-	return reply.Int, reply.Status.err()
+	return reply.Int, statusErr(reply.Status)
 }
 
 // IncrByFloat adds delta to the number stored under key and returns the result, keeping the key's expiry.
@@ -135,17 +136,17 @@ func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error)
 // Config.MaxValueSize fails with ErrValueTooLarge; either leaves the value alone. A result beyond
 // float64's range is returned as an infinity, though stored exactly.
 func (n *Node) IncrByFloat(ctx context.Context, key string, delta float64) (float64, error) {
-	reply, err := n.client.execute(ctx, opIncrByFloat, &kvRequest{Key: key, Value: strconv.AppendFloat(nil, delta, 'g', -1, 64)})
+	reply, err := n.client.execute(ctx, kv.OpIncrByFloat, &kv.Request{Key: key, Value: strconv.AppendFloat(nil, delta, 'g', -1, 64)})
 	if err != nil {
 		return 0, err
 	}
-	if reply.Status == StatusInvalidRequest && reply.Int == refusedTooLarge {
+	if reply.Status == StatusInvalidRequest && reply.Int == kv.RefusedTooLarge {
 		return 0, fmt.Errorf("%w: the sum under key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
 	}
 	if reply.Status == StatusInvalidRequest {
 		return 0, ErrNotFloat
 	}
-	if err := reply.Status.err(); err != nil {
+	if err := statusErr(reply.Status); err != nil {
 		return 0, err
 	}
 	f, err := strconv.ParseFloat(string(reply.Value), 64)
@@ -162,14 +163,14 @@ func (n *Node) Append(ctx context.Context, key string, value []byte) (int, error
 	if len(value) > n.cfg.MaxValueSize {
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), n.cfg.MaxValueSize)
 	}
-	reply, err := n.client.execute(ctx, opAppend, &kvRequest{Key: key, Value: value})
+	reply, err := n.client.execute(ctx, kv.OpAppend, &kv.Request{Key: key, Value: value})
 	if err != nil {
 		return 0, err
 	}
 	if reply.Status == StatusInvalidRequest {
 		return 0, fmt.Errorf("%w: key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
 	}
-	return int(reply.Int), reply.Status.err()
+	return int(reply.Int), statusErr(reply.Status)
 }
 
 // SetRange overwrites the value stored under key from offset with value, padding with zero bytes past its
@@ -189,19 +190,19 @@ func (n *Node) SetRange(ctx context.Context, key string, offset int, value []byt
 	case offset > n.cfg.MaxValueSize-len(value):
 		return 0, fmt.Errorf("%w: %d bytes from offset %d, limit %d", ErrValueTooLarge, len(value), offset, n.cfg.MaxValueSize)
 	}
-	reply, err := n.client.execute(ctx, opSetRange, &kvRequest{Key: key, Delta: int64(offset), Value: value})
+	reply, err := n.client.execute(ctx, kv.OpSetRange, &kv.Request{Key: key, Delta: int64(offset), Value: value})
 	if err != nil {
 		return 0, err
 	}
 	if reply.Status == StatusInvalidRequest {
 		return 0, fmt.Errorf("%w: key %q would exceed %d bytes", ErrValueTooLarge, key, n.cfg.MaxValueSize)
 	}
-	return int(reply.Int), reply.Status.err()
+	return int(reply.Int), statusErr(reply.Status)
 }
 
 // GetAndDelete removes key and returns the value it held, or an error matching ErrNotFound.
 func (n *Node) GetAndDelete(ctx context.Context, key string) ([]byte, error) {
-	return n.client.getAfter(ctx, opGetDel, &kvRequest{Key: key})
+	return n.client.getAfter(ctx, kv.OpGetDel, &kv.Request{Key: key})
 }
 
 // GetAndExpire returns the value stored under key and sets the key to expire after ttl, as Expire does: a
@@ -210,52 +211,52 @@ func (n *Node) GetAndExpire(ctx context.Context, key string, ttl time.Duration) 
 	if ttl <= 0 {
 		ttl = -1 // a zero TTL would remove the expiry
 	}
-	return n.client.getAfter(ctx, opGetEx, &kvRequest{Key: key, TTL: int64(ttl)})
+	return n.client.getAfter(ctx, kv.OpGetEx, &kv.Request{Key: key, TTL: int64(ttl)})
 }
 
 // GetAndPersist returns the value stored under key and removes its expiry, as Persist does. A missing key
 // fails with ErrNotFound.
 func (n *Node) GetAndPersist(ctx context.Context, key string) ([]byte, error) {
-	return n.client.getAfter(ctx, opGetEx, &kvRequest{Key: key})
+	return n.client.getAfter(ctx, kv.OpGetEx, &kv.Request{Key: key})
 }
 
 // getAfter runs an operation that replies with the key's value.
-func (c *client) getAfter(ctx context.Context, op transport.Op, req *kvRequest) ([]byte, error) {
+func (c *client) getAfter(ctx context.Context, op transport.Op, req *kv.Request) ([]byte, error) {
 	reply, err := c.execute(ctx, op, req)
 	if err != nil {
 		return nil, err
 	}
-	return reply.Value, reply.Status.err()
+	return reply.Value, statusErr(reply.Status)
 }
 
 // Expire sets key to expire after ttl and reports whether the key exists. A zero or negative ttl deletes
 // the key at once.
 func (n *Node) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return n.client.existsAfter(ctx, opExpire, &kvRequest{Key: key, TTL: int64(ttl)})
+	return n.client.existsAfter(ctx, kv.OpExpire, &kv.Request{Key: key, TTL: int64(ttl)})
 }
 
 // Persist removes key's expiry and reports whether there was one to remove.
 func (n *Node) Persist(ctx context.Context, key string) (bool, error) {
-	reply, err := n.client.execute(ctx, opPersist, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpPersist, &kv.Request{Key: key})
 	if err != nil || reply.Status == StatusNotFound {
 		return false, err
 	}
-	return reply.Int == 1, reply.Status.err()
+	return reply.Int == 1, statusErr(reply.Status)
 }
 
 // Exists reports whether key has a live value, without fetching it.
 func (n *Node) Exists(ctx context.Context, key string) (bool, error) {
-	return n.client.existsAfter(ctx, opExists, &kvRequest{Key: key})
+	return n.client.existsAfter(ctx, kv.OpExists, &kv.Request{Key: key})
 }
 
 // TTL returns the time key has left to live: NoExpiry when it never expires, and an error matching
 // ErrNotFound when the key does not exist.
 func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
-	reply, err := n.client.execute(ctx, opTTL, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpTTL, &kv.Request{Key: key})
 	if err != nil {
 		return 0, err
 	}
-	return time.Duration(reply.Int), reply.Status.err()
+	return time.Duration(reply.Int), statusErr(reply.Status)
 }
 
 // Swap stores value under key, as Put does with the same options, and returns the value it replaced, with
@@ -263,7 +264,7 @@ func (n *Node) TTL(ctx context.Context, key string) (time.Duration, error) {
 // current value is still returned and err matches ErrConditionNotMet. IfVersion is refused with
 // ErrInvalidRequest: CompareAndSwap conditions a write on a version.
 func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOption) (previous []byte, existed bool, err error) {
-	reply, err := n.client.putIf(ctx, key, value, condReturnPrev, putOptionsOf(opts))
+	reply, err := n.client.putIf(ctx, key, value, kv.CondReturnPrev, putOptionsOf(opts))
 	if err != nil {
 		return nil, false, err
 	}
@@ -296,7 +297,7 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 	start := time.Now()
 	b := newBatchRun(&n.client.batch, items)
 	b.run(ctx, t)
-	n.client.callerOp(opBatch, StatusSuccess, ctx.Err(), start)
+	n.client.callerOp(kv.OpBatch, StatusSuccess, ctx.Err(), start)
 	if n.client.near != nil {
 		for _, it := range items {
 			if it.Op != BatchGet {
@@ -545,11 +546,11 @@ func (n *Node) onlyCopies() []int {
 // GetEntry returns the value stored under key with its version and remaining TTL, in one request to the
 // key's owner, or an error matching ErrNotFound.
 func (n *Node) GetEntry(ctx context.Context, key string) (Entry, error) {
-	reply, err := n.client.execute(ctx, opGetEntry, &kvRequest{Key: key})
+	reply, err := n.client.execute(ctx, kv.OpGetEntry, &kv.Request{Key: key})
 	if err != nil {
 		return Entry{}, err
 	}
-	if err := reply.err(); err != nil {
+	if err := replyErr(reply); err != nil {
 		return Entry{}, callerErr(ctx, err)
 	}
 	return Entry{Value: reply.Value, Version: reply.Version, TTL: time.Duration(reply.Int)}, nil
@@ -567,7 +568,7 @@ func (n *Node) CompareAndSwap(ctx context.Context, key string, version uint64, v
 // DeleteIfVersion removes key if its version is version, and otherwise fails with a *VersionMismatchError
 // carrying the current one. With version 0 it succeeds, deleting nothing, when the key has no live value.
 func (n *Node) DeleteIfVersion(ctx context.Context, key string, version uint64) error {
-	reply, err := n.client.execute(ctx, opDeleteIfVersion, &kvRequest{Key: key, Version: version})
+	reply, err := n.client.execute(ctx, kv.OpDeleteIfVersion, &kv.Request{Key: key, Version: version})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Sorted set operations: a key holding members ordered by score. A write ships the members it changes
@@ -39,7 +40,7 @@ func formatScore(f float64) []byte {
 type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
 
 // parseZAdd reads ZADD's options and its score and member pairs.
-func parseZAdd(args [][]byte) (f zaddFlags, scores []float64, members [][]byte, refused kvReply) {
+func parseZAdd(args [][]byte) (f zaddFlags, scores []float64, members [][]byte, refused kv.Reply) {
 	i := 0
 options:
 	for ; i < len(args); i++ {
@@ -78,12 +79,12 @@ options:
 		}
 		scores, members = append(scores, score), append(members, pairs[j+1])
 	}
-	return f, scores, members, kvReply{}
+	return f, scores, members, kv.Reply{}
 }
 
 // applyZAdd sets members' scores under ZADD's options. It answers in Int how many members are new (or,
 // with CH, changed); with INCR, the new score in Value, nil when the options left the member alone.
-func applyZAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyZAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	f, scores, members, refused := parseZAdd(req.Args)
 	if refused.Status != StatusSuccess {
 		return refused
@@ -145,15 +146,15 @@ func applyZAdd(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyZIncrBy adds to a member's score (a missing member counts as 0) and answers the new score in Value.
-func applyZIncrBy(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyZIncrBy(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Args) != 2 {
 		return wrongArgCount("zincrby")
 	}
-	return applyZAdd(s, seg, kvRequest{Key: req.Key, Args: [][]byte{[]byte("incr"), req.Args[0], req.Args[1]}}, lim)
+	return applyZAdd(s, seg, kv.Request{Key: req.Key, Args: [][]byte{[]byte("incr"), req.Args[0], req.Args[1]}}, lim)
 }
 
 // applyZRem removes members and answers in Int how many there were.
-func applyZRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyZRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) < 1 {
 		return wrongArgCount("zrem")
 	}
@@ -174,7 +175,7 @@ func applyZRem(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 }
 
 // applyZScore answers a member's score in Value, or StatusNotFound.
-func applyZScore(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyZScore(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("zscore")
 	}
@@ -187,11 +188,11 @@ func applyZScore(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if status == StatusSuccess && score == nil {
 		status = StatusNotFound
 	}
-	return kvReply{Status: status, Value: score}
+	return kv.Reply{Status: status, Value: score}
 }
 
 // applyZRank answers a member's 0-based rank by ascending score in Int, or StatusNotFound.
-func applyZRank(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyZRank(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return wrongArgCount("zrank")
 	}
@@ -205,14 +206,14 @@ func applyZRank(s *store, seg int, req kvRequest, _ opLimits) kvReply {
 	if status == StatusSuccess && rank < 0 {
 		status = StatusNotFound
 	}
-	return kvReply{Status: status, Int: int64(rank)}
+	return kv.Reply{Status: status, Int: int64(rank)}
 }
 
 // applyZCard answers the number of members in Int.
-func applyZCard(s *store, seg int, req kvRequest, _ opLimits) kvReply {
+func applyZCard(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var n int
 	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) { n = c.len() })
-	return kvReply{Status: status, Int: int64(n)}
+	return kv.Reply{Status: status, Int: int64(n)}
 }
 
 // zrangeArgs is a parsed ZRANGE: key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].
@@ -224,7 +225,7 @@ type zrangeArgs struct {
 	offset, count                     int64
 }
 
-func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
+func parseZRange(args [][]byte) (r zrangeArgs, refused kv.Reply) {
 	if len(args) < 2 {
 		return r, wrongArgCount("zrange")
 	}
@@ -261,7 +262,7 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
 			return r, invalidArgs(msgNotInteger)
 		}
 		r.start, r.stop = start, stop
-		return r, kvReply{}
+		return r, kv.Reply{}
 	}
 	lo, hi := args[0], args[1]
 	if r.rev {
@@ -273,7 +274,7 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kvReply) {
 	if !ok1 || !ok2 {
 		return r, invalidArgs("ERR min or max is not a float")
 	}
-	return r, kvReply{}
+	return r, kv.Reply{}
 }
 
 // scoreBound parses a score range bound, exclusive with a leading '(', as Redis does: what strtod reads up to
@@ -291,7 +292,7 @@ func scoreBound(b []byte) (score float64, exclusive, ok bool) {
 }
 
 // applyZRange answers members, with their scores when asked, by rank or by score, ascending or descending.
-func applyZRange(s *store, seg int, req kvRequest, lim opLimits) kvReply {
+func applyZRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	r, refused := parseZRange(req.Args)
 	if refused.Status != StatusSuccess {
 		return refused
@@ -421,14 +422,14 @@ func (n *Node) ZAddWith(ctx context.Context, key string, opts ZAddOptions, membe
 	for _, m := range members {
 		args = append(args, strconv.AppendFloat(nil, m.Score, 'g', -1, 64), []byte(m.Member))
 	}
-	reply, err := n.client.collectionCall(ctx, opZAdd, key, args...)
+	reply, err := n.client.collectionCall(ctx, kv.OpZAdd, key, args...)
 	return int(reply.Int), err
 }
 
 // ZIncrBy adds delta to member's score in the sorted set under key (a missing member counts as 0) and
 // returns the new score.
 func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (float64, error) {
-	reply, err := n.client.collectionCall(ctx, opZIncrBy, key, strconv.AppendFloat(nil, delta, 'g', -1, 64), []byte(member))
+	reply, err := n.client.collectionCall(ctx, kv.OpZIncrBy, key, strconv.AppendFloat(nil, delta, 'g', -1, 64), []byte(member))
 	if err != nil {
 		return 0, err
 	}
@@ -438,13 +439,13 @@ func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (
 
 // ZRem removes members from the sorted set under key and returns how many it held.
 func (n *Node) ZRem(ctx context.Context, key string, members ...string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opZRem, key, stringArgs(members)...)
+	reply, err := n.client.collectionCall(ctx, kv.OpZRem, key, stringArgs(members)...)
 	return int(reply.Int), err
 }
 
 // ZScore returns member's score in the sorted set under key, or an error matching ErrNotFound.
 func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) {
-	reply, err := n.client.collectionCall(ctx, opZScore, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, kv.OpZScore, key, []byte(member))
 	if err == nil && reply.Status == StatusNotFound {
 		return 0, ErrNotFound
 	}
@@ -454,7 +455,7 @@ func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) 
 
 // ZRank returns member's 0-based rank by ascending score, or an error matching ErrNotFound.
 func (n *Node) ZRank(ctx context.Context, key, member string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opZRank, key, []byte(member))
+	reply, err := n.client.collectionCall(ctx, kv.OpZRank, key, []byte(member))
 	if err == nil && reply.Status == StatusNotFound {
 		return 0, ErrNotFound
 	}
@@ -463,7 +464,7 @@ func (n *Node) ZRank(ctx context.Context, key, member string) (int, error) {
 
 // ZCard returns the number of members of the sorted set under key, 0 without the key.
 func (n *Node) ZCard(ctx context.Context, key string) (int, error) {
-	reply, err := n.client.collectionCall(ctx, opZCard, key)
+	reply, err := n.client.collectionCall(ctx, kv.OpZCard, key)
 	return int(reply.Int), err
 }
 
@@ -481,7 +482,7 @@ func (n *Node) ZRangeByScore(ctx context.Context, key string, min, max float64, 
 }
 
 func (c *client) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMember, error) {
-	reply, err := c.collectionCall(ctx, opZRange, key, append(args, []byte("withscores"))...)
+	reply, err := c.collectionCall(ctx, kv.OpZRange, key, append(args, []byte("withscores"))...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// Command gen-keyslot-golden writes testdata/keyslot_golden.txt: a deterministic set of keys, each with the slot
+// Command gen-keyslot-golden writes internal/kv/testdata/keyslot_golden.txt: a deterministic set of keys, each with the slot
 // that a real Redis server returns for CLUSTER KEYSLOT. placement_test.go checks KeySlot against it.
 //
 // Run from the repository root (redis-server must be on PATH):
@@ -32,7 +32,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "testdata/keyslot_golden.txt", "file to write")
+	out := flag.String("out", "internal/kv/testdata/keyslot_golden.txt", "file to write")
 	server := flag.String("redis-server", "redis-server", "redis-server binary")
 	flag.Parse()
 	log.SetFlags(0)

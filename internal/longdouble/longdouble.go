@@ -1,4 +1,5 @@
-package zaris
+// Package longdouble parses, adds and formats numbers as Redis does in the C long double of x86-64.
+package longdouble
 
 import (
 	"math/big"
@@ -17,18 +18,18 @@ const (
 	ldMaxExp = 16384
 	// ldZeroExp: a value of at most 2^ldZeroExp, half the smallest subnormal, rounds to zero.
 	ldZeroExp = -16446
-	// ldMaxChars bounds the text Redis parses as a long double (MAX_LONG_DOUBLE_CHARS).
-	ldMaxChars = 5 * 1024
+	// MaxChars bounds the text Redis parses as a long double (MAX_LONG_DOUBLE_CHARS).
+	MaxChars = 5 * 1024
 	// ldMaxDecExp bounds a decimal exponent worth computing: beyond it the value is far out of range.
 	ldMaxDecExp = 6000
 )
 
-// parseLongDouble parses b as Redis's string2ld does with the C library's strtold: decimal or hexadecimal
+// Parse parses b as Redis's string2ld does with the C library's strtold: decimal or hexadecimal
 // (0x, binary exponent p) floating point with an optional sign, or inf and infinity in any case. It refuses
 // leading or trailing spaces, nan, and values that overflow or round to zero though not written as zero.
 // The result is rounded to a long double; inf reports true for an infinite value.
-func parseLongDouble(b []byte) (x *big.Float, inf bool, ok bool) {
-	if len(b) == 0 || len(b) >= ldMaxChars {
+func Parse(b []byte) (x *big.Float, inf bool, ok bool) {
+	if len(b) == 0 || len(b) >= MaxChars {
 		return nil, false, false
 	}
 	s := string(b)
@@ -205,9 +206,9 @@ func ldDigit(ch byte, base int) bool {
 	return false
 }
 
-// addLongDouble adds two long doubles, rounding as the x87 unit does. It reports false when the sum is not
+// Add adds two long doubles, rounding as the x87 unit does. It reports false when the sum is not
 // finite.
-func addLongDouble(a, b *big.Float) (*big.Float, bool) {
+func Add(a, b *big.Float) (*big.Float, bool) {
 	if a.IsInf() || b.IsInf() {
 		return nil, false
 	}
@@ -215,9 +216,9 @@ func addLongDouble(a, b *big.Float) (*big.Float, bool) {
 	return sum, sum.Sign() == 0 || sum.MantExp(nil) <= ldMaxExp
 }
 
-// formatLongDouble writes x as Redis writes INCRBYFLOAT's result: printf's %.17Lf without the trailing
+// Format writes x as Redis writes INCRBYFLOAT's result: printf's %.17Lf without the trailing
 // zeros of the fraction, nor its point, and 0 for a negative zero.
-func formatLongDouble(x *big.Float) []byte {
+func Format(x *big.Float) []byte {
 	s := x.Text('f', 17)
 	s = strings.TrimRight(s, "0")
 	s = strings.TrimSuffix(s, ".")

@@ -1,0 +1,4 @@
+package kv
+
+// NodeID names a cluster member.
+type NodeID string
