@@ -33,7 +33,7 @@ type client struct {
 // localOwner serves in process what the routing table sends to this node.
 type localOwner interface {
 	serveKV(ctx context.Context, op transport.Op, req *kv.Request) kv.Reply
-	serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply
+	serveScan(ctx context.Context, req *kv.ScanRequest, mode scanMode) kv.ScanReply
 	serveWatch(ctx context.Context, req *watchRequest) watchReply
 }
 

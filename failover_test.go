@@ -589,7 +589,7 @@ func TestDeposedOwnerRefusesReads(t *testing.T) {
 			t.Errorf("op %d on the discarded copy: %v; want OwnershipChanging", op, reply.Status)
 		}
 	}
-	status := n.own.readAtomically(ctx, seg, []string{"k"}, func(keyGroup) { t.Error("read the discarded copy") })
+	status := n.own.readAtomically(ctx, seg, []string{"k"}, func(kv.Group) { t.Error("read the discarded copy") })
 	if status != StatusOwnershipChanging {
 		t.Errorf("an atomic read of the discarded copy: %v; want OwnershipChanging", status)
 	}

@@ -43,7 +43,7 @@ func loadsOnMiss(op transport.Op) bool {
 type readThrough struct {
 	load Loader
 	// write runs fn on an atomic group of key's segment, ownership checked, as a write of the owner is run.
-	write    func(ctx context.Context, key string, fn func(keyGroup)) kv.Reply
+	write    func(ctx context.Context, key string, fn func(kv.Group)) kv.Reply
 	spawn    func(fn func()) bool // runs fn in a goroutine Close waits for, unless closing
 	life     context.Context      // ends when the node closes
 	clock    Clock
@@ -69,7 +69,7 @@ type loadFlight struct {
 	superseded atomic.Bool // the key was written during the load
 }
 
-func newReadThrough(cfg *Config, write func(context.Context, string, func(keyGroup)) kv.Reply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
+func newReadThrough(cfg *Config, write func(context.Context, string, func(kv.Group)) kv.Reply, spawn func(func()) bool, life context.Context, log *slog.Logger) *readThrough {
 	parallel := cmp.Or(cfg.LoaderConcurrency, defaultLoaderConcurrency)
 	return &readThrough{
 		load: cfg.Loader, write: write, spawn: spawn, life: life, clock: cfg.Clock, log: log,
@@ -177,9 +177,9 @@ func (rt *readThrough) store(key string, f *loadFlight, value []byte, ttl time.D
 	ctx, cancel := context.WithTimeout(rt.life, storeTimeout)
 	defer cancel()
 	put := kv.Reply{Status: StatusSuccess}
-	reply := rt.write(ctx, key, func(g keyGroup) {
+	reply := rt.write(ctx, key, func(g kv.Group) {
 		if !f.superseded.Load() {
-			put, _ = g.apply(kv.OpPutIf, &kv.Request{Key: key, Value: value, TTL: int64(ttl), Cond: kv.CondIfAbsent})
+			put, _ = g.Apply(kv.OpPutIf, &kv.Request{Key: key, Value: value, TTL: int64(ttl), Cond: kv.CondIfAbsent})
 		}
 	})
 	switch {

@@ -164,7 +164,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.client.near = near
 	}
 	if cfg.Loader != nil {
-		storeLoaded := func(ctx context.Context, key string, fn func(keyGroup)) kv.Reply {
+		storeLoaded := func(ctx context.Context, key string, fn func(kv.Group)) kv.Reply {
 			seg, refusal, owned := n.own.checkOwner(key)
 			if !owned {
 				return refusal

@@ -166,7 +166,7 @@ func (o *owner) observeAck(seg int) {
 // refused when the partition has too few in-sync copies or is sealed for a hand-over, or when a
 // transaction holds one of keys, and under the Sync concern acknowledged only once the in-sync replicas
 // hold the group. fn gets the limits key operations run under. The caller has checked ownership.
-func (o *owner) applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+func (o *owner) applyAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status {
 	p := o.layout.SegmentPartition(seg)
 	if o.cfg.WriteConcern == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {
 		return StatusNotEnoughReplicas
@@ -180,7 +180,7 @@ func (o *owner) applyAtomically(ctx context.Context, seg int, keys []string, fn 
 
 // applyGroup is applyAtomically's write, unless partition p is sealed: it returns the segment's revision
 // after it. A panic of fn is an internal error.
-func (o *owner) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+func (o *owner) applyGroup(p, seg int, keys []string, fn func(kv.Group)) (revision uint64, status Status) {
 	if !o.cut.enter(p) {
 		return 0, StatusOwnershipChanging
 	}
@@ -208,7 +208,7 @@ func (o *owner) applyGroup(p, seg int, keys []string, fn func(keyGroup)) (revisi
 // reads is seen at one revision, never in the middle of an atomic group. It is refused while a committed
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
-func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status {
+func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status {
 	revision, status := o.readViewOf(seg, keys, fn)
 	if status != StatusSuccess || o.cfg.WriteConcern != Sync || !o.repl.unconfirmedAt(seg, revision) {
 		return status
@@ -217,7 +217,7 @@ func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn f
 }
 
 // readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
-func (o *owner) readViewOf(seg int, keys []string, fn func(keyGroup)) (revision uint64, status Status) {
+func (o *owner) readViewOf(seg int, keys []string, fn func(kv.Group)) (revision uint64, status Status) {
 	defer o.panics.recoverOp(kv.OpGet, seg, &status)
 	lim := o.opLimits()
 	revision = o.store.readAtomically(seg, func(g *store) {

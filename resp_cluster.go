@@ -339,23 +339,23 @@ func parseScanCursor(arg []byte) (uint64, bool) {
 
 // parseScan parses SCAN cursor [MATCH pattern] [COUNT count] [TYPE type], writing the error of a bad one.
 // A later option overrides an earlier one of the same name, as in Redis.
-func (c *respConn) parseScan(args [][]byte) (scanRequest, bool) {
+func (c *respConn) parseScan(args [][]byte) (kv.ScanRequest, bool) {
 	cursor, ok := parseScanCursor(args[1])
 	if !ok {
 		c.wr.error("ERR invalid cursor")
-		return scanRequest{}, false
+		return kv.ScanRequest{}, false
 	}
-	req := scanRequest{Cursor: cursor, Count: respScanCount}
+	req := kv.ScanRequest{Cursor: cursor, Count: respScanCount}
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			c.syntaxError()
-			return scanRequest{}, false
+			return kv.ScanRequest{}, false
 		}
 		opt, val := args[i], args[i+1]
 		switch {
 		case isSubcommand(opt, "MATCH"):
 			if !c.checkPattern(val) {
-				return scanRequest{}, false
+				return kv.ScanRequest{}, false
 			}
 			req.Match = val
 			if len(val) == 1 && val[0] == '*' {
@@ -365,18 +365,18 @@ func (c *respConn) parseScan(args [][]byte) (scanRequest, bool) {
 			n, ok := kv.ParseCanonicalInt(val)
 			if !ok {
 				c.notInteger()
-				return scanRequest{}, false
+				return kv.ScanRequest{}, false
 			}
 			if n < 1 {
 				c.syntaxError()
-				return scanRequest{}, false
+				return kv.ScanRequest{}, false
 			}
-			req.Count = int(min(n, maxScanCount))
+			req.Count = int(min(n, kv.MaxScanCount))
 		case isSubcommand(opt, "TYPE"):
 			req.Type = strings.ToLower(string(val))
 		default:
 			c.syntaxError()
-			return scanRequest{}, false
+			return kv.ScanRequest{}, false
 		}
 	}
 	return req, true
@@ -391,7 +391,7 @@ func (c *respConn) cmdScan(args [][]byte) {
 	}
 	reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 	if reply.Status != StatusSuccess {
-		c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
+		c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 		return
 	}
 	keys := c.user.visible(reply.Keys)
@@ -410,7 +410,7 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	if !c.checkPattern(args[1]) {
 		return
 	}
-	req := scanRequest{Count: maxScanCount, Match: args[1]}
+	req := kv.ScanRequest{Count: kv.MaxScanCount, Match: args[1]}
 	if len(req.Match) == 1 && req.Match[0] == '*' {
 		req.Match = nil
 	}
@@ -420,13 +420,13 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	for {
 		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 		if reply.Status != StatusSuccess {
-			c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
+			c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
 		page := c.user.visible(reply.Keys)
 		size := 0
 		for _, k := range page {
-			size += len(k) + scanKeyOverhead
+			size += len(k) + kv.ScanKeyOverhead
 		}
 		if !c.srv.budget.reserve(size) {
 			c.wr.error(keysTooLargeMessage)
@@ -434,7 +434,7 @@ func (c *respConn) cmdKeys(args [][]byte) {
 		}
 		held += size
 		keys = append(keys, page...)
-		if reply.Next == scanDone {
+		if reply.Next == kv.ScanDone {
 			break
 		}
 		req.Cursor = reply.Next
@@ -450,8 +450,8 @@ const keysTooLargeMessage = "ERR KEYS would return more than the server's reply 
 
 // checkPattern refuses, with an error reply, a MATCH or KEYS pattern longer than maxMatchPattern.
 func (c *respConn) checkPattern(pattern []byte) bool {
-	if len(pattern) > maxMatchPattern {
-		c.wr.error("ERR pattern longer than " + strconv.Itoa(maxMatchPattern) + " bytes")
+	if len(pattern) > kv.MaxMatchPattern {
+		c.wr.error("ERR pattern longer than " + strconv.Itoa(kv.MaxMatchPattern) + " bytes")
 		return false
 	}
 	return true
@@ -464,16 +464,16 @@ func (c *respConn) cmdDBSize([][]byte) {
 		c.wr.int(int64(c.srv.owner.ownedKeyCount()))
 		return
 	}
-	req := scanRequest{Count: maxScanCount}
+	req := kv.ScanRequest{Count: kv.MaxScanCount}
 	count := 0
 	for {
 		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
 		if reply.Status != StatusSuccess {
-			c.refuse(scanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
+			c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
 		count += len(c.user.visible(reply.Keys))
-		if reply.Next == scanDone {
+		if reply.Next == kv.ScanDone {
 			break
 		}
 		req.Cursor = reply.Next

@@ -594,7 +594,7 @@ func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
 	if !readOnly(op) {
 		size := 0
 		for _, k := range keys {
-			size += len(k) + groupOpOverhead
+			size += len(k) + kv.GroupOpOverhead
 		}
 		if !c.groupHasRoom(size) {
 			return
@@ -662,7 +662,7 @@ func (c *respConn) ownPairs(args [][]byte) (int, bool) {
 func (c *respConn) putPairs(seg int, args [][]byte) bool {
 	size := 0
 	for i := 1; i < len(args); i += 2 {
-		size += len(args[i]) + len(args[i+1]) + groupOpOverhead
+		size += len(args[i]) + len(args[i+1]) + kv.GroupOpOverhead
 	}
 	if !c.groupHasRoom(size) {
 		return false

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // TestRESPScanGoRedisCluster scans a three-node cluster the way go-redis users do, SCAN on every master:
@@ -228,7 +230,7 @@ func TestRESPScanBounds(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})
 	defer client.Close()
 
-	long := strings.Repeat("*a", maxMatchPattern/2) + "*"
+	long := strings.Repeat("*a", kv.MaxMatchPattern/2) + "*"
 	if err := client.Scan(ctx, 0, long, 10).Err(); err == nil || !strings.Contains(err.Error(), "pattern longer") {
 		t.Fatalf("SCAN with a %d-byte pattern: %v, want a refusal", len(long), err)
 	}
@@ -243,7 +245,7 @@ func TestRESPScanBounds(t *testing.T) {
 	if !errors.Is(scanErr, ErrInvalidRequest) {
 		t.Fatalf("Scan with a %d-byte pattern: %v, want ErrInvalidRequest", len(long), scanErr)
 	}
-	within := strings.Repeat("*k", maxMatchPattern/4) + "*"
+	within := strings.Repeat("*k", kv.MaxMatchPattern/4) + "*"
 	if got, err := client.Keys(ctx, "long:"+pad+":1?").Result(); err != nil || len(got) != 10 {
 		t.Fatalf("KEYS of ten keys: %d keys, %v", len(got), err)
 	}

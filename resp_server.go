@@ -77,10 +77,10 @@ type keyOwner interface {
 	applyKV(ctx context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply
 	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
 	// one of keys, and waits for the replicas as applyKV does (owner.applyAtomically).
-	applyAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
+	applyAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status
 	// readAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
 	// waits for the replicas as a read does (owner.readAtomically).
-	readAtomically(ctx context.Context, seg int, keys []string, fn func(keyGroup)) Status
+	readAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status
 	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
 	// with a TTL.
 	keyCount() int
@@ -88,7 +88,7 @@ type keyOwner interface {
 	// expiredKeys counts the keys this node expired as their owner.
 	expiredKeys() uint64
 	// serveOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
-	serveOwnedScan(ctx context.Context, req *scanRequest) scanReply
+	serveOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply
 	// ownedKeyCount counts the keys of the partitions this node owns.
 	ownedKeyCount() int
 	// infoReplication describes the replicas this node feeds for the partitions it owns (INFO replication).

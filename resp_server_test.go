@@ -32,12 +32,12 @@ func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *k
 	return lookupKeyOp(op).apply(o.store, seg, *req, testOpLimits)
 }
 
-func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(keyGroup)) Status {
+func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
 	o.store.atomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits}) })
 	return StatusSuccess
 }
 
-func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(keyGroup)) Status {
+func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
 	o.store.readAtomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits, read: true}) })
 	return StatusSuccess
 }
@@ -53,7 +53,7 @@ func (o *storeOwner) ownsPartition(p int) bool {
 	return first < NumSlots/2
 }
 
-func (o *storeOwner) serveOwnedScan(_ context.Context, req *scanRequest) scanReply {
+func (o *storeOwner) serveOwnedScan(_ context.Context, req *kv.ScanRequest) kv.ScanReply {
 	return testPager(o.store, o.layout, o.ownsPartition).page(req, scanOwned).reply
 }
 

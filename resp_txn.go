@@ -36,7 +36,7 @@ type watchedKey struct {
 // execGroup is where the key operations of a running EXEC or command on several keys go: the atomic
 // group of segment seg, or a read-only view of it.
 type execGroup struct {
-	g   keyGroup
+	g   kv.Group
 	seg int
 }
 
@@ -199,10 +199,10 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 	watched := make([]watchedKey, len(keys))
 	var refused *kv.Request
 	var refusal kv.Reply
-	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g keyGroup) {
+	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
 		for i, key := range names {
 			req := kv.Request{Key: key}
-			reply, _ := g.apply(kv.OpCheckVersion, &req)
+			reply, _ := g.Apply(kv.OpCheckVersion, &req)
 			if reply.Status != StatusSuccess && reply.Status != StatusVersionMismatch {
 				refused, refusal = &req, reply
 				return
@@ -289,7 +289,7 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 	names := keyNames(keys)
 	var replies *replyBuffer
 	ran := false
-	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g keyGroup) {
+	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
 		if changedSince(g, watched) {
 			return
 		}
@@ -297,7 +297,7 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies, ran = c.runQueued(queue), true
 		if replies.incomplete {
-			g.abandon()
+			g.Abandon()
 		}
 	})
 	if replies != nil && (status != StatusSuccess || !ran) {
@@ -314,9 +314,9 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 }
 
 // changedSince reports whether a watched key's version is no longer the one WATCH recorded.
-func changedSince(g keyGroup, watched []watchedKey) bool {
+func changedSince(g kv.Group, watched []watchedKey) bool {
 	for _, w := range watched {
-		if g.version(w.key) != w.version {
+		if g.Version(w.key) != w.version {
 			return true
 		}
 	}
@@ -398,12 +398,12 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	}
 	write := cmd.hasFlag("write")
 	var replies *replyBuffer
-	run := func(g keyGroup) {
+	run := func(g kv.Group) {
 		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
 		if replies.incomplete && write {
-			g.abandon()
+			g.Abandon()
 		}
 	}
 	var status Status
@@ -444,7 +444,7 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
 	if c.exec == nil {
 		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
 	}
-	reply, full := c.exec.g.apply(op, req)
+	reply, full := c.exec.g.Apply(op, req)
 	if full {
 		return kv.Reply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
 	}
@@ -455,7 +455,7 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
 // runs in, if any, and otherwise answers the command with an error: a command on several keys asks before
 // its first write, so that it writes all of them or none.
 func (c *respConn) groupHasRoom(n int) bool {
-	if c.exec == nil || c.exec.g.hasRoom(n) {
+	if c.exec == nil || c.exec.g.HasRoom(n) {
 		return true
 	}
 	c.wr.error(groupTooLargeMessage)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // TestRESPGoRedisWatchCounter has go-redis ClusterClients increment one counter by optimistic locking, as
@@ -223,7 +225,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 // holds their keys.
 type lockedOwner struct{ *storeOwner }
 
-func (lockedOwner) applyAtomically(context.Context, int, []string, func(keyGroup)) Status {
+func (lockedOwner) applyAtomically(context.Context, int, []string, func(kv.Group)) Status {
 	return StatusLocked
 }
 

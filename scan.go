@@ -59,7 +59,7 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 		o.count = DefaultScanCount
 	}
 	return func(yield func(string, error) bool) {
-		req := scanRequest{Cursor: scanDone, Count: o.count, Match: o.match}
+		req := kv.ScanRequest{Cursor: kv.ScanDone, Count: o.count, Match: o.match}
 		for {
 			reply, err := n.client.scanPage(ctx, &req)
 			if err != nil {
@@ -71,7 +71,7 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 					return
 				}
 			}
-			if reply.Next == scanDone {
+			if reply.Next == kv.ScanDone {
 				return
 			}
 			req.Cursor = reply.Next
@@ -83,8 +83,8 @@ func (n *Node) Scan(ctx context.Context, opts ...ScanOption) iter.Seq2[string, e
 // that names another owner refreshes the routing table and goes again, a bounded number of times. A page
 // is only a read, so one whose owner cannot be reached, or is changing, goes again too, until the range has
 // an owner that serves it or EvictionTimeout has passed.
-func (c *client) scanPage(ctx context.Context, req *scanRequest) (reply scanReply, err error) {
-	seg := c.layout.SlotSegment(scanSlot(req.Cursor))
+func (c *client) scanPage(ctx context.Context, req *kv.ScanRequest) (reply kv.ScanReply, err error) {
+	seg := c.layout.SlotSegment(kv.ScanSlot(req.Cursor))
 	part := c.layout.SegmentPartition(seg)
 	pace := c.pacer()
 	pace.maxPause = max(c.cfg.FailoverTimeout/8, c.cfg.RetryBackoff)
@@ -115,13 +115,13 @@ func (c *client) scanPage(ctx context.Context, req *scanRequest) (reply scanRepl
 		return attemptRedirected, refusal{reply.Status, reply.MapIndex}, nil
 	})
 	if err != nil {
-		return scanReply{}, err
+		return kv.ScanReply{}, err
 	}
 	return reply, nil
 }
 
 // scanFailed is the error of a page that failed on p: err if the request failed, else the reply's status.
-func scanFailed(part int, p *peer, reply scanReply, err error) error {
+func scanFailed(part int, p *peer, reply kv.ScanReply, err error) error {
 	if err != nil {
 		return err
 	}
@@ -134,28 +134,28 @@ func lostOwner(err error) bool {
 }
 
 // scanRedirects is redirects for a scan's reply.
-func scanRedirects(reply *scanReply, index uint64) bool {
+func scanRedirects(reply *kv.ScanReply, index uint64) bool {
 	return redirects(&kv.Reply{Status: reply.Status, MapIndex: reply.MapIndex}, index)
 }
 
 // sendScan sends one page request to p: in-process when p is this node.
-func (c *client) sendScan(ctx context.Context, p *peer, req *scanRequest) (scanReply, error) {
+func (c *client) sendScan(ctx context.Context, p *peer, req *kv.ScanRequest) (kv.ScanReply, error) {
 	if p.local {
 		c.stats.localOps.Add(1)
 		return c.local.serveScan(ctx, req, scanRouted), nil
 	}
 	payload, err := encode(req)
 	if err != nil {
-		return scanReply{}, err
+		return kv.ScanReply{}, err
 	}
 	p.sent.Add(1)
 	resp, err := p.client.Call(ctx, kv.OpScan, payload)
 	if err != nil {
-		return scanReply{}, fmt.Errorf("zaris: scan to node %s (%s): %w", p.id, p.addr, err)
+		return kv.ScanReply{}, fmt.Errorf("zaris: scan to node %s (%s): %w", p.id, p.addr, err)
 	}
-	var reply scanReply
+	var reply kv.ScanReply
 	if err := decode(resp, &reply); err != nil {
-		return scanReply{}, fmt.Errorf("zaris: scan reply from node %s: %w", p.id, err)
+		return kv.ScanReply{}, fmt.Errorf("zaris: scan reply from node %s: %w", p.id, err)
 	}
 	return reply, nil
 }

@@ -7,38 +7,15 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// scanRequest asks an owner for one page of keys from Cursor, a scan position (scan_walk.go).
-type scanRequest struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Cursor   uint64
-	Count    int    // keys to visit at most; the page returns those of them that are live and match
-	Match    []byte // a Redis glob the keys must match; nil matches every key
-	Type     string // the type the keys' values must have, as TYPE names it; "" matches every type
-}
-
-// scanReply answers a scanRequest: the keys found and the position to resume at, scanDone once the page
-// reached the end of the key space. A refusal carries the owner's view, as kv.Reply does.
-type scanReply struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Status   Status
-	Keys     []string
-	Next     uint64
-	Owner    NodeID
-	Epoch    uint64
-	MapIndex uint64
-}
-
 // refuseScan turns a key operation's refusal into a scan's.
-func refuseScan(r kv.Reply) scanReply {
-	return scanReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
+func refuseScan(r kv.Reply) kv.ScanReply {
+	return kv.ScanReply{Status: r.Status, Owner: r.Owner, Epoch: r.Epoch, MapIndex: r.MapIndex}
 }
 
 const (
 	// scanLockSpan bounds the keys one walk visits under a segment's lock: a page of any size takes and
 	// releases the lock once per span, so writers to the segment never wait for more than a span.
 	scanLockSpan = 256
-	// maxScanCount bounds the keys one page visits, whatever the request asks.
-	maxScanCount = 1 << 20
 	// scanReplyOverhead bounds a scan reply's bytes beyond its keys.
 	scanReplyOverhead = 64
 )
@@ -64,13 +41,9 @@ type scanPager struct {
 	maxBytes int // the room for keys in one reply
 }
 
-// maxMatchPattern bounds a scan's MATCH pattern, in bytes: far beyond any key pattern in use, and short
-// enough that matching one against each key visited stays cheap.
-const maxMatchPattern = 64 << 10
-
 // scanPage is a page with, per segment it read, the segment's revision at the time.
 type scanPage struct {
-	reply     scanReply
+	reply     kv.ScanReply
 	revisions map[int]uint64
 }
 
@@ -87,14 +60,14 @@ type pageWork struct {
 // page serves req: it walks the key space in position order from req.Cursor, segment by segment, until
 // it has visited req.Count keys, filled its reply, reached a partition it does not serve (scanRouted) or
 // the end of the key space.
-func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
-	if len(req.Match) > maxMatchPattern {
-		return scanPage{reply: scanReply{Status: StatusInvalidRequest}}
+func (pg *scanPager) page(req *kv.ScanRequest, mode scanMode) scanPage {
+	if len(req.Match) > kv.MaxMatchPattern {
+		return scanPage{reply: kv.ScanReply{Status: StatusInvalidRequest}}
 	}
 	w := pageWork{filter: scanFilter{match: req.Match, kind: req.Type}, cursor: req.Cursor,
-		left: scanBounds{visits: min(max(req.Count, 1), maxScanCount), bytes: pg.maxBytes}, revs: map[int]uint64{}}
+		left: scanBounds{visits: min(max(req.Count, 1), kv.MaxScanCount), bytes: pg.maxBytes}, revs: map[int]uint64{}}
 	for {
-		seg := pg.layout.SlotSegment(scanSlot(w.cursor))
+		seg := pg.layout.SlotSegment(kv.ScanSlot(w.cursor))
 		part := pg.layout.SegmentPartition(seg)
 		refusal, ok := pg.check(part)
 		if ok {
@@ -109,7 +82,7 @@ func (pg *scanPager) page(req *scanRequest, mode scanMode) scanPage {
 		case !ok:
 			return w.finish()
 		}
-		if w.cursor == scanDone || w.left.visits <= 0 || w.left.bytes <= 0 {
+		if w.cursor == kv.ScanDone || w.left.visits <= 0 || w.left.bytes <= 0 {
 			return w.finish()
 		}
 	}
@@ -152,7 +125,7 @@ func (pg *scanPager) walkSegment(w *pageWork, seg, part int) (refusal kv.Reply, 
 }
 
 func (w *pageWork) finish() scanPage {
-	return scanPage{reply: scanReply{Keys: w.keys, Next: w.cursor}, revisions: w.revs}
+	return scanPage{reply: kv.ScanReply{Keys: w.keys, Next: w.cursor}, revisions: w.revs}
 }
 
 // elsewhere reports whether a refusal says another node serves the partition, or none does.
@@ -168,7 +141,7 @@ func (o *owner) scanPager() *scanPager {
 
 // serveScan serves one page on this node. Under the Sync concern the page waits, as a read does, until every
 // in-sync replica holds the segments' state it saw, so no key it returns can be lost to a failover.
-func (o *owner) serveScan(ctx context.Context, req *scanRequest, mode scanMode) scanReply {
+func (o *owner) serveScan(ctx context.Context, req *kv.ScanRequest, mode scanMode) kv.ScanReply {
 	page := o.scanPager().page(req, mode)
 	if page.reply.Status != StatusSuccess || o.cfg.WriteConcern != Sync {
 		return page.reply
@@ -178,22 +151,22 @@ func (o *owner) serveScan(ctx context.Context, req *scanRequest, mode scanMode) 
 			continue
 		}
 		if status := o.repl.awaitReplicas(ctx, seg, rev, false); status != StatusSuccess {
-			return scanReply{Status: status}
+			return kv.ScanReply{Status: status}
 		}
 	}
 	return page.reply
 }
 
 // serveOwnedScan serves a page of the keys of the partitions this node owns, for the RESP endpoint.
-func (o *owner) serveOwnedScan(ctx context.Context, req *scanRequest) scanReply {
+func (o *owner) serveOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply {
 	return o.serveScan(ctx, req, scanOwned)
 }
 
 // serveScanRequest answers an kv.OpScan request from another node.
 func (o *owner) serveScanRequest(ctx context.Context, payload []byte) ([]byte, error) {
-	var req scanRequest
+	var req kv.ScanRequest
 	if err := decode(payload, &req); err != nil {
-		return encode(&scanReply{Status: StatusInvalidRequest})
+		return encode(&kv.ScanReply{Status: StatusInvalidRequest})
 	}
 	o.stats.served.Add(1)
 	reply := o.serveScan(ctx, &req, scanRouted)

@@ -31,10 +31,10 @@ func testPager(s *store, layout Layout, serves func(p int) bool) *scanPager {
 
 // scanAll pages through the key space with req's options until the cursor comes back to 0, and returns
 // every key with the number of times it came, and the pages.
-func scanAll(t *testing.T, pg *scanPager, req scanRequest, mode scanMode) (map[string]int, []scanReply) {
+func scanAll(t *testing.T, pg *scanPager, req kv.ScanRequest, mode scanMode) (map[string]int, []kv.ScanReply) {
 	t.Helper()
 	seen := map[string]int{}
-	var pages []scanReply
+	var pages []kv.ScanReply
 	for {
 		page := pg.page(&req, mode)
 		if page.reply.Status != StatusSuccess {
@@ -44,7 +44,7 @@ func scanAll(t *testing.T, pg *scanPager, req scanRequest, mode scanMode) (map[s
 		for _, k := range page.reply.Keys {
 			seen[k]++
 		}
-		if page.reply.Next == scanDone {
+		if page.reply.Next == kv.ScanDone {
 			return seen, pages
 		}
 		if page.reply.Next <= req.Cursor {
@@ -88,13 +88,13 @@ func checkEachOnce(t *testing.T, seen map[string]int, want []string) {
 func TestScanEmptyStore(t *testing.T) {
 	layout, _ := NewLayout(64, 8)
 	s := newStore(layout.Segments, systemClock{})
-	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
+	seen, pages := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 10}, scanRouted)
 	if len(seen) != 0 || len(pages) != 1 {
 		t.Fatalf("empty store: %d keys in %d pages; want none in one page", len(seen), len(pages))
 	}
 	keys := []string{"{a}1", "{a}2", "{z}1"}
 	fillStore(s, layout, keys)
-	seen, pages = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
+	seen, pages = scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 10}, scanRouted)
 	checkEachOnce(t, seen, keys)
 	if len(pages) != 1 {
 		t.Fatalf("3 keys in %d pages of 10; want one", len(pages))
@@ -108,7 +108,7 @@ func TestScanPagesAreBounded(t *testing.T) {
 	s := newStore(layout.Segments, systemClock{})
 	keys := numberedKeys("key:", 5000)
 	fillStore(s, layout, keys)
-	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 7}, scanRouted)
+	seen, pages := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 7}, scanRouted)
 	checkEachOnce(t, seen, keys)
 	last := uint16(0)
 	for _, p := range pages {
@@ -135,11 +135,11 @@ func TestScanSlotLargerThanPage(t *testing.T) {
 	keys := numberedKeys("{tag}:", 1000)
 	fillStore(s, layout, keys)
 	slot := KeySlot("{tag}")
-	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
+	seen, pages := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 10}, scanRouted)
 	checkEachOnce(t, seen, keys)
 	within := 0
 	for _, p := range pages {
-		if p.Next != scanDone && scanSlot(p.Next) == slot {
+		if p.Next != kv.ScanDone && kv.ScanSlot(p.Next) == slot {
 			within++
 		}
 	}
@@ -154,15 +154,15 @@ func TestScanMatchAndType(t *testing.T) {
 	s := newStore(layout.Segments, systemClock{})
 	users, others := numberedKeys("user:", 300), numberedKeys("order:", 300)
 	fillStore(s, layout, append(append([]string(nil), users...), others...))
-	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 50, Match: []byte("user:*")}, scanRouted)
+	seen, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 50, Match: []byte("user:*")}, scanRouted)
 	checkEachOnce(t, seen, users)
-	seen, _ = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 50, Match: []byte("order:1?")}, scanRouted)
+	seen, _ = scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 50, Match: []byte("order:1?")}, scanRouted)
 	checkEachOnce(t, seen, numberedKeys("order:1", 10))
-	seen, _ = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 50, Type: "string"}, scanRouted)
+	seen, _ = scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 50, Type: "string"}, scanRouted)
 	if len(seen) != 600 {
 		t.Fatalf("TYPE string: %d keys; want 600", len(seen))
 	}
-	seen, _ = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 50, Type: "hash"}, scanRouted)
+	seen, _ = scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 50, Type: "hash"}, scanRouted)
 	if len(seen) != 0 {
 		t.Fatalf("TYPE hash: %d keys; want none", len(seen))
 	}
@@ -180,13 +180,13 @@ func TestScanByteBound(t *testing.T) {
 	keys = append(keys, strings.Repeat("huge", 2000))
 	fillStore(s, layout, keys)
 	pg := testPager(s, layout, nil)
-	pg.maxBytes = 4 * (1024 + 8 + scanKeyOverhead)
-	seen, pages := scanAll(t, pg, scanRequest{Count: 1000}, scanRouted)
+	pg.maxBytes = 4 * (1024 + 8 + kv.ScanKeyOverhead)
+	seen, pages := scanAll(t, pg, kv.ScanRequest{Count: 1000}, scanRouted)
 	checkEachOnce(t, seen, keys)
 	for _, p := range pages {
 		bytes := 0
 		for _, k := range p.Keys {
-			bytes += len(k) + scanKeyOverhead
+			bytes += len(k) + kv.ScanKeyOverhead
 		}
 		if bytes > pg.maxBytes && len(p.Keys) > 1 {
 			t.Fatalf("a page of %d keys carries %d bytes; bound %d", len(p.Keys), bytes, pg.maxBytes)
@@ -205,7 +205,7 @@ func TestScanSkipsExpired(t *testing.T) {
 		s.put(layout.KeySegment(k), k, []byte("v"), time.Second)
 	}
 	clock.Advance(2 * time.Second)
-	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 30}, scanRouted)
+	seen, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 30}, scanRouted)
 	checkEachOnce(t, seen, live)
 	reaped := 0
 	for seg := range layout.Segments {
@@ -214,7 +214,7 @@ func TestScanSkipsExpired(t *testing.T) {
 	if reaped != 100 {
 		t.Fatal("the expired keys were not all reclaimed")
 	}
-	seen, _ = scanAll(t, testPager(s, layout, nil), scanRequest{Count: 30}, scanRouted)
+	seen, _ = scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 30}, scanRouted)
 	checkEachOnce(t, seen, live)
 }
 
@@ -227,11 +227,11 @@ func TestScanOwnership(t *testing.T) {
 	fillStore(s, layout, keys)
 	odd := func(p int) bool { return p%2 == 1 }
 	pg := testPager(s, layout, odd)
-	if page := pg.page(&scanRequest{Count: 10}, scanRouted); page.reply.Status != StatusMoved || page.reply.Owner != "b" {
+	if page := pg.page(&kv.ScanRequest{Count: 10}, scanRouted); page.reply.Status != StatusMoved || page.reply.Owner != "b" {
 		t.Fatalf("routed page in a partition served elsewhere: %+v; want Moved to b", page.reply)
 	}
 	first, _ := layout.PartitionSlots(1)
-	page := pg.page(&scanRequest{Cursor: slotStart(int(first)), Count: 100000}, scanRouted)
+	page := pg.page(&kv.ScanRequest{Cursor: slotStart(int(first)), Count: 100000}, scanRouted)
 	if second, _ := layout.PartitionSlots(2); page.reply.Status != StatusSuccess || page.reply.Next != slotStart(int(second)) {
 		t.Fatalf("routed page from partition 1: %v, next %d; want success up to partition 2 at %d",
 			page.reply.Status, page.reply.Next, slotStart(int(second)))
@@ -242,7 +242,7 @@ func TestScanOwnership(t *testing.T) {
 			mine = append(mine, k)
 		}
 	}
-	seen, _ := scanAll(t, pg, scanRequest{Count: 25}, scanOwned)
+	seen, _ := scanAll(t, pg, kv.ScanRequest{Count: 25}, scanOwned)
 	checkEachOnce(t, seen, mine)
 }
 
@@ -258,7 +258,7 @@ func TestScanPositionGroups(t *testing.T) {
 	for i, k := range keys {
 		seg.entries.insert(uint64(i/8)<<20, newStringEntry(k, []byte("v"), 0, 0)) // five groups of eight
 	}
-	seen, pages := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 3}, scanRouted)
+	seen, pages := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 3}, scanRouted)
 	checkEachOnce(t, seen, keys)
 	if len(pages) != 5 {
 		t.Fatalf("%d pages; want 5, one per group", len(pages))
@@ -275,11 +275,11 @@ func TestScanCountsInternalKeys(t *testing.T) {
 	for i := range 500 {
 		s.put(0, intentKey(fmt.Sprint("held", i)), []byte("intent"), 0)
 	}
-	walk := s.scan(0, scanDone, scanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
-	if walk.visited > 10 || walk.next == scanDone {
+	walk := s.scan(0, kv.ScanDone, kv.ScanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
+	if walk.visited > 10 || walk.next == kv.ScanDone {
 		t.Fatalf("a walk bounded to 10 visits visited %d entries and resumes at %#x", walk.visited, walk.next)
 	}
-	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 10}, scanRouted)
+	seen, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 10}, scanRouted)
 	checkEachOnce(t, seen, keys)
 }
 
@@ -289,7 +289,7 @@ func TestScanKeysKeepNoEntryAlive(t *testing.T) {
 	s := newStore(1, systemClock{})
 	s.put(0, "big", make([]byte, 1<<20), 0)
 	gone := weak.Make(s.segments[0].entries.get("big"))
-	walk := s.scan(0, scanDone, scanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
+	walk := s.scan(0, kv.ScanDone, kv.ScanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
 	s.remove(0, "big")
 	runtime.GC()
 	if gone.Value() != nil {
@@ -324,7 +324,7 @@ func TestScanDuringWrites(t *testing.T) {
 			}
 		}
 	})
-	seen, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Count: 5}, scanRouted)
+	seen, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 5}, scanRouted)
 	close(stop)
 	wg.Wait()
 	for _, k := range stable {
@@ -342,11 +342,11 @@ func TestScanDuringWrites(t *testing.T) {
 // TestScanPositionOrder: positions order keys by slot first, and the last slot's end is the scan's end.
 func TestScanPositionOrder(t *testing.T) {
 	for _, k := range []string{"a", "b", "{x}1", "user:1000", ""} {
-		if got := scanSlot(scanPosition(k)); got != KeySlot(k) {
+		if got := kv.ScanSlot(scanPosition(k)); got != KeySlot(k) {
 			t.Fatalf("slot of %q's position %d; want %d", k, got, KeySlot(k))
 		}
 	}
-	if slotStart(NumSlots) != scanDone {
+	if slotStart(NumSlots) != kv.ScanDone {
 		t.Fatal("the position after the last slot is not the end")
 	}
 	if scanPosition("a") == math.MaxUint64 {
@@ -362,16 +362,16 @@ func TestScanPageStopsWhenPartitionLeaves(t *testing.T) {
 	fillStore(s, layout, numberedKeys("k", 3*scanLockSpan))
 	checks := 0
 	pg := testPager(s, layout, func(int) bool { checks++; return checks <= 2 })
-	page := pg.page(&scanRequest{Count: 10 * scanLockSpan}, scanRouted)
+	page := pg.page(&kv.ScanRequest{Count: 10 * scanLockSpan}, scanRouted)
 	if page.reply.Status != StatusSuccess || len(page.reply.Keys) != scanLockSpan {
 		t.Fatalf("page: %v with %d keys; want success with the first span's %d", page.reply.Status, len(page.reply.Keys), scanLockSpan)
 	}
-	rest, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
+	rest, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
 	if len(rest)+len(page.reply.Keys) != 3*scanLockSpan {
 		t.Fatalf("%d keys before the cursor and %d after; want %d in all", len(page.reply.Keys), len(rest), 3*scanLockSpan)
 	}
 	checks = 1 // the first span ends with the partition refused: nothing was read, the page is refused
-	if page := pg.page(&scanRequest{Count: 100}, scanRouted); page.reply.Status != StatusMoved {
+	if page := pg.page(&kv.ScanRequest{Count: 100}, scanRouted); page.reply.Status != StatusMoved {
 		t.Fatalf("page refused after its first span: %v; want Moved", page.reply.Status)
 	}
 }
@@ -381,7 +381,7 @@ func TestScanPageStopsWhenPartitionLeaves(t *testing.T) {
 func TestScanEmptyPartitionBeforeForeign(t *testing.T) {
 	layout, _ := NewLayout(64, 8)
 	s := newStore(layout.Segments, systemClock{})
-	page := testPager(s, layout, func(p int) bool { return p == 0 }).page(&scanRequest{Count: 10}, scanRouted)
+	page := testPager(s, layout, func(p int) bool { return p == 0 }).page(&kv.ScanRequest{Count: 10}, scanRouted)
 	if second, _ := layout.PartitionSlots(1); page.reply.Status != StatusSuccess || page.reply.Next != slotStart(int(second)) {
 		t.Fatalf("page: %v, next %d; want success, next %d", page.reply.Status, page.reply.Next, slotStart(int(second)))
 	}
@@ -391,7 +391,7 @@ func TestScanEmptyPartitionBeforeForeign(t *testing.T) {
 // that decodes is served without panicking, returns only live keys that match, from positions between its
 // cursor and the next, and the next cursor is past its own unless the scan is done.
 func FuzzScanRequest(f *testing.F) {
-	for _, req := range []scanRequest{
+	for _, req := range []kv.ScanRequest{
 		{Count: 10},
 		{Cursor: slotStart(5000), Count: 1, Match: []byte("k1*")},
 		{Cursor: math.MaxUint64, Count: -5, Match: []byte("[")},
@@ -408,25 +408,25 @@ func FuzzScanRequest(f *testing.F) {
 	s := newStore(layout.Segments, systemClock{})
 	fillStore(s, layout, numberedKeys("k", 500))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzReflective[scanRequest](t, data)
-		var req scanRequest
+		fuzzReflective[kv.ScanRequest](t, data)
+		var req kv.ScanRequest
 		if decode(data, &req) != nil {
 			return
 		}
 		page := testPager(s, layout, func(p int) bool { return p != 2 }).page(&req, scanRouted)
 		if page.reply.Status != StatusSuccess {
-			if page.reply.Status != StatusMoved || layout.SlotPartition(scanSlot(req.Cursor)) != 2 {
+			if page.reply.Status != StatusMoved || layout.SlotPartition(kv.ScanSlot(req.Cursor)) != 2 {
 				t.Fatalf("page at %d refused: %v", req.Cursor, page.reply.Status)
 			}
 			return
 		}
 		next := page.reply.Next
-		if next != scanDone && next <= req.Cursor {
+		if next != kv.ScanDone && next <= req.Cursor {
 			t.Fatalf("cursor went from %d to %d", req.Cursor, next)
 		}
 		for _, k := range page.reply.Keys {
 			pos := scanPosition(k)
-			if pos < req.Cursor || next != scanDone && pos >= next {
+			if pos < req.Cursor || next != kv.ScanDone && pos >= next {
 				t.Fatalf("key %q at %d outside [%d, %d)", k, pos, req.Cursor, next)
 			}
 			if req.Match != nil && !glob.Match(req.Match, []byte(k), false) || req.Type != "" && req.Type != "string" {
@@ -499,7 +499,7 @@ func TestStoreTableFollowsEveryChange(t *testing.T) {
 		}
 	}
 	checkTable(t, "after ordered writes", replica)
-	seen, _ := scanAll(t, testPager(replica, layout, nil), scanRequest{Count: 17}, scanRouted)
+	seen, _ := scanAll(t, testPager(replica, layout, nil), kv.ScanRequest{Count: 17}, scanRouted)
 	if want := 400 - 50 - 50 + 1; len(seen) != want {
 		t.Fatalf("replica scan: %d keys; want %d", len(seen), want)
 	}
@@ -529,7 +529,7 @@ func TestScanPageReadsASegmentAtOneRevision(t *testing.T) {
 		}
 		return true
 	})
-	page := pg.page(&scanRequest{Count: 10 * scanLockSpan}, scanRouted)
+	page := pg.page(&kv.ScanRequest{Count: 10 * scanLockSpan}, scanRouted)
 	if !slices.Contains(page.reply.Keys, gone) || slices.Contains(page.reply.Keys, created) {
 		t.Fatalf("the page holds %q: %v, and %q: %v; want the first, not the second",
 			gone, slices.Contains(page.reply.Keys, gone), created, slices.Contains(page.reply.Keys, created))
@@ -537,7 +537,7 @@ func TestScanPageReadsASegmentAtOneRevision(t *testing.T) {
 	if len(page.reply.Keys) != scanLockSpan {
 		t.Fatalf("the page holds %d keys; want the first span's %d", len(page.reply.Keys), scanLockSpan)
 	}
-	rest, _ := scanAll(t, testPager(s, layout, nil), scanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
+	rest, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Cursor: page.reply.Next, Count: 100}, scanRouted)
 	if rest[created] != 1 || rest[gone] != 0 || len(rest)+len(page.reply.Keys) != 3*scanLockSpan+1 {
 		t.Fatalf("after the page: %d keys, %q %d times, %q %d times", len(rest), created, rest[created], gone, rest[gone])
 	}

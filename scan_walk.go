@@ -4,29 +4,22 @@ import (
 	"strings"
 
 	"github.com/zaris-go/zaris/internal/glob"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // Scan positions. Every key has a position in one ordered space: its slot in the top 14 bits, then 50 bits
 // of a hash of the whole key. Every node computes the same position for a key, so a cursor, the position
 // where a scan resumes, means the same on whichever node owns that range next. Keys are visited in position
-// order, so a scan walks the slots in order and each slot in hash order.
-const (
-	scanHashBits = 64 - slotBits
-	// scanDone is the cursor of a scan that has visited the whole key space; it is also the cursor that
-	// starts one, as Redis's SCAN has it. No key position after the first is ever a resumption point at 0.
-	scanDone uint64 = 0
-)
+// order, so a scan walks the slots in order and each slot in hash order. The constants and the requests are
+// internal/kv's (scan.go).
 
 // scanPosition returns key's position in scan order.
 func scanPosition(key string) uint64 {
-	return uint64(KeySlot(key))<<scanHashBits | fnv64a(key)>>slotBits
+	return uint64(KeySlot(key))<<kv.ScanHashBits | fnv64a(key)>>slotBits
 }
 
-// scanSlot returns the slot of position pos.
-func scanSlot(pos uint64) uint16 { return uint16(pos >> scanHashBits) }
-
-// slotStart returns the first position of slot, and scanDone for the slot after the last.
-func slotStart(slot int) uint64 { return uint64(slot) << scanHashBits }
+// slotStart returns the first position of slot, and kv.ScanDone for the slot after the last.
+func slotStart(slot int) uint64 { return uint64(slot) << kv.ScanHashBits }
 
 // fnv64a is FNV-1a over key, without the allocation of hash/fnv.
 func fnv64a(key string) uint64 {
@@ -56,9 +49,6 @@ type scanBounds struct {
 	// takeFirst makes the walk take its first position whatever its bounds, so that a page always advances.
 	takeFirst bool
 }
-
-// scanKeyOverhead is what a returned key costs beyond its bytes, on the wire and in RESP.
-const scanKeyOverhead = 16
 
 // scanWalk is what one walk of a segment found.
 type scanWalk struct {
@@ -95,11 +85,11 @@ func (s *store) visitSegment(segment int, from, end uint64, bounds scanBounds, k
 	w = scanWalk{next: end, revision: seg.revision}
 	last, started := uint64(0), false
 	for pos, e := range seg.entries.from(from) {
-		if end != scanDone && pos >= end {
+		if end != kv.ScanDone && pos >= end {
 			break
 		}
 		key := e.key()
-		cost := len(key) + scanKeyOverhead
+		cost := len(key) + kv.ScanKeyOverhead
 		if isInternalKey(key) {
 			cost = 0
 		}

@@ -307,10 +307,6 @@ type store struct {
 	budget *memoryBudget
 }
 
-// groupOpOverhead is what an op of an atomic group takes besides its key and value: its fixed fields as
-// durability.AppendOp writes them, rounded up.
-const groupOpOverhead = 64
-
 // opOfWrite is the op that tells replicas and the disk log of a store write (see writeHook): a put of next,
 // its collection op, a delete, an expiry, or the ops of an atomic group.
 func opOfWrite(segment int, revision uint64, key string, next *entry, change writeChange) durability.Op {
@@ -336,7 +332,7 @@ func opOfWrite(segment int, revision uint64, key string, next *entry, change wri
 
 // groupWriteBytes is what the op of a write (opOfWrite) takes in its atomic group's op.
 func groupWriteBytes(key string, next *entry, change writeChange) int {
-	n := len(key) + groupOpOverhead
+	n := len(key) + kv.GroupOpOverhead
 	switch {
 	case change.coll != nil:
 		n += change.coll.size()

@@ -179,7 +179,7 @@ func (tx *Tx) buffer(key string, w txWrite) error {
 	if _, again := tx.writes[key]; !again {
 		tx.order = append(tx.order, key)
 	}
-	tx.size += max(kvRequestOverhead, groupOpOverhead) + len(key) + len(w.value) // also bounds the owner's atomic group
+	tx.size += max(kvRequestOverhead, kv.GroupOpOverhead) + len(key) + len(w.value) // also bounds the owner's atomic group
 	if tx.size > tx.c.maxFrame/2 {
 		return fmt.Errorf("%w: the transaction's writes exceed %d bytes", ErrValueTooLarge, tx.c.maxFrame/2)
 	}

@@ -5,8 +5,11 @@ import (
 	"strings"
 )
 
-// NumSlots is the number of hash slots, as in Redis Cluster.
-const NumSlots = 16384
+const (
+	// NumSlots is the number of hash slots, as in Redis Cluster.
+	NumSlots = 16384
+	slotBits = 14 // NumSlots == 1 << slotBits
+)
 
 // KeySlot returns the Redis Cluster slot of key: byte for byte what CLUSTER KEYSLOT returns. When key holds a
 // hash tag (the bytes between its first '{' and the first '}' after it, if there is at least one), only the tag
