@@ -62,10 +62,6 @@ func timeoutContext(parent context.Context, c Clock, d time.Duration) (context.C
 	}
 }
 
-// deadlineSlack is how far a connection's deadline for timeout may lag behind the ideal one before it is
-// moved: setting a deadline costs a timer update, and closing a sixteenth of timeout early does no harm.
-func deadlineSlack(timeout time.Duration) time.Duration { return min(timeout/16, time.Second) }
-
 // signal leaves a wake-up in ch, a channel of capacity one, unless one is already waiting there.
 func signal(ch chan struct{}) {
 	select {

@@ -331,22 +331,6 @@ type Config struct {
 	hooks testHooks
 }
 
-// RESPUser is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
-// password or HELLO 3 AUTH name password.
-type RESPUser struct {
-	Name string
-	// Passwords lists the passwords that log the user in; NoPass lets any password do.
-	Passwords []string
-	NoPass    bool
-	// Disabled users cannot log in (Redis's "off").
-	Disabled bool
-	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
-	ReadOnly bool
-	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
-	// list: none. SCAN, KEYS and DBSIZE list and count only those keys for the user.
-	Keys []string
-}
-
 // NearCacheConfig configures a node's near cache: the values of keys other nodes own, kept in this node's
 // memory after a Get and served from there until their owner reports a change. A Get never returns from
 // it a value older than this node's own acknowledged write of the key.

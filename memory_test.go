@@ -116,8 +116,8 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 
 	rdb := newClusterClient(t, c, 3)
 	err := rdb.Set(ctx, "flood-resp", value, 0).Err()
-	if err == nil || err.Error() != respOOMError {
-		t.Fatalf("SET past maxmemory over RESP: %v, want %q", err, respOOMError)
+	if err == nil || err.Error() != redisOOMError {
+		t.Fatalf("SET past maxmemory over RESP: %v, want %q", err, redisOOMError)
 	}
 	if got := rdb.ConfigGet(ctx, "maxmemory").Val()["maxmemory"]; got != fmt.Sprint(maxMemory) {
 		t.Fatalf("CONFIG GET maxmemory = %q, want %d", got, maxMemory)
@@ -149,7 +149,7 @@ func TestConfigSetMaxMemory(t *testing.T) {
 	ctx := bg(t)
 	rdb := newClusterClient(t, c, 2)
 	big := strings.Repeat("x", 3<<20)
-	if err := rdb.Set(ctx, "big", big, 0).Err(); err == nil || err.Error() != respOOMError {
+	if err := rdb.Set(ctx, "big", big, 0).Err(); err == nil || err.Error() != redisOOMError {
 		t.Fatalf("SET of 3 MiB under maxmemory 2 MiB: %v, want -OOM", err)
 	}
 	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
@@ -444,3 +444,6 @@ func TestStoreAccountingFollowsHeap(t *testing.T) {
 		}
 	}
 }
+
+// redisOOMError is Redis's reply to a write refused under maxmemory.
+const redisOOMError = "OOM command not allowed when used memory > 'maxmemory'."

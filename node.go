@@ -204,7 +204,6 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.members = members
 	n.ctl.members.Store(members)
-	n.redis.joined(members)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

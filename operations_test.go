@@ -16,6 +16,7 @@ import (
 
 	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/resp"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -249,13 +250,13 @@ func TestBatchOperations(t *testing.T) {
 
 // TestKeyOperationsRESPBindings checks that each RESP command an operation names exists and is flagged
 // read-only or write as the operation is, and that every RESP command with keys names its operation, but
-// those composed of several (respCommand.grouped).
+// those composed of several (resp.CommandSpec.Grouped).
 func TestKeyOperationsRESPBindings(t *testing.T) {
-	bound := map[string]bool{}
+	bound, commands := map[string]bool{}, resp.Commands()
 	for _, k := range keyOps {
 		for _, name := range k.resp {
 			bound[name] = true
-			cmd, ok := respCommandTable[name]
+			cmd, ok := commands[name]
 			if !ok {
 				t.Errorf("%s: RESP command %q does not exist", k.name, name)
 				continue
@@ -264,13 +265,13 @@ func TestKeyOperationsRESPBindings(t *testing.T) {
 			if k.readOnly {
 				flag = "readonly"
 			}
-			if !cmd.hasFlag(flag) {
-				t.Errorf("%s: RESP command %q is not flagged %s: %v", k.name, name, flag, cmd.flags)
+			if !slices.Contains(cmd.Flags, flag) {
+				t.Errorf("%s: RESP command %q is not flagged %s: %v", k.name, name, flag, cmd.Flags)
 			}
 		}
 	}
-	for name, cmd := range respCommandTable {
-		if cmd.firstKey != 0 && !bound[name] && !cmd.grouped && name != "watch" { // WATCH reads versions in the store itself
+	for name, cmd := range commands {
+		if cmd.FirstKey != 0 && !bound[name] && !cmd.Grouped && name != "watch" { // WATCH reads versions in the store itself
 			t.Errorf("RESP command %q takes keys but no key operation names it", name)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/zaris-go/zaris/internal/clock"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -102,7 +103,7 @@ type streamConn struct {
 // Each read waits at most the stream's idle time. Only the connection's handler reads.
 func (c *streamConn) Read(p []byte) (int, error) {
 	if idle := c.s.idle; idle > 0 {
-		if want := time.Now().Add(idle); want.Sub(c.deadline) > deadlineSlack(idle) {
+		if want := time.Now().Add(idle); want.Sub(c.deadline) > clock.DeadlineSlack(idle) {
 			if err := c.Conn.SetReadDeadline(want); err != nil {
 				return 0, err
 			}

@@ -1,46 +1,57 @@
 package zaris
 
 import (
+	"context"
 	"crypto/sha1"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/resp"
+	"github.com/zaris-go/zaris/transport"
 )
 
-// This file adapts the node to its Redis edge (resp*.go), and is the one core file that names the edge: it
-// starts the endpoint with the node's parts, passes on the writes and ownership changes that invalidate
-// what clients cache, validates the edge's settings and answers the questions of keyOwner that no other
-// component does.
+// This file adapts the node to its Redis edge (internal/resp), and is the one core file that imports it: it
+// starts the endpoint with the node's settings, passes on the writes and ownership changes that invalidate
+// what clients cache, and implements resp.Node over the node's components.
+
+// RESPUser is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
+// password or HELLO 3 AUTH name password. Its fields are documented where it is declared.
+type RESPUser = resp.User
 
 // redisEdge is the node's Redis endpoint and the tracking of the keys its clients cache.
 type redisEdge struct {
-	srv      *respServer   // nil unless Config.RESPAddr is set
-	tracking *respTracking // the keys RESP clients cache (CLIENT TRACKING), to invalidate them
+	srv      *resp.Server   // nil unless Config.RESPAddr is set
+	tracking *resp.Tracking // the keys RESP clients cache (CLIENT TRACKING), to invalidate them
 }
 
 func newRedisEdge() *redisEdge {
-	return &redisEdge{tracking: newRESPTracking(respTrackedKeys, respTrackedBytes)}
+	return &redisEdge{tracking: resp.NewTracking(resp.TrackedKeys, resp.TrackedBytes)}
 }
 
 // written is a write listener: a write of a key invalidates it for the clients that cache it.
-func (e *redisEdge) written(seg int, rev, version uint64, key string, next *entry, change writeChange) {
-	e.tracking.written(seg, rev, version, key, next, change)
+func (e *redisEdge) written(_ int, _, _ uint64, key string, _ *entry, change writeChange) {
+	if key != "" {
+		e.tracking.Invalidate(key)
+	}
+	for i := range change.multi {
+		e.tracking.Invalidate(change.multi[i].Key)
+	}
 }
 
 // ownershipChanged invalidates, for the clients that cache them, the keys this node no longer owns.
 func (e *redisEdge) ownershipChanged(owns func(key string) bool) {
-	e.tracking.invalidateWhere(func(key string) bool { return !owns(key) })
-}
-
-// joined gives the endpoint the node's membership, once the node gossips.
-func (e *redisEdge) joined(members *membership) {
-	if e.srv != nil {
-		e.srv.members.Store(members)
-	}
+	e.tracking.InvalidateWhere(func(key string) bool { return !owns(key) })
 }
 
 // addr is the endpoint's advertised address, "" without one.
@@ -48,7 +59,7 @@ func (e *redisEdge) addr() string {
 	if e.srv == nil {
 		return ""
 	}
-	return e.srv.addr
+	return e.srv.Addr()
 }
 
 // clients reports the endpoint's connected clients for the metrics, nil without an endpoint.
@@ -56,14 +67,14 @@ func (e *redisEdge) clients() func() int {
 	if e.srv == nil {
 		return nil
 	}
-	return e.srv.clients
+	return e.srv.Clients
 }
 
 func (e *redisEdge) close() error {
 	if e.srv == nil {
 		return nil
 	}
-	return e.srv.close()
+	return e.srv.Close()
 }
 
 // validateRESPConfig checks the settings of the Redis edge.
@@ -78,14 +89,14 @@ func validateRESPConfig(c *Config) error {
 		return bad("RESPMaxPreAuthPerAddr %d must be at least 1", c.RESPMaxPreAuthPerAddr)
 	case c.RESPIdleTimeout < 0 || c.RESPCommandTimeout < 0 || c.RESPAuthTimeout < 0:
 		return bad("RESPIdleTimeout, RESPCommandTimeout and RESPAuthTimeout must not be negative")
-	case c.RESPMaxQueryBuffer < c.MaxValueSize+respPreAuthMaxQuery:
+	case c.RESPMaxQueryBuffer < c.MaxValueSize+resp.PreAuthMaxQuery:
 		return bad("RESPMaxQueryBuffer %d must be at least MaxValueSize plus 256 KiB (%d)", c.RESPMaxQueryBuffer,
-			c.MaxValueSize+respPreAuthMaxQuery)
+			c.MaxValueSize+resp.PreAuthMaxQuery)
 	case c.RESPMaxQueryBufferTotal < int64(c.RESPMaxQueryBuffer):
 		return bad("RESPMaxQueryBufferTotal %d must be at least RESPMaxQueryBuffer %d", c.RESPMaxQueryBufferTotal,
 			c.RESPMaxQueryBuffer)
 	}
-	if err := validateRESPUsers(c.RESPUsers, c.RESPPassword); err != nil {
+	if err := resp.ValidateUsers(c.RESPUsers, c.RESPPassword); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
@@ -101,38 +112,26 @@ func (n *Node) startRESP() error {
 	if err != nil {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
-	addr := advertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr())
-	s := newRESPServer(&n.cfg, edgeOwner{n.own, n.infoMessages}, n.id, n.ctl.fsm.clusterMap, n.log, addr)
-	s.tracking = n.redis.tracking
-	s.control = n.ctl.controlHealth
-	s.recover = n.RecoverControlPlane
-	s.memory = n.own.store.budget
-	s.contain = n.panics.containPanic
+	opt := respOptions(&n.cfg, n.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr()), n.log)
+	opt.Tracking = n.redis.tracking
+	opt.Contain = func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
-		s.tls = true
 	}
+	s := resp.NewServer(&edgeNode{own: n.own, ctl: n.ctl, messages: n.infoMessages, recover: n.RecoverControlPlane}, opt)
 	n.redis.srv = s
-	n.cfg.RESPAddr = addr
-	s.serve(ln)
-	n.log.Info("serving RESP", "addr", addr, "tls", s.tls, "auth", s.acl.required())
+	n.cfg.RESPAddr = opt.Addr
+	s.Serve(ln)
+	n.log.Info("serving RESP", "addr", opt.Addr, "tls", opt.TLS, "auth", s.AuthRequired())
 	return nil
 }
 
-// edgeOwner is what the endpoint serves keys with: the owner, and the node's message counts.
-type edgeOwner struct {
-	*owner
-	messages func() (sent, received uint64)
-}
-
-func (e edgeOwner) infoMessages() (sent, received uint64) { return e.messages() }
-
 // infoReplication describes the replicas this node feeds for the partitions it owns in its committed map.
-func (o *owner) infoReplication() respReplication {
+func (o *owner) infoReplication() resp.Replication {
 	m := o.view.clusterMap()
 	var history strings.Builder
 	history.WriteString(string(o.id) + " " + strconv.FormatUint(o.repl.incarnation, 10))
-	var info respReplication
+	var info resp.Replication
 	inSync := map[NodeID]bool{}
 	lacking := map[NodeID]uint64{}
 	for p, st := range m.Runtime {
@@ -142,7 +141,7 @@ func (o *owner) infoReplication() respReplication {
 		history.WriteString(" " + strconv.Itoa(p) + "@" + strconv.FormatUint(st.Epoch, 10))
 		revisions := o.partitionRevisions(p)
 		for _, rev := range revisions {
-			info.offset += rev
+			info.Offset += rev
 		}
 		for _, id := range m.Assignment[p] {
 			if id == o.id {
@@ -155,11 +154,11 @@ func (o *owner) infoReplication() respReplication {
 		}
 	}
 	sum := sha1.Sum([]byte(history.String()))
-	info.history = hex.EncodeToString(sum[:])
+	info.History = hex.EncodeToString(sum[:])
 	for id, all := range inSync {
-		info.replicas = append(info.replicas, respReplica{id: id, inSync: all, offset: info.offset - lacking[id]})
+		info.Replicas = append(info.Replicas, resp.Replica{ID: id, InSync: all, Offset: info.Offset - lacking[id]})
 	}
-	slices.SortFunc(info.replicas, func(a, b respReplica) int { return strings.Compare(string(a.id), string(b.id)) })
+	slices.SortFunc(info.Replicas, func(a, b resp.Replica) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return info
 }
 
@@ -203,3 +202,151 @@ func (n *Node) infoMessages() (sent, received uint64) {
 	received = stats.RequestsServed + repl.OpsApplied + repl.SnapshotsApplied
 	return sent, received
 }
+
+// respOptions maps the node's settings to its endpoint's, advertised as addr.
+func respOptions(c *Config, id NodeID, addr string, log *slog.Logger) resp.Options {
+	return resp.Options{
+		ID:                  id,
+		Addr:                addr,
+		TLS:                 c.RESPTLS != nil,
+		MaxValueSize:        c.MaxValueSize,
+		MaxClients:          c.RESPMaxClients,
+		MaxPreAuthPerAddr:   c.RESPMaxPreAuthPerAddr,
+		IdleTimeout:         c.RESPIdleTimeout,
+		CommandTimeout:      c.RESPCommandTimeout,
+		AuthTimeout:         c.RESPAuthTimeout,
+		MaxQueryBuffer:      c.RESPMaxQueryBuffer,
+		MaxQueryBufferTotal: c.RESPMaxQueryBufferTotal,
+		Password:            c.RESPPassword,
+		Users:               c.RESPUsers,
+		Clock:               c.Clock,
+		Log:                 log,
+	}
+}
+
+// edgeNode is resp.Node over the node's components: the owner serves keys, the control plane describes
+// the cluster.
+type edgeNode struct {
+	own      *owner
+	ctl      *controlPlane
+	messages func() (sent, received uint64)
+	recover  func(context.Context) (RecoveryReport, error)
+	topology atomic.Pointer[edgeTopology] // the last map described, and its description
+}
+
+// edgeTopology is a committed map and its description for clients.
+type edgeTopology struct {
+	m *ClusterMap
+	t *resp.Topology
+}
+
+func (e *edgeNode) CheckOwner(key string) (int, kv.Reply, bool) { return e.own.checkOwner(key) }
+
+func (e *edgeNode) ApplyKV(ctx context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply {
+	return e.own.applyKV(ctx, op, seg, req)
+}
+
+func (e *edgeNode) ApplyAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) kv.Status {
+	return e.own.applyAtomically(ctx, seg, keys, fn)
+}
+
+func (e *edgeNode) ReadAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) kv.Status {
+	return e.own.readAtomically(ctx, seg, keys, fn)
+}
+
+func (e *edgeNode) ReadOnly(op transport.Op) bool { return readOnly(op) }
+
+func (e *edgeNode) ServeOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply {
+	return e.own.serveOwnedScan(ctx, req)
+}
+
+func (e *edgeNode) KeyCount() int                     { return e.own.keyCount() }
+func (e *edgeNode) ExpiringKeyCount() int             { return e.own.expiringKeyCount() }
+func (e *edgeNode) OwnedKeyCount() int                { return e.own.ownedKeyCount() }
+func (e *edgeNode) ExpiredKeys() uint64               { return e.own.expiredKeys() }
+func (e *edgeNode) Replication() resp.Replication     { return e.own.infoReplication() }
+func (e *edgeNode) Messages() (sent, received uint64) { return e.messages() }
+func (e *edgeNode) Memory() resp.Memory               { return edgeMemory{e.own.store.budget} }
+
+// Topology describes the latest committed map, once per map.
+func (e *edgeNode) Topology() *resp.Topology {
+	m := e.ctl.fsm.clusterMap()
+	if last := e.topology.Load(); last != nil && last.m == m {
+		return last.t
+	}
+	t := describeTopology(m)
+	e.topology.Store(&edgeTopology{m: m, t: t})
+	return t
+}
+
+// describeTopology describes m as the edge tells clients of it.
+func describeTopology(m *ClusterMap) *resp.Topology {
+	t := &resp.Topology{Version: m.Version, Nodes: make(map[NodeID]resp.NodeAddrs, len(m.Nodes))}
+	for id, info := range m.Nodes {
+		t.Nodes[id] = resp.NodeAddrs{DataAddr: info.DataAddr, RESPAddr: info.RESPAddr}
+	}
+	if m.Version == 0 {
+		return t
+	}
+	layout := m.Layout()
+	t.Partitions = make([]resp.Partition, len(m.Runtime))
+	for p, st := range m.Runtime {
+		first, last := layout.PartitionSlots(p)
+		t.Partitions[p] = resp.Partition{First: first, Last: last, Owner: st.Owner, Epoch: st.Epoch,
+			Unavailable: st.Health == Unavailable, Assigned: p < len(m.Assignment) && len(m.Assignment[p]) > 0}
+	}
+	return t
+}
+
+// Members says what gossip knows of each member, nil before the node gossips.
+func (e *edgeNode) Members() map[NodeID]resp.MemberState {
+	ms := e.ctl.members.Load()
+	if ms == nil {
+		return nil
+	}
+	out := map[NodeID]resp.MemberState{}
+	for _, mb := range ms.members() {
+		switch mb.Status {
+		case serf.StatusFailed:
+			out[mb.ID] = resp.MemberFailed
+		case serf.StatusLeft:
+			out[mb.ID] = resp.MemberLeft
+		default:
+			out[mb.ID] = resp.MemberAlive
+		}
+	}
+	return out
+}
+
+func (e *edgeNode) Control() resp.Control {
+	h := e.ctl.controlHealth()
+	return resp.Control{Leader: h.Leader, Leaderless: h.Leaderless, Alarm: h.Alarm}
+}
+
+// Recover is RecoverControlPlane with its report as text.
+func (e *edgeNode) Recover(ctx context.Context) (string, error) {
+	report, err := e.recover(ctx)
+	if errors.Is(err, ErrQuorumReachable) {
+		return "", quorumReachable{err}
+	}
+	if err != nil {
+		return "", err
+	}
+	return report.String(), nil
+}
+
+// quorumReachable is RecoverControlPlane's refusal, which the edge answers with a QUORUM error.
+type quorumReachable struct{ error }
+
+func (quorumReachable) Is(target error) bool { return target == resp.ErrQuorumReachable }
+
+// edgeMemory is the node's memory budget as the edge sees it; the budget is nil-safe.
+type edgeMemory struct{ b *memoryBudget }
+
+func (m edgeMemory) Limit() int64                { return m.b.limit() }
+func (m edgeMemory) PolicyName() string          { return m.b.policyName() }
+func (m edgeMemory) Policies() []string          { return evictionPolicies }
+func (m edgeMemory) Evicted() uint64             { return m.b.evicted() }
+func (m edgeMemory) CheckMax(limit int64) error  { return m.b.checkMax(limit) }
+func (m edgeMemory) SetMax(limit int64) error    { return m.b.setMax(limit) }
+func (m edgeMemory) SetPolicy(name string) error { return m.b.setPolicy(name) }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/resptest"
 )
 
 // A differential test runs the same command sequences against a real redis-server and against the RESP
@@ -206,7 +208,7 @@ func (c *diffConn) roundTrip(t *testing.T, args []string) string {
 	if _, err := c.conn.Write([]byte(respCmd(args...))); err != nil {
 		t.Fatalf("sending %s: %v", quoteArgs(args), err)
 	}
-	reply, err := readRawReply(c.rd)
+	reply, err := resptest.ReadReply(c.rd)
 	if err != nil {
 		t.Fatalf("reading the reply to %s: %v", quoteArgs(args), err)
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/resp"
+	"github.com/zaris-go/zaris/internal/resptest"
 )
 
 // The differential fuzzer sends random command sequences to a real redis-server and to Zaris (one node, or
@@ -634,10 +637,10 @@ func (c *fuzzClient) settle(cmd fuzzCmd, reply string) {
 		}
 	case c.multi != "" && reply == "+QUEUED\r\n" && !c.doomed:
 		c.queued = append(c.queued, cmd.args)
-		if known := respCommandTable[name]; known != nil && known.firstKey > 0 && cmd.group != "" {
+		if known, ok := respCommands[name]; ok && known.FirstKey > 0 && cmd.group != "" {
 			c.queuedGroups[cmd.group] = true
 		}
-	case c.multi != "" && reply != "+QUEUED\r\n" && (respCommandTable[name] == nil || !respCommandTable[name].controlsMulti):
+	case c.multi != "" && reply != "+QUEUED\r\n" && !respCommands[name].ControlsMulti:
 		c.doomed = true // Redis queues nothing more, and Zaris does the same
 	}
 }
@@ -689,11 +692,11 @@ func parseScanPage(reply string) (string, []string, bool) {
 	if err != nil || header != "*2\r\n" {
 		return "", nil, false
 	}
-	cursor, err := readRawReply(rd)
+	cursor, err := resptest.ReadReply(rd)
 	if err != nil || cursor[0] != '$' {
 		return "", nil, false
 	}
-	rest, err := readRawReply(rd)
+	rest, err := resptest.ReadReply(rd)
 	if err != nil {
 		return "", nil, false
 	}
@@ -772,7 +775,7 @@ func splitArray(reply string) ([]string, bool) {
 	}
 	elems := make([]string, 0, max(n, 0))
 	for range max(n, 0) {
-		e, err := readRawReply(rd)
+		e, err := resptest.ReadReply(rd)
 		if err != nil {
 			return nil, false
 		}
@@ -802,3 +805,6 @@ func normUnordered(reply string, stride int) string {
 	slices.Sort(groups)
 	return fmt.Sprintf("%c %q", reply[0], groups)
 }
+
+// respCommands describes the endpoint's commands.
+var respCommands = resp.Commands()

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/serf/serf"
 )
 
 // infoField is one "name:value" line of INFO, with the section it is in.
@@ -303,7 +301,7 @@ func TestRESPInfoExpiredAndTracking(t *testing.T) {
 // clients do: commands, hits and misses, bytes each way, errors, connections, refusals and keys.
 func TestRESPInfoCounters(t *testing.T) {
 	owner := newStoreOwner()
-	s := startBareRESP(t, owner, owner.layout, func(cfg *Config) { cfg.RESPMaxClients = 2 })
+	s := startBareRESP(t, owner, func(cfg *Config) { cfg.RESPMaxClients = 2 })
 
 	var keys, missing []string
 	for i := 0; len(keys) < 20 || len(missing) < 5; i++ {
@@ -315,7 +313,7 @@ func TestRESPInfoCounters(t *testing.T) {
 			missing = append(missing, key)
 		}
 	}
-	conn := dialDiff(t, s.addr)
+	conn := dialDiff(t, s.Addr())
 	info := func() map[string]string { return infoMap(infoFields(t, infoOf(t, conn, "everything"))) }
 	before := info()
 
@@ -370,12 +368,12 @@ func TestRESPInfoCounters(t *testing.T) {
 		t.Errorf("connected_clients:%s with one connection", after["connected_clients"])
 	}
 
-	second := dialDiff(t, s.addr)
+	second := dialDiff(t, s.Addr())
 	second.do(t, []string{"PING"})
 	if got := info()["connected_clients"]; got != "2" {
 		t.Errorf("connected_clients:%s with two connections", got)
 	}
-	third := dialDiff(t, s.addr)
+	third := dialDiff(t, s.Addr())
 	if reply := third.do(t, []string{"PING"}); !strings.HasPrefix(reply, "-ERR max number of clients reached") {
 		t.Fatalf("a third connection over RESPMaxClients 2 was answered %q", reply)
 	}
@@ -393,68 +391,4 @@ func TestRESPInfoCounters(t *testing.T) {
 	waitFor(t, 5*time.Second, "instantaneous_ops_per_sec above 0", func() bool {
 		return info()["instantaneous_ops_per_sec"] != "0"
 	})
-}
-
-// TestRESPInfoSelection checks the sections each selection of INFO writes, without a redis-server.
-func TestRESPInfoSelection(t *testing.T) {
-	names := func(args ...string) []string {
-		var out []string
-		for i, chosen := range selectInfoSections(byteArgs(args)) {
-			if chosen {
-				out = append(out, infoSections[i].name)
-			}
-		}
-		return out
-	}
-	defaults := []string{"Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU", "Modules", "Errorstats", "Cluster", "Keyspace"}
-	all := []string{"Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU", "Modules", "Commandstats", "Errorstats", "Latencystats", "Cluster", "Keyspace"}
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
-		{nil, defaults}, {[]string{"default"}, defaults}, {[]string{"DEFAULT"}, defaults},
-		{[]string{"all"}, all}, {[]string{"everything"}, all}, {[]string{"default", "all"}, all},
-		{[]string{"keyspace", "SERVER"}, []string{"Server", "Keyspace"}}, {[]string{"nosuch"}, nil},
-		{[]string{"default", "commandstats"}, slices.Insert(slices.Clone(defaults), 8, "Commandstats")},
-	} {
-		if got := names(tc.args...); !slices.Equal(got, tc.want) {
-			t.Errorf("INFO %s: %v; want %v", strings.Join(tc.args, " "), got, tc.want)
-		}
-	}
-}
-
-func byteArgs(args []string) [][]byte {
-	out := make([][]byte, len(args))
-	for i, a := range args {
-		out[i] = []byte(a)
-	}
-	return out
-}
-
-// TestRESPClusterInfoSlots checks how CLUSTER INFO sorts slots: served by an owner gossip sees alive (ok),
-// by one it suspects (pfail), not served (fail), or given to no node.
-func TestRESPClusterInfoSlots(t *testing.T) {
-	layout, _ := NewLayout(64, 8)
-	m := newClusterMap(layout, 1)
-	m.Version = 1
-	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"},
-		"c": {ID: "c"}}
-	for p := range m.Runtime {
-		m.Assignment[p] = []NodeID{"a"}
-		m.Runtime[p] = PartitionState{Owner: "a", Health: Healthy}
-	}
-	m.Runtime[1].Owner = "b"
-	m.Runtime[2].Health = Unavailable
-	m.Runtime[3].Owner = "c" // no RESP endpoint
-	m.Runtime[4].Owner = ""  // its owner failed, no replica took over
-	m.Runtime[5].Owner, m.Assignment[5] = "", nil
-	per := NumSlots / layout.Partitions
-	states := memberStates{"a": serf.StatusAlive, "b": serf.StatusFailed, "c": serf.StatusAlive}
-	want := slotCounts{assigned: 7 * per, ok: 3 * per, pfail: per, fail: 3 * per}
-	if got := countSlots(m, states); got != want {
-		t.Errorf("countSlots = %+v; want %+v", got, want)
-	}
-	if got := countSlots(newClusterMap(layout, 1), states); got != (slotCounts{}) {
-		t.Errorf("countSlots before any map = %+v; want nothing assigned", got)
-	}
 }

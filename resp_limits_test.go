@@ -1,11 +1,9 @@
 package zaris
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -15,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaris-go/zaris/internal/resp"
+	"github.com/zaris-go/zaris/internal/resptest"
 )
 
 // TestRESPIdleConnectionsClosed fills the endpoint with idle connections: one more is refused as Redis
@@ -32,7 +33,7 @@ func TestRESPIdleConnectionsClosed(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialRaw(t, addr)
 	}
-	waitFor(t, 5*time.Second, "every idle connection admitted", func() bool { return node.redis.srv.clients() == maxClients })
+	waitFor(t, 5*time.Second, "every idle connection admitted", func() bool { return node.redis.srv.Clients() == maxClients })
 
 	extra := dialRaw(t, addr)
 	if got := extra.line(); got != "-ERR max number of clients reached" {
@@ -46,7 +47,7 @@ func TestRESPIdleConnectionsClosed(t *testing.T) {
 	if elapsed := time.Since(opened); elapsed < idle*15/16 {
 		t.Fatalf("idle connections closed after %v, before the %v timeout", elapsed, idle)
 	}
-	waitFor(t, 5*time.Second, "no connection left", func() bool { return node.redis.srv.clients() == 0 })
+	waitFor(t, 5*time.Second, "no connection left", func() bool { return node.redis.srv.Clients() == 0 })
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	if err := client.Set(bg(t), "after-idle", "v", 0).Err(); err != nil {
@@ -73,7 +74,7 @@ func TestRESPTrickleCut(t *testing.T) {
 		go func() { // one byte every 20 ms: the whole command would take about 2 s
 			defer wg.Done()
 			for _, b := range cmd[:len(cmd)-1] {
-				if _, err := r.conn.Write([]byte{b}); err != nil {
+				if _, err := r.Net.Write([]byte{b}); err != nil {
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -124,10 +125,10 @@ func TestRESPAuthTimeout(t *testing.T) {
 	r := dialRaw(t, addr)
 	start := time.Now()
 	for {
-		if _, err := r.conn.Write([]byte(respCmd("PING"))); err != nil {
+		if _, err := r.Net.Write([]byte(respCmd("PING"))); err != nil {
 			break
 		}
-		line, err := r.rd.ReadString('\n')
+		line, err := r.R.ReadString('\n')
 		if err != nil {
 			break
 		}
@@ -155,7 +156,7 @@ func TestRESPUnreadRepliesClosed(t *testing.T) {
 	}
 	r := dialRaw(t, node.RESPAddr())
 	r.send(strings.Repeat(respCmd("GET", "big"), 200)) // 200 MiB of replies, never read
-	waitFor(t, 10*time.Second, "the server to close the connection", func() bool { return node.redis.srv.clients() == 0 })
+	waitFor(t, 10*time.Second, "the server to close the connection", func() bool { return node.redis.srv.Clients() == 0 })
 }
 
 // TestRESPPreAuthMemoryBounded sends, from many connections that have not logged in, the largest command
@@ -164,17 +165,18 @@ func TestRESPPreAuthMemoryBounded(t *testing.T) {
 	const conns = 24
 	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.RESPPassword = "pw" })
 	node := c.node(0)
-	arg := strings.Repeat("x", respPreAuthMaxBulk)
+	arg := strings.Repeat("x", 16<<10)
 	partial := "*10\r\n" + strings.Repeat("$16384\r\n"+arg+"\r\n", 9) + "$16384\r\n" + arg[:8<<10]
 	for range conns {
 		dialRaw(t, node.RESPAddr()).send(partial)
 	}
 	waitFor(t, 10*time.Second, "every connection to buffer its command", func() bool {
-		return node.redis.srv.budget.used.Load() >= conns*(128<<10)
+		all, _ := node.redis.srv.Buffers()
+		return all.Used >= conns*(128<<10)
 	})
-	perConn := int64(respPreAuthMaxQuery + respMaxHeaderLine + 16*respArgOverhead)
-	if peak := node.redis.srv.budget.peak.Load(); peak > conns*perConn {
-		t.Fatalf("%d unauthenticated connections hold %d bytes, more than %d each", conns, peak, perConn)
+	perConn := int64(resp.PreAuthConnBound)
+	if all, _ := node.redis.srv.Buffers(); all.Peak > conns*perConn {
+		t.Fatalf("%d unauthenticated connections hold %d bytes, more than %d each", conns, all.Peak, perConn)
 	}
 	for name, input := range map[string]string{
 		"bulk":      "*2\r\n$3\r\nGET\r\n$67108864\r\n",
@@ -199,7 +201,7 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 		cfg.RESPMaxQueryBufferTotal = total
 	})
 	node := c.node(0)
-	budget := node.redis.srv.budget
+	budget := func() resp.Buffers { all, _ := node.redis.srv.Buffers(); return all }
 	raws := make([]*rawConn, conns)
 	tails := make([]string, conns)
 	value := strings.Repeat("v", valueSize)
@@ -210,7 +212,7 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 		raws[i].send(cmd[:cut])
 		tails[i] = cmd[cut:]
 	}
-	waitFor(t, 20*time.Second, "the buffers to fill the budget", func() bool { return budget.used.Load() >= total/2 })
+	waitFor(t, 20*time.Second, "the buffers to fill the budget", func() bool { return budget().Used >= total/2 })
 
 	stored, refused := 0, 0
 	for i, r := range raws {
@@ -227,13 +229,13 @@ func TestRESPQueryBuffersBounded(t *testing.T) {
 	if stored == 0 || refused == 0 {
 		t.Fatalf("%d large SETs stored and %d refused; want both, the budget holding about half", stored, refused)
 	}
-	if peak := budget.peak.Load(); peak > total {
+	if peak := budget().Peak; peak > total {
 		t.Fatalf("query buffers peaked at %d bytes, over the %d limit", peak, total)
 	}
 	for _, r := range raws {
-		r.conn.Close()
+		r.Net.Close()
 	}
-	waitFor(t, 10*time.Second, "every buffer given back", func() bool { return budget.used.Load() == 0 })
+	waitFor(t, 10*time.Second, "every buffer given back", func() bool { return budget().Used == 0 })
 
 	client := redis.NewClient(&redis.Options{Addr: node.RESPAddr()})
 	defer client.Close()
@@ -265,7 +267,7 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 		cfg.RESPMaxQueryBufferTotal = total
 	})
 	node := c.node(0)
-	budget := node.redis.srv.budget
+	budget := func() resp.Buffers { all, _ := node.redis.srv.Buffers(); return all }
 	if err := node.Put(bg(t), "{m}big", make([]byte, valueSize)); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 
 	r := dialRaw(t, node.RESPAddr())
 	r.send(mget(times))
-	if got := r.line(); got != "-"+replyTooLargeMessage {
+	if got := r.line(); got != "-ERR the arguments or the reply exceed the size limits" {
 		t.Fatalf("MGET of a %d MiB reply over a %d MiB budget: %q", times, total>>20, got)
 	}
 	r.send(mget(2) + respCmd("PING"))
@@ -290,7 +292,7 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 		if got := r.line(); got != fmt.Sprintf("$%d", valueSize) {
 			t.Fatalf("MGET's value: %q", got[:min(len(got), 32)])
 		}
-		if _, err := io.ReadFull(r.rd, make([]byte, valueSize+2)); err != nil {
+		if _, err := io.ReadFull(r.R, make([]byte, valueSize+2)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,13 +324,13 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 	}
 	heap := watchHeapPeak(t)
 	x.send(respCmd("EXEC"))
-	if got := x.line(); got != "-"+execReplyTooLargeMessage {
+	if got := x.line(); got != "-EXECABORT Transaction discarded because its reply exceeds the size limits" {
 		t.Fatalf("EXEC of a %d MiB reply over a %d MiB budget: %q", times, total>>20, got)
 	}
 	if after := x.roundTrip(contents, 7); after != before {
 		t.Fatalf("the aborted EXEC changed the keys it wrote:\nbefore %q\nafter  %q", before, after)
 	}
-	if peak := budget.peak.Load(); peak > total {
+	if peak := budget().Peak; peak > total {
 		t.Fatalf("buffered replies peaked at %d bytes, over the %d limit", peak, total)
 	}
 	// The heap counts garbage until the collector runs, so the bound is loose; a reply held whole would take
@@ -352,9 +354,9 @@ func TestRESPBufferedRepliesBounded(t *testing.T) {
 	if after := x.roundTrip(contents, 7); after == before {
 		t.Fatalf("the EXEC that fits changed nothing: %q", after)
 	}
-	r.conn.Close()
-	x.conn.Close()
-	waitFor(t, 10*time.Second, "every byte given back", func() bool { return budget.used.Load() == 0 })
+	r.Net.Close()
+	x.Net.Close()
+	waitFor(t, 10*time.Second, "every byte given back", func() bool { return budget().Used == 0 })
 }
 
 // watchHeapPeak samples the heap's live objects until the test ends, and returns what reports how far the
@@ -389,14 +391,11 @@ func watchHeapPeak(t *testing.T) func() int64 {
 
 // dialFrom opens a raw RESP connection to addr from the loopback address from.
 func dialFrom(t *testing.T, from, addr string) (*rawConn, error) {
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	conn, err := d.Dial("tcp", addr)
+	c, err := resptest.DialFrom(t, from, addr)
 	if err != nil {
 		return nil, err
 	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	t.Cleanup(func() { conn.Close() })
-	return &rawConn{t: t, conn: conn, rd: bufio.NewReader(conn)}, nil
+	return &rawConn{c}, nil
 }
 
 // TestRESPStrangersCannotStarveLoggedInClients opens 5,000 connections that never log in, from 20
@@ -422,9 +421,9 @@ func TestRESPStrangersCannotStarveLoggedInClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gate, whole := node.redis.srv.gate.budget, node.redis.srv.budget
 	waitFor(t, 20*time.Second, "the connections not logged in to fill their share", func() bool {
-		return gate.used.Load() > gate.limit-respInitialBuffer || whole.used.Load() > whole.limit-respInitialBuffer
+		whole, gate := node.redis.srv.Buffers()
+		return gate.Used > gate.Limit-resp.InitialBuffer || whole.Used > whole.Limit-resp.InitialBuffer
 	})
 	big := strings.Repeat("v", value)
 	for i := range 20 {
@@ -434,8 +433,8 @@ func TestRESPStrangersCannotStarveLoggedInClients(t *testing.T) {
 			t.Fatalf("SET of %d bytes by a logged-in client beside 5,000 strangers: %q", value, got)
 		}
 	}
-	if peak := gate.peak.Load(); peak > gate.limit {
-		t.Fatalf("connections not logged in held %d bytes, over their share of %d", peak, gate.limit)
+	if _, gate := node.redis.srv.Buffers(); gate.Peak > gate.Limit {
+		t.Fatalf("connections not logged in held %d bytes, over their share of %d", gate.Peak, gate.Limit)
 	}
 }
 

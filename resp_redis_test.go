@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/resptest"
 )
 
 // startRedisServer runs a real redis-server on a free loopback port with the given extra arguments and
@@ -70,7 +72,7 @@ func transcript(t *testing.T, addr, input string) []string {
 	rd := bufio.NewReader(conn)
 	var replies []string
 	for {
-		reply, err := readRawReply(rd)
+		reply, err := resptest.ReadReply(rd)
 		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 			return replies
 		}
@@ -79,39 +81,6 @@ func transcript(t *testing.T, addr, input string) []string {
 		}
 		replies = append(replies, reply)
 	}
-}
-
-// readRawReply reads one whole RESP2 or RESP3 reply and returns its bytes.
-func readRawReply(rd *bufio.Reader) (string, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	b.WriteString(line)
-	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-	switch line[0] {
-	case '$', '=', '!':
-		if n >= 0 {
-			payload := make([]byte, n+2)
-			if _, err := io.ReadFull(rd, payload); err != nil {
-				return "", err
-			}
-			b.Write(payload)
-		}
-	case '*', '~', '>', '%', '|':
-		if line[0] == '%' || line[0] == '|' {
-			n *= 2
-		}
-		for range max(n, 0) {
-			elem, err := readRawReply(rd)
-			if err != nil {
-				return "", err
-			}
-			b.WriteString(elem)
-		}
-	}
-	return b.String(), nil
 }
 
 // redisCase is input whose replies must be the same from Redis and from Zaris. Replies listed in shapeOnly

@@ -2,25 +2,28 @@ package zaris
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/resp"
 	"github.com/zaris-go/zaris/transport"
 )
 
 // storeOwner is a keyOwner over a bare store that owns the slots below half of the key space and names
 // node "b" as the owner of the rest: enough to run the RESP endpoint without a cluster.
 type storeOwner struct {
-	layout Layout
-	store  *store
+	layout     Layout
+	store      *store
+	clusterMap *ClusterMap
 }
 
 func (o *storeOwner) owns(key string) bool { return KeySlot(key) < NumSlots/2 }
 
-func (o *storeOwner) checkOwner(key string) (int, kv.Reply, bool) {
+func (o *storeOwner) CheckOwner(key string) (int, kv.Reply, bool) {
 	seg := o.layout.KeySegment(key)
 	if !o.owns(key) {
 		return seg, kv.Reply{Status: StatusMoved, Owner: "b", Epoch: 1, MapIndex: 1}, false
@@ -28,16 +31,16 @@ func (o *storeOwner) checkOwner(key string) (int, kv.Reply, bool) {
 	return seg, kv.Reply{}, true
 }
 
-func (o *storeOwner) applyKV(_ context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply {
+func (o *storeOwner) ApplyKV(_ context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply {
 	return lookupKeyOp(op).apply(o.store, seg, *req, testOpLimits)
 }
 
-func (o *storeOwner) applyAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
+func (o *storeOwner) ApplyAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
 	o.store.atomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits}) })
 	return StatusSuccess
 }
 
-func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
+func (o *storeOwner) ReadAtomically(_ context.Context, seg int, _ []string, fn func(kv.Group)) Status {
 	o.store.readAtomically(seg, func(g *store) { fn(&storeGroup{g: g, seg: seg, lim: testOpLimits, read: true}) })
 	return StatusSuccess
 }
@@ -45,7 +48,7 @@ func (o *storeOwner) readAtomically(_ context.Context, seg int, _ []string, fn f
 // testOpLimits are the limits a storeOwner runs key operations under.
 var testOpLimits = opLimits{maxValueSize: 1 << 20, maxReplyBytes: 1 << 20}
 
-func (o *storeOwner) keyCount() int { return o.store.len() }
+func (o *storeOwner) KeyCount() int { return o.store.len() }
 
 // ownsPartition reports whether the owner's half of the key space holds partition p.
 func (o *storeOwner) ownsPartition(p int) bool {
@@ -53,28 +56,28 @@ func (o *storeOwner) ownsPartition(p int) bool {
 	return first < NumSlots/2
 }
 
-func (o *storeOwner) serveOwnedScan(_ context.Context, req *kv.ScanRequest) kv.ScanReply {
+func (o *storeOwner) ServeOwnedScan(_ context.Context, req *kv.ScanRequest) kv.ScanReply {
 	return testPager(o.store, o.layout, o.ownsPartition).page(req, scanOwned).reply
 }
 
-// infoReplication describes the owner as a primary without replicas, at the revisions of its segments.
-func (o *storeOwner) infoReplication() respReplication {
-	info := respReplication{history: strings.Repeat("ab", 20)}
+// Replication describes the owner as a primary without replicas, at the revisions of its segments.
+func (o *storeOwner) Replication() resp.Replication {
+	info := resp.Replication{History: strings.Repeat("ab", 20)}
 	for seg := range o.layout.Segments {
 		if o.ownsPartition(o.layout.SegmentPartition(seg)) {
-			info.offset += o.store.revision(seg)
+			info.Offset += o.store.revision(seg)
 		}
 	}
 	return info
 }
 
-func (o *storeOwner) infoMessages() (sent, received uint64) { return 0, 0 }
+func (o *storeOwner) Messages() (sent, received uint64) { return 0, 0 }
 
-func (o *storeOwner) expiringKeyCount() int { return o.store.expiringLen() }
+func (o *storeOwner) ExpiringKeyCount() int { return o.store.expiringLen() }
 
-func (o *storeOwner) expiredKeys() uint64 { return 0 }
+func (o *storeOwner) ExpiredKeys() uint64 { return 0 }
 
-func (o *storeOwner) ownedKeyCount() int {
+func (o *storeOwner) OwnedKeyCount() int {
 	count := 0
 	for seg := range o.layout.Segments {
 		if o.ownsPartition(o.layout.SegmentPartition(seg)) {
@@ -84,20 +87,39 @@ func (o *storeOwner) ownedKeyCount() int {
 	return count
 }
 
-// newStoreOwner returns a storeOwner over an empty store of 64 partitions.
-func newStoreOwner() *storeOwner {
-	layout, _ := NewLayout(64, 8)
-	return &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{})}
+func (o *storeOwner) ReadOnly(op transport.Op) bool { return readOnly(op) }
+func (o *storeOwner) Topology() *resp.Topology      { return describeTopology(o.clusterMap) }
+func (o *storeOwner) Control() resp.Control         { return resp.Control{Leader: "a"} }
+func (o *storeOwner) Memory() resp.Memory           { return edgeMemory{o.store.budget} }
+
+func (o *storeOwner) Members() map[NodeID]resp.MemberState {
+	return map[NodeID]resp.MemberState{"a": resp.MemberAlive, "b": resp.MemberAlive}
 }
 
-// startBareRESP serves RESP as node "a" from owner, a storeOwner over layout or a wrapper of one, with no
-// node behind it. The map, at version 1, gives "a" and "b" RESP addresses 127.0.0.1:7001 and :7002, so
-// MOVED replies name "b" at 127.0.0.1:7002. tweak, if not nil, adjusts the default config.
-func startBareRESP(t *testing.T, owner keyOwner, layout Layout, tweak func(*Config)) *respServer {
-	t.Helper()
+func (o *storeOwner) Recover(context.Context) (string, error) {
+	return "", errors.New("RECOVER needs a node")
+}
+
+// newStoreOwner returns a storeOwner over an empty store of 64 partitions. Its map, at version 1, gives "a"
+// and "b" RESP addresses 127.0.0.1:7001 and :7002, so MOVED replies name "b" at 127.0.0.1:7002.
+func newStoreOwner() *storeOwner {
+	layout, _ := NewLayout(64, 8)
 	m := newClusterMap(layout, 1)
 	m.Version = 1
 	m.Nodes = map[NodeID]NodeInfo{"a": {ID: "a", RESPAddr: "127.0.0.1:7001"}, "b": {ID: "b", RESPAddr: "127.0.0.1:7002"}}
+	for p := range m.Runtime {
+		m.Runtime[p].Owner = "b"
+		if first, _ := layout.PartitionSlots(p); first < NumSlots/2 {
+			m.Runtime[p].Owner = "a"
+		}
+	}
+	return &storeOwner{layout: layout, store: newStore(layout.Segments, systemClock{}), clusterMap: m}
+}
+
+// startBareRESP serves RESP as node "a" from node, a storeOwner or a wrapper of one, with no node behind it.
+// tweak, if not nil, adjusts the default config.
+func startBareRESP(t *testing.T, node resp.Node, tweak func(*Config)) *resp.Server {
+	t.Helper()
 	cfg := DefaultConfig().withDefaults()
 	if tweak != nil {
 		tweak(&cfg)
@@ -106,9 +128,9 @@ func startBareRESP(t *testing.T, owner keyOwner, layout Layout, tweak func(*Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newRESPServer(&cfg, owner, "a", func() *ClusterMap { return m }, testLogger(), ln.Addr().String())
-	s.serve(ln)
-	t.Cleanup(func() { s.close() })
+	s := resp.NewServer(node, respOptions(&cfg, "a", ln.Addr().String(), testLogger()))
+	s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -116,7 +138,7 @@ func startBareRESP(t *testing.T, owner keyOwner, layout Layout, tweak func(*Conf
 // the store, the others are answered MOVED to the owner the map names, and INFO counts the store's keys.
 func TestRESPServerAlone(t *testing.T) {
 	owner := newStoreOwner()
-	s := startBareRESP(t, owner, owner.layout, nil)
+	s := startBareRESP(t, owner, nil)
 
 	var mine, theirs string
 	for i := 0; mine == "" || theirs == ""; i++ {
@@ -127,7 +149,7 @@ func TestRESPServerAlone(t *testing.T) {
 			theirs = key
 		}
 	}
-	c := dialRaw(t, s.addr)
+	c := dialRaw(t, s.Addr())
 	for _, step := range []struct {
 		cmd  []string
 		want string

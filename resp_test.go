@@ -2,7 +2,6 @@ package zaris
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -11,13 +10,13 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/resp"
+	"github.com/zaris-go/zaris/internal/resptest"
 )
 
 // withRESP is the startCluster tweak that gives every node a RESP endpoint on a free port.
@@ -36,7 +35,7 @@ func startRESPCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	waitFor(t, 20*time.Second, "every RESP address in every map", func() bool {
 		for _, node := range c.live() {
 			m := node.ClusterMap()
-			if len(m.Nodes) != n || len(slotRanges(m)) == 0 {
+			if len(m.Nodes) != n || !slices.ContainsFunc(m.Runtime, func(st PartitionState) bool { return st.Owner != "" }) {
 				return false
 			}
 			for _, info := range m.Nodes {
@@ -328,76 +327,16 @@ func rotateOwners(t *testing.T, c *testCluster) {
 }
 
 // rawConn is a plain TCP connection speaking RESP by hand.
-type rawConn struct {
-	t    *testing.T
-	conn net.Conn
-	rd   *bufio.Reader
-}
+type rawConn struct{ *resptest.Conn }
 
-func dialRaw(t *testing.T, addr string) *rawConn {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	t.Cleanup(func() { conn.Close() })
-	return &rawConn{t: t, conn: conn, rd: bufio.NewReader(conn)}
-}
+func dialRaw(t *testing.T, addr string) *rawConn { return &rawConn{resptest.Dial(t, addr)} }
 
-func (r *rawConn) send(s string) {
-	r.t.Helper()
-	if _, err := r.conn.Write([]byte(s)); err != nil {
-		r.t.Fatal(err)
-	}
-}
+func (r *rawConn) send(s string)                       { r.Send(s) }
+func (r *rawConn) line() string                        { return r.Line() }
+func (r *rawConn) roundTrip(cmds string, n int) string { return r.RoundTrip(cmds, n) }
+func (r *rawConn) expectClosed()                       { r.ExpectClosed() }
 
-// line reads one reply line without its CRLF.
-func (r *rawConn) line() string {
-	r.t.Helper()
-	s, err := r.rd.ReadString('\n')
-	if err != nil {
-		r.t.Fatalf("read reply: %v (got %q)", err, s)
-	}
-	return strings.TrimSuffix(s, "\r\n")
-}
-
-// roundTrip sends cmds and returns the raw text of the n replies they get.
-func (r *rawConn) roundTrip(cmds string, n int) string {
-	r.t.Helper()
-	r.send(cmds)
-	var out strings.Builder
-	for range n {
-		reply, err := readRawReply(r.rd)
-		if err != nil {
-			r.t.Fatalf("read reply: %v", err)
-		}
-		out.WriteString(reply)
-	}
-	return out.String()
-}
-
-// expectClosed checks that the server closes the connection without sending anything more. A reset counts:
-// the server closed with input still unread.
-func (r *rawConn) expectClosed() {
-	r.t.Helper()
-	rest, err := io.ReadAll(r.rd)
-	if errors.Is(err, syscall.ECONNRESET) {
-		err = nil
-	}
-	if err != nil || len(rest) > 0 {
-		r.t.Fatalf("want the connection closed, got %q, %v", rest, err)
-	}
-}
-
-func respCmd(args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
+func respCmd(args ...string) string { return resptest.Cmd(args...) }
 
 // ownerOf returns the node that owns key and one that does not.
 func ownerOf(c *testCluster, key string) (owner, other *Node) {
@@ -425,7 +364,7 @@ func TestRESPBadInput(t *testing.T) {
 		"not a bulk":                 "*1\r\n:5\r\n",
 		"bulk without CRLF":          "*1\r\n$4\r\nPINGxx",
 		"length line without end":    "*2\r\n$3" + strings.Repeat("3", 100),
-		"inline line over the limit": strings.Repeat("a", respDefaultMaxInline+10),
+		"inline line over the limit": strings.Repeat("a", 64<<10+10),
 	}
 	for name, input := range protocolErrors {
 		t.Run(name, func(t *testing.T) {
@@ -470,7 +409,7 @@ func TestRESPBadInput(t *testing.T) {
 	t.Run("half-sent command then close", func(t *testing.T) {
 		r := dialRaw(t, addr)
 		r.send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nval")
-		r.conn.(*net.TCPConn).CloseWrite()
+		r.Net.(*net.TCPConn).CloseWrite()
 		r.expectClosed()
 	})
 	t.Run("command trickled byte by byte", func(t *testing.T) {
@@ -485,7 +424,7 @@ func TestRESPBadInput(t *testing.T) {
 	t.Run("announced bulk never sent", func(t *testing.T) {
 		r := dialRaw(t, addr)
 		r.send("*2\r\n$3\r\nGET\r\n$4096\r\nabc")
-		r.conn.Close()
+		r.Net.Close()
 		// The node still serves others.
 		r2 := dialRaw(t, addr)
 		r2.send(respCmd("PING"))
@@ -505,7 +444,7 @@ func TestRESPBadInput(t *testing.T) {
 			t.Fatalf("GET header %q", got)
 		}
 		buf := make([]byte, len(value)+2)
-		if _, err := io.ReadFull(r.rd, buf); err != nil || string(buf) != value+"\r\n" {
+		if _, err := io.ReadFull(r.R, buf); err != nil || string(buf) != value+"\r\n" {
 			t.Fatalf("GET payload %q, %v", buf, err)
 		}
 	})
@@ -559,142 +498,6 @@ func TestRESPAuth(t *testing.T) {
 			t.Fatalf("RESP%d GET with password = %q, %v", proto, got, err)
 		}
 	}
-}
-
-// chunkReader hands out its data a few bytes at a time, as a slow network would.
-type chunkReader struct {
-	data  []byte
-	chunk int
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), r.chunk)], r.data)
-	r.data = r.data[n:]
-	return n, nil
-}
-
-// rejectedMark starts the entry readAll records for a command the reader refused.
-const rejectedMark = "\x00rejected"
-
-// readAll parses every command of src; it returns them (copied, a refused command as rejectedMark and its
-// error) and the error that ended the stream.
-func readAll(src io.Reader, lim respLimits) ([][]string, error) {
-	rd := newRESPReader(src, lim, nil)
-	var out [][]string
-	for {
-		args, err := rd.next()
-		var rejected *respRejection
-		if errors.As(err, &rejected) {
-			out = append(out, []string{rejectedMark, rejected.msg})
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		if len(args) == 0 || len(args) > lim.maxArgs {
-			return out, fmt.Errorf("command with %d arguments", len(args))
-		}
-		cmd := make([]string, len(args))
-		for i, a := range args {
-			if len(a) > lim.maxBulk {
-				return out, fmt.Errorf("argument of %d bytes", len(a))
-			}
-			cmd[i] = string(a)
-		}
-		out = append(out, cmd)
-		if len(rd.buf) > max(respInitialBuffer, lim.maxQuery+respMaxHeaderLine) {
-			return out, fmt.Errorf("buffer grew to %d bytes", len(rd.buf))
-		}
-	}
-}
-
-func TestRESPReaderStreaming(t *testing.T) {
-	lim := newRESPLimits(1<<20, 4<<20)
-	big := strings.Repeat("x", 300<<10)
-	input := respCmd("SET", "k", big) + "PING  hello\r\n\r\n" + "*0\r\n" + respCmd("GET", "k") + "*-1\r\n" + respCmd("ECHO", "")
-	want := [][]string{{"SET", "k", big}, {"PING", "hello"}, {"GET", "k"}, {"ECHO", ""}}
-	for _, chunk := range []int{1, 7, 4096, len(input)} {
-		got, err := readAll(&chunkReader{data: []byte(input), chunk: chunk}, lim)
-		if !errors.Is(err, io.EOF) || !slices.EqualFunc(got, want, slices.Equal) {
-			t.Fatalf("chunk %d: %d commands, err %v", chunk, len(got), err)
-		}
-	}
-}
-
-// TestRESPInlineSplit checks inline commands split as Redis splits them (TestRESPMatchesRedis compares with
-// a real server where one is installed).
-func TestRESPInlineSplit(t *testing.T) {
-	cases := []struct {
-		line string
-		want []string // nil: unbalanced quotes
-	}{
-		{`SET "a b" c`, []string{"SET", "a b", "c"}},
-		{`  GET   k  `, []string{"GET", "k"}},
-		{`SET 'it\'s' v`, []string{"SET", "it's", "v"}},
-		{`ECHO 'a\nb'`, []string{"ECHO", `a\nb`}},
-		{`ECHO "a\nb\t\r\b\a\q\\\""`, []string{"ECHO", "a\nb\t\r\b\aq\\\""}},
-		{`ECHO "\x41\x6a\x4" "\xzz"`, []string{"ECHO", "Ajx4", "xzz"}},
-		{`SET x"y z" 1`, []string{"SET", "xy z", "1"}},
-		{`ECHO "" ''`, []string{"ECHO", "", ""}},
-		{"ECHO a\x00b c", []string{"ECHO", "a"}},
-		{"\v\fECHO b\vc", []string{"ECHO", "b\vc"}},
-		{`GET "abc`, nil},
-		{`GET 'abc`, nil},
-		{`GET "a"b`, nil},
-		{`GET 'a'b`, nil},
-		{`GET "a\`, nil},
-		{"GET \"a\x00\"", nil},
-	}
-	for _, tc := range cases {
-		line := []byte(tc.line)
-		var got []string
-		err := splitInline(line, func(start, end int) error {
-			got = append(got, string(line[start:end]))
-			return nil
-		})
-		switch {
-		case tc.want == nil && !errors.Is(err, errRESPProtocol):
-			t.Errorf("%q: %q, %v; want unbalanced quotes", tc.line, got, err)
-		case tc.want != nil && (err != nil || !slices.Equal(got, tc.want)):
-			t.Errorf("%q: %q, %v; want %q", tc.line, got, err, tc.want)
-		}
-	}
-}
-
-// FuzzRESPReader checks that any input, delivered in any chunking, parses the same way, never breaks the
-// limits, and that every parsed command survives a round trip through its canonical encoding.
-func FuzzRESPReader(f *testing.F) {
-	f.Add([]byte(respCmd("SET", "k", "v")+respCmd("GET", "k")), uint8(1))
-	f.Add([]byte("PING\r\n\r\n*0\r\n*-1\r\n"), uint8(3))
-	f.Add([]byte("*2\r\n$3\r\nGET\r\n$99999999999\r\n"), uint8(5))
-	f.Add([]byte("*1\r\n$-1\r\n"), uint8(2))
-	f.Add([]byte("SET \"a b\" 'c\\'d' \"\\x41\\n\"\r\nGET \"a\r\n"), uint8(4))
-	f.Add([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n"+strings.Repeat("v", 100)+"\r\nPING\r\n"), uint8(9))
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		lim := respLimits{maxBulk: 64, maxArgs: 8, maxInline: 128, maxQuery: 512}
-		whole, errWhole := readAll(bytes.NewReader(data), lim)
-		pieces, errPieces := readAll(&chunkReader{data: data, chunk: int(chunk%16) + 1}, lim)
-		if !slices.EqualFunc(whole, pieces, slices.Equal) {
-			t.Fatalf("chunking changed the commands: %q vs %q", whole, pieces)
-		}
-		for _, err := range []error{errWhole, errPieces} {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, errRESPProtocol) {
-				t.Fatalf("unexpected error %v", err)
-			}
-		}
-		for _, cmd := range whole {
-			if cmd[0] == rejectedMark {
-				continue
-			}
-			again, err := readAll(strings.NewReader(respCmd(cmd...)), lim)
-			if !errors.Is(err, io.EOF) || len(again) != 1 || !slices.Equal(again[0], cmd) {
-				t.Fatalf("round trip of %q gave %q, %v", cmd, again, err)
-			}
-		}
-	})
 }
 
 // BenchmarkRESPPipeline measures the endpoint's cost per command: batches of 16 pipelined SETs or GETs of
@@ -756,58 +559,6 @@ func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/cmd")
 }
 
-// TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
-// partitions nobody can serve over RESP.
-func TestRESPSlotRanges(t *testing.T) {
-	layout, _ := NewLayout(8, 4)
-	m := newClusterMap(layout, 1)
-	m.Version = 1
-	m.Nodes = map[NodeID]NodeInfo{
-		"a": {ID: "a", RESPAddr: "127.0.0.1:1"},
-		"b": {ID: "b", RESPAddr: "127.0.0.1:2"},
-		"c": {ID: "c"}, // no RESP endpoint
-	}
-	for p, owner := range []NodeID{"a", "a", "b", "c"} {
-		m.Runtime[p] = PartitionState{Owner: owner}
-	}
-	got := slotRanges(m)
-	_, endA := layout.PartitionSlots(1)
-	firstB, endB := layout.PartitionSlots(2)
-	want := []slotRange{{first: 0, last: endA, owner: "a"}, {first: firstB, last: endB, owner: "b"}}
-	if !slices.Equal(got, want) {
-		t.Fatalf("slotRanges = %+v, want %+v", got, want)
-	}
-	if id := respNodeID("a"); len(id) != 40 || id != respNodeID("a") || id == respNodeID("b") {
-		t.Fatalf("node id %q is not a stable 40-hex-digit id", id)
-	}
-}
-
-// TestRESPRefusals checks the Redis Cluster error for each status that keeps a node from serving a key.
-func TestRESPRefusals(t *testing.T) {
-	c := startRESPCluster(t, 1, nil)
-	n := c.node(0)
-	var out bytes.Buffer
-	conn := &respConn{srv: n.redis.srv, wr: newRESPWriter(&out)}
-	cases := []struct {
-		reply kv.Reply
-		want  string
-	}{
-		{kv.Reply{Status: StatusMoved, Owner: n.id}, "-MOVED 7 " + n.RESPAddr()},
-		{kv.Reply{Status: StatusMoved, Owner: "unknown"}, "-CLUSTERDOWN Hash slot 7 is served by a node without a RESP endpoint"},
-		{kv.Reply{Status: StatusOwnershipChanging}, "-TRYAGAIN Ownership of hash slot 7 is changing, try again"},
-		{kv.Reply{Status: StatusPartitionUnavailable}, "-CLUSTERDOWN Hash slot 7 is not served"},
-		{kv.Reply{Status: StatusNotReady}, "-CLUSTERDOWN The cluster has no slot map yet"},
-	}
-	for _, tc := range cases {
-		out.Reset()
-		conn.refuse(7, tc.reply)
-		conn.wr.flush()
-		if got := strings.TrimSuffix(out.String(), "\r\n"); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.reply.Status, got, tc.want)
-		}
-	}
-}
-
 // TestRESPClusterNodesAfterLeave checks that a member that left the cluster is no longer listed by CLUSTER
 // NODES, SHARDS and INFO, and that one that crashed is listed as failed until it is evicted.
 func TestRESPClusterNodesAfterLeave(t *testing.T) {
@@ -832,7 +583,7 @@ func TestRESPClusterNodesAfterLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.kill(3)
-	gone := respNodeID(leaver.id)
+	gone := resp.RedisNodeID(leaver.id)
 	waitFor(t, 20*time.Second, "CLUSTER NODES without the member that left", func() bool {
 		lines := nodeLines()
 		return len(lines) == 3 && !strings.Contains(strings.Join(lines, "\n"), gone)
@@ -848,7 +599,7 @@ func TestRESPClusterNodesAfterLeave(t *testing.T) {
 	c.kill(2)
 	waitFor(t, 20*time.Second, "CLUSTER NODES to flag the crashed member", func() bool {
 		for _, line := range nodeLines() {
-			if strings.HasPrefix(line, respNodeID(crashed.id)+" ") {
+			if strings.HasPrefix(line, resp.RedisNodeID(crashed.id)+" ") {
 				return strings.Contains(line, " master,fail ") && strings.Contains(line, " disconnected")
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/resp"
 )
 
 // TestRESPGoRedisWatchCounter has go-redis ClusterClients increment one counter by optimistic locking, as
@@ -105,10 +106,10 @@ func TestRESPExecIsOneWrite(t *testing.T) {
 
 // startStoreRESP serves RESP from a bare store (storeOwner) with a 64 KiB query buffer limit, and returns the
 // owner and the server.
-func startStoreRESP(t *testing.T) (*storeOwner, *respServer) {
+func startStoreRESP(t *testing.T) (*storeOwner, *resp.Server) {
 	t.Helper()
 	owner := newStoreOwner()
-	return owner, startBareRESP(t, owner, owner.layout, func(cfg *Config) { cfg.RESPMaxQueryBuffer = 64 << 10 })
+	return owner, startBareRESP(t, owner, func(cfg *Config) { cfg.RESPMaxQueryBuffer = 64 << 10 })
 }
 
 // ownedKeys returns n keys starting with prefix, in n different slots, that owner serves.
@@ -161,7 +162,7 @@ func TestRESPTxnRefusals(t *testing.T) {
 
 		{[]string{"EXISTS", mine, other}, crossSlot}, {[]string{"EXISTS", mine}, ":0"}, {[]string{"EXISTS", other}, ":0"},
 	}
-	conn := dialRaw(t, s.addr)
+	conn := dialRaw(t, s.Addr())
 	for _, step := range steps {
 		conn.send(respCmd(step.cmd...))
 		if got := conn.line(); got != step.want {
@@ -179,11 +180,11 @@ func TestRESPTxnRefusals(t *testing.T) {
 func TestRESPTxnHeldBytes(t *testing.T) {
 	owner, s := startStoreRESP(t)
 	key := ownedKeys(owner, "k", 1)[0]
-	conn := dialRaw(t, s.addr)
+	conn := dialRaw(t, s.Addr())
 	conn.send(respCmd("ECHO", strings.Repeat("x", 60<<10))) // grows the read buffer to its largest
 	conn.line()
 	conn.line()
-	idle := s.budget.used.Load()
+	idle := used(s)
 
 	value := strings.Repeat("v", 25<<10)
 	conn.send(respCmd("WATCH", key) + respCmd("MULTI") + respCmd("SET", key, value) + respCmd("SET", key, value))
@@ -192,7 +193,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 			t.Fatalf("reply %q; want %q", got, want)
 		}
 	}
-	if held := s.budget.used.Load() - idle; held < 50<<10 {
+	if held := used(s) - idle; held < 50<<10 {
 		t.Fatalf("the transaction holds %d bytes of the budget; want its two values at least", held)
 	}
 	conn.send(respCmd("SET", key, value) + respCmd("EXEC"))
@@ -202,7 +203,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 			t.Fatalf("reply %q; want %q", got, want)
 		}
 	}
-	if held := s.budget.used.Load() - idle; held != 0 {
+	if held := used(s) - idle; held != 0 {
 		t.Fatalf("%d bytes held after EXEC; want none", held)
 	}
 
@@ -214,7 +215,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 	}
 	conn.expectClosed()
 	waitFor(t, 5e9, "the closed connection's transaction to be given back", func() bool {
-		return s.clients() == 0 && s.budget.used.Load() == 0
+		return s.Clients() == 0 && used(s) == 0
 	})
 	if _, _, ok := owner.store.get(owner.layout.KeySegment(key), key); ok {
 		t.Fatal("a transaction that never ran wrote its key")
@@ -225,7 +226,7 @@ func TestRESPTxnHeldBytes(t *testing.T) {
 // holds their keys.
 type lockedOwner struct{ *storeOwner }
 
-func (lockedOwner) applyAtomically(context.Context, int, []string, func(kv.Group)) Status {
+func (lockedOwner) ApplyAtomically(context.Context, int, []string, func(kv.Group)) Status {
 	return StatusLocked
 }
 
@@ -233,9 +234,9 @@ func (lockedOwner) applyAtomically(context.Context, int, []string, func(kv.Group
 // of the replies, and that nothing was written.
 func TestRESPExecRefused(t *testing.T) {
 	owner := newStoreOwner()
-	s := startBareRESP(t, lockedOwner{owner}, owner.layout, nil)
+	s := startBareRESP(t, lockedOwner{owner}, nil)
 	key := ownedKeys(owner, "k", 1)[0]
-	conn := dialRaw(t, s.addr)
+	conn := dialRaw(t, s.Addr())
 	conn.send(respCmd("MULTI") + respCmd("SET", key, "1") + respCmd("EXEC") + respCmd("MULTI") + respCmd("PING") +
 		respCmd("EXEC"))
 	locked := fmt.Sprintf("-TRYAGAIN A key of hash slot %d is locked by a transaction being committed, try again", KeySlot(key))
@@ -247,4 +248,10 @@ func TestRESPExecRefused(t *testing.T) {
 	if owner.store.len() != 0 {
 		t.Fatal("a refused EXEC wrote")
 	}
+}
+
+// used is what the endpoint's connections hold of its buffer budget.
+func used(s *resp.Server) int64 {
+	all, _ := s.Buffers()
+	return all.Used
 }

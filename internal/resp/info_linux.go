@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -199,11 +199,11 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 	watched := make([]watchedKey, len(keys))
 	var refused *kv.Request
 	var refusal kv.Reply
-	status := c.srv.owner.readAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
+	status := c.srv.node.ReadAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
 		for i, key := range names {
 			req := kv.Request{Key: key}
 			reply, _ := g.Apply(kv.OpCheckVersion, &req)
-			if reply.Status != StatusSuccess && reply.Status != StatusVersionMismatch {
+			if reply.Status != kv.StatusSuccess && reply.Status != kv.StatusVersionMismatch {
 				refused, refusal = &req, reply
 				return
 			}
@@ -211,8 +211,8 @@ func (c *respConn) currentVersions(seg int, keys [][]byte) ([]watchedKey, bool) 
 		}
 	})
 	switch {
-	case status != StatusSuccess:
-		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
+	case status != kv.StatusSuccess:
+		c.refuse(kv.KeySlotBytes(keys[0]), kv.Reply{Status: status})
 		return nil, false
 	case refused != nil:
 		if _, answered := c.answered(kv.OpCheckVersion, refused, refusal); answered {
@@ -289,7 +289,7 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 	names := keyNames(keys)
 	var replies *replyBuffer
 	ran := false
-	status := c.srv.owner.applyAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
+	status := c.srv.node.ApplyAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
 		if changedSince(g, watched) {
 			return
 		}
@@ -300,12 +300,12 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 			g.Abandon()
 		}
 	})
-	if replies != nil && (status != StatusSuccess || !ran) {
+	if replies != nil && (status != kv.StatusSuccess || !ran) {
 		replies.release()
 	}
 	switch {
-	case status != StatusSuccess:
-		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
+	case status != kv.StatusSuccess:
+		c.refuse(kv.KeySlotBytes(keys[0]), kv.Reply{Status: status})
 	case !ran:
 		c.nullArray()
 	default:
@@ -406,18 +406,18 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 			g.Abandon()
 		}
 	}
-	var status Status
+	var status kv.Status
 	if write {
-		status = c.srv.owner.applyAtomically(c.srv.ctx, seg, keyNames(keys), run)
+		status = c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), run)
 	} else {
-		status = c.srv.owner.readAtomically(c.srv.ctx, seg, keyNames(keys), run)
+		status = c.srv.node.ReadAtomically(c.srv.ctx, seg, keyNames(keys), run)
 	}
 	switch {
-	case status != StatusSuccess:
+	case status != kv.StatusSuccess:
 		if replies != nil {
 			replies.release()
 		}
-		c.refuse(KeySlotBytes(keys[0]), kv.Reply{Status: status})
+		c.refuse(kv.KeySlotBytes(keys[0]), kv.Reply{Status: status})
 	case replies.incomplete:
 		replies.release()
 		c.wr.error(replyTooLargeMessage)
@@ -442,11 +442,11 @@ func (c *respConn) writeExec(replies *replyBuffer, n int) {
 // the EXEC being run.
 func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
 	if c.exec == nil {
-		return c.srv.owner.applyKV(c.srv.ctx, op, seg, req)
+		return c.srv.node.ApplyKV(c.srv.ctx, op, seg, req)
 	}
 	reply, full := c.exec.g.Apply(op, req)
 	if full {
-		return kv.Reply{Status: StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+		return kv.Reply{Status: kv.StatusTooLarge, Value: []byte(groupTooLargeMessage)}
 	}
 	return reply
 }

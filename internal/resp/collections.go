@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func popReply(c *respConn, args [][]byte, reply kv.Reply) {
 	switch {
 	case len(args) == 2:
 		c.valueReply(reply)
-	case reply.Status == StatusNotFound:
+	case reply.Status == kv.StatusNotFound:
 		c.nullArray()
 	default:
 		c.values(reply.Values)
@@ -101,7 +101,7 @@ func zaddReply(c *respConn, args [][]byte, reply kv.Reply) {
 
 // rankReply writes a rank, null without the member.
 func rankReply(c *respConn, _ [][]byte, reply kv.Reply) {
-	if reply.Status == StatusNotFound {
+	if reply.Status == kv.StatusNotFound {
 		c.wr.null()
 		return
 	}

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"context"
@@ -13,26 +13,47 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zaris-go/zaris/internal/clock"
 	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/rawio"
 	"github.com/zaris-go/zaris/internal/throttle"
-	"github.com/zaris-go/zaris/transport"
 )
 
-// respServer is a node's Redis Cluster endpoint. It serves every key through the node's own ownership
-// check: keys this node actively owns are applied locally, all others are answered with a redirect, never
+// Options are the endpoint's settings: the node's Config.RESP* and what it advertises.
+type Options struct {
+	ID                  kv.NodeID
+	Addr                string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
+	TLS                 bool   // the listener speaks TLS
+	MaxValueSize        int
+	MaxClients          int
+	MaxPreAuthPerAddr   int
+	IdleTimeout         time.Duration
+	CommandTimeout      time.Duration
+	AuthTimeout         time.Duration
+	MaxQueryBuffer      int
+	MaxQueryBufferTotal int64
+	Password            string
+	Users               []User
+	Clock               clock.Clock
+	Log                 *slog.Logger
+	// Tracking is the node's tracking of the keys clients cache, which its writes invalidate; nil: the
+	// endpoint keeps one of its own.
+	Tracking *Tracking
+	// Contain handles a panic a command raised outside the key operations; nil: it is only logged.
+	Contain func(v any, what string)
+}
+
+// Server is a node's Redis Cluster endpoint. It serves every key through the node's own ownership check:
+// keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
-type respServer struct {
-	owner      keyOwner
-	id         NodeID
-	clusterMap func() *ClusterMap // the latest committed map
-	clock      Clock
-	log        *slog.Logger
-	// contain handles a panic a command raised outside the key operations (panicGuard.containPanic); nil: it is
-	// only logged.
-	contain     func(site panicSite, seg int, v any, what string) bool
+type Server struct {
+	node        Node
+	id          kv.NodeID
+	clock       clock.Clock
+	log         *slog.Logger
+	contain     func(v any, what string)
 	ln          net.Listener
-	addr        string // advertised host:port: what MOVED replies and CLUSTER SLOTS name for this node
+	addr        string
 	tls         bool
 	limits      respLimits // of an authenticated client
 	preAuth     respLimits // of a client that has not logged in yet
@@ -46,20 +67,11 @@ type respServer struct {
 	commands    map[string]*respCommand
 	ctx         context.Context // cancelled on close, so work for a connection stops with the node
 	cancel      context.CancelFunc
-	tracking    *respTracking // the node's: writes of its keys invalidate what clients cache
+	tracking    *Tracking // writes of the node's keys invalidate what clients cache
 	nextID      atomic.Int64
-	members     atomic.Pointer[membership] // set once the node gossips; CLUSTER NODES leaves out departed members
-	lastAlarm   atomic.Int64               // unix nanoseconds of the last HTTP-input warning logged
-	turningAway atomic.Int32               // refused connections being told why
-	info        respInfo                   // what INFO reports besides the connections' own counts
-	// control reports the node's control-plane leader (controlPlane.controlHealth); nil for an endpoint without a
-	// node, which reports a healthy one.
-	control func() controlHealth
-	// recover is the node's RecoverControlPlane, for the RECOVER command.
-	recover func(context.Context) (RecoveryReport, error)
-	// memory is the node's bound on what it stores, which INFO reports and CONFIG SET maxmemory changes;
-	// nil for an endpoint without a node, which has no bound.
-	memory *memoryBudget
+	lastAlarm   atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
+	turningAway atomic.Int32 // refused connections being told why
+	info        respInfo     // what INFO reports besides the connections' own counts
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -67,86 +79,58 @@ type respServer struct {
 	wg     sync.WaitGroup
 }
 
-// keyOwner serves key operations on the partitions this node actively owns: the RESP endpoint answers
-// the keys it owns through it and MOVED for the others.
-type keyOwner interface {
-	// checkOwner returns key's segment if this node actively owns its partition, and otherwise the reply
-	// that refuses the request.
-	checkOwner(key string) (segment int, refusal kv.Reply, owned bool)
-	// applyKV runs one key operation on an owned segment, waiting for the replicas as the concern asks.
-	applyKV(ctx context.Context, op transport.Op, seg int, req *kv.Request) kv.Reply
-	// applyAtomically runs fn on an atomic group of an owned segment, refused while a transaction holds
-	// one of keys, and waits for the replicas as applyKV does (owner.applyAtomically).
-	applyAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status
-	// readAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
-	// waits for the replicas as a read does (owner.readAtomically).
-	readAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status
-	// keyCount counts the keys held on this node, owned or replicated, and expiringKeyCount those of them
-	// with a TTL.
-	keyCount() int
-	expiringKeyCount() int
-	// expiredKeys counts the keys this node expired as their owner.
-	expiredKeys() uint64
-	// serveOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
-	serveOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply
-	// ownedKeyCount counts the keys of the partitions this node owns.
-	ownedKeyCount() int
-	// infoReplication describes the replicas this node feeds for the partitions it owns (INFO replication).
-	infoReplication() respReplication
-	// infoMessages counts the messages of data this node sent to the others and received from them
-	// (CLUSTER INFO).
-	infoMessages() (sent, received uint64)
-}
-
-// controlPlane reports the control plane's leader as the node knows it.
-func (s *respServer) controlPlane() controlHealth {
-	if s.control == nil {
-		return controlHealth{Leader: s.id}
-	}
-	return s.control()
-}
-
-// newRESPServer returns the endpoint of node id, serving keys through owner and describing the cluster from
-// clusterMap, advertised as addr, with no listener yet.
-func newRESPServer(cfg *Config, owner keyOwner, id NodeID, clusterMap func() *ClusterMap, log *slog.Logger, addr string) *respServer {
+// NewServer returns the endpoint serving node under opt, with no listener yet.
+func NewServer(node Node, opt Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	timeouts := respTimeouts{idle: cfg.RESPIdleTimeout, command: cfg.RESPCommandTimeout, auth: cfg.RESPAuthTimeout}
-	budget := newRESPBudget(cfg.RESPMaxQueryBufferTotal)
-	return &respServer{
-		owner:      owner,
-		id:         id,
-		clusterMap: clusterMap,
-		clock:      cfg.Clock,
-		log:        log,
-		addr:       addr,
-		limits:     newRESPLimits(cfg.MaxValueSize, cfg.RESPMaxQueryBuffer),
+	timeouts := respTimeouts{idle: opt.IdleTimeout, command: opt.CommandTimeout, auth: opt.AuthTimeout}
+	budget := newRESPBudget(opt.MaxQueryBufferTotal)
+	tracking := opt.Tracking
+	if tracking == nil {
+		tracking = NewTracking(TrackedKeys, TrackedBytes)
+	}
+	return &Server{
+		node:       node,
+		id:         opt.ID,
+		clock:      opt.Clock,
+		log:        opt.Log,
+		contain:    opt.Contain,
+		addr:       opt.Addr,
+		tls:        opt.TLS,
+		limits:     newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
 		preAuth:    preAuthRESPLimits(),
 		budget:     budget,
-		gate:       newPreAuthGate(budget, cfg.RESPMaxClients, cfg.RESPMaxPreAuthPerAddr),
+		gate:       newPreAuthGate(budget, opt.MaxClients, opt.MaxPreAuthPerAddr),
 		timeouts:   timeouts,
 		slack:      timeouts.slack(),
-		maxClients: cfg.RESPMaxClients,
-		acl:        newRESPACL(cfg.RESPPassword, cfg.RESPUsers),
+		maxClients: opt.MaxClients,
+		acl:        newRESPACL(opt.Password, opt.Users),
 		throttle:   newAuthThrottle(),
 		commands:   respCommandTable,
 		ctx:        ctx,
 		cancel:     cancel,
+		tracking:   tracking,
 		conns:      map[*respConn]struct{}{},
 		info:       respInfo{started: time.Now()},
 	}
 }
 
-// serve accepts connections on ln, in the background, until close.
-func (s *respServer) serve(ln net.Listener) {
+// Serve accepts connections on ln, in the background, until Close.
+func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
 	s.wg.Add(2)
 	go s.accept()
 	go s.sampleRates()
 }
 
-// advertisedAddr is the address clients are told to use: the bound one, or, when bound to every interface,
+// Addr is the advertised address.
+func (s *Server) Addr() string { return s.addr }
+
+// AuthRequired reports whether a client must log in before it runs commands.
+func (s *Server) AuthRequired() bool { return s.acl.required() }
+
+// AdvertisedAddr is the address clients are told to use: the bound one, or, when bound to every interface,
 // the data address's host with the bound port.
-func advertisedAddr(bound *net.TCPAddr, dataAddr string) string {
+func AdvertisedAddr(bound *net.TCPAddr, dataAddr string) string {
 	if !bound.IP.IsUnspecified() {
 		return bound.String()
 	}
@@ -156,7 +140,7 @@ func advertisedAddr(bound *net.TCPAddr, dataAddr string) string {
 
 // accept admits connections until the listener closes. Other accept errors (out of file descriptors, say)
 // are waited out with a growing pause rather than ending the endpoint.
-func (s *respServer) accept() {
+func (s *Server) accept() {
 	defer s.wg.Done()
 	pause := 5 * time.Millisecond
 	for {
@@ -180,7 +164,7 @@ func (s *respServer) accept() {
 }
 
 // admit starts serving conn, unless the server is closing or full.
-func (s *respServer) admit(conn net.Conn) {
+func (s *Server) admit(conn net.Conn) {
 	c, reason := s.open(conn)
 	switch {
 	case c != nil:
@@ -195,7 +179,7 @@ func (s *respServer) admit(conn net.Conn) {
 
 // open registers a new connection, or says why it may not have one ("" when the server is closing). A
 // connection needs a slot under RESPMaxClients and its first read buffer from the budget.
-func (s *respServer) open(conn net.Conn) (*respConn, string) {
+func (s *Server) open(conn net.Conn) (*respConn, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -229,7 +213,7 @@ const respMaxTurningAway = 64
 
 // turnAway tells a refused client why and closes it, in the background and within a second, so a client
 // that does not read (or a TLS handshake that never ends) cannot hold up accepting others.
-func (s *respServer) turnAway(conn net.Conn, reason string) {
+func (s *Server) turnAway(conn net.Conn, reason string) {
 	if s.turningAway.Add(1) > respMaxTurningAway {
 		s.turningAway.Add(-1)
 		conn.Close()
@@ -246,7 +230,7 @@ func (s *respServer) turnAway(conn net.Conn, reason string) {
 }
 
 // drop forgets a connection that stopped being served and gives its buffers back.
-func (s *respServer) drop(c *respConn) {
+func (s *Server) drop(c *respConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.retire(c)
@@ -262,15 +246,15 @@ func (s *respServer) drop(c *respConn) {
 	s.wg.Done()
 }
 
-// clients counts open connections.
-func (s *respServer) clients() int {
+// Clients counts open connections.
+func (s *Server) Clients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
 
-// close stops accepting, closes every connection and waits for every goroutine the server started.
-func (s *respServer) close() error {
+// Close stops accepting, closes every connection and waits for every goroutine the server started.
+func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {
@@ -285,7 +269,7 @@ func (s *respServer) close() error {
 
 // respConn is one client connection. Its state is touched only by its own goroutine.
 type respConn struct {
-	srv    *respServer
+	srv    *Server
 	conn   net.Conn
 	rd     *respReader
 	wr     *respWriter
@@ -321,7 +305,7 @@ type respConn struct {
 
 // newRESPConn returns the connection of conn for user (nil: not logged in), whose first read buffer is
 // counted in budget.
-func newRESPConn(s *respServer, conn net.Conn, user *respUser, budget *respBudget) *respConn {
+func newRESPConn(s *Server, conn net.Conn, user *respUser, budget *respBudget) *respConn {
 	c := &respConn{srv: s, conn: conn, id: s.nextID.Add(1), user: user, opened: time.Now()}
 	sock, _ := rawio.Of(conn)
 	lim := s.limits
@@ -392,9 +376,9 @@ func (c *respConn) recoverCommand(replyAt, sends int) {
 		return
 	}
 	if c.srv.contain != nil {
-		c.srv.contain(panicInRESP, -1, v, "a RESP command")
+		c.srv.contain(v, "a RESP command")
 	} else {
-		c.srv.log.Error("recovered a panic", "where", panicInRESP.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		c.srv.log.Error("recovered a panic", "where", "resp", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	}
 	c.quit = true
 	if c.wr.sends != sends || len(c.wr.buf) < replyAt {

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"io"
@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/clock"
 )
 
 // respBudget is the memory the query buffers of every RESP connection may hold together. A reader reserves
@@ -19,6 +21,26 @@ type respBudget struct {
 }
 
 func newRESPBudget(limit int64) *respBudget { return &respBudget{limit: limit} }
+
+// Buffers is what a budget of query and reply buffers holds: now, at most ever, and at most allowed.
+type Buffers struct {
+	Used, Peak, Limit int64
+}
+
+func (b *respBudget) buffers() Buffers {
+	return Buffers{Used: b.used.Load(), Peak: b.peak.Load(), Limit: b.limit}
+}
+
+// Buffers reports the buffers of every connection, and of those not logged in yet, which take at most a
+// share of the whole.
+func (s *Server) Buffers() (all, preAuth Buffers) { return s.budget.buffers(), s.gate.budget.buffers() }
+
+// PreAuthConnBound bounds the buffers of one connection not logged in yet, and InitialBuffer is the
+// buffer a connection starts with.
+const (
+	PreAuthConnBound = PreAuthMaxQuery + respMaxHeaderLine + 16*respArgOverhead
+	InitialBuffer    = respInitialBuffer
+)
 
 // preAuthShare is the part of the query buffer budget, as a divisor, that clients not logged in may take
 // together: whatever they hold, logged-in clients keep the rest.
@@ -75,7 +97,7 @@ func (t respTimeouts) slack() time.Duration {
 			shortest = d
 		}
 	}
-	return deadlineSlack(shortest)
+	return clock.DeadlineSlack(shortest)
 }
 
 // beforeRead runs before every read that may block: it publishes what the connection counted, sends the
@@ -140,7 +162,7 @@ type deadlineWriter struct {
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	if d.timeout > 0 {
-		if want := time.Now().Add(d.timeout); want.Sub(d.deadline) > deadlineSlack(d.timeout) {
+		if want := time.Now().Add(d.timeout); want.Sub(d.deadline) > clock.DeadlineSlack(d.timeout) {
 			if err := d.conn.SetWriteDeadline(want); err != nil {
 				return 0, err
 			}

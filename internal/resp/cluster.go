@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"context"
@@ -12,14 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/serf/serf"
-
 	"github.com/zaris-go/zaris/internal/kv"
 )
 
-// respNodeID is the 40-hex-digit node id Redis Cluster clients expect, derived from the node's name so it is
+// RedisNodeID is the 40-hex-digit node id Redis Cluster clients expect, derived from the node's name so it is
 // the same on every node and across restarts.
-func respNodeID(id NodeID) string {
+func RedisNodeID(id kv.NodeID) string {
 	sum := sha1.Sum([]byte(id))
 	return hex.EncodeToString(sum[:])
 }
@@ -27,35 +25,34 @@ func respNodeID(id NodeID) string {
 // slotRange is a run of slots served by one node.
 type slotRange struct {
 	first, last uint16
-	owner       NodeID
+	owner       kv.NodeID
 }
 
 // slotRanges lists the slots of m that a RESP client can be sent to, in slot order, merging neighbouring
 // partitions with the same owner. Partitions without an owner, or whose owner has no RESP endpoint, are
 // left out.
-func slotRanges(m *ClusterMap) []slotRange {
+func slotRanges(m *Topology) []slotRange {
 	if m.Version == 0 {
 		return nil
 	}
-	layout := m.Layout()
 	var out []slotRange
-	for p, st := range m.Runtime {
-		if st.Owner == "" || st.Health == Unavailable || m.Nodes[st.Owner].RESPAddr == "" {
+	for i := range m.Partitions {
+		p := &m.Partitions[i]
+		if !m.served(p) {
 			continue
 		}
-		first, last := layout.PartitionSlots(p)
-		if n := len(out); n > 0 && out[n-1].owner == st.Owner && out[n-1].last+1 == first {
-			out[n-1].last = last
+		if n := len(out); n > 0 && out[n-1].owner == p.Owner && out[n-1].last+1 == p.First {
+			out[n-1].last = p.Last
 			continue
 		}
-		out = append(out, slotRange{first: first, last: last, owner: st.Owner})
+		out = append(out, slotRange{first: p.First, last: p.Last, owner: p.Owner})
 	}
 	return out
 }
 
 // respNode is a cluster member as RESP clients see it.
 type respNode struct {
-	id      NodeID
+	id      kv.NodeID
 	host    string
 	port    int
 	busPort int
@@ -65,43 +62,33 @@ type respNode struct {
 }
 
 // memberStates says what gossip knows of each member. An absent member left long ago or was never seen.
-type memberStates map[NodeID]serf.MemberStatus
+type memberStates map[kv.NodeID]MemberState
 
 // memberStates returns the members' states as gossip sees them, or nil before the node gossips.
-func (s *respServer) memberStates() memberStates {
-	ms := s.members.Load()
-	if ms == nil {
-		return nil
-	}
-	out := memberStates{}
-	for _, mb := range ms.members() {
-		out[mb.ID] = mb.Status
-	}
-	return out
-}
+func (s *Server) memberStates() memberStates { return s.node.Members() }
 
 // departed reports whether gossip says id left the cluster, or no longer knows it.
-func (st memberStates) departed(id NodeID) bool {
+func (st memberStates) departed(id kv.NodeID) bool {
 	if st == nil {
 		return false
 	}
 	status, known := st[id]
-	return !known || status == serf.StatusLeft
+	return !known || status == MemberLeft
 }
 
 // respNodes lists the members of m with a RESP endpoint, sorted by name, with the slot ranges they serve.
 // A member that departed (states) is left out unless it still serves slots.
-func respNodes(m *ClusterMap, ranges []slotRange, states memberStates) []respNode {
-	byID := map[NodeID]*respNode{}
+func respNodes(m *Topology, ranges []slotRange, states memberStates) []respNode {
+	byID := map[kv.NodeID]*respNode{}
 	var out []respNode
-	for _, info := range m.Nodes {
+	for id, info := range m.Nodes {
 		host, port, ok := splitHostPort(info.RESPAddr)
 		if !ok {
 			continue
 		}
 		_, bus, _ := splitHostPort(info.DataAddr)
-		out = append(out, respNode{id: info.ID, host: host, port: port, busPort: bus,
-			failed: states[info.ID] == serf.StatusFailed})
+		out = append(out, respNode{id: id, host: host, port: port, busPort: bus,
+			failed: states[id] == MemberFailed})
 	}
 	slices.SortFunc(out, func(a, b respNode) int { return strings.Compare(string(a.id), string(b.id)) })
 	for i := range out {
@@ -112,9 +99,9 @@ func respNodes(m *ClusterMap, ranges []slotRange, states memberStates) []respNod
 			n.slots = append(n.slots, r)
 		}
 	}
-	for p, st := range m.Runtime {
-		if n := byID[st.Owner]; n != nil {
-			n.epoch = max(n.epoch, m.Runtime[p].Epoch)
+	for _, p := range m.Partitions {
+		if n := byID[p.Owner]; n != nil {
+			n.epoch = max(n.epoch, p.Epoch)
 		}
 	}
 	return slices.DeleteFunc(out, func(n respNode) bool { return len(n.slots) == 0 && states.departed(n.id) })
@@ -142,9 +129,9 @@ func (c *respConn) cmdCluster(args [][]byte) {
 	case isSubcommand(sub, "INFO") && len(args) == 2:
 		c.clusterInfo()
 	case isSubcommand(sub, "KEYSLOT") && len(args) == 3:
-		c.wr.int(int64(KeySlotBytes(args[2])))
+		c.wr.int(int64(kv.KeySlotBytes(args[2])))
 	case (isSubcommand(sub, "MYID") || isSubcommand(sub, "MYSHARDID")) && len(args) == 2:
-		c.wr.bulkString(respNodeID(c.srv.id))
+		c.wr.bulkString(RedisNodeID(c.srv.id))
 	default:
 		c.unknownSubcommand("cluster", sub)
 	}
@@ -152,7 +139,7 @@ func (c *respConn) cmdCluster(args [][]byte) {
 
 // clusterSlots writes CLUSTER SLOTS: per slot range, its bounds and its node (host, port, id).
 func (c *respConn) clusterSlots() {
-	m := c.srv.clusterMap()
+	m := c.srv.node.Topology()
 	ranges := slotRanges(m)
 	c.wr.array(len(ranges))
 	for _, r := range ranges {
@@ -163,13 +150,13 @@ func (c *respConn) clusterSlots() {
 		c.wr.array(3)
 		c.wr.bulkString(host)
 		c.wr.int(int64(port))
-		c.wr.bulkString(respNodeID(r.owner))
+		c.wr.bulkString(RedisNodeID(r.owner))
 	}
 }
 
 // clusterShards writes CLUSTER SHARDS: one shard per node, each with its slot ranges and the node itself.
 func (c *respConn) clusterShards() {
-	m := c.srv.clusterMap()
+	m := c.srv.node.Topology()
 	nodes := respNodes(m, slotRanges(m), c.srv.memberStates())
 	c.wr.array(len(nodes))
 	for _, n := range nodes {
@@ -187,7 +174,7 @@ func (c *respConn) clusterShards() {
 		if n.failed {
 			health = "fail"
 		}
-		for _, kv := range [][2]string{{"id", respNodeID(n.id)}, {"ip", n.host}, {"endpoint", n.host}, {"role", "master"}, {"health", health}} {
+		for _, kv := range [][2]string{{"id", RedisNodeID(n.id)}, {"ip", n.host}, {"endpoint", n.host}, {"role", "master"}, {"health", health}} {
 			c.wr.bulkString(kv[0])
 			c.wr.bulkString(kv[1])
 		}
@@ -200,7 +187,7 @@ func (c *respConn) clusterShards() {
 
 // clusterNodes writes CLUSTER NODES: one line per node in Redis's format.
 func (c *respConn) clusterNodes() {
-	m := c.srv.clusterMap()
+	m := c.srv.node.Topology()
 	var b strings.Builder
 	for _, n := range respNodes(m, slotRanges(m), c.srv.memberStates()) {
 		flags, link := "master", "connected"
@@ -210,7 +197,7 @@ func (c *respConn) clusterNodes() {
 		case n.failed:
 			flags, link = "master,fail", "disconnected"
 		}
-		b.WriteString(respNodeID(n.id) + " " + net.JoinHostPort(n.host, strconv.Itoa(n.port)) + "@" + strconv.Itoa(n.busPort) +
+		b.WriteString(RedisNodeID(n.id) + " " + net.JoinHostPort(n.host, strconv.Itoa(n.port)) + "@" + strconv.Itoa(n.busPort) +
 			" " + flags + " - 0 0 " + strconv.FormatUint(n.epoch, 10) + " " + link)
 		for _, r := range n.slots {
 			b.WriteString(" " + strconv.Itoa(int(r.first)))
@@ -228,7 +215,7 @@ func (c *respConn) clusterNodes() {
 // leader for longer than a few election timeouts fails the cluster's state whatever the slots, and a last
 // field, zaris_cluster_state_reason, says so: nothing can fail over or move meanwhile.
 func (c *respConn) clusterInfo() {
-	m, states := c.srv.clusterMap(), c.srv.memberStates()
+	m, states := c.srv.node.Topology(), c.srv.memberStates()
 	slots := countSlots(m, states)
 	nodes := respNodes(m, slotRanges(m), states)
 	size := 0
@@ -242,12 +229,12 @@ func (c *respConn) clusterInfo() {
 			myEpoch = n.epoch
 		}
 	}
-	control := c.srv.controlPlane()
+	control := c.srv.node.Control()
 	state := "fail"
-	if slots.served() == NumSlots && !control.Alarm {
+	if slots.served() == kv.NumSlots && !control.Alarm {
 		state = "ok"
 	}
-	sent, received := c.srv.owner.infoMessages()
+	sent, received := c.srv.node.Messages()
 	var w infoText
 	w.field("cluster_state", state)
 	w.int("cluster_slots_assigned", int64(slots.assigned))
@@ -280,21 +267,20 @@ type slotCounts struct {
 func (n slotCounts) served() int { return n.ok + n.pfail }
 
 // countSlots sorts the slots of m by what serves them, with gossip's view of the members in states.
-func countSlots(m *ClusterMap, states memberStates) slotCounts {
+func countSlots(m *Topology, states memberStates) slotCounts {
 	var n slotCounts
 	if m.Version == 0 {
 		return n
 	}
-	layout := m.Layout()
-	for p, st := range m.Runtime {
-		first, last := layout.PartitionSlots(p)
-		slots := int(last-first) + 1
+	for i := range m.Partitions {
+		p := &m.Partitions[i]
+		slots := int(p.Last-p.First) + 1
 		switch {
-		case st.Owner == "" && len(m.Assignment[p]) == 0:
+		case p.Owner == "" && !p.Assigned:
 			continue
-		case st.Owner == "" || st.Health == Unavailable || m.Nodes[st.Owner].RESPAddr == "":
+		case !m.served(p):
 			n.fail += slots
-		case states[st.Owner] == serf.StatusFailed:
+		case states[p.Owner] == MemberFailed:
 			n.pfail += slots
 		default:
 			n.ok += slots
@@ -389,8 +375,8 @@ func (c *respConn) cmdScan(args [][]byte) {
 	if !ok {
 		return
 	}
-	reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
-	if reply.Status != StatusSuccess {
+	reply := c.srv.node.ServeOwnedScan(c.srv.ctx, &req)
+	if reply.Status != kv.StatusSuccess {
 		c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 		return
 	}
@@ -418,8 +404,8 @@ func (c *respConn) cmdKeys(args [][]byte) {
 	held := 0
 	defer func() { c.srv.budget.release(held) }()
 	for {
-		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
-		if reply.Status != StatusSuccess {
+		reply := c.srv.node.ServeOwnedScan(c.srv.ctx, &req)
+		if reply.Status != kv.StatusSuccess {
 			c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
@@ -461,14 +447,14 @@ func (c *respConn) checkPattern(pattern []byte) bool {
 // those of them it may access, counted a page at a time as KEYS walks them.
 func (c *respConn) cmdDBSize([][]byte) {
 	if c.user.keys == nil {
-		c.wr.int(int64(c.srv.owner.ownedKeyCount()))
+		c.wr.int(int64(c.srv.node.OwnedKeyCount()))
 		return
 	}
 	req := kv.ScanRequest{Count: kv.MaxScanCount}
 	count := 0
 	for {
-		reply := c.srv.owner.serveOwnedScan(c.srv.ctx, &req)
-		if reply.Status != StatusSuccess {
+		reply := c.srv.node.ServeOwnedScan(c.srv.ctx, &req)
+		if reply.Status != kv.StatusSuccess {
 			c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
 			return
 		}
@@ -487,23 +473,19 @@ const recoverCommandTimeout = time.Minute
 // cmdRecover is RECOVER, an administrator's RecoverControlPlane over RESP (`zaris recover`): it replies
 // with the report, or with the reason it refused.
 func (c *respConn) cmdRecover([][]byte) {
-	if c.srv.recover == nil {
-		c.wr.error("ERR RECOVER needs a node")
-		return
-	}
-	if c.srv.members.Load() == nil { // also orders this read after the node's membership was set
+	if c.srv.node.Members() == nil {
 		c.wr.error("ERR RECOVER: the node has not joined its cluster yet")
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.srv.ctx, recoverCommandTimeout)
 	defer cancel()
-	report, err := c.srv.recover(ctx)
+	report, err := c.srv.node.Recover(ctx)
 	switch {
 	case errors.Is(err, ErrQuorumReachable):
 		c.wr.error("QUORUM " + err.Error())
 	case err != nil:
 		c.wr.error("ERR " + err.Error())
 	default:
-		c.wr.bulkString(report.String())
+		c.wr.bulkString(report)
 	}
 }

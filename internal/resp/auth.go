@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"crypto/sha256"
@@ -15,6 +15,22 @@ import (
 	"github.com/zaris-go/zaris/internal/throttle"
 )
 
+// User is a user of the RESP endpoint, like a Redis 6+ ACL user: clients log in as it with AUTH name
+// password or HELLO 3 AUTH name password.
+type User struct {
+	Name string
+	// Passwords lists the passwords that log the user in; NoPass lets any password do.
+	Passwords []string
+	NoPass    bool
+	// Disabled users cannot log in (Redis's "off").
+	Disabled bool
+	// ReadOnly users run no command that writes or administers (SET, DEL, CONFIG, ...).
+	ReadOnly bool
+	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
+	// list: none. SCAN, KEYS and DBSIZE list and count only those keys for the user.
+	Keys []string
+}
+
 // respUser is a RESP user as the endpoint checks it: passwords kept as SHA-256 digests, compared in
 // constant time.
 type respUser struct {
@@ -26,7 +42,7 @@ type respUser struct {
 	keys     []string // glob patterns; nil: every key
 }
 
-func newRESPUser(u RESPUser) *respUser {
+func newUser(u User) *respUser {
 	ru := &respUser{name: u.Name, nopass: u.NoPass, disabled: u.Disabled, readOnly: u.ReadOnly, keys: u.Keys}
 	for _, p := range u.Passwords {
 		ru.digests = append(ru.digests, sha256.Sum256([]byte(p)))
@@ -42,15 +58,15 @@ type respACL struct {
 
 // newRESPACL builds the users: "default" has password (none: any password, as Redis's nopass) unless users
 // defines it.
-func newRESPACL(password string, users []RESPUser) *respACL {
-	acl := &respACL{users: map[string]*respUser{}, decoy: newRESPUser(RESPUser{Passwords: []string{"\x00"}})}
-	def := RESPUser{Name: "default", NoPass: password == ""}
+func newRESPACL(password string, users []User) *respACL {
+	acl := &respACL{users: map[string]*respUser{}, decoy: newUser(User{Passwords: []string{"\x00"}})}
+	def := User{Name: "default", NoPass: password == ""}
 	if password != "" {
 		def.Passwords = []string{password}
 	}
-	acl.users[def.Name] = newRESPUser(def)
+	acl.users[def.Name] = newUser(def)
 	for _, u := range users {
-		acl.users[u.Name] = newRESPUser(u)
+		acl.users[u.Name] = newUser(u)
 	}
 	return acl
 }
@@ -84,9 +100,9 @@ func (a *respACL) authenticate(name, pass []byte) *respUser {
 	return u
 }
 
-// validateRESPUsers checks RESPUsers: named, once each, "default" defined by one of RESPPassword and
-// RESPUsers only.
-func validateRESPUsers(users []RESPUser, password string) error {
+// ValidateUsers checks the users of Config.RESPUsers: named, once each, "default" defined by one of
+// RESPPassword and RESPUsers only.
+func ValidateUsers(users []User, password string) error {
 	seen := map[string]bool{}
 	for _, u := range users {
 		switch {

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -43,6 +43,24 @@ type respCommand struct {
 }
 
 func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
+
+// CommandSpec describes a command as COMMAND INFO does, with how it runs its keys' operations.
+type CommandSpec struct {
+	Flags         []string
+	FirstKey      int  // 0: it takes no key
+	Grouped       bool // runs its keys' operations in one atomic group, even on one key
+	ControlsMulti bool // runs at once inside MULTI instead of being queued
+}
+
+// Commands describes every command the endpoint serves, by lower-case name.
+func Commands() map[string]CommandSpec {
+	out := make(map[string]CommandSpec, len(respCommandTable))
+	for name, cmd := range respCommandTable {
+		out[name] = CommandSpec{Flags: slices.Clone(cmd.flags), FirstKey: cmd.firstKey, Grouped: cmd.grouped,
+			ControlsMulti: cmd.controlsMulti}
+	}
+	return out
+}
 
 // fullName names the command as ACL errors do: "config|get" for a subcommand.
 func (cmd *respCommand) fullName(args [][]byte) string {
@@ -215,7 +233,7 @@ func buildRESPCommands() map[string]*respCommand {
 
 // dispatch runs one command: HTTP refusal, lookup, arity, authentication, permissions, then the command
 // itself, or, inside MULTI, its queueing (resp_txn.go).
-func (s *respServer) dispatch(c *respConn, args [][]byte) {
+func (s *Server) dispatch(c *respConn, args [][]byte) {
 	if isHTTPInput(args[0]) {
 		c.refuseHTTP()
 		return
@@ -257,7 +275,7 @@ func (c *respConn) admission(cmd *respCommand, args [][]byte) string {
 }
 
 // lookup finds a command by name in any case, without allocating.
-func (s *respServer) lookup(name []byte) *respCommand {
+func (s *Server) lookup(name []byte) *respCommand {
 	var lower [16]byte
 	if len(name) > len(lower) {
 		return nil
@@ -332,9 +350,9 @@ func (c *respConn) ownKey(key string) (int, bool) {
 	if c.exec != nil {
 		return c.exec.seg, true // EXEC checked the transaction's slot before it began
 	}
-	seg, refusal, owned := c.srv.owner.checkOwner(key)
+	seg, refusal, owned := c.srv.node.CheckOwner(key)
 	if !owned {
-		c.refuse(KeySlot(key), refusal)
+		c.refuse(kv.KeySlot(key), refusal)
 	}
 	return seg, owned
 }
@@ -342,9 +360,9 @@ func (c *respConn) ownKey(key string) (int, bool) {
 // ownKeys checks that keys share one slot (CROSSSLOT otherwise, as in Redis Cluster) and that this node owns
 // it. It returns the segment of all the keys.
 func (c *respConn) ownKeys(keys [][]byte) (int, bool) {
-	slot := KeySlotBytes(keys[0])
+	slot := kv.KeySlotBytes(keys[0])
 	for _, k := range keys[1:] {
-		if KeySlotBytes(k) != slot {
+		if kv.KeySlotBytes(k) != slot {
 			c.wr.error("CROSSSLOT Keys in request don't hash to the same slot")
 			return 0, false
 		}
@@ -358,29 +376,29 @@ const respOOMError = "OOM command not allowed when used memory > 'maxmemory'."
 // refuse writes the Redis Cluster reply for a status that keeps the node from serving slot.
 func (c *respConn) refuse(slot uint16, reply kv.Reply) {
 	switch reply.Status {
-	case StatusMoved:
+	case kv.StatusMoved:
 		if addr := c.srv.respAddrOf(reply.Owner); addr != "" {
 			c.wr.error("MOVED " + strconv.Itoa(int(slot)) + " " + addr)
 			return
 		}
 		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is served by a node without a RESP endpoint")
-	case StatusOwnershipChanging, StatusReplicaWriteRejected:
+	case kv.StatusOwnershipChanging, kv.StatusReplicaWriteRejected:
 		c.wr.error("TRYAGAIN Ownership of hash slot " + strconv.Itoa(int(slot)) + " is changing, try again")
-	case StatusLocked:
+	case kv.StatusLocked:
 		c.wr.error("TRYAGAIN A key of hash slot " + strconv.Itoa(int(slot)) + " is locked by a transaction being committed, try again")
-	case StatusPartitionUnavailable:
+	case kv.StatusPartitionUnavailable:
 		c.wr.error("CLUSTERDOWN Hash slot " + strconv.Itoa(int(slot)) + " is not served")
-	case StatusNotReady:
+	case kv.StatusNotReady:
 		c.wr.error("CLUSTERDOWN The cluster has no slot map yet")
-	case StatusNotEnoughReplicas:
+	case kv.StatusNotEnoughReplicas:
 		c.wr.error("NOREPLICAS Not enough good replicas to write.")
-	case StatusInternal:
+	case kv.StatusInternal:
 		c.wr.error(respInternalError)
-	case StatusLoadFailed:
+	case kv.StatusLoadFailed:
 		c.wr.error("ERR load failed: " + string(reply.Value))
-	case StatusOutOfMemory:
+	case kv.StatusOutOfMemory:
 		c.wr.error(respOOMError)
-	case StatusUnconfirmed:
+	case kv.StatusUnconfirmed:
 		c.wr.error("UNCONFIRMED The write was applied but ownership of hash slot " + strconv.Itoa(int(slot)) +
 			" changed before its replicas confirmed it; it may or may not survive")
 	default:
@@ -389,8 +407,8 @@ func (c *respConn) refuse(slot uint16, reply kv.Reply) {
 }
 
 // respAddrOf returns the RESP address the committed map records for id.
-func (s *respServer) respAddrOf(id NodeID) string {
-	return s.clusterMap().Nodes[id].RESPAddr
+func (s *Server) respAddrOf(id kv.NodeID) string {
+	return s.node.Topology().Nodes[id].RESPAddr
 }
 
 // apply runs one key operation on the owned segment seg. A reply that is not an answer to the operation
@@ -401,23 +419,23 @@ func (c *respConn) apply(op transport.Op, seg int, req *kv.Request) (kv.Reply, b
 
 // answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
 func (c *respConn) answered(op transport.Op, req *kv.Request, reply kv.Reply) (kv.Reply, bool) {
-	if readOnly(op) {
+	if c.srv.node.ReadOnly(op) {
 		c.stats.counted.lookup(reply.Status)
 	}
 	switch reply.Status {
-	case StatusSuccess, StatusNotFound:
+	case kv.StatusSuccess, kv.StatusNotFound:
 		return reply, true
-	case StatusWrongType:
+	case kv.StatusWrongType:
 		c.wr.error(wrongTypeMessage)
 		return reply, false
-	case StatusTooLarge:
+	case kv.StatusTooLarge:
 		if reply.Value != nil {
 			c.wr.error(string(reply.Value))
 			return reply, false
 		}
 		c.wr.error(replyTooLargeMessage)
 		return reply, false
-	case StatusInvalidRequest:
+	case kv.StatusInvalidRequest:
 		if reply.Value != nil {
 			c.wr.error(string(reply.Value))
 			return reply, false
@@ -425,7 +443,7 @@ func (c *respConn) answered(op transport.Op, req *kv.Request, reply kv.Reply) (k
 		c.wr.error(refusalMessage(op, reply.Int))
 		return reply, false
 	}
-	c.refuse(KeySlot(req.Key), reply)
+	c.refuse(kv.KeySlot(req.Key), reply)
 	return reply, false
 }
 
@@ -480,7 +498,7 @@ func (c *respConn) cmdGet(args [][]byte) {
 }
 
 func (c *respConn) valueReply(reply kv.Reply) {
-	if reply.Status == StatusNotFound {
+	if reply.Status == kv.StatusNotFound {
 		c.wr.null()
 		return
 	}
@@ -591,7 +609,7 @@ func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
 	if !ok {
 		return
 	}
-	if !readOnly(op) {
+	if !c.srv.node.ReadOnly(op) {
 		size := 0
 		for _, k := range keys {
 			size += len(k) + kv.GroupOpOverhead
@@ -606,7 +624,7 @@ func (c *respConn) countKeys(op transport.Op, keys [][]byte) {
 		if !ok {
 			return
 		}
-		if reply.Status == StatusSuccess {
+		if reply.Status == kv.StatusSuccess {
 			count++
 		}
 	}
@@ -623,8 +641,8 @@ func (c *respConn) cmdMGet(args [][]byte) {
 	for i, k := range keys {
 		req := c.request(k)
 		reply := c.applyKV(kv.OpGet, seg, req)
-		if reply.Status == StatusWrongType {
-			reply = kv.Reply{Status: StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
+		if reply.Status == kv.StatusWrongType {
+			reply = kv.Reply{Status: kv.StatusNotFound} // MGET answers nil for a key of another kind, as Redis does
 		}
 		if replies[i], ok = c.answered(kv.OpGet, req, reply); !ok {
 			return
@@ -732,7 +750,7 @@ func (c *respConn) cmdExpire(args [][]byte) {
 		ttl = time.Duration(n) * scale
 	}
 	if reply, ok := c.keyOp(kv.OpExpire, &kv.Request{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
-		c.wr.int(kv.BoolInt(reply.Status == StatusSuccess))
+		c.wr.int(kv.BoolInt(reply.Status == kv.StatusSuccess))
 	}
 }
 
@@ -768,9 +786,9 @@ func (c *respConn) cmdTTL(args [][]byte) {
 	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
 	switch {
 	case !ok:
-	case reply.Status == StatusNotFound:
+	case reply.Status == kv.StatusNotFound:
 		c.wr.int(-2)
-	case time.Duration(reply.Int) == NoExpiry:
+	case reply.Int == -1: // no expiry
 		c.wr.int(-1)
 	case args[0][0]|0x20 == 'p':
 		c.wr.int((reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond))
@@ -984,7 +1002,7 @@ func (c *respConn) cmdObject(args [][]byte) {
 		reply, ok := c.keyOp(kv.OpObject, &kv.Request{Key: string(args[2]), Args: [][]byte{[]byte(what)}})
 		switch {
 		case !ok:
-		case reply.Status == StatusNotFound:
+		case reply.Status == kv.StatusNotFound:
 			c.wr.null()
 		case sub == "refcount":
 			c.wr.int(1)
@@ -1180,16 +1198,17 @@ func (c *respConn) configSet(pairs [][]byte) {
 		name, value := strings.ToLower(string(pairs[i])), string(pairs[i+1])
 		switch name {
 		case "maxmemory":
-			n, err := ParseMemorySize(value)
+			n, err := kv.ParseMemorySize(value)
 			if err != nil {
 				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument couldn't be parsed into an integer")
 				return
 			}
 			limit = n
 		case "maxmemory-policy":
-			if _, ok := evictionPolicyIndex(value); !ok {
+			policies := c.srv.node.Memory().Policies()
+			if !slices.ContainsFunc(policies, func(p string) bool { return strings.EqualFold(p, value) }) {
 				c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: " +
-					strings.Join(evictionPolicies, ", "))
+					strings.Join(policies, ", "))
 				return
 			}
 			policy = value
@@ -1199,19 +1218,19 @@ func (c *respConn) configSet(pairs [][]byte) {
 		}
 	}
 	if limit >= 0 {
-		if err := c.srv.memory.checkMax(limit); err != nil {
+		if err := c.srv.node.Memory().CheckMax(limit); err != nil {
 			c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - " + err.Error())
 			return
 		}
 	}
 	if policy != "" {
-		if err := c.srv.memory.setPolicy(policy); err != nil {
+		if err := c.srv.node.Memory().SetPolicy(policy); err != nil {
 			c.wr.error("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - " + err.Error())
 			return
 		}
 	}
 	if limit >= 0 {
-		_ = c.srv.memory.setMax(limit) // checked above
+		_ = c.srv.node.Memory().SetMax(limit) // checked above
 	}
 	c.wr.ok()
 }
@@ -1224,8 +1243,8 @@ func (c *respConn) respConfig() [][2]string {
 		{"appendonly", "no"},
 		{"save", ""},
 		{"databases", "1"},
-		{"maxmemory", strconv.FormatInt(s.memory.limit(), 10)},
-		{"maxmemory-policy", s.memory.policyName()},
+		{"maxmemory", strconv.FormatInt(s.node.Memory().Limit(), 10)},
+		{"maxmemory-policy", s.node.Memory().PolicyName()},
 		{"timeout", strconv.FormatInt(int64(s.timeouts.idle/time.Second), 10)},
 		{"maxclients", strconv.Itoa(s.maxClients)},
 		{"cluster-enabled", "yes"},

@@ -1,18 +1,20 @@
-package zaris
+package resp
 
 import (
 	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
-// respTracking is the server side of Redis client-side caching (CLIENT TRACKING, default mode, RESP3): it
+// Tracking is the server side of Redis client-side caching (CLIENT TRACKING, default mode, RESP3): it
 // remembers which connections read which keys this node owns, and when such a key is written (from any
 // node: every write of it is applied here) or this node stops owning it, it pushes an invalidation to each
 // of them and forgets the key, as Redis does. The keys remembered are bounded in number and in bytes;
 // beyond, the oldest are invalidated early.
-type respTracking struct {
+type Tracking struct {
 	active   atomic.Int32 // connections with tracking on: writes cost nothing while there are none
 	max      int
 	maxBytes int64
@@ -26,22 +28,22 @@ type respTracking struct {
 // The bounds of the keys a node remembers for client-side caching: Redis's tracking-table-max-keys
 // defaults to a million, and a key may be as long as a value, so the bytes are bounded too.
 const (
-	respTrackedKeys  = 1 << 20
-	respTrackedBytes = 64 << 20
+	TrackedKeys  = 1 << 20
+	TrackedBytes = 64 << 20
 	// trackedKeyOverhead and trackedReaderCost are what the table keeps per key besides its bytes, and per
 	// connection that read it (both maps' entries).
 	trackedKeyOverhead = 96
 	trackedReaderCost  = 64
 )
 
-func newRESPTracking(max int, maxBytes int64) *respTracking {
-	return &respTracking{max: max, maxBytes: maxBytes, keys: map[string]map[*respConn]struct{}{}}
+func NewTracking(max int, maxBytes int64) *Tracking {
+	return &Tracking{max: max, maxBytes: maxBytes, keys: map[string]map[*respConn]struct{}{}}
 }
 
 func trackedKeyCost(key string) int64 { return int64(len(key)) + trackedKeyOverhead }
 
 // remember records that c read key.
-func (t *respTracking) remember(c *respConn, key string) {
+func (t *Tracking) remember(c *respConn, key string) {
 	t.mu.Lock()
 	readers := t.keys[key]
 	if readers == nil {
@@ -91,7 +93,7 @@ func (k trackedKey) push() {
 }
 
 // forgetLocked drops key and returns the connections that read it. The caller holds t.mu.
-func (t *respTracking) forgetLocked(key string) map[*respConn]struct{} {
+func (t *Tracking) forgetLocked(key string) map[*respConn]struct{} {
 	readers, ok := t.keys[key]
 	if !ok {
 		return nil
@@ -108,17 +110,8 @@ func (t *respTracking) forgetLocked(key string) map[*respConn]struct{} {
 }
 
 // written is the tracking table's write listener: a write invalidates the keys it changed.
-func (t *respTracking) written(_ int, _, _ uint64, key string, _ *entry, change writeChange) {
-	if key != "" {
-		t.invalidate(key)
-	}
-	for i := range change.multi {
-		t.invalidate(change.multi[i].Key)
-	}
-}
-
-// invalidate tells every connection that read key that it changed, and forgets it.
-func (t *respTracking) invalidate(key string) {
+// Invalidate tells every connection that read key that it changed, and forgets it.
+func (t *Tracking) Invalidate(key string) {
 	if t.active.Load() == 0 {
 		return
 	}
@@ -128,9 +121,9 @@ func (t *respTracking) invalidate(key string) {
 	trackedKey{key, readers}.push()
 }
 
-// invalidateWhere invalidates every remembered key for which gone reports true: keys of partitions this
+// InvalidateWhere invalidates every remembered key for which gone reports true: keys of partitions this
 // node no longer owns.
-func (t *respTracking) invalidateWhere(gone func(key string) bool) {
+func (t *Tracking) InvalidateWhere(gone func(key string) bool) {
 	if t.active.Load() == 0 {
 		return
 	}
@@ -143,12 +136,12 @@ func (t *respTracking) invalidateWhere(gone func(key string) bool) {
 	}
 	t.mu.Unlock()
 	for _, key := range keys {
-		t.invalidate(key)
+		t.Invalidate(key)
 	}
 }
 
 // start counts c as tracking.
-func (t *respTracking) start(c *respConn) {
+func (t *Tracking) start(c *respConn) {
 	if c.tracked == nil {
 		c.tracked = map[string]struct{}{}
 		t.active.Add(1)
@@ -156,7 +149,7 @@ func (t *respTracking) start(c *respConn) {
 }
 
 // stop forgets what c read and stops counting it.
-func (t *respTracking) stop(c *respConn) {
+func (t *Tracking) stop(c *respConn) {
 	if c.tracked == nil {
 		return
 	}
@@ -454,9 +447,9 @@ func (c *respConn) trackRead(cmd *respCommand, args [][]byte) {
 	if len(keys) == 0 {
 		return
 	}
-	m := c.srv.clusterMap()
+	m := c.srv.node.Topology()
 	for _, key := range keys {
-		if m.Runtime[m.Layout().KeyPartition(string(key))].Owner != c.srv.id {
+		if p := m.PartitionOf(kv.KeySlotBytes(key)); p == nil || p.Owner != c.srv.id {
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func (c *respConn) cmdZRevRank(args [][]byte) {
 	if !ok {
 		return
 	}
-	if rank.Status == StatusNotFound {
+	if rank.Status == kv.StatusNotFound {
 		c.wr.null()
 		return
 	}
@@ -265,7 +265,7 @@ func (c *respConn) cmdMSetNX(args [][]byte) {
 		if !ok {
 			return
 		}
-		if reply.Status == StatusSuccess {
+		if reply.Status == kv.StatusSuccess {
 			c.wr.int(0)
 			return
 		}
@@ -380,7 +380,7 @@ func (c *respConn) cmdHIncrByFloat(args [][]byte) {
 		return
 	}
 	base, baseInf := new(big.Float), false
-	if cur.Status == StatusSuccess {
+	if cur.Status == kv.StatusSuccess {
 		if base, baseInf, ok = longdouble.Parse(cur.Value); !ok {
 			c.wr.error("ERR hash value is not a float")
 			return

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -50,9 +50,9 @@ const (
 
 	// Before authentication a command has at most 10 arguments of 16 KiB, as in Redis, so an unknown
 	// client's buffer stays under 256 KiB.
-	respPreAuthMaxArgs  = 10
-	respPreAuthMaxBulk  = 16 << 10
-	respPreAuthMaxQuery = 256 << 10
+	respPreAuthMaxArgs = 10
+	respPreAuthMaxBulk = 16 << 10
+	PreAuthMaxQuery    = 256 << 10
 )
 
 // newRESPLimits returns the limits of an authenticated client: an argument may be as large as a value, and
@@ -72,7 +72,7 @@ func preAuthRESPLimits() respLimits {
 		maxBulk:   respPreAuthMaxBulk,
 		maxArgs:   respPreAuthMaxArgs,
 		maxInline: respDefaultMaxInline,
-		maxQuery:  respPreAuthMaxQuery,
+		maxQuery:  PreAuthMaxQuery,
 		unauth:    true,
 	}
 }

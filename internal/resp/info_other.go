@@ -1,6 +1,6 @@
 //go:build !linux
 
-package zaris
+package resp
 
 import "runtime"
 

@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"slices"
@@ -81,7 +81,7 @@ func (c *respConn) everyOther(pairs [][]byte, from int) {
 
 // lengthReply writes the length of HGET's value, 0 for a missing field or key, for HSTRLEN.
 func lengthReply(c *respConn, _ [][]byte, reply kv.Reply) {
-	if reply.Status == StatusNotFound {
+	if reply.Status == kv.StatusNotFound {
 		c.wr.int(0)
 		return
 	}

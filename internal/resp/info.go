@@ -1,4 +1,4 @@
-package zaris
+package resp
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/serf/serf"
+	"github.com/zaris-go/zaris/internal/kv"
 )
 
 // INFO answers with Redis's sections, in Redis's order and framing, so that exporters and redis-cli read
@@ -179,7 +179,7 @@ func (r *infoRun) server(w *infoText) {
 // "leaderless" once it has had none for a few election timeouts. They close the server section, as the
 // cluster section must read as Redis's own.
 func (r *infoRun) controlPlane(w *infoText) {
-	h := r.c.srv.controlPlane()
+	h := r.c.srv.node.Control()
 	state := "ok"
 	if h.Alarm {
 		state = "leaderless"
@@ -191,7 +191,7 @@ func (r *infoRun) controlPlane(w *infoText) {
 
 func (r *infoRun) clients(w *infoText) {
 	s := r.c.srv
-	w.int("connected_clients", int64(s.clients()))
+	w.int("connected_clients", int64(s.Clients()))
 	w.int("maxclients", int64(s.maxClients))
 	w.int("blocked_clients", 0) // no command Zaris serves blocks
 	w.int("tracking_clients", int64(s.trackingClients()))
@@ -211,8 +211,8 @@ func (r *infoRun) memory(w *infoText) {
 	if total, ok := systemMemory(); ok {
 		w.bytes("total_system_memory", total)
 	}
-	w.bytes("maxmemory", uint64(r.c.srv.memory.limit()))
-	w.field("maxmemory_policy", r.c.srv.memory.policyName())
+	w.bytes("maxmemory", uint64(r.c.srv.node.Memory().Limit()))
+	w.field("maxmemory_policy", r.c.srv.node.Memory().PolicyName())
 	w.float("mem_fragmentation_ratio", ratio(rss, used), 2)
 	w.field("mem_allocator", runtime.Version())
 }
@@ -255,8 +255,8 @@ func (r *infoRun) stats(w *infoText) {
 	w.float("instantaneous_input_kbps", rates.inputKbps, 2)
 	w.float("instantaneous_output_kbps", rates.outputKbps, 2)
 	w.uint("rejected_connections", s.info.rejected.Load())
-	w.uint("expired_keys", s.owner.expiredKeys())
-	w.uint("evicted_keys", s.memory.evicted())
+	w.uint("expired_keys", s.node.ExpiredKeys())
+	w.uint("evicted_keys", s.node.Memory().Evicted())
 	w.uint("keyspace_hits", t.hits)
 	w.uint("keyspace_misses", t.misses)
 	w.int("tracking_total_keys", int64(s.trackedKeys()))
@@ -271,32 +271,32 @@ func (r *infoRun) stats(w *infoText) {
 // partitions this node owns, or their epochs, do: offsets compare only under one id, as in Redis.
 func (r *infoRun) replication(w *infoText) {
 	s := r.c.srv
-	info := s.owner.infoReplication()
+	info := s.node.Replication()
 	states := s.memberStates()
-	replicas := slices.DeleteFunc(info.replicas, func(rp respReplica) bool {
-		return states.departed(rp.id) || states[rp.id] == serf.StatusFailed
+	replicas := slices.DeleteFunc(info.Replicas, func(rp Replica) bool {
+		return states.departed(rp.ID) || states[rp.ID] == MemberFailed
 	})
-	m := s.clusterMap()
+	m := s.node.Topology()
 	w.field("role", "master")
 	w.int("connected_slaves", int64(len(replicas)))
 	for i, rp := range replicas {
-		host, port := replicaAddr(m, rp.id)
+		host, port := replicaAddr(m, rp.ID)
 		state := "online"
-		if !rp.inSync {
+		if !rp.InSync {
 			state = "send_bulk" // catching up: not yet in every in-sync set it belongs to
 		}
 		w.field("slave"+strconv.Itoa(i), "ip="+host+",port="+strconv.Itoa(port)+",state="+state+
-			",offset="+strconv.FormatUint(rp.offset, 10))
+			",offset="+strconv.FormatUint(rp.Offset, 10))
 	}
 	w.field("master_failover_state", "no-failover")
-	w.field("master_replid", info.history)
+	w.field("master_replid", info.History)
 	w.field("master_replid2", strings.Repeat("0", 40))
-	w.uint("master_repl_offset", info.offset)
+	w.uint("master_repl_offset", info.Offset)
 	w.int("second_repl_offset", -1)
 }
 
 // replicaAddr is where a replica's clients reach it: its RESP endpoint, else its data address.
-func replicaAddr(m *ClusterMap, id NodeID) (string, int) {
+func replicaAddr(m *Topology, id kv.NodeID) (string, int) {
 	info := m.Nodes[id]
 	if host, port, ok := splitHostPort(info.RESPAddr); ok {
 		return host, port
@@ -331,7 +331,7 @@ func (r *infoRun) cluster(w *infoText) { w.int("cluster_enabled", 1) }
 // keyspace counts the keys this node holds, and those with a TTL, as its only database. avg_ttl reads 0,
 // which Redis also reports when it has not sampled TTLs. As in Redis, a database without keys is not listed.
 func (r *infoRun) keyspace(w *infoText) {
-	if keys, expiring := r.c.srv.owner.keyCount(), r.c.srv.owner.expiringKeyCount(); keys > 0 {
+	if keys, expiring := r.c.srv.node.KeyCount(), r.c.srv.node.ExpiringKeyCount(); keys > 0 {
 		w.field("db0", "keys="+strconv.Itoa(keys)+",expires="+strconv.Itoa(expiring)+",avg_ttl=0")
 	}
 }
@@ -352,11 +352,11 @@ type respTally struct {
 const respErrorCodes = 128
 
 // lookup counts a read's outcome: found (of any kind) or not.
-func (t *respTally) lookup(status Status) {
+func (t *respTally) lookup(status kv.Status) {
 	switch status {
-	case StatusSuccess, StatusWrongType:
+	case kv.StatusSuccess, kv.StatusWrongType:
 		t.hits++
-	case StatusNotFound:
+	case kv.StatusNotFound:
 		t.misses++
 	}
 }
@@ -469,7 +469,7 @@ func (w countingWriter) Write(p []byte) (int, error) {
 // respInfo is what the server keeps for INFO besides its connections' counts.
 type respInfo struct {
 	started  time.Time
-	closed   respTally     // the counts of the connections closed, under respServer.mu
+	closed   respTally     // the counts of the connections closed, under Server.mu
 	rejected atomic.Uint64 // connections refused for RESPMaxClients or full query buffers
 	peak     atomic.Uint64 // the most heap in use seen, sampled each second and at each INFO
 	rates    atomic.Pointer[respRates]
@@ -503,7 +503,7 @@ func (info *respInfo) notePeak(used uint64) uint64 {
 }
 
 // totals sums the counts of the connections closed and of those open, as far as they have published.
-func (s *respServer) totals() respTally {
+func (s *Server) totals() respTally {
 	var t respTally
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -518,7 +518,7 @@ func (s *respServer) totals() respTally {
 
 // retire adds the counts of a closing connection to those of the connections closed. Called with s.mu
 // held, once the connection's goroutine is done counting.
-func (s *respServer) retire(c *respConn) {
+func (s *Server) retire(c *respConn) {
 	c.stats.mu.Lock()
 	s.info.closed.add(&c.stats.published)
 	c.stats.mu.Unlock()
@@ -526,7 +526,7 @@ func (s *respServer) retire(c *respConn) {
 }
 
 // sampleRates measures the rates and the heap's peak every respRateInterval until the server closes.
-func (s *respServer) sampleRates() {
+func (s *Server) sampleRates() {
 	defer s.wg.Done()
 	tick := time.NewTicker(respRateInterval)
 	defer tick.Stop()
@@ -551,7 +551,7 @@ func (s *respServer) sampleRates() {
 }
 
 // trackingClients counts the connections with CLIENT TRACKING on.
-func (s *respServer) trackingClients() int {
+func (s *Server) trackingClients() int {
 	if s.tracking == nil {
 		return 0
 	}
@@ -559,7 +559,7 @@ func (s *respServer) trackingClients() int {
 }
 
 // trackedKeys counts the keys remembered for client-side caching.
-func (s *respServer) trackedKeys() int {
+func (s *Server) trackedKeys() int {
 	if s.tracking == nil {
 		return 0
 	}
@@ -594,18 +594,4 @@ func goMemory() (heap, mapped uint64) {
 		mapped = samples[1].Value.Uint64()
 	}
 	return heap, mapped
-}
-
-// respReplication is how this node feeds the replicas of the partitions it owns.
-type respReplication struct {
-	history  string        // 40 hex digits naming this process and the partitions it owns, at their epochs
-	offset   uint64        // the revisions of the segments it owns, summed: the writes it made as their owner
-	replicas []respReplica // sorted by id
-}
-
-// respReplica is a node this one feeds, as the owner of partitions it replicates.
-type respReplica struct {
-	id     NodeID
-	inSync bool   // in the in-sync set of every such partition
-	offset uint64 // the owner's offset less the revisions the replica is not known to hold
 }
