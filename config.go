@@ -290,7 +290,7 @@ type Config struct {
 	// OpenGossip lets a node with TLS run gossip without a GossipKey.
 	OpenGossip bool
 
-	// RESPAddr is the host:port of the node's Redis Cluster endpoint (resp_server.go), or "" for none. Port 0
+	// RESPAddr is the host:port of the node's Redis Cluster endpoint (internal/resp), or "" for none. Port 0
 	// picks a free port. Bound to every interface, it is advertised with DataAddr's host.
 	RESPAddr string
 	// RESPPassword, when set, is the password of the user "default" (Redis's requirepass): it must be given

@@ -326,10 +326,12 @@
 //     (leave.go). It reaches the data plane only through controlConfig's functions.
 //
 // Gossip membership (membership.go), the panic guard (panics.go) and the transport (transport/) are shared
-// by all three. The Redis edge (resp*.go) reaches the node through one interface, keyOwner
-// (resp_server.go), which the owner implements and redis.go adapts; no other core file names the edge. A
-// key operation has one path whichever edge it comes from: the owner's checkOwner, then applyKV, or
-// applyAtomically with a keyGroup (keygroup.go) for a group, over the operations' table.
+// by all three. The vocabulary the node and its edges share, operation numbers, requests and replies,
+// statuses and hash slots, is internal/kv's; the root re-exports its public names by alias. The Redis edge
+// is a package of its own (internal/resp) that reaches the node through one interface, resp.Node, which
+// redis.go, the one core file importing it, implements over the owner and the control plane. A key
+// operation has one path whichever edge it comes from: the owner's checkOwner, then applyKV, or
+// applyAtomically with a kv.Group (keygroup.go) for a group, over the operations' table.
 //
 // A Get of a key another node owns: Node.Get (zaris.go) asks the near cache (nearcache.go), which misses;
 // the client's execute (client.go) picks the owner from the routing table (routing.go) and sends the request
@@ -349,7 +351,8 @@
 // serveReplicate, behind the epoch fence (replication.go).
 //
 // architecture_test.go keeps it so: no type but Node holds a *Node; Node's fields and unexported methods
-// stay within budgets that only go down; no core file but redis.go names what the edge declares;
+// stay within budgets that only go down; no core file but redis.go imports the edge, and the edge imports
+// only the standard library and internal packages;
 // transport/, durability/ and internal/ never import the root; one loop resends refused requests; and the
 // arrows between files that run up the floors of concern (from the vocabulary up to the edge) stay within
 // a budget that only goes down. A new feature lands in a component, or is one: a file of its own, a struct

@@ -16,7 +16,7 @@ type keyOperation struct {
 	readOnly bool       // never writes, so it never waits for replicas nor for a sealed partition
 	reveals  revelation // which replies tell the stored state (visibility.go)
 	batch    BatchOp    // the batch item operation that runs it; 0 if none
-	resp     []string   // the RESP commands that run it (resp_commands.go)
+	resp     []string   // the RESP commands that run it (internal/resp/commands.go)
 	apply    applyFunc
 	// ownLocks: the operation checks the transactions holding its keys itself, or writes only a record
 	// that its key routes to, so the store does not check its request's key.

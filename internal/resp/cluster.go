@@ -211,7 +211,7 @@ func (c *respConn) clusterNodes() {
 }
 
 // clusterInfo writes CLUSTER INFO, with Redis's fields in Redis's order. Zaris has no cluster bus: the
-// messages it counts are those that carry data between nodes (infoMessages). A control plane without a
+// messages it counts are those that carry data between nodes (Node.Messages). A control plane without a
 // leader for longer than a few election timeouts fails the cluster's state whatever the slots, and a last
 // field, zaris_cluster_state_reason, says so: nothing can fail over or move meanwhile.
 func (c *respConn) clusterInfo() {

@@ -35,7 +35,7 @@ type respCommand struct {
 	// controlsMulti: runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT).
 	controlsMulti bool
 	// grouped: runs in one group of its slot's segment even on one key, as a command composed of several key
-	// operations must (resp_composite.go); a command on several keys always does.
+	// operations must (composite.go); a command on several keys always does.
 	grouped bool
 	// noMulti: refused inside MULTI, because it logs in or switches the protocol, or reads across the store,
 	// which an EXEC holding its segment's lock cannot do.
@@ -232,7 +232,7 @@ func buildRESPCommands() map[string]*respCommand {
 }
 
 // dispatch runs one command: HTTP refusal, lookup, arity, authentication, permissions, then the command
-// itself, or, inside MULTI, its queueing (resp_txn.go).
+// itself, or, inside MULTI, its queueing (txn.go).
 func (s *Server) dispatch(c *respConn, args [][]byte) {
 	if isHTTPInput(args[0]) {
 		c.refuseHTTP()

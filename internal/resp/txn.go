@@ -10,10 +10,10 @@ import (
 )
 
 // Redis transactions. MULTI queues a connection's commands and EXEC runs them as one atomic write of their
-// slot's segment (owner.applyAtomically): replicas, the disk and watchers see all of it or none. WATCH makes
+// slot's segment (Node.ApplyAtomically): replicas, the disk and watchers see all of it or none. WATCH makes
 // EXEC run only if the watched keys kept the versions they had. As in Redis Cluster, every key of a
 // transaction must be in one slot this node owns. Readers never see part of an EXEC: a command on several
-// keys reads them through one read-only view of their segment (runCommand, owner.readAtomically).
+// keys reads them through one read-only view of their segment (runCommand, Node.ReadAtomically).
 
 // respMulti is a connection's open transaction.
 type respMulti struct {
