@@ -177,17 +177,40 @@ func (g fakeGroup) Abandon()                  {}
 
 // fakeMemory is a memory bound that bounds nothing.
 type fakeMemory struct {
+	mu     sync.Mutex
 	limit  int64
 	policy string
 }
 
-func (m *fakeMemory) Limit() int64                { return m.limit }
-func (m *fakeMemory) PolicyName() string          { return m.policy }
-func (m *fakeMemory) Policies() []string          { return []string{"noeviction", "allkeys-lru"} }
-func (m *fakeMemory) Evicted() uint64             { return 0 }
-func (m *fakeMemory) CheckMax(int64) error        { return nil }
-func (m *fakeMemory) SetMax(limit int64) error    { m.limit = limit; return nil }
-func (m *fakeMemory) SetPolicy(name string) error { m.policy = name; return nil }
+func (m *fakeMemory) Limit() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limit
+}
+
+func (m *fakeMemory) PolicyName() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.policy
+}
+
+func (m *fakeMemory) SetMax(limit int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.limit = limit
+	return nil
+}
+
+func (m *fakeMemory) SetPolicy(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.policy = name
+	return nil
+}
+
+func (m *fakeMemory) Policies() []string   { return []string{"noeviction", "allkeys-lru"} }
+func (m *fakeMemory) Evicted() uint64      { return 0 }
+func (m *fakeMemory) CheckMax(int64) error { return nil }
 
 // fakeOptions are the endpoint's settings as node "a" at 127.0.0.1:7001.
 func fakeOptions() Options {

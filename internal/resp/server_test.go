@@ -53,11 +53,11 @@ func TestServerOverAFakeNode(t *testing.T) {
 			}
 		}
 	}
-	if node.memory.limit != 10<<20 {
-		t.Fatalf("CONFIG SET maxmemory set the node's bound to %d, want %d", node.memory.limit, 10<<20)
+	if got := node.Memory().Limit(); got != 10<<20 {
+		t.Fatalf("CONFIG SET maxmemory set the node's bound to %d, want %d", got, 10<<20)
 	}
-	if len(node.values) != 1 {
-		t.Fatalf("the node holds %d keys, want 1: a refused write reached it", len(node.values))
+	if got := node.KeyCount(); got != 1 {
+		t.Fatalf("the node holds %d keys, want 1: a refused write reached it", got)
 	}
 	var slots []string
 	for range 2 * 6 { // two ranges: first, last, and a node of host, port and id
