@@ -320,7 +320,11 @@ func (e *edgeNode) Members() map[NodeID]resp.MemberState {
 
 func (e *edgeNode) Control() resp.Control {
 	h := e.ctl.controlHealth()
-	return resp.Control{Leader: h.Leader, Leaderless: h.Leaderless, Alarm: h.Alarm}
+	c := resp.Control{Leader: h.Leader, Leaderless: h.Leaderless, Alarm: h.Alarm}
+	if h.Alarm {
+		c.Reason = h.leaderlessErr().Error()
+	}
+	return c
 }
 
 // Recover is RecoverControlPlane with its report as text.

@@ -249,7 +249,7 @@ func (c *respConn) clusterInfo() {
 	w.uint("cluster_stats_messages_received", received)
 	w.int("total_cluster_links_buffer_limit_exceeded", 0) // no cluster bus, so no link buffer to outgrow
 	if control.Alarm {
-		w.field("zaris_cluster_state_reason", control.leaderlessErr().Error())
+		w.field("zaris_cluster_state_reason", control.Reason)
 	}
 	c.wr.verbatim(w.b)
 }

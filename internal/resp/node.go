@@ -3,7 +3,6 @@ package resp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
@@ -109,14 +108,7 @@ type Control struct {
 	Leader     kv.NodeID
 	Leaderless time.Duration // how long no leader has been known; 0 with one
 	Alarm      bool          // leaderless for longer than a few election timeouts
-}
-
-// leaderlessErr says that there is no leader, and for how long once that raised the alarm.
-func (h Control) leaderlessErr() error {
-	if h.Alarm {
-		return fmt.Errorf("zaris: no control-plane leader for %v", h.Leaderless.Round(time.Second))
-	}
-	return errors.New("zaris: no control-plane leader")
+	Reason     string        // with Alarm, why the cluster is down: CLUSTER INFO's zaris_cluster_state_reason
 }
 
 // Replication is what INFO replication reports of the replicas this node feeds as an owner.
