@@ -35,10 +35,12 @@ type testCluster struct {
 
 	logs *logTail // the nodes' recent log lines, printed when the test fails
 
-	mu    sync.Mutex
-	nodes []*Node  // nil once stopped
-	cfgs  []Config // the config each node was started with, its bound addresses filled in
-	seq   int
+	mu      sync.Mutex
+	nodes   []*Node  // nil once stopped
+	cfgs    []Config // the config each node was started with, its bound addresses filled in
+	seq     int
+	started []*Node // every process started, closed at cleanup whatever became of it
+	stopped bool
 }
 
 // logTail keeps the last lines written to it, at most max, for a failing test to print.
@@ -269,6 +271,10 @@ func (c *testCluster) restartVia(i int, seeds ...*Node) *Node {
 	}
 	c.register(n)
 	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return n
+	}
 	c.nodes[i] = n
 	c.mu.Unlock()
 	return n
@@ -278,6 +284,13 @@ func (c *testCluster) restartVia(i int, seeds ...*Node) *Node {
 func (c *testCluster) register(n *Node) {
 	c.faults.Register(string(n.id), n.DataAddr())
 	c.faults.Register(string(n.id), n.GossipAddr())
+	c.mu.Lock()
+	stopped := c.stopped
+	c.started = append(c.started, n)
+	c.mu.Unlock()
+	if stopped { // started by a goroutine of the test that outlived it
+		n.Close()
+	}
 }
 
 // live returns the running nodes.
@@ -439,17 +452,30 @@ func (c *testCluster) allHealthy() bool {
 
 func (c *testCluster) stopAll() {
 	c.mu.Lock()
-	nodes := c.nodes
-	c.nodes = nil
+	started, live := c.started, c.nodes
+	c.nodes, c.started, c.stopped = nil, nil, true
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		if n != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); n.Close() }()
+	for _, n := range started {
+		if !slices.Contains(live, n) && !closesWithin(n, 10*time.Second) {
+			c.t.Errorf("%s was dropped as closed (left, or closed itself) but still runs", n.id)
 		}
 	}
+	var wg sync.WaitGroup
+	for _, n := range started {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Close() }()
+	}
 	wg.Wait()
+}
+
+// closesWithin reports whether n's Close has begun, or begins within bound.
+func closesWithin(n *Node, bound time.Duration) bool {
+	select {
+	case <-n.life.Done():
+		return true
+	case <-time.After(bound):
+		return false
+	}
 }
 
 // currentMap returns the newest committed map among the live nodes.

@@ -705,14 +705,21 @@ func (cp *controlPlane) proposeRemote(ctx context.Context, cmd *command) (uint64
 		return 0, err
 	}
 	if reply.Error != "" {
-		for _, e := range leaderlessReplies {
-			if reply.Error == e.Error() {
-				return 0, fmt.Errorf("%w: leader %s: %w", errNoLeader, leader, e)
-			}
-		}
-		return 0, fmt.Errorf("zaris: leader %s: %s", leader, reply.Error)
+		return 0, refusedProposal(leader, reply.Error)
 	}
 	return reply.Index, nil
+}
+
+// refusedProposal is the error for a proposal the leader refused with message. A leader that lost its
+// leadership or is closing means no leader: the proposal may go to the next one. The leader's words are
+// kept as text, so that its ErrClosed is never taken for this node's.
+func refusedProposal(leader NodeID, message string) error {
+	for _, e := range leaderlessReplies {
+		if message == e.Error() {
+			return fmt.Errorf("%w: leader %s: %s", errNoLeader, leader, message)
+		}
+	}
+	return fmt.Errorf("zaris: leader %s: %s", leader, message)
 }
 
 // serveProposal commits a decision proposed by another node: an owner's in-sync set change, the end of its

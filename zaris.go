@@ -502,7 +502,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	drained := n.ctl.drain(ctx)
 	if errors.Is(drained, ErrClosed) {
-		return drained // closed meanwhile: there is nothing left to leave with
+		return errors.Join(drained, n.Close()) // closed meanwhile: there is nothing left to leave with
 	}
 	n.ctl.handOverLeadership()
 	if drained != nil {
