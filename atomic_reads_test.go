@@ -283,6 +283,7 @@ func TestRESPExecAtomicToMGet(t *testing.T) {
 // TestRESPExecAtomicToMGetAcrossFailover is TestRESPExecAtomicToMGet with the keys' owner killed halfway:
 // its replica takes over, and neither the transactions it received nor those after see a torn read.
 func TestRESPExecAtomicToMGetAcrossFailover(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c, client := respLedgerCluster(t)
 	tag, owner := ledgerTag(t, c)

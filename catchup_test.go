@@ -92,6 +92,7 @@ func waitAllInSync(t *testing.T, c *testCluster) {
 // in memory, but fewer than its data dir keeps: the replica catches up from ops the owner reads from its
 // durable log, with no snapshot, whether it was cut off or restarted from its own data dir.
 func TestReplicaCatchesUpFromDisk(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cut-off", true: "restarted"}[restart], func(t *testing.T) {

@@ -102,6 +102,15 @@ func testConfig(name string) Config {
 	return cfg
 }
 
+// longScenario skips, under -short, a scenario that spends several seconds waiting for failure detection,
+// restarts or moves: the README's test command runs the rest within its time, and CI runs them all.
+func longScenario(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a scenario of several seconds: runs without -short")
+	}
+}
+
 // startCluster starts n nodes that bootstrap together on an in-memory network of their own and waits until
 // every node has the same map.
 func startCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {

@@ -78,6 +78,7 @@ func (f *collectionFixture) check(t *testing.T, n *Node, when string) {
 // and reads every collection back from every node each time: from the new node's partitions, then from
 // the failed-over owners.
 func TestCollectionsSurviveMigrationAndFailover(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, elastic(func(cfg *Config) {
 		cfg.FailoverTimeout, cfg.WriteConcern, cfg.ReplicaAckTimeout = time.Second, Sync, 5*time.Second

@@ -89,6 +89,7 @@ func (h *restartHooks) install(cfg *Config) {
 // know as the owner. Once the leader records the restart, the partition fails over to the replica and every
 // acknowledged write is still there.
 func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	// The replica must stay in sync through the writes below, which a loaded machine may delay past the
 	// 300 ms the other tests give a replica's acknowledgement: dropped, it could not take the partition over.

@@ -303,6 +303,7 @@ func TestLostPartitionWaitsForItsDisk(t *testing.T) {
 // holds every acknowledged write, so the partition may be unavailable meanwhile, but once the replica is
 // reachable again every acknowledged write must be readable.
 func TestMovingPartitionWaitsForItsCutOffReplica(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	var held atomic.Value // the joining node, kept out of every in-sync set so that no move settles
 	held.Store(NodeID(""))
@@ -510,6 +511,7 @@ func TestReconnectedOwnerServesNothingStale(t *testing.T) {
 // partitions have lost every copy of their last writes; wherever they are recreated, the deposed owner
 // included, they must come back empty rather than with the copy it was deposed from.
 func TestLostPartitionsComeBackEmpty(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 5, replicated(2, func(cfg *Config) {
 		cfg.FailoverTimeout, cfg.EvictionTimeout = time.Second, 4*time.Second

@@ -210,6 +210,7 @@ func TestFullRestart(t *testing.T) {
 // stale and every acknowledged write must read back at the end; the slowest acknowledged write is the
 // longest stall a writer saw.
 func TestRollingRestart(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	for _, onDisk := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "disk"}[onDisk], func(t *testing.T) {

@@ -375,6 +375,7 @@ func TestEvictionVolatile(t *testing.T) {
 // the two left: every acknowledged key that no owner reported evicted reads back, no key an owner evicted
 // reads back (each is written once), and no survivor's copies pass its data budget.
 func TestEvictionAcrossFailover(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	const maxMemory, valueSize = 2 << 20, 4 << 10
 	var mu sync.Mutex

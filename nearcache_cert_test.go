@@ -244,6 +244,7 @@ func runStaleness(t *testing.T, staleFor time.Duration, lose func() bool) (bad [
 // writing node, one older than its own acknowledged write. With every report lost and no MaxStaleness, the
 // same run is caught serving stale values: the checker bites.
 func TestNearCacheStalenessCertification(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	t.Run("reports lost, MaxStaleness 300ms", func(t *testing.T) {
 		var calls atomic.Uint64

@@ -103,6 +103,7 @@ func TestPanicInOpIsContained(t *testing.T) {
 // before replicas saw it: the owner gives up serving, its partitions fail over to their in-sync replicas,
 // and the cluster serves the key with its last acknowledged value, and every other key.
 func TestPanicMidWriteGivesUpTheNode(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	const poison = "torn"
 	var armed atomic.Bool

@@ -51,6 +51,7 @@ type fuzzCmd struct {
 // TestRESPDiffFuzz runs the fuzzer against one Zaris node and against three, each beside a redis-server of
 // its own.
 func TestRESPDiffFuzz(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	budget, long := diffFuzzBudget(t)
 	for _, nodes := range []int{1, 3} {

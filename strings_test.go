@@ -183,6 +183,7 @@ func TestStringCommandsReplicate(t *testing.T) {
 // would lose. Its reply waits for the replicas as a write's does, and as one that reveals the stored state
 // (operations.go) when a request's own concern is Async.
 func TestGetAndPersistNeverSeesUnreplicatedWrite(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)

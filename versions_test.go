@@ -325,6 +325,7 @@ func TestVersionSurvivesMove(t *testing.T) {
 // TestReadNeverSeesUnreplicatedWrite does: neither GetEntry nor a compare-and-swap refused for a version
 // mismatch may then report the version of that write, which a failover would lose.
 func TestVersionMismatchRevealsOnlyReplicatedState(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)

@@ -14,6 +14,7 @@ import (
 // must not return it either: a failover to the replica would lose it, and the read would have seen a value
 // that never was.
 func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.ReplicaAckTimeout = time.Second }))
 	c.waitHealthy(20 * time.Second)
@@ -50,6 +51,7 @@ func TestReadNeverSeesUnreplicatedWrite(t *testing.T) {
 // owner. The new owner does not know yet what its replicas hold, so its first read of each segment must
 // make it ask them, rather than wait for a write that never comes and drop them from the in-sync set.
 func TestReadsAfterHandOverKeepReplicasInSync(t *testing.T) {
+	longScenario(t)
 	c := startCluster(t, 2, replicated(2))
 	ctx := bg(t)
 	keys := make([]string, 200)

@@ -491,6 +491,7 @@ func countVoters(c raft.Configuration) int {
 // dead node fails over, is rebalanced onto the live nodes, and takes writes; every acknowledged write stays
 // readable at the end.
 func TestVotersReplacedOneByOne(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, quickFailure, func(cfg *Config) { cfg.DeadServerTimeout = time.Second }))
 	ctx := bg(t)
@@ -1039,6 +1040,7 @@ func TestRollingRestartKeepsVoters(t *testing.T) {
 // the leaver would leave two voters where the four members that remain call for three, so it keeps its
 // vote and closes as a voter: the two others still make a quorum, and the cluster takes writes. Its next process, under the same name, takes the vote back, as a crashed voter's does.
 func TestLeaveWithoutSuccessorKeepsItsVote(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	var rec voterSamples
 	c := startCluster(t, 3, elastic(rec.hook, func(cfg *Config) { cfg.Timing.ServerStabilization = time.Hour }))
