@@ -59,7 +59,7 @@ var keyOps = [...]keyOperation{
 	kv.OpIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
 	kv.OpExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
 	kv.OpPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
-	kv.OpTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
+	kv.OpTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl", "expiretime", "pexpiretime"}, apply: applyTTL},
 	kv.OpExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
 	kv.OpPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
@@ -90,7 +90,7 @@ var keyOps = [...]keyOperation{
 	kv.OpHGet:    {name: "hget", readOnly: true, reveals: revealsAlways, resp: []string{"hget", "hstrlen"}, apply: applyHGet},
 	kv.OpHMGet:   {name: "hmget", readOnly: true, reveals: revealsAlways, resp: []string{"hmget"}, apply: applyHMGet},
 	kv.OpHDel:    {name: "hdel", reveals: revealsUnwritten, resp: []string{"hdel"}, apply: collectionOp(applyHDel)},
-	kv.OpHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall", "hkeys", "hvals"}, apply: applyHGetAll},
+	kv.OpHGetAll: {name: "hgetall", readOnly: true, reveals: revealsAlways, resp: []string{"hgetall", "hkeys", "hvals", "hrandfield"}, apply: applyHGetAll},
 	kv.OpHLen:    {name: "hlen", readOnly: true, reveals: revealsAlways, resp: []string{"hlen"}, apply: applyHLen},
 	kv.OpHIncrBy: {name: "hincrby", grows: true, reveals: revealsUnwritten, resp: []string{"hincrby"}, apply: collectionOp(applyHIncrBy)},
 	kv.OpHExists: {name: "hexists", readOnly: true, reveals: revealsAlways, resp: []string{"hexists"}, apply: applyHExists},

@@ -221,6 +221,15 @@ var fuzzCommands = []fuzzCommand{
 	{"sdiffstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	{"hincrbyfloat", func(g *fuzzGen) []string { return []string{g.key(), g.field(), g.float()} }},
 	{"zcount", func(g *fuzzGen) []string { return []string{g.key(), g.score(), g.score()} }},
+	{"lpos", (*fuzzGen).lposArgs},
+	// copies of a whole key and its expiry
+	{"rename", func(g *fuzzGen) []string { return g.keys(2) }},
+	{"renamenx", func(g *fuzzGen) []string { return g.keys(2) }},
+	{"copy", func(g *fuzzGen) []string {
+		return append(g.keys(2), g.upTo(2, g.oneOf("REPLACE", "replace", "DB", "0", "1", "16", "x", "nope"))...)
+	}},
+	{"expiretime", func(g *fuzzGen) []string { return []string{g.key()} }},
+	{"pexpiretime", func(g *fuzzGen) []string { return []string{g.key()} }},
 	// the key space
 	{"keys", func(g *fuzzGen) []string { return []string{g.pattern()} }},
 	{"scan", (*fuzzGen).scanArgs},
@@ -490,6 +499,16 @@ func (g *fuzzGen) scanArgs() []string {
 		default:
 			args = append(args, g.oneOf("BOGUS", "MATCH")())
 		}
+	}
+	return args
+}
+
+// lposArgs are LPOS key element with some of its options, good or bad.
+func (g *fuzzGen) lposArgs() []string {
+	args := []string{g.key(), g.value()}
+	option := g.oneOf("RANK", "COUNT", "MAXLEN", "rank", "count", "maxlen", "FOO")
+	for range g.rng.IntN(4) {
+		args = append(args, option(), g.oneOf("1", "2", "-1", "-2", "0", "3", "x", "-9223372036854775808")())
 	}
 	return args
 }

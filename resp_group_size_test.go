@@ -72,3 +72,41 @@ func TestRESPAtomicWritesFitAFrame(t *testing.T) {
 			owner.ReplicationStats().InSyncDecisions, replica)
 	}
 }
+
+// TestRESPComposedWritesPastTheGroupWriteNothing has commands composed of several writes exceed what one
+// atomic group carries (half of a 1 MiB frame) with values that a read may still answer: RENAME and COPY
+// of a hash of 524,224 bytes, refused before they write, and SUNIONSTORE of a set of 524,212 bytes over a
+// key holding a string, whose union is refused after the destination was deleted. Each answers an error
+// and writes nothing: the source keeps its value and the destination what it held.
+func TestRESPComposedWritesPastTheGroupWriteNothing(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 1, func(cfg *Config) {
+		cfg.MaxFrameSize = 1 << 20
+		cfg.MaxValueSize = 260 << 10
+	})
+	const tag = "{big}"
+	conn := dialRaw(t, c.node(0).RESPAddr())
+	do := func(want string, args ...string) {
+		t.Helper()
+		conn.send(respCmd(args...))
+		if got := conn.line(); got != want {
+			t.Fatalf("%q: reply %q; want %q", args, got, want)
+		}
+	}
+	part := strings.Repeat("x", 262_100)
+	for i := range 2 {
+		do(":1", "HSET", tag+"h", fmt.Sprint("f", i), part)
+		do(":1", "SADD", tag+"s", fmt.Sprint(i, part))
+	}
+	do("+OK", "SET", tag+"d", "kept")
+	const groupTooLarge = "-ERR the transaction's writes exceed the size one replication message can carry"
+	do(groupTooLarge, "RENAME", tag+"h", tag+"d")
+	do(groupTooLarge, "RENAMENX", tag+"h", tag+"n")
+	do(groupTooLarge, "COPY", tag+"h", tag+"d", "REPLACE")
+	do("-ERR the arguments or the reply exceed the size limits", "SUNIONSTORE", tag+"d", tag+"s")
+	do(":2", "HLEN", tag+"h")
+	do(":2", "SCARD", tag+"s")
+	do(":0", "EXISTS", tag+"n")
+	do("$4", "GET", tag+"d")
+	do("kept")
+}

@@ -137,6 +137,13 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "touch", arity: -2, flags: readFast, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExists},
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
+		{name: "expiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExpireTime},
+		{name: "pexpiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExpireTime},
+		{name: "rename", arity: 3, flags: []string{"write"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, grouped: true, run: (*respConn).cmdRename},
+		{name: "renamenx", arity: 3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, grouped: true, run: (*respConn).cmdRename},
+		{name: "copy", arity: -3, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, grouped: true, run: (*respConn).cmdCopy},
+		{name: "lpos", arity: -3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLPos},
+		{name: "hrandfield", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@slow"}, run: (*respConn).cmdHRandField},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdPersist},
 		{name: "setnx", arity: 3, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, run: (*respConn).cmdSetNX},
 		{name: "setex", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, run: (*respConn).cmdSetEx},
@@ -794,6 +801,26 @@ func (c *respConn) cmdTTL(args [][]byte) {
 		c.wr.int((reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond))
 	default:
 		c.wr.int((reply.Int + int64(time.Second)/2) / int64(time.Second))
+	}
+}
+
+// cmdExpireTime serves EXPIRETIME and PEXPIRETIME key: the Unix time at which key expires, in seconds or
+// milliseconds; -1 for a key without an expiry, -2 for a missing key.
+func (c *respConn) cmdExpireTime(args [][]byte) {
+	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
+	switch {
+	case !ok:
+	case reply.Status == kv.StatusNotFound:
+		c.wr.int(-2)
+	case reply.Int == -1: // no expiry
+		c.wr.int(-1)
+	default:
+		// The deadline to the nearest millisecond, as Redis keeps it; seconds are its whole seconds.
+		deadline := (c.srv.clock.Now().UnixNano() + reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond)
+		if args[0][0]|0x20 != 'p' {
+			deadline /= 1000
+		}
+		c.wr.int(deadline)
 	}
 }
 

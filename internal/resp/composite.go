@@ -489,3 +489,189 @@ func randomMembers(members [][]byte, n int64) [][]byte {
 	}
 	return picked[:n]
 }
+
+// lposOptions are LPOS's options: the match to start from (negative: scanning from the tail), how many
+// matches to answer (-1: one, not in an array; 0: all), and how many items to scan (0: all).
+type lposOptions struct {
+	rank, count, maxLen int64
+}
+
+// parseLPos reads LPOS's options, answering Redis's error for a bad one.
+func (c *respConn) parseLPos(args [][]byte) (lposOptions, bool) {
+	o := lposOptions{rank: 1, count: -1}
+	for i := 0; i < len(args); i++ {
+		more := i+1 < len(args)
+		switch {
+		case more && isSubcommand(args[i], "rank"):
+			i++
+			n, ok := kv.ParseCanonicalInt(args[i])
+			switch {
+			case !ok:
+				c.notInteger()
+				return o, false
+			case n == 0:
+				c.wr.error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")
+				return o, false
+			}
+			o.rank = n
+		case more && isSubcommand(args[i], "count"):
+			i++
+			n, ok := kv.ParseCanonicalInt(args[i])
+			if !ok || n < 0 {
+				c.wr.error("ERR COUNT can't be negative")
+				return o, false
+			}
+			o.count = n
+		case more && isSubcommand(args[i], "maxlen"):
+			i++
+			n, ok := kv.ParseCanonicalInt(args[i])
+			if !ok || n < 0 {
+				c.wr.error("ERR MAXLEN can't be negative")
+				return o, false
+			}
+			o.maxLen = n
+		default:
+			c.syntaxError()
+			return o, false
+		}
+	}
+	return o, true
+}
+
+// cmdLPos serves LPOS key element [RANK rank] [COUNT count] [MAXLEN len]: the indexes at which element
+// appears in the list, counted from the head whichever way the scan goes.
+func (c *respConn) cmdLPos(args [][]byte) {
+	o, ok := c.parseLPos(args[3:])
+	if !ok {
+		return
+	}
+	key, element := string(args[1]), args[2]
+	length, ok := c.keyOp(kv.OpLLen, &kv.Request{Key: key})
+	if !ok {
+		return
+	}
+	fromTail := o.rank < 0
+	if fromTail {
+		o.rank = -o.rank // as Redis does: the most negative rank stays negative, so any match counts
+	}
+	// Only the items the scan may reach are read: the first maxLen from the end it starts at.
+	start, stop := int64(0), int64(-1)
+	if o.maxLen > 0 && fromTail {
+		start = -o.maxLen
+	} else if o.maxLen > 0 {
+		stop = o.maxLen - 1
+	}
+	items, ok := c.keyOp(kv.OpLRange, &kv.Request{Key: key, Args: [][]byte{strconv.AppendInt(nil, start, 10), strconv.AppendInt(nil, stop, 10)}})
+	if !ok {
+		return
+	}
+	found := lposMatches(items.Values, element, o, fromTail, length.Int)
+	switch {
+	case o.count != -1:
+		c.wr.array(len(found))
+		for _, i := range found {
+			c.wr.int(i)
+		}
+	case len(found) == 0:
+		c.wr.null()
+	default:
+		c.wr.int(found[0])
+	}
+}
+
+// lposMatches scans items, the list's first or (fromTail) last ones of length in all, for element, and
+// returns the indexes LPOS answers, counted from the head: from the rank-th match on, count of them (one
+// without COUNT, all for 0).
+func lposMatches(items [][]byte, element []byte, o lposOptions, fromTail bool, length int64) []int64 {
+	var found []int64
+	var matches int64
+	for step := range len(items) {
+		pos, index := step, int64(step)
+		if fromTail {
+			pos, index = len(items)-1-step, length-1-int64(step)
+		}
+		if !bytes.Equal(items[pos], element) {
+			continue
+		}
+		matches++
+		if matches < o.rank {
+			continue
+		}
+		found = append(found, index)
+		if o.count == -1 || o.count != 0 && matches-o.rank+1 >= o.count {
+			break
+		}
+	}
+	return found
+}
+
+// cmdHRandField serves HRANDFIELD key [count [WITHVALUES]]: random fields, with their values if asked,
+// distinct for a positive count, repeated as chance has it for a negative one.
+func (c *respConn) cmdHRandField(args [][]byte) {
+	count, withCount, withValues := int64(1), len(args) > 2, false
+	if withCount {
+		n, ok := kv.ParseCanonicalInt(args[2])
+		switch {
+		case !ok:
+			c.notInteger()
+			return
+		case n == math.MinInt64:
+			c.wr.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+			return
+		case len(args) > 4 || len(args) == 4 && !isSubcommand(args[3], "withvalues"):
+			c.syntaxError()
+			return
+		case len(args) == 4 && (n < -math.MaxInt64/2 || n > math.MaxInt64/2):
+			c.wr.error("ERR value is out of range")
+			return
+		}
+		count, withValues = n, len(args) == 4
+	}
+	hash, ok := c.keyOp(kv.OpHGetAll, &kv.Request{Key: string(args[1])})
+	switch {
+	case !ok:
+		return
+	case !withCount && len(hash.Values) == 0:
+		c.wr.null()
+		return
+	case !withCount:
+		c.wr.bulk(hash.Values[2*rand.IntN(len(hash.Values)/2)])
+		return
+	case -count > maxRandomMembers:
+		c.wr.error(replyTooLargeMessage)
+		return
+	}
+	fields := len(hash.Values) / 2
+	var picked []int // the pairs answered, by index
+	switch {
+	case count < 0 && fields > 0:
+		for range -count {
+			picked = append(picked, rand.IntN(fields))
+		}
+	case count > 0:
+		picked = rand.Perm(fields)[:min(int64(fields), count)]
+	}
+	c.writeFields(hash.Values, picked, withValues)
+}
+
+// writeFields writes the picked pairs of a hash's field-value pairs: their fields, or with values, the
+// pairs flat in RESP2 and nested in RESP3, as Redis does.
+func (c *respConn) writeFields(pairs [][]byte, picked []int, withValues bool) {
+	switch {
+	case !withValues:
+		c.wr.array(len(picked))
+	case c.wr.proto == 3:
+		c.wr.array(len(picked))
+	default:
+		c.wr.array(2 * len(picked))
+	}
+	for _, i := range picked {
+		if withValues && c.wr.proto == 3 {
+			c.wr.array(2)
+		}
+		c.wr.bulk(pairs[2*i])
+		if withValues {
+			c.wr.bulk(pairs[2*i+1])
+		}
+	}
+}

@@ -361,6 +361,9 @@ type replyBuffer struct {
 	incomplete bool
 }
 
+// isError reports whether the buffer holds a reply that is an error.
+func (b *replyBuffer) isError() bool { return b.buf.Len() > 0 && b.buf.Bytes()[0] == '-' }
+
 func (b *replyBuffer) Write(p []byte) (int, error) {
 	if b.incomplete || !b.budget.reserve(len(p)) {
 		b.incomplete = true
@@ -402,7 +405,8 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { cmd.run(c, args) })
-		if replies.incomplete && write {
+		// A command answered with an error writes nothing, as in Redis, though it wrote before its refusal.
+		if (replies.incomplete || replies.isError()) && write {
 			g.Abandon()
 		}
 	}

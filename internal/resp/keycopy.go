@@ -1,0 +1,201 @@
+package resp
+
+import (
+	"bytes"
+	"math"
+
+	"github.com/zaris-go/zaris/internal/kv"
+)
+
+// RENAME, RENAMENX and COPY: a key's whole value, of any type, and its expiry, read and written to another
+// key of the same slot in one group of its segment, so no other command sees the copy half made.
+
+// redisDatabases is how many databases COPY's DB option may name, as a Redis server has by default; in
+// cluster mode only database 0 serves.
+const redisDatabases = 16
+
+// keyValue is a key's whole value, read to be written under another key.
+type keyValue struct {
+	typ   string   // as TYPE names it, "none" for a missing key
+	value []byte   // a string's value
+	items [][]byte // a hash's field-value pairs, a list's items, a set's members, a sorted set's score-member pairs
+	ttl   int64    // nanoseconds left to live, 0 for no expiry
+}
+
+// writeBytes bounds what copying v from src to dst takes in an atomic group: deleting both keys, writing
+// dst and setting its expiry.
+func (v keyValue) writeBytes(src, dst string) int {
+	n := 2*(len(src)+len(dst)) + 4*kv.GroupOpOverhead + 8 + len(v.value) // 8: a collection op's header
+	for _, item := range v.items {
+		n += len(item) + 5 // an item's length header takes at most 5 bytes
+	}
+	return n
+}
+
+// readValue reads key's whole value and the time it has left. A refusal is answered and reported false.
+func (c *respConn) readValue(key string) (keyValue, bool) {
+	typ, ok := c.keyType([]byte(key))
+	v := keyValue{typ: typ}
+	if !ok || typ == "none" {
+		return v, ok
+	}
+	req := &kv.Request{Key: key}
+	var reply kv.Reply
+	switch typ {
+	case "string":
+		reply, ok = c.keyOp(kv.OpGet, req)
+		v.value = bytes.Clone(reply.Value)
+	case "hash":
+		reply, ok = c.keyOp(kv.OpHGetAll, req)
+	case "list":
+		req.Args = [][]byte{[]byte("0"), []byte("-1")}
+		reply, ok = c.keyOp(kv.OpLRange, req)
+	case "set":
+		reply, ok = c.keyOp(kv.OpSMembers, req)
+	case "zset":
+		req.Args = [][]byte{[]byte("0"), []byte("-1"), []byte("WITHSCORES")}
+		reply, ok = c.keyOp(kv.OpZRange, req)
+		for i := 0; i+1 < len(reply.Values); i += 2 { // ZADD takes score before member
+			reply.Values[i], reply.Values[i+1] = reply.Values[i+1], reply.Values[i]
+		}
+	default:
+		c.wr.error("ERR cannot copy a value of type " + typ)
+		return v, false
+	}
+	if !ok {
+		return v, false
+	}
+	v.items = kv.CloneValues(reply.Values)
+	ttl, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: key})
+	if ttl.Int > 0 {
+		v.ttl = ttl.Int
+	}
+	return v, ok
+}
+
+// writeValue replaces whatever key holds with v. The caller has checked that the group has room for it.
+func (c *respConn) writeValue(key string, v keyValue) bool {
+	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: key}); !ok {
+		return false
+	}
+	req := &kv.Request{Key: key, Args: v.items}
+	var ok bool
+	switch v.typ {
+	case "string":
+		req.Value, req.TTL = v.value, v.ttl
+		_, ok = c.keyOp(kv.OpPut, req)
+		return ok
+	case "hash":
+		_, ok = c.keyOp(kv.OpHSet, req)
+	case "list":
+		_, ok = c.keyOp(kv.OpRPush, req)
+	case "set":
+		_, ok = c.keyOp(kv.OpSAdd, req)
+	case "zset":
+		_, ok = c.keyOp(kv.OpZAdd, req)
+	}
+	if ok && v.ttl > 0 {
+		_, ok = c.keyOp(kv.OpExpire, &kv.Request{Key: key, TTL: v.ttl})
+	}
+	return ok
+}
+
+// cmdRename serves RENAME and RENAMENX key newkey: key's value and expiry move to newkey, replacing what
+// it held (RENAME) or only if it holds nothing (RENAMENX, answering 1 if it moved).
+func (c *respConn) cmdRename(args [][]byte) {
+	nx := isSubcommand(args[0], "renamenx")
+	src, dst := string(args[1]), string(args[2])
+	v, ok := c.readValue(src)
+	switch {
+	case !ok:
+		return
+	case v.typ == "none":
+		c.wr.error("ERR no such key")
+		return
+	case src == dst && nx:
+		c.wr.int(0)
+		return
+	case src == dst:
+		c.wr.ok()
+		return
+	}
+	if nx {
+		exists, ok := c.keyOp(kv.OpExists, &kv.Request{Key: dst})
+		if !ok || exists.Status == kv.StatusSuccess {
+			if ok {
+				c.wr.int(0)
+			}
+			return
+		}
+	}
+	if !c.groupHasRoom(v.writeBytes(src, dst)) || !c.writeValue(dst, v) {
+		return
+	}
+	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: src}); !ok {
+		return
+	}
+	if nx {
+		c.wr.int(1)
+	} else {
+		c.wr.ok()
+	}
+}
+
+// cmdCopy serves COPY source destination [DB db] [REPLACE]: source's value and expiry copied to
+// destination unless it holds a value (REPLACE replaces it), answering 1 if it copied. Only database 0
+// serves, as in a Redis cluster.
+func (c *respConn) cmdCopy(args [][]byte) {
+	replace, db := false, int64(0)
+	for i := 3; i < len(args); i++ {
+		switch {
+		case isSubcommand(args[i], "replace"):
+			replace = true
+		case isSubcommand(args[i], "db") && i+1 < len(args):
+			i++
+			n, ok := kv.ParseCanonicalInt(args[i])
+			switch {
+			case !ok:
+				c.notInteger()
+				return
+			case n < math.MinInt32 || n > math.MaxInt32:
+				c.wr.error("ERR value is out of range, value must between -2147483648 and 2147483647")
+				return
+			case n < 0 || n >= redisDatabases:
+				c.wr.error("ERR DB index is out of range")
+				return
+			}
+			db = n
+		default:
+			c.syntaxError()
+			return
+		}
+	}
+	src, dst := string(args[1]), string(args[2])
+	switch {
+	case db != 0:
+		c.wr.error("ERR Copying to another database is not allowed in cluster mode")
+		return
+	case src == dst:
+		c.wr.error("ERR source and destination objects are the same")
+		return
+	}
+	v, ok := c.readValue(src)
+	if !ok || v.typ == "none" {
+		if ok {
+			c.wr.int(0)
+		}
+		return
+	}
+	if !replace {
+		exists, ok := c.keyOp(kv.OpExists, &kv.Request{Key: dst})
+		if !ok || exists.Status == kv.StatusSuccess {
+			if ok {
+				c.wr.int(0)
+			}
+			return
+		}
+	}
+	if c.groupHasRoom(v.writeBytes(src, dst)) && c.writeValue(dst, v) {
+		c.wr.int(1)
+	}
+}

@@ -1,0 +1,84 @@
+package zaris
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRESPMatchesRedisKeyCopies compares RENAME, RENAMENX, COPY, EXPIRETIME and PEXPIRETIME with a real
+// redis-server: every type copied with its expiry, missing keys, the same key twice, COPY's options, in
+// RESP2 and RESP3. (COPY to a database other than 0 is refused, as by a Redis cluster: the server compared
+// with is not one.)
+func TestRESPMatchesRedisKeyCopies(t *testing.T) {
+	k, k2, h, l, s, z, none := diffTag+"k", diffTag+"k2", diffTag+"h", diffTag+"l", diffTag+"s", diffTag+"z", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	copies := []diffCmd{
+		cmd("RENAME", none, k), cmd("RENAMENX", none, k), cmd("RENAME", none, none), cmd("RENAMENX", none, none),
+		cmd("SET", k, "v"), cmd("RENAME", k, k), cmd("RENAMENX", k, k), cmd("RENAME", k, k2), cmd("EXISTS", k), cmd("GET", k2),
+		cmd("HSET", h, "f", "1", "g", "2"), cmd("RENAME", k2, h), cmd("TYPE", h), cmd("GET", h),
+		cmd("RPUSH", l, "a", "b", "a", ""), cmd("RENAMENX", l, h), cmd("RENAMENX", l, k), cmd("LRANGE", k, "0", "-1"), cmd("EXISTS", l),
+		cmd("SADD", s, "x", "y"), cmd("RENAME", s, l), cmd("SMEMBERS", l).unordered(1),
+		cmd("ZADD", z, "1.5", "a", "-inf", "b", "inf", "c", "0", "d"), cmd("RENAME", z, s), cmd("ZRANGE", s, "0", "-1", "WITHSCORES"),
+		cmd("HSET", z, "f", "1", "g", "2"), cmd("RENAME", z, k2), cmd("HGETALL", k2).unordered(2),
+		cmd("COPY", none, k), cmd("COPY", k, k), cmd("COPY", k, h), cmd("COPY", k, h, "REPLACE"), cmd("LRANGE", h, "0", "-1"),
+		cmd("COPY", s, l, "replace"), cmd("ZRANGE", l, "0", "-1", "WITHSCORES"), cmd("COPY", k2, z), cmd("HGETALL", z).unordered(2),
+		cmd("COPY", k, h, "DB", "0"), cmd("COPY", k, h, "DB", "16"), cmd("COPY", k, h, "DB", "-1"),
+		cmd("COPY", k, h, "DB", "x"), cmd("COPY", k, h, "DB", "01"), cmd("COPY", k, h, "DB", "99999999999"), cmd("COPY", k, h, "DB"),
+		cmd("COPY", k, h, "REPLACE", "REPLACE", "DB", "0", "DB", "0"), cmd("COPY", k, h, "NOPE"),
+		cmd("COPY", none, k, "DB", "99"), cmd("COPY", k), cmd("RENAME", k), cmd("RENAME", k, h, l),
+		cmd("EXPIRETIME", none), cmd("PEXPIRETIME", none), cmd("EXPIRETIME", k), cmd("PEXPIRETIME", h), cmd("EXPIRETIME"),
+		cmd("SET", k, "v", "PXAT", "4102444800123"), cmd("PEXPIRETIME", k), cmd("EXPIRETIME", k), cmd("RENAME", k, k2),
+		cmd("PEXPIRETIME", k2), cmd("COPY", k2, k), cmd("PEXPIRETIME", k), cmd("RPUSH", l, "x"), cmd("EXPIREAT", l, "4102444801"),
+		cmd("COPY", l, h, "REPLACE"), cmd("EXPIRETIME", h), cmd("PEXPIRETIME", h), cmd("RENAME", h, s), cmd("EXPIRETIME", s),
+		cmd("SET", k, "v", "EX", "100"), cmd("RENAME", k, h), cmd("TTL", h).within(99, 100), cmd("COPY", h, k), cmd("TTL", k).within(99, 100),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "rename copy expiretime", cmds: copies},
+		{name: "rename copy expiretime resp3", cmds: append([]diffCmd{hello}, copies...)},
+	})
+}
+
+// TestRESPMatchesRedisLPosHRandField compares LPOS, with each option and bad ones, and HRANDFIELD on replies
+// chance cannot change, with a real redis-server, in RESP2 and RESP3.
+func TestRESPMatchesRedisLPosHRandField(t *testing.T) {
+	k, l, h, none := diffTag+"k", diffTag+"l", diffTag+"h", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("LPOS", none, "a"), cmd("LPOS", none, "a", "COUNT", "1"), cmd("RPUSH", l, "a", "b", "c", "a", "d", "a", ""),
+		cmd("LPOS", l, "a"), cmd("LPOS", l, "a", "COUNT", "0"), cmd("LPOS", l, "a", "RANK", "-1", "COUNT", "2"),
+		cmd("LPOS", l, "a", "RANK", "2"), cmd("LPOS", l, "a", "RANK", "-2"), cmd("LPOS", l, "a", "RANK", "4"), cmd("LPOS", l, "x"),
+		cmd("LPOS", l, "x", "COUNT", "3"), cmd("LPOS", l, "", "COUNT", "0"), cmd("LPOS", l, "a", "MAXLEN", "3"),
+		cmd("LPOS", l, "a", "MAXLEN", "3", "COUNT", "0"), cmd("LPOS", l, "a", "RANK", "-1", "MAXLEN", "1", "COUNT", "0"),
+		cmd("LPOS", l, "a", "RANK", "-1", "MAXLEN", "2"), cmd("LPOS", l, "a", "RANK", "2", "MAXLEN", "4"),
+		cmd("LPOS", l, "a", "COUNT", "2", "MAXLEN", "100"), cmd("LPOS", l, "a", "rank", "1", "count", "1", "maxlen", "0"),
+		cmd("LPOS", l, "a", "RANK", "-9223372036854775808"), cmd("LPOS", l, "a", "RANK", "-9223372036854775808", "COUNT", "2"),
+		cmd("LPOS", l, "a", "RANK", "9223372036854775807"), cmd("LPOS", l, "a", "RANK", "0"), cmd("LPOS", l, "a", "RANK", "x"),
+		cmd("LPOS", l, "a", "COUNT", "-1"), cmd("LPOS", l, "a", "COUNT", "x"), cmd("LPOS", l, "a", "MAXLEN", "-1"),
+		cmd("LPOS", l, "a", "MAXLEN", "x"), cmd("LPOS", l, "a", "RANK"), cmd("LPOS", l, "a", "FOO"), cmd("LPOS", l),
+		cmd("SET", k, "v"), cmd("LPOS", k, "a"), cmd("LPOS", k, "a", "RANK", "0"), cmd("LPOS", k, "a", "COUNT", "1"),
+		cmd("HRANDFIELD", none), cmd("HRANDFIELD", none, "2"), cmd("HRANDFIELD", none, "0", "WITHVALUES"), cmd("HRANDFIELD", none, "x"),
+		cmd("HRANDFIELD", k), cmd("HRANDFIELD", k, "1"), cmd("HRANDFIELD", k, "0"), cmd("HSET", h, "f", "1"),
+		cmd("HRANDFIELD", h), cmd("HRANDFIELD", h, "1"), cmd("HRANDFIELD", h, "5", "WITHVALUES"), cmd("HRANDFIELD", h, "-3"),
+		cmd("HRANDFIELD", h, "-2", "WITHVALUES"), cmd("HRANDFIELD", h, "0"), cmd("HRANDFIELD", h, "1", "withvalues"),
+		cmd("HRANDFIELD", h, "5", "FOO"), cmd("HRANDFIELD", h, "5", "WITHVALUES", "x"), cmd("HRANDFIELD", h, "01"),
+		cmd("HRANDFIELD", h, "-9223372036854775808"), cmd("HRANDFIELD", h, "9223372036854775807", "WITHVALUES"),
+		cmd("HRANDFIELD", h, "-4611686018427387904", "WITHVALUES"), cmd("HSET", h, "g", "2", "i", "3"),
+		cmd("HRANDFIELD", h, "3").unordered(1), cmd("HRANDFIELD", h, "10").unordered(1), cmd("HRANDFIELD", h, "-5").lengthOnly(), cmd("HRANDFIELD", h, "-4", "WITHVALUES").lengthOnly(),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "lpos hrandfield", cmds: seq},
+		{name: "lpos hrandfield resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}
+
+// lengthOnly returns the command with only the header of its reply compared: an array's length, for
+// elements chance picks.
+func (d diffCmd) lengthOnly() diffCmd {
+	d.norm = func(reply string) string {
+		header, _, _ := strings.Cut(reply, "\r\n")
+		return header
+	}
+	return d
+}
