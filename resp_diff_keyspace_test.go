@@ -82,3 +82,36 @@ func (d diffCmd) lengthOnly() diffCmd {
 	}
 	return d
 }
+
+// TestRESPMatchesRedisListEdits compares LSET, LINSERT and LREM with a real redis-server: edits at either
+// end and in the middle, of a one-item list, removals emptying the list, the expiry kept, bad arguments
+// and their order against the key's type, in RESP2 and RESP3.
+func TestRESPMatchesRedisListEdits(t *testing.T) {
+	k, l, none := diffTag+"k", diffTag+"l", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	all := cmd("LRANGE", l, "0", "-1")
+	seq := []diffCmd{
+		cmd("LSET", none, "0", "a"), cmd("LSET", none, "x", "a"), cmd("LINSERT", none, "BEFORE", "a", "b"), cmd("LREM", none, "0", "a"),
+		cmd("RPUSH", l, "a"), cmd("PEXPIRE", l, "100000"), cmd("LSET", l, "0", "z"), cmd("LSET", l, "-1", "y"), all,
+		cmd("PTTL", l).within(99000, 100000), cmd("LSET", l, "1", "q"), cmd("LSET", l, "-2", "q"), cmd("LSET", l, "x", "q"),
+		cmd("RPUSH", l, "b", "c", "d", "e", "f"), cmd("LSET", l, "1", "B"), cmd("LSET", l, "-2", "E"), cmd("LSET", l, "3", ""), all,
+		cmd("LSET", l, "9223372036854775807", "q"), cmd("LSET", l, "-9223372036854775808", "q"),
+		cmd("LINSERT", l, "BEFORE", "y", "h"), cmd("LINSERT", l, "after", "f", "t"), cmd("LINSERT", l, "AFTER", "B", "m"),
+		cmd("LINSERT", l, "before", "E", "n"), cmd("LINSERT", l, "BEFORE", "nope", "x"), cmd("LINSERT", l, "MIDDLE", "y", "x"), all,
+		cmd("LINSERT", l, "AFTER", "", "empty"), all, cmd("PTTL", l).within(99000, 100000),
+		cmd("RPUSH", l, "a", "b", "a", "c", "a"), cmd("LREM", l, "1", "a"), all, cmd("LREM", l, "-1", "a"), all,
+		cmd("LREM", l, "0", "nope"), cmd("LREM", l, "x", "a"), cmd("LREM", l, "0", "a"), all, cmd("LREM", l, "-2", "y"),
+		cmd("LREM", l, "2", "B"), all, cmd("LREM", l, "-9223372036854775808", "h"), cmd("LREM", l, "9223372036854775807", "t"), all,
+		cmd("PTTL", l).within(99000, 100000), cmd("DEL", l), cmd("RPUSH", l, "x", "x", "y", "x"), cmd("LREM", l, "0", "x"), all,
+		cmd("LREM", l, "0", "y"), cmd("EXISTS", l), cmd("RPUSH", l, "a", "b"), cmd("EXPIRE", l, "100"), cmd("LREM", l, "1", "a"),
+		cmd("TTL", l).within(99, 100), cmd("LINSERT", l, "BEFORE", "b", "a"), cmd("LREM", l, "-1", "b"), cmd("TTL", l).within(99, 100), all,
+		cmd("SET", k, "v"), cmd("LSET", k, "0", "a"), cmd("LSET", k, "x", "a"), cmd("LINSERT", k, "BEFORE", "a", "b"),
+		cmd("LINSERT", k, "SIDEWAYS", "a", "b"), cmd("LREM", k, "0", "a"), cmd("LREM", k, "x", "a"), cmd("LSET", l, "0"),
+		cmd("LINSERT", l, "BEFORE", "a"), cmd("LREM", l, "0"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "list edits", cmds: seq},
+		{name: "list edits resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}

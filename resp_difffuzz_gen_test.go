@@ -222,6 +222,11 @@ var fuzzCommands = []fuzzCommand{
 	{"hincrbyfloat", func(g *fuzzGen) []string { return []string{g.key(), g.field(), g.float()} }},
 	{"zcount", func(g *fuzzGen) []string { return []string{g.key(), g.score(), g.score()} }},
 	{"lpos", (*fuzzGen).lposArgs},
+	{"lset", func(g *fuzzGen) []string { return []string{g.key(), g.index(), g.value()} }},
+	{"linsert", func(g *fuzzGen) []string {
+		return []string{g.key(), g.oneOf("BEFORE", "AFTER", "before", "after", "middle")(), g.value(), g.value()}
+	}},
+	{"lrem", func(g *fuzzGen) []string { return []string{g.key(), g.index(), g.value()} }},
 	// copies of a whole key and its expiry
 	{"rename", func(g *fuzzGen) []string { return g.keys(2) }},
 	{"renamenx", func(g *fuzzGen) []string { return g.keys(2) }},
