@@ -43,6 +43,13 @@ func TestRESPUsers(t *testing.T) {
 		if err := reader.Get(ctx, "other").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
 			t.Fatalf("RESP%d GET outside the key patterns: %v", proto, err)
 		}
+		// A command whose keys follow a count is checked key by key too.
+		if err := reader.SInterCard(ctx, 0, "{app}other").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Fatalf("RESP%d SINTERCARD outside the key patterns: %v", proto, err)
+		}
+		if n, err := reader.SInterCard(ctx, 0, "app:{s}").Result(); err != nil || n != 0 {
+			t.Fatalf("RESP%d SINTERCARD within the key patterns = %d, %v", proto, n, err)
+		}
 		wrong := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, Username: "writer", Password: "bad"})
 		if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 			t.Fatalf("RESP%d wrong password: %v", proto, err)

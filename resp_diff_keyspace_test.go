@@ -115,3 +115,18 @@ func TestRESPMatchesRedisListEdits(t *testing.T) {
 		{name: "list edits resp3", cmds: append([]diffCmd{hello}, seq...)},
 	})
 }
+
+// TestRESPMatchesRedisSInterCard compares SINTERCARD, whose keys follow their count, with a real
+// redis-server: limits, missing keys, wrong types, and counts that do not name the keys right.
+func TestRESPMatchesRedisSInterCard(t *testing.T) {
+	k, s, s2, none := diffTag+"k", diffTag+"s", diffTag+"s2", diffTag+"none"
+	newRESPDiff(t, nil).run(t, []diffSeq{{name: "sintercard", cmds: []diffCmd{
+		cmd("SINTERCARD", "1", none), cmd("SADD", s, "a", "b", "c"), cmd("SADD", s2, "b", "c", "d"), cmd("SINTERCARD", "1", s),
+		cmd("SINTERCARD", "2", s, s2), cmd("SINTERCARD", "2", s, s2, "LIMIT", "1"), cmd("SINTERCARD", "2", s, s2, "limit", "0"),
+		cmd("SINTERCARD", "2", s, s2, "LIMIT", "5"), cmd("SINTERCARD", "2", s, none), cmd("SINTERCARD", "3", s, s2, s),
+		cmd("SINTERCARD", "0", s), cmd("SINTERCARD", "-1", s), cmd("SINTERCARD", "x", s), cmd("SINTERCARD", "3", s, s2),
+		cmd("SINTERCARD", "1", s, s2), cmd("SINTERCARD", "1", s, "LIMIT"), cmd("SINTERCARD", "1", s, "LIMIT", "-1"),
+		cmd("SINTERCARD", "1", s, "LIMIT", "x"), cmd("SINTERCARD", "1", s, "LIMIT", "1", "LIMIT", "2"), cmd("SET", k, "v"),
+		cmd("SINTERCARD", "2", s, k), cmd("SINTERCARD", "2", none, k), cmd("SINTERCARD", "1", k, "LIMIT", "x"), cmd("SINTERCARD", "1"),
+	}}})
+}

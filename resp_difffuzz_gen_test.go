@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 )
 
@@ -219,6 +220,15 @@ var fuzzCommands = []fuzzCommand{
 	{"sinterstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	{"sunionstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
 	{"sdiffstore", func(g *fuzzGen) []string { return g.keys(2 + g.rng.IntN(3)) }},
+	{"sintercard", func(g *fuzzGen) []string {
+		keys := g.keys(1 + g.rng.IntN(3))
+		n := g.oneOf(strconv.Itoa(len(keys)), strconv.Itoa(len(keys)), "0", "-1", "x", strconv.Itoa(len(keys)+1))()
+		args := append([]string{n}, keys...)
+		if g.rng.IntN(2) == 0 {
+			args = append(args, g.oneOf("LIMIT", "limit", "nope")(), g.oneOf("0", "1", "2", "-1", "x")())
+		}
+		return args
+	}},
 	{"hincrbyfloat", func(g *fuzzGen) []string { return []string{g.key(), g.field(), g.float()} }},
 	{"zcount", func(g *fuzzGen) []string { return []string{g.key(), g.score(), g.score()} }},
 	{"lpos", (*fuzzGen).lposArgs},

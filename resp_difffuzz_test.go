@@ -638,7 +638,7 @@ func (c *fuzzClient) settle(cmd fuzzCmd, reply string) {
 		}
 	case c.multi != "" && reply == "+QUEUED\r\n" && !c.doomed:
 		c.queued = append(c.queued, cmd.args)
-		if known, ok := respCommands[name]; ok && known.FirstKey > 0 && cmd.group != "" {
+		if known, ok := respCommands[name]; ok && (known.FirstKey > 0 || known.MovableKeys) && cmd.group != "" {
 			c.queuedGroups[cmd.group] = true
 		}
 	case c.multi != "" && reply != "+QUEUED\r\n" && !respCommands[name].ControlsMulti:

@@ -138,7 +138,7 @@ func (u *respUser) mayRun(cmd *respCommand) bool {
 
 // mayAccess reports whether every key of the command args matches one of u's key patterns.
 func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
-	if u.keys == nil || cmd.firstKey == 0 {
+	if u.keys == nil || !cmd.takesKeys() {
 		return true
 	}
 	for _, key := range cmd.keys(args) {

@@ -26,6 +26,9 @@ type respCommand struct {
 	firstKey int
 	lastKey  int
 	step     int
+	// keysAt finds the keys of a command whose key count is an argument (SINTERCARD numkeys key ...): nil
+	// for arguments that do not name them right. Such a command reports no fixed key positions.
+	keysAt   func(args [][]byte) [][]byte
 	acl      []string
 	noAuth   bool           // may run before AUTH
 	parent   bool           // has subcommands, which permissions name as parent|sub
@@ -47,7 +50,8 @@ func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.f
 // CommandSpec describes a command as COMMAND INFO does, with how it runs its keys' operations.
 type CommandSpec struct {
 	Flags         []string
-	FirstKey      int  // 0: it takes no key
+	FirstKey      int  // 0: it takes no key at a fixed position
+	MovableKeys   bool // its keys follow a count among its arguments
 	Grouped       bool // runs its keys' operations in one atomic group, even on one key
 	ControlsMulti bool // runs at once inside MULTI instead of being queued
 }
@@ -56,7 +60,7 @@ type CommandSpec struct {
 func Commands() map[string]CommandSpec {
 	out := make(map[string]CommandSpec, len(respCommandTable))
 	for name, cmd := range respCommandTable {
-		out[name] = CommandSpec{Flags: slices.Clone(cmd.flags), FirstKey: cmd.firstKey, Grouped: cmd.grouped,
+		out[name] = CommandSpec{Flags: slices.Clone(cmd.flags), FirstKey: cmd.firstKey, MovableKeys: cmd.keysAt != nil, Grouped: cmd.grouped,
 			ControlsMulti: cmd.controlsMulti}
 	}
 	return out
@@ -72,6 +76,9 @@ func (cmd *respCommand) fullName(args [][]byte) string {
 
 // keys returns the key arguments of a command that has some.
 func (cmd *respCommand) keys(args [][]byte) [][]byte {
+	if cmd.keysAt != nil {
+		return cmd.keysAt(args)
+	}
 	if cmd.firstKey == 0 {
 		return nil
 	}
@@ -89,7 +96,25 @@ func (cmd *respCommand) keys(args [][]byte) [][]byte {
 // wholeSteps reports whether the arguments after the first key come in whole steps, as MSET's key and
 // value pairs must: otherwise the command refuses them before it looks at a key.
 func (cmd *respCommand) wholeSteps(args [][]byte) bool {
-	return cmd.lastKey >= 0 || (len(args)-cmd.firstKey)%cmd.step == 0
+	return cmd.keysAt != nil || cmd.lastKey >= 0 || (len(args)-cmd.firstKey)%cmd.step == 0
+}
+
+// takesKeys reports whether the command names keys, at fixed positions or by a count.
+func (cmd *respCommand) takesKeys() bool { return cmd.firstKey != 0 || cmd.keysAt != nil }
+
+// keysAfterCount finds the keys that follow a count at args[at], as SINTERCARD numkeys key [key ...] has
+// them: none when the count is not a positive integer within the arguments.
+func keysAfterCount(at int) func(args [][]byte) [][]byte {
+	return func(args [][]byte) [][]byte {
+		if at >= len(args) {
+			return nil
+		}
+		n, ok := kv.ParseCanonicalInt(args[at])
+		if !ok || n < 1 || n > int64(len(args)-at-1) {
+			return nil
+		}
+		return args[at+1 : at+1+int(n)]
+	}
 }
 
 func (cmd *respCommand) arityOK(n int) bool {
@@ -143,6 +168,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "renamenx", arity: 3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, grouped: true, run: (*respConn).cmdRename},
 		{name: "copy", arity: -3, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, grouped: true, run: (*respConn).cmdCopy},
 		{name: "lpos", arity: -3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLPos},
+		{name: "sintercard", arity: -3, flags: []string{"readonly", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSInterCard},
 		{name: "lset", arity: 4, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLSet},
 		{name: "linsert", arity: 5, flags: write, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLInsert},
 		{name: "lrem", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLRem},

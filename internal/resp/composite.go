@@ -343,6 +343,41 @@ func (c *respConn) cmdSetAlgebra(args [][]byte) {
 	}
 }
 
+// cmdSInterCard serves SINTERCARD numkeys key [key ...] [LIMIT limit]: the size of the sets'
+// intersection, at most limit unless it is 0.
+func (c *respConn) cmdSInterCard(args [][]byte) {
+	n, ok := kv.ParseCanonicalInt(args[1])
+	switch {
+	case !ok || n < 1:
+		c.wr.error("ERR numkeys should be greater than 0")
+		return
+	case n > int64(len(args)-2):
+		c.wr.error("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	limit := int64(0)
+	for i := 2 + int(n); i < len(args); i++ {
+		if !isSubcommand(args[i], "limit") || i+1 == len(args) {
+			c.syntaxError()
+			return
+		}
+		i++
+		if limit, ok = kv.ParseCanonicalInt(args[i]); !ok || limit < 0 {
+			c.wr.error("ERR LIMIT can't be negative")
+			return
+		}
+	}
+	members, ok := c.combineSets(args[2:2+n], setInter)
+	if !ok {
+		return
+	}
+	card := int64(len(members))
+	if limit > 0 {
+		card = min(card, limit)
+	}
+	c.wr.int(card)
+}
+
 // cmdSetAlgebraStore serves SINTERSTORE, SUNIONSTORE and SDIFFSTORE destination key [key ...]: the result
 // replaces destination, whatever it held, and its size is the reply.
 func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
