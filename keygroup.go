@@ -44,3 +44,17 @@ func (sg *storeGroup) Abandon() {
 		sg.g.group.rollback()
 	}
 }
+
+func (sg *storeGroup) Mark() kv.GroupMark {
+	if sg.read {
+		return kv.GroupMark{}
+	}
+	g := sg.g.group
+	return kv.GroupMark{Writes: len(g.undo), Bytes: g.bytes}
+}
+
+func (sg *storeGroup) RollbackTo(m kv.GroupMark) {
+	if !sg.read {
+		sg.g.group.rollbackTo(m.Writes, m.Bytes)
+	}
+}

@@ -31,7 +31,8 @@ func TestRESPMatchesRedisKeyCopies(t *testing.T) {
 		cmd("SET", k, "v", "PXAT", "4102444800123"), cmd("PEXPIRETIME", k), cmd("EXPIRETIME", k), cmd("RENAME", k, k2),
 		cmd("PEXPIRETIME", k2), cmd("COPY", k2, k), cmd("PEXPIRETIME", k), cmd("RPUSH", l, "x"), cmd("EXPIREAT", l, "4102444801"),
 		cmd("COPY", l, h, "REPLACE"), cmd("EXPIRETIME", h), cmd("PEXPIRETIME", h), cmd("RENAME", h, s), cmd("EXPIRETIME", s),
-		cmd("SET", k, "v", "EX", "100"), cmd("RENAME", k, h), cmd("TTL", h).within(99, 100), cmd("COPY", h, k), cmd("TTL", k).within(99, 100),
+		cmd("SET", k, "v", "PXAT", "4102444800500"), cmd("EXPIRETIME", k), cmd("PEXPIRETIME", k), cmd("PEXPIREAT", k, "4102444800499"),
+		cmd("EXPIRETIME", k), cmd("SET", k, "v", "EX", "100"), cmd("RENAME", k, h), cmd("TTL", h).within(99, 100), cmd("COPY", h, k), cmd("TTL", k).within(99, 100),
 	}
 	newRESPDiff(t, nil).run(t, []diffSeq{
 		{name: "rename copy expiretime", cmds: copies},
@@ -129,4 +130,28 @@ func TestRESPMatchesRedisSInterCard(t *testing.T) {
 		cmd("SINTERCARD", "1", s, "LIMIT", "x"), cmd("SINTERCARD", "1", s, "LIMIT", "1", "LIMIT", "2"), cmd("SET", k, "v"),
 		cmd("SINTERCARD", "2", s, k), cmd("SINTERCARD", "2", none, k), cmd("SINTERCARD", "1", k, "LIMIT", "x"), cmd("SINTERCARD", "1"),
 	}}})
+}
+
+// TestRESPRefusesDeadlinesPast2262 checks that a relative expiry whose deadline Zaris cannot keep (past 2262
+// in nanoseconds) is refused, never kept as a nearer one: SET PX, GETEX PX, PEXPIRE and EXPIRE, where Redis,
+// keeping milliseconds, accepts them (docs/redis-differences.md). The key keeps its value and no expiry.
+func TestRESPRefusesDeadlinesPast2262(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 1, nil)
+	conn := dialRaw(t, c.node(0).RESPAddr())
+	for _, tc := range []struct{ args []string }{
+		{[]string{"SET", "k", "v", "PX", "9000000000000"}},
+		{[]string{"SET", "k", "v", "EX", "9000000000"}},
+		{[]string{"GETEX", "k", "PX", "9000000000000"}},
+		{[]string{"PEXPIRE", "k", "9000000000000"}},
+		{[]string{"EXPIRE", "k", "9000000000"}},
+	} {
+		conn.send(respCmd("SET", "k", "v") + respCmd(tc.args...) + respCmd("PTTL", "k") + respCmd("EXPIRETIME", "k"))
+		want := []string{"+OK", "-ERR invalid expire time in '" + strings.ToLower(tc.args[0]) + "' command", ":-1", ":-1"}
+		for _, w := range want {
+			if got := conn.line(); got != w {
+				t.Fatalf("%q: reply %q; want %q", tc.args, got, w)
+			}
+		}
+	}
 }

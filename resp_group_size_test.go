@@ -77,7 +77,8 @@ func TestRESPAtomicWritesFitAFrame(t *testing.T) {
 // atomic group carries (half of a 1 MiB frame) with values that a read may still answer: RENAME and COPY
 // of a hash of 524,224 bytes, refused before they write, and SUNIONSTORE of a set of 524,212 bytes over a
 // key holding a string, whose union is refused after the destination was deleted. Each answers an error
-// and writes nothing: the source keeps its value and the destination what it held.
+// and writes nothing: the source keeps its value and the destination what it held, also within a
+// transaction, whose other commands run.
 func TestRESPComposedWritesPastTheGroupWriteNothing(t *testing.T) {
 	t.Parallel()
 	c := startRESPCluster(t, 1, func(cfg *Config) {
@@ -104,6 +105,15 @@ func TestRESPComposedWritesPastTheGroupWriteNothing(t *testing.T) {
 	do(groupTooLarge, "RENAMENX", tag+"h", tag+"n")
 	do(groupTooLarge, "COPY", tag+"h", tag+"d", "REPLACE")
 	do("-ERR the arguments or the reply exceed the size limits", "SUNIONSTORE", tag+"d", tag+"s")
+	// In a transaction, the refused command writes nothing while the commands around it run.
+	conn.send(respCmd("MULTI") + respCmd("SET", tag+"before", "1") + respCmd("SUNIONSTORE", tag+"d", tag+"s") +
+		respCmd("LPUSH", tag+"after", "1") + respCmd("EXEC"))
+	for _, want := range []string{"+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*3", "+OK", "-ERR the arguments or the reply exceed the size limits", ":1"} {
+		if got := conn.line(); got != want {
+			t.Fatalf("MULTI around a refused SUNIONSTORE: reply %q; want %q", got, want)
+		}
+	}
+	do(":2", "EXISTS", tag+"before", tag+"after")
 	do(":2", "HLEN", tag+"h")
 	do(":2", "SCARD", tag+"s")
 	do(":0", "EXISTS", tag+"n")

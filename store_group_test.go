@@ -8,6 +8,7 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
 )
 
 // TestAtomicGroupRefusesWritesPastItsBound runs key operations in one atomic group of a store bounded at
@@ -72,5 +73,46 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 	must(t, decodeReply(&second, r.Values[1]))
 	if _, _, ok := s.get(0, "d"); second.Status != StatusSuccess || !ok {
 		t.Fatalf("a two-phase commit's step past the bound answered %v, wrote %v", second.Status, ok)
+	}
+}
+
+// TestAtomicGroupRollsBackToAMark writes in one atomic group, marks it, writes more (a put over a key, a
+// push onto a list, a delete), and rolls back to the mark: the writes after it are undone, the bytes they
+// took freed, and the group ends as one write of the ops before the mark.
+func TestAtomicGroupRollsBackToAMark(t *testing.T) {
+	s := newStore(1, systemClock{})
+	s.maxGroupBytes = 1 << 20
+	var multi []durability.Op
+	s.onWrite = func(_ int, _, _ uint64, _ string, _ *entry, change writeChange) { multi = change.multi }
+	s.put(0, "kept", []byte("old"), 0)
+	lim := opLimits{maxValueSize: 1 << 10, maxReplyBytes: 1 << 10, layout: Layout{Segments: 1, Partitions: 1}}
+	apply := func(g *store, op transport.Op, req kv.Request) { lookupKeyOp(op).apply(g, 0, req, lim) }
+	s.atomically(0, func(g *store) {
+		sg := &storeGroup{g: g, seg: 0, lim: lim}
+		apply(g, kv.OpRPush, kv.Request{Key: "l", Args: [][]byte{[]byte("a")}})
+		apply(g, kv.OpPut, kv.Request{Key: "x", Value: []byte("1")})
+		mark := sg.Mark()
+		apply(g, kv.OpPut, kv.Request{Key: "kept", Value: []byte("new")})
+		apply(g, kv.OpRPush, kv.Request{Key: "l", Args: [][]byte{[]byte("b"), []byte("c")}})
+		apply(g, kv.OpDelete, kv.Request{Key: "x"})
+		apply(g, kv.OpPut, kv.Request{Key: "y", Value: []byte("2")})
+		sg.RollbackTo(mark)
+		if got := sg.Mark(); got != mark {
+			t.Fatalf("after the rollback the group is at %+v; want the mark %+v", got, mark)
+		}
+	})
+	if len(multi) != 2 {
+		t.Fatalf("the group wrote %d ops; want the 2 before the mark", len(multi))
+	}
+	for key, want := range map[string]string{"kept": "old", "x": "1"} {
+		if v, _, ok := s.get(0, key); !ok || string(v) != want {
+			t.Errorf("%s = %q, %v; want %q", key, v, ok, want)
+		}
+	}
+	if _, _, ok := s.get(0, "y"); ok {
+		t.Error("y, put after the mark, is present")
+	}
+	if r := lookupKeyOp(kv.OpLLen).apply(s, 0, kv.Request{Key: "l"}, lim); r.Int != 1 {
+		t.Errorf("the list holds %d items; want the 1 pushed before the mark", r.Int)
 	}
 }

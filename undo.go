@@ -13,15 +13,22 @@ type undoStep struct {
 // rollback undoes the group's writes, newest first, and forgets them: the segment is as it was when the
 // group began, and the group ends having written nothing. Called with the segment's lock held.
 func (g *writeGroup) rollback() {
-	for i := len(g.undo) - 1; i >= 0; i-- {
+	g.rollbackTo(0, 0)
+	g.undo, g.ops = nil, nil
+	g.seg.torn = false
+}
+
+// rollbackTo undoes the group's writes after its first writes ones, which took bytes, newest first.
+func (g *writeGroup) rollbackTo(writes, bytes int) {
+	for i := len(g.undo) - 1; i >= writes; i-- {
 		u := g.undo[i]
 		if u.revert != nil {
 			u.revert() // first: set counts the entry's bytes from its collection as it is then
 		}
 		g.seg.set(u.key, u.old)
 	}
-	g.undo, g.ops, g.bytes, g.refused, g.writing = nil, nil, 0, false, false
-	g.seg.torn = false
+	g.undo, g.ops = g.undo[:min(writes, len(g.undo))], g.ops[:min(writes, len(g.ops))]
+	g.bytes, g.refused, g.writing = bytes, false, false
 }
 
 // revertOf returns what undoes op on c, read from c before op is applied to it. Ops that apply to

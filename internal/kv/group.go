@@ -20,4 +20,13 @@ type Group interface {
 	// Abandon undoes the group's writes so far: unless it writes again, the group ends having written
 	// nothing, for a transaction whose reply cannot be sent.
 	Abandon()
+	// Mark returns the point the group's writes have reached, and RollbackTo undoes every write after it:
+	// a command of a transaction that answers an error writes nothing, though others before it did.
+	Mark() GroupMark
+	RollbackTo(GroupMark)
+}
+
+// GroupMark is a point in a group's writes: how many it had made, and the bytes they took.
+type GroupMark struct {
+	Writes, Bytes int
 }

@@ -275,7 +275,7 @@ func (s *Server) dispatch(c *respConn, args [][]byte) {
 		return
 	}
 	c.busy()
-	replyAt := len(c.wr.buf)
+	replyAt, sends := len(c.wr.buf), c.wr.sends
 	defer c.recoverCommand(replyAt, c.wr.sends)
 	cmd := s.lookup(args[0])
 	switch msg := c.admission(cmd, args); {
@@ -290,7 +290,7 @@ func (s *Server) dispatch(c *respConn, args [][]byte) {
 		c.trackRead(cmd, args)
 	}
 	c.afterCommand(cmd)
-	c.countErrorReply(replyAt)
+	c.countErrorReply(replyAt, sends)
 }
 
 // admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
@@ -625,8 +625,12 @@ func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
 		return 0, false
 	}
 	ttl := time.Duration(n) * scale
-	if unit == "EXAT" || unit == "PXAT" {
+	switch {
+	case unit == "EXAT" || unit == "PXAT":
 		ttl = max(time.Duration(n*int64(scale)-c.srv.clock.Now().UnixNano()), 1)
+	case !c.deadlineFits(ttl):
+		c.wr.error("ERR invalid expire time in 'set' command")
+		return 0, false
 	}
 	return ttl, true
 }
@@ -782,6 +786,9 @@ func (c *respConn) cmdExpire(args [][]byte) {
 		if left := time.Duration(n)*scale - time.Duration(c.srv.clock.Now().UnixNano()); left > 0 {
 			ttl = left
 		}
+	case !c.deadlineFits(time.Duration(n) * scale):
+		c.wr.error("ERR invalid expire time in '" + name + "' command")
+		return
 	default:
 		ttl = time.Duration(n) * scale
 	}
@@ -844,10 +851,12 @@ func (c *respConn) cmdExpireTime(args [][]byte) {
 	case reply.Int == -1: // no expiry
 		c.wr.int(-1)
 	default:
-		// The deadline to the nearest millisecond, as Redis keeps it; seconds are its whole seconds.
-		deadline := (c.srv.clock.Now().UnixNano() + reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond)
+		// The deadline to the nearest millisecond, as Redis keeps it, and that to the nearest second, as
+		// Redis rounds it. A deadline is never past the largest time in nanoseconds.
+		now, half := c.srv.clock.Now().UnixNano(), int64(time.Millisecond)/2
+		deadline := (now + min(reply.Int, math.MaxInt64-now-half) + half) / int64(time.Millisecond)
 		if args[0][0]|0x20 != 'p' {
-			deadline /= 1000
+			deadline = (deadline + 500) / 1000
 		}
 		c.wr.int(deadline)
 	}
@@ -935,13 +944,23 @@ func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, strin
 		return 0, "ERR invalid expire time in '" + cmd + "' command"
 	}
 	ttl := time.Duration(n) * scale
-	if unit == "EXAT" || unit == "PXAT" {
+	if unit == "EX" || unit == "PX" {
+		if !c.deadlineFits(ttl) {
+			return 0, "ERR invalid expire time in '" + cmd + "' command"
+		}
+	} else {
 		ttl = time.Duration(n*int64(scale) - c.srv.clock.Now().UnixNano())
 		if ttl == 0 {
 			ttl = -1 // a zero TTL would keep no expiry; a time reached deletes the key
 		}
 	}
 	return ttl, ""
+}
+
+// deadlineFits reports whether a time to live from now ends at a deadline Zaris can keep: one before 2262,
+// in nanoseconds since 1970.
+func (c *respConn) deadlineFits(ttl time.Duration) bool {
+	return int64(ttl) <= math.MaxInt64-c.srv.clock.Now().UnixNano()
 }
 
 // badExpiry answers GETEX's invalid expiry argument as Redis does, after looking the key up: null when the

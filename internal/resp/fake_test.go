@@ -174,6 +174,8 @@ func (g fakeGroup) Apply(op transport.Op, req *kv.Request) (kv.Reply, bool) {
 func (g fakeGroup) Version(key string) uint64 { return g.f.versions[key] }
 func (g fakeGroup) HasRoom(int) bool          { return true }
 func (g fakeGroup) Abandon()                  {}
+func (g fakeGroup) Mark() kv.GroupMark        { return kv.GroupMark{} }
+func (g fakeGroup) RollbackTo(kv.GroupMark)   {}
 
 // fakeMemory is a memory bound that bounds nothing.
 type fakeMemory struct {

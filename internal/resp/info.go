@@ -424,16 +424,23 @@ func (c *respConn) publishStats() {
 	st.counted.reset()
 }
 
-// countErrorReply counts the reply a command wrote from offset start of the connection's buffer when it is
-// an error. A command writes one reply and an error is short, so a flush never moves one away from start.
-func (c *respConn) countErrorReply(start int) {
-	if buf := c.wr.buf; start < len(buf) && buf[start] == '-' {
-		line := buf[start+1:]
-		if end := bytes.IndexAny(line, " \r"); end >= 0 {
-			line = line[:end]
-		}
-		c.stats.counted.countErrors(string(line), 1)
+// countErrorReply counts the reply a command wrote from offset start of the connection's buffer, when
+// the writer had flushed sends times, if it is an error, and reports whether it was. An error reply is
+// short and written whole, so a command whose reply was flushed meanwhile did not answer one.
+func (c *respConn) countErrorReply(start, sends int) bool {
+	if c.wr.sends != sends {
+		return false
 	}
+	buf := c.wr.buf
+	if start >= len(buf) || buf[start] != '-' {
+		return false
+	}
+	line := buf[start+1:]
+	if end := bytes.IndexAny(line, " \r"); end >= 0 {
+		line = line[:end]
+	}
+	c.stats.counted.countErrors(string(line), 1)
+	return true
 }
 
 // countErrorMessage counts an error reply written with msg.

@@ -328,10 +328,17 @@ func changedSince(g kv.Group, watched []watchedKey) bool {
 func (c *respConn) runQueued(queue []queuedCommand) *replyBuffer {
 	return c.buffered(func() {
 		for _, q := range queue {
-			replyAt := len(c.wr.buf)
+			group := c.exec // nil for a transaction without keys
+			replyAt, sends := len(c.wr.buf), c.wr.sends
+			var mark kv.GroupMark
+			if group != nil {
+				mark = group.g.Mark()
+			}
 			q.cmd.run(c, q.args)
 			c.stats.counted.commands++
-			c.countErrorReply(replyAt)
+			if c.countErrorReply(replyAt, sends) && group != nil {
+				group.g.RollbackTo(mark) // a command answered with an error writes nothing, as in Redis
+			}
 			c.trackRead(q.cmd, q.args)
 		}
 	})
