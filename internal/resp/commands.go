@@ -162,8 +162,8 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "touch", arity: -2, flags: readFast, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExists},
 		{name: "ttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "pttl", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
-		{name: "expiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExpireTime},
-		{name: "pexpiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdExpireTime},
+		{name: "expiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
+		{name: "pexpiretime", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdTTL},
 		{name: "rename", arity: 3, flags: []string{"write"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, grouped: true, run: (*respConn).cmdRename},
 		{name: "renamenx", arity: 3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, grouped: true, run: (*respConn).cmdRename},
 		{name: "copy", arity: -3, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, grouped: true, run: (*respConn).cmdCopy},
@@ -824,41 +824,32 @@ func parseExpireOptions(opts [][]byte) (kv.Cond, string) {
 	return cond, ""
 }
 
-// cmdTTL serves TTL and PTTL: -2 without the key, -1 without an expiry.
+// cmdTTL serves TTL and PTTL, the time key has left, and EXPIRETIME and PEXPIRETIME, the Unix time at
+// which it expires: in seconds or milliseconds, -2 without the key, -1 without an expiry. Like Redis, it
+// rounds to the nearest millisecond, then to the nearest second.
 func (c *respConn) cmdTTL(args [][]byte) {
 	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
 	switch {
 	case !ok:
+		return
 	case reply.Status == kv.StatusNotFound:
 		c.wr.int(-2)
+		return
 	case reply.Int == -1: // no expiry
 		c.wr.int(-1)
-	case args[0][0]|0x20 == 'p':
-		c.wr.int((reply.Int + int64(time.Millisecond)/2) / int64(time.Millisecond))
-	default:
-		c.wr.int((reply.Int + int64(time.Second)/2) / int64(time.Second))
+		return
 	}
-}
-
-// cmdExpireTime serves EXPIRETIME and PEXPIRETIME key: the Unix time at which key expires, in seconds or
-// milliseconds; -1 for a key without an expiry, -2 for a missing key.
-func (c *respConn) cmdExpireTime(args [][]byte) {
-	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
-	switch {
-	case !ok:
-	case reply.Status == kv.StatusNotFound:
-		c.wr.int(-2)
-	case reply.Int == -1: // no expiry
-		c.wr.int(-1)
-	default:
-		// The deadline to the nearest millisecond, as Redis keeps it, and that to the nearest second, as
-		// Redis rounds it. A deadline is never past the largest time in nanoseconds.
-		now, half := c.srv.clock.Now().UnixNano(), int64(time.Millisecond)/2
-		deadline := (now + min(reply.Int, math.MaxInt64-now-half) + half) / int64(time.Millisecond)
-		if args[0][0]|0x20 != 'p' {
-			deadline = (deadline + 500) / 1000
-		}
-		c.wr.int(deadline)
+	name := bytes.ToLower(args[0])
+	left, half := reply.Int, int64(time.Millisecond)/2
+	if bytes.HasSuffix(name, []byte("expiretime")) { // a deadline is never past the largest time in nanoseconds
+		now := c.srv.clock.Now().UnixNano()
+		left = now + min(left, math.MaxInt64-now-half)
+	}
+	ms := (left + half) / int64(time.Millisecond)
+	if name[0] == 'p' {
+		c.wr.int(ms)
+	} else {
+		c.wr.int((ms + 500) / 1000)
 	}
 }
 

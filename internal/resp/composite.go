@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/longdouble"
@@ -549,22 +550,19 @@ func (c *respConn) parseLPos(args [][]byte) (lposOptions, bool) {
 				return o, false
 			}
 			o.rank = n
-		case more && isSubcommand(args[i], "count"):
+		case more && (isSubcommand(args[i], "count") || isSubcommand(args[i], "maxlen")):
+			name := strings.ToUpper(string(args[i]))
 			i++
 			n, ok := kv.ParseCanonicalInt(args[i])
 			if !ok || n < 0 {
-				c.wr.error("ERR COUNT can't be negative")
+				c.wr.error("ERR " + name + " can't be negative")
 				return o, false
 			}
-			o.count = n
-		case more && isSubcommand(args[i], "maxlen"):
-			i++
-			n, ok := kv.ParseCanonicalInt(args[i])
-			if !ok || n < 0 {
-				c.wr.error("ERR MAXLEN can't be negative")
-				return o, false
+			if name == "COUNT" {
+				o.count = n
+			} else {
+				o.maxLen = n
 			}
-			o.maxLen = n
 		default:
 			c.syntaxError()
 			return o, false
