@@ -25,11 +25,28 @@ type keyValue struct {
 // writeBytes bounds what copying v from src to dst takes in an atomic group: deleting both keys, writing
 // dst and setting its expiry.
 func (v keyValue) writeBytes(src, dst string) int {
-	n := 2*(len(src)+len(dst)) + 4*kv.GroupOpOverhead + 8 + len(v.value) // 8: a collection op's header
-	for _, item := range v.items {
-		n += len(item) + 5 // an item's length header takes at most 5 bytes
+	return 2*(len(src)+len(dst)) + 4*kv.GroupOpOverhead + len(v.value) + itemsBytes(v.items)
+}
+
+// itemsBytes bounds what a collection op carrying items takes besides its key: each item with its length
+// header (at most 5 bytes), and the op's own header.
+func itemsBytes(items [][]byte) int {
+	n := 8
+	for _, item := range items {
+		n += len(item) + 5
 	}
 	return n
+}
+
+// vacant reports whether key holds no value, and otherwise answers 0, as RENAMENX and COPY do when their
+// destination holds one. A refusal is answered too.
+func (c *respConn) vacant(key string) bool {
+	exists, ok := c.keyOp(kv.OpExists, &kv.Request{Key: key})
+	if ok && exists.Status == kv.StatusSuccess {
+		c.wr.int(0)
+		return false
+	}
+	return ok
 }
 
 // readValue reads key's whole value and the time it has left. A refusal is answered and reported false.
@@ -48,8 +65,7 @@ func (c *respConn) readValue(key string) (keyValue, bool) {
 	case "hash":
 		reply, ok = c.keyOp(kv.OpHGetAll, req)
 	case "list":
-		req.Args = [][]byte{[]byte("0"), []byte("-1")}
-		reply, ok = c.keyOp(kv.OpLRange, req)
+		reply, ok = c.readList(key)
 	case "set":
 		reply, ok = c.keyOp(kv.OpSMembers, req)
 	case "zset":
@@ -119,14 +135,8 @@ func (c *respConn) cmdRename(args [][]byte) {
 		c.wr.ok()
 		return
 	}
-	if nx {
-		exists, ok := c.keyOp(kv.OpExists, &kv.Request{Key: dst})
-		if !ok || exists.Status == kv.StatusSuccess {
-			if ok {
-				c.wr.int(0)
-			}
-			return
-		}
+	if nx && !c.vacant(dst) {
+		return
 	}
 	if !c.groupHasRoom(v.writeBytes(src, dst)) || !c.writeValue(dst, v) {
 		return
@@ -186,14 +196,8 @@ func (c *respConn) cmdCopy(args [][]byte) {
 		}
 		return
 	}
-	if !replace {
-		exists, ok := c.keyOp(kv.OpExists, &kv.Request{Key: dst})
-		if !ok || exists.Status == kv.StatusSuccess {
-			if ok {
-				c.wr.int(0)
-			}
-			return
-		}
+	if !replace && !c.vacant(dst) {
+		return
 	}
 	if c.groupHasRoom(v.writeBytes(src, dst)) && c.writeValue(dst, v) {
 		c.wr.int(1)

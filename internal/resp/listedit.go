@@ -76,11 +76,7 @@ func (c *respConn) pushAt(key string, head bool, items [][]byte) bool {
 
 // spanWriteBytes bounds what replacing a span of the list under key with items takes in an atomic group.
 func spanWriteBytes(key string, items [][]byte) int {
-	n := 2*(len(key)+kv.GroupOpOverhead) + 8
-	for _, item := range items {
-		n += len(item) + 5
-	}
-	return n
+	return 2*(len(key)+kv.GroupOpOverhead) + itemsBytes(items)
 }
 
 // readList reads the whole list under key; a missing key is reported by the reply's status. A refusal is
