@@ -15,8 +15,8 @@ import (
 // The budgets the architecture rules hold Node to: what it has today, lowered as concerns move into
 // components, never raised. A new feature lands in a component that takes the few things it uses.
 const (
-	nodeFieldBudget  = 26
-	nodeMethodBudget = 26 // unexported methods
+	nodeFieldBudget  = 14
+	nodeMethodBudget = 17 // unexported methods
 )
 
 // coreFilesNamingTheEdge are the core files that import the Redis edge (internal/resp): the adapter of the
@@ -232,7 +232,7 @@ func TestArchitectureOneRouteLoop(t *testing.T) {
 // Redis edge. A file of one floor should use only what its own floor and those below declare; a
 // reference up the floors means a lower concern knows a higher one.
 var concernFloors = [][]string{
-	{"clock.go", "errors.go", "gate.go", "wire.go", "kv_wire.go", "batch_wire.go", "placement.go",
+	{"clock.go", "errors.go", "lifetime.go", "wire.go", "kv_wire.go", "batch_wire.go", "placement.go",
 		"clustermap.go", "strtod.go", "stats.go", "status.go", "identity.go", "config.go"},
 	{"operations.go", "keygroup.go", "object.go", "store.go", "keytable.go", "memory.go", "evictionpool.go",
 		"undo.go", "hash.go", "set.go", "list.go", "strings.go", "zset.go", "zskip.go", "collections.go",
@@ -244,13 +244,13 @@ var concernFloors = [][]string{
 	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
 		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
 	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go"},
-	{"node.go", "zaris.go", "doc.go", "metrics.go", "opmetrics.go", "statusview.go", "statuspage.go"},
+	{"node.go", "dataport.go", "zaris.go", "doc.go", "metrics.go", "opmetrics.go", "statusview.go", "statuspage.go"},
 	{"redis.go"},
 }
 
 // upwardArrowBudget bounds the arrows that run up concernFloors: what there are today, lowered as concerns
 // settle on their floors, never raised.
-const upwardArrowBudget = 45
+const upwardArrowBudget = 44
 
 // TestArchitectureLayers draws the arrows between the root package's files (file A uses a name file B
 // declares), finds those that run up concernFloors, and holds their number to its budget. Every file must

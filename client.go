@@ -27,7 +27,9 @@ type client struct {
 	metrics *opMetrics      // nil with Config.DisableMetrics
 	life    context.Context // ends when the node closes
 	wg      *sync.WaitGroup // the node's, which Close waits on
-	log     *slog.Logger
+	// incarnation is this process's, which every replication request carries.
+	incarnation uint64
+	log         *slog.Logger
 }
 
 // localOwner serves in process what the routing table sends to this node.

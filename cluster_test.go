@@ -400,7 +400,7 @@ func (c *testCluster) waitStable(timeout time.Duration) {
 			if m.Index != first.Index || n.ctl.leaderID() != leader || n.client.router.current().m.Index != m.Index {
 				return false
 			}
-			if !n.own.recordedIn(first) || !n.cfg.Lite && !n.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
+			if !n.own.recordedIn(first) || !n.cfg.Lite && !n.life.left.Load() && !slices.Contains(first.plannedNodes(), n.id) {
 				return false // the leader has yet to act on this member: another map change is coming
 			}
 		}
@@ -480,7 +480,7 @@ func (c *testCluster) stopAll() {
 // closesWithin reports whether n's Close has begun, or begins within bound.
 func closesWithin(n *Node, bound time.Duration) bool {
 	select {
-	case <-n.life.Done():
+	case <-n.life.ctx.Done():
 		return true
 	case <-time.After(bound):
 		return false

@@ -161,7 +161,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 
 	// A forged snapshot from the unrecognized process, under the partition's epoch, is refused too.
 	forged := &replicateRequest{From: back.id, Epochs: map[int]uint64{p: epoch}, Snapshots: []segmentSnapshot{{Segment: first, Epoch: epoch}}}
-	if reply, _, err := back.callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
+	if reply, _, err := back.client.callReplica(replica.id, forged, time.Second); err == nil && reply.Status == StatusSuccess {
 		t.Errorf("the replica accepted a snapshot from %s's unrecognized process", back.id)
 	}
 	if got := replica.own.store.revision(first); got != held {

@@ -96,7 +96,7 @@ func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 		writeAll(round)
 		waitFor(t, 10*time.Second, "idle data connections closed", func() bool {
 			for _, n := range c.live() {
-				if n.server.Stats().Conns != 0 {
+				if n.port.data.Stats().Conns != 0 {
 					return false
 				}
 			}
@@ -117,7 +117,7 @@ func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 func TestSilentRaftStreamIsClosed(t *testing.T) {
 	c := startCluster(t, 1, func(cfg *Config) { cfg.DataIdleTimeout = 100 * time.Millisecond })
 	n := c.node(0)
-	conn, err := transport.DialMux(bg(t), n.dialer, n.DataAddr(), muxRaft)
+	conn, err := transport.DialMux(bg(t), n.port.dialer, n.DataAddr(), muxRaft)
 	if err != nil {
 		t.Fatal(err)
 	}

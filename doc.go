@@ -306,8 +306,10 @@
 // # Architecture
 //
 // A Node is a facade (node.go): it builds three components in Join, stops them in Close, and its exported
-// methods (zaris.go, and one file per data type) are a few lines that call one of them. No component holds
-// the Node; each takes the few things it uses as a struct of functions or a small interface:
+// methods (zaris.go, and one file per data type) are a few lines that call one of them. Besides its config
+// and identity it holds only the components, the data port that splits one socket into lanes (dataport.go)
+// and the lifetime that Close ends and waits for (lifetime.go). No component holds the Node; each takes the
+// few things it uses as a struct of functions or a small interface:
 //
 //   - the client (client.go), the caller's side: the routing table built from the committed map
 //     (routing.go), one route-and-retry loop (client.routeSegment) that sends each key operation, scan page

@@ -22,7 +22,7 @@ import (
 // never takes a voter away before its successor votes. Otherwise the error says why; it matches ErrClosed
 // once the node closes. Orchestrators read it through /readyz.
 func (n *Node) Readiness() error {
-	if n.life.Err() != nil {
+	if n.life.ctx.Err() != nil {
 		return ErrClosed
 	}
 	m := n.ctl.fsm.clusterMap()

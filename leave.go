@@ -178,3 +178,24 @@ func (cp *controlPlane) othersVote(c raft.Configuration) bool {
 		return s.Suffrage == raft.Voter && name != cp.id
 	})
 }
+
+// onlyCopies lists the partitions of which, as far as map m and the members tell, node self holds the
+// only live copy with every acknowledged write: it owns them, or holds them in sync while they have no
+// owner, and no other member alive as the process the map records, and not leaving, is in sync.
+func onlyCopies(m *ClusterMap, self NodeID, members []member) []int {
+	live := map[NodeID]bool{}
+	for _, mb := range members {
+		if info, known := m.Nodes[mb.ID]; known && mb.ID != self && mb.Status == serf.StatusAlive &&
+			!m.drains(mb) && info.Incarnation == mb.Incarnation {
+			live[mb.ID] = true
+		}
+	}
+	var only []int
+	for p, st := range m.Runtime {
+		mine := st.Owner == self || st.Owner == "" && slices.Contains(st.InSync, self)
+		if mine && !slices.ContainsFunc(st.InSync, func(id NodeID) bool { return live[id] }) {
+			only = append(only, p)
+		}
+	}
+	return only
+}

@@ -34,7 +34,7 @@ func TestLeaveWithoutLeaderClosesAsFailed(t *testing.T) {
 		return leaver.ctl.leaderID() == "" && gossipStatus(leaver, voters[1].id) == serf.StatusFailed &&
 			gossipStatus(leaver, voters[2].id) == serf.StatusFailed
 	})
-	if len(leaver.onlyCopies()) == 0 {
+	if len(onlyCopies(leaver.ctl.fsm.clusterMap(), leaver.id, leaver.members.members())) == 0 {
 		t.Fatalf("%s holds no partition whose only live copy it has; the test needs one", leaver.id)
 	}
 	ctx, cancel := context.WithTimeout(bg(t), 2*time.Second)
@@ -126,4 +126,38 @@ func gossipStatus(n *Node, id NodeID) serf.MemberStatus {
 		}
 	}
 	return serf.StatusNone
+}
+
+// TestOnlyCopies checks which partitions a leaver holds the only live in-sync copy of, by table.
+func TestOnlyCopies(t *testing.T) {
+	nodes := map[NodeID]NodeInfo{"a": {ID: "a", Incarnation: 1}, "b": {ID: "b", Incarnation: 2}, "c": {ID: "c", Incarnation: 3}}
+	alive := func(id NodeID, inc uint64) member { return member{ID: id, Incarnation: inc, Status: serf.StatusAlive} }
+	for _, tc := range []struct {
+		name    string
+		runtime []PartitionState
+		members []member
+		want    []int
+	}{
+		{"a live in-sync replica elsewhere", []PartitionState{{Owner: "a", InSync: []NodeID{"b"}}},
+			[]member{alive("a", 1), alive("b", 2)}, nil},
+		{"no replica in sync", []PartitionState{{Owner: "a", InSync: nil}},
+			[]member{alive("a", 1), alive("b", 2)}, []int{0}},
+		{"the replica failed", []PartitionState{{Owner: "a", InSync: []NodeID{"b"}}},
+			[]member{alive("a", 1), {ID: "b", Incarnation: 2, Status: serf.StatusFailed}}, []int{0}},
+		{"the replica is another process now", []PartitionState{{Owner: "a", InSync: []NodeID{"b"}}},
+			[]member{alive("a", 1), alive("b", 9)}, []int{0}},
+		{"the replica is leaving too", []PartitionState{{Owner: "a", InSync: []NodeID{"b"}}},
+			[]member{alive("a", 1), {ID: "b", Incarnation: 2, Status: serf.StatusAlive, Leaving: true}}, []int{0}},
+		{"ownerless, held in sync here only", []PartitionState{{Owner: "", InSync: []NodeID{"a"}}},
+			[]member{alive("a", 1), alive("b", 2)}, []int{0}},
+		{"owned elsewhere", []PartitionState{{Owner: "c", InSync: []NodeID{"a"}}},
+			[]member{alive("a", 1), alive("c", 3)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &ClusterMap{Nodes: nodes, Runtime: tc.runtime}
+			if got := onlyCopies(m, "a", tc.members); !slices.Equal(got, tc.want) {
+				t.Fatalf("onlyCopies = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

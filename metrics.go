@@ -25,7 +25,7 @@ func (n *Node) Collector() prometheus.Collector {
 		stats: n.Stats, clusterMap: n.ctl.fsm.clusterMap, owns: n.own.repl.ownsIn, migrations: n.Migrations,
 		lag: n.own.repl.lag, replication: n.ReplicationStats, control: n.ctl.controlHealth, members: n.members.members,
 		expired: n.stats.expired.Load, oplogBytes: n.own.repl.oplogBytes,
-		transports: []*transport.Server{n.server, n.internal},
+		transports: []*transport.Server{n.port.data, n.port.internal},
 	}
 	src.respClients = n.redis.clients()
 	if n.client.near != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zaris-go/zaris/internal/kv"
@@ -21,38 +19,17 @@ type Node struct {
 	id     NodeID
 	layout Layout
 	log    *slog.Logger
-	dialer transport.Dialer
 
 	stats   nodeStats
-	metrics *opMetrics // nil with Config.DisableMetrics
-	// failovers keeps the recent failovers this node applied, for the status page.
-	failovers failoverHistory
-	client    *client       // the caller side: routing, batches, the near cache
-	own       *owner        // the serving side: the copies this node holds, and what it serves of them
-	ctl       *controlPlane // this node's member of the control plane: raft, the map, the leader's decisions
-
-	listener net.Listener
-	mux      *transport.Mux
-	server   *transport.Server // the data lane (muxData)
-	internal *transport.Server // the internal lane (muxInternal)
-	// lanes are the mux's listeners for server and internal, registered at listen so that connections
-	// wait for serve rather than being refused.
-	lanes   [2]net.Listener
+	metrics *opMetrics    // nil with Config.DisableMetrics
+	panics  *panicGuard   // contains the panics of its entry points (panics.go)
+	client  *client       // the caller side: routing, batches, the near cache
+	own     *owner        // the serving side: the copies this node holds, and what it serves of them
+	ctl     *controlPlane // this node's member of the control plane: raft, the map, the leader's decisions
+	port    dataPort      // the one listening socket every peer reaches, and the dialer reaching theirs
 	members *membership
 	redis   *redisEdge
-
-	// life ends when Close starts: every background job and the requests they make end with it.
-	life context.Context
-	end  context.CancelFunc
-	wg   sync.WaitGroup
-	// gate admits each decision waiting on the control plane and each start of a background goroutine
-	// (goBackground). Close closes it before stopping raft, which never answers a decision still queued
-	// inside it, and before waiting on wg.
-	gate      closeGate
-	closeOnce sync.Once
-	closeErr  error
-	left      atomic.Bool
-	panics    *panicGuard // contains the panics of its entry points (panics.go)
+	life    lifetime
 }
 
 // Join starts a node with cfg and makes it a member of the cluster reached through cfg.Join (or of a new
@@ -74,13 +51,13 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		id:     NodeID(cfg.Name),
 		layout: layout,
 		log:    cfg.Logger.With("node", cfg.Name),
-		dialer: cfg.Dialer,
+		port:   dataPort{dialer: cfg.Dialer},
 	}
-	n.life, n.end = context.WithCancel(context.Background())
-	if n.dialer == nil {
-		n.dialer = defaultDialer(&cfg)
+	n.life.ctx, n.life.end = context.WithCancel(context.Background())
+	if n.port.dialer == nil {
+		n.port.dialer = defaultDialer(&cfg)
 	}
-	n.dialer = secureDialer(&cfg, n.dialer)
+	n.port.dialer = secureDialer(&cfg, n.port.dialer)
 	if cfg.TLS == nil {
 		n.log.Warn("peer connections are neither encrypted nor authenticated: any process reaching the data port is a peer (set Config.TLS)")
 	}
@@ -96,30 +73,30 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.panics = &panicGuard{log: n.log, torn: store.tornSegments, stop: func() { go n.Close() }}
 	fsm := newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	fsm.beforeApply = cfg.hooks.beforeApply
-	n.client = &client{cfg: &n.cfg, layout: layout, stats: &n.stats, metrics: n.metrics, life: n.life, wg: &n.wg, log: n.log}
+	n.client = &client{cfg: &n.cfg, layout: layout, stats: &n.stats, metrics: n.metrics, life: n.life.ctx, wg: &n.life.wg, log: n.log}
 	n.own = &owner{store: store, ownerConfig: ownerConfig{
 		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, view: fsm,
 		holdsLease:   func() bool { return n.ctl.holdsLease() },
 		leaseHeld:    func() bool { return n.ctl.lease.held.Load() },
 		propose:      func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
 		client:       n.client,
-		callReplica:  n.callReplica,
+		callReplica:  n.client.callReplica,
 		stats:        &n.stats,
 		metrics:      n.metrics,
 		panics:       n.panics,
 		goBackground: n.goBackground,
-		life:         n.life,
-		wg:           &n.wg,
+		life:         n.life.ctx,
+		wg:           &n.life.wg,
 	}}
 	n.client.local = n.own
 	n.client.router = newRouter(routerConfig{
 		id:          n.id,
 		clusterMap:  fsm.clusterMap,
 		leader:      func() NodeID { return n.ctl.leaderID() },
-		fetch:       n.fetchMap,
+		fetch:       n.client.fetchMap,
 		dialOptions: n.transportOptions,
 		pollTimeout: cfg.PollInterval,
-		life:        n.life,
+		life:        n.life.ctx,
 		log:         n.log,
 		stats:       &n.stats.routingStats,
 		installed: func(old, next *ClusterMap) {
@@ -135,20 +112,21 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		cfg:        &n.cfg,
 		store:      n.own.store,
 		clusterMap: fsm.clusterMap,
-		call:       n.callReplica,
+		call:       n.client.callReplica,
 		propose:    func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
 		offer:      func(ctx context.Context, cmd *command) error { return n.ctl.offer(ctx, cmd) },
-		life:       n.life,
-		wg:         &n.wg,
+		life:       n.life.ctx,
+		wg:         &n.life.wg,
 		log:        n.log,
 		guard:      n.panics.guarded,
 	})
+	n.client.incarnation = n.own.repl.incarnation
 	n.ctl = newControlPlane(controlConfig{
-		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, incarnation: n.own.repl.incarnation, dialer: n.dialer,
+		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, incarnation: n.own.repl.incarnation, dialer: n.port.dialer,
 		options: n.transportOptions, dataAddr: n.DataAddr, callPeer: n.client.callInternal,
-		callReplica: n.callReplica, localCopy: func(seg int) (uint64, uint64) { return n.own.store.revision(seg), n.own.repl.lines[seg].Load() },
-		nudgeReplicas: n.own.repl.nudgeReplicas, failovers: &n.stats.failovers, guard: n.panics.guarded, gate: &n.gate,
-		life: n.life, wg: &n.wg,
+		callReplica: n.client.callReplica, localCopy: func(seg int) (uint64, uint64) { return n.own.store.revision(seg), n.own.repl.lines[seg].Load() },
+		nudgeReplicas: n.own.repl.nudgeReplicas, failovers: &n.stats.failovers, guard: n.panics.guarded, gate: &n.life.gate,
+		life: n.life.ctx, wg: &n.life.wg,
 	}, fsm)
 	n.own.watches = newWatchFeed(n.own.repl.oplog, n.own.store, layout, cfg.Clock, watchLimits{
 		maxWatchers: cfg.MaxWatchers, maxEvents: cfg.WatchBufferEvents, maxBytes: cfg.WatchBufferBytes,
@@ -171,7 +149,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			return kv.Reply{Status: n.own.applyAtomically(ctx, seg, []string{key}, fn)}
 		}
-		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life, n.log)
+		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life.ctx, n.log)
 	}
 	n.client.router.install(fsm.clusterMap(), causePush)
 
@@ -194,7 +172,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.ctl.startRaft(n.raftListener()); err != nil {
 		return err
 	}
-	n.serve()
+	n.port.serve(&n.life.wg)
 	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
 		return err
 	}
@@ -210,7 +188,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.members.join(n.cfg.Join); err != nil {
 		return err
 	}
-	n.wg.Add(2)
+	n.life.wg.Add(2)
 	go n.ctl.forwardEvents()
 	n.ctl.control.Go(n.ctl.runControl)
 	go n.own.runCutovers()
@@ -257,7 +235,7 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 // onCommit runs on the control plane's apply goroutine for every new map, once replication has seen the
 // ownership changes: it repoints the routing table and wakes what may act on the change.
 func (n *Node) onCommit(old, next *ClusterMap) {
-	n.failovers.note(old, next, n.cfg.Clock.Now())
+	n.stats.recentFailovers.note(old, next, n.cfg.Clock.Now())
 	n.client.router.install(next, causePush)
 	n.redis.ownershipChanged(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner == n.id })
 	n.own.repl.wakeWaiters()
@@ -283,9 +261,9 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life, wg: &n.wg, failed: func(error) {
+	disk, err := openDiskLog(diskLogConfig{cfg: &n.cfg, log: n.log, life: n.life.ctx, wg: &n.life.wg, failed: func(error) {
 		n.goBackground(func() {
-			keepDraining(n.life, n.cfg.Clock, n.cfg.Timing.RaftCommit, n.log, func(ctx context.Context) (bool, error) {
+			keepDraining(n.life.ctx, n.cfg.Clock, n.cfg.Timing.RaftCommit, n.log, func(ctx context.Context) (bool, error) {
 				m := n.ctl.fsm.clusterMap()
 				return n.ctl.drainRecorded(m), n.ctl.recordDrain(ctx, m)
 			})
@@ -302,7 +280,7 @@ func (n *Node) recover() error {
 	n.own.disk, n.own.intact = disk, intact
 	n.own.repl.disk = disk
 	n.own.repl.stats.recoveredOps.Add(uint64(ops))
-	n.wg.Add(1)
+	n.life.wg.Add(1)
 	go disk.run()
 	n.every(n.cfg.DiskTrimInterval, func() { disk.trim(n.own.repl.checkpointToDisk) })
 	n.log.Info("recovered from data dir", "dir", n.cfg.DataDir, "segments", segments, "ops", ops)
@@ -319,46 +297,18 @@ func (n *Node) listen() error {
 		ln.Close()
 		return fmt.Errorf("%w: DataAddr %q must name an address other nodes can reach", ErrInvalidConfig, n.cfg.DataAddr)
 	}
-	n.listener = ln
-	n.mux = transport.NewMux(n.secureListener(ln))
-	n.server = transport.NewServer((*dataHandler)(n), n.transportOptions(muxData))
-	n.internal = transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal))
-	n.lanes = [2]net.Listener{n.mux.Listener(muxData), n.mux.Listener(muxInternal)}
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.mux.Serve() }()
+	n.port.open(ln, secureListener(&n.cfg, ln),
+		transport.NewServer((*dataHandler)(n), n.transportOptions(muxData)),
+		transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal)))
+	n.life.wg.Go(func() { n.port.mux.Serve() })
 	return nil
-}
-
-// serve starts answering the data plane's requests and the peers' internal ones. It runs once the control
-// plane has started: a proposal or a key request for a new process at an old one's address must not reach
-// a node whose raft does not exist yet.
-func (n *Node) serve() {
-	n.wg.Add(2)
-	go func() { defer n.wg.Done(); n.server.Serve(n.lanes[0]) }()
-	go func() { defer n.wg.Done(); n.internal.Serve(n.lanes[1]) }()
-}
-
-// listenData binds the data port: on the configured in-memory network, if any, else on a TCP socket.
-func listenData(cfg *Config) (net.Listener, error) {
-	if cfg.hooks.network != nil {
-		return cfg.hooks.network.Listen(cfg.DataAddr)
-	}
-	return net.Listen("tcp", cfg.DataAddr)
-}
-
-// defaultDialer is the dialer of a Config without one: the in-memory network's, if any, else a net.Dialer.
-func defaultDialer(cfg *Config) transport.Dialer {
-	if cfg.hooks.network != nil {
-		return cfg.hooks.network
-	}
-	return &net.Dialer{}
 }
 
 // transportOptions are the options of the data port's lane that lane names, for servers and clients.
 func (n *Node) transportOptions(lane byte) transport.Options {
 	return transport.Options{
 		MaxFrameSize:     n.cfg.MaxFrameSize,
-		Dialer:           n.dialer,
+		Dialer:           n.port.dialer,
 		MuxByte:          lane,
 		Logger:           n.log,
 		MaxConns:         n.cfg.DataMaxConns,
@@ -374,7 +324,7 @@ func (n *Node) transportOptions(lane byte) transport.Options {
 // raftListener is the control plane's share of the data port, within bounds of its own. A stream that
 // never speaks is closed here; one quiet past DataIdleTimeout later is closed by raftStream.
 func (n *Node) raftListener() net.Listener {
-	return transport.LimitListener(n.mux.Listener(muxRaft), transport.StreamLimits{
+	return transport.LimitListener(n.port.mux.Listener(muxRaft), transport.StreamLimits{
 		MaxConns:         n.cfg.RaftMaxConns,
 		FirstByteTimeout: n.cfg.DataIdleTimeout,
 		WriteTimeout:     n.cfg.DataWriteTimeout,
@@ -460,14 +410,14 @@ func (n *Node) refuses(op transport.Op) bool {
 
 // every runs fn each interval in a goroutine of its own until the node stops; Close waits for it.
 func (n *Node) every(interval time.Duration, fn func()) {
-	n.wg.Add(1)
+	n.life.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer n.life.wg.Done()
 		tick := n.cfg.Clock.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			select {
-			case <-n.life.Done():
+			case <-n.life.ctx.Done():
 				return
 			case <-tick.C():
 				n.panics.guarded("background loop", fn)
@@ -479,38 +429,33 @@ func (n *Node) every(interval time.Duration, fn func()) {
 // Close stops the node at once; to the cluster it looks like a crash. It waits for every goroutine the node
 // started. Use Leave to depart gracefully.
 func (n *Node) Close() error {
-	n.closeOnce.Do(func() {
-		n.end()
-		n.gate.close()
+	n.life.closeOnce.Do(func() {
+		n.life.end()
+		n.life.gate.close()
 		errs := n.ctl.stop()
 		if n.members != nil {
 			errs = append(errs, n.members.shutdown())
 		}
-		if n.server != nil {
-			errs = append(errs, n.server.Close(), n.internal.Close())
-		}
-		if n.mux != nil {
-			errs = append(errs, n.mux.Close())
-		}
+		errs = append(errs, n.port.close()...)
 		errs = append(errs, n.redis.close())
 		n.client.router.close()
-		n.wg.Wait()
+		n.life.wg.Wait()
 		if n.client.near != nil {
 			n.client.near.close()
 		}
-		n.closeErr = errors.Join(errs...)
+		n.life.closeErr = errors.Join(errs...)
 	})
-	return n.closeErr
+	return n.life.closeErr
 }
 
 // goBackground runs f in a goroutine that Close waits for, or not at all once Close has begun, so that no
-// goroutine is added to n.wg while Close waits on it.
+// goroutine is added to n.life.wg while Close waits on it.
 func (n *Node) goBackground(f func()) bool {
-	if !n.gate.enter() {
+	if !n.life.gate.enter() {
 		return false
 	}
-	defer n.gate.leave()
-	n.wg.Go(func() { n.panics.guarded("background job", f) })
+	defer n.life.gate.leave()
+	n.life.wg.Go(func() { n.panics.guarded("background job", f) })
 	return true
 }
 

@@ -83,7 +83,7 @@ func joinNodes(ids []NodeID) string {
 // log holds, and the keys of partitions whose every copy died. It returns once every
 // live member has its new start, and waits until this node knows a leader or ctx ends.
 func (n *Node) RecoverControlPlane(ctx context.Context) (RecoveryReport, error) {
-	if n.life.Err() != nil {
+	if n.life.ctx.Err() != nil {
 		return RecoveryReport{}, ErrClosed
 	}
 	return n.ctl.recover(ctx)

@@ -396,14 +396,14 @@ func (l *replicaLink) call(req *replicateRequest) (*replicateReply, int, error) 
 
 // callReplica sends one replication request (ops, a snapshot, probes, or nothing at all as a liveness
 // check) to node id and returns its reply and the request's encoded size.
-func (n *Node) callReplica(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
-	p := n.client.router.peerByID(id)
+func (c *client) callReplica(id NodeID, req *replicateRequest, timeout time.Duration) (*replicateReply, int, error) {
+	p := c.router.peerByID(id)
 	if p == nil || p.local {
 		return nil, 0, fmt.Errorf("zaris: no connection to node %s", id)
 	}
-	req.FromIncarnation = n.own.repl.incarnation
+	req.FromIncarnation = c.incarnation
 	payload := req.marshal()
-	ctx, cancel := context.WithTimeout(n.life, timeout)
+	ctx, cancel := context.WithTimeout(c.life, timeout)
 	defer cancel()
 	resp, err := p.internal.Call(ctx, kv.OpReplicate, payload)
 	if err != nil {

@@ -260,9 +260,9 @@ func redirects(reply *kv.Reply, index uint64) bool {
 }
 
 // fetchMap asks p for its committed cluster map.
-func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
+func (c *client) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if p.local {
-		return n.ctl.fsm.clusterMap(), nil
+		return c.router.clusterMap(), nil
 	}
 	resp, err := p.internal.Call(ctx, kv.OpGetMap, nil)
 	if err != nil {
@@ -272,7 +272,7 @@ func (n *Node) fetchMap(ctx context.Context, p *peer) (*ClusterMap, error) {
 	if err := decode(resp, &m); err != nil {
 		return nil, err
 	}
-	if err := m.fits(n.layout); err != nil {
+	if err := m.fits(c.layout); err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, p.id)
 	}
 	return &m, nil

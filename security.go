@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -115,12 +116,12 @@ func (c *peerConn) Close() error {
 }
 
 // secureListener wraps the data port's listener in TLS when the config asks for it.
-func (n *Node) secureListener(ln net.Listener) net.Listener {
-	if n.cfg.TLS == nil {
+func secureListener(cfg *Config, ln net.Listener) net.Listener {
+	if cfg.TLS == nil {
 		return ln
 	}
-	server, _ := peerTLS(&n.cfg)
-	return peerListener{Listener: tls.NewListener(ln, server), deny: n.cfg.DeniedPeers}
+	server, _ := peerTLS(cfg)
+	return peerListener{Listener: tls.NewListener(ln, server), deny: cfg.DeniedPeers}
 }
 
 // peerListener hands out the TLS connections of its listener as peerConns.
@@ -236,14 +237,15 @@ func (kp *keyPairFiles) current() (*tls.Certificate, error) {
 // with, then remove the old one. Each call asks every member and fails unless all of them answered.
 // Members that join later need the key in their GossipKey.
 
-func (n *Node) gossipKeyOp(key []byte, op func(*serf.KeyManager, string) (*serf.KeyResponse, error)) error {
-	if n.cfg.GossipKey == nil {
+// changeKey runs op, one step of a rotation, with key on every member's keyring.
+func (m *membership) changeKey(cfg *Config, key []byte, op func(*serf.KeyManager, string) (*serf.KeyResponse, error)) error {
+	if cfg.GossipKey == nil {
 		return fmt.Errorf("%w: gossip keys need a GossipKey to start with", ErrInvalidConfig)
 	}
 	if len(key) == 0 || !validGossipKey(key) {
 		return fmt.Errorf("%w: gossip key of %d bytes; it must be 16, 24 or 32", ErrInvalidConfig, len(key))
 	}
-	resp, err := op(n.members.serf.KeyManager(), base64.StdEncoding.EncodeToString(key))
+	resp, err := op(m.serf.KeyManager(), base64.StdEncoding.EncodeToString(key))
 	if err != nil {
 		return fmt.Errorf("zaris: gossip key change: %w", err)
 	}

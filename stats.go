@@ -1,6 +1,8 @@
 package zaris
 
 import (
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +38,8 @@ type nodeStats struct {
 	expired       atomic.Uint64 // keys this node expired as their owner
 	// failovers times the failovers this node committed as leader, from its suspicion of the owner.
 	failovers histogram
+	// recentFailovers keeps the recent failovers this node applied, for the status page.
+	recentFailovers failoverHistory
 	routingStats
 }
 
@@ -74,4 +78,50 @@ func (h *histogram) counted() bool {
 		}
 	}
 	return false
+}
+
+// failoverEvent is one partition's promotion, as this node's map recorded it.
+type failoverEvent struct {
+	Partition int    `json:"partition"`
+	From      NodeID `json:"from"`
+	To        NodeID `json:"to"` // "" when no copy was left: the partition became Unavailable
+	Epoch     uint64 `json:"epoch"`
+	At        int64  `json:"at"` // Unix milliseconds, when this node applied it
+}
+
+// failoverHistory keeps the most recent failovers this node applied, for the status page.
+type failoverHistory struct {
+	mu     sync.Mutex
+	events []failoverEvent // oldest first, at most failoverHistoryLen
+}
+
+const failoverHistoryLen = 32
+
+// note records the partitions a map change failed over: those whose owner changed while the map's
+// count of promotions grew.
+func (h *failoverHistory) note(old, next *ClusterMap, at time.Time) {
+	if next.Promotions == old.Promotions || len(old.Runtime) != len(next.Runtime) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, st := range next.Runtime {
+		was := old.Runtime[p]
+		if st.Epoch == was.Epoch || st.Owner == was.Owner || was.Owner == "" {
+			continue
+		}
+		h.events = append(h.events, failoverEvent{Partition: p, From: was.Owner, To: st.Owner, Epoch: st.Epoch, At: at.UnixMilli()})
+	}
+	if over := len(h.events) - failoverHistoryLen; over > 0 {
+		h.events = slices.Delete(h.events, 0, over)
+	}
+}
+
+// recent returns the recorded failovers, the most recent first.
+func (h *failoverHistory) recent() []failoverEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Clone(h.events)
+	slices.Reverse(out)
+	return out
 }

@@ -34,7 +34,7 @@ func (n *Node) HTTPHandler() http.Handler {
 		json.NewEncoder(w).Encode(n.statusView())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		probe(w, n.life.Err())
+		probe(w, n.life.ctx.Err())
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		probe(w, n.Readiness())

@@ -2,10 +2,7 @@ package zaris
 
 import (
 	"slices"
-	"sync"
-	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -61,58 +58,12 @@ type partitionView struct {
 	Moving   bool     `json:"moving"`
 }
 
-// failoverEvent is one partition's promotion, as this node's map recorded it.
-type failoverEvent struct {
-	Partition int    `json:"partition"`
-	From      NodeID `json:"from"`
-	To        NodeID `json:"to"` // "" when no copy was left: the partition became Unavailable
-	Epoch     uint64 `json:"epoch"`
-	At        int64  `json:"at"` // Unix milliseconds, when this node applied it
-}
-
-// failoverHistory keeps the most recent failovers this node applied, for the status page.
-type failoverHistory struct {
-	mu     sync.Mutex
-	events []failoverEvent // oldest first, at most failoverHistoryLen
-}
-
-const failoverHistoryLen = 32
-
-// note records the partitions a map change failed over: those whose owner changed while the map's
-// count of promotions grew.
-func (h *failoverHistory) note(old, next *ClusterMap, at time.Time) {
-	if next.Promotions == old.Promotions || len(old.Runtime) != len(next.Runtime) {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for p, st := range next.Runtime {
-		was := old.Runtime[p]
-		if st.Epoch == was.Epoch || st.Owner == was.Owner || was.Owner == "" {
-			continue
-		}
-		h.events = append(h.events, failoverEvent{Partition: p, From: was.Owner, To: st.Owner, Epoch: st.Epoch, At: at.UnixMilli()})
-	}
-	if over := len(h.events) - failoverHistoryLen; over > 0 {
-		h.events = slices.Delete(h.events, 0, over)
-	}
-}
-
-// recent returns the recorded failovers, the most recent first.
-func (h *failoverHistory) recent() []failoverEvent {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := slices.Clone(h.events)
-	slices.Reverse(out)
-	return out
-}
-
 // statusView assembles the view of the cluster the status page shows.
 func (n *Node) statusView() statusView {
 	m := n.ctl.fsm.clusterMap()
 	v := statusView{
 		Node: n.id, Leader: n.ctl.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
-		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.failovers.recent(),
+		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.stats.recentFailovers.recent(),
 		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.own.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
 		DataBytes: n.own.store.bytes(), MaxMemory: n.own.store.budget.limit(), Policy: n.own.store.budget.policyName(), Evicted: n.own.store.budget.evicted(),
 	}
@@ -134,7 +85,7 @@ func (n *Node) statusView() statusView {
 		}
 		v.Partitions = append(v.Partitions, pv)
 	}
-	voters := n.voters()
+	voters := n.ctl.voterSet()
 	for _, mb := range sortedMembers(n.members.members()) {
 		v.Members = append(v.Members, memberView{
 			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && m.drains(mb),
@@ -143,20 +94,4 @@ func (n *Node) statusView() statusView {
 		})
 	}
 	return v
-}
-
-// voters returns the members that hold a vote in the control plane's latest configuration.
-func (n *Node) voters() map[NodeID]bool {
-	out := map[NodeID]bool{}
-	f := n.ctl.raft.GetConfiguration()
-	if f.Error() != nil {
-		return out
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			id, _ := splitRaftID(s.ID)
-			out[id] = true
-		}
-	}
-	return out
 }

@@ -29,28 +29,27 @@ type Tx struct {
 // txnClient is what a transaction uses of its node: the requests it sends, the near cache its writes
 // invalidate, and the settings it runs under.
 type txnClient struct {
-	getEntry    func(ctx context.Context, key string) (Entry, error)
-	execute     func(ctx context.Context, op transport.Op, req *kv.Request) (kv.Reply, error)
-	send        func(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kv.Reply, error)
-	resolve     func(ctx context.Context, id string, keys []string, commit bool) error
-	forgetLater func(anchor, id string)
-	forgetNear  func(key string) // nil without a near cache
-	step        func(step txnStep) error
-	background  func(fn func()) bool // runs fn in a goroutine the node's Close waits for, unless closing
-	life        context.Context      // ends when the node closes
-	layout      Layout
-	clock       Clock
-	backoff     time.Duration // Config.RetryBackoff
-	maxValue    int           // Config.MaxValueSize
-	maxFrame    int           // Config.MaxFrameSize
-	timeout     time.Duration // Config.TxnTimeout
-	retention   time.Duration // Config.TxnRecordRetention
+	getEntry   func(ctx context.Context, key string) (Entry, error)
+	execute    func(ctx context.Context, op transport.Op, req *kv.Request) (kv.Reply, error)
+	send       func(ctx context.Context, id, key string, items []txnItem, waitLocks bool) (kv.Reply, error)
+	resolve    func(ctx context.Context, id string, keys []string, commit bool) error
+	forgetNear func(key string) // nil without a near cache
+	step       func(step txnStep) error
+	background func(fn func()) bool // runs fn in a goroutine the node's Close waits for, unless closing
+	life       context.Context      // ends when the node closes
+	layout     Layout
+	clock      Clock
+	backoff    time.Duration // Config.RetryBackoff
+	maxValue   int           // Config.MaxValueSize
+	maxFrame   int           // Config.MaxFrameSize
+	timeout    time.Duration // Config.TxnTimeout
+	retention  time.Duration // Config.TxnRecordRetention
 }
 
 // newTxnClient wires a node's side of its transactions.
 func newTxnClient(n *Node) *txnClient {
 	c := &txnClient{getEntry: n.GetEntry, execute: n.client.execute, send: n.client.sendTxn, resolve: n.client.resolveIntents,
-		forgetLater: n.forgetLater, step: n.cfg.hooks.txnStep, background: n.goBackground, life: n.life, layout: n.layout, clock: n.cfg.Clock,
+		step: n.cfg.hooks.txnStep, background: n.goBackground, life: n.life.ctx, layout: n.layout, clock: n.cfg.Clock,
 		backoff: n.cfg.RetryBackoff, maxValue: n.cfg.MaxValueSize, maxFrame: n.cfg.MaxFrameSize,
 		timeout: n.cfg.TxnTimeout, retention: n.cfg.TxnRecordRetention}
 	if n.client.near != nil {

@@ -216,11 +216,11 @@ func (tx *Tx) releaseLater(id string, parts []txnSegment) {
 // forgetLater drops the record of transaction id, kept in the segment of anchor, once every segment
 // resolved its intents. The commit does not wait for it: a record left behind expires after
 // TxnRecordRetention.
-func (n *Node) forgetLater(anchor, id string) {
-	n.goBackground(func() {
-		ctx, cancel := context.WithTimeout(n.life, n.cfg.TxnTimeout)
+func (c *txnClient) forgetLater(anchor, id string) {
+	c.background(func() {
+		ctx, cancel := context.WithTimeout(c.life, c.timeout)
 		defer cancel()
-		n.client.execute(ctx, kv.OpForget, &kv.Request{Key: anchor, Value: []byte(id), Concern: Sync})
+		c.execute(ctx, kv.OpForget, &kv.Request{Key: anchor, Value: []byte(id), Concern: Sync})
 	})
 }
 

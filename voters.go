@@ -534,3 +534,19 @@ func (cp *controlPlane) leaderDropped(ctx context.Context) bool {
 	p, err := cp.askProgress(ask, leader)
 	return err != nil || !p.AskerVotes
 }
+
+// voters returns the members that hold a vote in the control plane's latest configuration.
+func (cp *controlPlane) voterSet() map[NodeID]bool {
+	out := map[NodeID]bool{}
+	f := cp.raft.GetConfiguration()
+	if f.Error() != nil {
+		return out
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			id, _ := splitRaftID(s.ID)
+			out[id] = true
+		}
+	}
+	return out
+}

@@ -280,7 +280,7 @@ func (n *Node) Swap(ctx context.Context, key string, value []byte, opts ...PutOp
 // closed node, or no cluster map before ctx ends.
 func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
 	select {
-	case <-n.life.Done():
+	case <-n.life.ctx.Done():
 		return nil, ErrClosed
 	default:
 	}
@@ -315,7 +315,7 @@ func (n *Node) ExecuteBatch(ctx context.Context, items []BatchItem) ([]BatchResu
 // segment's keys whose values together exceed a reply frame (Config.MaxFrameSize) may come back read at
 // several revisions.
 func (n *Node) GetMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	return n.executeItems(ctx, len(keys), func(i int) BatchItem {
+	return executePooled(ctx, n.ExecuteBatch, len(keys), func(i int) BatchItem {
 		return BatchItem{Index: i, Op: BatchGet, Key: keys[i]}
 	})
 }
@@ -327,14 +327,14 @@ func (n *Node) PutMany(ctx context.Context, entries []KeyValue, opts ...PutOptio
 	if o.cond != 0 || o.concern != 0 || o.ifVersion {
 		return nil, fmt.Errorf("%w: PutMany takes no conditions or write concern", ErrInvalidRequest)
 	}
-	return n.executeItems(ctx, len(entries), func(i int) BatchItem {
+	return executePooled(ctx, n.ExecuteBatch, len(entries), func(i int) BatchItem {
 		return BatchItem{Index: i, Op: BatchPut, Key: entries[i].Key, Value: entries[i].Value, TTL: o.ttl}
 	})
 }
 
 // DeleteMany removes keys in one batch; result i is for keys[i], with ErrNotFound if it held no value.
 func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, error) {
-	return n.executeItems(ctx, len(keys), func(i int) BatchItem {
+	return executePooled(ctx, n.ExecuteBatch, len(keys), func(i int) BatchItem {
 		return BatchItem{Index: i, Op: BatchDelete, Key: keys[i]}
 	})
 }
@@ -343,14 +343,14 @@ func (n *Node) DeleteMany(ctx context.Context, keys []string) ([]BatchResult, er
 // only until it returns.
 var itemLists = sync.Pool{New: func() any { return new([]BatchItem) }}
 
-// executeItems runs, as ExecuteBatch, the batch of count items that item builds, in a pooled list.
-func (n *Node) executeItems(ctx context.Context, count int, item func(i int) BatchItem) ([]BatchResult, error) {
+// executePooled runs with execute the batch of count items that item builds, in a pooled list.
+func executePooled(ctx context.Context, execute func(context.Context, []BatchItem) ([]BatchResult, error), count int, item func(i int) BatchItem) ([]BatchResult, error) {
 	list := itemLists.Get().(*[]BatchItem)
 	items := resize(*list, count)
 	for i := range items {
 		items[i] = item(i)
 	}
-	results, err := n.ExecuteBatch(ctx, items)
+	results, err := execute(ctx, items)
 	clear(items)
 	if cap(items) <= maxPooledItems {
 		*list = items[:0]
@@ -380,7 +380,7 @@ func GetManyTyped[T any](ctx context.Context, n *Node, keys []string) ([]TypedRe
 func (n *Node) Name() NodeID { return n.id }
 
 // DataAddr returns the address of the node's shared data and control port.
-func (n *Node) DataAddr() string { return n.listener.Addr().String() }
+func (n *Node) DataAddr() string { return n.port.listener.Addr().String() }
 
 // GossipAddr returns the address other nodes can pass in Config.Join to join through this node.
 func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
@@ -475,15 +475,17 @@ func (n *Node) RESPAddr() string { return n.redis.addr() }
 
 // InstallGossipKey adds key to every member's keyring; they still encrypt with the key in use.
 func (n *Node) InstallGossipKey(key []byte) error {
-	return n.gossipKeyOp(key, (*serf.KeyManager).InstallKey)
+	return n.members.changeKey(&n.cfg, key, (*serf.KeyManager).InstallKey)
 }
 
 // UseGossipKey makes key, already installed, the one every member encrypts with.
-func (n *Node) UseGossipKey(key []byte) error { return n.gossipKeyOp(key, (*serf.KeyManager).UseKey) }
+func (n *Node) UseGossipKey(key []byte) error {
+	return n.members.changeKey(&n.cfg, key, (*serf.KeyManager).UseKey)
+}
 
 // RemoveGossipKey removes key, no longer in use, from every member's keyring.
 func (n *Node) RemoveGossipKey(key []byte) error {
-	return n.gossipKeyOp(key, (*serf.KeyManager).RemoveKey)
+	return n.members.changeKey(&n.cfg, key, (*serf.KeyManager).RemoveKey)
 }
 
 // Leave departs gracefully. It drains first: the node stops taking partitions, and rebalancing moves each
@@ -497,7 +499,7 @@ func (n *Node) RemoveGossipKey(key []byte) error {
 // node would, so the cluster fails over what it can and waits for the rest rather than record a clean
 // departure of the only copy.
 func (n *Node) Leave(ctx context.Context) error {
-	if !n.left.CompareAndSwap(false, true) {
+	if !n.life.left.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
 	drained := n.ctl.drain(ctx)
@@ -506,7 +508,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.ctl.handOverLeadership()
 	if drained != nil {
-		if only := n.onlyCopies(); len(only) > 0 {
+		if only := onlyCopies(n.ctl.fsm.clusterMap(), n.id, n.members.members()); len(only) > 0 {
 			n.log.Error("leave: partitions not drained, and this node holds the only live copy of some; "+
 				"closing as a failed node, not leaving", "partitions", len(only), "first", only[:min(8, len(only))])
 			return errors.Join(fmt.Errorf("%w (this node held the only live copy of %d partitions and closed as a failed node)",
@@ -519,28 +521,6 @@ func (n *Node) Leave(ctx context.Context) error {
 		err = n.ctl.awaitRemoval(ctx)
 	}
 	return errors.Join(drained, err, n.Close())
-}
-
-// onlyCopies lists the partitions of which, as far as this node's map and membership tell, it holds the
-// only live copy with every acknowledged write: it owns them, or holds them in sync while they have no
-// owner, and no other member alive as the process the map records, and not leaving, is in sync.
-func (n *Node) onlyCopies() []int {
-	m := n.ctl.fsm.clusterMap()
-	live := map[NodeID]bool{}
-	for _, mb := range n.members.members() {
-		if info, known := m.Nodes[mb.ID]; known && mb.ID != n.id && mb.Status == serf.StatusAlive &&
-			!m.drains(mb) && info.Incarnation == mb.Incarnation {
-			live[mb.ID] = true
-		}
-	}
-	var only []int
-	for p, st := range m.Runtime {
-		mine := st.Owner == n.id || st.Owner == "" && slices.Contains(st.InSync, n.id)
-		if mine && !slices.ContainsFunc(st.InSync, func(id NodeID) bool { return live[id] }) {
-			only = append(only, p)
-		}
-	}
-	return only
 }
 
 // GetEntry returns the value stored under key with its version and remaining TTL, in one request to the
