@@ -600,39 +600,14 @@ func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 		}
 	}
 	if unit != "" {
-		ttl, ok := c.expiryArg(unit, expiry)
-		if !ok {
+		ttl, refusal := c.expiryTTL("set", unit, expiry)
+		if refusal != "" {
+			c.wr.error(refusal)
 			return s, false
 		}
-		s.ttl = ttl
+		s.ttl = max(ttl, 1) // a time already past: the key is written expired, as Redis deletes it at once
 	}
 	return s, true
-}
-
-// expiryArg turns the argument of EX, PX, EXAT or PXAT into a TTL from now.
-func (c *respConn) expiryArg(unit string, arg []byte) (time.Duration, bool) {
-	n, ok := kv.ParseCanonicalInt(arg)
-	if !ok {
-		c.notInteger()
-		return 0, false
-	}
-	scale := time.Second
-	if unit == "PX" || unit == "PXAT" {
-		scale = time.Millisecond
-	}
-	if n <= 0 || n > math.MaxInt64/int64(scale) {
-		c.wr.error("ERR invalid expire time in 'set' command")
-		return 0, false
-	}
-	ttl := time.Duration(n) * scale
-	switch {
-	case unit == "EXAT" || unit == "PXAT":
-		ttl = max(time.Duration(n*int64(scale)-c.srv.clock.Now().UnixNano()), 1)
-	case !c.deadlineFits(ttl):
-		c.wr.error("ERR invalid expire time in 'set' command")
-		return 0, false
-	}
-	return ttl, true
 }
 
 func (c *respConn) cmdDel(args [][]byte) {
