@@ -222,6 +222,10 @@ type Config struct {
 	WatchBufferBytes  int
 	// WatchPoll is how long an owner holds a watcher's poll open waiting for an event. Default 2s.
 	WatchPoll time.Duration
+	// SubscriberBuffer bounds, in bytes, the messages waiting for one subscriber (Subscribe, or a RESP
+	// client's SUBSCRIBE): one that falls further behind is ended, its channel closed or its connection
+	// dropped, as Redis's client-output-buffer-limit for pubsub does. Default 32 MiB.
+	SubscriberBuffer int
 	// NearCache, with MaxBytes set, keeps values this node reads from other owners in its memory
 	// (nearcache.go). Off by default.
 	NearCache NearCacheConfig
@@ -382,6 +386,7 @@ func DefaultConfig() Config {
 		WatchBufferEvents:     256,
 		WatchBufferBytes:      1 << 20,
 		WatchPoll:             2 * time.Second,
+		SubscriberBuffer:      32 << 20,
 		DiskQueueBytes:        64 << 20,
 		FailoverTimeout:       10 * time.Second,
 		EvictionTimeout:       time.Minute,
@@ -458,6 +463,9 @@ func (c *Config) withWatchDefaults() {
 	if c.WatchPoll == 0 {
 		c.WatchPoll = d.WatchPoll
 	}
+	if c.SubscriberBuffer == 0 {
+		c.SubscriberBuffer = d.SubscriberBuffer
+	}
 }
 
 // Validate reports the first setting of c that Join would refuse, as an error matching ErrInvalidConfig.
@@ -501,6 +509,8 @@ func (c Config) Validate() error {
 		return bad("MaxFrameSize %d is below 1 KiB", c.MaxFrameSize)
 	case c.MaxValueSize < 1 || c.MaxValueSize > c.MaxFrameSize-512:
 		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
+	case c.SubscriberBuffer < 0:
+		return bad("SubscriberBuffer %d must not be negative", c.SubscriberBuffer)
 	case c.DataMaxConns < 1 || c.RaftMaxConns < 1:
 		return bad("DataMaxConns %d and RaftMaxConns %d must be at least 1", c.DataMaxConns, c.RaftMaxConns)
 	case c.DataMaxConnRequests < 1 || c.DataMaxRequests < c.DataMaxConnRequests:

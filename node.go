@@ -29,6 +29,7 @@ type Node struct {
 	port    dataPort      // the one listening socket every peer reaches, and the dialer reaching theirs
 	members *membership
 	redis   *redisEdge
+	pubsub  *broker // published messages, to this node's subscribers and the other nodes'
 	life    lifetime
 }
 
@@ -133,6 +134,12 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		idle: 3 * cfg.WatchPoll,
 	})
 	n.own.cut = newCutovers(layout.Partitions)
+	n.pubsub = newBroker(brokerConfig{
+		self: n.id, incarnation: n.own.repl.incarnation, layout: layout, clusterMap: fsm.clusterMap,
+		call: n.client.callInternal, background: n.goBackground, life: n.life.ctx, clock: cfg.Clock,
+		maxBatch: cfg.MaxFrameSize / 2, maxQueued: publishQueueBytes, subscriber: cfg.SubscriberBuffer,
+		retry: cfg.RetryBackoff, log: n.log,
+	})
 	n.redis = newRedisEdge()
 	if cfg.NearCache.MaxBytes > 0 {
 		near, err := newNearCache(cfg, layout, n.log, n.client.startNearPoller)
@@ -237,7 +244,8 @@ func (n *Node) beforeCommit(old, next *ClusterMap) {
 func (n *Node) onCommit(old, next *ClusterMap) {
 	n.stats.recentFailovers.note(old, next, n.cfg.Clock.Now())
 	n.client.router.install(next, causePush)
-	n.redis.ownershipChanged(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner == n.id })
+	n.redis.ownershipChanged(func(key string) bool { return next.Runtime[n.layout.KeyPartition(key)].Owner == n.id },
+		func(channel string) bool { return n.pubsub.servesSlot(next, channel) })
 	n.own.repl.wakeWaiters()
 	n.own.watches.remapped()
 	n.own.cut.wake()
@@ -397,6 +405,8 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		return n.ctl.serveProposal(payload)
 	case op == kv.OpServerProgress:
 		return n.ctl.serveProgress(payload)
+	case op == kv.OpPublish:
+		return n.pubsub.serve(payload)
 	case op == kv.OpRecoverySurvey || op == kv.OpRecoveryInstall:
 		return n.ctl.serveRecovery(op, payload)
 	}

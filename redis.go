@@ -49,9 +49,13 @@ func (e *redisEdge) written(_ int, _, _ uint64, key string, _ *entry, change wri
 	}
 }
 
-// ownershipChanged invalidates, for the clients that cache them, the keys this node no longer owns.
-func (e *redisEdge) ownershipChanged(owns func(key string) bool) {
+// ownershipChanged invalidates, for the clients that cache them, the keys this node no longer owns, and
+// ends the subscriptions to shard channels of slots it no longer serves as owner or replica.
+func (e *redisEdge) ownershipChanged(owns, serves func(key string) bool) {
 	e.tracking.InvalidateWhere(func(key string) bool { return !owns(key) })
+	if e.srv != nil {
+		e.srv.DropShards(func(channel string) bool { return !serves(channel) })
+	}
 }
 
 // addr is the endpoint's advertised address, "" without one.
@@ -114,11 +118,12 @@ func (n *Node) startRESP() error {
 	}
 	opt := respOptions(&n.cfg, n.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr()), n.log)
 	opt.Tracking = n.redis.tracking
+	opt.PubSub, opt.SubscriberBuffer = n.pubsub.hub, n.cfg.SubscriberBuffer
 	opt.Contain = func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
 	if n.cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
 	}
-	s := resp.NewServer(&edgeNode{own: n.own, ctl: n.ctl, messages: n.infoMessages, recover: n.RecoverControlPlane}, opt)
+	s := resp.NewServer(&edgeNode{own: n.own, ctl: n.ctl, pubsub: n.pubsub, messages: n.infoMessages, recover: n.RecoverControlPlane}, opt)
 	n.redis.srv = s
 	n.cfg.RESPAddr = opt.Addr
 	s.Serve(ln)
@@ -229,6 +234,7 @@ func respOptions(c *Config, id NodeID, addr string, log *slog.Logger) resp.Optio
 type edgeNode struct {
 	own      *owner
 	ctl      *controlPlane
+	pubsub   *broker
 	messages func() (sent, received uint64)
 	recover  func(context.Context) (RecoveryReport, error)
 	topology atomic.Pointer[edgeTopology] // the last map described, and its description
@@ -255,6 +261,19 @@ func (e *edgeNode) ReadAtomically(ctx context.Context, seg int, keys []string, f
 }
 
 func (e *edgeNode) ReadOnly(op transport.Op) bool { return readOnly(op) }
+
+func (e *edgeNode) Publish(shard bool, channel string, payload []byte) int {
+	return e.pubsub.publish(shard, channel, payload)
+}
+
+// ServesShard serves a shard channel at its slot's owner, and at its replicas as Redis does.
+func (e *edgeNode) ServesShard(channel string) (kv.Reply, bool) {
+	_, refusal, owned := e.own.checkOwner(channel)
+	if owned || e.pubsub.servesSlot(e.ctl.fsm.clusterMap(), channel) {
+		return kv.Reply{}, true
+	}
+	return refusal, false
+}
 
 func (e *edgeNode) ServeOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply {
 	return e.own.serveOwnedScan(ctx, req)

@@ -39,7 +39,20 @@ type diffCmd struct {
 	norm func(reply string) string
 	// aside sends the command on a second connection to the same server, as another client would.
 	aside bool
+	// more is the number of replies the command has besides its first (SUBSCRIBE a b has two), read and
+	// compared together; receive sends nothing and reads one reply, a message pushed to a subscriber.
+	more    int
+	receive bool
 }
+
+// replies returns the command with n replies, compared together.
+func (d diffCmd) replies(n int) diffCmd {
+	d.more = n - 1
+	return d
+}
+
+// receive reads one reply nothing was sent for: a message pushed to a subscriber.
+func receive() diffCmd { return diffCmd{receive: true} }
 
 // cmd is a command whose replies must be byte for byte the same.
 func cmd(args ...string) diffCmd { return diffCmd{args: args} }
@@ -151,7 +164,17 @@ func diffSequence(t *testing.T, redis, zaris *diffConn, seq diffSeq, tag string)
 			r, z = redisAside, zarisAside
 			sent[len(sent)-1] = "(second connection) " + sent[len(sent)-1]
 		}
-		want, got := r.do(t, args), z.do(t, args)
+		var want, got string
+		switch {
+		case c.receive:
+			sent[len(sent)-1] = "(a reply pushed)"
+			want, got = r.read(t, "a push"), z.read(t, "a push")
+		default:
+			want, got = r.do(t, args), z.do(t, args)
+			for range c.more {
+				want, got = want+r.read(t, quoteArgs(args)), got+z.read(t, quoteArgs(args))
+			}
+		}
 		if c.norm != nil {
 			want, got = c.norm(want), c.norm(got)
 		}
@@ -208,9 +231,16 @@ func (c *diffConn) roundTrip(t *testing.T, args []string) string {
 	if _, err := c.conn.Write([]byte(respCmd(args...))); err != nil {
 		t.Fatalf("sending %s: %v", quoteArgs(args), err)
 	}
+	return c.read(t, quoteArgs(args))
+}
+
+// read reads one reply, to what names.
+func (c *diffConn) read(t *testing.T, what string) string {
+	t.Helper()
+	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
 	reply, err := resptest.ReadReply(c.rd)
 	if err != nil {
-		t.Fatalf("reading the reply to %s: %v", quoteArgs(args), err)
+		t.Fatalf("reading the reply to %s: %v", what, err)
 	}
 	return reply
 }

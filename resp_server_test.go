@@ -23,6 +23,14 @@ type storeOwner struct {
 
 func (o *storeOwner) owns(key string) bool { return KeySlot(key) < NumSlots/2 }
 
+// Publish has no subscribers to deliver to: a bare endpoint's hub is its own.
+func (o *storeOwner) Publish(bool, string, []byte) int { return 0 }
+
+func (o *storeOwner) ServesShard(channel string) (kv.Reply, bool) {
+	_, refusal, ok := o.CheckOwner(channel)
+	return refusal, ok
+}
+
 func (o *storeOwner) CheckOwner(key string) (int, kv.Reply, bool) {
 	seg := o.layout.KeySegment(key)
 	if !o.owns(key) {

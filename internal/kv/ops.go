@@ -96,6 +96,10 @@ const (
 	// and a new start for it.
 	OpRecoverySurvey  transport.Op = 30
 	OpRecoveryInstall transport.Op = 31
+
+	// OpPublish: any node -> any node, on the internal lane: published messages for the receiver's
+	// subscribers, in the sender's order (pubsub.go)
+	OpPublish transport.Op = 32
 )
 
 // Transactions (txn.go, txn_ops.go). Numbers 90 to 99 are theirs.

@@ -295,6 +295,7 @@ func (c *respConn) cmdHello(args [][]byte) {
 	c.wr.proto = proto
 	c.pushes.mu.Lock()
 	c.pushes.resp3 = proto == 3 && c.tracked != nil // a RESP2 client is sent no push
+	c.pushes.proto3 = proto == 3
 	c.pushes.mu.Unlock()
 	c.helloReply()
 }

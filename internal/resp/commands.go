@@ -240,6 +240,15 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
 		{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"}, run: (*respConn).cmdTime},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
+		{name: "publish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, acl: []string{"@pubsub", "@fast"}, run: (*respConn).cmdPublish},
+		{name: "spublish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@pubsub", "@fast"}, run: (*respConn).cmdSPublish},
+		{name: "subscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSubscribe},
+		{name: "psubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdPSubscribe},
+		{name: "ssubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSSubscribe},
+		{name: "unsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdUnsubscribe},
+		{name: "punsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdPUnsubscribe},
+		{name: "sunsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSUnsubscribe},
+		{parent: true, name: "pubsub", subArity: pubsubSubcommandArity, arity: -2, flags: []string{"pubsub", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdPubsub},
 		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
 		{name: "hello", noMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
 		{name: "auth", noMulti: true, arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
@@ -305,7 +314,12 @@ func (c *respConn) admission(cmd *respCommand, args [][]byte) string {
 	case c.user == nil && !cmd.noAuth:
 		return "NOAUTH Authentication required."
 	case c.user != nil:
-		return c.permissionError(cmd, args)
+		if msg := c.permissionError(cmd, args); msg != "" {
+			return msg
+		}
+	}
+	if c.wr.proto == 2 && !pubSubContext[cmd.name] && c.subscribed() {
+		return pubSubContextMessage(cmd)
 	}
 	return ""
 }
@@ -1071,6 +1085,16 @@ var objectHelp = []string{
 func (c *respConn) cmdOK([][]byte) { c.wr.ok() }
 
 func (c *respConn) cmdPing(args [][]byte) {
+	if c.wr.proto == 2 && len(args) <= 2 && c.subscribed() { // a subscribed RESP2 client is answered in its context's form
+		c.wr.array(2)
+		c.wr.bulkString("pong")
+		if len(args) == 2 {
+			c.wr.bulk(args[1])
+		} else {
+			c.wr.bulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.wr.simple("PONG")

@@ -17,6 +17,7 @@ import (
 	"github.com/zaris-go/zaris/internal/clocktest"
 	"github.com/zaris-go/zaris/internal/glob"
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/pubsub"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -31,12 +32,23 @@ type fakeNode struct {
 	memory   fakeMemory
 	members  map[kv.NodeID]MemberState
 	control  Control
+	hub      *pubsub.Hub // this node's subscribers; the fake has no other node to publish to
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{values: map[string][]byte{}, versions: map[string]uint64{},
 		members: map[kv.NodeID]MemberState{"a": MemberAlive, "b": MemberAlive}, control: Control{Leader: "a"},
-		memory: fakeMemory{policy: "noeviction"}}
+		memory: fakeMemory{policy: "noeviction"}, hub: pubsub.New()}
+}
+
+func (f *fakeNode) Publish(shard bool, channel string, payload []byte) int {
+	return f.hub.Publish(shard, channel, payload)
+}
+
+// ServesShard serves the slots CheckOwner owns.
+func (f *fakeNode) ServesShard(channel string) (kv.Reply, bool) {
+	_, refusal, ok := f.CheckOwner(channel)
+	return refusal, ok
 }
 
 // fakeHalf is the first slot node "a" does not own.
@@ -229,6 +241,9 @@ func serveFake(t testing.TB, node Node, opt Options) *Server {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f, ok := node.(*fakeNode); ok && opt.PubSub == nil {
+		opt.PubSub = f.hub
 	}
 	s := NewServer(node, opt)
 	s.Serve(ln)

@@ -27,6 +27,12 @@ type Node interface {
 	ReadAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) kv.Status
 	// ReadOnly reports whether op never writes.
 	ReadOnly(op transport.Op) bool
+	// Publish delivers payload to the subscribers of channel on every node, or for a shard channel on
+	// the nodes of its slot, and returns how many of this node's received it.
+	Publish(shard bool, channel string, payload []byte) int
+	// ServesShard reports whether this node serves channel's slot as its owner or a replica, and
+	// otherwise returns the reply that refuses a shard channel's command.
+	ServesShard(channel string) (refusal kv.Reply, ok bool)
 	// ServeOwnedScan serves a page of the keys of the partitions this node owns, skipping the others.
 	ServeOwnedScan(ctx context.Context, req *kv.ScanRequest) kv.ScanReply
 

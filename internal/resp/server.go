@@ -15,6 +15,7 @@ import (
 
 	"github.com/zaris-go/zaris/internal/clock"
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/pubsub"
 	"github.com/zaris-go/zaris/internal/rawio"
 	"github.com/zaris-go/zaris/internal/throttle"
 )
@@ -39,6 +40,11 @@ type Options struct {
 	// Tracking is the node's tracking of the keys clients cache, which its writes invalidate; nil: the
 	// endpoint keeps one of its own.
 	Tracking *Tracking
+	// PubSub is the node's registry of subscribers, which its Publish delivers to; nil: the endpoint keeps
+	// one of its own.
+	PubSub *pubsub.Hub
+	// SubscriberBuffer bounds the bytes of messages waiting for one subscribing client.
+	SubscriberBuffer int
 	// Contain handles a panic a command raised outside the key operations; nil: it is only logged.
 	Contain func(v any, what string)
 }
@@ -47,31 +53,33 @@ type Options struct {
 // keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
 type Server struct {
-	node        Node
-	id          kv.NodeID
-	clock       clock.Clock
-	log         *slog.Logger
-	contain     func(v any, what string)
-	ln          net.Listener
-	addr        string
-	tls         bool
-	limits      respLimits // of an authenticated client
-	preAuth     respLimits // of a client that has not logged in yet
-	budget      *respBudget
-	gate        *preAuthGate // admits the clients not logged in yet
-	timeouts    respTimeouts
-	slack       time.Duration // how late a read deadline may be moved (respTimeouts.slack)
-	maxClients  int
-	acl         *respACL
-	throttle    *throttle.Logins
-	commands    map[string]*respCommand
-	ctx         context.Context // cancelled on close, so work for a connection stops with the node
-	cancel      context.CancelFunc
-	tracking    *Tracking // writes of the node's keys invalidate what clients cache
-	nextID      atomic.Int64
-	lastAlarm   atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
-	turningAway atomic.Int32 // refused connections being told why
-	info        respInfo     // what INFO reports besides the connections' own counts
+	node             Node
+	id               kv.NodeID
+	clock            clock.Clock
+	log              *slog.Logger
+	contain          func(v any, what string)
+	ln               net.Listener
+	addr             string
+	tls              bool
+	limits           respLimits // of an authenticated client
+	preAuth          respLimits // of a client that has not logged in yet
+	budget           *respBudget
+	gate             *preAuthGate // admits the clients not logged in yet
+	timeouts         respTimeouts
+	slack            time.Duration // how late a read deadline may be moved (respTimeouts.slack)
+	maxClients       int
+	acl              *respACL
+	throttle         *throttle.Logins
+	commands         map[string]*respCommand
+	ctx              context.Context // cancelled on close, so work for a connection stops with the node
+	cancel           context.CancelFunc
+	tracking         *Tracking // writes of the node's keys invalidate what clients cache
+	hub              *pubsub.Hub
+	subscriberBuffer int
+	nextID           atomic.Int64
+	lastAlarm        atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
+	turningAway      atomic.Int32 // refused connections being told why
+	info             respInfo     // what INFO reports besides the connections' own counts
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -88,29 +96,38 @@ func NewServer(node Node, opt Options) *Server {
 	if tracking == nil {
 		tracking = NewTracking(TrackedKeys, TrackedBytes)
 	}
+	hub := opt.PubSub
+	if hub == nil {
+		hub = pubsub.New()
+	}
+	if opt.SubscriberBuffer <= 0 {
+		opt.SubscriberBuffer = DefaultSubscriberBuffer
+	}
 	return &Server{
-		node:       node,
-		id:         opt.ID,
-		clock:      opt.Clock,
-		log:        opt.Log,
-		contain:    opt.Contain,
-		addr:       opt.Addr,
-		tls:        opt.TLS,
-		limits:     newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
-		preAuth:    preAuthRESPLimits(),
-		budget:     budget,
-		gate:       newPreAuthGate(budget, opt.MaxClients, opt.MaxPreAuthPerAddr),
-		timeouts:   timeouts,
-		slack:      timeouts.slack(),
-		maxClients: opt.MaxClients,
-		acl:        newRESPACL(opt.Password, opt.Users),
-		throttle:   newAuthThrottle(),
-		commands:   respCommandTable,
-		ctx:        ctx,
-		cancel:     cancel,
-		tracking:   tracking,
-		conns:      map[*respConn]struct{}{},
-		info:       respInfo{started: time.Now()},
+		hub:              hub,
+		subscriberBuffer: opt.SubscriberBuffer,
+		node:             node,
+		id:               opt.ID,
+		clock:            opt.Clock,
+		log:              opt.Log,
+		contain:          opt.Contain,
+		addr:             opt.Addr,
+		tls:              opt.TLS,
+		limits:           newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
+		preAuth:          preAuthRESPLimits(),
+		budget:           budget,
+		gate:             newPreAuthGate(budget, opt.MaxClients, opt.MaxPreAuthPerAddr),
+		timeouts:         timeouts,
+		slack:            timeouts.slack(),
+		maxClients:       opt.MaxClients,
+		acl:              newRESPACL(opt.Password, opt.Users),
+		throttle:         newAuthThrottle(),
+		commands:         respCommandTable,
+		ctx:              ctx,
+		cancel:           cancel,
+		tracking:         tracking,
+		conns:            map[*respConn]struct{}{},
+		info:             respInfo{started: time.Now()},
 	}
 }
 
@@ -239,6 +256,7 @@ func (s *Server) drop(c *respConn) {
 	}
 	s.mu.Unlock()
 	s.tracking.stop(c)
+	c.unsubscribeAll()
 	c.closePushes()
 	c.conn.Close()
 	c.rd.close()
@@ -287,6 +305,7 @@ type respConn struct {
 	trackMode trackMode
 	caching   cachingChoice
 	pushes    respPushes
+	subs      respSubs // the channels, patterns and shard channels it subscribes to (pubsub.go)
 
 	multi      *respMulti          // the open transaction, nil outside MULTI
 	watched    []watchedKey        // the keys WATCH recorded
@@ -317,6 +336,7 @@ func newRESPConn(s *Server, conn net.Conn, user *respUser, budget *respBudget) *
 	c.wr = newRESPWriter(countingWriter{dst: out, n: &c.stats.counted.netOut})
 	c.pushes.out = out
 	c.pushes.wake = sync.NewCond(&c.pushes.mu)
+	c.pushes.maxMessage = s.subscriberBuffer
 	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
 	return c
 }

@@ -194,8 +194,13 @@ type respPushes struct {
 	running bool // the pusher was started
 	resp3   bool // pushes exist only in RESP3: a RESP2 client is sent none
 	pending []byte
-	dropped bool   // pending overflowed: the client is told to drop everything instead
+	dropped bool   // the invalidations overflowed: the client is told to drop everything instead
 	sent    uint64 // bytes the pusher wrote, not yet in the connection's count (takeSent)
+
+	proto3     bool // the client speaks RESP3: messages are pushes, else arrays
+	messages   int  // bytes of pending that are pub/sub messages
+	maxMessage int  // the bound on messages (Options.SubscriberBuffer)
+	overflowed bool // messages passed maxMessage: the connection is being dropped
 }
 
 // respPendingPushes bounds the pushes waiting for a connection.
@@ -212,11 +217,32 @@ func (c *respConn) push(frame []byte) {
 	switch {
 	case !p.resp3 || p.closed || p.dropped:
 		return
-	case len(p.pending)+len(frame) > respPendingPushes:
-		p.pending, p.dropped = append(p.pending[:0], flushAll...), true
+	case len(p.pending)-p.messages+len(frame) > respPendingPushes:
+		p.pending, p.dropped = append(p.pending, flushAll...), true
 	default:
 		p.pending = append(p.pending, frame...)
 	}
+	p.wake.Broadcast()
+}
+
+// pushMessage queues the pub/sub frame that frame builds, for RESP3 or RESP2. A client with more than
+// maxMessage bytes of messages waiting is disconnected, as Redis does past its pubsub output buffer limit.
+func (c *respConn) pushMessage(frame func(proto3 bool) []byte) {
+	p := &c.pushes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.overflowed {
+		return
+	}
+	b := frame(p.proto3)
+	if p.messages+len(b) > p.maxMessage {
+		p.overflowed = true
+		c.srv.log.Warn("RESP subscriber disconnected: too far behind", "client", c.id, "pending", p.messages, "limit", p.maxMessage)
+		c.conn.Close()
+		return
+	}
+	p.pending = append(p.pending, b...)
+	p.messages += len(b)
 	p.wake.Broadcast()
 }
 
@@ -249,7 +275,7 @@ func (c *respConn) runPusher() {
 			return
 		}
 		frames := p.pending
-		p.pending, p.dropped, p.writing = nil, false, true
+		p.pending, p.dropped, p.writing, p.messages = nil, false, true, 0
 		p.mu.Unlock()
 		n, err := p.out.Write(frames)
 		p.mu.Lock()
@@ -284,7 +310,7 @@ func (c *respConn) busy() {
 	c.takeSent()
 	if len(p.pending) > 0 {
 		c.wr.buf = append(c.wr.buf, p.pending...)
-		p.pending, p.dropped = p.pending[:0], false
+		p.pending, p.dropped, p.messages = p.pending[:0], false, 0
 	}
 	p.mu.Unlock()
 }
@@ -304,7 +330,7 @@ func (c *respConn) awaitInput() error {
 	c.takeSent()
 	if len(p.pending) > 0 {
 		c.wr.buf = append(c.wr.buf, p.pending...)
-		p.pending, p.dropped = p.pending[:0], false
+		p.pending, p.dropped, p.messages = p.pending[:0], false, 0
 	}
 	if err := c.wr.flush(); err != nil {
 		return err
