@@ -136,6 +136,16 @@
 // expiry ops, which replicas apply like any write and watchers see as WatchExpire. Replicas keep expired
 // keys, invisible to reads, until that op arrives, so that an expiry is announced even if they take over.
 //
+// # Publish and subscribe
+//
+// Publish sends a message to the subscribers of a channel on every node (Subscribe, PSubscribe for glob
+// patterns, or a RESP client's SUBSCRIBE); a RESP client's SPUBLISH reaches only the nodes of the
+// channel's slot. Nothing is stored: the publishing node delivers to its own subscribers at once and
+// queues the message for every other node, one ordered queue per node (pubsub.go), so each subscriber
+// receives one node's messages in the order it published them, each once. Delivery between nodes is at
+// most once: a node that does not take a batch for 10 s, or more than 8 MiB behind, misses messages. A
+// subscriber more than SubscriberBuffer bytes behind is ended.
+//
 // # Near cache
 //
 // With Config.NearCache, a node keeps the values Get reads from other owners in a ristretto cache bounded
@@ -307,8 +317,9 @@
 //
 // A Node is a facade (node.go): it builds three components in Join, stops them in Close, and its exported
 // methods (zaris.go, and one file per data type) are a few lines that call one of them. Besides its config
-// and identity it holds only the components, the data port that splits one socket into lanes (dataport.go)
-// and the lifetime that Close ends and waits for (lifetime.go). No component holds the Node; each takes the
+// and identity it holds only the components, the broker that carries published messages between nodes
+// (pubsub.go), the data port that splits one socket into lanes (dataport.go) and the lifetime that Close
+// ends and waits for (lifetime.go). No component holds the Node; each takes the
 // few things it uses as a struct of functions or a small interface:
 //
 //   - the client (client.go), the caller's side: the routing table built from the committed map

@@ -188,6 +188,42 @@ func ExampleNode_Watch() {
 	// delete
 }
 
+// Subscribe receives what any node publishes to a channel, PSubscribe what matches a pattern; each
+// subscriber gets one node's messages in the order that node published them.
+func ExampleNode_Subscribe() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := zaris.Join(ctx, exampleConfig("pubsub"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer n.Close()
+
+	orders, err := n.Subscribe(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	all, err := n.PSubscribe(ctx, "ord*")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []string{"1001", "1002"} {
+		if _, err := n.Publish(ctx, "orders", []byte(id)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 2 {
+		m := <-orders
+		fmt.Println(m.Channel, string(m.Payload))
+	}
+	m := <-all
+	fmt.Println(m.Pattern, m.Channel, string(m.Payload))
+	// Output:
+	// orders 1001
+	// orders 1002
+	// ord* orders 1001
+}
+
 // Scan walks every key of the cluster once, page by page, following moves as they happen.
 func ExampleNode_Scan() {
 	ctx := context.Background()
