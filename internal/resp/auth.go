@@ -138,7 +138,7 @@ func (u *respUser) mayRun(cmd *respCommand) bool {
 
 // mayAccess reports whether every key of the command args matches one of u's key patterns.
 func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
-	if u.keys == nil || !cmd.takesKeys() {
+	if u.keys == nil || !cmd.takesKeys() || cmd.hasFlag("pubsub") { // a channel is no key
 		return true
 	}
 	for _, key := range cmd.keys(args) {
