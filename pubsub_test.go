@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,10 +16,14 @@ import (
 
 // TestPubSubDeliversEveryMessageOnceInOrder publishes from every node of three to subscribers on every
 // node, by channel and by pattern, and counts: each subscriber receives each message of its channels once,
-// in the order its publisher sent them, and none of another channel.
+// in the order its publisher sent them, and none of another channel. ZARIS_PUBSUB_MESSAGES sets the
+// messages each node publishes (default 2000).
 func TestPubSubDeliversEveryMessageOnceInOrder(t *testing.T) {
 	t.Parallel()
-	const perNode = 2000
+	perNode := 2000
+	if n, err := strconv.Atoi(os.Getenv("ZARIS_PUBSUB_MESSAGES")); err == nil && n > 0 {
+		perNode = n
+	}
 	c := startCluster(t, 3, nil)
 	c.waitStable(10 * time.Second)
 	ctx, cancel := context.WithCancel(bg(t))
