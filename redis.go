@@ -33,19 +33,23 @@ type RESPUser = resp.User
 type redisEdge struct {
 	srv      *resp.Server   // nil unless Config.RESPAddr is set
 	tracking *resp.Tracking // the keys RESP clients cache (CLIENT TRACKING), to invalidate them
+	blocking *resp.Blocking // the clients blocked on keys (BLPOP), which writes wake
 }
 
 func newRedisEdge() *redisEdge {
-	return &redisEdge{tracking: resp.NewTracking(resp.TrackedKeys, resp.TrackedBytes)}
+	return &redisEdge{tracking: resp.NewTracking(resp.TrackedKeys, resp.TrackedBytes), blocking: resp.NewBlocking()}
 }
 
-// written is a write listener: a write of a key invalidates it for the clients that cache it.
+// written is a write listener: a write of a key invalidates it for the clients that cache it, and wakes
+// the first client blocked on it.
 func (e *redisEdge) written(_ int, _, _ uint64, key string, _ *entry, change writeChange) {
 	if key != "" {
 		e.tracking.Invalidate(key)
+		e.blocking.Written(key)
 	}
 	for i := range change.multi {
 		e.tracking.Invalidate(change.multi[i].Key)
+		e.blocking.Written(change.multi[i].Key)
 	}
 }
 
@@ -53,6 +57,7 @@ func (e *redisEdge) written(_ int, _, _ uint64, key string, _ *entry, change wri
 // ends the subscriptions to shard channels of slots it no longer serves as owner or replica.
 func (e *redisEdge) ownershipChanged(owns, serves func(key string) bool) {
 	e.tracking.InvalidateWhere(func(key string) bool { return !owns(key) })
+	e.blocking.WakeAll() // each checks that this node still owns its keys
 	if e.srv != nil {
 		e.srv.DropShards(func(channel string) bool { return !serves(channel) })
 	}
@@ -117,7 +122,7 @@ func (n *Node) startRESP() error {
 		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
 	}
 	opt := respOptions(&n.cfg, n.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr()), n.log)
-	opt.Tracking = n.redis.tracking
+	opt.Tracking, opt.Blocking = n.redis.tracking, n.redis.blocking
 	opt.PubSub, opt.SubscriberBuffer = n.pubsub.hub, n.cfg.SubscriberBuffer
 	opt.Contain = func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
 	if n.cfg.RESPTLS != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -153,4 +154,95 @@ func readFrame(t *testing.T, r *respLine) []string {
 		out[i] = r.line(t)
 	}
 	return out
+}
+
+// TestRESPBlockedClientsSharePushes blocks clients in BLPOP on one list at its owner and pushes to it:
+// every element is received by exactly one client, the clients blocked first are served first, and a
+// client that hangs up while blocked takes nothing.
+func TestRESPBlockedClientsSharePushes(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 3, nil)
+	const list, clients, elements = "{queue}jobs", 20, 1000
+	addr := c.owner(list).RESPAddr()
+	gone := dialRESP(t, addr) // blocks first, then hangs up: it must take nothing
+	gone.send(t, "BLPOP", list, "0")
+	waitBlocked := func(n int) {
+		waitFor(t, 10*time.Second, fmt.Sprintf("%d clients blocked", n), func() bool {
+			info := dialRESP(t, addr)
+			info.send(t, "INFO", "clients")
+			return strings.Contains(readBulk(t, info), fmt.Sprintf("blocked_clients:%d\r\n", n))
+		})
+	}
+	waitBlocked(1)
+	gone.conn.Close()
+	waitBlocked(0)
+	type delivery struct {
+		client  int
+		element string
+	}
+	received := make(chan delivery, elements+clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		r := dialRESP(t, addr)
+		wg.Go(func() {
+			for {
+				r.send(t, "BLPOP", list, "30")
+				frame := readFrame(t, r)
+				if len(frame) != 2 {
+					t.Errorf("client %d: BLPOP answered %q", i, frame)
+					return
+				}
+				received <- delivery{i, frame[1]}
+				if frame[1] == "stop" {
+					return
+				}
+			}
+		})
+		waitBlocked(i + 1)
+	}
+	pusher := dialRESP(t, addr)
+	if got := pusher.do(t, "RPUSH", list, "first"); got != ":1" && got != ":0" {
+		t.Fatalf("RPUSH: %s", got)
+	}
+	for i := range elements - 1 {
+		pusher.do(t, "RPUSH", list, strconv.Itoa(i))
+	}
+	for range clients {
+		pusher.do(t, "RPUSH", list, "stop")
+	}
+	wg.Wait()
+	close(received)
+	seen := map[string]int{}
+	for d := range received {
+		seen[d.element]++
+		if d.element == "first" && d.client != 0 {
+			t.Errorf("the first element went to client %d, not to the one blocked first", d.client)
+		}
+	}
+	if seen["first"] != 1 || seen["stop"] != clients {
+		t.Fatalf("received the first element %d times and %d stops of %d", seen["first"], seen["stop"], clients)
+	}
+	for i := range elements - 1 {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Fatalf("element %d received %d times", i, n)
+		}
+	}
+	if got := pusher.do(t, "LLEN", list); got != ":0" {
+		t.Fatalf("LLEN after every element was taken: %s", got)
+	}
+}
+
+// readBulk reads one bulk string reply whole.
+func readBulk(t *testing.T, r *respLine) string {
+	t.Helper()
+	head := r.line(t)
+	n, err := strconv.Atoi(head[1:])
+	if err != nil || head[0] != '$' {
+		t.Fatalf("not a bulk string: %q", head)
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r.rd, buf); err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:n])
 }

@@ -43,6 +43,9 @@ type respCommand struct {
 	// noMulti: refused inside MULTI, because it logs in or switches the protocol, or reads across the store,
 	// which an EXEC holding its segment's lock cannot do.
 	noMulti bool
+	// blocks: may wait for a write of its keys (blocking.go), so it takes its segment's group itself,
+	// between waits.
+	blocks bool
 }
 
 func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
@@ -190,6 +193,10 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "zpopmax", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, grouped: true, run: (*respConn).cmdZPop},
 		{name: "smove", arity: 4, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@set", "@fast"}, grouped: true, run: (*respConn).cmdSMove},
 		{name: "rpoplpush", arity: 3, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
+		{name: "blpop", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBPop},
+		{name: "brpop", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBPop},
+		{name: "blmove", blocks: true, arity: 6, flags: []string{"write", "denyoom", "noscript", "blocking"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBLMove},
+		{name: "brpoplpush", blocks: true, arity: 4, flags: []string{"write", "denyoom", "noscript", "blocking"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBLMove},
 		{name: "lmove", arity: 5, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
 		{name: "msetnx", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 2, acl: []string{"@write", "@string", "@slow"}, grouped: true, run: (*respConn).cmdMSetNX},
 		{name: "sinter", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},

@@ -193,7 +193,7 @@ func (r *infoRun) clients(w *infoText) {
 	s := r.c.srv
 	w.int("connected_clients", int64(s.Clients()))
 	w.int("maxclients", int64(s.maxClients))
-	w.int("blocked_clients", 0) // no command Zaris serves blocks
+	w.int("blocked_clients", int64(s.blocking.waiting.Load()))
 	w.int("tracking_clients", int64(s.trackingClients()))
 }
 

@@ -105,7 +105,14 @@ type respReader struct {
 	args    [][]byte
 
 	completed uint64 // commands returned (refused ones included), so the server can tell progress
+
+	// early is input read from src by someone else while the connection's goroutine waited (a blocked
+	// command's watch for a hang-up), served before src.
+	early []byte
 }
+
+// appendInput queues p, read from src meanwhile, before what src reads next.
+func (rd *respReader) appendInput(p []byte) { rd.early = append(rd.early, p...) }
 
 // newRESPReader returns a reader whose first buffer is already counted in budget (nil: no budget).
 func newRESPReader(src io.Reader, lim respLimits, budget *respBudget) *respReader {
@@ -524,6 +531,11 @@ func (rd *respReader) fill() error {
 		if err := rd.makeRoom(); err != nil {
 			return err
 		}
+	}
+	if len(rd.early) > 0 {
+		n := copy(rd.buf[rd.w:], rd.early)
+		rd.early, rd.w = rd.early[n:], rd.w+n
+		return nil
 	}
 	if rd.onBlock != nil {
 		if err := rd.onBlock(); err != nil {

@@ -40,6 +40,9 @@ type Options struct {
 	// Tracking is the node's tracking of the keys clients cache, which its writes invalidate; nil: the
 	// endpoint keeps one of its own.
 	Tracking *Tracking
+	// Blocking is the node's record of blocked clients, which its writes wake; nil: the endpoint keeps
+	// one of its own.
+	Blocking *Blocking
 	// PubSub is the node's registry of subscribers, which its Publish delivers to; nil: the endpoint keeps
 	// one of its own.
 	PubSub *pubsub.Hub
@@ -75,6 +78,7 @@ type Server struct {
 	cancel           context.CancelFunc
 	tracking         *Tracking // writes of the node's keys invalidate what clients cache
 	hub              *pubsub.Hub
+	blocking         *Blocking
 	subscriberBuffer int
 	nextID           atomic.Int64
 	lastAlarm        atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
@@ -103,7 +107,12 @@ func NewServer(node Node, opt Options) *Server {
 	if opt.SubscriberBuffer <= 0 {
 		opt.SubscriberBuffer = DefaultSubscriberBuffer
 	}
+	blocking := opt.Blocking
+	if blocking == nil {
+		blocking = NewBlocking()
+	}
 	return &Server{
+		blocking:         blocking,
 		hub:              hub,
 		subscriberBuffer: opt.SubscriberBuffer,
 		node:             node,

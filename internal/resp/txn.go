@@ -38,6 +38,9 @@ type watchedKey struct {
 type execGroup struct {
 	g   kv.Group
 	seg int
+	// waits: the group is a blocked command's try (blocking.go), which waits where a command inside
+	// MULTI would answer.
+	waits bool
 }
 
 // errReplyTooLarge fails the writes of a replyBuffer past the server's budget.
@@ -398,7 +401,8 @@ func (b *replyBuffer) release() {
 // write. Its reply goes out only once the group is acknowledged.
 func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	keys := cmd.keys(args)
-	if len(keys) < 2 && !cmd.grouped || len(keys) == 0 || c.multi != nil || c.exec != nil || cmd.controlsMulti || !cmd.wholeSteps(args) {
+	if len(keys) < 2 && !cmd.grouped || len(keys) == 0 || c.multi != nil || c.exec != nil || cmd.controlsMulti || cmd.blocks ||
+		!cmd.wholeSteps(args) {
 		cmd.run(c, args) // alone, or refusing its arguments
 		return
 	}
