@@ -207,6 +207,14 @@ var fuzzCommands = []fuzzCommand{
 		end := g.oneOf("LEFT", "RIGHT", "left", "right", "up")
 		return append(g.keys(2), end(), end())
 	}},
+	// blocking pops, with timeouts short enough to wait on an empty list, or invalid ones
+	{"blpop", func(g *fuzzGen) []string { return append(g.keys(1+g.rng.IntN(3)), g.blockTimeout()) }},
+	{"brpop", func(g *fuzzGen) []string { return append(g.keys(1+g.rng.IntN(3)), g.blockTimeout()) }},
+	{"brpoplpush", func(g *fuzzGen) []string { return append(g.keys(2), g.blockTimeout()) }},
+	{"blmove", func(g *fuzzGen) []string {
+		end := g.oneOf("LEFT", "RIGHT", "left", "right", "up")
+		return append(g.keys(2), end(), end(), g.blockTimeout())
+	}},
 	{"msetnx", func(g *fuzzGen) []string {
 		var args []string
 		for _, k := range g.keys(1 + g.rng.IntN(3)) {
@@ -452,6 +460,11 @@ func (g *fuzzGen) getexArgs() []string {
 		}
 	}
 	return args
+}
+
+// blockTimeout is a blocking command's timeout: a few milliseconds, or one Redis refuses.
+func (g *fuzzGen) blockTimeout() string {
+	return g.oneOf("0.001", "0.005", "0.01", "-1", "x", "1e30", "inf", "-inf")()
 }
 
 func (g *fuzzGen) popArgs() []string {
