@@ -243,7 +243,7 @@
 // and none of its writes takes effect. CLIENT TRACKING (the default mode,
 // with OPTIN or OPTOUT, pushes in RESP3) serves Redis client-side caching: a node remembers the keys each
 // tracking connection read from it, bounded, and pushes an invalidation when one is written, through any
-// node, or when it stops owning the key. BLPOP, BRPOP, BLMOVE and BRPOPLPUSH wait at the key's owner, which
+// node, or when it stops owning the key. The blocking pops (BLPOP, BLMOVE, BZPOPMIN...) wait at the key's owner, which
 // serves its blocked clients in the order they blocked as writes arrive, and answers them with a redirect
 // when it stops owning the key.
 //

@@ -215,6 +215,12 @@ var fuzzCommands = []fuzzCommand{
 		end := g.oneOf("LEFT", "RIGHT", "left", "right", "up")
 		return append(g.keys(2), end(), end(), g.blockTimeout())
 	}},
+	{"bzpopmin", func(g *fuzzGen) []string { return append(g.keys(1+g.rng.IntN(3)), g.blockTimeout()) }},
+	{"bzpopmax", func(g *fuzzGen) []string { return append(g.keys(1+g.rng.IntN(3)), g.blockTimeout()) }},
+	{"lmpop", func(g *fuzzGen) []string { return g.mpopArgs("LEFT", "RIGHT") }},
+	{"zmpop", func(g *fuzzGen) []string { return g.mpopArgs("MIN", "MAX") }},
+	{"blmpop", func(g *fuzzGen) []string { return append([]string{g.blockTimeout()}, g.mpopArgs("LEFT", "RIGHT")...) }},
+	{"bzmpop", func(g *fuzzGen) []string { return append([]string{g.blockTimeout()}, g.mpopArgs("MIN", "MAX")...) }},
 	{"msetnx", func(g *fuzzGen) []string {
 		var args []string
 		for _, k := range g.keys(1 + g.rng.IntN(3)) {
@@ -458,6 +464,18 @@ func (g *fuzzGen) getexArgs() []string {
 		default:
 			args = append(args, g.expiry()...)
 		}
+	}
+	return args
+}
+
+// mpopArgs are LMPOP's or ZMPOP's arguments: numkeys, keys, an end (first or last) and maybe a count,
+// now and then a bad one.
+func (g *fuzzGen) mpopArgs(first, last string) []string {
+	keys := g.keys(1 + g.rng.IntN(3))
+	n := g.oneOf(strconv.Itoa(len(keys)), strconv.Itoa(len(keys)), strconv.Itoa(len(keys)), "0", "x", strconv.Itoa(len(keys)+2))()
+	args := append(append([]string{n}, keys...), g.oneOf(first, last, strings.ToLower(first), "up")())
+	if g.rng.IntN(2) == 0 {
+		args = append(args, g.oneOf("COUNT", "count", "nope")(), g.oneOf("1", "2", "10", "0", "-1", "x")())
 	}
 	return args
 }

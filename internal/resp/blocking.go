@@ -156,7 +156,8 @@ func (c *respConn) cmdBLMove(args [][]byte) {
 
 // block runs try, in one group of the keys' segment, until it answers (it reports true once it has
 // written a reply), waiting between tries for a write of one of keys. It answers timedOut's reply when
-// timeout passes first. Inside MULTI it tries once, as Redis does.
+// timeout passes first. Inside MULTI it tries once, as Redis does. The keys' slot is checked first, then
+// the timeout.
 func (c *respConn) block(keys [][]byte, timeout []byte, timedOut func(*respConn), try func() bool) {
 	seg, ok := c.ownKeys(keys)
 	if !ok {

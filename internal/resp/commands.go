@@ -63,7 +63,7 @@ type CommandSpec struct {
 func Commands() map[string]CommandSpec {
 	out := make(map[string]CommandSpec, len(respCommandTable))
 	for name, cmd := range respCommandTable {
-		out[name] = CommandSpec{Flags: slices.Clone(cmd.flags), FirstKey: cmd.firstKey, MovableKeys: cmd.keysAt != nil, Grouped: cmd.grouped,
+		out[name] = CommandSpec{Flags: slices.Clone(cmd.flags), FirstKey: cmd.firstKey, MovableKeys: cmd.keysAt != nil, Grouped: cmd.grouped || cmd.blocks,
 			ControlsMulti: cmd.controlsMulti}
 	}
 	return out
@@ -197,6 +197,12 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "brpop", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBPop},
 		{name: "blmove", blocks: true, arity: 6, flags: []string{"write", "denyoom", "noscript", "blocking"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBLMove},
 		{name: "brpoplpush", blocks: true, arity: 4, flags: []string{"write", "denyoom", "noscript", "blocking"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBLMove},
+		{name: "blmpop", blocks: true, arity: -5, flags: []string{"write", "blocking", "movablekeys"}, keysAt: keysAfterCount(2), acl: []string{"@write", "@list", "@slow", "@blocking"}, run: (*respConn).cmdBLMPop},
+		{name: "lmpop", arity: -4, flags: []string{"write", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMPop},
+		{name: "zmpop", arity: -4, flags: []string{"write", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@write", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZMPop},
+		{name: "bzmpop", blocks: true, arity: -5, flags: []string{"write", "blocking", "movablekeys"}, keysAt: keysAfterCount(2), acl: []string{"@write", "@sortedset", "@slow", "@blocking"}, run: (*respConn).cmdBZMPop},
+		{name: "bzpopmin", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking", "fast"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@sortedset", "@fast", "@blocking"}, run: (*respConn).cmdBZPop},
+		{name: "bzpopmax", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking", "fast"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@sortedset", "@fast", "@blocking"}, run: (*respConn).cmdBZPop},
 		{name: "lmove", arity: 5, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
 		{name: "msetnx", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 2, acl: []string{"@write", "@string", "@slow"}, grouped: true, run: (*respConn).cmdMSetNX},
 		{name: "sinter", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},
