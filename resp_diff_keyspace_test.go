@@ -155,3 +155,20 @@ func TestRESPRefusesDeadlinesPast2262(t *testing.T) {
 		}
 	}
 }
+
+// TestRESPMatchesRedisFlush compares FLUSHALL and FLUSHDB with a real redis-server, on the keys of one
+// node: every type gone, the options, the errors, in RESP2 and RESP3.
+func TestRESPMatchesRedisFlush(t *testing.T) {
+	k, l, h, z := diffTag+"k", diffTag+"l", diffTag+"h", diffTag+"z"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	fill := []diffCmd{cmd("SET", k, "v"), cmd("RPUSH", l, "a"), cmd("HSET", h, "f", "v"), cmd("ZADD", z, "1", "m")}
+	seq := append(append([]diffCmd{}, fill...), cmd("FLUSHALL"), cmd("EXISTS", k, l, h, z), cmd("DBSIZE"), cmd("KEYS", "*"))
+	seq = append(append(seq, fill...), cmd("FLUSHDB", "ASYNC"), cmd("EXISTS", k, l, h, z), cmd("SET", k, "again"), cmd("GET", k))
+	seq = append(append(seq, fill...), cmd("FLUSHALL", "sync"), cmd("FLUSHDB"), cmd("EXISTS", k, l, h, z))
+	seq = append(seq, cmd("FLUSHALL", "x"), cmd("FLUSHDB", "async", "sync"), cmd("FLUSHALL", "ASYNC", "x"))
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "flush", cmds: seq},
+		{name: "flush resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}

@@ -133,7 +133,13 @@ func containsEmpty(list []string) bool {
 
 // mayRun reports whether u may run cmd: a read-only user runs nothing that writes or administers.
 func (u *respUser) mayRun(cmd *respCommand) bool {
-	return !u.readOnly || !cmd.hasFlag("write") && !cmd.hasFlag("admin")
+	switch {
+	case cmd.everyKey && u.keys != nil:
+		return false // FLUSHALL deletes keys the user may not touch
+	case u.readOnly:
+		return !cmd.hasFlag("write") && !cmd.hasFlag("admin")
+	}
+	return true
 }
 
 // mayAccess reports whether every key of the command args matches one of u's key patterns.

@@ -46,6 +46,8 @@ type respCommand struct {
 	// blocks: may wait for a write of its keys (blocking.go), so it takes its segment's group itself,
 	// between waits.
 	blocks bool
+	// everyKey: writes every key of the node, so only a user allowed every key may run it.
+	everyKey bool
 }
 
 func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
@@ -249,6 +251,8 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "zcard", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZCard, intReply)},
 		{name: "zincrby", arity: 4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZIncrBy, scoreReply)},
 		{name: "scan", noMulti: true, arity: -2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdScan},
+		{name: "flushall", everyKey: true, noMulti: true, arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"}, run: (*respConn).cmdFlush},
+		{name: "flushdb", everyKey: true, noMulti: true, arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"}, run: (*respConn).cmdFlush},
 		{name: "keys", noMulti: true, arity: 2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow", "@dangerous"}, run: (*respConn).cmdKeys},
 		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
 		{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"}, run: (*respConn).cmdTime},
