@@ -378,7 +378,7 @@ func TestRESPBadInput(t *testing.T) {
 	}
 
 	replies := []struct{ name, input, want string }{
-		{"unknown command", respCmd("FLUSHALL", "ASYNC"), "-ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC' "},
+		{"unknown command", respCmd("SWAPDB", "0", "1"), "-ERR unknown command 'SWAPDB', with args beginning with: '0' '1' "},
 		{"wrong arity", respCmd("GET"), "-ERR wrong number of arguments for 'get' command"},
 		{"mset across slots before its arity", respCmd("MSET", "{a}1", "x", "b"), "-CROSSSLOT Keys in request don't hash to the same slot"},
 		{"cross slot", respCmd("MGET", "a", "b"), "-CROSSSLOT Keys in request don't hash to the same slot"},
