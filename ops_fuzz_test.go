@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/zscore"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -453,7 +454,7 @@ func (m *opModel) describe(key string) string {
 		}
 	case kindZSet:
 		for member, score := range v.zset {
-			parts = append(parts, strconv.Quote(member)+"="+string(formatScore(score)))
+			parts = append(parts, strconv.Quote(member)+"="+string(zscore.Format(score)))
 		}
 	}
 	if v.kind != kindList {
@@ -923,7 +924,7 @@ func (m *opModel) applyZSet(op transport.Op, req kv.Request) (kv.Reply, bool) {
 			return invalidArgs(msgSyntax), true
 		}
 		for i := 0; i < len(args); i += 2 {
-			score, ok := parseScore(args[i])
+			score, ok := zscore.Parse(args[i])
 			if !ok {
 				return invalidArgs("ERR value is not a valid float"), true
 			}
@@ -973,7 +974,7 @@ func (m *opModel) applyZSet(op transport.Op, req kv.Request) (kv.Reply, bool) {
 		if !ok {
 			return kv.Reply{Status: StatusNotFound}, true
 		}
-		return kv.Reply{Status: StatusSuccess, Value: formatScore(score)}, true
+		return kv.Reply{Status: StatusSuccess, Value: zscore.Format(score)}, true
 	}
 	return kv.Reply{Status: StatusSuccess, Int: int64(len(z.zset))}, true
 }

@@ -148,3 +148,43 @@ func collectionSeqs() []diffSeq {
 		}},
 	}
 }
+
+// TestRESPMatchesRedisZSetCombinations compares ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD
+// with a real redis-server: sets among the inputs, weights (infinite and negative ones), each aggregate,
+// sums that meet inf and -inf, a destination that is an input or of another type, and the errors in
+// Redis's order, in RESP2 and RESP3.
+func TestRESPMatchesRedisZSetCombinations(t *testing.T) {
+	a, b, s, d, str, none := diffTag+"a", diffTag+"b", diffTag+"s", diffTag+"d", diffTag+"str", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("ZADD", a, "1", "x", "2", "y", "3", "z", "inf", "i", "-2.5", "n"), cmd("ZADD", b, "10", "y", "0.1", "z", "-inf", "i", "7", "w"),
+		cmd("SADD", s, "x", "w", "q"), cmd("SET", str, "v"),
+		cmd("ZUNION", "2", a, b), cmd("ZUNION", "2", a, b, "WITHSCORES"), cmd("ZUNION", "3", a, b, s, "WITHSCORES"),
+		cmd("ZINTER", "2", a, b, "WITHSCORES"), cmd("ZINTER", "3", a, b, s), cmd("ZINTER", "2", a, s, "WITHSCORES"),
+		cmd("ZDIFF", "2", a, b, "WITHSCORES"), cmd("ZDIFF", "3", a, b, s), cmd("ZDIFF", "1", none), cmd("ZDIFF", "2", none, a),
+		cmd("ZUNION", "2", a, b, "WEIGHTS", "2", "-1", "WITHSCORES"), cmd("ZUNION", "2", a, b, "WEIGHTS", "0", "inf", "WITHSCORES"),
+		cmd("ZUNION", "2", a, b, "AGGREGATE", "MIN", "WITHSCORES"), cmd("ZUNION", "2", a, b, "aggregate", "max", "withscores"),
+		cmd("ZINTER", "2", a, b, "WEIGHTS", "1e308", "10", "AGGREGATE", "SUM", "WITHSCORES"),
+		cmd("ZUNION", "2", a, b, "WEIGHTS", "0x10", "1.5", "WITHSCORES"), cmd("ZUNION", "1", a, "WITHSCORES", "WITHSCORES"),
+		cmd("ZUNIONSTORE", d, "2", a, b), cmd("ZRANGE", d, "0", "-1", "WITHSCORES"), cmd("ZINTERSTORE", d, "2", a, b, "WEIGHTS", "3", "3"),
+		cmd("ZRANGE", d, "0", "-1", "WITHSCORES"), cmd("ZDIFFSTORE", d, "2", a, b), cmd("ZRANGE", d, "0", "-1", "WITHSCORES"),
+		cmd("ZINTERSTORE", d, "2", a, none), cmd("EXISTS", d), cmd("ZUNIONSTORE", str, "1", a), cmd("TYPE", str),
+		cmd("ZUNIONSTORE", a, "2", a, b, "AGGREGATE", "MAX"), cmd("ZRANGE", a, "0", "-1", "WITHSCORES"), cmd("ZDIFFSTORE", d, "1", s),
+		cmd("ZRANGE", d, "0", "-1", "WITHSCORES"), cmd("SET", str, "v"),
+		cmd("ZINTERCARD", "2", a, b), cmd("ZINTERCARD", "2", a, b, "LIMIT", "1"), cmd("ZINTERCARD", "2", a, b, "LIMIT", "0"),
+		cmd("ZINTERCARD", "2", a, s), cmd("ZINTERCARD", "1", a, "LIMIT", "1", "LIMIT", "100"),
+		cmd("ZUNION", "2", a, str), cmd("ZINTER", "2", str, a, "WEIGHTS", "x"), cmd("ZUNIONSTORE", d, "2", str, a), cmd("ZINTERCARD", "1", str),
+		cmd("ZUNION", "0", a), cmd("ZUNION", "x", a), cmd("ZUNION", "-1", a), cmd("ZUNION", "3", a, b), cmd("ZUNION", "2", a, b, "WEIGHTS", "1"),
+		cmd("ZUNION", "2", a, b, "WEIGHTS", "1", "x"), cmd("ZUNION", "2", a, b, "WEIGHTS", "1", "nan"), cmd("ZUNION", "2", a, b, "WEIGHTS", "1", " 1"),
+		cmd("ZUNION", "2", a, b, "AGGREGATE", "AVG"), cmd("ZUNION", "2", a, b, "AGGREGATE"), cmd("ZDIFF", "2", a, b, "WEIGHTS", "1", "1"),
+		cmd("ZDIFF", "2", a, b, "AGGREGATE", "SUM"), cmd("ZUNIONSTORE", d, "2", a, b, "WITHSCORES"), cmd("ZUNIONSTORE", d, "0", a),
+		cmd("ZINTERCARD", "0", a), cmd("ZINTERCARD", "x", a), cmd("ZINTERCARD", "3", a), cmd("ZINTERCARD", "1", a, "LIMIT", "-1"),
+		cmd("ZINTERCARD", "1", a, "LIMIT", "x"), cmd("ZINTERCARD", "1", a, "LIMIT"), cmd("ZINTERCARD", "1", a, "FOO", "1"),
+		cmd("ZUNION", "1"), cmd("ZUNIONSTORE", d, "1"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "zset combinations", cmds: seq},
+		{name: "zset combinations resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}

@@ -221,6 +221,20 @@ var fuzzCommands = []fuzzCommand{
 	{"zmpop", func(g *fuzzGen) []string { return g.mpopArgs("MIN", "MAX") }},
 	{"blmpop", func(g *fuzzGen) []string { return append([]string{g.blockTimeout()}, g.mpopArgs("LEFT", "RIGHT")...) }},
 	{"bzmpop", func(g *fuzzGen) []string { return append([]string{g.blockTimeout()}, g.mpopArgs("MIN", "MAX")...) }},
+	{"zunion", func(g *fuzzGen) []string { return g.zcombineArgs(true, true) }},
+	{"zinter", func(g *fuzzGen) []string { return g.zcombineArgs(true, true) }},
+	{"zdiff", func(g *fuzzGen) []string { return g.zcombineArgs(false, true) }},
+	{"zunionstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(true, false)...) }},
+	{"zinterstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(true, false)...) }},
+	{"zdiffstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(false, false)...) }},
+	{"zintercard", func(g *fuzzGen) []string {
+		keys := g.keys(1 + g.rng.IntN(3))
+		args := append([]string{strconv.Itoa(len(keys))}, keys...)
+		if g.rng.IntN(2) == 0 {
+			args = append(args, g.oneOf("LIMIT", "limit", "nope")(), g.oneOf("0", "1", "2", "-1", "x")())
+		}
+		return args
+	}},
 	{"msetnx", func(g *fuzzGen) []string {
 		var args []string
 		for _, k := range g.keys(1 + g.rng.IntN(3)) {
@@ -476,6 +490,26 @@ func (g *fuzzGen) mpopArgs(first, last string) []string {
 	args := append(append([]string{n}, keys...), g.oneOf(first, last, strings.ToLower(first), "up")())
 	if g.rng.IntN(2) == 0 {
 		args = append(args, g.oneOf("COUNT", "count", "nope")(), g.oneOf("1", "2", "10", "0", "-1", "x")())
+	}
+	return args
+}
+
+// zcombineArgs are ZUNION's, ZINTER's or ZDIFF's arguments after any destination: numkeys, keys, and
+// with weighted WEIGHTS and AGGREGATE, with replied WITHSCORES, now and then a bad one.
+func (g *fuzzGen) zcombineArgs(weighted, replied bool) []string {
+	keys := g.keys(1 + g.rng.IntN(3))
+	args := append([]string{g.oneOf(strconv.Itoa(len(keys)), strconv.Itoa(len(keys)), strconv.Itoa(len(keys)), "0", "x")()}, keys...)
+	if weighted && g.rng.IntN(2) == 0 {
+		args = append(args, "WEIGHTS")
+		for range keys {
+			args = append(args, g.oneOf("1", "2", "-1", "0", "0.5", "inf", "x")())
+		}
+	}
+	if weighted && g.rng.IntN(2) == 0 {
+		args = append(args, "AGGREGATE", g.oneOf("SUM", "MIN", "max", "avg")())
+	}
+	if replied && g.rng.IntN(2) == 0 {
+		args = append(args, "WITHSCORES")
 	}
 	return args
 }

@@ -8,33 +8,11 @@ import (
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/zscore"
 )
 
 // Sorted set operations: a key holding members ordered by score. A write ships the members it changes
 // with their new scores.
-
-// parseScore parses a score to store as Redis does: all of it a float for strtod, no leading space, not out
-// of range, never NaN; inf and -inf are scores.
-func parseScore(b []byte) (float64, bool) {
-	f, n, rangeErr := cStrtod(string(b))
-	if len(b) == 0 || isCSpace(b[0]) || n != len(b) || rangeErr && (math.IsInf(f, 0) || f == 0) || math.IsNaN(f) {
-		return 0, false
-	}
-	return f, true
-}
-
-// formatScore writes a score as Redis 7.0 does (%.17g).
-func formatScore(f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return []byte("inf")
-	case math.IsInf(f, -1):
-		return []byte("-inf")
-	case f == 0:
-		return []byte("0")
-	}
-	return strconv.AppendFloat(nil, f, 'g', 17, 64)
-}
 
 // zaddFlags are ZADD's options.
 type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
@@ -73,7 +51,7 @@ options:
 		return f, nil, nil, invalidArgs("ERR INCR option supports a single increment-element pair")
 	}
 	for j := 0; j < len(pairs); j += 2 {
-		score, ok := parseScore(pairs[j])
+		score, ok := zscore.Parse(pairs[j])
 		if !ok {
 			return f, nil, nil, invalidArgs("ERR value is not a valid float")
 		}
@@ -118,7 +96,7 @@ func applyZAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 				count++
 			}
 			if f.incr {
-				incremented = formatScore(score)
+				incremented = zscore.Format(score)
 				if score == 0 && math.Signbit(score) {
 					incremented = []byte("-0") // Redis answers the sum's sign but stores a zero as 0
 				}
@@ -182,7 +160,7 @@ func applyZScore(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var score []byte
 	status := s.readCollection(seg, req.Key, kindZSet, func(c collection) {
 		if f, ok := c.(*zsetColl).score(string(req.Args[0])); ok {
-			score = formatScore(f)
+			score = zscore.Format(f)
 		}
 	})
 	if status == StatusSuccess && score == nil {
@@ -287,7 +265,7 @@ func scoreBound(b []byte) (score float64, exclusive, ok bool) {
 	if nul := strings.IndexByte(s, 0); nul >= 0 {
 		s = s[:nul]
 	}
-	score, n, _ := cStrtod(s)
+	score, n, _ := zscore.Strtod(s)
 	return score, exclusive, n == len(s) && !math.IsNaN(score)
 }
 
@@ -303,7 +281,7 @@ func applyZRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 		add := func(n *zskipNode) {
 			values = append(values, []byte(n.member))
 			if r.withScores {
-				values = append(values, formatScore(n.score))
+				values = append(values, zscore.Format(n.score))
 			}
 		}
 		if r.byScore {
@@ -433,7 +411,7 @@ func (n *Node) ZIncrBy(ctx context.Context, key, member string, delta float64) (
 	if err != nil {
 		return 0, err
 	}
-	score, _ := parseScore(reply.Value)
+	score, _ := zscore.Parse(reply.Value)
 	return score, nil
 }
 
@@ -449,7 +427,7 @@ func (n *Node) ZScore(ctx context.Context, key, member string) (float64, error) 
 	if err == nil && reply.Status == StatusNotFound {
 		return 0, ErrNotFound
 	}
-	score, _ := parseScore(reply.Value)
+	score, _ := zscore.Parse(reply.Value)
 	return score, err
 }
 
@@ -477,7 +455,7 @@ func (n *Node) ZRange(ctx context.Context, key string, start, stop int64) ([]ZMe
 // ZRangeByScore returns the members of the sorted set under key whose scores are from min to max,
 // inclusive, by ascending score, skipping offset and returning at most count (all when count is negative).
 func (n *Node) ZRangeByScore(ctx context.Context, key string, min, max float64, offset, count int64) ([]ZMember, error) {
-	return n.client.zrange(ctx, key, formatScore(min), formatScore(max), []byte("byscore"),
+	return n.client.zrange(ctx, key, zscore.Format(min), zscore.Format(max), []byte("byscore"),
 		[]byte("limit"), intArg(offset), intArg(count))
 }
 
@@ -488,7 +466,7 @@ func (c *client) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMem
 	}
 	members := make([]ZMember, 0, len(reply.Values)/2)
 	for i := 0; i+1 < len(reply.Values); i += 2 {
-		score, _ := parseScore(reply.Values[i+1])
+		score, _ := zscore.Parse(reply.Values[i+1])
 		members = append(members, ZMember{Member: string(reply.Values[i]), Score: score})
 	}
 	return members, nil

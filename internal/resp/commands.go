@@ -122,6 +122,16 @@ func keysAfterCount(at int) func(args [][]byte) [][]byte {
 	}
 }
 
+// storeAndKeysAfterCount finds the keys of ZUNIONSTORE destination numkeys key [key ...]: the destination
+// and the keys its count names.
+func storeAndKeysAfterCount(args [][]byte) [][]byte {
+	keys := keysAfterCount(2)(args)
+	if keys == nil {
+		return nil
+	}
+	return append([][]byte{args[1]}, keys...)
+}
+
 func (cmd *respCommand) arityOK(n int) bool {
 	if cmd.arity >= 0 {
 		return n == cmd.arity
@@ -205,6 +215,13 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "bzmpop", blocks: true, arity: -5, flags: []string{"write", "blocking", "movablekeys"}, keysAt: keysAfterCount(2), acl: []string{"@write", "@sortedset", "@slow", "@blocking"}, run: (*respConn).cmdBZMPop},
 		{name: "bzpopmin", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking", "fast"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@sortedset", "@fast", "@blocking"}, run: (*respConn).cmdBZPop},
 		{name: "bzpopmax", blocks: true, arity: -3, flags: []string{"write", "noscript", "blocking", "fast"}, firstKey: 1, lastKey: -2, step: 1, acl: []string{"@write", "@sortedset", "@fast", "@blocking"}, run: (*respConn).cmdBZPop},
+		{name: "zunion", arity: -3, flags: []string{"readonly", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@read", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZUnion},
+		{name: "zinter", arity: -3, flags: []string{"readonly", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@read", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZInter},
+		{name: "zdiff", arity: -3, flags: []string{"readonly", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@read", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZDiff},
+		{name: "zintercard", arity: -3, flags: []string{"readonly", "movablekeys"}, keysAt: keysAfterCount(1), acl: []string{"@read", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZInterCard},
+		{name: "zunionstore", arity: -4, flags: []string{"write", "denyoom", "movablekeys"}, firstKey: 1, lastKey: 1, step: 1, keysAt: storeAndKeysAfterCount, acl: []string{"@write", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZUnionStore},
+		{name: "zinterstore", arity: -4, flags: []string{"write", "denyoom", "movablekeys"}, firstKey: 1, lastKey: 1, step: 1, keysAt: storeAndKeysAfterCount, acl: []string{"@write", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZInterStore},
+		{name: "zdiffstore", arity: -4, flags: []string{"write", "denyoom", "movablekeys"}, firstKey: 1, lastKey: 1, step: 1, keysAt: storeAndKeysAfterCount, acl: []string{"@write", "@sortedset", "@slow"}, grouped: true, run: (*respConn).cmdZDiffStore},
 		{name: "lmove", arity: 5, flags: write, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLMove},
 		{name: "msetnx", arity: -3, flags: write, firstKey: 1, lastKey: -1, step: 2, acl: []string{"@write", "@string", "@slow"}, grouped: true, run: (*respConn).cmdMSetNX},
 		{name: "sinter", arity: -2, flags: []string{"readonly"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@set", "@slow"}, grouped: true, run: (*respConn).cmdSetAlgebra},

@@ -1,12 +1,12 @@
-package zaris
+package zscore
 
 import (
 	"math"
 	"testing"
 )
 
-// TestCStrtod checks cStrtod against what glibc's strtod reads of each input.
-func TestCStrtod(t *testing.T) {
+// TestStrtod checks Strtod against what glibc's strtod reads of each input.
+func TestStrtod(t *testing.T) {
 	for _, tc := range []struct {
 		in       string
 		want     float64
@@ -20,36 +20,36 @@ func TestCStrtod(t *testing.T) {
 		{"1e400", math.Inf(1), 5, true}, {"1e-400", 0, 6, true}, {"0e-400", 0, 6, false}, {"1e-320", 1e-320, 6, false},
 		{"1_0", 1, 1, false},
 	} {
-		f, n, rangeErr := cStrtod(tc.in)
+		f, n, rangeErr := Strtod(tc.in)
 		if f != tc.want || n != tc.n || rangeErr != tc.rangeErr {
-			t.Errorf("cStrtod(%q) = %v, %d, %v; want %v, %d, %v", tc.in, f, n, rangeErr, tc.want, tc.n, tc.rangeErr)
+			t.Errorf("Strtod(%q) = %v, %d, %v; want %v, %d, %v", tc.in, f, n, rangeErr, tc.want, tc.n, tc.rangeErr)
 		}
 	}
 	for _, in := range []string{"nan", "-NaN", "nan(123)", "nan(", "nan()"} {
-		f, n, _ := cStrtod(in)
+		f, n, _ := Strtod(in)
 		want := map[string]int{"nan": 3, "-NaN": 4, "nan(123)": 8, "nan(": 3, "nan()": 5}[in]
 		if !math.IsNaN(f) || n != want {
-			t.Errorf("cStrtod(%q) = %v, %d; want NaN, %d", in, f, n, want)
+			t.Errorf("Strtod(%q) = %v, %d; want NaN, %d", in, f, n, want)
 		}
 	}
 }
 
-// FuzzCStrtod checks that cStrtod never reads past its input and reads the prefix it consumed alike.
-func FuzzCStrtod(f *testing.F) {
+// FuzzStrtod checks that Strtod never reads past its input and reads the prefix it consumed alike.
+func FuzzStrtod(f *testing.F) {
 	for _, seed := range []string{"1.5", "0x1p-3", "-inf", "nan(x)", " 1e400", "1e-320", ".", "0x.", "1e+"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, n, rangeErr := cStrtod(s)
+		v, n, rangeErr := Strtod(s)
 		if n < 0 || n > len(s) {
-			t.Fatalf("cStrtod(%q) consumed %d bytes", s, n)
+			t.Fatalf("Strtod(%q) consumed %d bytes", s, n)
 		}
 		if n == 0 {
 			return
 		}
-		v2, n2, rangeErr2 := cStrtod(s[:n])
+		v2, n2, rangeErr2 := Strtod(s[:n])
 		if n2 != n || rangeErr2 != rangeErr || !(v2 == v || math.IsNaN(v) && math.IsNaN(v2)) {
-			t.Fatalf("cStrtod(%q) = %v, %d, %v; its prefix reads %v, %d, %v", s, v, n, rangeErr, v2, n2, rangeErr2)
+			t.Fatalf("Strtod(%q) = %v, %d, %v; its prefix reads %v, %d, %v", s, v, n, rangeErr, v2, n2, rangeErr2)
 		}
 	})
 }

@@ -1,4 +1,6 @@
-package zaris
+// Package zscore reads and writes sorted-set scores exactly as Redis does: C's strtod with Redis's checks
+// on top, and %.17g.
+package zscore
 
 import (
 	"math"
@@ -7,16 +9,16 @@ import (
 )
 
 // Redis parses scores with C's strtod and then applies checks of its own, which differ between commands
-// (a score to store, a range bound). cStrtod reproduces strtod so that each caller can apply the same
+// (a score to store, a range bound). Strtod reproduces strtod so that each caller can apply the same
 // checks as the Redis command it serves.
 
-// cStrtod parses the longest prefix of s that C's strtod accepts: leading white space, a sign, then a
+// Strtod parses the longest prefix of s that C's strtod accepts: leading white space, a sign, then a
 // decimal or hexadecimal number, inf, infinity or nan. It returns the value, the bytes consumed (0 when
 // nothing converts) and whether the value is out of range (an overflow to infinity, or an underflow to
 // zero).
-func cStrtod(s string) (f float64, n int, rangeErr bool) {
+func Strtod(s string) (f float64, n int, rangeErr bool) {
 	i := 0
-	for i < len(s) && isCSpace(s[i]) {
+	for i < len(s) && IsSpace(s[i]) {
 		i++
 	}
 	start := i
@@ -100,8 +102,8 @@ func signedInf(sign byte) float64 {
 	return math.Inf(1)
 }
 
-// isCSpace is C's isspace in the C locale.
-func isCSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+// IsSpace is C's isspace in the C locale.
+func IsSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
 
 func isHexDigit(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f' }
 
@@ -112,4 +114,27 @@ func isNaNChars(s string) bool {
 		}
 	}
 	return true
+}
+
+// Parse parses a score as Redis does, to store or as a weight: all of it a float for strtod, no leading space, not out
+// of range, never NaN; inf and -inf are scores.
+func Parse(b []byte) (float64, bool) {
+	f, n, rangeErr := Strtod(string(b))
+	if len(b) == 0 || IsSpace(b[0]) || n != len(b) || rangeErr && (math.IsInf(f, 0) || f == 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+// Format writes a score as Redis 7.0 does (%.17g).
+func Format(f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return []byte("inf")
+	case math.IsInf(f, -1):
+		return []byte("-inf")
+	case f == 0:
+		return []byte("0")
+	}
+	return strconv.AppendFloat(nil, f, 'g', 17, 64)
 }
