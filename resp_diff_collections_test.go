@@ -188,3 +188,29 @@ func TestRESPMatchesRedisZSetCombinations(t *testing.T) {
 		{name: "zset combinations resp3", cmds: append([]diffCmd{hello}, seq...)},
 	})
 }
+
+// TestRESPMatchesRedisZRangeStore compares ZRANGESTORE with a real redis-server: by rank, by score, reversed,
+// limited, empty results, a destination of another type or the source itself, and the errors.
+func TestRESPMatchesRedisZRangeStore(t *testing.T) {
+	src, dst, str, none := diffTag+"src", diffTag+"dst", diffTag+"str", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("ZADD", src, "1", "a", "2", "b", "3", "c", "-inf", "m", "inf", "p", "2", "bb"), cmd("SET", str, "v"),
+		cmd("ZRANGESTORE", dst, src, "0", "-1"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "1", "2"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "(1", "3", "BYSCORE"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "0", "0", "REV"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "5", "10"), cmd("EXISTS", dst), cmd("ZRANGESTORE", dst, none, "0", "-1"), cmd("EXISTS", dst),
+		cmd("ZRANGESTORE", str, src, "0", "1"), cmd("TYPE", str), cmd("ZRANGESTORE", src, src, "0", "1"), cmd("ZRANGE", src, "0", "-1", "WITHSCORES"),
+		cmd("SET", str, "v"), cmd("ZRANGESTORE", dst, str, "0", "1"), cmd("ZRANGESTORE", dst, src, "0", "1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "x", "1"), cmd("ZRANGESTORE", dst, src, "0", "1", "LIMIT", "0", "1"),
+		cmd("ZRANGESTORE", dst, src, "0", "1", "BYSCORE", "LIMIT", "x", "1"), cmd("ZRANGESTORE", dst, src, "0", "1", "FOO"),
+		cmd("ZRANGESTORE", dst, src, "0"), cmd("ZRANGESTORE", dst, none, "0", "1", "WITHSCORES"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "zrangestore", cmds: seq},
+		{name: "zrangestore resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}

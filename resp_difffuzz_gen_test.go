@@ -227,6 +227,7 @@ var fuzzCommands = []fuzzCommand{
 	{"zunionstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(true, false)...) }},
 	{"zinterstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(true, false)...) }},
 	{"zdiffstore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zcombineArgs(false, false)...) }},
+	{"zrangestore", func(g *fuzzGen) []string { return append([]string{g.key()}, g.zrangeArgs()...) }},
 	{"zintercard", func(g *fuzzGen) []string {
 		keys := g.keys(1 + g.rng.IntN(3))
 		args := append([]string{strconv.Itoa(len(keys))}, keys...)

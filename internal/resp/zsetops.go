@@ -349,3 +349,27 @@ func (c *respConn) cmdZInterCard(args [][]byte) {
 	}
 	c.wr.int(count)
 }
+
+// cmdZRangeStore serves ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: ZRANGE's
+// members of src, with their scores, stored at dst, answering how many.
+func (c *respConn) cmdZRangeStore(args [][]byte) {
+	for _, arg := range args[5:] {
+		if bytes.EqualFold(arg, []byte("withscores")) {
+			c.syntaxError()
+			return
+		}
+	}
+	rangeArgs := append(kv.CloneValues(args[3:]), []byte("WITHSCORES"))
+	reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: string(args[2]), Args: rangeArgs})
+	if !ok {
+		return
+	}
+	members := make([][]byte, 0, len(reply.Values)/2)
+	scores := make([]float64, 0, len(reply.Values)/2)
+	for i := 0; i+1 < len(reply.Values); i += 2 {
+		s, _ := zscore.Parse(reply.Values[i+1]) // written by the store: exact
+		members = append(members, bytes.Clone(reply.Values[i]))
+		scores = append(scores, s)
+	}
+	c.storeZSet(args[1], members, scores)
+}
