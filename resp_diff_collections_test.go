@@ -214,3 +214,36 @@ func TestRESPMatchesRedisZRangeStore(t *testing.T) {
 		{name: "zrangestore resp3", cmds: append([]diffCmd{hello}, seq...)},
 	})
 }
+
+// TestRESPMatchesRedisLexRanges compares ZRANGE ... BYLEX, ZRANGEBYLEX, ZREVRANGEBYLEX, ZLEXCOUNT and
+// ZRANGESTORE ... BYLEX with a real redis-server on members of one score, with every kind of bound, limits,
+// empty and reversed ranges, and the errors in Redis's order, in RESP2 and RESP3.
+func TestRESPMatchesRedisLexRanges(t *testing.T) {
+	z, str, none, dst := diffTag+"z", diffTag+"str", diffTag+"none", diffTag+"dst"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("ZADD", z, "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "ab", "0", "", "0", "\xff", "0", "B"), cmd("SET", str, "v"),
+		cmd("ZRANGE", z, "-", "+", "BYLEX"), cmd("ZRANGE", z, "[b", "[d", "BYLEX"), cmd("ZRANGE", z, "(a", "(d", "BYLEX"),
+		cmd("ZRANGE", z, "[a", "(b", "BYLEX"), cmd("ZRANGE", z, "(a", "(a", "BYLEX"), cmd("ZRANGE", z, "[d", "[b", "BYLEX"),
+		cmd("ZRANGE", z, "+", "-", "BYLEX"), cmd("ZRANGE", z, "-", "-", "BYLEX"), cmd("ZRANGE", z, "+", "+", "BYLEX"),
+		cmd("ZRANGE", z, "[", "(", "BYLEX"), cmd("ZRANGE", z, "[", "+", "BYLEX"), cmd("ZRANGE", z, "[\xff", "+", "BYLEX"),
+		cmd("ZRANGE", z, "+", "-", "BYLEX", "REV"), cmd("ZRANGE", z, "[d", "(a", "BYLEX", "REV"), cmd("ZRANGE", z, "-", "+", "BYLEX", "LIMIT", "1", "3"),
+		cmd("ZRANGE", z, "+", "-", "BYLEX", "REV", "LIMIT", "2", "2"), cmd("ZRANGE", z, "-", "+", "BYLEX", "LIMIT", "0", "-1"),
+		cmd("ZRANGE", z, "-", "+", "BYLEX", "LIMIT", "-1", "2"), cmd("ZRANGE", z, "-", "+", "BYLEX", "LIMIT", "20", "2"),
+		cmd("ZRANGEBYLEX", z, "-", "+"), cmd("ZRANGEBYLEX", z, "[b", "+", "LIMIT", "0", "2"), cmd("ZREVRANGEBYLEX", z, "+", "-"),
+		cmd("ZREVRANGEBYLEX", z, "[c", "(a", "LIMIT", "1", "1"), cmd("ZLEXCOUNT", z, "-", "+"), cmd("ZLEXCOUNT", z, "[b", "(d"),
+		cmd("ZLEXCOUNT", z, "(e", "+"), cmd("ZLEXCOUNT", none, "-", "+"), cmd("ZRANGE", none, "-", "+", "BYLEX"),
+		cmd("ZRANGESTORE", dst, z, "[b", "[d", "BYLEX"), cmd("ZRANGE", dst, "0", "-1", "WITHSCORES"),
+		cmd("ZRANGE", z, "a", "+", "BYLEX"), cmd("ZRANGE", z, "-", "b", "BYLEX"), cmd("ZRANGE", z, "", "+", "BYLEX"),
+		cmd("ZRANGE", z, "-", "+", "BYLEX", "WITHSCORES"), cmd("ZRANGE", z, "-", "+", "BYLEX", "BYSCORE"), cmd("ZRANGE", z, "0", "1", "BYSCORE", "BYLEX"),
+		cmd("ZRANGE", z, "-", "+", "BYLEX", "BYLEX"), cmd("ZRANGE", z, "-", "+", "BYLEX", "LIMIT", "x", "1"),
+		cmd("ZRANGEBYLEX", z, "-", "+", "WITHSCORES"), cmd("ZRANGEBYLEX", z, "x", "+"), cmd("ZRANGEBYLEX", z, "-", "+", "LIMIT", "1"),
+		cmd("ZRANGEBYLEX", z, "-", "+", "BYLEX"), cmd("ZLEXCOUNT", z, "x", "+"), cmd("ZLEXCOUNT", str, "-", "+"),
+		cmd("ZLEXCOUNT", str, "x", "+"), cmd("ZRANGE", str, "-", "+", "BYLEX"), cmd("ZLEXCOUNT", z, "-"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "lex ranges", cmds: seq},
+		{name: "lex ranges resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}

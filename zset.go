@@ -194,13 +194,57 @@ func applyZCard(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return kv.Reply{Status: status, Int: int64(n)}
 }
 
-// zrangeArgs is a parsed ZRANGE: key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].
+// zrangeArgs is a parsed ZRANGE: key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES].
 type zrangeArgs struct {
-	byScore, rev, withScores, limited bool
-	start, stop                       int64   // by rank
-	min, max                          float64 // by score
-	minEx, maxEx                      bool
-	offset, count                     int64
+	byScore, byLex, rev, withScores, limited bool
+	start, stop                              int64   // by rank
+	min, max                                 float64 // by score
+	minEx, maxEx                             bool
+	lexMin, lexMax                           lexBound // by member
+	offset, count                            int64
+}
+
+// lexBound is one end of a range of members: "[m" takes m, "(m" stops short of it, "-" and "+" are the
+// ends of all members.
+type lexBound struct {
+	member    string
+	exclusive bool
+	inf       int // -1 for "-", +1 for "+"
+}
+
+// parseLexBound parses a bound as Redis does.
+func parseLexBound(b []byte) (lexBound, bool) {
+	switch {
+	case len(b) == 1 && b[0] == '-':
+		return lexBound{inf: -1}, true
+	case len(b) == 1 && b[0] == '+':
+		return lexBound{inf: 1}, true
+	case len(b) > 0 && (b[0] == '[' || b[0] == '('):
+		return lexBound{member: string(b[1:]), exclusive: b[0] == '('}, true
+	}
+	return lexBound{}, false
+}
+
+// above reports whether member is past min: within the range on its low side.
+func (min lexBound) above(member string) bool {
+	switch {
+	case min.inf != 0:
+		return min.inf < 0
+	case min.exclusive:
+		return member > min.member
+	}
+	return member >= min.member
+}
+
+// below reports whether member is short of max: within the range on its high side.
+func (max lexBound) below(member string) bool {
+	switch {
+	case max.inf != 0:
+		return max.inf > 0
+	case max.exclusive:
+		return member < max.member
+	}
+	return member <= max.member
 }
 
 func parseZRange(args [][]byte) (r zrangeArgs, refused kv.Reply) {
@@ -210,8 +254,10 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kv.Reply) {
 	for i := 2; i < len(args); i++ {
 		// As in Redis, REV and BYSCORE may each be given once.
 		switch opt := strings.ToLower(string(args[i])); {
-		case opt == "byscore" && !r.byScore:
+		case opt == "byscore" && !r.byScore && !r.byLex:
 			r.byScore = true
+		case opt == "bylex" && !r.byScore && !r.byLex:
+			r.byLex = true
 		case opt == "rev" && !r.rev:
 			r.rev = true
 		case opt == "withscores":
@@ -224,14 +270,28 @@ func parseZRange(args [][]byte) (r zrangeArgs, refused kv.Reply) {
 			}
 			r.limited, r.offset, r.count = true, off, cnt
 			i += 2
-		case opt == "bylex" && !r.byScore:
-			return r, invalidArgs("ERR BYLEX is not supported")
 		default:
 			return r, invalidArgs(msgSyntax)
 		}
 	}
-	if r.limited && r.count != -1 && !r.byScore { // Redis reads a count of -1 as no LIMIT given
+	if r.withScores && r.byLex {
+		return r, invalidArgs("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+	}
+	if r.limited && r.count != -1 && !r.byScore && !r.byLex { // Redis reads a count of -1 as no LIMIT given
 		return r, invalidArgs("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	}
+	if r.byLex {
+		lo, hi := args[0], args[1]
+		if r.rev {
+			lo, hi = hi, lo
+		}
+		var ok1, ok2 bool
+		r.lexMin, ok1 = parseLexBound(lo)
+		r.lexMax, ok2 = parseLexBound(hi)
+		if !ok1 || !ok2 {
+			return r, invalidArgs("ERR min or max not valid string range item")
+		}
+		return r, kv.Reply{}
 	}
 	if !r.byScore {
 		start, ok1 := parseInt(args[0])
@@ -284,9 +344,12 @@ func applyZRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 				values = append(values, zscore.Format(n.score))
 			}
 		}
-		if r.byScore {
+		switch {
+		case r.byScore:
 			z.byScore(&r, add)
-		} else {
+		case r.byLex:
+			z.byLex(&r, add)
+		default:
 			z.byRank(&r, add)
 		}
 	})
@@ -328,6 +391,36 @@ func (z *zsetColl) byScore(r *zrangeArgs, add func(*zskipNode)) {
 	} else {
 		n = z.list.firstFrom(r.min, r.minEx)
 	}
+	skip, left := r.offset, r.count
+	for ; n != nil && inRange(n); n = z.step(n, r.rev) {
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if r.limited && left >= 0 {
+			if left == 0 {
+				return
+			}
+			left--
+		}
+		add(n)
+	}
+}
+
+// byLex calls add on the members in r's range of members, skipping r.offset and taking at most r.count
+// (all when negative), descending with r.rev. As in Redis, the range is meant for members of one score:
+// with several, it walks the list as if it were ordered by member.
+func (z *zsetColl) byLex(r *zrangeArgs, add func(*zskipNode)) {
+	if r.limited && r.offset < 0 {
+		return
+	}
+	var n *zskipNode
+	if r.rev {
+		n = z.list.lastWhere(r.lexMax.below)
+	} else {
+		n = z.list.firstWhere(r.lexMin.above)
+	}
+	inRange := func(n *zskipNode) bool { return r.lexMin.above(n.member) && r.lexMax.below(n.member) }
 	skip, left := r.offset, r.count
 	for ; n != nil && inRange(n); n = z.step(n, r.rev) {
 		if skip > 0 {

@@ -171,6 +171,32 @@ func (l *zskipList) firstFrom(min float64, exclusive bool) *zskipNode {
 	return x.next()
 }
 
+// firstWhere returns the first node whose member passes from, searched as the list's levels lead when it
+// is ordered by member (as Redis searches a range of members).
+func (l *zskipList) firstWhere(from func(member string) bool) *zskipNode {
+	x := l.head
+	for i := l.level - 1; i >= 0; i-- {
+		for x.levels[i].next != nil && !from(x.levels[i].next.member) {
+			x = x.levels[i].next
+		}
+	}
+	return x.next()
+}
+
+// lastWhere returns the last node whose member passes upTo, searched as firstWhere does.
+func (l *zskipList) lastWhere(upTo func(member string) bool) *zskipNode {
+	x := l.head
+	for i := l.level - 1; i >= 0; i-- {
+		for x.levels[i].next != nil && upTo(x.levels[i].next.member) {
+			x = x.levels[i].next
+		}
+	}
+	if x == l.head {
+		return nil
+	}
+	return x
+}
+
 // lastUpTo returns the last node whose score is below max (or at it, when inclusive).
 func (l *zskipList) lastUpTo(max float64, exclusive bool) *zskipNode {
 	x := l.head

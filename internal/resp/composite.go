@@ -441,6 +441,15 @@ func (c *respConn) cmdZCount(args [][]byte) {
 	}
 }
 
+// cmdZLexCount serves ZLEXCOUNT key min max: the members in a range of members, read whole within the
+// reply's bounds.
+func (c *respConn) cmdZLexCount(args [][]byte) {
+	reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: string(args[1]), Args: [][]byte{args[2], args[3], []byte("BYLEX")}})
+	if ok {
+		c.wr.int(int64(len(reply.Values)))
+	}
+}
+
 // maxRandomMembers bounds the members SRANDMEMBER with a negative count repeats: the reply would otherwise
 // be as long as the client asks.
 const maxRandomMembers = 1 << 20

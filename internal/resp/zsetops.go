@@ -359,16 +359,32 @@ func (c *respConn) cmdZRangeStore(args [][]byte) {
 			return
 		}
 	}
-	rangeArgs := append(kv.CloneValues(args[3:]), []byte("WITHSCORES"))
+	byLex := slices.ContainsFunc(args[5:], func(arg []byte) bool { return bytes.EqualFold(arg, []byte("bylex")) })
+	rangeArgs := kv.CloneValues(args[3:])
+	if !byLex { // a range of members is refused WITHSCORES: their scores are read one by one
+		rangeArgs = append(rangeArgs, []byte("WITHSCORES"))
+	}
 	reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: string(args[2]), Args: rangeArgs})
 	if !ok {
 		return
 	}
-	members := make([][]byte, 0, len(reply.Values)/2)
-	scores := make([]float64, 0, len(reply.Values)/2)
-	for i := 0; i+1 < len(reply.Values); i += 2 {
-		s, _ := zscore.Parse(reply.Values[i+1]) // written by the store: exact
-		members = append(members, bytes.Clone(reply.Values[i]))
+	var members [][]byte
+	var scores []float64
+	for i := 0; i < len(reply.Values); i++ {
+		member := bytes.Clone(reply.Values[i])
+		scoreText := []byte(nil)
+		if byLex {
+			got, ok := c.keyOp(kv.OpZScore, &kv.Request{Key: string(args[2]), Args: [][]byte{member}})
+			if !ok {
+				return
+			}
+			scoreText = got.Value
+		} else {
+			i++
+			scoreText = reply.Values[i]
+		}
+		s, _ := zscore.Parse(scoreText) // written by the store: exact
+		members = append(members, member)
 		scores = append(scores, s)
 	}
 	c.storeZSet(args[1], members, scores)
