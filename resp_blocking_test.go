@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,5 +193,64 @@ func (q *queueClient) push(list, element string) {
 		default: // a broken connection, or TRYAGAIN or CLUSTERDOWN while the partition changes hands
 			q.backOff()
 		}
+	}
+}
+
+// TestRESPBlockedClientAsRedisKeepsIt checks what a blocked client sees besides its own reply, against what
+// Redis does: replies to the commands it pipelined before the blocking one arrive at once, pub/sub pushes
+// arrive while it waits, a write of its key with another type leaves it blocked, and one that sends far
+// more than a command's worth and hangs up is forgotten without taking an element.
+func TestRESPBlockedClientAsRedisKeepsIt(t *testing.T) {
+	t.Parallel()
+	c := startRESPCluster(t, 1, func(cfg *Config) { cfg.MaxValueSize, cfg.RESPMaxQueryBuffer = 4<<10, 260<<10 })
+	addr := c.node(0).RESPAddr()
+	blocked := func(n int) {
+		waitFor(t, 10*time.Second, fmt.Sprintf("%d clients blocked", n), func() bool {
+			return strings.Contains(infoAt(t, addr), fmt.Sprintf("blocked_clients:%d\r\n", n))
+		})
+	}
+	other := dialRESP(t, addr)
+
+	// Pipelined replies go out before the wait, and pushes flow during it.
+	r := dialRESP(t, addr)
+	r.send(t, "HELLO", "3")
+	if hello, err := resptest.ReadReply(r.rd); err != nil || !strings.HasPrefix(hello, "%") {
+		t.Fatalf("HELLO 3: %q, %v", hello, err)
+	}
+	r.conn.Write([]byte(resptest.Cmd("SUBSCRIBE", "news") + resptest.Cmd("PING", "first") + resptest.Cmd("BLPOP", "{b}list", "0")))
+	if got, err := resptest.ReadReply(r.rd); err != nil || got != ">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n" {
+		t.Fatalf("SUBSCRIBE answered %q, %v", got, err)
+	}
+	if got, err := resptest.ReadReply(r.rd); err != nil || got != "$5\r\nfirst\r\n" {
+		t.Fatalf("PING before a blocking command answered %q, %v while it waits", got, err)
+	}
+	blocked(1)
+	if got := other.do(t, "PUBLISH", "news", "during"); got != ":1" {
+		t.Fatalf("PUBLISH: %s", got)
+	}
+	if got := readFrame(t, r); !slices.Equal(got, []string{"message", "news", "during"}) {
+		t.Fatalf("a blocked subscriber received %q", got)
+	}
+	// A write of another type leaves it blocked; a push once the key is a list again serves it.
+	other.do(t, "SET", "{b}list", "x")
+	other.do(t, "PING")
+	blocked(1)
+	other.do(t, "DEL", "{b}list")
+	other.do(t, "LPUSH", "{b}list", "y")
+	if got := readFrame(t, r); !slices.Equal(got, []string{"{b}list", "y"}) {
+		t.Fatalf("BLPOP after the key was a string and a list again: %q", got)
+	}
+	blocked(0)
+
+	// A client that floods while blocked, then hangs up, takes nothing.
+	flood := dialRESP(t, addr)
+	flood.send(t, "BLPOP", "{b}kept", "0")
+	blocked(1)
+	flood.conn.Write([]byte(strings.Repeat(resptest.Cmd("PING"), 24<<10))) // 336 KiB, past the query buffer
+	flood.conn.Close()
+	blocked(0)
+	other.do(t, "RPUSH", "{b}kept", "e")
+	if got := other.do(t, "LLEN", "{b}kept"); got != ":1" {
+		t.Fatalf("LLEN after a gone client was blocked on it: %s", got)
 	}
 }

@@ -61,7 +61,7 @@ func matchClass(pattern []byte, p int, c byte, nocase bool) (int, bool) {
 		case pattern[p] == '\\' && p+1 < len(pattern):
 			match = match || foldEqual(pattern[p+1], c, nocase)
 			p += 2
-		case p+2 < len(pattern) && pattern[p+1] == '-' && pattern[p+2] != ']':
+		case p+2 < len(pattern) && pattern[p+1] == '-': // as in Redis, "[a-]" is the range from ] to a
 			lo, hi := pattern[p], pattern[p+2]
 			if lo > hi {
 				lo, hi = hi, lo

@@ -16,6 +16,11 @@ func TestMatch(t *testing.T) {
 		{"a?c", "abc", false, true},
 		{"a?c", "ac", false, false},
 		{"[abc]x", "bx", false, true},
+		{"[a-]", "]", false, true}, // as Redis reads it: the range from ] to a, the class unclosed
+		{"[a-]", "^", false, true},
+		{"[a-]", "-", false, false},
+		{"[^a-]", "-", false, true},
+		{"[^a-]", "a", false, false},
 		{"[^abc]x", "bx", false, false},
 		{"[a-c]x", "cx", false, true},
 		{"[c-a]x", "bx", false, true},

@@ -115,7 +115,7 @@ func (c *respConn) cmdBPop(args [][]byte) {
 			switch {
 			case !ok:
 				return true
-			case typ == "none":
+			case typ == "none" || typ != "list" && c.exec.retry:
 				continue
 			case typ != "list":
 				c.wr.error(wrongTypeMessage)
@@ -146,7 +146,7 @@ func (c *respConn) cmdBLMove(args [][]byte) {
 		move = [][]byte{[]byte("lmove"), args[1], args[2], args[3], args[4]}
 	}
 	c.block(args[1:2], args[len(args)-1], (*respConn).nullArray, func() bool {
-		if typ, ok := c.keyType(args[1]); ok && typ == "none" && c.exec.waits {
+		if typ, ok := c.keyType(args[1]); ok && (typ == "none" || typ != "list" && c.exec.retry) && c.exec.waits {
 			return false // inside MULTI, LMOVE answers a missing source at once
 		}
 		c.cmdLMove(move)
@@ -187,8 +187,8 @@ func (c *respConn) block(keys [][]byte, timeout []byte, timedOut func(*respConn)
 	}
 	hangUp := c.watchHangUp()
 	defer hangUp.stop()
-	for {
-		replies, status := c.inGroup(seg, keys, true, func() bool { return try() })
+	for retry := false; ; retry = true {
+		replies, status := c.inGroup(seg, keys, retry, try)
 		switch {
 		case status != kv.StatusSuccess:
 			c.refuse(kv.KeySlotBytes(keys[0]), kv.Reply{Status: status})
@@ -202,41 +202,48 @@ func (c *respConn) block(keys [][]byte, timeout []byte, timedOut func(*respConn)
 			replies.sendTo(c)
 			return
 		}
+		// The replies to the commands before this one go out, and pushes flow while it waits.
+		if err := c.awaitInput(); err != nil {
+			c.quit, c.hangUp = true, true
+			return
+		}
+		woken, gone := false, false
 		select {
 		case <-b.wake:
+			woken = true
 		case <-expired:
-			timedOut(c)
-			return
 		case <-hangUp.gone:
+			gone = true
+		case <-c.srv.ctx.Done():
+			gone = true
+		}
+		c.busy()
+		switch {
+		case gone:
 			c.quit, c.hangUp = true, true
 			return
-		case <-c.srv.ctx.Done():
-			c.quit, c.hangUp = true, true
+		case !woken:
+			timedOut(c)
 			return
 		}
 	}
 }
 
-// inGroup runs run, a blocked command's try, in one group of segment seg over keys, a write group when write is set, with its
-// replies buffered. It returns them when run reports true, nil when it reports false (and wrote nothing),
-// and the group's status.
-func (c *respConn) inGroup(seg int, keys [][]byte, write bool, run func() bool) (*replyBuffer, kv.Status) {
+// inGroup runs run, a blocked command's try (a retry after a wake with retry set), in one write group of
+// segment seg over keys, with its replies buffered. It returns them when run reports true, nil when it
+// reports false (and wrote nothing), and the group's status.
+func (c *respConn) inGroup(seg int, keys [][]byte, retry bool, run func() bool) (*replyBuffer, kv.Status) {
 	var replies *replyBuffer
 	answered := false
 	fn := func(g kv.Group) {
-		c.exec = &execGroup{g: g, seg: seg, waits: true}
+		c.exec = &execGroup{g: g, seg: seg, waits: true, retry: retry}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { answered = run() })
-		if (replies.incomplete || replies.isError()) && write {
+		if replies.incomplete || replies.isError() {
 			g.Abandon() // a command answered with an error writes nothing, as in Redis
 		}
 	}
-	var status kv.Status
-	if write {
-		status = c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), fn)
-	} else {
-		status = c.srv.node.ReadAtomically(c.srv.ctx, seg, keyNames(keys), fn)
-	}
+	status := c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), fn)
 	if status != kv.StatusSuccess || !answered {
 		if replies != nil {
 			replies.release()
@@ -265,10 +272,6 @@ func (c *respConn) blockTimeout(arg []byte) (time.Duration, bool) {
 		c.wr.error("ERR timeout is negative")
 		return 0, false
 	}
-	if whole > math.MaxInt64-c.srv.clock.Now().UnixMilli() {
-		c.wr.error("ERR timeout is out of range")
-		return 0, false
-	}
 	if whole > math.MaxInt64/int64(time.Millisecond) || !c.deadlineFits(time.Duration(whole)*time.Millisecond) {
 		return 0, true
 	}
@@ -276,15 +279,14 @@ func (c *respConn) blockTimeout(arg []byte) (time.Duration, bool) {
 }
 
 // hangUpWatch reads the client's socket while its command is blocked, to notice it hang up. Whatever
-// the client sends meanwhile (pipelined commands) is kept for the connection's reader.
+// the client sends meanwhile (pipelined commands) is kept for the connection's reader, up to what one
+// command may hold in memory: a client that sends more is disconnected.
 type hangUpWatch struct {
 	c    *respConn
 	gone chan struct{} // closed when the client hung up or its socket failed
 	done chan struct{} // closed when the watch's reader returned
 	read []byte
 }
-
-const hangUpWatchBuffer = 64 << 10
 
 func (c *respConn) watchHangUp() *hangUpWatch {
 	w := &hangUpWatch{c: c, gone: make(chan struct{}), done: make(chan struct{})}
@@ -295,13 +297,14 @@ func (c *respConn) watchHangUp() *hangUpWatch {
 		defer c.srv.wg.Done()
 		defer close(w.done)
 		buf := make([]byte, 4096)
-		for len(w.read) < hangUpWatchBuffer {
+		for {
 			n, err := c.rd.src.Read(buf)
 			w.read = append(w.read, buf[:n]...)
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					close(w.gone)
-				}
+			switch {
+			case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+				return
+			case err != nil, len(w.read) > c.rd.lim.maxQuery: // gone, or past what one command may hold
+				close(w.gone)
 				return
 			}
 		}

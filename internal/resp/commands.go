@@ -357,7 +357,7 @@ func (c *respConn) admission(cmd *respCommand, args [][]byte) string {
 		}
 	}
 	if c.wr.proto == 2 && !pubSubContext[cmd.name] && c.subscribed() {
-		return pubSubContextMessage(cmd)
+		return pubSubContextMessage(cmd.fullName(args))
 	}
 	return ""
 }

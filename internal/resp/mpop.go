@@ -108,7 +108,7 @@ func (c *respConn) firstHolding(keys [][]byte, want string) ([]byte, bool) {
 		switch {
 		case !ok:
 			return nil, true
-		case typ == "none":
+		case typ == "none" || typ != want && c.exec.retry:
 			continue
 		case typ != want:
 			c.wr.error(wrongTypeMessage)

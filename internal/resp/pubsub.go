@@ -49,8 +49,8 @@ var pubsubFlags = []string{"pubsub", "noscript", "loading", "stale"}
 var pubSubContext = map[string]bool{"subscribe": true, "ssubscribe": true, "psubscribe": true, "unsubscribe": true,
 	"sunsubscribe": true, "punsubscribe": true, "ping": true, "quit": true, "reset": true}
 
-func pubSubContextMessage(cmd *respCommand) string {
-	return "ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+func pubSubContextMessage(name string) string {
+	return "ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
 }
 
 // Deliver queues one message for the client (pubsub.Subscriber).

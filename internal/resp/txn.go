@@ -41,6 +41,9 @@ type execGroup struct {
 	// waits: the group is a blocked command's try (blocking.go), which waits where a command inside
 	// MULTI would answer.
 	waits bool
+	// retry: the try follows a wake, where a key of another type is passed over as Redis leaves a client
+	// blocked on it, rather than answered WRONGTYPE.
+	retry bool
 }
 
 // errReplyTooLarge fails the writes of a replyBuffer past the server's budget.
