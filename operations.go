@@ -113,7 +113,7 @@ var keyOps = [...]keyOperation{
 	kv.OpZAdd:    {name: "zadd", grows: true, reveals: revealsUnwritten, resp: []string{"zadd"}, apply: collectionOp(applyZAdd)},
 	kv.OpZRem:    {name: "zrem", reveals: revealsUnwritten, resp: []string{"zrem"}, apply: collectionOp(applyZRem)},
 	kv.OpZScore:  {name: "zscore", readOnly: true, reveals: revealsAlways, resp: []string{"zscore"}, apply: applyZScore},
-	kv.OpZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore"}, apply: applyZRange},
+	kv.OpZRange:  {name: "zrange", readOnly: true, reveals: revealsAlways, resp: []string{"zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore", "zrangebylex", "zrevrangebylex"}, apply: applyZRange},
 	kv.OpZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
 	kv.OpZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
 	kv.OpZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},

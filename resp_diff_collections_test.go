@@ -208,6 +208,7 @@ func TestRESPMatchesRedisZRangeStore(t *testing.T) {
 		cmd("ZRANGESTORE", dst, src, "x", "1"), cmd("ZRANGESTORE", dst, src, "0", "1", "LIMIT", "0", "1"),
 		cmd("ZRANGESTORE", dst, src, "0", "1", "BYSCORE", "LIMIT", "x", "1"), cmd("ZRANGESTORE", dst, src, "0", "1", "FOO"),
 		cmd("ZRANGESTORE", dst, src, "0"), cmd("ZRANGESTORE", dst, none, "0", "1", "WITHSCORES"),
+		cmd("ZRANGESTORE", dst, src, "(1", "(1.5", "BYSCORE", "LIMIT", "REV"), cmd("ZRANGESTORE", dst, src, "100", "-1", "LIMIT", "REV"), cmd("ZRANGESTORE", src, src, "-5", "-5", "LIMIT", "+1", "-1", "WITHSCORES"),
 	}
 	newRESPDiff(t, nil).run(t, []diffSeq{
 		{name: "zrangestore", cmds: seq},

@@ -207,7 +207,7 @@ type zrangeArgs struct {
 // lexBound is one end of a range of members: "[m" takes m, "(m" stops short of it, "-" and "+" are the
 // ends of all members.
 type lexBound struct {
-	member    string
+	value     string
 	exclusive bool
 	inf       int // -1 for "-", +1 for "+"
 }
@@ -220,7 +220,7 @@ func parseLexBound(b []byte) (lexBound, bool) {
 	case len(b) == 1 && b[0] == '+':
 		return lexBound{inf: 1}, true
 	case len(b) > 0 && (b[0] == '[' || b[0] == '('):
-		return lexBound{member: string(b[1:]), exclusive: b[0] == '('}, true
+		return lexBound{value: string(b[1:]), exclusive: b[0] == '('}, true
 	}
 	return lexBound{}, false
 }
@@ -231,9 +231,9 @@ func (min lexBound) above(member string) bool {
 	case min.inf != 0:
 		return min.inf < 0
 	case min.exclusive:
-		return member > min.member
+		return member > min.value
 	}
-	return member >= min.member
+	return member >= min.value
 }
 
 // below reports whether member is short of max: within the range on its high side.
@@ -242,9 +242,9 @@ func (max lexBound) below(member string) bool {
 	case max.inf != 0:
 		return max.inf > 0
 	case max.exclusive:
-		return member < max.member
+		return member < max.value
 	}
-	return member <= max.member
+	return member <= max.value
 }
 
 func parseZRange(args [][]byte) (r zrangeArgs, refused kv.Reply) {

@@ -353,16 +353,16 @@ func (c *respConn) cmdZInterCard(args [][]byte) {
 // cmdZRangeStore serves ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: ZRANGE's
 // members of src, with their scores, stored at dst, answering how many.
 func (c *respConn) cmdZRangeStore(args [][]byte) {
-	for _, arg := range args[5:] {
-		if bytes.EqualFold(arg, []byte("withscores")) {
-			c.syntaxError()
-			return
-		}
-	}
 	byLex := slices.ContainsFunc(args[5:], func(arg []byte) bool { return bytes.EqualFold(arg, []byte("bylex")) })
-	rangeArgs := kv.CloneValues(args[3:])
+	rangeArgs := kv.CloneValues(args[3:5])
 	if !byLex { // a range of members is refused WITHSCORES: their scores are read one by one
-		rangeArgs = append(rangeArgs, []byte("WITHSCORES"))
+		rangeArgs = append(rangeArgs, []byte("WITHSCORES")) // before the options, which may end short
+	}
+	for _, opt := range args[5:] {
+		if bytes.EqualFold(opt, []byte("withscores")) {
+			opt = nil // refused as ZRANGESTORE refuses it, a syntax error where it stands among the options
+		}
+		rangeArgs = append(rangeArgs, opt)
 	}
 	reply, ok := c.keyOp(kv.OpZRange, &kv.Request{Key: string(args[2]), Args: rangeArgs})
 	if !ok {
