@@ -20,6 +20,12 @@ type keyValue struct {
 	value []byte   // a string's value
 	items [][]byte // a hash's field-value pairs, a list's items, a set's members, a sorted set's score-member pairs
 	ttl   int64    // nanoseconds left to live, 0 for no expiry
+	read  int64    // when ttl was read, in Unix nanoseconds of the server's clock
+}
+
+// ttlNow is what is left of v's time to live now: the same deadline, however long the copy took.
+func (c *respConn) ttlNow(v keyValue) int64 {
+	return max(v.ttl-(c.srv.clock.Now().UnixNano()-v.read), 1)
 }
 
 // writeBytes bounds what copying v from src to dst takes in an atomic group: deleting both keys, writing
@@ -84,7 +90,7 @@ func (c *respConn) readValue(key string) (keyValue, bool) {
 	v.items = kv.CloneValues(reply.Values)
 	ttl, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: key})
 	if ttl.Int > 0 {
-		v.ttl = ttl.Int
+		v.ttl, v.read = ttl.Int, c.srv.clock.Now().UnixNano()
 	}
 	return v, ok
 }
@@ -98,7 +104,10 @@ func (c *respConn) writeValue(key string, v keyValue) bool {
 	var ok bool
 	switch v.typ {
 	case "string":
-		req.Value, req.TTL = v.value, v.ttl
+		req.Value = v.value
+		if v.ttl > 0 {
+			req.TTL = c.ttlNow(v)
+		}
 		_, ok = c.keyOp(kv.OpPut, req)
 		return ok
 	case "hash":
@@ -111,7 +120,7 @@ func (c *respConn) writeValue(key string, v keyValue) bool {
 		_, ok = c.keyOp(kv.OpZAdd, req)
 	}
 	if ok && v.ttl > 0 {
-		_, ok = c.keyOp(kv.OpExpire, &kv.Request{Key: key, TTL: v.ttl})
+		_, ok = c.keyOp(kv.OpExpire, &kv.Request{Key: key, TTL: c.ttlNow(v)})
 	}
 	return ok
 }
