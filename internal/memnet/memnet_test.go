@@ -204,8 +204,8 @@ func TestWriterBlocksOnceThePeerStopsReading(t *testing.T) {
 
 func TestReadDeadline(t *testing.T) {
 	client, _ := pair(t)
-	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	start := time.Now()
+	start := time.Now() // before the deadline is set: the read may not end sooner than 50 ms after this
+	client.SetReadDeadline(start.Add(50 * time.Millisecond))
 	_, err := client.Read(make([]byte, 1))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read: %v, want a deadline error", err)
