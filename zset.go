@@ -391,20 +391,7 @@ func (z *zsetColl) byScore(r *zrangeArgs, add func(*zskipNode)) {
 	} else {
 		n = z.list.firstFrom(r.min, r.minEx)
 	}
-	skip, left := r.offset, r.count
-	for ; n != nil && inRange(n); n = z.step(n, r.rev) {
-		if skip > 0 {
-			skip--
-			continue
-		}
-		if r.limited && left >= 0 {
-			if left == 0 {
-				return
-			}
-			left--
-		}
-		add(n)
-	}
+	z.walkLimited(r, n, inRange, add)
 }
 
 // byLex calls add on the members in r's range of members, skipping r.offset and taking at most r.count
@@ -421,6 +408,12 @@ func (z *zsetColl) byLex(r *zrangeArgs, add func(*zskipNode)) {
 		n = z.list.firstWhere(r.lexMin.above)
 	}
 	inRange := func(n *zskipNode) bool { return r.lexMin.above(n.member) && r.lexMax.below(n.member) }
+	z.walkLimited(r, n, inRange, add)
+}
+
+// walkLimited calls add on the nodes from n on, in r's direction, while inRange holds, skipping r.offset
+// and taking at most r.count (all when negative).
+func (z *zsetColl) walkLimited(r *zrangeArgs, n *zskipNode, inRange func(*zskipNode) bool, add func(*zskipNode)) {
 	skip, left := r.offset, r.count
 	for ; n != nil && inRange(n); n = z.step(n, r.rev) {
 		if skip > 0 {
