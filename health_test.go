@@ -178,7 +178,7 @@ func TestLeaderlessNodeSaysSo(t *testing.T) {
 	if got := s.value("zaris_control_plane_leaderless_seconds"); got < alarmAfter.Seconds() {
 		t.Errorf("zaris_control_plane_leaderless_seconds %v, want at least %v", got, alarmAfter.Seconds())
 	}
-	if v := survivor.statusView(); !strings.Contains(v.Leaderless, "no control-plane leader for") || v.Ready == "" {
+	if v := statusPageOf(survivor).view(); !strings.Contains(v.Leaderless, "no control-plane leader for") || v.Ready == "" {
 		t.Errorf("status view while leaderless: leaderless %q, ready %q", v.Leaderless, v.Ready)
 	}
 	info := infoPayload(t, conn.do(t, []string{"CLUSTER", "INFO"}))

@@ -833,8 +833,8 @@ func TestInterleavingLeaveDuringAStalePlan(t *testing.T) {
 	plan.release()
 	end := leaver.ClusterMap()
 	waitFor(t, 20*time.Second, "node-0 to apply the map the drain ended on", func() bool { return c.node(0).ClusterMap().Index >= end.Index })
-	if i := slices.IndexFunc(c.node(0).statusView().Members, func(mb memberView) bool { return mb.Name == joiner }); i < 0 ||
-		!c.node(0).statusView().Members[i].Draining {
+	if i := slices.IndexFunc(statusPageOf(c.node(0)).view().Members, func(mb memberView) bool { return mb.Name == joiner }); i < 0 ||
+		!statusPageOf(c.node(0)).view().Members[i].Draining {
 		t.Fatal("node-0's status view does not show the joiner draining")
 	}
 	reconcileRound(t, leader)

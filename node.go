@@ -180,7 +180,10 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.port.serve(&n.life.wg)
-	if err := n.startRESP(); err != nil { // before membership: the tags advertise its address
+	edge := &edgeNode{own: n.own, ctl: n.ctl, pubsub: n.pubsub, recover: n.RecoverControlPlane,
+		messages: func() (uint64, uint64) { return infoMessages(n.Stats(), n.ReplicationStats()) }}
+	contain := func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
+	if err := n.redis.start(&n.cfg, n.DataAddr(), edge, contain, n.log); err != nil { // before membership: the tags advertise its address
 		return err
 	}
 	members, err := startMembership(&n.cfg, n.DataAddr(), n.processTags())

@@ -111,28 +111,28 @@ func validateRESPConfig(c *Config) error {
 	return nil
 }
 
-// startRESP opens the RESP endpoint when Config.RESPAddr asks for one. It records the advertised address in
-// n.cfg.RESPAddr, so the membership tags carry it to every node's cluster map.
-func (n *Node) startRESP() error {
-	if n.cfg.RESPAddr == "" {
+// start opens the RESP endpoint when cfg.RESPAddr asks for one, serving node. It records the advertised
+// address in cfg.RESPAddr, so the membership tags carry it to every node's cluster map. contain handles a
+// panic of a client's command.
+func (e *redisEdge) start(cfg *Config, dataAddr string, node *edgeNode, contain func(v any, what string), log *slog.Logger) error {
+	if cfg.RESPAddr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.RESPAddr)
+	ln, err := net.Listen("tcp", cfg.RESPAddr)
 	if err != nil {
-		return fmt.Errorf("zaris: listen for RESP on %s: %w", n.cfg.RESPAddr, err)
+		return fmt.Errorf("zaris: listen for RESP on %s: %w", cfg.RESPAddr, err)
 	}
-	opt := respOptions(&n.cfg, n.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), n.DataAddr()), n.log)
-	opt.Tracking, opt.Blocking = n.redis.tracking, n.redis.blocking
-	opt.PubSub, opt.SubscriberBuffer = n.pubsub.hub, n.cfg.SubscriberBuffer
-	opt.Contain = func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
-	if n.cfg.RESPTLS != nil {
-		ln = tls.NewListener(ln, currentClientCAs(n.cfg.RESPTLS))
+	opt := respOptions(cfg, node.own.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), dataAddr), log)
+	opt.Tracking, opt.Blocking = e.tracking, e.blocking
+	opt.PubSub, opt.SubscriberBuffer = node.pubsub.hub, cfg.SubscriberBuffer
+	opt.Contain = contain
+	if cfg.RESPTLS != nil {
+		ln = tls.NewListener(ln, currentClientCAs(cfg.RESPTLS))
 	}
-	s := resp.NewServer(&edgeNode{own: n.own, ctl: n.ctl, pubsub: n.pubsub, messages: n.infoMessages, recover: n.RecoverControlPlane}, opt)
-	n.redis.srv = s
-	n.cfg.RESPAddr = opt.Addr
-	s.Serve(ln)
-	n.log.Info("serving RESP", "addr", opt.Addr, "tls", opt.TLS, "auth", s.AuthRequired())
+	e.srv = resp.NewServer(node, opt)
+	cfg.RESPAddr = opt.Addr
+	e.srv.Serve(ln)
+	log.Info("serving RESP", "addr", opt.Addr, "tls", opt.TLS, "auth", e.srv.AuthRequired())
 	return nil
 }
 
@@ -200,11 +200,10 @@ func (o *owner) replicaLacks(id NodeID, p int, revisions []uint64, inSync bool) 
 	return lacks
 }
 
-// infoMessages counts the messages of data this node sent to other nodes and received from them: key
-// requests (Stats.RequestsSent and RequestsServed) and replicated writes and snapshots (ReplicationStats).
-// Liveness probes, gossip and the control plane's messages are not counted.
-func (n *Node) infoMessages() (sent, received uint64) {
-	stats, repl := n.Stats(), n.ReplicationStats()
+// infoMessages counts the messages of data a node sent to other nodes and received from them: key requests
+// (Stats.RequestsSent and RequestsServed) and replicated writes and snapshots (ReplicationStats). Liveness
+// probes, gossip and the control plane's messages are not counted.
+func infoMessages(stats Stats, repl ReplicationStats) (sent, received uint64) {
 	for _, count := range stats.RequestsSent {
 		sent += count
 	}

@@ -638,12 +638,36 @@ func (c *fuzzClient) settle(cmd fuzzCmd, reply string) {
 		}
 	case c.multi != "" && reply == "+QUEUED\r\n" && !c.doomed:
 		c.queued = append(c.queued, cmd.args)
-		if known, ok := respCommands[name]; ok && (known.FirstKey > 0 || known.MovableKeys) && cmd.group != "" {
+		if known, ok := respCommands[name]; ok && fuzzNamesKeys(known, cmd.args) && cmd.group != "" {
 			c.queuedGroups[cmd.group] = true
 		}
 	case c.multi != "" && reply != "+QUEUED\r\n" && !respCommands[name].ControlsMulti:
 		c.doomed = true // Redis queues nothing more, and Zaris does the same
 	}
+}
+
+// fuzzCountAt is where the commands whose keys follow a count (ZDIFF numkeys key ...) have the count.
+var fuzzCountAt = map[string]int{
+	"sintercard": 1, "lmpop": 1, "zmpop": 1, "zunion": 1, "zinter": 1, "zdiff": 1, "zintercard": 1,
+	"blmpop": 2, "bzmpop": 2, "zunionstore": 2, "zinterstore": 2, "zdiffstore": 2,
+}
+
+// fuzzNamesKeys reports whether Redis Cluster finds keys in args for its slot check: a command whose keys
+// follow a count names none, not even a destination, when the count is not a positive integer that the
+// arguments hold.
+func fuzzNamesKeys(spec resp.CommandSpec, args []string) bool {
+	if !spec.MovableKeys {
+		return spec.FirstKey > 0
+	}
+	at, ok := fuzzCountAt[strings.ToLower(args[0])]
+	if !ok {
+		panic("fuzzCountAt lacks " + args[0])
+	}
+	if at >= len(args) {
+		return false
+	}
+	n, err := strconv.Atoi(args[at])
+	return err == nil && n >= 1 && n <= len(args)-at-1
 }
 
 // union merges the key lists every node answered into one sorted array; the first error answered wins.

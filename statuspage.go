@@ -22,6 +22,7 @@ var statusPage []byte
 //
 // Prometheus series come from Collector, registered where the embedding service serves its own.
 func (n *Node) HTTPHandler() http.Handler {
+	status := statusPageOf(n)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -31,7 +32,7 @@ func (n *Node) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(n.statusView())
+		json.NewEncoder(w).Encode(status.view())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		probe(w, n.life.ctx.Err())
@@ -40,6 +41,11 @@ func (n *Node) HTTPHandler() http.Handler {
 		probe(w, n.Readiness())
 	})
 	return mux
+}
+
+// statusPageOf gathers the sources of n's status page.
+func statusPageOf(n *Node) statusSources {
+	return statusSources{id: n.id, clock: n.cfg.Clock, ctl: n.ctl, own: n.own, stats: &n.stats, metrics: n.metrics, readiness: n.Readiness}
 }
 
 // probe answers a health probe: 200 "ok", or 503 with the reason.

@@ -58,19 +58,32 @@ type partitionView struct {
 	Moving   bool     `json:"moving"`
 }
 
-// statusView assembles the view of the cluster the status page shows.
-func (n *Node) statusView() statusView {
-	m := n.ctl.fsm.clusterMap()
+// statusSources are what the status page reads: the control plane's map and members, the owner's store, the
+// node's counters, and its readiness.
+type statusSources struct {
+	id        NodeID
+	clock     Clock
+	ctl       *controlPlane
+	own       *owner
+	stats     *nodeStats
+	metrics   *opMetrics
+	readiness func() error
+}
+
+// view assembles the view of the cluster the status page shows.
+func (s statusSources) view() statusView {
+	m := s.ctl.fsm.clusterMap()
+	store := s.own.store
 	v := statusView{
-		Node: n.id, Leader: n.ctl.leaderID(), Time: n.cfg.Clock.Now().UnixMilli(), MapIndex: m.Index,
-		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: n.Migrations(), Failovers: n.stats.recentFailovers.recent(),
-		Called: n.metrics.callerSide().total(), Served: n.metrics.ownerSide().total(), Keys: n.own.store.len(), Failed: m.Promotions, MovedEver: m.Moved,
-		DataBytes: n.own.store.bytes(), MaxMemory: n.own.store.budget.limit(), Policy: n.own.store.budget.policyName(), Evicted: n.own.store.budget.evicted(),
+		Node: s.id, Leader: s.ctl.leaderID(), Time: s.clock.Now().UnixMilli(), MapIndex: m.Index,
+		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: migrationsIn(m), Failovers: s.stats.recentFailovers.recent(),
+		Called: s.metrics.callerSide().total(), Served: s.metrics.ownerSide().total(), Keys: store.len(), Failed: m.Promotions, MovedEver: m.Moved,
+		DataBytes: store.bytes(), MaxMemory: store.budget.limit(), Policy: store.budget.policyName(), Evicted: store.budget.evicted(),
 	}
-	if err := n.Readiness(); err != nil {
+	if err := s.readiness(); err != nil {
 		v.Ready = err.Error()
 	}
-	if h := n.ctl.controlHealth(); h.Alarm {
+	if h := s.ctl.controlHealth(); h.Alarm {
 		v.Leaderless = h.leaderlessErr().Error()
 	}
 	owned, replicated := map[NodeID]int{}, map[NodeID]int{}
@@ -85,8 +98,12 @@ func (n *Node) statusView() statusView {
 		}
 		v.Partitions = append(v.Partitions, pv)
 	}
-	voters := n.ctl.voterSet()
-	for _, mb := range sortedMembers(n.members.members()) {
+	voters := s.ctl.voterSet()
+	var members []member
+	if ms := s.ctl.members.Load(); ms != nil {
+		members = sortedMembers(ms.members())
+	}
+	for _, mb := range members {
 		v.Members = append(v.Members, memberView{
 			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && m.drains(mb),
 			DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,

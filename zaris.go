@@ -445,8 +445,10 @@ func (n *Node) CutoverStats() CutoverStats {
 
 // Migrations lists the partitions being moved, as this node's map knows them; empty when the cluster is
 // balanced.
-func (n *Node) Migrations() []Migration {
-	m := n.ctl.fsm.clusterMap()
+func (n *Node) Migrations() []Migration { return migrationsIn(n.ctl.fsm.clusterMap()) }
+
+// migrationsIn lists the partitions map m is moving.
+func migrationsIn(m *ClusterMap) []Migration {
 	var out []Migration
 	for p, st := range m.Runtime {
 		if st.Target == nil {
