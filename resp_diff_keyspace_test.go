@@ -172,3 +172,49 @@ func TestRESPMatchesRedisFlush(t *testing.T) {
 		{name: "flush resp3", cmds: append([]diffCmd{hello}, seq...)},
 	})
 }
+
+// TestRESPMatchesRedisCollectionScans compares HSCAN, SSCAN and ZSCAN of small collections (whole in one
+// page, as Redis's compact encodings are), their options and bad ones, and ZRANDMEMBER on replies chance
+// cannot change, with a real redis-server, in RESP2 and RESP3.
+func TestRESPMatchesRedisCollectionScans(t *testing.T) {
+	h, s, z, k, none := diffTag+"h", diffTag+"s", diffTag+"z", diffTag+"k", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("HSCAN", none, "0"), cmd("SSCAN", none, "0"), cmd("ZSCAN", none, "0"), cmd("SET", k, "v"),
+		cmd("HSCAN", k, "0"), cmd("SSCAN", k, "0"), cmd("ZSCAN", k, "0"), cmd("ZRANDMEMBER", k), cmd("ZRANDMEMBER", k, "0"),
+		cmd("HSET", h, "a", "1", "b", "", "ab", "3"), cmd("SADD", s, "x", "y", "xy", ""), cmd("ZADD", z, "1", "a", "2.5", "b", "-inf", "c", "3", "ab"),
+		cmd("HSCAN", h, "0").scanned(2), cmd("SSCAN", s, "0").scanned(1), cmd("ZSCAN", z, "0"),
+		cmd("HSCAN", h, "0", "MATCH", "a*").scanned(2), cmd("SSCAN", s, "0", "match", "x?").scanned(1), cmd("ZSCAN", z, "0", "MATCH", "[a-]*"),
+		cmd("ZSCAN", z, "0", "COUNT", "1"), cmd("ZSCAN", z, "0", "COUNT", "1", "MATCH", "*"), cmd("ZSCAN", z, "5"), cmd("ZSCAN", z, "-1"),
+		cmd("ZSCAN", z, "18446744073709551615"), cmd("ZSCAN", z, "18446744073709551616"), cmd("ZSCAN", z, "x"), cmd("ZSCAN", z, ""),
+		cmd("ZSCAN", z, "0", "COUNT", "0"), cmd("ZSCAN", z, "0", "COUNT", "-1"), cmd("ZSCAN", z, "0", "COUNT", "x"),
+		cmd("ZSCAN", z, "0", "MATCH"), cmd("ZSCAN", z, "0", "FOO", "bar"), cmd("ZSCAN", z, "0", "TYPE", "string"), cmd("ZSCAN", z),
+		cmd("HSCAN", s, "0"), cmd("SSCAN", z, "0"), cmd("ZSCAN", h, "0"),
+		cmd("ZRANDMEMBER", none), cmd("ZRANDMEMBER", none, "3"), cmd("ZRANDMEMBER", none, "0", "WITHSCORES"), cmd("ZRANDMEMBER", none, "x"),
+		cmd("ZRANDMEMBER", z, "0"), cmd("ZRANDMEMBER", z, "x"), cmd("ZRANDMEMBER", z, "1", "WITHVALUES"), cmd("ZRANDMEMBER", z, "1", "WITHSCORES", "x"),
+		cmd("ZRANDMEMBER", z, "-9223372036854775808"), cmd("ZRANDMEMBER", z, "9223372036854775807", "WITHSCORES"),
+		cmd("ZRANDMEMBER", z, "-4611686018427387904", "WITHSCORES"), cmd("ZRANDMEMBER", z, "4").unordered(1),
+		cmd("ZRANDMEMBER", z, "-7").lengthOnly(),
+		cmd("ZRANDMEMBER", z, "-3", "withscores").lengthOnly(), cmd("ZREM", z, "a", "b", "c", "ab"), cmd("ZRANDMEMBER", z),
+		cmd("ZSCAN", z, "0"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "collection scans", cmds: append(seq, cmd("ZADD", z, "1", "a", "2", "b"), cmd("ZRANDMEMBER", z, "10", "WITHSCORES").unordered(2))},
+		{name: "collection scans resp3", cmds: append([]diffCmd{hello}, seq...)},
+	})
+}
+
+// scanned returns a scan command with the elements of its page compared as a multiset of groups of
+// stride: Redis and Zaris keep a hash's fields and a set's members in orders of their own.
+func (d diffCmd) scanned(stride int) diffCmd {
+	page := d.unordered(stride).norm
+	d.norm = func(reply string) string {
+		const head = "*2\r\n$1\r\n0\r\n"
+		if !strings.HasPrefix(reply, head) {
+			return reply
+		}
+		return head + page(reply[len(head):])
+	}
+	return d
+}

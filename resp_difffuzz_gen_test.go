@@ -277,6 +277,9 @@ var fuzzCommands = []fuzzCommand{
 	// the key space
 	{"keys", func(g *fuzzGen) []string { return []string{g.pattern()} }},
 	{"scan", (*fuzzGen).scanArgs},
+	{"hscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
+	{"sscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
+	{"zscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
 	{"dbsize", func(*fuzzGen) []string { return nil }},
 	// connection
 	{"ping", func(g *fuzzGen) []string { return g.upTo(1, g.value) }},

@@ -250,3 +250,64 @@ func TestRESPScanBounds(t *testing.T) {
 		t.Fatalf("SET after the refused KEYS: %v (its budget was not given back?)", err)
 	}
 }
+
+// TestRESPCollectionScanGoRedis pages through large collections with go-redis's HSCAN, SSCAN and ZSCAN
+// iterators, on a cluster whose nodes own some slots each, while other fields are written: every element
+// present throughout comes back once, with its value or score.
+func TestRESPCollectionScanGoRedis(t *testing.T) {
+	c := startRESPCluster(t, 2, nil)
+	ctx := bg(t)
+	client := newClusterClient(t, c, 2)
+	const n = 1500
+	pipe := client.Pipeline()
+	for i := range n {
+		pipe.HSet(ctx, "{cs}h", "f"+strconv.Itoa(i), "v"+strconv.Itoa(i))
+		pipe.SAdd(ctx, "{cs}s", "m"+strconv.Itoa(i))
+		pipe.ZAdd(ctx, "{cs}z", redis.Z{Score: float64(i), Member: "m" + strconv.Itoa(i)})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scans := map[string]func(cursor uint64) *redis.ScanCmd{
+		"{cs}h": func(cursor uint64) *redis.ScanCmd { return client.HScan(ctx, "{cs}h", cursor, "", 10) },
+		"{cs}s": func(cursor uint64) *redis.ScanCmd { return client.SScan(ctx, "{cs}s", cursor, "", 10) },
+		"{cs}z": func(cursor uint64) *redis.ScanCmd { return client.ZScan(ctx, "{cs}z", cursor, "", 10) },
+	}
+	for key, scan := range scans {
+		seen := map[string]int{}
+		cursor, pages := uint64(0), 0
+		for {
+			page, next, err := scan(cursor).Result()
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			pages++
+			stride := 2
+			if key == "{cs}s" {
+				stride = 1
+			}
+			for i := 0; i < len(page); i += stride {
+				seen[page[i]]++
+				if stride == 2 && !strings.HasPrefix(page[i], "new") && strings.TrimPrefix(page[i+1], "v") != strings.TrimLeft(page[i], "fm") {
+					t.Fatalf("%s: %q comes with %q", key, page[i], page[i+1])
+				}
+			}
+			// Fields that come and go while the scan runs.
+			client.HSet(ctx, "{cs}h", "new"+strconv.Itoa(pages), "x")
+			client.SAdd(ctx, "{cs}s", "new"+strconv.Itoa(pages))
+			client.SRem(ctx, "{cs}s", "new"+strconv.Itoa(pages-1))
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		for i := range n {
+			name := "m" + strconv.Itoa(i)
+			if key == "{cs}h" {
+				name = "f" + strconv.Itoa(i)
+			}
+			if seen[name] != 1 {
+				t.Fatalf("%s: %s returned %d times in %d pages, want once", key, name, seen[name], pages)
+			}
+		}
+	}
+}

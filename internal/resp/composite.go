@@ -650,6 +650,17 @@ func lposMatches(items [][]byte, element []byte, o lposOptions, fromTail bool, l
 // cmdHRandField serves HRANDFIELD key [count [WITHVALUES]]: random fields, with their values if asked,
 // distinct for a positive count, repeated as chance has it for a negative one.
 func (c *respConn) cmdHRandField(args [][]byte) {
+	c.randomPairs(args, "withvalues", kv.OpHGetAll, nil, false)
+}
+
+// cmdZRandMember serves ZRANDMEMBER key [count [WITHSCORES]], as HRANDFIELD does for a hash.
+func (c *respConn) cmdZRandMember(args [][]byte) {
+	c.randomPairs(args, "withscores", kv.OpZRange, zsetScan.args, true)
+}
+
+// randomPairs serves HRANDFIELD and ZRANDMEMBER: key [count [with]] over the pairs read answers (field and
+// value, or member and score).
+func (c *respConn) randomPairs(args [][]byte, with string, read transport.Op, readArgs [][]byte, scores bool) {
 	count, withCount, withValues := int64(1), len(args) > 2, false
 	if withCount {
 		n, ok := kv.ParseCanonicalInt(args[2])
@@ -660,7 +671,7 @@ func (c *respConn) cmdHRandField(args [][]byte) {
 		case n == math.MinInt64:
 			c.wr.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
 			return
-		case len(args) > 4 || len(args) == 4 && !isSubcommand(args[3], "withvalues"):
+		case len(args) > 4 || len(args) == 4 && !isSubcommand(args[3], with):
 			c.syntaxError()
 			return
 		case len(args) == 4 && (n < -math.MaxInt64/2 || n > math.MaxInt64/2):
@@ -669,36 +680,36 @@ func (c *respConn) cmdHRandField(args [][]byte) {
 		}
 		count, withValues = n, len(args) == 4
 	}
-	hash, ok := c.keyOp(kv.OpHGetAll, &kv.Request{Key: string(args[1])})
+	pairs, ok := c.keyOp(read, &kv.Request{Key: string(args[1]), Args: readArgs})
 	switch {
 	case !ok:
 		return
-	case !withCount && len(hash.Values) == 0:
+	case !withCount && len(pairs.Values) == 0:
 		c.wr.null()
 		return
 	case !withCount:
-		c.wr.bulk(hash.Values[2*rand.IntN(len(hash.Values)/2)])
+		c.wr.bulk(pairs.Values[2*rand.IntN(len(pairs.Values)/2)])
 		return
 	case -count > maxRandomMembers:
 		c.wr.error(replyTooLargeMessage)
 		return
 	}
-	fields := len(hash.Values) / 2
+	n := len(pairs.Values) / 2
 	var picked []int // the pairs answered, by index
 	switch {
-	case count < 0 && fields > 0:
+	case count < 0 && n > 0:
 		for range -count {
-			picked = append(picked, rand.IntN(fields))
+			picked = append(picked, rand.IntN(n))
 		}
 	case count > 0:
-		picked = rand.Perm(fields)[:min(int64(fields), count)]
+		picked = rand.Perm(n)[:min(int64(n), count)]
 	}
-	c.writeFields(hash.Values, picked, withValues)
+	c.writeFields(pairs.Values, picked, withValues, scores)
 }
 
-// writeFields writes the picked pairs of a hash's field-value pairs: their fields, or with values, the
-// pairs flat in RESP2 and nested in RESP3, as Redis does.
-func (c *respConn) writeFields(pairs [][]byte, picked []int, withValues bool) {
+// writeFields writes the picked pairs of a hash's field-value pairs (or a sorted set's member-score pairs,
+// with scores): their fields, or with values, the pairs flat in RESP2 and nested in RESP3, as Redis does.
+func (c *respConn) writeFields(pairs [][]byte, picked []int, withValues, scores bool) {
 	switch {
 	case !withValues:
 		c.wr.array(len(picked))
@@ -712,7 +723,10 @@ func (c *respConn) writeFields(pairs [][]byte, picked []int, withValues bool) {
 			c.wr.array(2)
 		}
 		c.wr.bulk(pairs[2*i])
-		if withValues {
+		switch {
+		case withValues && scores:
+			c.score(pairs[2*i+1])
+		case withValues:
 			c.wr.bulk(pairs[2*i+1])
 		}
 	}
