@@ -154,6 +154,7 @@ func expiryOps(t *testing.T, log durability.Store, seg int, after uint64) int {
 // back to what a cut-off replica holds, the replica is sent a snapshot, and none of the ops it lacks are
 // read from disk.
 func TestReplicaBehindTrimmedDiskGetsSnapshot(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := catchUpCluster(t, func(cfg *Config) {
 		cfg.DiskRetainBytes = 2048

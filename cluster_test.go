@@ -88,11 +88,14 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// testConfig is a loopback config with fast timings and free ports.
+// testConfig is a loopback config with fast timings and free ports. Raft's run slower than LocalTiming's
+// (steadyControl), so that a loaded machine running the suite in parallel does not move leadership while a
+// test counts on where it is.
 func testConfig(name string) Config {
 	cfg := DefaultConfig()
 	cfg.Name = name
 	cfg.Timing = LocalTiming()
+	steadyControl(&cfg)
 	cfg.Logger = testLogger()
 	cfg.ReplicationFactor = 1
 	if secureSuite() {

@@ -172,6 +172,7 @@ func TestRestartedOwnerDoesNotServeWhatItLost(t *testing.T) {
 // in-sync set of the partitions it replicates; each time it catches up the cool-down starts again, so the
 // partitions return to Healthy once, under one new epoch, not once per flap.
 func TestHealingWaitsForCooldown(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.HealCooldown = 3 * time.Second }))
 	ctx := bg(t)
@@ -473,6 +474,7 @@ func TestDrainLogsALastingRefusalOnce(t *testing.T) {
 // the value the new owner replaced: its lease comes back with the leader's first heartbeat, but it serves
 // only once its map has caught up with the leader's log, which names the new owner.
 func TestReconnectedOwnerServesNothingStale(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)

@@ -569,6 +569,7 @@ func TestInterleavingLeaderChangeBeforePromotionCommits(t *testing.T) {
 // (Unavailable: its one in-sync copy is the owner's); with the links healed it returns to the owner, which
 // held every acknowledged write, and heals. Nothing acknowledged is lost and the partition has one owner.
 func TestInterleavingRejoinWhileLeaseLapses(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	led := newAckLedger()

@@ -310,6 +310,7 @@ func mustAtoi(b []byte) int {
 // a writer on every node writes and reads continuously with Sync writes. No read may be stale, every
 // acknowledged write must be readable at the end, and the final map must be balanced.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 1, elastic())
 	ws := &writerSet{t: t, keys: 40}

@@ -428,6 +428,7 @@ func TestAbandonedAdmissionReleasesWrites(t *testing.T) {
 // restarted replica must prove its copy a prefix of the owner's before any op, so it is resent whole rather
 // than fed ops on top and admitted by revision alone; promoted later, it still holds the acknowledged write.
 func TestRestartedCopyOfAnotherHistoryIsResent(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	base := t.TempDir()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {

@@ -371,6 +371,7 @@ func TestRestartedProcessDoesNotVoteForItsPredecessor(t *testing.T) {
 // take that silence for its removal and close with its vote: the other would then never again have a quorum.
 // Once the link heals the other voter leads and takes writes, and the leaver's departure went through.
 func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 2, func(cfg *Config) { cfg.Lite = cfg.Name == "node-1" }) // the leaver has nothing to drain
 	stayer, leaver := c.node(0), c.node(1)
@@ -424,6 +425,7 @@ func TestLeaveFromTwoVotersKeepsTheOtherDeciding(t *testing.T) {
 // takes a vote, so that non-voter is promoted first, and the leave finishes long before the dead voter's
 // removal. The dead voter keeps its vote meanwhile, and the cluster still takes writes.
 func TestLeaveBesideAFailedVoter(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := startCluster(t, 3, replicated(2, quickFailure, func(cfg *Config) { cfg.DeadServerTimeout = time.Hour }))
 	leader := c.currentLeader(t)
@@ -992,6 +994,7 @@ func (c *testCluster) awaitReady(t *testing.T, timeout time.Duration, what strin
 // that remain call for three voters, so no server change may leave fewer; readiness, which the next leave
 // waits for, must mean all five vote again. Every acknowledged write reads back at the end.
 func TestRollingRestartKeepsVoters(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	var rec voterSamples
 	c := startCluster(t, 5, elastic(rec.hook))

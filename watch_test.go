@@ -148,6 +148,7 @@ func (w *watchWriters) waitPuts(t *testing.T, count int64) {
 // Every revision of the segment is delivered once, in order, except across the compaction markers, of
 // which the pause forced one; and what the watch delivered rebuilds exactly the keys' final state.
 func TestWatchDeliversEveryEventAcrossFailoverAndMigration(t *testing.T) {
+	longScenario(t)
 	t.Parallel()
 	c := watchCluster(t, 3)
 	watcherNode, p, nodes := c.awayFromLeader()
