@@ -200,6 +200,7 @@ func randomMix(rng *rand.Rand, n, hotKeys, valueSize int) []BatchItem {
 // Index for random mixes of gets, puts and deletes in which most keys repeat, from a pure client and from
 // an owner (whose own items are served in-process), with the owner's workers racing.
 func TestBatchResultsInCallerOrder(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) { cfg.BatchParallelism = 8 })
 	client := addClient(t, c)
 	ctx := bg(t)

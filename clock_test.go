@@ -17,6 +17,7 @@ import (
 // the leader's reconcile rounds while the clock creeps up to just short of FailoverTimeout: no round fails
 // a partition over. Once the clock reaches FailoverTimeout, rounds at that instant fail every one of them over.
 func TestClockFailoverAtFailoverTimeout(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.Clock = clock }))
 	timeout := c.cfgs[0].FailoverTimeout

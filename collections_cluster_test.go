@@ -153,6 +153,7 @@ func TestCollectionsSurviveMigrationAndFailover(t *testing.T) {
 // TestCollectionsSurviveRestart checks that collections come back from the data dir after a restart: from
 // segment snapshots written with part of them, and from the collection ops logged after.
 func TestCollectionsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.DataDir, cfg.DiskDurability = dir, DiskSynced })
 	n := c.node(0)

@@ -309,6 +309,7 @@ func TestCollectionKinds(t *testing.T) {
 // TestCollectionWriteShipsItsChange checks that a write to a large collection produces an op the size of
 // its arguments, not of the collection, for every kind.
 func TestCollectionWriteShipsItsChange(t *testing.T) {
+	t.Parallel()
 	p := newReplicatedPair(t)
 	value := strings.Repeat("v", 100)
 	for i := range 10_000 {

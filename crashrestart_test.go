@@ -187,6 +187,7 @@ func TestRestartedOwnerEmptiesNoReplica(t *testing.T) {
 // sync without it: after the owner dies, the write is readable or its partition is Unavailable, never a
 // false NotFound.
 func TestAdmissionNeverAcknowledgesBehindTheReplica(t *testing.T) {
+	t.Parallel()
 	c, h := startHeldCluster(t)
 	defer h.release()
 	defer c.faults.HealAll() // a killed node's gossip may still be dialling through a cut link

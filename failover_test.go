@@ -79,6 +79,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 // TestLeaveHandsPartitionsToReplicas checks that a graceful leave hands the node's partitions over without
 // waiting for the failure timeout, and loses no acknowledged write.
 func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2)) // FailoverTimeout stays at its 10 s default
 	ctx := bg(t)
 	for i := 0; i < 300; i++ {
@@ -113,6 +114,7 @@ func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
 // be reached by a client of its own: once its lease lapses it refuses to serve its partitions, and it serves
 // again when the link heals.
 func TestOwnerCutOffFromControlPlaneStopsServing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.FailoverTimeout = time.Second }))
 	ctx := bg(t)
 	owner := c.node((c.leader() + 1) % 3)

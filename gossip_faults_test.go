@@ -53,6 +53,7 @@ func memberStatus(n *Node, id NodeID) serf.MemberStatus {
 // TestTagChangesDoNotUndoEachOther sets several flags on one member at once, as its control loop and a
 // Leave may: each must stay set.
 func TestTagChangesDoNotUndoEachOther(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2, nil)
 	m := c.node(0).members
 	flags := []string{"flag-a", "flag-b", "flag-c", "flag-d"}

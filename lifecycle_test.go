@@ -155,6 +155,7 @@ func TestKilledDisksHoldAcknowledgedWrites(t *testing.T) {
 // them all again from their data dirs, and checks that every slot takes writes again and that every write
 // acknowledged before the kill reads back.
 func TestFullRestart(t *testing.T) {
+	t.Parallel()
 	var sw killfs.Switch
 	c := killableCluster(t, 2, DiskWritten, &sw)
 	epochBefore := c.currentMap().Runtime[0].Epoch
@@ -257,6 +258,7 @@ func TestRollingRestart(t *testing.T) {
 // though its control loop runs. Released, it decides every partition again (each owner restarted), so
 // no partition keeps the epoch it had, and every partition takes writes.
 func TestLeaderDecidesOnlyOnACaughtUpMap(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	var held atomic.Bool
 	release := make(chan struct{})

@@ -412,6 +412,7 @@ func idealAssignMoves(prev, next Assignment, s assignStep, liveAfter, rf int) (c
 // more exchange on a leave when partitions are very few per node, see TestAssignForcedSwap; these sequences
 // never need one.)
 func TestAssignProperties(t *testing.T) {
+	t.Parallel()
 	for _, parts := range []int{7, 97, 128} {
 		for rf := 1; rf <= 3; rf++ {
 			t.Run(fmt.Sprintf("P=%d/R=%d", parts, rf), func(t *testing.T) {

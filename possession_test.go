@@ -125,6 +125,7 @@ func (s *aheadSetup) sameCopies(t *testing.T) {
 // TestFailoverPullsFromPeerHoldingMore kills an owner whose only in-sync replica lags another live copy:
 // the promoted replica must first sync from that copy (Recovering), then serve everything it held.
 func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
+	t.Parallel()
 	s := newAheadSetup(t)
 	ctx := bg(t)
 	s.c.kill(s.ownerIdx)
@@ -157,6 +158,7 @@ func TestFailoverPullsFromPeerHoldingMore(t *testing.T) {
 // only by the peer outside the in-sync set, several times the frame size: the new owner must pull it in
 // pieces and recover it whole.
 func TestFailoverPullsSegmentLargerThanFrame(t *testing.T) {
+	t.Parallel()
 	const values, valueSize = 32, 16 << 10 // 512 KiB: four 128 KiB frames
 	s := newAheadSetup(t, func(cfg *Config) {
 		cfg.MaxFrameSize = 128 << 10
@@ -277,6 +279,7 @@ func TestPullPiecesAssemble(t *testing.T) {
 // copy that holds more: the in-sync replica serves at once, and the copy ahead of it, which follows a
 // history the new owner does not have, is replaced whole instead of being fed ops on top of it.
 func TestFailoverWithoutSourceResyncsReplicaAhead(t *testing.T) {
+	t.Parallel()
 	s := newAheadSetup(t)
 	ctx := bg(t)
 	s.c.faults.Partition(string(s.leader.id), string(s.ahead.id))

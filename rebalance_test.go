@@ -86,6 +86,7 @@ func assertBalanced(t *testing.T, m *ClusterMap, nodes []NodeID) {
 // step settles exactly the partitions Assign changed, cuts over exactly those whose primary changed, and
 // loses no key.
 func TestRebalanceMovesOnlyWhatAssignChanged(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, elastic())
 	ctx := context.Background()
 	keys := make([]string, 400)
@@ -144,6 +145,7 @@ func TestRebalanceMovesOnlyWhatAssignChanged(t *testing.T) {
 // TestLeaveDrainsBeforeExit checks that a leaving node holds nothing when it exits and that writes during
 // the drain are not lost.
 func TestLeaveDrainsBeforeExit(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, elastic())
 	ctx := context.Background()
 	leaver := c.node(2)
@@ -414,6 +416,7 @@ func TestLostPartitionRelocatedAfterEviction(t *testing.T) {
 // TestCutoverThatCannotFinishKeepsServing gives owners no time to hand over: every cut-over gives up, the
 // owner reclaims its partition under a new epoch and goes on serving, and no write is lost.
 func TestCutoverThatCannotFinishKeepsServing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2, elastic(func(cfg *Config) { cfg.CutoverTimeout = time.Nanosecond }))
 	ctx := context.Background()
 	before := c.currentMap()

@@ -533,6 +533,7 @@ func TestCorruptDataDirIsRefused(t *testing.T) {
 // TestDiskRetentionKeepsDataRecoverable bounds the disk log tightly: segments are snapshotted and their
 // covered ops dropped, and a restart still recovers every key.
 func TestDiskRetentionKeepsDataRecoverable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, 1, func(cfg *Config) {
 		cfg.DataDir = dir
@@ -622,6 +623,7 @@ func TestReplicationBatchLimitKeepsTheRest(t *testing.T) {
 // frame size, and restarts its replica with an op log too short to replay: the owner must send the segment
 // in pieces, and the replica must install it whole and return to the in-sync set.
 func TestLargeSegmentReachesRestartedReplica(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
 		cfg.MaxFrameSize = 1 << 20
 		cfg.MaxValueSize = 200 << 10

@@ -402,6 +402,7 @@ func withoutLastField(t *testing.T, op []byte) []byte {
 // TestReplicateWireGarbage checks that random bytes, and good messages with random bytes changed, never
 // make the readers panic, and fail, if at all, with ErrInvalidRequest.
 func TestReplicateWireGarbage(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	good := (&replicateRequest{From: "n1", Ops: sampleOps(), Snapshots: samplePieces()[:1], Epochs: map[int]uint64{0: 1}}).marshal()
 	for range 20_000 {

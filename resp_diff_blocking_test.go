@@ -7,6 +7,7 @@ import "testing"
 // them, the order of its checks, inside MULTI, in RESP2 and RESP3. TestRESPBlockedClientsSharePushes
 // counts what blocked clients receive.
 func TestRESPMatchesRedisBlockingPops(t *testing.T) {
+	t.Parallel()
 	l, l2, s, none, dst := diffTag+"l", diffTag+"l2", diffTag+"s", diffTag+"none", diffTag+"dst"
 	hello := cmd("HELLO", "3")
 	hello.norm = anyHello
@@ -36,6 +37,7 @@ func TestRESPMatchesRedisBlockingPops(t *testing.T) {
 // redis-server: what they pop and answer, their checks in Redis's order, timeouts, inside MULTI, in RESP2
 // and RESP3.
 func TestRESPMatchesRedisMultiPops(t *testing.T) {
+	t.Parallel()
 	l, l2, z, z2, s, none := diffTag+"l", diffTag+"l2", diffTag+"z", diffTag+"z2", diffTag+"s", diffTag+"none"
 	hello := cmd("HELLO", "3")
 	hello.norm = anyHello

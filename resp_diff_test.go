@@ -453,6 +453,7 @@ func TestRESPMatchesRedisComposedCommands(t *testing.T) {
 // TestRESPMatchesRedisValueLimit compares the refusal of a string grown past the largest value, Redis's
 // proto-max-bulk-len and Zaris's MaxValueSize set alike.
 func TestRESPMatchesRedisValueLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 1 << 20
 	d := newRESPDiff(t, func(cfg *Config) { cfg.MaxValueSize = limit }, "--proto-max-bulk-len", strconv.Itoa(limit))
 	const k = diffTag + "k"

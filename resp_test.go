@@ -562,6 +562,7 @@ func benchPipelined(b *testing.B, conn net.Conn, rd *bufio.Reader, op string) {
 // TestRESPClusterNodesAfterLeave checks that a member that left the cluster is no longer listed by CLUSTER
 // NODES, SHARDS and INFO, and that one that crashed is listed as failed until it is evicted.
 func TestRESPClusterNodesAfterLeave(t *testing.T) {
+	t.Parallel()
 	c := startRESPCluster(t, 4, elastic())
 	ctx := bg(t)
 	client := redis.NewClient(&redis.Options{Addr: c.node(0).RESPAddr()})

@@ -544,6 +544,7 @@ func intentsLeft(c *testCluster, keys ...string) int64 {
 // decision), kills every node at once and starts them again: the committed writes read back, and the
 // owners resolve the unresolved one, from their disks, as committed.
 func TestTxnSurvivesFullRestart(t *testing.T) {
+	t.Parallel()
 	var sw killfs.Switch
 	var stop atomic.Pointer[txnStep]
 	base := t.TempDir()

@@ -602,6 +602,7 @@ func TestLeaverFindsItsServer(t *testing.T) {
 // has dropped the leaver, no stretch without a write acknowledged anywhere may last a lease; and every
 // acknowledged write must be readable at the end.
 func TestLeaderLeaveKeepsWritesFlowing(t *testing.T) {
+	t.Parallel()
 	timing := LocalTiming()
 	failover := timing.RaftHeartbeat
 	lease := failover / 2
@@ -792,6 +793,7 @@ func TestRestartedVoterKeepsItsVote(t *testing.T) {
 // no drain of it, and one while the control plane has lost its quorum. Neither holds a partition, so neither
 // leave waits for a decision.
 func TestLiteLeaveNeedsNoControlPlane(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, elastic())
 	lite := func() *Node { return c.addWith(1, func(cfg *Config) { cfg.Lite = true }) }
 	first, second := lite(), lite()
@@ -830,6 +832,7 @@ func TestControlPlaneReplicatesOneRequestAtATime(t *testing.T) {
 // and heals it: with the pre-vote its campaigns never raise its term, so once heard again it follows the
 // leader it had, under the same term, rather than forcing an election.
 func TestCutOffServerDoesNotDeposeTheLeader(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, nil)
 	c.waitStable(20 * time.Second)
 	leader := c.leaderNode()

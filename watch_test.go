@@ -515,6 +515,7 @@ func TestWatchFromResumesAfterAVersion(t *testing.T) {
 // TestWatchersAreBoundedPerOwner checks MaxWatchers: a watch beyond it fails with ErrTooManyWatchers, and a
 // watch that ended frees its place once it has stopped polling.
 func TestWatchersAreBoundedPerOwner(t *testing.T) {
+	t.Parallel()
 	c := watchCluster(t, 2, func(cfg *Config) { cfg.MaxWatchers = 1 })
 	key := c.keyOwnedBy("bounded", c.node(1))
 	first, stop := context.WithCancel(bg(t))

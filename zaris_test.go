@@ -225,6 +225,7 @@ func TestRetriesExhaustedNamesPartition(t *testing.T) {
 // of the leader of three voters elects a new one, and that the survivors keep reading and writing both the
 // cluster map (a node joins afterwards) and the keys they own.
 func TestMapConvergesAndSurvivesLeaderDeath(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, nil)
 	ctx := bg(t)
 	version := c.node(0).ClusterMap().Version
