@@ -27,6 +27,17 @@ type cutovers struct {
 	done, reclaimed atomic.Uint64
 	mu              sync.Mutex
 	sealTimes       []time.Duration // of the last maxSealTimes cut-overs
+	// unsettled are the cut-overs whose settling proposal failed, by partition: it may still commit, and
+	// a cut-over counts once the map shows it did.
+	unsettled map[int]unsettledCutover
+}
+
+// unsettledCutover is a cut-over of a partition owned under epoch, to node to, whose proposal failed after
+// it was sealed for sealed.
+type unsettledCutover struct {
+	epoch  uint64
+	to     NodeID
+	sealed time.Duration
 }
 
 const maxSealTimes = 4096
@@ -39,6 +50,32 @@ func newCutovers(partitions int) *cutovers {
 		kick:     make(chan struct{}, 1),
 		failures: make([]int, partitions),
 		retryAt:  make([]time.Time, partitions),
+
+		unsettled: map[int]unsettledCutover{},
+	}
+}
+
+// proposalFailed notes the cut-over of partition p whose settling proposal failed, or was not applied here
+// yet: the map tells later whether it committed.
+func (c *cutovers) proposalFailed(p int, u unsettledCutover) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unsettled[p] = u
+}
+
+// observe counts, once the map shows partition p in state st settled to its target, a cut-over whose
+// proposal failed but committed, and forgets one the map shows ended otherwise.
+func (c *cutovers) observe(p int, st *PartitionState) {
+	c.mu.Lock()
+	u, ok := c.unsettled[p]
+	if !ok || st.Epoch <= u.epoch {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.unsettled, p)
+	c.mu.Unlock()
+	if st.Owner == u.to {
+		c.record(u.sealed)
 	}
 }
 
@@ -84,6 +121,7 @@ func (o *owner) runCutovers() {
 		o.panics.guarded("hand-over scan", func() {
 			m := o.view.clusterMap()
 			for p := range m.Runtime {
+				o.cut.observe(p, &m.Runtime[p])
 				switch st := &m.Runtime[p]; {
 				case !o.ownsIn(m, p):
 				case st.Health == Recovering:
@@ -131,7 +169,8 @@ func (o *owner) cutOver(p int, st PartitionState) {
 	}
 	ctx, cancel := timeoutContext(o.life, o.cfg.Clock, o.cfg.CutoverTimeout)
 	err := o.drainTo(ctx, p, st.Epoch, to)
-	if err == nil {
+	proposed := err == nil
+	if proposed {
 		err = o.propose(ctx, &command{Kind: cmdSettle, Partition: p, Epoch: st.Epoch, Node: NodeInfo{ID: to}})
 	}
 	cancel()
@@ -141,9 +180,12 @@ func (o *owner) cutOver(p int, st PartitionState) {
 		o.log.Debug("partition handed over", "partition", p, "to", to, "sealed", time.Since(start), "revisions", o.repl.revisions(p))
 		return
 	}
+	if proposed { // it may commit yet, or be applied here a moment later
+		o.cut.proposalFailed(p, unsettledCutover{epoch: st.Epoch, to: to, sealed: time.Since(start)})
+	}
 	o.cut.failures[p]++
 	o.cut.retryAt[p] = o.cfg.Clock.Now().Add(o.cfg.Timing.Reconcile << min(o.cut.failures[p], 5))
-	o.log.Warn("cut-over did not finish; keeping the partition", "partition", p, "to", to, "err", err)
+	o.log.Warn("cut-over not confirmed; serving the partition unless the map settles it", "partition", p, "to", to, "err", err)
 	o.reclaim(p, st.Epoch)
 }
 
