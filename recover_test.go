@@ -58,15 +58,17 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
 	}
 	c := startCluster(t, 5, tweak)
 	c.waitHealthy(20 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	const keys = 2000
 	for i := range keys {
 		key := fmt.Sprintf("k%d", i)
 		waitFor(t, 30*time.Second, "put "+key, func() bool { // a busy machine may delay an owner past its lease
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
 			return c.node(i%5).Put(ctx, key, []byte(fmt.Sprint(i))) == nil
 		})
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // from the first kill
+	defer cancel()
 	before := c.currentMap()
 	victims := c.voters(3)
 	for _, i := range victims {
