@@ -47,7 +47,7 @@ func TestClockFailoverAtFailoverTimeout(t *testing.T) {
 	})
 
 	// At FailoverTimeout, with the clock standing there, rounds fail every partition over. A loaded machine
-	// may need more than one: a replica's answer to the leader's probe can miss its (wall-clock) deadline.
+	// may need many: a replica's answer to the leader's probe can miss its (wall-clock) deadline.
 	clock.Advance(time.Nanosecond)
 	moved := func() int {
 		after, n := leader.ClusterMap(), 0
@@ -58,9 +58,10 @@ func TestClockFailoverAtFailoverTimeout(t *testing.T) {
 		}
 		return n
 	}
-	for round := 0; round < 10 && moved() < owned; round++ {
+	waitFor(t, 20*time.Second, "rounds at FailoverTimeout to fail the dead owner's partitions over", func() bool {
 		reconcileRound(t, leader)
-	}
+		return moved() == owned
+	})
 	if got := moved(); got != owned || leader.ClusterMap().OwnedBy(dead) != 0 {
 		t.Fatalf("rounds at FailoverTimeout moved %d of the dead owner's %d partitions (%d left to it)",
 			got, owned, leader.ClusterMap().OwnedBy(dead))
