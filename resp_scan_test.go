@@ -311,3 +311,55 @@ func TestRESPCollectionScanGoRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestRESPRandomKey checks RANDOMKEY on every master of a cluster: null while a node owns no key, then
+// only keys that node owns, several distinct ones over many calls, and for a user limited to some keys,
+// only those.
+func TestRESPRandomKey(t *testing.T) {
+	c := startRESPCluster(t, 3, func(cfg *Config) {
+		cfg.RESPUsers = []RESPUser{{Name: "default", NoPass: true}, {Name: "app", Passwords: []string{"pw"}, Keys: []string{"app:*"}}}
+	})
+	ctx := bg(t)
+	for _, n := range c.live() {
+		client := redis.NewClient(&redis.Options{Addr: n.RESPAddr(), Protocol: 2})
+		defer client.Close()
+		if _, err := client.RandomKey(ctx).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("RANDOMKEY at %s with no key: %v, want null", n.id, err)
+		}
+	}
+	keys := append(numberedKeys("other:", 300), numberedKeys("app:", 5)...)
+	for _, k := range keys {
+		if err := c.node(0).Put(ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.live() {
+		client := redis.NewClient(&redis.Options{Addr: n.RESPAddr(), Protocol: 2})
+		defer client.Close()
+		seen := map[string]bool{}
+		for range 50 {
+			k, err := client.RandomKey(ctx).Result()
+			if err != nil {
+				t.Fatalf("RANDOMKEY at %s: %v", n.id, err)
+			}
+			if owner := c.owner(k); owner != n {
+				t.Fatalf("RANDOMKEY at %s answered %q, which %s owns", n.id, k, owner.id)
+			}
+			seen[k] = true
+		}
+		if len(seen) < 5 {
+			t.Errorf("RANDOMKEY at %s drew only %d distinct keys in 50 calls: %v", n.id, len(seen), seen)
+		}
+		app := redis.NewClient(&redis.Options{Addr: n.RESPAddr(), Protocol: 2, Username: "app", Password: "pw"})
+		defer app.Close()
+		for range 10 {
+			k, err := app.RandomKey(ctx).Result()
+			if errors.Is(err, redis.Nil) {
+				break // this node owns no app: key
+			}
+			if err != nil || !strings.HasPrefix(k, "app:") || c.owner(k) != n {
+				t.Fatalf("RANDOMKEY as app at %s = %q, %v; want an app: key it owns", n.id, k, err)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -388,6 +389,38 @@ func (c *respConn) cmdScan(args [][]byte) {
 		c.wr.bulkString(k)
 	}
 }
+
+// cmdRandomKey serves RANDOMKEY: a key of the partitions this node owns, the first found from a random
+// scan position (wrapping around once), or null when it owns none this client may see. As Redis's, the
+// choice favours keys after a gap.
+func (c *respConn) cmdRandomKey([][]byte) {
+	start := max(rand.Uint64(), 1)
+	req := kv.ScanRequest{Cursor: start, Count: randomKeyPage}
+	wrapped := false
+	for {
+		reply := c.srv.node.ServeOwnedScan(c.srv.ctx, &req)
+		if reply.Status != kv.StatusSuccess {
+			c.refuse(kv.ScanSlot(req.Cursor), kv.Reply{Status: reply.Status, Owner: reply.Owner})
+			return
+		}
+		if keys := c.user.visible(reply.Keys); len(keys) > 0 {
+			c.wr.bulkString(keys[rand.IntN(len(keys))])
+			return
+		}
+		switch next := reply.Next; {
+		case next == kv.ScanDone && !wrapped:
+			wrapped, req.Cursor = true, kv.ScanDone
+		case next == kv.ScanDone || wrapped && next >= start:
+			c.wr.null()
+			return
+		default:
+			req.Cursor = next
+		}
+	}
+}
+
+// randomKeyPage is how many keys a page of RANDOMKEY's scan visits.
+const randomKeyPage = 64
 
 // cmdKeys serves KEYS over the keys of the partitions this node owns. It walks them a page at a time, so a
 // segment's writers never wait for more than a page. The keys it gathers count in the budget the

@@ -279,6 +279,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "flushall", everyKey: true, noMulti: true, arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"}, run: (*respConn).cmdFlush},
 		{name: "flushdb", everyKey: true, noMulti: true, arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"}, run: (*respConn).cmdFlush},
 		{name: "keys", noMulti: true, arity: 2, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow", "@dangerous"}, run: (*respConn).cmdKeys},
+		{name: "randomkey", noMulti: true, arity: 1, flags: []string{"readonly"}, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdRandomKey},
 		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
 		{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"}, run: (*respConn).cmdTime},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
