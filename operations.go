@@ -53,7 +53,7 @@ func (l opLimits) deposedFrom(seg int) bool {
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
-	kv.OpGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen"}, apply: applyGet},
+	kv.OpGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen", "getbit", "bitcount"}, apply: applyGet},
 	kv.OpPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
 	kv.OpDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
 	kv.OpIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},

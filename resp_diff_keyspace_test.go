@@ -218,3 +218,30 @@ func (d diffCmd) scanned(stride int) diffCmd {
 	}
 	return d
 }
+
+// TestRESPMatchesRedisBits compares SETBIT, GETBIT and BITCOUNT, with byte and bit ranges, bad arguments,
+// missing keys and keys of another type, with a real redis-server. SETBIT keeps the key's expiry.
+func TestRESPMatchesRedisBits(t *testing.T) {
+	b, h, e, s, none := diffTag+"b", diffTag+"h", diffTag+"e", diffTag+"s", diffTag+"none"
+	seq := []diffCmd{
+		cmd("HSET", h, "a", "1"), cmd("SETBIT", b, "7", "1"), cmd("SETBIT", b, "7", "1"), cmd("SETBIT", b, "7", "0"),
+		cmd("SETBIT", b, "0", "1"), cmd("SETBIT", b, "100", "1"), cmd("GET", b), cmd("STRLEN", b),
+		cmd("GETBIT", b, "0"), cmd("GETBIT", b, "1"), cmd("GETBIT", b, "100"), cmd("GETBIT", b, "1000000"),
+		cmd("GETBIT", none, "5"), cmd("GETBIT", h, "5"), cmd("SETBIT", h, "5", "1"), cmd("SETBIT", b, "-1", "1"),
+		cmd("SETBIT", b, "x", "1"), cmd("SETBIT", b, "4294967296", "0"), cmd("SETBIT", b, "1", "2"), cmd("SETBIT", b, "1", "-1"),
+		cmd("SETBIT", b, "1", "01"), cmd("SETBIT", b, "1", ""), cmd("SETBIT", h, "-1", "x"), cmd("SETBIT", h, "1", "x"),
+		cmd("GETBIT", b, "-1"), cmd("GETBIT", b, "4294967296"), cmd("GETBIT", h, "x"),
+		cmd("BITCOUNT", b), cmd("BITCOUNT", none), cmd("BITCOUNT", h), cmd("BITCOUNT", h, "0"), cmd("BITCOUNT", none, "0"),
+		cmd("BITCOUNT", none, "x", "y"), cmd("BITCOUNT", h, "x", "y"), cmd("BITCOUNT", b, "0"), cmd("BITCOUNT", b, "0", "0"),
+		cmd("BITCOUNT", b, "0", "-1"), cmd("BITCOUNT", b, "1", "1"), cmd("BITCOUNT", b, "-2", "-1"), cmd("BITCOUNT", b, "-1", "-2"),
+		cmd("BITCOUNT", b, "5", "100"), cmd("BITCOUNT", b, "0", "-1", "bit"), cmd("BITCOUNT", b, "0", "6", "BIT"),
+		cmd("BITCOUNT", b, "1", "7", "bit"), cmd("BITCOUNT", b, "7", "7", "bit"), cmd("BITCOUNT", b, "8", "8", "bit"),
+		cmd("BITCOUNT", b, "100", "100", "bit"), cmd("BITCOUNT", b, "-3", "-1", "bit"), cmd("BITCOUNT", b, "0", "-1", "byte"),
+		cmd("BITCOUNT", b, "0", "-1", "foo"), cmd("BITCOUNT", b, "x", "1"), cmd("BITCOUNT", b, "0", "x"),
+		cmd("BITCOUNT", b, "0", "1", "bit", "x"), cmd("BITCOUNT", b, "-9223372036854775808", "9223372036854775807", "bit"),
+		cmd("BITCOUNT", b, "9223372036854775807", "-9223372036854775808"), cmd("SET", e, ""), cmd("BITCOUNT", e, "0", "-1", "bit"),
+		cmd("BITCOUNT", e), cmd("GETBIT", e, "0"), cmd("SETBIT", e, "3", "1"), cmd("GET", e), cmd("SET", s, "abc"),
+		cmd("EXPIRE", s, "100"), cmd("SETBIT", s, "2", "1"), cmd("TTL", s).within(99, 100), cmd("GET", s),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{{name: "bits", cmds: seq}})
+}

@@ -277,6 +277,11 @@ var fuzzCommands = []fuzzCommand{
 	// the key space
 	{"keys", func(g *fuzzGen) []string { return []string{g.pattern()} }},
 	{"scan", (*fuzzGen).scanArgs},
+	{"setbit", func(g *fuzzGen) []string {
+		return []string{g.key(), g.oneOf("0", "1", "7", "8", "15", "63", "-1", "x")(), g.oneOf("0", "1", "1", "2", "x")()}
+	}},
+	{"getbit", func(g *fuzzGen) []string { return []string{g.key(), g.oneOf("0", "1", "7", "8", "40", "-1", "x")()} }},
+	{"bitcount", (*fuzzGen).bitcountArgs},
 	{"hscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
 	{"sscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
 	{"zscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
@@ -583,6 +588,19 @@ func (g *fuzzGen) scanArgs() []string {
 		default:
 			args = append(args, g.oneOf("BOGUS", "MATCH")())
 		}
+	}
+	return args
+}
+
+// bitcountArgs are BITCOUNT key with a range in bytes or bits, good or bad.
+func (g *fuzzGen) bitcountArgs() []string {
+	args := []string{g.key()}
+	if g.rng.IntN(3) == 0 {
+		return args
+	}
+	args = append(args, g.index(), g.index())
+	if g.rng.IntN(2) == 0 {
+		args = append(args, g.oneOf("BIT", "byte", "bit", "FOO")())
 	}
 	return args
 }

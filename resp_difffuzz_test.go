@@ -755,6 +755,10 @@ func fuzzSameReply(args []string, txn fuzzTxn, redis, zaris string) bool {
 	case "hgetall":
 		return normUnordered(redis, 2) == normUnordered(zaris, 2)
 	case "hscan", "sscan": // a small collection comes whole, in an order of each server's own
+		if name == "sscan" && args[2] != "0" {
+			// Redis 7.0 keeps a set of non-integers in a hash table, whose own cursor it honours.
+			return strings.HasPrefix(redis, "*2\r\n") && strings.HasPrefix(zaris, "*2\r\n")
+		}
 		stride := map[string]int{"hscan": 2, "sscan": 1}[name]
 		const head = "*2\r\n$1\r\n0\r\n"
 		return strings.HasPrefix(redis, head) && strings.HasPrefix(zaris, head) &&
