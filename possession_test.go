@@ -45,6 +45,9 @@ func newAheadSetup(t *testing.T, more ...func(*Config)) *aheadSetup {
 	}
 	s.c = startCluster(t, 5, replicated(3, append([]func(*Config){func(cfg *Config) {
 		cfg.FailoverTimeout = time.Second
+		// The leader's probe of the replicas waits twice ProbeTimeout: a busy machine answers LocalTiming's
+		// 200 ms late, and the failover these tests watch then picks no source.
+		cfg.Timing.ProbeInterval, cfg.Timing.ProbeTimeout = 600*time.Millisecond, 300*time.Millisecond
 		cfg.hooks.holdRejoin = hold
 	}}, more...)...))
 	s.c.waitHealthy(20 * time.Second)
