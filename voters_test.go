@@ -601,8 +601,7 @@ func TestLeaverFindsItsServer(t *testing.T) {
 // (moving partitions is not under test here) until every node takes writes again once the control plane
 // has dropped the leaver, no stretch without a write acknowledged anywhere may last a lease; and every
 // acknowledged write must be readable at the end.
-func TestLeaderLeaveKeepsWritesFlowing(t *testing.T) {
-	t.Parallel()
+func TestLeaderLeaveKeepsWritesFlowing(t *testing.T) { // not in parallel: it times a gap in acknowledgements
 	timing := LocalTiming()
 	failover := timing.RaftHeartbeat
 	lease := failover / 2

@@ -129,20 +129,11 @@ func bitCountIn(value []byte, start, end int64, inBits bool) int64 {
 	if inBits {
 		total *= 8
 	}
-	if start < 0 && end < 0 && start > end {
+	start, end, ok := clampRange(start, end, total)
+	switch {
+	case !ok:
 		return 0
-	}
-	if start < 0 {
-		start = max(start+total, 0)
-	}
-	if end < 0 {
-		end = max(end+total, 0)
-	}
-	end = min(end, total-1)
-	if start > end || total == 0 {
-		return 0
-	}
-	if !inBits {
+	case !inBits:
 		return int64(countBits(value[start : end+1]))
 	}
 	first, last := start>>3, end>>3

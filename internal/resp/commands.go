@@ -1054,9 +1054,19 @@ func (c *respConn) cmdGetRange(args [][]byte) {
 
 // byteRange returns value[start:end+1] with Redis's GETRANGE rules for negative and outlying positions.
 func byteRange(value []byte, start, end int64) []byte {
-	n := int64(len(value))
-	if start < 0 && end < 0 && start > end {
+	first, last, ok := clampRange(start, end, int64(len(value)))
+	if !ok {
 		return nil
+	}
+	return value[first : last+1]
+}
+
+// clampRange applies Redis's rules for a range from start to end included over n units (GETRANGE,
+// BITCOUNT): negative positions count from the end, and outlying ones are clamped. ok is false for an
+// empty range.
+func clampRange(start, end, n int64) (first, last int64, ok bool) {
+	if start < 0 && end < 0 && start > end {
+		return 0, 0, false
 	}
 	if start < 0 {
 		start = max(n+start, 0)
@@ -1066,9 +1076,9 @@ func byteRange(value []byte, start, end int64) []byte {
 	}
 	end = min(end, n-1)
 	if start > end || n == 0 {
-		return nil
+		return 0, 0, false
 	}
-	return value[start : end+1]
+	return start, end, true
 }
 
 func (c *respConn) cmdStrlen(args [][]byte) {
