@@ -366,9 +366,9 @@
 // serveReplicate, behind the epoch fence (replication.go).
 //
 // architecture_test.go keeps it so: no type but Node holds a *Node; Node's fields and unexported methods
-// stay within budgets that only go down; no core file but redis.go imports the edge, and the edge imports
-// only the standard library and internal packages;
-// transport/, durability/ and internal/ never import the root; one loop resends refused requests; and the
+// stay within budgets that only go down, and its unexported methods are node.go's wiring only; no core
+// file but redis.go imports the edge, and the edge imports only the standard library and internal
+// packages; transport/, durability/ and internal/ never import the root; one loop resends refused requests; and the
 // arrows between files that run up the floors of concern (from the vocabulary up to the edge) stay within
 // a budget that only goes down. A new feature lands in a component, or is one: a file of its own, a struct
 // of what it uses (functions, or a small interface with an in-memory twin for its tests), built in Join
