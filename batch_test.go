@@ -857,7 +857,7 @@ func TestBatchGetAnswersAsGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := intent{txn: "writer", anchor: locked, deadline: clock.Now().Add(time.Hour).UnixNano(), action: intentPut, value: []byte("next")}
-	n.own.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), 0)
+	n.own.store.put(n.layout.KeySegment(locked), intentKey(locked), in.encode(), forTTL(0))
 	clock.Advance(time.Second)
 
 	keys := []string{plain, lasting, absent, hash, reserved, locked, elsewhere[0], elsewhere[1]}

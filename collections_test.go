@@ -285,7 +285,7 @@ func TestCollectionKinds(t *testing.T) {
 		}
 		p.same(t)
 	}
-	p.owner.put(0, "h", []byte("now a string"), 0)
+	p.owner.put(0, "h", []byte("now a string"), forTTL(0))
 	if got := describeReply(p.read(t, kv.OpType, "h")); got != `Success 0 "string"` {
 		t.Errorf("SET over a hash left type %s", got)
 	}
@@ -352,7 +352,7 @@ func TestCollectionSnapshotRoundTrip(t *testing.T) {
 	p.do(kv.OpSAdd, "s", "a", "b")
 	p.do(kv.OpRPush, "l", "x", "y", "x")
 	p.do(kv.OpZAdd, "z", "1", "a", "-inf", "b")
-	p.owner.put(0, "str", []byte("v"), time.Hour)
+	p.owner.put(0, "str", []byte("v"), forTTL(time.Hour))
 	p.owner.expire(0, "l", time.Hour)
 	rev, entries := p.owner.snapshot(0)
 	pieces := 0

@@ -113,18 +113,16 @@ func addSaturating(a, b int64) int64 {
 // expire gives key a new expiry ttl from now, or deletes it when ttl is not positive. It reports whether the
 // key had a live value.
 func (s *store) expire(segment int, key string, ttl time.Duration) bool {
-	set, _ := s.expireIf(segment, key, ttl, 0)
+	set, _ := s.expireIf(segment, key, forTTL(ttl), 0)
 	return set
 }
 
-// expireIf gives key the expiry ttl from now, deleting it for a non-positive ttl, when cond's expiry
+// expireIf gives key the expiry ask names, deleting it when that has passed, when cond's expiry
 // conditions hold. It reports whether it did, and whether the key had a live value.
-func (s *store) expireIf(segment int, key string, ttl time.Duration, cond kv.Cond) (set, existed bool) {
+func (s *store) expireIf(segment int, key string, ask expiryAsk, cond kv.Cond) (set, existed bool) {
 	existed = s.setExpiry(segment, key, func(cur *entry, now int64) (int64, bool, bool) {
-		at, old := expiryFrom(now, ttl), cur.expiry()
-		if ttl <= 0 {
-			at = now + int64(ttl)
-		}
+		at, passed := ask.deadline(now)
+		old := cur.expiry()
 		atMs, oldMs := at/int64(time.Millisecond), old/int64(time.Millisecond) // Redis compares milliseconds
 		switch {
 		case cond&kv.CondExpiryNone != 0 && old != 0,
@@ -134,7 +132,7 @@ func (s *store) expireIf(segment int, key string, ttl time.Duration, cond kv.Con
 			return 0, false, false
 		}
 		set = true
-		return at, ttl <= 0, true
+		return at, passed, true
 	})
 	return set, existed
 }
@@ -162,7 +160,7 @@ func (s *store) ttl(segment int, key string) (time.Duration, bool) {
 // putIf stores value under key when cond allows it, replacing a value of any kind, except that it refuses
 // to return a collection as the previous value. It returns the previous live entry (nil if none) and
 // whether it wrote.
-func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, cond kv.Cond) (prev *entry, written bool) {
+func (s *store) putIf(segment int, key string, value []byte, ask expiryAsk, cond kv.Cond) (prev *entry, written bool) {
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		prev = cur
 		if (cond&kv.CondIfAbsent != 0 && cur != nil) || (cond&kv.CondIfExists != 0 && cur == nil) ||
@@ -170,7 +168,7 @@ func (s *store) putIf(segment int, key string, value []byte, ttl time.Duration, 
 			return nil, false
 		}
 		written = true
-		expireAt := expiryFrom(now, ttl)
+		expireAt := ask.expiry(now)
 		if cond&kv.CondKeepTTL != 0 && cur != nil {
 			expireAt = cur.expiry()
 		}

@@ -59,14 +59,14 @@ func TestEvictSkipsAChangedEntry(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.EvictionPolicy = EvictionAllKeysLRU
 	s.budget = newMemoryBudget(&cfg, Layout{Segments: 1, Partitions: 1}, s)
-	s.put(0, "k", []byte("v"), 0)
+	s.put(0, "k", []byte("v"), forTTL(0))
 	sampled := func() uint64 {
 		var c evictionCandidate
 		s.sampleKey(0, evictionSample{intn: func(int) int { return 0 }, want: 1, offer: func(o evictionCandidate) { c = o }})
 		return c.word
 	}
 	word := sampled()
-	s.put(0, "k", []byte("w"), 0)
+	s.put(0, "k", []byte("w"), forTTL(0))
 	if _, ok := s.evict(0, "k", word); ok {
 		t.Fatal("evicted a key overwritten since it was sampled")
 	}

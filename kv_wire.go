@@ -9,15 +9,18 @@ import (
 // kv.Request and kv.Reply carry every single-key operation, so they are encoded by hand, field by field,
 // like the batch messages (batch_wire.go). The layout is the one the reflective codec writes for the two
 // structs (a msgpack array of the fields in declaration order, a nil Value as msgpack nil), with integers
-// in their shortest form rather than full width, so either codec reads the other's output. A request is [key, value, ttl, delta, cond, concern, version]. A reply is
+// in their shortest form rather than full width, so either codec reads the other's output. A request is
+// [key, value, ttl, delta, cond, concern, version, args, expire at]. A reply is
 // [status, value, version, owner, epoch, map index, int, existed]. Readers skip fields past those they
 // know, so fields can be appended, and read appended fields only when present, so an older writer's
 // messages still decode. The reflective codec refuses an array of another length than its struct, so only
 // these readers read the messages of other versions. Collection operations append Args to the request and
 // Values to the reply: arrays of values, or nil; the reply then ends with the segment's revision.
 const (
-	kvRequestFields = 8
-	kvReplyFields   = 10
+	kvRequestFields = 9
+	// kvRequestFieldsArgs is the fewest fields of a request with Args.
+	kvRequestFieldsArgs = 8
+	kvReplyFields       = 10
 	// kvReplyFieldsValues is the fewest fields of a reply with Values.
 	kvReplyFieldsValues = 9
 	// kvRequestFieldsVersion is the fewest fields of a request with a version.
@@ -28,8 +31,8 @@ const (
 	kvReplyFieldsLeast   = 8
 
 	// kvRequestOverhead bounds a request's bytes beyond its key and value: array header, key header,
-	// value header, ttl, delta, cond, concern, version.
-	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9
+	// value header, ttl, delta, cond, concern, version, expire at.
+	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9 + 9
 	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
 	// value header, version, owner header, epoch, map index, int, existed, revision.
 	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9
@@ -64,7 +67,8 @@ func appendRequest(r *kv.Request, dst []byte) []byte {
 	dst = msgp.AppendUint8(dst, uint8(r.Cond))
 	dst = msgp.AppendUint8(dst, uint8(r.Concern))
 	dst = msgp.AppendUint64(dst, r.Version)
-	return appendValues(dst, r.Args)
+	dst = appendValues(dst, r.Args)
+	return msgp.AppendInt64(dst, r.ExpireAt)
 }
 
 // marshal returns the encoded request in a buffer of its own.
@@ -89,8 +93,11 @@ func decodeRequest(r *kv.Request, b []byte) error {
 	if n >= kvRequestFieldsVersion {
 		r.Version = w.uint64()
 	}
-	if n >= kvRequestFields {
+	if n >= kvRequestFieldsArgs {
 		r.Args = w.values()
+	}
+	if n >= kvRequestFields {
+		r.ExpireAt = w.int64()
 	}
 	w.skip(n - kvRequestFields)
 	if err := w.done("kv request"); err != nil {

@@ -53,15 +53,16 @@ func (l opLimits) deposedFrom(seg int) bool {
 // keyOps is every key operation, indexed by its wire number (wire.go). Every request looks its
 // operation up here, so it is an array rather than a map.
 var keyOps = [...]keyOperation{
-	kv.OpGet:     {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen", "getbit", "bitcount"}, apply: applyGet},
-	kv.OpPut:     {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
-	kv.OpDelete:  {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
-	kv.OpIncr:    {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
-	kv.OpExpire:  {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
-	kv.OpPersist: {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
-	kv.OpTTL:     {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl", "expiretime", "pexpiretime"}, apply: applyTTL},
-	kv.OpExists:  {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
-	kv.OpPutIf:   {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
+	kv.OpGet:        {name: "get", readOnly: true, reveals: revealsAlways, batch: BatchGet, resp: []string{"get", "mget", "getrange", "strlen", "getbit", "bitcount"}, apply: applyGet},
+	kv.OpPut:        {name: "put", grows: true, reveals: revealsNotFound, batch: BatchPut, resp: []string{"set", "mset", "setex", "psetex"}, apply: applyPut},
+	kv.OpDelete:     {name: "delete", reveals: revealsNotFound, batch: BatchDelete, resp: []string{"del", "unlink"}, apply: applyDelete},
+	kv.OpIncr:       {name: "incr", grows: true, reveals: revealsNotFound, resp: []string{"incr", "decr", "incrby", "decrby"}, apply: applyIncr},
+	kv.OpExpire:     {name: "expire", reveals: revealsNotFound, resp: []string{"expire", "pexpire", "expireat", "pexpireat"}, apply: applyExpire},
+	kv.OpPersist:    {name: "persist", reveals: revealsNotFound, resp: []string{"persist"}, apply: applyPersist},
+	kv.OpTTL:        {name: "ttl", readOnly: true, reveals: revealsAlways, resp: []string{"ttl", "pttl"}, apply: applyTTL},
+	kv.OpExpiryTime: {name: "expirytime", readOnly: true, reveals: revealsAlways, resp: []string{"expiretime", "pexpiretime"}, apply: applyExpiryTime},
+	kv.OpExists:     {name: "exists", readOnly: true, reveals: revealsAlways, resp: []string{"exists", "touch"}, apply: applyExists},
+	kv.OpPutIf:      {name: "putif", grows: true, reveals: revealsUnmetCondition, resp: []string{"set", "setnx", "getset"}, apply: applyPutIf},
 	// getentry is get under a number of its own, so that an owner whose get replies carry no TTL refuses
 	// it rather than answer without one.
 	kv.OpGetEntry:        {name: "getentry", readOnly: true, reveals: revealsAlways, apply: applyGet},
@@ -213,7 +214,7 @@ func applyPut(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Value) > lim.maxValueSize {
 		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, req.Key, req.Value, time.Duration(req.TTL))}
+	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, req.Key, req.Value, expiryOf(&req))}
 }
 
 func applyDelete(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
@@ -236,7 +237,7 @@ func applyIncr(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 }
 
 func applyExpire(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
-	set, _ := s.expireIf(seg, req.Key, time.Duration(req.TTL), req.Cond)
+	set, _ := s.expireIf(seg, req.Key, expiryOf(&req), req.Cond)
 	return foundReply(set)
 }
 
@@ -258,6 +259,19 @@ func applyTTL(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return reply
 }
 
+// applyExpiryTime sets Int to the key's expiry in Unix nanoseconds, or to NoExpiry.
+func applyExpiryTime(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
+	e, _, ok := s.getEntry(seg, req.Key)
+	reply := foundReply(ok)
+	switch {
+	case ok && e.expiry() != 0:
+		reply.Int = e.expiry()
+	case ok:
+		reply.Int = int64(NoExpiry)
+	}
+	return reply
+}
+
 func applyExists(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	_, _, ok := s.get(seg, req.Key)
 	return foundReply(ok)
@@ -269,7 +283,7 @@ func applyPutIf(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Value) > lim.maxValueSize || req.Cond&(kv.CondIfAbsent|kv.CondIfExists) == kv.CondIfAbsent|kv.CondIfExists {
 		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	prev, written := s.putIf(seg, req.Key, req.Value, time.Duration(req.TTL), req.Cond)
+	prev, written := s.putIf(seg, req.Key, req.Value, expiryOf(&req), req.Cond)
 	if !written && prev != nil && prev.coll() != nil && req.Cond&kv.CondReturnPrev != 0 {
 		return kv.Reply{Status: StatusWrongType}
 	}
@@ -355,7 +369,7 @@ func applyGetEx(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if req.Cond&^kv.CondKeepTTL != 0 {
 		return kv.Reply{Status: StatusInvalidRequest}
 	}
-	value, found, written, err := s.getEx(seg, req.Key, time.Duration(req.TTL), req.Cond&kv.CondKeepTTL != 0)
+	value, found, written, err := s.getEx(seg, req.Key, expiryOf(&req), req.Cond&kv.CondKeepTTL != 0)
 	if err != nil {
 		return kv.Reply{Status: StatusWrongType}
 	}

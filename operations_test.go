@@ -36,6 +36,7 @@ var wireOps = []struct {
 	{"OpExpire", kv.OpExpire, 11, true},
 	{"OpPersist", kv.OpPersist, 12, true},
 	{"OpTTL", kv.OpTTL, 13, true},
+	{"OpExpiryTime", kv.OpExpiryTime, 46, true},
 	{"OpExists", kv.OpExists, 14, true},
 	{"OpPutIf", kv.OpPutIf, 15, true},
 	{"OpGetEntry", kv.OpGetEntry, 16, true},
@@ -285,15 +286,16 @@ var opFixtures = map[transport.Op]struct {
 	setup func(s *store)
 	req   kv.Request
 }{
-	kv.OpGet:     {putKey("k", "v", 0), kv.Request{Key: "k"}},
-	kv.OpPut:     {nil, kv.Request{Key: "k", Value: []byte("v")}},
-	kv.OpDelete:  {putKey("k", "v", 0), kv.Request{Key: "k"}},
-	kv.OpIncr:    {putKey("k", "41", 0), kv.Request{Key: "k", Delta: 1}},
-	kv.OpExpire:  {putKey("k", "v", 0), kv.Request{Key: "k", TTL: int64(time.Hour)}},
-	kv.OpPersist: {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
-	kv.OpTTL:     {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
-	kv.OpExists:  {putKey("k", "v", 0), kv.Request{Key: "k"}},
-	kv.OpPutIf:   {putKey("k", "v", 0), kv.Request{Key: "k", Value: []byte("w"), Cond: kv.CondIfExists}},
+	kv.OpGet:        {putKey("k", "v", 0), kv.Request{Key: "k"}},
+	kv.OpPut:        {nil, kv.Request{Key: "k", Value: []byte("v")}},
+	kv.OpDelete:     {putKey("k", "v", 0), kv.Request{Key: "k"}},
+	kv.OpIncr:       {putKey("k", "41", 0), kv.Request{Key: "k", Delta: 1}},
+	kv.OpExpire:     {putKey("k", "v", 0), kv.Request{Key: "k", TTL: int64(time.Hour)}},
+	kv.OpPersist:    {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
+	kv.OpTTL:        {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
+	kv.OpExpiryTime: {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
+	kv.OpExists:     {putKey("k", "v", 0), kv.Request{Key: "k"}},
+	kv.OpPutIf:      {putKey("k", "v", 0), kv.Request{Key: "k", Value: []byte("w"), Cond: kv.CondIfExists}},
 
 	kv.OpGetEntry:        {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
 	kv.OpNearGet:         {putKey("k", "v", time.Hour), kv.Request{Key: "k"}},
@@ -348,13 +350,13 @@ var opFixtures = map[transport.Op]struct {
 	kv.OpIntent:  {nil, kv.Request{Key: "k", Value: (&intent{txn: "t", anchor: "a", action: intentPut, value: []byte("v")}).encode(), Delta: int64(time.Second)}},
 	kv.OpResolve: {holdKey("k", "t"), kv.Request{Key: "k", Value: []byte("t"), Delta: 1}},
 	kv.OpDecide:  {nil, kv.Request{Key: "k", Value: []byte("t"), Delta: 1, TTL: int64(time.Hour)}},
-	kv.OpForget:  {func(s *store) { s.put(0, recordKey("t"), []byte{recordCommitted}, 0) }, kv.Request{Key: "k", Value: []byte("t")}},
+	kv.OpForget:  {func(s *store) { s.put(0, recordKey("t"), []byte{recordCommitted}, forTTL(0)) }, kv.Request{Key: "k", Value: []byte("t")}},
 }
 
 // holdKey places transaction txn's intent to put "v" on key.
 func holdKey(key, txn string) func(s *store) {
 	return func(s *store) {
-		s.put(0, intentKey(key), (&intent{txn: txn, anchor: key, action: intentPut, value: []byte("v")}).encode(), 0)
+		s.put(0, intentKey(key), (&intent{txn: txn, anchor: key, action: intentPut, value: []byte("v")}).encode(), forTTL(0))
 	}
 }
 
@@ -370,11 +372,14 @@ func collKey(op transport.Op, args ...string) func(s *store) {
 }
 
 func putKey(key, value string, ttl time.Duration) func(s *store) {
-	return func(s *store) { s.put(0, key, []byte(value), ttl) }
+	return func(s *store) { s.put(0, key, []byte(value), forTTL(ttl)) }
 }
 
+// testStart is when a test store's clock starts, in Unix nanoseconds.
+const testStart = int64(1_000_000 * time.Second)
+
 func newTestStore() (*store, *clocktest.Manual) {
-	clock := clocktest.New(time.Unix(1_000_000, 0))
+	clock := clocktest.New(time.Unix(0, testStart))
 	return newStore(4, clock), clock
 }
 
@@ -460,6 +465,8 @@ func TestApplyFunctions(t *testing.T) {
 
 		{name: "put", op: kv.OpPut, req: kv.Request{Key: "k", Value: []byte("v"), TTL: int64(time.Hour)},
 			want: kv.Reply{Status: StatusSuccess, Version: 1}, after: &stored{"v", time.Hour}},
+		{name: "put until a time", op: kv.OpPut, req: kv.Request{Key: "k", Value: []byte("v"), TTL: int64(time.Minute), ExpireAt: testStart + int64(time.Hour)},
+			want: kv.Reply{Status: StatusSuccess, Version: 1}, after: &stored{"v", time.Hour}},
 		{name: "put over", op: kv.OpPut, setup: put("k", "v", 0), req: kv.Request{Key: "k", Value: []byte("w")},
 			want: kv.Reply{Status: StatusSuccess, Version: 2}, after: &stored{"w", NoExpiry}},
 		{name: "put too large", op: kv.OpPut, req: kv.Request{Key: "k", Value: []byte("123456789")},
@@ -480,6 +487,10 @@ func TestApplyFunctions(t *testing.T) {
 
 		{name: "expire", op: kv.OpExpire, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: int64(time.Minute)},
 			want: kv.Reply{Status: StatusSuccess}, after: &stored{"v", time.Minute}},
+		{name: "expire at a time", op: kv.OpExpire, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: int64(time.Minute), ExpireAt: testStart + int64(time.Hour)},
+			want: kv.Reply{Status: StatusSuccess}, after: &stored{"v", time.Hour}},
+		{name: "expire at a time past deletes", op: kv.OpExpire, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: int64(time.Minute), ExpireAt: testStart},
+			want: kv.Reply{Status: StatusSuccess}, after: &stored{}},
 		{name: "expire missing", op: kv.OpExpire, req: kv.Request{Key: "k", TTL: int64(time.Minute)},
 			want: kv.Reply{Status: StatusNotFound}, after: &stored{}},
 		{name: "expire non-positive deletes", op: kv.OpExpire, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: -1},
@@ -496,6 +507,11 @@ func TestApplyFunctions(t *testing.T) {
 		{name: "ttl without expiry", op: kv.OpTTL, setup: put("k", "v", 0), req: kv.Request{Key: "k"},
 			want: kv.Reply{Status: StatusSuccess, Int: int64(NoExpiry)}},
 		{name: "ttl missing", op: kv.OpTTL, req: kv.Request{Key: "k"}, want: kv.Reply{Status: StatusNotFound}},
+		{name: "expirytime", op: kv.OpExpiryTime, setup: putThen("k", "v", time.Hour, 10*time.Minute), req: kv.Request{Key: "k"},
+			want: kv.Reply{Status: StatusSuccess, Int: testStart + int64(time.Hour)}},
+		{name: "expirytime without expiry", op: kv.OpExpiryTime, setup: put("k", "v", 0), req: kv.Request{Key: "k"},
+			want: kv.Reply{Status: StatusSuccess, Int: int64(NoExpiry)}},
+		{name: "expirytime missing", op: kv.OpExpiryTime, req: kv.Request{Key: "k"}, want: kv.Reply{Status: StatusNotFound}},
 
 		{name: "exists", op: kv.OpExists, setup: put("k", "v", 0), req: kv.Request{Key: "k"}, want: kv.Reply{Status: StatusSuccess}},
 		{name: "exists missing", op: kv.OpExists, req: kv.Request{Key: "k"}, want: kv.Reply{Status: StatusNotFound}},
@@ -590,6 +606,8 @@ func TestApplyFunctions(t *testing.T) {
 
 		{name: "getex sets ttl", op: kv.OpGetEx, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: int64(time.Minute)},
 			want: kv.Reply{Status: StatusSuccess, Value: []byte("v"), Int: 1}, after: &stored{"v", time.Minute}},
+		{name: "getex until a time", op: kv.OpGetEx, setup: put("k", "v", 0), req: kv.Request{Key: "k", TTL: int64(time.Minute), ExpireAt: testStart + int64(time.Hour)},
+			want: kv.Reply{Status: StatusSuccess, Value: []byte("v"), Int: 1}, after: &stored{"v", time.Hour}},
 		{name: "getex keeps ttl", op: kv.OpGetEx, setup: put("k", "v", time.Hour), req: kv.Request{Key: "k", Cond: kv.CondKeepTTL},
 			want: kv.Reply{Status: StatusSuccess, Value: []byte("v")}, after: &stored{"v", time.Hour}},
 		{name: "getex persists", op: kv.OpGetEx, setup: put("k", "v", time.Hour), req: kv.Request{Key: "k"},
@@ -721,7 +739,7 @@ func held(key, txn string) func(*store, *clocktest.Manual) {
 
 // recorded records outcome for transaction txn.
 func recorded(txn string, outcome byte) func(*store, *clocktest.Manual) {
-	return func(s *store, _ *clocktest.Manual) { s.put(0, recordKey(txn), []byte{outcome}, 0) }
+	return func(s *store, _ *clocktest.Manual) { s.put(0, recordKey(txn), []byte{outcome}, forTTL(0)) }
 }
 
 // intentOf encodes transaction txn's intent to put value.
@@ -730,7 +748,7 @@ func intentOf(txn, value string) []byte {
 }
 
 func put(key, value string, ttl time.Duration) func(*store, *clocktest.Manual) {
-	return func(s *store, _ *clocktest.Manual) { s.put(0, key, []byte(value), ttl) }
+	return func(s *store, _ *clocktest.Manual) { s.put(0, key, []byte(value), forTTL(ttl)) }
 }
 
 // writes runs setups one after another.
@@ -745,7 +763,7 @@ func writes(setups ...func(*store, *clocktest.Manual)) func(*store, *clocktest.M
 // putThen puts key and lets the clock run for elapsed.
 func putThen(key, value string, ttl, elapsed time.Duration) func(*store, *clocktest.Manual) {
 	return func(s *store, clock *clocktest.Manual) {
-		s.put(0, key, []byte(value), ttl)
+		s.put(0, key, []byte(value), forTTL(ttl))
 		clock.Advance(elapsed)
 	}
 }
@@ -760,6 +778,7 @@ func TestRevealsState(t *testing.T) {
 		{kv.OpGet, success, true},
 		{kv.OpGet, notFound, true},
 		{kv.OpTTL, written, true},
+		{kv.OpExpiryTime, written, true},
 		{kv.OpExists, notFound, true},
 		{kv.OpPut, success, false},
 		{kv.OpDelete, success, false},
@@ -811,7 +830,7 @@ func TestRevealsState(t *testing.T) {
 // nothing, not even the request it is given: every request does it.
 func TestKeyOperationDispatchAllocations(t *testing.T) {
 	s, _ := newTestStore()
-	s.put(0, "k", []byte("v"), 0)
+	s.put(0, "k", []byte("v"), forTTL(0))
 	allocs := testing.AllocsPerRun(100, func() {
 		req := kv.Request{Key: "k"}
 		reply := lookupKeyOp(kv.OpGet).apply(s, 0, req, testLimits)

@@ -56,7 +56,7 @@ func TestOpLogTrimFollowsAcknowledgements(t *testing.T) {
 		// Each case starts from a log that holds exactly the newest opLogTail ops, then adds 3*opLogTail.
 		var rev uint64
 		for i := range 3 * opLogTail {
-			rev = owner.store.put(seg, fmt.Sprint("k", i%10), []byte("v"), 0)
+			rev = owner.store.put(seg, fmt.Sprint("k", i%10), []byte("v"), forTTL(0))
 		}
 		if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusSuccess {
 			t.Fatalf("%s: replicate up to %d: %v", tc.name, rev, status)

@@ -263,7 +263,7 @@ func TestStoreTornOnlyByAPanicMidWrite(t *testing.T) {
 		}()
 		f()
 	}
-	s.put(1, "a", []byte("1"), 0)
+	s.put(1, "a", []byte("1"), forTTL(0))
 	mustPanic("a collection write that panics while it computes", func() {
 		s.writeCollection(1, "h", kindHash, func(collection) collOp { panic("compute") })
 	})
@@ -278,11 +278,11 @@ func TestStoreTornOnlyByAPanicMidWrite(t *testing.T) {
 	}
 
 	hookPanics.Store(true)
-	mustPanic("a write whose hook panics", func() { s.put(2, "b", []byte("2"), 0) })
+	mustPanic("a write whose hook panics", func() { s.put(2, "b", []byte("2"), forTTL(0)) })
 	hookPanics.Store(false)
 	mustPanic("an atomic group that panics after a write", func() {
 		s.atomically(3, func(g *store) {
-			g.put(3, "c", []byte("3"), 0)
+			g.put(3, "c", []byte("3"), forTTL(0))
 			panic("group")
 		})
 	})
@@ -294,7 +294,7 @@ func TestStoreTornOnlyByAPanicMidWrite(t *testing.T) {
 	}
 	hookPanics.Store(true)
 	mustPanic("an atomic group whose hook panics", func() {
-		s.atomically(3, func(g *store) { g.put(3, "c", []byte("3"), 0) })
+		s.atomically(3, func(g *store) { g.put(3, "c", []byte("3"), forTTL(0)) })
 	})
 	hookPanics.Store(false)
 	if torn := s.tornSegments(-1); fmt.Sprint(torn) != "[2 3]" {

@@ -128,7 +128,7 @@ func TestReplicationSendsOpsInRevisionOrder(t *testing.T) {
 
 	// One write per segment first, so that the link knows where the replica stands and sends no probe.
 	for seg := range segments {
-		rev := owner.store.put(seg, "first", []byte("v"), 0)
+		rev := owner.store.put(seg, "first", []byte("v"), forTTL(0))
 		if status := owner.awaitReplicas(ctx, seg, rev, true); status != StatusSuccess {
 			t.Fatalf("segment %d: first write %v", seg, status)
 		}
@@ -139,7 +139,7 @@ func TestReplicationSendsOpsInRevisionOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range writes {
-				rev := owner.store.put(seg, fmt.Sprintf("k%d", i%17), []byte(fmt.Sprint(i)), 0)
+				rev := owner.store.put(seg, fmt.Sprintf("k%d", i%17), []byte(fmt.Sprint(i)), forTTL(0))
 				if i%50 == 49 {
 					if status := owner.awaitReplicas(ctx, seg, rev, true); status != StatusSuccess {
 						t.Errorf("segment %d revision %d: %v", seg, rev, status)
@@ -242,7 +242,7 @@ func TestReplicationRefusesOlderEpoch(t *testing.T) {
 	}
 	replicaMap.Store(deposed)
 	owner.cfg.ReplicaAckTimeout = 100 * time.Millisecond
-	rev := owner.store.put(seg, "k", []byte("w"), 0)
+	rev := owner.store.put(seg, "k", []byte("w"), forTTL(0))
 	if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusReplicaWriteRejected {
 		t.Fatalf("the deposed owner's Sync write, its map never catching up: %v; want ReplicaWriteRejected", status)
 	}
@@ -250,13 +250,13 @@ func TestReplicationRefusesOlderEpoch(t *testing.T) {
 		t.Fatalf("%d rejections counted; want the link's too", got)
 	}
 	link := owner.link("b")
-	owner.store.put(seg, "k", []byte("x"), 0)
+	owner.store.put(seg, "k", []byte("x"), forTTL(0))
 	if link.hasWork() {
 		t.Fatal("the link has work for a partition the replica fenced it from")
 	}
 
 	owner.cfg.ReplicaAckTimeout = 10 * time.Second
-	rev = owner.store.put(seg, "k", []byte("y"), 0)
+	rev = owner.store.put(seg, "k", []byte("y"), forTTL(0))
 	done := make(chan Status, 1)
 	go func() { done <- owner.awaitReplicas(context.Background(), seg, rev, true) }()
 	ownerMap.Store(deposed)
@@ -279,7 +279,7 @@ func TestRefusalWaitsForTheOwnersMap(t *testing.T) {
 	e := newEpochPair(t, 1, 2)
 	owner, replica := e.owner, e.replica
 	const seg = 3
-	rev := owner.store.put(seg, "k", []byte("v"), 0)
+	rev := owner.store.put(seg, "k", []byte("v"), forTTL(0))
 	done := make(chan Status, 1)
 	go func() { done <- owner.awaitReplicas(context.Background(), seg, rev, true) }()
 	link := owner.link("b")
@@ -371,7 +371,7 @@ func TestRejoinDoesNotHoldTheLink(t *testing.T) {
 	owner.link("b").nudge()
 	waitFor(t, 10*time.Second, "an admission to partition 0", func() bool { return admissions.Load() > 0 })
 	first, _ := owner.layout.PartitionSegments(1)
-	rev := owner.store.put(first, "k", []byte("v"), 0)
+	rev := owner.store.put(first, "k", []byte("v"), forTTL(0))
 	if status := owner.awaitReplicas(context.Background(), first, rev, true); status != StatusSuccess {
 		t.Fatalf("a write to partition 1 while partition 0's admission finds no leader: %v", status)
 	}
@@ -407,7 +407,7 @@ func TestAbandonedAdmissionReleasesWrites(t *testing.T) {
 	owner.link("b").nudge()
 	<-probing
 	first, _ := owner.layout.PartitionSegments(0)
-	rev := owner.store.put(first, "k", []byte("v"), 0)
+	rev := owner.store.put(first, "k", []byte("v"), forTTL(0))
 	done := make(chan Status, 1)
 	go func() { done <- owner.awaitReplicas(context.Background(), first, rev, true) }()
 	link := owner.link("b")
@@ -532,7 +532,7 @@ func TestCaughtUpNeedsTheOwnersMap(t *testing.T) {
 	e.replicaMap.Store(atIndex(19))
 	const seg = 3
 	p := owner.layout.SegmentPartition(seg)
-	rev := owner.store.put(seg, "k", []byte("v"), 0)
+	rev := owner.store.put(seg, "k", []byte("v"), forTTL(0))
 	if status := owner.awaitReplicas(context.Background(), seg, rev, true); status != StatusSuccess {
 		t.Fatalf("the replica did not take the write: %v", status)
 	}

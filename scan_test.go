@@ -59,7 +59,7 @@ func scanAll(t *testing.T, pg *scanPager, req kv.ScanRequest, mode scanMode) (ma
 
 func fillStore(s *store, layout Layout, keys []string) {
 	for _, k := range keys {
-		s.put(layout.KeySegment(k), k, []byte("v"), 0)
+		s.put(layout.KeySegment(k), k, []byte("v"), forTTL(0))
 	}
 }
 
@@ -202,7 +202,7 @@ func TestScanSkipsExpired(t *testing.T) {
 	live, dying := numberedKeys("live:", 100), numberedKeys("dying:", 100)
 	fillStore(s, layout, live)
 	for _, k := range dying {
-		s.put(layout.KeySegment(k), k, []byte("v"), time.Second)
+		s.put(layout.KeySegment(k), k, []byte("v"), forTTL(time.Second))
 	}
 	clock.Advance(2 * time.Second)
 	seen, _ := scanAll(t, testPager(s, layout, nil), kv.ScanRequest{Count: 30}, scanRouted)
@@ -273,7 +273,7 @@ func TestScanCountsInternalKeys(t *testing.T) {
 	keys := numberedKeys("k", 5)
 	fillStore(s, layout, keys)
 	for i := range 500 {
-		s.put(0, intentKey(fmt.Sprint("held", i)), []byte("intent"), 0)
+		s.put(0, intentKey(fmt.Sprint("held", i)), []byte("intent"), forTTL(0))
 	}
 	walk := s.scan(0, kv.ScanDone, kv.ScanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
 	if walk.visited > 10 || walk.next == kv.ScanDone {
@@ -287,7 +287,7 @@ func TestScanCountsInternalKeys(t *testing.T) {
 // the entry of a key deleted since, and so its value, in memory.
 func TestScanKeysKeepNoEntryAlive(t *testing.T) {
 	s := newStore(1, systemClock{})
-	s.put(0, "big", make([]byte, 1<<20), 0)
+	s.put(0, "big", make([]byte, 1<<20), forTTL(0))
 	gone := weak.Make(s.segments[0].entries.get("big"))
 	walk := s.scan(0, kv.ScanDone, kv.ScanDone, scanBounds{visits: 10, bytes: 1 << 20}, &scanFilter{}, nil)
 	s.remove(0, "big")
@@ -320,7 +320,7 @@ func TestScanDuringWrites(t *testing.T) {
 			if i%3 == 0 {
 				s.remove(layout.KeySegment(k), k)
 			} else {
-				s.put(layout.KeySegment(k), k, []byte("v"), 0)
+				s.put(layout.KeySegment(k), k, []byte("v"), forTTL(0))
 			}
 		}
 	})
@@ -473,7 +473,7 @@ func TestStoreTableFollowsEveryChange(t *testing.T) {
 		s.remove(layout.KeySegment(k), k)
 	}
 	for _, k := range keys[150:200] {
-		s.put(layout.KeySegment(k), k, []byte("v"), time.Second)
+		s.put(layout.KeySegment(k), k, []byte("v"), forTTL(time.Second))
 	}
 	checkTable(t, "after writes", s)
 	clock.Advance(2 * time.Second)
@@ -524,7 +524,7 @@ func TestScanPageReadsASegmentAtOneRevision(t *testing.T) {
 		if checks++; checks == 2 { // after the page's first span
 			s.atomically(0, func(g *store) {
 				g.update(0, gone, func(*entry, int64) (*entry, bool) { return nil, true })
-				g.put(0, created, []byte("v"), 0)
+				g.put(0, created, []byte("v"), forTTL(0))
 			})
 		}
 		return true

@@ -856,10 +856,10 @@ func (seg *segmentStore) keysChanged(key string, added bool) {
 	}
 }
 
-// put stores a copy of value under key with an optional ttl and returns the key's new version.
-func (s *store) put(segment int, key string, value []byte, ttl time.Duration) uint64 {
+// put stores a copy of value under key, expiring as ask says, and returns the key's new version.
+func (s *store) put(segment int, key string, value []byte, ask expiryAsk) uint64 {
 	e := s.update(segment, key, func(_ *entry, now int64) (*entry, bool) {
-		return newStringEntry(key, value, 0, expiryFrom(now, ttl)), true
+		return newStringEntry(key, value, 0, ask.expiry(now)), true
 	})
 	return e.version()
 }
@@ -872,6 +872,42 @@ func (s *store) remove(segment int, key string) bool {
 		return nil, existed
 	})
 	return existed
+}
+
+// expiryAsk is how long a written value lives, as its request asked: ttl from the instant the write
+// applies, or, when at is set, until at in Unix nanoseconds: a deadline the client named (EXPIREAT,
+// SET PXAT), which no delay between the client and the owner may move.
+type expiryAsk struct {
+	ttl time.Duration
+	at  int64
+}
+
+// forTTL is the expiryAsk of ttl from the write.
+func forTTL(ttl time.Duration) expiryAsk { return expiryAsk{ttl: ttl} }
+
+// expiryOf is the expiry req asks for.
+func expiryOf(req *kv.Request) expiryAsk {
+	return expiryAsk{ttl: time.Duration(req.TTL), at: req.ExpireAt}
+}
+
+// expiry is the expiry of a value written at now: 0 for none when the ttl is not positive.
+func (a expiryAsk) expiry(now int64) int64 {
+	if a.at != 0 {
+		return a.at
+	}
+	return expiryFrom(now, a.ttl)
+}
+
+// deadline is when an expiry set at now falls, and whether it has passed: a ttl that is not positive
+// ends at once, as EXPIRE with one deletes the key.
+func (a expiryAsk) deadline(now int64) (at int64, passed bool) {
+	switch {
+	case a.at != 0:
+		return a.at, a.at <= now
+	case a.ttl <= 0:
+		return now + int64(a.ttl), true
+	}
+	return expiryFrom(now, a.ttl), false
 }
 
 // expiryFrom turns a TTL into an absolute expiry; zero or negative means none. A TTL past the end of

@@ -23,7 +23,7 @@ func BenchmarkStore(b *testing.B) {
 	for i := range keys {
 		keys[i] = "key:" + strconv.Itoa(i)
 		segs[i] = layout.KeySegment(keys[i])
-		s.put(segs[i], keys[i], value, 0)
+		s.put(segs[i], keys[i], value, forTTL(0))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.Run("get", func(b *testing.B) {
@@ -49,7 +49,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("overwrite", func(b *testing.B) {
 		for b.Loop() {
 			i := rng.IntN(space)
-			s.put(segs[i], keys[i], value, 0)
+			s.put(segs[i], keys[i], value, forTTL(0))
 		}
 	})
 	b.Run("setrange", func(b *testing.B) { // an edit in place: the value keeps its 64 bytes
@@ -67,7 +67,7 @@ func BenchmarkStore(b *testing.B) {
 		for i := range counters {
 			counters[i] = "counter:" + strconv.Itoa(i)
 			counterSegs[i] = layout.KeySegment(counters[i])
-			s.put(counterSegs[i], counters[i], []byte("0"), 0)
+			s.put(counterSegs[i], counters[i], []byte("0"), forTTL(0))
 		}
 		for b.Loop() {
 			i := rng.IntN(len(counters))
@@ -80,7 +80,7 @@ func BenchmarkStore(b *testing.B) {
 		for b.Loop() {
 			i := rng.IntN(space)
 			s.remove(segs[i], keys[i])
-			s.put(segs[i], keys[i], value, 0)
+			s.put(segs[i], keys[i], value, forTTL(0))
 		}
 	})
 }

@@ -21,7 +21,7 @@ func TestAtomicGroupRefusesWritesPastItsBound(t *testing.T) {
 	var multi []durability.Op
 	s.onWrite = func(_ int, _, _ uint64, _ string, _ *entry, change writeChange) { multi = change.multi }
 	big := bytes.Repeat([]byte("v"), 600)
-	s.put(0, "s", big, 0)
+	s.put(0, "s", big, forTTL(0))
 	lim := opLimits{maxValueSize: 1 << 10, maxReplyBytes: 1 << 10, layout: Layout{Segments: 1, Partitions: 1}}
 	before := s.revision(0)
 	items := []txnItem{
@@ -84,7 +84,7 @@ func TestAtomicGroupRollsBackToAMark(t *testing.T) {
 	s.maxGroupBytes = 1 << 20
 	var multi []durability.Op
 	s.onWrite = func(_ int, _, _ uint64, _ string, _ *entry, change writeChange) { multi = change.multi }
-	s.put(0, "kept", []byte("old"), 0)
+	s.put(0, "kept", []byte("old"), forTTL(0))
 	lim := opLimits{maxValueSize: 1 << 10, maxReplyBytes: 1 << 10, layout: Layout{Segments: 1, Partitions: 1}}
 	apply := func(g *store, op transport.Op, req kv.Request) { lookupKeyOp(op).apply(g, 0, req, lim) }
 	s.atomically(0, func(g *store) {

@@ -28,13 +28,13 @@ func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 	s.onWrite = func(seg int, rev, epoch uint64, key string, next *entry, _ writeChange) {
 		seen = append(seen, recordedWrite{seg, rev, epoch, key, next == nil})
 	}
-	if v := s.put(0, "a", []byte("1"), 0); v != 1 {
+	if v := s.put(0, "a", []byte("1"), forTTL(0)); v != 1 {
 		t.Fatalf("first put: version %d; want 1", v)
 	}
-	if v := s.put(0, "a", []byte("2"), 0); v != 2 {
+	if v := s.put(0, "a", []byte("2"), forTTL(0)); v != 2 {
 		t.Fatalf("second put: version %d; want 2", v)
 	}
-	if v := s.put(1, "b", []byte("1"), 0); v != 1 {
+	if v := s.put(1, "b", []byte("1"), forTTL(0)); v != 1 {
 		t.Fatalf("put in another segment: version %d; want 1, segments count apart", v)
 	}
 	if s.remove(0, "missing") {
@@ -43,7 +43,7 @@ func TestStoreOrdersWritesThroughTheHook(t *testing.T) {
 	if !s.remove(0, "a") {
 		t.Fatal("removing a live key reported it missing")
 	}
-	if v := s.put(0, "a", []byte("3"), 0); v != 4 {
+	if v := s.put(0, "a", []byte("3"), forTTL(0)); v != 4 {
 		t.Fatalf("re-created key: version %d; want 4: versions grow across delete and re-create", v)
 	}
 	want := []recordedWrite{{0, 1, 0, "a", false}, {0, 2, 0, "a", false}, {1, 1, 0, "b", false}, {0, 3, 0, "a", true}, {0, 4, 0, "a", false}}
@@ -94,8 +94,8 @@ func TestStoreExpiresOnItsClock(t *testing.T) {
 			expiries = append(expiries, recordedWrite{seg, rev, epoch, key, next == nil})
 		}
 	}
-	s.put(0, "ttl", []byte("v"), time.Second)
-	s.put(0, "forever", []byte("v"), 0)
+	s.put(0, "ttl", []byte("v"), forTTL(time.Second))
+	s.put(0, "forever", []byte("v"), forTTL(0))
 	clock.Advance(time.Second - time.Nanosecond)
 	if _, _, ok := s.get(0, "ttl"); !ok {
 		t.Fatal("entry gone before its expiry")
@@ -110,7 +110,7 @@ func TestStoreExpiresOnItsClock(t *testing.T) {
 	if s.remove(0, "ttl") {
 		t.Fatal("removing an expired entry reported it live")
 	}
-	s.put(0, "ttl2", []byte("v"), time.Second)
+	s.put(0, "ttl2", []byte("v"), forTTL(time.Second))
 	clock.Advance(time.Second)
 	if s.len() != 3 {
 		t.Fatalf("store holds %d entries; want the permanent one and the two expired ones, not yet reaped", s.len())
@@ -132,14 +132,14 @@ func TestStoreSnapshotRestoresEqualDigest(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_000, 0))
 	a, b := newStore(1, clock), newStore(1, clock)
 	for i := range 50 {
-		a.put(0, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i)), time.Duration(i)*time.Second)
+		a.put(0, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i)), forTTL(time.Duration(i)*time.Second))
 	}
 	rev, entries := a.snapshot(0)
 	b.restore(0, rev, entries)
 	if a.digest(0) != b.digest(0) {
 		t.Fatalf("digests differ after restore: %+v, %+v", a.digest(0), b.digest(0))
 	}
-	b.put(0, "k1", []byte("changed"), 0)
+	b.put(0, "k1", []byte("changed"), forTTL(0))
 	b.restore(0, a.revision(0), nil)
 	if da, db := a.digest(0), b.digest(0); da.Hash == db.Hash || db.Keys != 0 {
 		t.Fatalf("an empty copy at the same revision has the digest %+v of a full one %+v", db, da)
@@ -161,14 +161,14 @@ func TestStoreBytesFollowCollections(t *testing.T) {
 		what string
 		do   func()
 	}{
-		{"a string", func() { p.owner.put(0, "s", []byte("value"), 0) }},
+		{"a string", func() { p.owner.put(0, "s", []byte("value"), forTTL(0)) }},
 		{"a hash of one field", func() { p.do(kv.OpHSet, "h", "f1", "v1") }},
 		{"fields added in place", func() { p.do(kv.OpHSet, "h", "f2", "v2", "f3", "v3") }},
 		{"a set", func() { p.do(kv.OpSAdd, "set", "a", "b", "c") }},
 		{"an expiry on the hash", func() { p.owner.expire(0, "h", time.Hour) }},
 		{"a field removed in place", func() { p.do(kv.OpHDel, "h", "f1") }},
 		{"a member removed in place", func() { p.do(kv.OpSRem, "set", "a") }},
-		{"the string overwritten", func() { p.owner.put(0, "s", []byte("a longer value"), 0) }},
+		{"the string overwritten", func() { p.owner.put(0, "s", []byte("a longer value"), forTTL(0)) }},
 		{"the hash emptied", func() { p.do(kv.OpHDel, "h", "f2", "f3") }},
 		{"the set emptied", func() { p.do(kv.OpSRem, "set", "b", "c") }},
 		{"the string deleted", func() { p.owner.remove(0, "s") }},
@@ -230,7 +230,7 @@ func TestEntryHoldsItsKeyAndValue(t *testing.T) {
 // rather than overflowing into an expiry in the past.
 func TestTTLPastTheEndOfTime(t *testing.T) {
 	s := newStore(1, clocktest.New(time.Unix(1_000_000, 0)))
-	s.put(0, "k", []byte("v"), math.MaxInt64)
+	s.put(0, "k", []byte("v"), forTTL(math.MaxInt64))
 	if _, _, ok := s.get(0, "k"); !ok {
 		t.Fatal("a put with the longest TTL is gone at once")
 	}

@@ -3,7 +3,6 @@ package zaris
 import (
 	"errors"
 	"math/big"
-	"time"
 
 	"github.com/zaris-go/zaris/internal/longdouble"
 )
@@ -139,10 +138,10 @@ func (s *store) getDel(segment int, key string) (value []byte, found bool, err e
 	return value, found, err
 }
 
-// getEx returns key's live value and changes its expiry: a positive ttl sets a new one, a negative ttl
-// deletes the key, and zero removes the expiry, unless keep asks to leave it as it is. It reports whether it
-// wrote. It refuses a collection with errWrongType.
-func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (value []byte, found, written bool, err error) {
+// getEx returns key's live value and changes its expiry as ask says: a deadline that has passed deletes
+// the key, and the zero ask removes the expiry, unless keep asks to leave it as it is. It reports
+// whether it wrote. It refuses a collection with errWrongType.
+func (s *store) getEx(segment int, key string, ask expiryAsk, keep bool) (value []byte, found, written bool, err error) {
 	s.update(segment, key, func(cur *entry, now int64) (*entry, bool) {
 		if cur == nil {
 			return nil, false
@@ -152,18 +151,18 @@ func (s *store) getEx(segment int, key string, ttl time.Duration, keep bool) (va
 			return nil, false
 		}
 		value, found = cur.value(), true
-		switch {
-		case ttl < 0:
+		if ask == (expiryAsk{}) {
+			if keep || cur.expiry() == 0 {
+				return nil, false
+			}
 			written = true
-			return nil, true
-		case ttl > 0:
-			written = true
-			return newStringEntry(key, cur.value(), 0, expiryFrom(now, ttl)), true
-		case keep || cur.expiry() == 0:
-			return nil, false
+			return newStringEntry(key, cur.value(), 0, 0), true
 		}
 		written = true
-		return newStringEntry(key, cur.value(), 0, 0), true
+		if at, passed := ask.deadline(now); !passed {
+			return newStringEntry(key, cur.value(), 0, at), true
+		}
+		return nil, true
 	})
 	return value, found, written, err
 }

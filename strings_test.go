@@ -44,7 +44,7 @@ func TestIncrByFloatText(t *testing.T) {
 	for _, tc := range cases {
 		s, _ := newTestStore()
 		if tc.value != "" {
-			s.put(0, "k", []byte(tc.value), 0)
+			s.put(0, "k", []byte(tc.value), forTTL(0))
 		}
 		got, err := s.incrByFloat(0, "k", []byte(tc.delta), 1<<20)
 		if string(got) != tc.want || !errors.Is(err, tc.err) {

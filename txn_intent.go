@@ -153,7 +153,7 @@ func applyIntent(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 		return kv.Reply{Status: StatusLocked}
 	}
 	in.deadline = addSaturating(s.now(), req.Delta)
-	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), 0)}
+	return kv.Reply{Status: StatusSuccess, Version: s.put(seg, intentKey(req.Key), in.encode(), expiryAsk{})}
 }
 
 // applyResolve ends the intent of transaction req.Value on req.Key: with req.Delta 1 the transaction
@@ -167,7 +167,7 @@ func applyResolve(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if req.Delta == 1 {
 		switch in.action {
 		case intentPut:
-			s.put(seg, req.Key, in.value, time.Duration(in.ttl)) // the store copies the value
+			s.put(seg, req.Key, in.value, forTTL(time.Duration(in.ttl))) // the store copies the value
 		case intentDelete:
 			s.remove(seg, req.Key)
 		}
@@ -189,7 +189,7 @@ func applyDecide(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if req.Delta == 1 {
 		outcome = recordCommitted
 	}
-	version := s.put(seg, key, []byte{outcome}, time.Duration(req.TTL))
+	version := s.put(seg, key, []byte{outcome}, forTTL(time.Duration(req.TTL)))
 	return kv.Reply{Status: StatusSuccess, Int: kv.BoolInt(outcome == recordCommitted), Version: version}
 }
 

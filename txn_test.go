@@ -25,17 +25,17 @@ import (
 // entries.
 func TestAtomicGroupIsOneWrite(t *testing.T) {
 	owner, replica := newStore(1, systemClock{}), newStore(1, systemClock{})
-	owner.put(0, "gone", []byte("x"), 0)
-	replica.put(0, "gone", []byte("x"), 0)
+	owner.put(0, "gone", []byte("x"), forTTL(0))
+	replica.put(0, "gone", []byte("x"), forTTL(0))
 	var ops []durability.Op
 	owner.onWrite = func(segment int, revision, _ uint64, key string, next *entry, change writeChange) {
 		ops = append(ops, opOfWrite(segment, revision, key, next, change))
 	}
 	rev := owner.atomically(0, func(g *store) {
-		g.put(0, "a", []byte("1"), 0)
+		g.put(0, "a", []byte("1"), forTTL(0))
 		g.remove(0, "gone")
 		applyHSet(g, 0, collReq("f", "v"), opLimits{maxValueSize: 64})
-		g.put(0, "a", []byte("2"), 0)
+		g.put(0, "a", []byte("2"), forTTL(0))
 	})
 	if rev != 2 || len(ops) != 1 || ops[0].Kind != durability.OpMulti || ops[0].Revision != 2 {
 		t.Fatalf("revision %d, ops %+v; want one multi op at revision 2", rev, ops)
@@ -92,8 +92,8 @@ func TestAtomicGroupIsNeverSeenHalfDone(t *testing.T) {
 	for i := 0; !done.Load() && (i < 2000 || reads.Load() < 2000); i++ {
 		v := []byte(strconv.Itoa(i))
 		s.atomically(0, func(g *store) {
-			g.put(0, "a", v, 0)
-			g.put(0, "b", v, 0)
+			g.put(0, "a", v, forTTL(0))
+			g.put(0, "b", v, forTTL(0))
 		})
 	}
 	done.Store(true)
@@ -425,7 +425,7 @@ func TestApplyTxn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(4, systemClock{})
-			s.put(seg, "k", []byte("0"), 0)
+			s.put(seg, "k", []byte("0"), forTTL(0))
 			before := s.revision(seg)
 			r := applyTxn(s, seg, kv.Request{Key: "k", Args: txnArgs(tc.items...)}, lim)
 			if r.Status != tc.status || tc.status == StatusVersionMismatch && r.Int != tc.index {
@@ -437,7 +437,7 @@ func TestApplyTxn(t *testing.T) {
 		})
 	}
 	s := newStore(4, systemClock{})
-	s.put(seg, "k", bytes40(), 0)
+	s.put(seg, "k", bytes40(), forTTL(0))
 	r := applyTxn(s, seg, kv.Request{Key: "k", Args: txnArgs(
 		txnItem{op: kv.OpGet, req: kv.Request{Key: "k"}}, txnItem{op: kv.OpGet, req: kv.Request{Key: "k"}}, put("k", "w"),
 	)}, lim)

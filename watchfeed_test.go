@@ -41,7 +41,7 @@ func newFeedFixture(t *testing.T, retain int, lim watchLimits) *feedFixture {
 }
 
 func (f *feedFixture) put(key, value string, ttl time.Duration) uint64 {
-	return f.store.put(f.layout.KeySegment(key), key, []byte(value), ttl)
+	return f.store.put(f.layout.KeySegment(key), key, []byte(value), forTTL(ttl))
 }
 
 func (f *feedFixture) remove(key string) { f.store.remove(f.layout.KeySegment(key), key) }

@@ -33,7 +33,7 @@ const (
 	OpObject          transport.Op = 19 // describe a key's value as OBJECT does (object.go)
 )
 
-// String commands (strings.go). Numbers 40 to 47 are theirs.
+// String commands (strings.go), and key commands past 19's. Numbers 40 to 47 are theirs.
 const (
 	OpIncrByFloat transport.Op = 40 // add the float written in Value to a value
 	OpAppend      transport.Op = 41 // append Value to a value, creating the key
@@ -41,6 +41,7 @@ const (
 	OpGetEx       transport.Op = 43 // read a value and set its expiry as OpPut does; KeepTTL keeps it, TTL < 0 deletes
 	OpType        transport.Op = 44 // name the kind of a key's value
 	OpSetRange    transport.Op = 45 // overwrite a value with Value from offset Delta, padding with zero bytes
+	OpExpiryTime  transport.Op = 46 // read when a key expires, as a Unix time
 )
 
 // Collection operations (hash.go, set.go, list.go, zset.go). Numbers 48 to 79 are theirs. Each takes the

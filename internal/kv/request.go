@@ -30,6 +30,9 @@ type Request struct {
 	Version  uint64       // OpPutIfVersion, OpDeleteIfVersion: the version the key must have; 0 = no live value
 	// Args are a collection operation's arguments after the key, as the Redis command takes them.
 	Args [][]byte
+	// ExpireAt, when not zero, is the expiry as a Unix time in nanoseconds, in place of TTL: a deadline the
+	// client named (EXPIREAT, SET PXAT), which no delay on the way to the owner may move.
+	ExpireAt int64
 }
 
 // Reply answers a Request. For Moved-like statuses, Owner, Epoch and MapIndex describe the receiver's
@@ -42,7 +45,8 @@ type Reply struct {
 	Owner    NodeID
 	Epoch    uint64
 	MapIndex uint64
-	// Int is, for OpIncr, the new value; OpTTL: nanoseconds left, or -1 without expiry; OpGet and
+	// Int is, for OpIncr, the new value; OpTTL: nanoseconds left, or -1 without expiry; OpExpiryTime: the
+	// expiry in Unix nanoseconds, or -1 without one; OpGet and
 	// OpGetEntry: nanoseconds left, or 0 without expiry; OpPersist and OpGetEx: 1 if written; OpAppend and
 	// OpSetRange: the new length. Beside StatusInvalidRequest, a refusal code (refusal.go).
 	Int int64

@@ -603,8 +603,8 @@ func (c *respConn) valueReply(reply kv.Reply) {
 
 // setArgs is a parsed SET: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
 type setArgs struct {
-	cond kv.Cond
-	ttl  time.Duration
+	cond   kv.Cond
+	expiry expiry
 }
 
 func (c *respConn) cmdSet(args [][]byte) {
@@ -613,7 +613,8 @@ func (c *respConn) cmdSet(args [][]byte) {
 		return
 	}
 	req := c.request(args[1])
-	req.Value, req.TTL, req.Cond = args[2], int64(opts.ttl), opts.cond // the store copies what it keeps
+	req.Value, req.Cond = args[2], opts.cond // the store copies what it keeps
+	opts.expiry.set(req)
 	if opts.cond == 0 {
 		if _, ok := c.keyOp(kv.OpPut, req); ok {
 			c.wr.ok()
@@ -660,12 +661,13 @@ func (c *respConn) parseSet(opts [][]byte) (setArgs, bool) {
 		}
 	}
 	if unit != "" {
-		ttl, refusal := c.expiryTTL("set", unit, expiry)
+		e, refusal := c.parseExpiry("set", unit, expiry)
 		if refusal != "" {
 			c.wr.error(refusal)
 			return s, false
 		}
-		s.ttl = max(ttl, 1) // a time already past: the key is written expired, as Redis deletes it at once
+		e.ttl = max(e.ttl, 1) // a time already past: the key is written expired, as Redis deletes it at once
+		s.expiry = e
 	}
 	return s, true
 }
@@ -814,20 +816,20 @@ func (c *respConn) cmdExpire(args [][]byte) {
 		c.wr.error("ERR invalid expire time in '" + name + "' command")
 		return
 	}
-	ttl := time.Duration(-1) // a zero TTL means "none" on the wire; the store deletes on any non-positive one
+	req := &kv.Request{Key: string(args[1]), TTL: -1, Cond: cond} // the store deletes on a non-positive TTL
 	switch {
 	case n <= 0:
-	case strings.HasSuffix(name, "at"): // EXPIREAT, PEXPIREAT: a Unix time
-		if left := time.Duration(n)*scale - time.Duration(c.srv.clock.Now().UnixNano()); left > 0 {
-			ttl = left
+	case strings.HasSuffix(name, "at"): // EXPIREAT, PEXPIREAT: a Unix time, which the owner keeps exactly
+		if left := n*int64(scale) - c.srv.clock.Now().UnixNano(); left > 0 {
+			req.TTL, req.ExpireAt = left, n*int64(scale)
 		}
 	case !c.deadlineFits(time.Duration(n) * scale):
 		c.wr.error("ERR invalid expire time in '" + name + "' command")
 		return
 	default:
-		ttl = time.Duration(n) * scale
+		req.TTL = n * int64(scale)
 	}
-	if reply, ok := c.keyOp(kv.OpExpire, &kv.Request{Key: string(args[1]), TTL: int64(ttl), Cond: cond}); ok {
+	if reply, ok := c.keyOp(kv.OpExpire, req); ok {
 		c.wr.int(kv.BoolInt(reply.Status == kv.StatusSuccess))
 	}
 }
@@ -863,7 +865,12 @@ func parseExpireOptions(opts [][]byte) (kv.Cond, string) {
 // which it expires: in seconds or milliseconds, -2 without the key, -1 without an expiry. Like Redis, it
 // rounds to the nearest millisecond, then to the nearest second.
 func (c *respConn) cmdTTL(args [][]byte) {
-	reply, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: string(args[1])})
+	name := bytes.ToLower(args[0])
+	op := kv.OpTTL
+	if bytes.HasSuffix(name, []byte("expiretime")) {
+		op = kv.OpExpiryTime
+	}
+	reply, ok := c.keyOp(op, &kv.Request{Key: string(args[1])})
 	switch {
 	case !ok:
 		return
@@ -874,13 +881,8 @@ func (c *respConn) cmdTTL(args [][]byte) {
 		c.wr.int(-1)
 		return
 	}
-	name := bytes.ToLower(args[0])
-	left, half := reply.Int, int64(time.Millisecond)/2
-	if bytes.HasSuffix(name, []byte("expiretime")) { // a deadline is never past the largest time in nanoseconds
-		now := c.srv.clock.Now().UnixNano()
-		left = now + min(left, math.MaxInt64-now-half)
-	}
-	ms := (left + half) / int64(time.Millisecond)
+	half := int64(time.Millisecond) / 2
+	ms := (min(reply.Int, math.MaxInt64-half) + half) / int64(time.Millisecond)
 	if name[0] == 'p' {
 		c.wr.int(ms)
 	} else {
@@ -923,12 +925,12 @@ func (c *respConn) cmdGetEx(args [][]byte) {
 	req := &kv.Request{Key: string(args[1])}
 	switch {
 	case unit != "":
-		ttl, msg := c.expiryTTL("getex", unit, arg)
+		e, msg := c.parseExpiry("getex", unit, arg)
 		if msg != "" {
 			c.badExpiry(req.Key, msg)
 			return
 		}
-		req.TTL = int64(ttl)
+		e.set(req)
 	case !persist:
 		req.Cond = kv.CondKeepTTL
 	}
@@ -955,32 +957,48 @@ func parseGetEx(opts [][]byte) (unit string, arg []byte, persist, ok bool) {
 	return unit, arg, persist, true
 }
 
-// expiryTTL turns the argument of EX, PX, EXAT or PXAT into a TTL from now, negative for a time already
-// past. An invalid argument returns the error message Redis gives cmd.
-func (c *respConn) expiryTTL(cmd, unit string, arg []byte) (time.Duration, string) {
+// expiry is an expiry as a command names it: ttl from now or, when at is set, the Unix time at in
+// nanoseconds, which ttl then approximates. A ttl that is not positive names a time already past.
+type expiry struct {
+	ttl time.Duration
+	at  int64
+}
+
+// set asks req for e: the deadline itself when it is still ahead, so the owner keeps it exactly.
+func (e expiry) set(req *kv.Request) {
+	req.TTL = int64(e.ttl)
+	if e.at != 0 && e.ttl > 0 {
+		req.ExpireAt = e.at
+	}
+}
+
+// parseExpiry reads the argument of EX, PX, EXAT or PXAT. An invalid argument returns the error message
+// Redis gives cmd.
+func (c *respConn) parseExpiry(cmd, unit string, arg []byte) (expiry, string) {
 	n, ok := kv.ParseCanonicalInt(arg)
 	if !ok {
-		return 0, notIntegerMessage
+		return expiry{}, notIntegerMessage
 	}
 	scale := time.Second
 	if unit == "PX" || unit == "PXAT" {
 		scale = time.Millisecond
 	}
 	if n <= 0 || n > math.MaxInt64/int64(scale) {
-		return 0, "ERR invalid expire time in '" + cmd + "' command"
+		return expiry{}, "ERR invalid expire time in '" + cmd + "' command"
 	}
-	ttl := time.Duration(n) * scale
 	if unit == "EX" || unit == "PX" {
+		ttl := time.Duration(n) * scale
 		if !c.deadlineFits(ttl) {
-			return 0, "ERR invalid expire time in '" + cmd + "' command"
+			return expiry{}, "ERR invalid expire time in '" + cmd + "' command"
 		}
-	} else {
-		ttl = time.Duration(n*int64(scale) - c.srv.clock.Now().UnixNano())
-		if ttl == 0 {
-			ttl = -1 // a zero TTL would keep no expiry; a time reached deletes the key
-		}
+		return expiry{ttl: ttl}, ""
 	}
-	return ttl, ""
+	at := n * int64(scale)
+	ttl := time.Duration(at - c.srv.clock.Now().UnixNano())
+	if ttl == 0 {
+		ttl = -1 // a zero TTL would keep no expiry; a time reached deletes the key
+	}
+	return expiry{ttl: ttl, at: at}, ""
 }
 
 // deadlineFits reports whether a time to live from now ends at a deadline Zaris can keep: one before 2262,

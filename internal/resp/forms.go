@@ -28,13 +28,14 @@ func (c *respConn) cmdSetEx(args [][]byte) {
 	if isSubcommand(args[0], "psetex") {
 		name, unit = "psetex", "PX"
 	}
-	ttl, refusal := c.expiryTTL(name, unit, args[2])
+	e, refusal := c.parseExpiry(name, unit, args[2])
 	if refusal != "" {
 		c.wr.error(refusal)
 		return
 	}
 	req := c.request(args[1])
-	req.Value, req.TTL = args[3], int64(ttl)
+	req.Value = args[3]
+	e.set(req)
 	if _, ok := c.keyOp(kv.OpPut, req); ok {
 		c.wr.ok()
 	}

@@ -16,16 +16,17 @@ const redisDatabases = 16
 
 // keyValue is a key's whole value, read to be written under another key.
 type keyValue struct {
-	typ   string   // as TYPE names it, "none" for a missing key
-	value []byte   // a string's value
-	items [][]byte // a hash's field-value pairs, a list's items, a set's members, a sorted set's score-member pairs
-	ttl   int64    // nanoseconds left to live, 0 for no expiry
-	read  int64    // when ttl was read, in Unix nanoseconds of the server's clock
+	typ    string   // as TYPE names it, "none" for a missing key
+	value  []byte   // a string's value
+	items  [][]byte // a hash's field-value pairs, a list's items, a set's members, a sorted set's score-member pairs
+	expiry int64    // when it expires, in Unix nanoseconds; 0 for never
 }
 
-// ttlNow is what is left of v's time to live now: the same deadline, however long the copy took.
-func (c *respConn) ttlNow(v keyValue) int64 {
-	return max(v.ttl-(c.srv.clock.Now().UnixNano()-v.read), 1)
+// setExpiry asks req for v's expiry: the same deadline, however long the copy took. One already past
+// still writes the key, expired.
+func (c *respConn) setExpiry(req *kv.Request, v keyValue) {
+	req.TTL = max(v.expiry-c.srv.clock.Now().UnixNano(), 1)
+	req.ExpireAt = v.expiry
 }
 
 // writeBytes bounds what copying v from src to dst takes in an atomic group: deleting both keys, writing
@@ -88,9 +89,9 @@ func (c *respConn) readValue(key string) (keyValue, bool) {
 		return v, false
 	}
 	v.items = kv.CloneValues(reply.Values)
-	ttl, ok := c.keyOp(kv.OpTTL, &kv.Request{Key: key})
-	if ttl.Int > 0 {
-		v.ttl, v.read = ttl.Int, c.srv.clock.Now().UnixNano()
+	at, ok := c.keyOp(kv.OpExpiryTime, &kv.Request{Key: key})
+	if at.Int > 0 {
+		v.expiry = at.Int
 	}
 	return v, ok
 }
@@ -105,8 +106,8 @@ func (c *respConn) writeValue(key string, v keyValue) bool {
 	switch v.typ {
 	case "string":
 		req.Value = v.value
-		if v.ttl > 0 {
-			req.TTL = c.ttlNow(v)
+		if v.expiry != 0 {
+			c.setExpiry(req, v)
 		}
 		_, ok = c.keyOp(kv.OpPut, req)
 		return ok
@@ -119,8 +120,10 @@ func (c *respConn) writeValue(key string, v keyValue) bool {
 	case "zset":
 		_, ok = c.keyOp(kv.OpZAdd, req)
 	}
-	if ok && v.ttl > 0 {
-		_, ok = c.keyOp(kv.OpExpire, &kv.Request{Key: key, TTL: c.ttlNow(v)})
+	if ok && v.expiry != 0 {
+		req := &kv.Request{Key: key}
+		c.setExpiry(req, v)
+		_, ok = c.keyOp(kv.OpExpire, req)
 	}
 	return ok
 }
