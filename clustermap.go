@@ -407,12 +407,16 @@ func (m *ClusterMap) dropFromInSync(id NodeID) {
 
 // promote makes to the active owner of partition p under the next epoch, if p is still at epoch: the
 // failover of a dead owner. Only the runtime owner moves, not the partition map. An empty to leaves the
-// partition Unavailable.
+// partition Unavailable. While p has an owner, to must still be that owner or in sync: a replica dropped
+// since the decision (a drop keeps the epoch) lacks the writes acknowledged without it.
 func (m *ClusterMap) promote(p int, epoch uint64, to, source NodeID) {
 	if !m.current(p, epoch) {
 		return
 	}
 	st := &m.Runtime[p]
+	if to != "" && st.Owner != "" && to != st.Owner && !slices.Contains(st.InSync, to) {
+		return
+	}
 	st.Epoch++
 	m.Promotions++
 	if to == "" {

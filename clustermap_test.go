@@ -76,6 +76,45 @@ func TestInSyncDecisions(t *testing.T) {
 	}
 }
 
+// TestPromotionOfADroppedReplicaIsVoid checks that a failover decided while a replica was in sync does not
+// apply once a drop (which keeps the epoch) or a restart took it out: the owner acknowledged writes without
+// it since. A promotion to a replica still in sync, or to the owner itself, applies.
+func TestPromotionOfADroppedReplicaIsVoid(t *testing.T) {
+	promote := func(to NodeID) *command {
+		return &command{Kind: cmdPromote, Partition: 0, Epoch: 5, Node: NodeInfo{ID: to}}
+	}
+	tests := []struct {
+		name  string
+		cmds  []*command
+		owner NodeID
+		epoch uint64
+	}{
+		{name: "promote an in-sync replica", cmds: []*command{promote("b")}, owner: "b", epoch: 6},
+		{name: "promote the owner itself", cmds: []*command{promote("a")}, owner: "a", epoch: 6},
+		{name: "promote no one", cmds: []*command{promote("")}, owner: "", epoch: 6},
+		{name: "promote a replica never in sync", cmds: []*command{promote("c")}, owner: "a", epoch: 5},
+		{name: "promote a replica dropped since",
+			cmds: []*command{{Kind: cmdDrop, Partition: 0, Epoch: 5, InSync: []NodeID{"b"}}, promote("b")}, owner: "a", epoch: 5},
+		{name: "promote a replica restarted since",
+			cmds: []*command{{Kind: cmdRestarted, Node: NodeInfo{ID: "b"}}, promote("b")}, owner: "a", epoch: 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := inSyncMap()
+			for i, cmd := range tc.cmds {
+				next, err := m.apply(cmd, uint64(11+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m = next
+			}
+			if st := m.Runtime[0]; st.Owner != tc.owner || st.Epoch != tc.epoch {
+				t.Errorf("owner %q at epoch %d, want %q at %d", st.Owner, st.Epoch, tc.owner, tc.epoch)
+			}
+		})
+	}
+}
+
 // TestAdmissionOfARestartedReplica checks that an admission applies only to the replica process the owner
 // found caught up: the restart of a replica that was not in sync changes no in-sync set, so only the
 // process in the admission can tell that the empty new process was never found caught up.
