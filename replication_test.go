@@ -94,7 +94,7 @@ func TestReplicasConvergeAfterBurst(t *testing.T) {
 	for _, rf := range []int{2, 3} {
 		t.Run(fmt.Sprintf("rf-%d-sync", rf), func(t *testing.T) {
 			c := startCluster(t, 3, replicated(rf))
-			final := writeBurst(t, c, 1500)
+			final := writeBurst(t, c, 600)
 			assertReplicasMatch(t, c) // Sync: no waiting allowed
 			for key, want := range final {
 				got, err := c.node(0).Get(bg(t), key)
@@ -106,7 +106,7 @@ func TestReplicasConvergeAfterBurst(t *testing.T) {
 	}
 	t.Run("rf-2-async", func(t *testing.T) {
 		c := startCluster(t, 3, replicated(2, func(cfg *Config) { cfg.WriteConcern = Async }))
-		writeBurst(t, c, 1500)
+		writeBurst(t, c, 600)
 		waitFor(t, 10*time.Second, "async replicas to converge", func() bool {
 			ok := true
 			m := c.live()[0].ClusterMap()

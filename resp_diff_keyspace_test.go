@@ -245,3 +245,26 @@ func TestRESPMatchesRedisBits(t *testing.T) {
 	}
 	newRESPDiff(t, nil).run(t, []diffSeq{{name: "bits", cmds: seq}})
 }
+
+// TestRESPMatchesRedisLCS compares LCS with Redis: the subsequence, its length and its matches (with and
+// without their lengths, above a minimum length), missing keys, other types and bad options, in both
+// protocols.
+func TestRESPMatchesRedisLCS(t *testing.T) {
+	a, b, e, h, none := diffTag+"a", diffTag+"b", diffTag+"e", diffTag+"h", diffTag+"none"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	seq := []diffCmd{
+		cmd("SET", a, "ohmytext"), cmd("SET", b, "mynewtext"), cmd("SET", e, ""), cmd("HSET", h, "f", "v"),
+		cmd("LCS", a, b), cmd("LCS", b, a), cmd("LCS", a, b, "LEN"), cmd("LCS", a, b, "len"), cmd("LCS", a, b, "IDX"),
+		cmd("LCS", a, b, "IDX", "WITHMATCHLEN"), cmd("LCS", a, b, "IDX", "MINMATCHLEN", "4"),
+		cmd("LCS", a, b, "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"), cmd("LCS", a, b, "IDX", "MINMATCHLEN", "-3"),
+		cmd("LCS", a, b, "WITHMATCHLEN"), cmd("LCS", a, b, "MINMATCHLEN", "2"), cmd("LCS", a, b, "IDX", "LEN"),
+		cmd("LCS", a, b, "MINMATCHLEN"), cmd("LCS", a, b, "MINMATCHLEN", "x"), cmd("LCS", a, b, "FOO"),
+		cmd("LCS", a, none), cmd("LCS", none, none), cmd("LCS", none, a, "LEN"), cmd("LCS", a, e, "IDX"),
+		cmd("LCS", a, h), cmd("LCS", h, a, "LEN"), cmd("LCS", h, none, "FOO"), cmd("LCS", none, h),
+		cmd("LCS", a, a, "IDX", "WITHMATCHLEN"), cmd("LCS", a),
+		cmd("SET", a, "aaaabbbbaaaa"), cmd("SET", b, "abababab"), cmd("LCS", a, b), cmd("LCS", a, b, "IDX", "WITHMATCHLEN"),
+		cmd("SET", a, "\x00\xff\x00x"), cmd("SET", b, "x\x00\xff"), cmd("LCS", a, b), cmd("LCS", a, b, "IDX"),
+	}
+	newRESPDiff(t, nil).run(t, []diffSeq{{name: "lcs", cmds: seq}, {name: "lcs resp3", cmds: append([]diffCmd{hello}, seq...)}})
+}

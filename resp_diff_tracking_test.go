@@ -41,3 +41,25 @@ func trackingSeqs() []diffSeq {
 		}},
 	}
 }
+
+// TestRESPMatchesRedisReset compares RESET with a real redis-server: inside a transaction, with watched keys,
+// with tracking on, subscribed, in RESP3 and with a client name, each followed by what shows the state
+// was reset.
+func TestRESPMatchesRedisReset(t *testing.T) {
+	const k, ch = diffTag + "k", diffTag + "ch"
+	hello := cmd("HELLO", "3")
+	hello.norm = anyHello
+	newRESPDiff(t, nil).run(t, []diffSeq{
+		{name: "reset", cmds: []diffCmd{
+			cmd("RESET"), cmd("RESET", "x"), cmd("SET", k, "1"), cmd("MULTI"), cmd("SET", k, "2"), cmd("RESET"),
+			cmd("EXEC"), cmd("GET", k), cmd("WATCH", k), cmd("RESET"), cmd("SET", k, "3").elsewhere(), cmd("MULTI"),
+			cmd("GET", k), cmd("EXEC"), cmd("CLIENT", "SETNAME", "app"), cmd("RESET"), cmd("CLIENT", "GETNAME"),
+			cmd("SUBSCRIBE", ch), cmd("RESET"), cmd("PING"), cmd("PUBLISH", ch, "m").elsewhere(), cmd("PING"),
+		}},
+		{name: "reset resp3", cmds: []diffCmd{
+			hello, cmd("CLIENT", "TRACKING", "ON"), cmd("GET", k), cmd("RESET"), cmd("CLIENT", "TRACKINGINFO"),
+			cmd("SET", k, "4").elsewhere(), cmd("PING"), cmd("HGETALL", k+"h"), cmd("SUBSCRIBE", ch), cmd("RESET"),
+			cmd("PUBLISH", ch, "m").elsewhere(), cmd("PING"), cmd("CONFIG", "GET", "maxmemory-policy"),
+		}},
+	})
+}

@@ -282,6 +282,13 @@ var fuzzCommands = []fuzzCommand{
 	}},
 	{"getbit", func(g *fuzzGen) []string { return []string{g.key(), g.oneOf("0", "1", "7", "8", "40", "-1", "x")()} }},
 	{"bitcount", (*fuzzGen).bitcountArgs},
+	{"lcs", func(g *fuzzGen) []string {
+		args := []string{g.key(), g.key()}
+		for range g.rng.IntN(3) {
+			args = append(args, g.oneOf("LEN", "IDX", "WITHMATCHLEN", "MINMATCHLEN", "1", "3", "-1", "x")())
+		}
+		return args
+	}},
 	{"hscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
 	{"sscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},
 	{"zscan", func(g *fuzzGen) []string { return append([]string{g.key()}, g.scanArgs()...) }},

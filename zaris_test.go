@@ -65,7 +65,7 @@ func TestOneHop(t *testing.T) {
 			ctx := bg(t)
 			nodes := c.live()
 			rng := rand.New(rand.NewPCG(uint64(size), 42))
-			keys := randomKeys(rng, 3000)
+			keys := randomKeys(rng, 1200)
 
 			wantServed := map[NodeID]uint64{}
 			wantLocal := map[NodeID]uint64{}

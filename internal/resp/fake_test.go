@@ -78,6 +78,11 @@ func (f *fakeNode) apply(op transport.Op, req *kv.Request) kv.Reply {
 		return kv.Reply{Value: old, Version: f.versions[req.Key]}
 	case kv.OpExists:
 		return kv.Reply{Int: kv.BoolInt(found)}
+	case kv.OpType:
+		if !found {
+			return kv.Reply{Value: []byte("none")}
+		}
+		return kv.Reply{Value: []byte("string")}
 	case kv.OpTTL:
 		if !found {
 			return kv.Reply{Status: kv.StatusNotFound}
@@ -129,7 +134,7 @@ func (f *fakeNode) ReadAtomically(ctx context.Context, seg int, keys []string, f
 }
 
 func (f *fakeNode) ReadOnly(op transport.Op) bool {
-	return op == kv.OpGet || op == kv.OpExists || op == kv.OpTTL
+	return op == kv.OpGet || op == kv.OpExists || op == kv.OpTTL || op == kv.OpType
 }
 
 func (f *fakeNode) ServeOwnedScan(_ context.Context, req *kv.ScanRequest) kv.ScanReply {

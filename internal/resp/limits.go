@@ -75,6 +75,12 @@ func (b *respBudget) release(n int) {
 	}
 }
 
+// takeBack counts in share b again n bytes its parent alone counts, and returns b: handOver undone.
+func (b *respBudget) takeBack(n int) *respBudget {
+	b.used.Add(int64(n))
+	return b
+}
+
 // handOver moves n bytes reserved from share b to its parent alone, and returns the parent.
 func (b *respBudget) handOver(n int) *respBudget {
 	b.used.Add(-int64(n))

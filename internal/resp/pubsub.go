@@ -209,7 +209,7 @@ func (c *respConn) unsubscribe(kind pubsub.Kind, names [][]byte) {
 	}
 }
 
-// unsubscribeAll drops every subscription of a closing connection.
+// unsubscribeAll drops every subscription of the connection, telling the client nothing: it closes or resets.
 func (c *respConn) unsubscribeAll() {
 	c.subs.mu.Lock()
 	defer c.subs.mu.Unlock()

@@ -304,7 +304,7 @@ type respConn struct {
 	id     int64
 	name   string
 	user   *respUser // nil until the client logs in
-	opened time.Time
+	opened time.Time // when it opened, or was last logged out: the login timeout counts from it
 	quit   bool
 	hangUp bool // close at once, dropping the replies not sent yet
 
