@@ -8,7 +8,8 @@ import (
 
 // applyObject describes key's value as Redis's OBJECT does, without counting as an access. Args[0] names
 // what: "freq", the LFU counter, or "idletime", seconds since the last access, in Int; "encoding", the
-// encoding Redis would give the value as it is now, in Value.
+// encoding Redis would give the value as it is now, in Value; "memory", the bytes the entry takes, as the
+// node counts them against its memory bound, in Int.
 func applyObject(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
 		return kv.Reply{Status: StatusInvalidRequest}
@@ -35,6 +36,8 @@ func applyObject(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return kv.Reply{Status: StatusSuccess, Int: int64(evictionRank(mode, e.access(), now))}
 	case "encoding":
 		return kv.Reply{Status: StatusSuccess, Value: []byte(encodingOf(e))}
+	case "memory":
+		return kv.Reply{Status: StatusSuccess, Int: e.size(req.Key)}
 	}
 	return kv.Reply{Status: StatusInvalidRequest}
 }

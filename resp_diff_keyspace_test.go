@@ -268,3 +268,15 @@ func TestRESPMatchesRedisLCS(t *testing.T) {
 	}
 	newRESPDiff(t, nil).run(t, []diffSeq{{name: "lcs", cmds: seq}, {name: "lcs resp3", cmds: append([]diffCmd{hello}, seq...)}})
 }
+
+// TestRESPMatchesRedisMemoryUsage compares MEMORY USAGE's answers that do not depend on how each server lays
+// values out: a missing key, bad options checked before the key, unknown subcommands and wrong arity.
+func TestRESPMatchesRedisMemoryUsage(t *testing.T) {
+	k, none := diffTag+"k", diffTag+"none"
+	newRESPDiff(t, nil).run(t, []diffSeq{{name: "memory usage", cmds: []diffCmd{
+		cmd("SET", k, "v"), cmd("MEMORY", "USAGE", none), cmd("MEMORY", "USAGE", none, "SAMPLES", "5"),
+		cmd("MEMORY", "USAGE", k, "SAMPLES"), cmd("MEMORY", "USAGE", k, "SAMPLES", "-1"), cmd("MEMORY", "USAGE", k, "SAMPLES", "x"),
+		cmd("MEMORY", "USAGE", none, "FOO", "1"), cmd("MEMORY", "USAGE"), cmd("MEMORY", "NOPE"), cmd("MEMORY"),
+		cmd("MEMORY", "HELP", "x"),
+	}}})
+}

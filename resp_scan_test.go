@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -361,5 +362,53 @@ func TestRESPRandomKey(t *testing.T) {
 				t.Fatalf("RANDOMKEY as app at %s = %q, %v; want an app: key it owns", n.id, k, err)
 			}
 		}
+	}
+}
+
+// TestRESPMemoryUsage checks that MEMORY USAGE answers, at a key's owner, what the node counts for the key
+// against its memory bound: more for a larger value and for more fields, the same whatever SAMPLES says,
+// null for a missing key, and a redirect at another node.
+func TestRESPMemoryUsage(t *testing.T) {
+	c := startRESPCluster(t, 3, nil)
+	ctx := bg(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.node(0).RESPAddr()}})
+	defer client.Close()
+	usage := func(key string, samples ...int) int64 {
+		t.Helper()
+		n, err := client.MemoryUsage(ctx, key, samples...).Result()
+		if err != nil {
+			t.Fatalf("MEMORY USAGE %s: %v", key, err)
+		}
+		return n
+	}
+	client.Set(ctx, "small", "v", 0)
+	client.Set(ctx, "large", strings.Repeat("v", 10_000), 0)
+	client.HSet(ctx, "h1", "f0", "v")
+	for i := range 100 {
+		client.HSet(ctx, "h100", fmt.Sprintf("f%d", i), "v")
+	}
+	small, large := usage("small"), usage("large")
+	if small <= 0 || large < small+10_000 || large > small+12_000 {
+		t.Errorf("a 1-byte value takes %d bytes and a 10,000-byte one %d; want the second about 10,000 more", small, large)
+	}
+	if h1, h100 := usage("h1"), usage("h100"); h100 < h1+99*2 {
+		t.Errorf("a hash of 1 field takes %d bytes, of 100 fields %d", h1, h100)
+	}
+	if got := usage("large", 0); got != large {
+		t.Errorf("with SAMPLES 0: %d, without: %d", got, large)
+	}
+	if _, err := client.MemoryUsage(ctx, "missing").Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("MEMORY USAGE of a missing key: %v, want null", err)
+	}
+	var other *Node
+	for _, n := range c.live() {
+		if n != c.owner("large") {
+			other = n
+		}
+	}
+	direct := redis.NewClient(&redis.Options{Addr: other.RESPAddr()})
+	defer direct.Close()
+	if _, err := direct.MemoryUsage(ctx, "large").Result(); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
+		t.Errorf("MEMORY USAGE at a node not owning the key: %v, want MOVED", err)
 	}
 }

@@ -172,6 +172,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "lcs", arity: -3, flags: []string{"readonly"}, firstKey: 1, lastKey: 2, step: 1, acl: []string{"@read", "@string", "@slow"}, grouped: true, run: (*respConn).cmdLCS},
 		{name: "getrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@slow"}, run: (*respConn).cmdGetRange},
 		{name: "strlen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, run: (*respConn).cmdStrlen},
+		{parent: true, name: "memory", subArity: memorySubcommandArity, arity: -2, flags: []string{"readonly"}, firstKey: 2, lastKey: 2, step: 1, acl: []string{"@read", "@slow"}, run: (*respConn).cmdMemory},
 		{parent: true, name: "object", subArity: objectSubcommandArity, arity: -2, flags: []string{"readonly"}, firstKey: 2, lastKey: 2, step: 1, acl: []string{"@keyspace", "@read", "@slow"}, run: (*respConn).cmdObject},
 		{name: "type", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdType},
 		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, run: (*respConn).cmdExpire},
