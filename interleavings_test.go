@@ -746,7 +746,7 @@ func TestInterleavingReplanWhileCutoverSealed(t *testing.T) {
 	p := int(heldPart.Load())
 	owner := c.nodeByID(*heldBy.Load())
 	leader := c.currentLeader(t)
-	st := leader.ClusterMap().Runtime[p]
+	st := owner.ClusterMap().Runtime[p] // the map the owner sealed by, which the leader's may not have applied yet
 	to := st.Target[0]
 	if st.Owner != owner.id || to == owner.id || !slices.Contains(st.InSync, to) {
 		t.Fatalf("partition %d is %+v; want owned by %s and its target primary in sync", p, st, owner.id)
