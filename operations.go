@@ -76,7 +76,7 @@ var keyOps = [...]keyOperation{
 	// getex reads without writing when it keeps the expiry: that success reveals the value.
 	kv.OpGetEx:  {name: "getex", reveals: revealsUnmetCondition, resp: []string{"getex"}, apply: applyGetEx},
 	kv.OpType:   {name: "type", readOnly: true, reveals: revealsAlways, resp: []string{"type"}, apply: applyType},
-	kv.OpObject: {name: "object", readOnly: true, reveals: revealsAlways, resp: []string{"object"}, apply: applyObject},
+	kv.OpObject: {name: "object", readOnly: true, reveals: revealsAlways, resp: []string{"object", "memory"}, apply: applyObject},
 	// setrange with an empty part writes nothing: its callers read the length with get instead.
 	kv.OpSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 
