@@ -228,6 +228,7 @@ func respOptions(c *Config, id NodeID, addr string, log *slog.Logger) resp.Optio
 		MaxQueryBufferTotal: c.RESPMaxQueryBufferTotal,
 		Password:            c.RESPPassword,
 		Users:               c.RESPUsers,
+		SyncWrites:          c.WriteConcern == Sync,
 		Clock:               c.Clock,
 		Log:                 log,
 	}
@@ -316,7 +317,8 @@ func describeTopology(m *ClusterMap) *resp.Topology {
 	for p, st := range m.Runtime {
 		first, last := layout.PartitionSlots(p)
 		t.Partitions[p] = resp.Partition{First: first, Last: last, Owner: st.Owner, Epoch: st.Epoch,
-			Unavailable: st.Health == Unavailable, Assigned: p < len(m.Assignment) && len(m.Assignment[p]) > 0}
+			Unavailable: st.Health == Unavailable, Assigned: p < len(m.Assignment) && len(m.Assignment[p]) > 0,
+			InSync: len(st.InSync)}
 	}
 	return t
 }

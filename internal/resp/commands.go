@@ -300,6 +300,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdEcho},
 		{name: "hello", noMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdHello},
 		{name: "auth", noMulti: true, arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdAuth},
+		{name: "wait", arity: 3, flags: []string{"noscript"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdWait},
 		{name: "reset", controlsMulti: true, arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdReset},
 		{name: "quit", controlsMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
 		{parent: true, name: "client", subArity: clientSubcommandArity, arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},

@@ -84,15 +84,24 @@ type Partition struct {
 	Unavailable bool      // no copy can serve it now
 	Assigned    bool      // the map gives it to at least one node
 	Epoch       uint64    // its ownership epoch
+	InSync      int       // its replicas known to hold every write the owner acknowledged
 }
 
 // PartitionOf returns the partition holding slot, or nil when the topology has none.
 func (t *Topology) PartitionOf(slot uint16) *Partition {
+	if i := t.partitionIndex(slot); i >= 0 {
+		return &t.Partitions[i]
+	}
+	return nil
+}
+
+// partitionIndex returns the index of the partition holding slot, or -1 when the topology has none.
+func (t *Topology) partitionIndex(slot uint16) int {
 	i := sort.Search(len(t.Partitions), func(i int) bool { return t.Partitions[i].Last >= slot })
 	if i == len(t.Partitions) || t.Partitions[i].First > slot {
-		return nil
+		return -1
 	}
-	return &t.Partitions[i]
+	return i
 }
 
 // served reports whether a client can be sent to p's owner.

@@ -35,8 +35,11 @@ type Options struct {
 	MaxQueryBufferTotal int64
 	Password            string
 	Users               []User
-	Clock               clock.Clock
-	Log                 *slog.Logger
+	// SyncWrites says that the node acknowledges a write once every in-sync replica holds it, which WAIT
+	// counts on.
+	SyncWrites bool
+	Clock      clock.Clock
+	Log        *slog.Logger
 	// Tracking is the node's tracking of the keys clients cache, which its writes invalidate; nil: the
 	// endpoint keeps one of its own.
 	Tracking *Tracking
@@ -64,6 +67,7 @@ type Server struct {
 	ln               net.Listener
 	addr             string
 	tls              bool
+	syncWrites       bool       // Options.SyncWrites
 	limits           respLimits // of an authenticated client
 	preAuth          respLimits // of a client that has not logged in yet
 	budget           *respBudget
@@ -122,6 +126,7 @@ func NewServer(node Node, opt Options) *Server {
 		contain:          opt.Contain,
 		addr:             opt.Addr,
 		tls:              opt.TLS,
+		syncWrites:       opt.SyncWrites,
 		limits:           newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
 		preAuth:          preAuthRESPLimits(),
 		budget:           budget,
@@ -323,6 +328,7 @@ type respConn struct {
 	exec       *execGroup          // set while EXEC runs the queued commands
 
 	stats respConnStats // what INFO counts of the connection
+	wrote []uint64      // the partitions, by index in the topology, it has written to: a bit each (WAIT)
 
 	authFailures  int
 	gateAddr      netip.Addr // the address preAuthGate counts the connection under until it logs in

@@ -459,6 +459,9 @@ func (c *respConn) writeExec(replies *replyBuffer, n int) {
 // applyKV runs one key operation on an owned segment: through the owner, or within the atomic group of
 // the EXEC being run.
 func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
+	if !c.srv.node.ReadOnly(op) {
+		c.noteWrite(req.Key)
+	}
 	if c.exec == nil {
 		return c.srv.node.ApplyKV(c.srv.ctx, op, seg, req)
 	}
