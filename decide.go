@@ -394,10 +394,12 @@ func (r *round) plan() bool {
 
 // placeable returns, sorted, the map's nodes that may hold partitions: not lite, not draining (as the map
 // records it or gossip says), and either alive or failed for less than EvictionTimeout (LostPartitionTimeout
-// if it holds a lost one on disk).
+// if it holds a lost one on disk). A failed node the plan already leaves out stays out: the clock of its
+// failure is the leader's own, so a new leader must not undo an eviction its predecessor made.
 func (r *round) placeable() []NodeID {
 	var ids []NodeID
 	failed := map[NodeID]bool{}
+	planned := r.Map.plannedNodes()
 	for _, mb := range r.Members {
 		if _, known := r.Map.Nodes[mb.ID]; !known || mb.Lite || r.Map.draining(mb.ID) {
 			continue
@@ -411,7 +413,8 @@ func (r *round) placeable() []NodeID {
 			failed[mb.ID] = true
 			failedFor := r.clocks.failed.elapsed(mb.ID, r.Now)
 			awaited := mb.Durable && holdsLost(r.Map, mb.ID)
-			if failedFor < r.rules.EvictionTimeout || awaited && failedFor < r.rules.LostPartitionTimeout {
+			waiting := failedFor < r.rules.EvictionTimeout || awaited && failedFor < r.rules.LostPartitionTimeout
+			if waiting && slices.Contains(planned, mb.ID) {
 				ids = append(ids, mb.ID)
 			}
 		}
