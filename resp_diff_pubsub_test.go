@@ -43,3 +43,39 @@ func TestRESPMatchesRedisPubSub(t *testing.T) {
 		{name: "pubsub resp3", cmds: resp3},
 	})
 }
+
+// TestRESPMatchesRedisChannelPermissions compares users' channel permissions (Redis's &pattern) with a real
+// redis-server given the same users: PUBLISH, SPUBLISH, SUBSCRIBE and SSUBSCRIBE of channels a user's
+// patterns allow or not, PSUBSCRIBE of its pattern as written or of a narrower one, a refusal inside MULTI,
+// and a user without channels.
+func TestRESPMatchesRedisChannelPermissions(t *testing.T) {
+	news, other := "news:"+diffTag+"a", "other:"+diffTag+"a"
+	users := []RESPUser{
+		{Name: "alice", Passwords: []string{"pw"}, Channels: []string{"news:*", "ops"}},
+		{Name: "bob", Passwords: []string{"pw"}, Channels: []string{}},
+		{Name: "carl", Passwords: []string{"pw"}, Channels: []string{"*"}},
+	}
+	d := newRESPDiff(t, func(cfg *Config) { cfg.RESPUsers = users },
+		"--user", "alice", "on", ">pw", "~*", "&news:*", "&ops", "+@all",
+		"--user", "bob", "on", ">pw", "~*", "resetchannels", "+@all",
+		"--user", "carl", "on", ">pw", "~*", "allchannels", "+@all")
+	d.run(t, []diffSeq{
+		{name: "patterns", cmds: []diffCmd{
+			cmd("AUTH", "alice", "pw"), cmd("PUBLISH", news, "m"), cmd("PUBLISH", other, "m"), cmd("PUBLISH", "ops", "m"),
+			cmd("SPUBLISH", news, "m"), cmd("SPUBLISH", other, "m"), cmd("PUBLISH", "opsx", "m"),
+			cmd("MULTI"), cmd("PUBLISH", other, "m"), cmd("EXEC"),
+			cmd("SUBSCRIBE", news, other), cmd("PSUBSCRIBE", "news:a*"), cmd("PSUBSCRIBE", "n*"),
+			cmd("SSUBSCRIBE", other), cmd("PING"), cmd("UNSUBSCRIBE", other),
+			cmd("PSUBSCRIBE", "news:*"), cmd("PUBLISH", news, "hello").elsewhere(), receive(),
+			cmd("PUNSUBSCRIBE"), cmd("SSUBSCRIBE", news), cmd("SUNSUBSCRIBE"), cmd("SUBSCRIBE", news, "ops").replies(2),
+			cmd("UNSUBSCRIBE", news, "ops").replies(2), cmd("PUBSUB", "NUMSUB", news),
+		}},
+		{name: "none", cmds: []diffCmd{
+			cmd("AUTH", "bob", "pw"), cmd("PUBLISH", news, "m"), cmd("SUBSCRIBE", news), cmd("PSUBSCRIBE", "*"),
+			cmd("SPUBLISH", news, "m"), cmd("PUBSUB", "CHANNELS", "zzz"), cmd("UNSUBSCRIBE", news),
+		}},
+		{name: "all", cmds: []diffCmd{
+			cmd("AUTH", "carl", "pw"), cmd("PUBLISH", other, "m"), cmd("PSUBSCRIBE", "x*y"), cmd("PUNSUBSCRIBE"),
+		}},
+	})
+}

@@ -14,11 +14,12 @@ import (
 // loadACLFile reads RESP users from a file in the form of Redis's ACL files, one user a line:
 //
 //	# comment
-//	user alice on >secret ~cache:* +@all
+//	user alice on >secret ~cache:* &events:* +@all
 //	user reporter on >other ~* +@read
 //
 // The rules understood are those Zaris can enforce: on and off (a user starts off), >password and
-// <password, nopass, resetpass, ~pattern, allkeys and resetkeys (a user starts with no key), and +@all or
+// <password, nopass, resetpass, ~pattern, allkeys and resetkeys (a user starts with no key), &pattern,
+// allchannels and resetchannels (a user starts with no pub/sub channel, as in Redis 7), and +@all or
 // allcommands (every command) or +@read (no command that writes or administers); a user that is on needs
 // one of the last three.
 func loadACLFile(name string) ([]zaris.RESPUser, error) {
@@ -69,7 +70,7 @@ func parseACLUser(fields []string) (zaris.RESPUser, error) {
 	if fields[0] != "user" || len(fields) < 2 {
 		return zaris.RESPUser{}, fmt.Errorf("want: user <name> <rules>, got %q", strings.Join(fields, " "))
 	}
-	u := zaris.RESPUser{Name: fields[1], Disabled: true, Keys: []string{}}
+	u := zaris.RESPUser{Name: fields[1], Disabled: true, Keys: []string{}, Channels: []string{}}
 	commands := false
 	for _, rule := range fields[2:] {
 		switch {
@@ -89,6 +90,12 @@ func parseACLUser(fields []string) (zaris.RESPUser, error) {
 			u.Keys = append(u.Keys, "*")
 		case rule == "resetkeys":
 			u.Keys = []string{}
+		case strings.HasPrefix(rule, "&") && len(rule) > 1:
+			u.Channels = append(u.Channels, rule[1:])
+		case rule == "allchannels":
+			u.Channels = append(u.Channels, "*")
+		case rule == "resetchannels":
+			u.Channels = []string{}
 		case rule == "+@all", rule == "allcommands":
 			u.ReadOnly, commands = false, true
 		case rule == "+@read":

@@ -101,8 +101,8 @@ func TestTLSAndACLOptionErrors(t *testing.T) {
 
 func TestACLFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.acl")
-	content := "# users\n\nuser default off\nuser app on >one >two <one ~app:* ~jobs:* +@all\n" +
-		"user reader on nopass allkeys +@read\nuser dormant >x resetpass allcommands resetkeys\n"
+	content := "# users\n\nuser default off\nuser app on >one >two <one ~app:* ~jobs:* &events:* +@all\n" +
+		"user reader on nopass allkeys allchannels +@read\nuser dormant >x resetpass allcommands resetkeys &x resetchannels\n"
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +111,10 @@ func TestACLFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []zaris.RESPUser{
-		{Name: "default", Disabled: true, Keys: []string{}},
-		{Name: "app", Passwords: []string{"two"}, Keys: []string{"app:*", "jobs:*"}},
-		{Name: "reader", NoPass: true, ReadOnly: true, Keys: []string{"*"}},
-		{Name: "dormant", Disabled: true, Keys: []string{}},
+		{Name: "default", Disabled: true, Keys: []string{}, Channels: []string{}},
+		{Name: "app", Passwords: []string{"two"}, Keys: []string{"app:*", "jobs:*"}, Channels: []string{"events:*"}},
+		{Name: "reader", NoPass: true, ReadOnly: true, Keys: []string{"*"}, Channels: []string{"*"}},
+		{Name: "dormant", Disabled: true, Keys: []string{}, Channels: []string{}},
 	}
 	if len(users) != len(want) {
 		t.Fatalf("%d users, want %d: %+v", len(users), len(want), users)
@@ -122,7 +122,8 @@ func TestACLFile(t *testing.T) {
 	for i, u := range users {
 		w := want[i]
 		if u.Name != w.Name || u.Disabled != w.Disabled || u.NoPass != w.NoPass || u.ReadOnly != w.ReadOnly ||
-			!slices.Equal(u.Passwords, w.Passwords) || !slices.Equal(u.Keys, w.Keys) || (u.Keys == nil) != (w.Keys == nil) {
+			!slices.Equal(u.Passwords, w.Passwords) || !slices.Equal(u.Keys, w.Keys) || (u.Keys == nil) != (w.Keys == nil) ||
+			!slices.Equal(u.Channels, w.Channels) || (u.Channels == nil) != (w.Channels == nil) {
 			t.Errorf("user %d = %+v, want %+v", i, u, w)
 		}
 	}

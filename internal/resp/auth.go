@@ -29,6 +29,10 @@ type User struct {
 	// Keys lists glob patterns (Redis's ~pattern) of the keys the user may touch; nil: every key, an empty
 	// list: none. SCAN, KEYS and DBSIZE list and count only those keys for the user.
 	Keys []string
+	// Channels lists glob patterns (Redis's &pattern) of the pub/sub channels the user may publish and
+	// subscribe to; nil or a "*" among them: every channel, an empty list: none. PSUBSCRIBE takes only a
+	// pattern the list holds as it is, as Redis checks it.
+	Channels []string
 }
 
 // respUser is a RESP user as the endpoint checks it: passwords kept as SHA-256 digests, compared in
@@ -40,10 +44,14 @@ type respUser struct {
 	disabled bool
 	readOnly bool
 	keys     []string // glob patterns; nil: every key
+	channels []string // glob patterns; nil: every channel
 }
 
 func newUser(u User) *respUser {
-	ru := &respUser{name: u.Name, nopass: u.NoPass, disabled: u.Disabled, readOnly: u.ReadOnly, keys: u.Keys}
+	ru := &respUser{name: u.Name, nopass: u.NoPass, disabled: u.Disabled, readOnly: u.ReadOnly, keys: u.Keys, channels: u.Channels}
+	if slices.Contains(ru.channels, "*") {
+		ru.channels = nil
+	}
 	for _, p := range u.Passwords {
 		ru.digests = append(ru.digests, sha256.Sum256([]byte(p)))
 	}
@@ -116,6 +124,8 @@ func ValidateUsers(users []User, password string) error {
 			return fmt.Errorf("RESPUsers: user %q has passwords and NoPass", u.Name)
 		case containsEmpty(u.Keys):
 			return fmt.Errorf("RESPUsers: user %q has an empty key pattern", u.Name)
+		case containsEmpty(u.Channels):
+			return fmt.Errorf("RESPUsers: user %q has an empty channel pattern", u.Name)
 		}
 		seen[u.Name] = true
 	}
@@ -155,6 +165,25 @@ func (u *respUser) mayAccess(cmd *respCommand, args [][]byte) bool {
 	return true
 }
 
+// mayUseChannels reports whether u may use every channel the command args name: a channel must match one
+// of u's patterns, and a pattern a subscription asks for must be one of them.
+func (u *respUser) mayUseChannels(cmd *respCommand, args [][]byte) bool {
+	if u.channels == nil || cmd.channels == 0 {
+		return true
+	}
+	names := args[1:]
+	if cmd.channels > 0 {
+		names = args[1 : cmd.channels+1]
+	}
+	for _, name := range names {
+		if cmd.channelPatterns && !slices.Contains(u.channels, string(name)) ||
+			!cmd.channelPatterns && !matchesAny(u.channels, name) {
+			return false
+		}
+	}
+	return true
+}
+
 // visible returns the keys of keys that u may access, in place: a user limited to some keys lists only
 // those.
 func (u *respUser) visible(keys []string) []string {
@@ -173,14 +202,16 @@ func matchesAny(patterns []string, key []byte) bool {
 	return false
 }
 
-// permissionError returns the NOPERM error Redis gives when the user may not run the command on its keys,
-// or "" when it may.
+// permissionError returns the NOPERM error Redis gives when the user may not run the command on its keys
+// or channels, or "" when it may.
 func (c *respConn) permissionError(cmd *respCommand, args [][]byte) string {
 	switch {
 	case !c.user.mayRun(cmd):
 		return "NOPERM this user has no permissions to run the '" + cmd.fullName(args) + "' command"
 	case !c.user.mayAccess(cmd, args):
 		return "NOPERM this user has no permissions to access one of the keys used as arguments"
+	case !c.user.mayUseChannels(cmd, args):
+		return "NOPERM this user has no permissions to access one of the channels used as arguments"
 	}
 	return ""
 }

@@ -48,6 +48,10 @@ type respCommand struct {
 	blocks bool
 	// everyKey: writes every key of the node, so only a user allowed every key may run it.
 	everyKey bool
+	// channels: the pub/sub channels the command names, which a user's channel patterns must allow: n
+	// means arguments 1 to n, -1 every argument from the first. channelPatterns: they are patterns.
+	channels        int
+	channelPatterns bool
 }
 
 func (cmd *respCommand) hasFlag(flag string) bool { return slices.Contains(cmd.flags, flag) }
@@ -288,11 +292,11 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "dbsize", noMulti: true, arity: 1, flags: readFast, acl: []string{"@keyspace", "@read", "@fast"}, run: (*respConn).cmdDBSize},
 		{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"}, run: (*respConn).cmdTime},
 		{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdPing},
-		{name: "publish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, acl: []string{"@pubsub", "@fast"}, run: (*respConn).cmdPublish},
-		{name: "spublish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@pubsub", "@fast"}, run: (*respConn).cmdSPublish},
-		{name: "subscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSubscribe},
-		{name: "psubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdPSubscribe},
-		{name: "ssubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSSubscribe},
+		{name: "publish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, acl: []string{"@pubsub", "@fast"}, channels: 1, run: (*respConn).cmdPublish},
+		{name: "spublish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@pubsub", "@fast"}, channels: 1, run: (*respConn).cmdSPublish},
+		{name: "subscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, channels: -1, run: (*respConn).cmdSubscribe},
+		{name: "psubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, channels: -1, channelPatterns: true, run: (*respConn).cmdPSubscribe},
+		{name: "ssubscribe", noMulti: true, arity: -2, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, channels: -1, run: (*respConn).cmdSSubscribe},
 		{name: "unsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdUnsubscribe},
 		{name: "punsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdPUnsubscribe},
 		{name: "sunsubscribe", noMulti: true, arity: -1, flags: pubsubFlags, acl: []string{"@pubsub", "@slow"}, run: (*respConn).cmdSUnsubscribe},
