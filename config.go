@@ -20,6 +20,7 @@ import (
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/memnet"
+	"github.com/zaris-go/zaris/internal/pubsub"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -226,6 +227,11 @@ type Config struct {
 	// client's SUBSCRIBE): one that falls further behind is ended, its channel closed or its connection
 	// dropped, as Redis's client-output-buffer-limit for pubsub does. Default 32 MiB.
 	SubscriberBuffer int
+	// SubscriberSoftBuffer and SubscriberSoftTime are the soft bound beside it: a subscriber more than
+	// SubscriberSoftBuffer bytes behind for longer than SubscriberSoftTime is ended too, as by Redis's soft
+	// pubsub limit. Defaults 8 MiB and 60s; a negative SubscriberSoftBuffer sets no soft bound.
+	SubscriberSoftBuffer int
+	SubscriberSoftTime   time.Duration
 	// NearCache, with MaxBytes set, keeps values this node reads from other owners in its memory
 	// (nearcache.go). Off by default.
 	NearCache NearCacheConfig
@@ -387,6 +393,8 @@ func DefaultConfig() Config {
 		WatchBufferBytes:      1 << 20,
 		WatchPoll:             2 * time.Second,
 		SubscriberBuffer:      32 << 20,
+		SubscriberSoftBuffer:  8 << 20,
+		SubscriberSoftTime:    time.Minute,
 		DiskQueueBytes:        64 << 20,
 		FailoverTimeout:       10 * time.Second,
 		EvictionTimeout:       time.Minute,
@@ -466,6 +474,12 @@ func (c *Config) withWatchDefaults() {
 	if c.SubscriberBuffer == 0 {
 		c.SubscriberBuffer = d.SubscriberBuffer
 	}
+	if c.SubscriberSoftBuffer == 0 {
+		c.SubscriberSoftBuffer = d.SubscriberSoftBuffer
+	}
+	if c.SubscriberSoftTime == 0 {
+		c.SubscriberSoftTime = d.SubscriberSoftTime
+	}
 }
 
 // Validate reports the first setting of c that Join would refuse, as an error matching ErrInvalidConfig.
@@ -511,6 +525,8 @@ func (c Config) Validate() error {
 		return bad("MaxValueSize %d must be between 1 and MaxFrameSize-512 (%d)", c.MaxValueSize, c.MaxFrameSize-512)
 	case c.SubscriberBuffer < 0:
 		return bad("SubscriberBuffer %d must not be negative", c.SubscriberBuffer)
+	case c.SubscriberSoftTime < 0:
+		return bad("SubscriberSoftTime %v must not be negative", c.SubscriberSoftTime)
 	case c.DataMaxConns < 1 || c.RaftMaxConns < 1:
 		return bad("DataMaxConns %d and RaftMaxConns %d must be at least 1", c.DataMaxConns, c.RaftMaxConns)
 	case c.DataMaxConnRequests < 1 || c.DataMaxRequests < c.DataMaxConnRequests:
@@ -702,4 +718,9 @@ func (d *DiskDurability) UnmarshalText(b []byte) error {
 		}
 	}
 	return fmt.Errorf("%w: disk durability %q is none of written, synced, behind", ErrInvalidConfig, b)
+}
+
+// subscriberLimit is the bound on what one subscriber may have waiting.
+func (c *Config) subscriberLimit() pubsub.Limit {
+	return pubsub.Limit{Hard: c.SubscriberBuffer, Soft: c.SubscriberSoftBuffer, SoftFor: c.SubscriberSoftTime}
 }

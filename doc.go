@@ -144,7 +144,8 @@
 // queues the message for every other node, one ordered queue per node (pubsub.go), so each subscriber
 // receives one node's messages in the order it published them, each once. Delivery between nodes is at
 // most once: a node that does not take a batch for 10 s, or more than 8 MiB behind, misses messages. A
-// subscriber more than SubscriberBuffer bytes behind is ended.
+// subscriber more than SubscriberBuffer bytes behind is ended, as is one more than SubscriberSoftBuffer
+// behind for longer than SubscriberSoftTime.
 //
 // # Near cache
 //

@@ -137,7 +137,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.pubsub = newBroker(brokerConfig{
 		self: n.id, incarnation: n.own.repl.incarnation, layout: layout, clusterMap: fsm.clusterMap,
 		call: n.client.callInternal, background: n.goBackground, life: n.life.ctx, clock: cfg.Clock,
-		maxBatch: cfg.MaxFrameSize / 2, maxQueued: publishQueueBytes, subscriber: cfg.SubscriberBuffer,
+		maxBatch: cfg.MaxFrameSize / 2, maxQueued: publishQueueBytes, subscriber: cfg.subscriberLimit(),
 		retry: cfg.RetryBackoff, log: n.log,
 	})
 	n.redis = newRedisEdge()

@@ -40,7 +40,7 @@ func (n *Node) Publish(ctx context.Context, channel string, payload []byte) (int
 
 // Subscribe receives the messages published to channels, from every node, until ctx ends or the node
 // closes; then the returned channel is closed. It is closed as well when the subscriber falls more than
-// Config.SubscriberBuffer bytes behind.
+// Config.SubscriberBuffer bytes behind, or more than Config.SubscriberSoftBuffer for SubscriberSoftTime.
 func (n *Node) Subscribe(ctx context.Context, channels ...string) (<-chan Message, error) {
 	return n.pubsub.subscribe(ctx, pubsub.Channel, channels)
 }
@@ -82,7 +82,7 @@ type brokerConfig struct {
 	clock       Clock
 	maxBatch    int           // bytes of messages in one request
 	maxQueued   int           // bytes of messages queued for one node
-	subscriber  int           // bytes queued for one subscriber (Config.SubscriberBuffer)
+	subscriber  pubsub.Limit  // on what one subscriber may have waiting (Config.SubscriberBuffer)
 	retry       time.Duration // between attempts of a batch
 	log         *slog.Logger
 }
@@ -285,7 +285,7 @@ func (b *broker) subscribe(ctx context.Context, kind pubsub.Kind, names []string
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: no channel to subscribe to", ErrInvalidRequest)
 	}
-	s := &goSubscriber{max: b.subscriber, wake: make(chan struct{}, 1)}
+	s := &goSubscriber{backlog: pubsub.Backlog{Limit: b.subscriber}, clock: b.clock, wake: make(chan struct{}, 1)}
 	var subscribed [3][]string
 	subscribed[kind] = names
 	for _, name := range names {
@@ -307,12 +307,13 @@ func (b *broker) subscribe(ctx context.Context, kind pubsub.Kind, names []string
 // goSubscriber is a subscription of the Go API: messages wait in a queue bounded in bytes, which a
 // goroutine hands to the subscriber's channel. A subscriber that falls further behind is ended.
 type goSubscriber struct {
-	mu    sync.Mutex
-	queue []Message
-	bytes int
-	max   int
-	over  bool
-	wake  chan struct{}
+	mu      sync.Mutex
+	queue   []Message
+	bytes   int
+	backlog pubsub.Backlog
+	clock   Clock
+	over    bool
+	wake    chan struct{}
 }
 
 func (s *goSubscriber) Deliver(m pubsub.Message) {
@@ -322,7 +323,7 @@ func (s *goSubscriber) Deliver(m pubsub.Message) {
 	switch {
 	case s.over:
 		return
-	case s.bytes+size > s.max:
+	case s.backlog.Exceeded(s.bytes+size, s.clock.Now()):
 		s.over, s.queue, s.bytes = true, nil, 0
 	default:
 		s.queue = append(s.queue, Message{Channel: m.Channel, Pattern: m.Pattern, Payload: slices.Clone(m.Payload)})

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/pubsub"
 )
 
 // TestPubSubDeliversEveryMessageOnceInOrder publishes from every node of three to subscribers on every
@@ -175,7 +178,7 @@ func FuzzPublishBatch(f *testing.F) {
 // numbering is taken from its start.
 func TestBrokerDeliversABatchSentAgainOnce(t *testing.T) {
 	b := newBroker(brokerConfig{self: "r", clusterMap: func() *ClusterMap { return &ClusterMap{} }})
-	s := &goSubscriber{max: 1 << 20, wake: make(chan struct{}, 1)}
+	s := &goSubscriber{backlog: pubsub.Backlog{Limit: pubsub.Limit{Hard: 1 << 20}}, clock: systemClock{}, wake: make(chan struct{}, 1)}
 	b.hub.Subscribe(s, 0, "ch")
 	batch := func(inc, seq uint64, payloads ...string) []byte {
 		out := publishBatch{From: "a", Incarnation: inc, Seq: seq}
@@ -201,5 +204,50 @@ func TestBrokerDeliversABatchSentAgainOnce(t *testing.T) {
 	}
 	if _, err := b.serve([]byte{9, 9, 9}); err == nil {
 		t.Fatal("a malformed batch was taken")
+	}
+}
+
+// TestSubscriberEndedOverItsSoftBoundTooLong holds a Go subscriber more than its soft bound behind (its
+// first message taken, not received) and ends it once it has stayed there longer than the soft time, as
+// Redis's soft pubsub limit does; one that catches up within the time receives every message.
+func TestSubscriberEndedOverItsSoftBoundTooLong(t *testing.T) {
+	limit := pubsub.Limit{Hard: 1 << 20, Soft: 4 << 10, SoftFor: time.Minute}
+	for _, tc := range []struct {
+		behind time.Duration
+		ended  bool
+	}{{behind: time.Minute, ended: false}, {behind: time.Minute + time.Millisecond, ended: true}} {
+		t.Run(tc.behind.String(), func(t *testing.T) {
+			clk := clocktest.New(time.Unix(1_700_000_000, 0))
+			s := &goSubscriber{backlog: pubsub.Backlog{Limit: limit}, clock: clk, wake: make(chan struct{}, 1)}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := make(chan Message)
+			go func() {
+				defer close(out)
+				s.pump(ctx, context.Background(), out)
+			}()
+			msg := pubsub.Message{Channel: "ch", Payload: make([]byte, 1024)}
+			s.Deliver(msg)
+			waitFor(t, 10*time.Second, "the first message taken from the queue", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return len(s.queue) == 0
+			})
+			const behind = 8 // 8 KiB behind: over the soft bound, under the hard one
+			for range behind {
+				s.Deliver(msg)
+			}
+			clk.Advance(tc.behind)
+			s.Deliver(msg)
+			received := 0
+			for range out {
+				if received++; received == behind+2 {
+					break
+				}
+			}
+			if ended := received < behind+2; ended != tc.ended {
+				t.Fatalf("received %d of %d messages after %v over the soft bound; want it ended: %v", received, behind+2, tc.behind, tc.ended)
+			}
+		})
 	}
 }

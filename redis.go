@@ -124,7 +124,7 @@ func (e *redisEdge) start(cfg *Config, dataAddr string, node *edgeNode, contain 
 	}
 	opt := respOptions(cfg, node.own.id, resp.AdvertisedAddr(ln.Addr().(*net.TCPAddr), dataAddr), log)
 	opt.Tracking, opt.Blocking = e.tracking, e.blocking
-	opt.PubSub, opt.SubscriberBuffer = node.pubsub.hub, cfg.SubscriberBuffer
+	opt.PubSub, opt.SubscriberLimit = node.pubsub.hub, cfg.subscriberLimit()
 	opt.Contain = contain
 	if cfg.RESPTLS != nil {
 		ln = tls.NewListener(ln, currentClientCAs(cfg.RESPTLS))

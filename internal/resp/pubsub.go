@@ -13,7 +13,7 @@ import (
 // Pub/sub as Redis Cluster serves it: PUBLISH reaches the subscribers of every node, SPUBLISH those of
 // the channel's slot, served by its owner and its replicas. A connection subscribes in the node's hub,
 // which delivers each message to it as a push (a plain array in RESP2), queued with the connection's
-// other pushes and bounded by SubscriberBuffer: a connection further behind is dropped, as Redis drops
+// other pushes and bounded by SubscriberLimit: a connection further behind is dropped, as Redis drops
 // one past its pubsub output buffer limit.
 
 // DefaultSubscriberBuffer is Redis's hard pubsub output buffer limit.

@@ -49,8 +49,9 @@ type Options struct {
 	// PubSub is the node's registry of subscribers, which its Publish delivers to; nil: the endpoint keeps
 	// one of its own.
 	PubSub *pubsub.Hub
-	// SubscriberBuffer bounds the bytes of messages waiting for one subscribing client.
-	SubscriberBuffer int
+	// SubscriberLimit bounds the bytes of messages waiting for one subscribing client; a Hard of 0 is
+	// DefaultSubscriberBuffer.
+	SubscriberLimit pubsub.Limit
 	// Contain handles a panic a command raised outside the key operations; nil: it is only logged.
 	Contain func(v any, what string)
 }
@@ -59,35 +60,35 @@ type Options struct {
 // keys this node actively owns are applied locally, all others are answered with a redirect, never
 // forwarded.
 type Server struct {
-	node             Node
-	id               kv.NodeID
-	clock            clock.Clock
-	log              *slog.Logger
-	contain          func(v any, what string)
-	ln               net.Listener
-	addr             string
-	tls              bool
-	syncWrites       bool       // Options.SyncWrites
-	limits           respLimits // of an authenticated client
-	preAuth          respLimits // of a client that has not logged in yet
-	budget           *respBudget
-	gate             *preAuthGate // admits the clients not logged in yet
-	timeouts         respTimeouts
-	slack            time.Duration // how late a read deadline may be moved (respTimeouts.slack)
-	maxClients       int
-	acl              *respACL
-	throttle         *throttle.Logins
-	commands         map[string]*respCommand
-	ctx              context.Context // cancelled on close, so work for a connection stops with the node
-	cancel           context.CancelFunc
-	tracking         *Tracking // writes of the node's keys invalidate what clients cache
-	hub              *pubsub.Hub
-	blocking         *Blocking
-	subscriberBuffer int
-	nextID           atomic.Int64
-	lastAlarm        atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
-	turningAway      atomic.Int32 // refused connections being told why
-	info             respInfo     // what INFO reports besides the connections' own counts
+	node            Node
+	id              kv.NodeID
+	clock           clock.Clock
+	log             *slog.Logger
+	contain         func(v any, what string)
+	ln              net.Listener
+	addr            string
+	tls             bool
+	syncWrites      bool       // Options.SyncWrites
+	limits          respLimits // of an authenticated client
+	preAuth         respLimits // of a client that has not logged in yet
+	budget          *respBudget
+	gate            *preAuthGate // admits the clients not logged in yet
+	timeouts        respTimeouts
+	slack           time.Duration // how late a read deadline may be moved (respTimeouts.slack)
+	maxClients      int
+	acl             *respACL
+	throttle        *throttle.Logins
+	commands        map[string]*respCommand
+	ctx             context.Context // cancelled on close, so work for a connection stops with the node
+	cancel          context.CancelFunc
+	tracking        *Tracking // writes of the node's keys invalidate what clients cache
+	hub             *pubsub.Hub
+	blocking        *Blocking
+	subscriberLimit pubsub.Limit
+	nextID          atomic.Int64
+	lastAlarm       atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
+	turningAway     atomic.Int32 // refused connections being told why
+	info            respInfo     // what INFO reports besides the connections' own counts
 
 	mu     sync.Mutex
 	conns  map[*respConn]struct{}
@@ -108,40 +109,40 @@ func NewServer(node Node, opt Options) *Server {
 	if hub == nil {
 		hub = pubsub.New()
 	}
-	if opt.SubscriberBuffer <= 0 {
-		opt.SubscriberBuffer = DefaultSubscriberBuffer
+	if opt.SubscriberLimit.Hard <= 0 {
+		opt.SubscriberLimit.Hard = DefaultSubscriberBuffer
 	}
 	blocking := opt.Blocking
 	if blocking == nil {
 		blocking = NewBlocking()
 	}
 	return &Server{
-		blocking:         blocking,
-		hub:              hub,
-		subscriberBuffer: opt.SubscriberBuffer,
-		node:             node,
-		id:               opt.ID,
-		clock:            opt.Clock,
-		log:              opt.Log,
-		contain:          opt.Contain,
-		addr:             opt.Addr,
-		tls:              opt.TLS,
-		syncWrites:       opt.SyncWrites,
-		limits:           newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
-		preAuth:          preAuthRESPLimits(),
-		budget:           budget,
-		gate:             newPreAuthGate(budget, opt.MaxClients, opt.MaxPreAuthPerAddr),
-		timeouts:         timeouts,
-		slack:            timeouts.slack(),
-		maxClients:       opt.MaxClients,
-		acl:              newRESPACL(opt.Password, opt.Users),
-		throttle:         newAuthThrottle(),
-		commands:         respCommandTable,
-		ctx:              ctx,
-		cancel:           cancel,
-		tracking:         tracking,
-		conns:            map[*respConn]struct{}{},
-		info:             respInfo{started: time.Now()},
+		blocking:        blocking,
+		hub:             hub,
+		subscriberLimit: opt.SubscriberLimit,
+		node:            node,
+		id:              opt.ID,
+		clock:           opt.Clock,
+		log:             opt.Log,
+		contain:         opt.Contain,
+		addr:            opt.Addr,
+		tls:             opt.TLS,
+		syncWrites:      opt.SyncWrites,
+		limits:          newRESPLimits(opt.MaxValueSize, opt.MaxQueryBuffer),
+		preAuth:         preAuthRESPLimits(),
+		budget:          budget,
+		gate:            newPreAuthGate(budget, opt.MaxClients, opt.MaxPreAuthPerAddr),
+		timeouts:        timeouts,
+		slack:           timeouts.slack(),
+		maxClients:      opt.MaxClients,
+		acl:             newRESPACL(opt.Password, opt.Users),
+		throttle:        newAuthThrottle(),
+		commands:        respCommandTable,
+		ctx:             ctx,
+		cancel:          cancel,
+		tracking:        tracking,
+		conns:           map[*respConn]struct{}{},
+		info:            respInfo{started: time.Now()},
 	}
 }
 
@@ -351,7 +352,7 @@ func newRESPConn(s *Server, conn net.Conn, user *respUser, budget *respBudget) *
 	c.wr = newRESPWriter(countingWriter{dst: out, n: &c.stats.counted.netOut})
 	c.pushes.out = out
 	c.pushes.wake = sync.NewCond(&c.pushes.mu)
-	c.pushes.maxMessage = s.subscriberBuffer
+	c.pushes.backlog.Limit = s.subscriberLimit
 	c.rd.onBlock = c.beforeRead // replies of a pipeline go out together, once its input is drained
 	return c
 }

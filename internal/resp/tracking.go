@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/internal/pubsub"
 )
 
 // Tracking is the server side of Redis client-side caching (CLIENT TRACKING, default mode, RESP3): it
@@ -197,10 +198,10 @@ type respPushes struct {
 	dropped bool   // the invalidations overflowed: the client is told to drop everything instead
 	sent    uint64 // bytes the pusher wrote, not yet in the connection's count (takeSent)
 
-	proto3     bool // the client speaks RESP3: messages are pushes, else arrays
-	messages   int  // bytes of pending that are pub/sub messages
-	maxMessage int  // the bound on messages (Options.SubscriberBuffer)
-	overflowed bool // messages passed maxMessage: the connection is being dropped
+	proto3     bool           // the client speaks RESP3: messages are pushes, else arrays
+	messages   int            // bytes of pending that are pub/sub messages
+	backlog    pubsub.Backlog // the bound on messages (Options.SubscriberLimit)
+	overflowed bool           // messages passed the bound: the connection is being dropped
 }
 
 // respPendingPushes bounds the pushes waiting for a connection.
@@ -226,7 +227,8 @@ func (c *respConn) push(frame []byte) {
 }
 
 // pushMessage queues the pub/sub frame that frame builds, for RESP3 or RESP2. A client with more than
-// maxMessage bytes of messages waiting is disconnected, as Redis does past its pubsub output buffer limit.
+// more bytes of messages waiting than its backlog allows is disconnected, as Redis does past its pubsub
+// output buffer limit.
 func (c *respConn) pushMessage(frame func(proto3 bool) []byte) {
 	p := &c.pushes
 	p.mu.Lock()
@@ -235,9 +237,10 @@ func (c *respConn) pushMessage(frame func(proto3 bool) []byte) {
 		return
 	}
 	b := frame(p.proto3)
-	if p.messages+len(b) > p.maxMessage {
+	if p.backlog.Exceeded(p.messages+len(b), c.srv.clock.Now()) {
 		p.overflowed = true
-		c.srv.log.Warn("RESP subscriber disconnected: too far behind", "client", c.id, "pending", p.messages, "limit", p.maxMessage)
+		c.srv.log.Warn("RESP subscriber disconnected: too far behind", "client", c.id, "pending", p.messages,
+			"limit", p.backlog.Hard, "soft limit", p.backlog.Soft, "soft time", p.backlog.SoftFor)
 		c.conn.Close()
 		return
 	}
