@@ -50,6 +50,21 @@ func writeReply(version uint64, status Status, n int) kv.Reply {
 	return kv.Reply{Status: status, Version: version, Int: int64(n)}
 }
 
+// collWrite is what writeCollection did: the key's version after the op (0 if none was applied), and
+// whether the op emptied the collection, which deleted the key.
+type collWrite struct {
+	version uint64
+	status  Status
+	emptied bool
+}
+
+// reply answers a collection write, with n in Int.
+func (w collWrite) reply(n int) kv.Reply {
+	r := writeReply(w.version, w.status, n)
+	r.Emptied = w.emptied
+	return r
+}
+
 // readReply answers a collection read with values, or StatusTooLarge when they exceed the reply limit.
 func readReply(status Status, values [][]byte, lim opLimits) kv.Reply {
 	size := 0

@@ -108,7 +108,7 @@ var collectionSteps = []collectionStep{
 	{kv.OpHGet, "h", []string{"zz"}, "NotFound 0"},
 	{kv.OpHGet, "nohash", []string{"a"}, "NotFound 0"},
 	{kv.OpHMGet, "h", []string{"a", "zz", "c"}, "Success 0 [3 nil 30]"},
-	{kv.OpHMGet, "nohash", []string{"a"}, "Success 0 [nil]"},
+	{kv.OpHMGet, "nohash", []string{"a"}, "NotFound 0 [nil]"},
 	{kv.OpHLen, "h", nil, "Success 3"},
 	{kv.OpHExists, "h", []string{"b"}, "Success 1"},
 	{kv.OpHExists, "h", []string{"zz"}, "Success 0"},

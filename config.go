@@ -310,6 +310,10 @@ type Config struct {
 	// AUTH name password. A user named "default" replaces the built-in one (then RESPPassword must be empty);
 	// a disabled "default" makes every client log in as a named user.
 	RESPUsers []RESPUser
+	// NotifyKeyspaceEvents is the classes of keyspace notifications the RESP endpoint publishes to this
+	// node's subscribers for the keys it owns, as Redis's notify-keyspace-events ("KEA" for all); CONFIG
+	// SET changes them at run time. Default "": none.
+	NotifyKeyspaceEvents string
 	// RESPTLS, when set, serves the RESP endpoint over TLS with this configuration (certificate, and client
 	// certificates if its ClientAuth asks for them); nil serves plain TCP.
 	RESPTLS *tls.Config

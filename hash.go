@@ -17,7 +17,7 @@ func applyHSet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return wrongArgCount("hset")
 	}
 	added := 0
-	version, status := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
 		h, _ := c.(*hashColl)
 		seen := map[string]struct{}{}
 		for i := 0; i < len(req.Args); i += 2 {
@@ -32,7 +32,7 @@ func applyHSet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpHashSet, args: req.Args}
 	})
-	return writeReply(version, status, added)
+	return w.reply(added)
 }
 
 // applyHGet answers the field's value, StatusNotFound without it.
@@ -62,10 +62,7 @@ func applyHMGet(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 			values[i] = c.(*hashColl).fields[string(f)]
 		}
 	})
-	if status == StatusNotFound {
-		status = StatusSuccess
-	}
-	return readReply(status, values, lim)
+	return readReply(status, values, lim) // a missing key answers a nil per field, with StatusNotFound
 }
 
 // applyHDel deletes fields and answers in Int how many there were.
@@ -74,7 +71,7 @@ func applyHDel(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return wrongArgCount("hdel")
 	}
 	var present [][]byte
-	version, status := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
 		if c == nil {
 			return collOp{}
 		}
@@ -88,7 +85,7 @@ func applyHDel(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpHashDel, args: present}
 	})
-	return writeReply(version, status, len(present))
+	return w.reply(len(present))
 }
 
 // applyHGetAll answers every field and value, in pairs.
@@ -129,7 +126,7 @@ func applyHIncrBy(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	}
 	var sum int64
 	var refused kv.Reply
-	version, status := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
 		var base int64
 		h, _ := c.(*hashColl) // nil when the key has no hash yet
 		if v, found := h.lookup(string(req.Args[0])); found {
@@ -148,7 +145,7 @@ func applyHIncrBy(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if refused.Status != StatusSuccess {
 		return refused
 	}
-	reply := writeReply(version, status, 0)
+	reply := w.reply(0)
 	reply.Int = sum
 	return reply
 }

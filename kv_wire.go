@@ -20,9 +20,11 @@ const (
 	kvRequestFields = 9
 	// kvRequestFieldsArgs is the fewest fields of a request with Args.
 	kvRequestFieldsArgs = 8
-	kvReplyFields       = 10
-	// kvReplyFieldsValues is the fewest fields of a reply with Values.
-	kvReplyFieldsValues = 9
+	kvReplyFields       = 11
+	// kvReplyFieldsValues, kvReplyFieldsRevision are the fewest fields of a reply with Values, with a
+	// revision.
+	kvReplyFieldsValues   = 9
+	kvReplyFieldsRevision = 10
 	// kvRequestFieldsVersion is the fewest fields of a request with a version.
 	kvRequestFieldsVersion = 7
 	// kvRequestFieldsLeast and kvReplyFieldsLeast are what every writer sends: messages with fewer fields
@@ -34,8 +36,8 @@ const (
 	// value header, ttl, delta, cond, concern, version, expire at.
 	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9 + 9
 	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
-	// value header, version, owner header, epoch, map index, int, existed, revision.
-	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9
+	// value header, version, owner header, epoch, map index, int, existed, revision, emptied.
+	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9 + 1
 )
 
 // sizeBound bounds the encoded size of r.
@@ -119,7 +121,8 @@ func appendReply(r *kv.Reply, dst []byte) []byte {
 	dst = msgp.AppendInt64(dst, r.Int)
 	dst = msgp.AppendBool(dst, r.Existed)
 	dst = appendValues(dst, r.Values)
-	return msgp.AppendUint64(dst, r.Revision)
+	dst = msgp.AppendUint64(dst, r.Revision)
+	return msgp.AppendBool(dst, r.Emptied)
 }
 
 // marshal returns the encoded reply in a buffer of its own.
@@ -145,8 +148,11 @@ func decodeReply(r *kv.Reply, b []byte) error {
 	if n >= kvReplyFieldsValues {
 		r.Values = w.values()
 	}
-	if n >= kvReplyFields {
+	if n >= kvReplyFieldsRevision {
 		r.Revision = w.uint64()
+	}
+	if n >= kvReplyFields {
+		r.Emptied = w.bool()
 	}
 	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {

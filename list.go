@@ -18,7 +18,7 @@ func applyPush(left bool, cmd string) applyFunc {
 			return wrongArgCount(cmd)
 		}
 		length := 0
-		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+		w := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
 			if c == nil && req.Cond&kv.CondIfExists != 0 {
 				return collOp{}
 			}
@@ -28,7 +28,7 @@ func applyPush(left bool, cmd string) applyFunc {
 			length += len(req.Args)
 			return collOp{kind: durability.OpListPush, flags: sideFlag(left), args: req.Args}
 		})
-		return writeReply(version, status, length)
+		return w.reply(length)
 	}
 }
 
@@ -47,7 +47,7 @@ func applyPop(left bool, cmd string) applyFunc {
 			}
 		}
 		var popped [][]byte
-		version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+		w := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
 			l, _ := c.(*listColl)
 			if l == nil {
 				return collOp{}
@@ -66,9 +66,9 @@ func applyPop(left bool, cmd string) applyFunc {
 			}
 			return collOp{kind: durability.OpListPop, flags: sideFlag(left), args: [][]byte{countBytes(n)}}
 		})
-		reply := writeReply(version, status, 0)
+		reply := w.reply(0)
 		switch {
-		case status != StatusSuccess:
+		case w.status != StatusSuccess:
 		case popped == nil:
 			reply.Status = StatusNotFound
 		case len(req.Args) == 0:
@@ -176,7 +176,7 @@ func applyLTrim(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if refused.Status != StatusSuccess {
 		return refused
 	}
-	version, status := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
 		if c == nil {
 			return collOp{}
 		}
@@ -186,10 +186,7 @@ func applyLTrim(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpListTrim, args: [][]byte{countBytes(from), countBytes(to)}}
 	})
-	if status == StatusNotFound {
-		status = StatusSuccess
-	}
-	return writeReply(version, status, 0)
+	return w.reply(0)
 }
 
 // LPush pushes values at the head of the list under key, creating it if need be, each before the previous

@@ -34,6 +34,16 @@ type redisEdge struct {
 	srv      *resp.Server   // nil unless Config.RESPAddr is set
 	tracking *resp.Tracking // the keys RESP clients cache (CLIENT TRACKING), to invalidate them
 	blocking *resp.Blocking // the clients blocked on keys (BLPOP), which writes wake
+	// notifier is set once srv serves: the expiries and evictions of the keys this node owns are
+	// published through it.
+	notifier atomic.Pointer[keyNotifier]
+}
+
+// keyNotifier publishes the expiries and evictions of the keys its node owns, as the map says, which a
+// write hook may read under a segment's lock: a replica applying its owner's removal publishes nothing.
+type keyNotifier struct {
+	srv  *resp.Server
+	owns func(key string) bool
 }
 
 func newRedisEdge() *redisEdge {
@@ -46,6 +56,9 @@ func (e *redisEdge) written(_ int, _, _ uint64, key string, _ *entry, change wri
 	if key != "" {
 		e.tracking.Invalidate(key)
 		e.blocking.Written(key)
+		if n := e.notifier.Load(); n != nil && (change.expired || change.evicted) && n.owns(key) {
+			n.srv.KeyRemoved(key, change.evicted)
+		}
 	}
 	for i := range change.multi {
 		e.tracking.Invalidate(change.multi[i].Key)
@@ -104,6 +117,8 @@ func validateRESPConfig(c *Config) error {
 	case c.RESPMaxQueryBufferTotal < int64(c.RESPMaxQueryBuffer):
 		return bad("RESPMaxQueryBufferTotal %d must be at least RESPMaxQueryBuffer %d", c.RESPMaxQueryBufferTotal,
 			c.RESPMaxQueryBuffer)
+	case !resp.ValidNotifyKeyspaceEvents(c.NotifyKeyspaceEvents):
+		return bad("NotifyKeyspaceEvents %q: each character must be one of Ag$lshzxeKEtmdn", c.NotifyKeyspaceEvents)
 	}
 	if err := resp.ValidateUsers(c.RESPUsers, c.RESPPassword); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -131,6 +146,11 @@ func (e *redisEdge) start(cfg *Config, dataAddr string, node *edgeNode, contain 
 	}
 	e.srv = resp.NewServer(node, opt)
 	cfg.RESPAddr = opt.Addr
+	own := node.own
+	e.notifier.Store(&keyNotifier{srv: e.srv, owns: func(key string) bool {
+		m := own.view.clusterMap()
+		return m.Version > 0 && m.Runtime[own.layout.SegmentPartition(own.layout.KeySegment(key))].Owner == own.id
+	}})
 	e.srv.Serve(ln)
 	log.Info("serving RESP", "addr", opt.Addr, "tls", opt.TLS, "auth", e.srv.AuthRequired())
 	return nil
@@ -231,6 +251,8 @@ func respOptions(c *Config, id NodeID, addr string, log *slog.Logger) resp.Optio
 		SyncWrites:          c.WriteConcern == Sync,
 		Clock:               c.Clock,
 		Log:                 log,
+
+		NotifyKeyspaceEvents: c.NotifyKeyspaceEvents,
 	}
 }
 

@@ -56,7 +56,8 @@ func TestRESPDiffFuzz(t *testing.T) {
 	budget, long := diffFuzzBudget(t)
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%dnode", nodes), func(t *testing.T) {
-			redisAddr := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+			redisAddr := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+				"--notify-keyspace-events", fuzzNotifyClasses)
 			claimAllSlots(t, redisAddr)
 			zaris := startRESPCluster(t, nodes, diffFuzzConfig)
 			var addrs []string
@@ -75,13 +76,83 @@ func TestRESPDiffFuzz(t *testing.T) {
 	}
 }
 
-// diffFuzzConfig reaps expired keys often, so that DBSIZE counts them for a short while only.
-func diffFuzzConfig(cfg *Config) { cfg.ReapInterval = 100 * time.Millisecond }
+// diffFuzzConfig reaps expired keys often, so that DBSIZE counts them for a short while only, and
+// publishes the keyspace notifications the fuzzer compares.
+func diffFuzzConfig(cfg *Config) {
+	cfg.ReapInterval = 100 * time.Millisecond
+	cfg.NotifyKeyspaceEvents = fuzzNotifyClasses
+}
+
+// fuzzNotifyClasses are the keyspace notifications compared after each command: every class of the
+// keyspace channels but expiries, which Redis publishes when a command meets an expired key and Zaris
+// when its owner reaps it.
+const fuzzNotifyClasses = "Kg$lshz"
+
+// fuzzEvents are subscribers of the keyspace notifications of every node of both servers.
+type fuzzEvents struct {
+	t        *testing.T
+	seq      int
+	redis    []*diffConn
+	zaris    []*diffConn
+	redisPub *diffConn
+	zarisPub *diffConn
+}
+
+const fuzzMarker = "fuzz-events-marker"
+
+// watchEvents subscribes to the keyspace notifications of every node.
+func (f *diffFuzzer) watchEvents() *fuzzEvents {
+	e := &fuzzEvents{t: f.t, redisPub: dialDiff(f.t, f.redis[0]), zarisPub: dialDiff(f.t, f.zaris[0])}
+	subscribe := func(addr string) *diffConn {
+		c := dialDiff(f.t, addr)
+		c.do(f.t, []string{"PSUBSCRIBE", "__keyspace@0__:*"})
+		c.do(f.t, []string{"SUBSCRIBE", fuzzMarker})
+		return c
+	}
+	for _, addr := range f.redis {
+		e.redis = append(e.redis, subscribe(addr))
+	}
+	for _, addr := range f.zaris {
+		e.zaris = append(e.zaris, subscribe(addr))
+	}
+	return e
+}
+
+// since returns, for each server, the notifications received since the last call: key and event, in the
+// order each node published them.
+func (e *fuzzEvents) since() (redis, zaris string) {
+	e.seq++
+	marker := strconv.Itoa(e.seq)
+	collect := func(pub *diffConn, subs []*diffConn) string {
+		pub.do(e.t, []string{"PUBLISH", fuzzMarker, marker})
+		var b strings.Builder
+		for _, sub := range subs {
+			for {
+				msg, _ := bulkArray(sub.read(e.t, "a keyspace notification"))
+				if len(msg) == 3 && msg[0] == "message" && msg[1] == fuzzMarker && msg[2] == marker {
+					break
+				}
+				if len(msg) == 4 && msg[0] == "pmessage" {
+					fmt.Fprintf(&b, "%q %s; ", strings.TrimPrefix(msg[2], "__keyspace@0__:"), msg[3])
+				}
+			}
+		}
+		return b.String()
+	}
+	return collect(e.redisPub, e.redis), collect(e.zarisPub, e.zaris)
+}
+
+func (e *fuzzEvents) close() {
+	for _, c := range slices.Concat(e.redis, e.zaris, []*diffConn{e.redisPub, e.zarisPub}) {
+		c.conn.Close()
+	}
+}
 
 // TestRESPDiffFuzzFinds replays what the fuzzer found differing from Redis, each shrunk, on one node.
 func TestRESPDiffFuzzFinds(t *testing.T) {
 	t.Parallel()
-	redisAddr := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	redisAddr := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--notify-keyspace-events", fuzzNotifyClasses)
 	claimAllSlots(t, redisAddr)
 	zaris := startRESPCluster(t, 1, diffFuzzConfig)
 	f := &diffFuzzer{t: t, redis: []string{redisAddr}, zaris: []string{zaris.node(0).RESPAddr()}}
@@ -281,6 +352,8 @@ func (f *diffFuzzer) run(cmds []fuzzCmd) divergence {
 			}
 		}
 	}()
+	events := f.watchEvents()
+	defer events.close()
 	for i, c := range cmds {
 		side := 0
 		if c.aside {
@@ -306,6 +379,9 @@ func (f *diffFuzzer) run(cmds []fuzzCmd) divergence {
 			// A transaction one server ran and the other refused, by a documented difference: the key
 			// spaces differ from here on.
 			return divergence{at: -1, ran: i + 1}
+		}
+		if want, got := events.since(); want != got {
+			return divergence{at: i, ran: i + 1, redis: want, zaris: got}
 		}
 		redis[side].settle(c, want)
 		zaris[side].settle(c, got)

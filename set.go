@@ -15,7 +15,7 @@ func applySAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return wrongArgCount("sadd")
 	}
 	var added [][]byte
-	version, status := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
 		set, _ := c.(*setColl)
 		for _, m := range distinct(req.Args) {
 			if !set.has(m) {
@@ -27,7 +27,7 @@ func applySAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpSetAdd, args: added}
 	})
-	return writeReply(version, status, len(added))
+	return w.reply(len(added))
 }
 
 // applySRem removes members and answers in Int how many there were.
@@ -36,7 +36,7 @@ func applySRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return wrongArgCount("srem")
 	}
 	var removed [][]byte
-	version, status := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
 		set, _ := c.(*setColl)
 		for _, m := range distinct(req.Args) {
 			if set.has(m) {
@@ -48,7 +48,7 @@ func applySRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpSetRem, args: removed}
 	})
-	return writeReply(version, status, len(removed))
+	return w.reply(len(removed))
 }
 
 // applySMembers answers every member, in no particular order.

@@ -735,7 +735,7 @@ func (s *store) readCollection(segment int, key string, k kind, fn func(c collec
 // no live value, and applies the op fn returns, if any (kind not 0). It returns StatusWrongType, without
 // calling fn, when key holds another kind, and otherwise the key's version after the op, 0 if none was
 // applied. A collection the op empties is deleted, and replicas receive a delete.
-func (s *store) writeCollection(segment int, key string, k kind, fn func(c collection) collOp) (uint64, Status) {
+func (s *store) writeCollection(segment int, key string, k kind, fn func(c collection) collOp) collWrite {
 	now := s.now()
 	seg := &s.segments[segment]
 	s.lock(seg)
@@ -745,7 +745,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 		cur = nil
 	}
 	if cur != nil && cur.kind() != k {
-		return 0, StatusWrongType
+		return collWrite{status: StatusWrongType}
 	}
 	var c collection
 	if cur != nil {
@@ -753,7 +753,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	}
 	op := fn(c)
 	if op.kind == 0 {
-		return 0, StatusSuccess
+		return collWrite{status: StatusSuccess}
 	}
 	var expireAt int64
 	if cur == nil {
@@ -762,7 +762,7 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 		expireAt = cur.expiry()
 	}
 	if !s.admits(key, nil, writeChange{coll: &op}) {
-		return 0, StatusTooLarge
+		return collWrite{status: StatusTooLarge}
 	}
 	var revert func()
 	if g := s.group; g != nil && g.atomic {
@@ -774,10 +774,10 @@ func (s *store) writeCollection(segment int, key string, k kind, fn func(c colle
 	seg.torn = true // the op changes cur's collection in place; commit clears it
 	next := applyCollOp(key, cur, &op, expireAt)
 	if next == nil {
-		return s.commit(segment, seg, key, nil, writeChange{at: now, revert: revert}), StatusSuccess
+		return collWrite{version: s.commit(segment, seg, key, nil, writeChange{at: now, revert: revert}), status: StatusSuccess, emptied: true}
 	}
 	s.commit(segment, seg, key, next, writeChange{coll: &op, at: now, revert: revert})
-	return next.version(), StatusSuccess
+	return collWrite{version: next.version(), status: StatusSuccess}
 }
 
 // setExpiry runs expiry on key's live value, under the segment's lock, and gives the value the expiry it

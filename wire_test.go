@@ -42,6 +42,7 @@ func sampleKVReplies() []kv.Reply {
 		{Status: StatusSuccess, Value: make([]byte, 70000), Owner: NodeID(make([]byte, 300)), Int: math.MaxInt64},
 		{Status: StatusSuccess, Values: [][]byte{[]byte("a"), nil, {}}},
 		{Status: StatusWrongType, Values: [][]byte{}},
+		{Status: StatusSuccess, Version: 7, Int: 2, Revision: 9, Emptied: true},
 	}
 }
 

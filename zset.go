@@ -70,7 +70,7 @@ func applyZAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	var count int
 	var incremented []byte
 	var nan bool
-	version, status := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
 		z, _ := c.(*zsetColl)
 		changes := map[string]float64{}
 		var args [][]byte
@@ -118,7 +118,7 @@ func applyZAdd(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if nan {
 		return invalidArgs("ERR resulting score is not a number (NaN)")
 	}
-	reply := writeReply(version, status, count)
+	reply := w.reply(count)
 	reply.Value = incremented
 	return reply
 }
@@ -137,7 +137,7 @@ func applyZRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return wrongArgCount("zrem")
 	}
 	var removed [][]byte
-	version, status := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
+	w := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
 		z, _ := c.(*zsetColl)
 		for _, m := range distinct(req.Args) {
 			if _, ok := z.score(string(m)); ok {
@@ -149,7 +149,7 @@ func applyZRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		}
 		return collOp{kind: durability.OpZRem, args: removed}
 	})
-	return writeReply(version, status, len(removed))
+	return w.reply(len(removed))
 }
 
 // applyZScore answers a member's score in Value, or StatusNotFound.
@@ -353,10 +353,7 @@ func applyZRange(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 			z.byRank(&r, add)
 		}
 	})
-	if status == StatusNotFound {
-		status = StatusSuccess
-	}
-	return readReply(status, values, lim)
+	return readReply(status, values, lim) // a missing key answers no members, with StatusNotFound
 }
 
 // byRank calls add on the members from r.start to r.stop, inclusive, ranked descending with r.rev.

@@ -69,6 +69,7 @@ type options struct {
 	maxValueSize    int
 	maxMemory       int64
 	evictionPolicy  string
+	notifyEvents    string
 	maxQueryBuffer  int
 	gossipKey       string
 	openGossip      bool
@@ -172,6 +173,7 @@ func parseOptions(args []string) (options, error) {
 		return err
 	})
 	fs.StringVar(&o.evictionPolicy, "maxmemory-policy", zaris.EvictionNoEviction, "what a write past --maxmemory does: noeviction refuses it; allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random and volatile-ttl evict keys first")
+	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications published to this node's RESP subscribers for the keys it owns, as Redis's notify-keyspace-events (KEA: all)")
 	o.dataPort.register(fs, def)
 	if err := applyEnv(fs); err != nil {
 		return o, err
@@ -255,6 +257,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
 	cfg.MaxValueSize = o.maxValueSize
 	cfg.MaxMemory, cfg.EvictionPolicy = o.maxMemory, o.evictionPolicy
+	cfg.NotifyKeyspaceEvents = o.notifyEvents
 	cfg.MaxFrameSize = max(cfg.MaxFrameSize, o.maxValueSize+64<<10) // a value must fit in a data-plane frame
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ReplicationFactor = o.rf

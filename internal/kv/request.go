@@ -58,6 +58,8 @@ type Reply struct {
 	// Revision is, for OpNearGet, the segment's revision just before the read: every later change of the
 	// key comes after it in the segment's op log.
 	Revision uint64
+	// Emptied: a collection write removed the last item, which deleted the key.
+	Emptied bool
 }
 
 // BoolInt is a reply's Int for a yes or no: 1 or 0.

@@ -31,6 +31,7 @@ func (c *respConn) parseBitOffset(arg []byte) (int64, bool) {
 // cmdSetBit serves SETBIT key offset value: it sets or clears one bit, growing the string with zero bytes
 // as needed, and answers the bit's previous value.
 func (c *respConn) cmdSetBit(args [][]byte) {
+	c.muteOps()
 	offset, ok := c.parseBitOffset(args[2])
 	if !ok {
 		return
@@ -60,6 +61,9 @@ func (c *respConn) cmdSetBit(args [][]byte) {
 	}
 	if _, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: key, Delta: at, Value: []byte{next}}); !ok {
 		return
+	}
+	if reply.Status == kv.StatusNotFound || at >= int64(len(reply.Value)) || next != old {
+		c.notify(notifyString, "setbit", args[1]) // as Redis: only for a string created, grown or changed
 	}
 	c.wr.int(int64(kv.BoolInt(old&mask != 0)))
 }

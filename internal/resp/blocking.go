@@ -234,16 +234,20 @@ func (c *respConn) block(keys [][]byte, timeout []byte, timedOut func(*respConn)
 // reports false (and wrote nothing), and the group's status.
 func (c *respConn) inGroup(seg int, keys [][]byte, retry bool, run func() bool) (*replyBuffer, kv.Status) {
 	var replies *replyBuffer
-	answered := false
+	answered, abandoned, events := false, false, len(c.events)
 	fn := func(g kv.Group) {
 		c.exec = &execGroup{g: g, seg: seg, waits: true, retry: retry}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
 		replies = c.buffered(func() { answered = run() })
 		if replies.incomplete || replies.isError() {
 			g.Abandon() // a command answered with an error writes nothing, as in Redis
+			abandoned = true
 		}
 	}
 	status := c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), fn)
+	if abandoned || status != kv.StatusSuccess {
+		c.dropEventsSince(events)
+	}
 	if status != kv.StatusSuccess || !answered {
 		if replies != nil {
 			replies.release()

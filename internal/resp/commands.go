@@ -270,7 +270,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "lrange", arity: 4, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(kv.OpLRange, arrayReply)},
 		{name: "llen", arity: 2, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@fast"}, run: collectionCommand(kv.OpLLen, intReply)},
 		{name: "lindex", arity: 3, flags: []string{"readonly"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@list", "@slow"}, run: collectionCommand(kv.OpLIndex, bulkReply)},
-		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, run: collectionCommand(kv.OpLTrim, okReply)},
+		{name: "ltrim", arity: 4, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@list", "@slow"}, grouped: true, run: (*respConn).cmdLTrim},
 		{name: "zadd", arity: -4, flags: writeFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZAdd, zaddReply)},
 		{name: "zrem", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@write", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZRem, intReply)},
 		{name: "zscore", arity: 3, flags: readFast, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@sortedset", "@fast"}, run: collectionCommand(kv.OpZScore, scoreReply)},
@@ -354,6 +354,7 @@ func (s *Server) dispatch(c *respConn, args [][]byte) {
 	}
 	c.afterCommand(cmd)
 	c.countErrorReply(replyAt, sends)
+	c.publishEvents()
 }
 
 // admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
@@ -524,7 +525,14 @@ func (c *respConn) apply(op transport.Op, seg int, req *kv.Request) (kv.Reply, b
 // answered reports whether reply answers op, and otherwise writes the error or refusal it stands for.
 func (c *respConn) answered(op transport.Op, req *kv.Request, reply kv.Reply) (kv.Reply, bool) {
 	if c.srv.node.ReadOnly(op) {
-		c.stats.counted.lookup(reply.Status)
+		status := reply.Status
+		if op == kv.OpType && string(reply.Value) == "none" {
+			status = kv.StatusNotFound // TYPE of a missing key is a miss, as Redis counts it
+		}
+		c.stats.counted.lookup(status)
+		if status == kv.StatusNotFound && c.reading {
+			c.notify(notifyKeyMiss, "keymiss", []byte(req.Key))
+		}
 	}
 	switch reply.Status {
 	case kv.StatusSuccess, kv.StatusNotFound:
@@ -1337,10 +1345,11 @@ func (c *respConn) writeCommandInfo(cmd *respCommand) {
 	c.wr.array(0) // subcommands
 }
 
-// configSet changes the parameters CONFIG SET may change at run time: maxmemory and maxmemory-policy.
-// Like Redis, it changes all of them or none.
+// configSet changes the parameters CONFIG SET may change at run time: maxmemory, maxmemory-policy and
+// notify-keyspace-events. Like Redis, it changes all of them or none.
 func (c *respConn) configSet(pairs [][]byte) {
 	limit, policy := int64(-1), ""
+	notify, setNotify := notifyClasses(0), false
 	for i := 0; i < len(pairs); i += 2 {
 		name, value := strings.ToLower(string(pairs[i])), string(pairs[i+1])
 		switch name {
@@ -1359,6 +1368,13 @@ func (c *respConn) configSet(pairs [][]byte) {
 				return
 			}
 			policy = value
+		case "notify-keyspace-events":
+			classes, ok := parseNotifyClasses(value)
+			if !ok {
+				c.wr.error(invalidNotifyMessage)
+				return
+			}
+			notify, setNotify = classes, true
 		default:
 			c.wr.error("ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'")
 			return
@@ -1379,6 +1395,9 @@ func (c *respConn) configSet(pairs [][]byte) {
 	if limit >= 0 {
 		_ = c.srv.node.Memory().SetMax(limit) // checked above
 	}
+	if setNotify {
+		c.srv.notify.Store(uint32(notify))
+	}
 	c.wr.ok()
 }
 
@@ -1398,6 +1417,7 @@ func (c *respConn) respConfig() [][2]string {
 		{"proto-max-bulk-len", strconv.Itoa(s.limits.maxBulk)},
 		{"client-query-buffer-limit", strconv.Itoa(s.limits.maxQuery)},
 		{"requirepass", ""},
+		{"notify-keyspace-events", notifyClasses(s.notify.Load()).String()},
 	}
 }
 

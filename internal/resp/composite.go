@@ -90,6 +90,7 @@ func (c *respConn) cmdZPop(args [][]byte) {
 	if !ok {
 		return
 	}
+	c.muteOps()
 	key := string(args[1])
 	var popped [][]byte // member, score pairs
 	if count > 0 {
@@ -110,9 +111,11 @@ func (c *respConn) cmdZPop(args [][]byte) {
 		for i := 0; i < len(popped); i += 2 {
 			members = append(members, popped[i])
 		}
-		if _, ok := c.keyOp(kv.OpZRem, &kv.Request{Key: key, Args: kv.CloneValues(members)}); !ok {
+		removed, ok := c.keyOp(kv.OpZRem, &kv.Request{Key: key, Args: kv.CloneValues(members)})
+		if !ok {
 			return
 		}
+		c.popped(notifyZSet, strings.ToLower(string(args[0])), args[1], removed)
 	}
 	c.writePairs(popped, withCount)
 }
@@ -234,12 +237,19 @@ func (c *respConn) cmdLMove(args [][]byte) {
 	case !c.holds(args[2], "list"):
 		return
 	}
+	c.muteOps()
 	popped, ok := c.keyOp(popOp, &kv.Request{Key: string(args[1])})
 	if !ok {
 		return
 	}
 	element := bytes.Clone(popped.Value)
 	if _, ok := c.keyOp(pushOp, &kv.Request{Key: string(args[2]), Args: [][]byte{element}}); ok {
+		// As in Redis: the push, then the pop, then the source's removal if it emptied.
+		c.notify(notifyList, opEventOf[pushOp].event, args[2])
+		c.notify(notifyList, opEventOf[popOp].event, args[1])
+		if popped.Emptied && !bytes.Equal(args[1], args[2]) {
+			c.notify(notifyGeneric, "del", args[1])
+		}
 		c.wr.bulk(element)
 	}
 }
@@ -386,8 +396,10 @@ func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
 	if !ok {
 		return
 	}
+	c.muteOps()
 	dst := string(args[1])
-	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: dst}); !ok {
+	deleted, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: dst})
+	if !ok {
 		return
 	}
 	if len(members) > 0 {
@@ -395,12 +407,14 @@ func (c *respConn) cmdSetAlgebraStore(args [][]byte) {
 			return
 		}
 	}
+	c.stored(notifySet, strings.ToLower(string(args[0])), args[1], deleted, len(members))
 	c.wr.int(int64(len(members)))
 }
 
 // cmdHIncrByFloat serves HINCRBYFLOAT key field increment: the field's value plus increment, as long
 // doubles, as INCRBYFLOAT adds.
 func (c *respConn) cmdHIncrByFloat(args [][]byte) {
+	c.muteOps()
 	incr, incrInf, ok := longdouble.Parse(args[3])
 	switch {
 	case !ok:
@@ -429,6 +443,7 @@ func (c *respConn) cmdHIncrByFloat(args [][]byte) {
 	}
 	text := longdouble.Format(sum)
 	if _, ok := c.keyOp(kv.OpHSet, &kv.Request{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
+		c.notify(notifyHash, "hincrbyfloat", args[1])
 		c.wr.bulk(text)
 	}
 }
@@ -501,6 +516,7 @@ func (c *respConn) cmdSPop(args [][]byte) {
 	if !ok {
 		return
 	}
+	c.muteOps()
 	key := string(args[1])
 	members, ok := c.keyOp(kv.OpSMembers, &kv.Request{Key: key})
 	if !ok {
@@ -508,9 +524,11 @@ func (c *respConn) cmdSPop(args [][]byte) {
 	}
 	popped := kv.CloneValues(randomMembers(members.Values, count))
 	if len(popped) > 0 {
-		if _, ok := c.keyOp(kv.OpSRem, &kv.Request{Key: key, Args: kv.CloneValues(popped)}); !ok {
+		removed, ok := c.keyOp(kv.OpSRem, &kv.Request{Key: key, Args: kv.CloneValues(popped)})
+		if !ok {
 			return
 		}
+		c.popped(notifySet, "spop", args[1], removed)
 	}
 	switch {
 	case withCount:

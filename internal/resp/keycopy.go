@@ -131,6 +131,7 @@ func (c *respConn) writeValue(key string, v keyValue) bool {
 // cmdRename serves RENAME and RENAMENX key newkey: key's value and expiry move to newkey, replacing what
 // it held (RENAME) or only if it holds nothing (RENAMENX, answering 1 if it moved).
 func (c *respConn) cmdRename(args [][]byte) {
+	c.muteOps()
 	nx := isSubcommand(args[0], "renamenx")
 	src, dst := string(args[1]), string(args[2])
 	v, ok := c.readValue(src)
@@ -156,6 +157,8 @@ func (c *respConn) cmdRename(args [][]byte) {
 	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: src}); !ok {
 		return
 	}
+	c.notify(notifyGeneric, "rename_from", args[1])
+	c.notify(notifyGeneric, "rename_to", args[2])
 	if nx {
 		c.wr.int(1)
 	} else {
@@ -167,6 +170,7 @@ func (c *respConn) cmdRename(args [][]byte) {
 // destination unless it holds a value (REPLACE replaces it), answering 1 if it copied. Only database 0
 // serves, as in a Redis cluster.
 func (c *respConn) cmdCopy(args [][]byte) {
+	c.muteOps()
 	replace, db := false, int64(0)
 	for i := 3; i < len(args); i++ {
 		switch {
@@ -212,6 +216,7 @@ func (c *respConn) cmdCopy(args [][]byte) {
 		return
 	}
 	if c.groupHasRoom(v.writeBytes(src, dst)) && c.writeValue(dst, v) {
+		c.notify(notifyGeneric, "copy_to", args[2])
 		c.wr.int(1)
 	}
 }

@@ -88,6 +88,7 @@ func (c *respConn) readList(key string) (kv.Reply, bool) {
 // cmdLSet serves LSET key index element: the item at index, negative ones counting from the end, becomes
 // element.
 func (c *respConn) cmdLSet(args [][]byte) {
+	c.muteOps()
 	key := string(args[1])
 	length, ok := c.keyOp(kv.OpLLen, &kv.Request{Key: key})
 	switch {
@@ -126,6 +127,7 @@ func (c *respConn) cmdLSet(args [][]byte) {
 		items[0] = args[3]
 	}
 	if c.groupHasRoom(spanWriteBytes(key, items)) && c.replaceSpan(key, span, int(n), items) {
+		c.notify(notifyList, "lset", args[1])
 		c.wr.ok()
 	}
 }
@@ -138,6 +140,7 @@ func (c *respConn) cmdLInsert(args [][]byte) {
 		c.syntaxError()
 		return
 	}
+	c.muteOps()
 	key := string(args[1])
 	list, ok := c.readList(key)
 	switch {
@@ -168,6 +171,7 @@ func (c *respConn) cmdLInsert(args [][]byte) {
 		items = append([][]byte{args[4]}, list.Values[at:]...)
 	}
 	if c.groupHasRoom(spanWriteBytes(key, items)) && c.replaceSpan(key, span, n, items) {
+		c.notify(notifyList, "linsert", args[1])
 		c.wr.int(int64(n + 1))
 	}
 }
@@ -180,6 +184,7 @@ func (c *respConn) cmdLRem(args [][]byte) {
 		c.notInteger()
 		return
 	}
+	c.muteOps()
 	key := string(args[1])
 	list, ok := c.readList(key)
 	if !ok {
@@ -203,6 +208,10 @@ func (c *respConn) cmdLRem(args [][]byte) {
 		}
 	}
 	if c.groupHasRoom(spanWriteBytes(key, kept)) && c.replaceSpan(key, span, n, kept) {
+		c.notify(notifyList, "lrem", args[1])
+		if len(removed) == n {
+			c.notify(notifyGeneric, "del", args[1])
+		}
 		c.wr.int(int64(len(removed)))
 	}
 }
@@ -231,4 +240,27 @@ func lremPositions(items [][]byte, element []byte, count int64) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// cmdLTrim serves LTRIM key start stop. It runs in a group, as Redis publishes ltrim for a list it leaves
+// unchanged too, which the trim alone does not tell.
+func (c *respConn) cmdLTrim(args [][]byte) {
+	c.muteOps()
+	key := string(args[1])
+	trimmed, ok := c.keyOp(kv.OpLTrim, &kv.Request{Key: key, Args: kv.CloneValues(args[2:])})
+	if !ok {
+		return
+	}
+	exists := trimmed.Version != 0
+	if !exists {
+		found, ok := c.keyOp(kv.OpExists, &kv.Request{Key: key})
+		if !ok {
+			return
+		}
+		exists = found.Status == kv.StatusSuccess
+	}
+	if exists {
+		c.popped(notifyList, "ltrim", args[1], trimmed)
+	}
+	c.wr.ok()
 }

@@ -177,6 +177,7 @@ func (c *respConn) cmdBZPop(args [][]byte) {
 // zpop removes the count members of lowest (highest) score of the sorted set at key and returns them
 // with their scores, member and score pairs; a refusal is answered and reported false.
 func (c *respConn) zpop(key []byte, count int64, highest bool) ([][]byte, bool) {
+	c.muteOps()
 	rangeArgs := [][]byte{[]byte("0"), strconv.AppendInt(nil, count-1, 10), []byte("WITHSCORES")}
 	if highest {
 		rangeArgs = append(rangeArgs, []byte("REV"))
@@ -189,6 +190,13 @@ func (c *respConn) zpop(key []byte, count int64, highest bool) ([][]byte, bool) 
 	for i := 0; i < len(reply.Values); i += 2 {
 		members = append(members, reply.Values[i])
 	}
-	_, ok = c.keyOp(kv.OpZRem, &kv.Request{Key: string(key), Args: kv.CloneValues(members)})
+	removed, ok := c.keyOp(kv.OpZRem, &kv.Request{Key: string(key), Args: kv.CloneValues(members)})
+	if ok {
+		event := "zpopmin"
+		if highest {
+			event = "zpopmax"
+		}
+		c.popped(notifyZSet, event, key, removed)
+	}
 	return reply.Values, ok
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// SubscriberLimit bounds the bytes of messages waiting for one subscribing client; a Hard of 0 is
 	// DefaultSubscriberBuffer.
 	SubscriberLimit pubsub.Limit
+	// NotifyKeyspaceEvents is the classes of keyspace notifications published at start, as Redis's
+	// notify-keyspace-events ("" for none); CONFIG SET changes them. An invalid value publishes none.
+	NotifyKeyspaceEvents string
 	// Contain handles a panic a command raised outside the key operations; nil: it is only logged.
 	Contain func(v any, what string)
 }
@@ -85,6 +88,7 @@ type Server struct {
 	hub             *pubsub.Hub
 	blocking        *Blocking
 	subscriberLimit pubsub.Limit
+	notify          atomic.Uint32 // the notifyClasses published (notify.go)
 	nextID          atomic.Int64
 	lastAlarm       atomic.Int64 // unix nanoseconds of the last HTTP-input warning logged
 	turningAway     atomic.Int32 // refused connections being told why
@@ -116,7 +120,7 @@ func NewServer(node Node, opt Options) *Server {
 	if blocking == nil {
 		blocking = NewBlocking()
 	}
-	return &Server{
+	srv := &Server{
 		blocking:        blocking,
 		hub:             hub,
 		subscriberLimit: opt.SubscriberLimit,
@@ -144,6 +148,9 @@ func NewServer(node Node, opt Options) *Server {
 		conns:           map[*respConn]struct{}{},
 		info:            respInfo{started: time.Now()},
 	}
+	classes, _ := parseNotifyClasses(opt.NotifyKeyspaceEvents)
+	srv.notify.Store(uint32(classes))
+	return srv
 }
 
 // Serve accepts connections on ln, in the background, until Close.
@@ -336,6 +343,10 @@ type respConn struct {
 	deadline      time.Time  // the read deadline last set
 	partialSince  time.Time  // when the command now half-received began to wait
 	completedSeen uint64     // rd.completed when partialSince was set
+
+	events      []keyEvent // the keyspace notifications of the running command, published once it is done
+	eventsMuted bool       // the running command names its own events, not its key operations'
+	reading     bool       // the running command only reads: its reads of missing keys publish keymiss
 }
 
 // newRESPConn returns the connection of conn for user (nil: not logged in), whose first read buffer is

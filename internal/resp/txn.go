@@ -294,7 +294,7 @@ func txnKeys(queue []queuedCommand, watched []watchedKey) [][]byte {
 func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand, watched []watchedKey) {
 	names := keyNames(keys)
 	var replies *replyBuffer
-	ran := false
+	ran, events := false, len(c.events)
 	status := c.srv.node.ApplyAtomically(c.srv.ctx, seg, names, func(g kv.Group) {
 		if changedSince(g, watched) {
 			return
@@ -308,6 +308,9 @@ func (c *respConn) execAtomically(seg int, keys [][]byte, queue []queuedCommand,
 	})
 	if replies != nil && (status != kv.StatusSuccess || !ran) {
 		replies.release()
+	}
+	if status != kv.StatusSuccess || !ran || replies.incomplete {
+		c.dropEventsSince(events)
 	}
 	switch {
 	case status != kv.StatusSuccess:
@@ -340,10 +343,14 @@ func (c *respConn) runQueued(queue []queuedCommand) *replyBuffer {
 			if group != nil {
 				mark = group.g.Mark()
 			}
+			events := len(c.events)
+			c.reading = q.cmd.hasFlag("readonly")
 			q.cmd.run(c, q.args)
+			c.eventsMuted = false
 			c.stats.counted.commands++
 			if c.countErrorReply(replyAt, sends) && group != nil {
 				group.g.RollbackTo(mark) // a command answered with an error writes nothing, as in Redis
+				c.dropEventsSince(events)
 			}
 			c.trackRead(q.cmd, q.args)
 		}
@@ -403,6 +410,7 @@ func (b *replyBuffer) release() {
 // middle: a read sees every key at one revision, so never part of an EXEC, and writes become one atomic
 // write. Its reply goes out only once the group is acknowledged.
 func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
+	c.reading = cmd.hasFlag("readonly")
 	keys := cmd.keys(args)
 	if len(keys) < 2 && !cmd.grouped || len(keys) == 0 || c.multi != nil || c.exec != nil || cmd.controlsMulti || cmd.blocks ||
 		!cmd.wholeSteps(args) {
@@ -415,6 +423,7 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 	}
 	write := cmd.hasFlag("write")
 	var replies *replyBuffer
+	abandoned, events := false, len(c.events)
 	run := func(g kv.Group) {
 		c.exec = &execGroup{g: g, seg: seg}
 		defer func() { c.exec = nil }() // also when a command panics (panics.go)
@@ -422,6 +431,7 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		// A command answered with an error writes nothing, as in Redis, though it wrote before its refusal.
 		if (replies.incomplete || replies.isError()) && write {
 			g.Abandon()
+			abandoned = true
 		}
 	}
 	var status kv.Status
@@ -429,6 +439,9 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		status = c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), run)
 	} else {
 		status = c.srv.node.ReadAtomically(c.srv.ctx, seg, keyNames(keys), run)
+	}
+	if abandoned || status != kv.StatusSuccess {
+		c.dropEventsSince(events)
 	}
 	switch {
 	case status != kv.StatusSuccess:
@@ -459,15 +472,20 @@ func (c *respConn) writeExec(replies *replyBuffer, n int) {
 // applyKV runs one key operation on an owned segment: through the owner, or within the atomic group of
 // the EXEC being run.
 func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
-	if !c.srv.node.ReadOnly(op) {
+	write := !c.srv.node.ReadOnly(op)
+	if write {
 		c.noteWrite(req.Key)
 	}
+	var reply kv.Reply
 	if c.exec == nil {
-		return c.srv.node.ApplyKV(c.srv.ctx, op, seg, req)
+		reply = c.srv.node.ApplyKV(c.srv.ctx, op, seg, req)
+	} else if r, full := c.exec.g.Apply(op, req); full {
+		reply = kv.Reply{Status: kv.StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+	} else {
+		reply = r
 	}
-	reply, full := c.exec.g.Apply(op, req)
-	if full {
-		return kv.Reply{Status: kv.StatusTooLarge, Value: []byte(groupTooLargeMessage)}
+	if write {
+		c.opEvents(op, req, reply)
 	}
 	return reply
 }

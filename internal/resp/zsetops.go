@@ -81,7 +81,7 @@ func (c *respConn) zsetCombine(args [][]byte, op zsetOp, store bool) {
 	}
 	members, scores := combine(op, inputs, z.aggregate)
 	if store {
-		c.storeZSet(z.dst, members, scores)
+		c.storeZSet(z.dst, members, scores, z.name)
 		return
 	}
 	c.writeCombined(members, scores, z.withScores)
@@ -283,9 +283,12 @@ func (c *respConn) writeCombined(members [][]byte, scores []float64, withScores 
 }
 
 // storeZSet replaces dst with the sorted set of members and scores, deleting it when there are none, and
-// answers the members' count.
-func (c *respConn) storeZSet(dst []byte, members [][]byte, scores []float64) {
-	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: string(dst)}); !ok {
+// answers the members' count. The command, named event, publishes that event, or del for a dst it
+// deleted.
+func (c *respConn) storeZSet(dst []byte, members [][]byte, scores []float64, event string) {
+	c.muteOps()
+	deleted, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: string(dst)})
+	if !ok {
 		return
 	}
 	for start := 0; start < len(members); {
@@ -301,6 +304,7 @@ func (c *respConn) storeZSet(dst []byte, members [][]byte, scores []float64) {
 		}
 		start = end
 	}
+	c.stored(notifyZSet, event, dst, deleted, len(members))
 	c.wr.int(int64(len(members)))
 }
 
@@ -387,5 +391,5 @@ func (c *respConn) cmdZRangeStore(args [][]byte) {
 		members = append(members, member)
 		scores = append(scores, s)
 	}
-	c.storeZSet(args[1], members, scores)
+	c.storeZSet(args[1], members, scores, "zrangestore")
 }
