@@ -117,6 +117,10 @@
 // pieces of bounded size. The arguments of one operation are bounded by MaxValueSize, and a read whose
 // reply would exceed half of MaxFrameSize fails with ErrValueTooLarge.
 //
+// BLPop and BRPop wait for an item of one of their lists, which makes a list a job queue: the pop runs at
+// the key's owner, so each item reaches one caller, and a caller waits through a failover of the owner.
+// The callers of a node waiting on a key share one Watch of it.
+//
 // # Key watches
 //
 // Watch follows one key and WatchTag every key of a hash tag's slot: puts, deletes and expiries, in version

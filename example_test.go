@@ -224,6 +224,36 @@ func ExampleNode_Subscribe() {
 	// ord* orders 1001
 }
 
+// BLPop makes a list a job queue: workers on any node wait for jobs, and each job goes to one worker.
+func ExampleNode_BLPop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := zaris.Join(ctx, exampleConfig("jobs"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer n.Close()
+
+	done := make(chan string)
+	go func() {
+		for range 2 {
+			_, job, err := n.BLPop(ctx, "jobs")
+			if err != nil {
+				log.Fatal(err)
+			}
+			done <- string(job)
+		}
+	}()
+	if _, err := n.RPush(ctx, "jobs", []byte("resize 17"), []byte("resize 18")); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(<-done)
+	fmt.Println(<-done)
+	// Output:
+	// resize 17
+	// resize 18
+}
+
 // Scan walks every key of the cluster once, page by page, following moves as they happen.
 func ExampleNode_Scan() {
 	ctx := context.Background()

@@ -29,7 +29,8 @@ type Node struct {
 	port    dataPort      // the one listening socket every peer reaches, and the dialer reaching theirs
 	members *membership
 	redis   *redisEdge
-	pubsub  *broker // published messages, to this node's subscribers and the other nodes'
+	pubsub  *broker   // published messages, to this node's subscribers and the other nodes'
+	waits   *keyWaits // the watches of the keys callers wait on (BLPop)
 	life    lifetime
 }
 
@@ -158,6 +159,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life.ctx, n.log)
 	}
+	n.waits = newKeyWaits(func(ctx context.Context, key string) (<-chan WatchEvent, error) { return n.Watch(ctx, key) },
+		n.goBackground, n.life.ctx)
 	n.client.router.install(fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {

@@ -665,7 +665,7 @@ func (m *opModel) applyHash(op transport.Op, req kv.Request) kv.Reply {
 	if h == nil {
 		switch op {
 		case kv.OpHMGet:
-			return kv.Reply{Status: StatusSuccess, Values: make([][]byte, len(args))}
+			return kv.Reply{Status: StatusNotFound, Values: make([][]byte, len(args))}
 		case kv.OpHDel:
 			return kv.Reply{Status: StatusSuccess}
 		}
