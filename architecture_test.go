@@ -247,7 +247,7 @@ var concernFloors = [][]string{
 	{"owner.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go", "pubsub.go"},
 	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
 		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
-	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go"},
+	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go", "blockingpop.go"},
 	{"node.go", "dataport.go", "zaris.go", "doc.go", "metrics.go", "opmetrics.go", "statusview.go", "statuspage.go"},
 	{"redis.go"},
 }

@@ -117,7 +117,7 @@ func TestBLPopWaitsForAPushAndEnds(t *testing.T) {
 		}
 		got <- key + "=" + string(item)
 	}()
-	waitFor(t, 10*time.Second, "the caller watching its keys", func() bool { return n.waits.watched() == 2 })
+	waitFor(t, 10*time.Second, "the caller watching its keys", func() bool { return n.client.pops.watched() == 2 })
 	if _, err := n.RPush(ctx, "b", []byte("1"), []byte("2")); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +165,8 @@ func TestBLPopCallersShareAWatch(t *testing.T) {
 			got <- string(item)
 		}()
 	}
-	waitFor(t, 10*time.Second, "the callers waiting", func() bool { return n.waits.waiting("q") == callers })
-	if w := n.waits.watched(); w != 1 {
+	waitFor(t, 10*time.Second, "the callers waiting", func() bool { return n.client.pops.waiting("q") == callers })
+	if w := n.client.pops.watched(); w != 1 {
 		t.Fatalf("%d keys watched for %d callers of one key", w, callers)
 	}
 	for i := range callers {
@@ -182,5 +182,5 @@ func TestBLPopCallersShareAWatch(t *testing.T) {
 		}
 		seen[item] = true
 	}
-	waitFor(t, 10*time.Second, "the shared watch ended with its last caller", func() bool { return n.waits.watched() == 0 })
+	waitFor(t, 10*time.Second, "the shared watch ended with its last caller", func() bool { return n.client.pops.watched() == 0 })
 }

@@ -22,6 +22,7 @@ type client struct {
 	router  *router
 	batch   batchSender
 	near    *nearCache // nil unless Config.NearCache.MaxBytes is set
+	pops    *blockingPops
 	local   localOwner
 	stats   *nodeStats
 	metrics *opMetrics      // nil with Config.DisableMetrics

@@ -29,8 +29,7 @@ type Node struct {
 	port    dataPort      // the one listening socket every peer reaches, and the dialer reaching theirs
 	members *membership
 	redis   *redisEdge
-	pubsub  *broker   // published messages, to this node's subscribers and the other nodes'
-	waits   *keyWaits // the watches of the keys callers wait on (BLPop)
+	pubsub  *broker // published messages, to this node's subscribers and the other nodes'
 	life    lifetime
 }
 
@@ -159,8 +158,15 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.own.loads = newReadThrough(&n.cfg, storeLoaded, n.goBackground, n.life.ctx, n.log)
 	}
-	n.waits = newKeyWaits(func(ctx context.Context, key string) (<-chan WatchEvent, error) { return n.Watch(ctx, key) },
-		n.goBackground, n.life.ctx)
+	n.client.pops = &blockingPops{
+		popOne: func(ctx context.Context, op transport.Op, key string) ([][]byte, error) {
+			reply, err := n.client.collectionCall(ctx, op, key, intArg(1))
+			return reply.Values, err
+		},
+		watch:      func(ctx context.Context, key string) (<-chan WatchEvent, error) { return n.Watch(ctx, key) },
+		background: n.goBackground, life: n.life.ctx, clock: cfg.Clock, backoff: cfg.RetryBackoff,
+		keys: map[string]*keyWait{},
+	}
 	n.client.router.install(fsm.clusterMap(), causePush)
 
 	if err := n.start(ctx); err != nil {
