@@ -196,7 +196,7 @@ func (c *testCluster) settledWithout() bool {
 func steadyControl(cfg *Config) {
 	cfg.Timing.RaftHeartbeat = 500 * time.Millisecond
 	cfg.Timing.RaftElection = 500 * time.Millisecond
-	cfg.Timing.RaftLeaderLease = 500 * time.Millisecond
+	cfg.Timing.RaftLeaderLease = 250 * time.Millisecond
 }
 
 // holdPoint holds the one goroutine that reaches it first and lets it go on release. Release may be called
