@@ -59,11 +59,13 @@ func (c *respConn) cmdSetBit(args [][]byte) {
 	if args[3][0] == '1' {
 		next |= mask
 	}
-	if _, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: key, Delta: at, Value: []byte{next}}); !ok {
-		return
-	}
+	// As Redis, only a string created, grown or changed is written: a bit set to what it holds leaves the
+	// key's version, which WATCH compares, and publishes no event.
 	if reply.Status == kv.StatusNotFound || at >= int64(len(reply.Value)) || next != old {
-		c.notify(notifyString, "setbit", args[1]) // as Redis: only for a string created, grown or changed
+		if _, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: key, Delta: at, Value: []byte{next}}); !ok {
+			return
+		}
+		c.notify(notifyString, "setbit", args[1])
 	}
 	c.wr.int(int64(kv.BoolInt(old&mask != 0)))
 }
