@@ -65,6 +65,37 @@ func (w collWrite) reply(n int) kv.Reply {
 	return r
 }
 
+// popCount parses the optional count of a pop: 1 without one. It refuses more arguments, and a negative
+// count, as Redis does.
+func popCount(args [][]byte, cmd string) (int64, kv.Reply) {
+	switch len(args) {
+	case 0:
+		return 1, kv.Reply{Status: StatusSuccess}
+	case 1:
+		if count, ok := parseInt(args[0]); ok && count >= 0 {
+			return count, kv.Reply{Status: StatusSuccess}
+		}
+		return 0, invalidArgs("ERR value is out of range, must be positive")
+	}
+	return 0, wrongArgCount(cmd)
+}
+
+// poppedReply answers a pop that removed popped (nil when the key was missing): one item in Value without
+// a count among args, all of them in Values with one, and StatusNotFound for a missing key.
+func poppedReply(w collWrite, args [][]byte, popped [][]byte) kv.Reply {
+	reply := w.reply(0)
+	switch {
+	case w.status != StatusSuccess:
+	case popped == nil:
+		reply.Status = StatusNotFound
+	case len(args) == 0:
+		reply.Value = popped[0]
+	default:
+		reply.Values = popped
+	}
+	return reply
+}
+
 // readReply answers a collection read with values, or StatusTooLarge when they exceed the reply limit.
 func readReply(status Status, values [][]byte, lim opLimits) kv.Reply {
 	size := 0

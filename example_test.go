@@ -254,6 +254,35 @@ func ExampleNode_BLPop() {
 	// resize 18
 }
 
+// LMove takes a job from a queue onto a list of jobs in progress in one atomic step, so a worker that dies
+// holding a job leaves it on the second list rather than losing it. The two keys share a hash tag.
+func ExampleNode_LMove() {
+	ctx := context.Background()
+	n, err := zaris.Join(ctx, exampleConfig("queue"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer n.Close()
+
+	if _, err := n.RPush(ctx, "{jobs}pending", []byte("send 41"), []byte("send 42")); err != nil {
+		log.Fatal(err)
+	}
+	job, err := n.LMove(ctx, "{jobs}pending", "{jobs}running", true, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("working on", string(job))
+	// Once done, the worker removes the job from {jobs}running (here, the one item it holds).
+	if _, err := n.RPop(ctx, "{jobs}running", 1); err != nil {
+		log.Fatal(err)
+	}
+	left, _ := n.LLen(ctx, "{jobs}pending")
+	fmt.Println("pending:", left)
+	// Output:
+	// working on send 41
+	// pending: 1
+}
+
 // Scan walks every key of the cluster once, page by page, following moves as they happen.
 func ExampleNode_Scan() {
 	ctx := context.Background()

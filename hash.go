@@ -35,6 +35,23 @@ func applyHSet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return w.reply(added)
 }
 
+// applyHSetNX sets a field unless the hash holds it, and answers in Int 1 if it did.
+func applyHSetNX(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
+	if len(req.Args) != 2 {
+		return wrongArgCount("hsetnx")
+	}
+	set := false
+	w := s.writeCollection(seg, req.Key, kindHash, func(c collection) collOp {
+		h, _ := c.(*hashColl)
+		if _, held := h.lookup(string(req.Args[0])); held {
+			return collOp{}
+		}
+		set = true
+		return collOp{kind: durability.OpHashSet, args: req.Args}
+	})
+	return w.reply(int(kv.BoolInt(set)))
+}
+
 // applyHGet answers the field's value, StatusNotFound without it.
 func applyHGet(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	if len(req.Args) != 1 {
@@ -192,6 +209,34 @@ func (n *Node) HGetAll(ctx context.Context, key string) (map[string][]byte, erro
 		fields[string(reply.Values[i])] = reply.Values[i+1]
 	}
 	return fields, nil
+}
+
+// HKeys returns the fields of the hash under key, in no particular order: none without the key.
+func (n *Node) HKeys(ctx context.Context, key string) ([]string, error) {
+	reply, err := n.client.collectionCall(ctx, kv.OpHGetAll, key)
+	return stringsOf(everyOther(reply.Values, 0)), err
+}
+
+// HVals returns the values of the hash under key, in the order HKeys would list their fields.
+func (n *Node) HVals(ctx context.Context, key string) ([][]byte, error) {
+	reply, err := n.client.collectionCall(ctx, kv.OpHGetAll, key)
+	return everyOther(reply.Values, 1), err
+}
+
+// everyOther returns the pairs' first (from 0) or second (from 1) halves.
+func everyOther(pairs [][]byte, from int) [][]byte {
+	out := make([][]byte, 0, len(pairs)/2)
+	for i := from; i < len(pairs); i += 2 {
+		out = append(out, pairs[i])
+	}
+	return out
+}
+
+// HSetNX sets field of the hash under key, creating the hash if need be, unless the field exists; it
+// reports whether it set it.
+func (n *Node) HSetNX(ctx context.Context, key, field string, value []byte) (bool, error) {
+	reply, err := n.client.collectionCall(ctx, kv.OpHSetNX, key, []byte(field), value)
+	return reply.Int == 1, err
 }
 
 // HLen returns the number of fields of the hash under key, 0 without the key.

@@ -1,7 +1,9 @@
 package zaris
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
@@ -36,15 +38,9 @@ func applyPush(left bool, cmd string) applyFunc {
 // answered in Values. A missing key answers StatusNotFound.
 func applyPop(left bool, cmd string) applyFunc {
 	return func(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
-		if len(req.Args) > 1 {
-			return wrongArgCount(cmd)
-		}
-		count := int64(1)
-		if len(req.Args) == 1 {
-			var ok bool
-			if count, ok = parseInt(req.Args[0]); !ok || count < 0 {
-				return invalidArgs("ERR value is out of range, must be positive")
-			}
+		count, refused := popCount(req.Args, cmd)
+		if refused.Status != StatusSuccess {
+			return refused
 		}
 		var popped [][]byte
 		w := s.writeCollection(seg, req.Key, kindList, func(c collection) collOp {
@@ -66,18 +62,63 @@ func applyPop(left bool, cmd string) applyFunc {
 			}
 			return collOp{kind: durability.OpListPop, flags: sideFlag(left), args: [][]byte{countBytes(n)}}
 		})
-		reply := w.reply(0)
-		switch {
-		case w.status != StatusSuccess:
-		case popped == nil:
-			reply.Status = StatusNotFound
-		case len(req.Args) == 0:
-			reply.Value = popped[0]
-		default:
-			reply.Values = popped
-		}
-		return reply
+		return poppedReply(w, req.Args, popped)
 	}
+}
+
+// applyLMove pops an item from one end of the list under the key and pushes it onto one end of the list
+// under Args[0], in one atomic write, as LMOVE source destination LEFT|RIGHT LEFT|RIGHT does. It answers the
+// item in Value, StatusNotFound without a source list, and StatusWrongType, having moved nothing, when
+// either key holds another kind. Both keys must be in one segment.
+func applyLMove(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
+	if len(req.Args) != 3 {
+		return wrongArgCount("lmove")
+	}
+	fromLeft, ok := listSide(req.Args[1])
+	toLeft, ok2 := listSide(req.Args[2])
+	if !ok || !ok2 {
+		return invalidArgs(msgSyntax)
+	}
+	dst := string(req.Args[0])
+	switch {
+	case isInternalKey(dst):
+		return invalidArgs(fmt.Sprintf("ERR key %q is reserved", dst))
+	case lim.layout.Segments > 0 && lim.layout.KeySegment(dst) != seg:
+		return invalidArgs(fmt.Sprintf("ERR key %q is in another segment than %q", dst, req.Key))
+	case s.lockedBy(seg, dst) != "":
+		return kv.Reply{Status: StatusLocked}
+	}
+	var reply kv.Reply
+	s.atomically(seg, func(g *store) {
+		if g.readCollection(seg, dst, kindList, func(collection) {}) == StatusWrongType {
+			reply = kv.Reply{Status: StatusWrongType}
+			return
+		}
+		popped := applyPop(fromLeft, "lmove")(g, seg, kv.Request{Key: req.Key}, lim)
+		if popped.Status != StatusSuccess {
+			reply = popped
+			return
+		}
+		pushed := applyPush(toLeft, "lmove")(g, seg, kv.Request{Key: dst, Args: [][]byte{popped.Value}}, lim)
+		if pushed.Status != StatusSuccess {
+			g.group.rollback()
+			reply = pushed
+			return
+		}
+		reply = kv.Reply{Status: StatusSuccess, Value: popped.Value, Version: pushed.Version}
+	})
+	return reply
+}
+
+// listSide reads LEFT or RIGHT, in any case, and reports whether it is LEFT.
+func listSide(b []byte) (left, ok bool) {
+	switch {
+	case bytes.EqualFold(b, []byte("left")):
+		return true, true
+	case bytes.EqualFold(b, []byte("right")):
+		return false, true
+	}
+	return false, false
 }
 
 func sideFlag(left bool) byte {
@@ -213,6 +254,28 @@ func (n *Node) LPop(ctx context.Context, key string, count int) ([][]byte, error
 func (n *Node) RPop(ctx context.Context, key string, count int) ([][]byte, error) {
 	reply, err := n.client.collectionCall(ctx, kv.OpRPop, key, intArg(int64(count)))
 	return reply.Values, err
+}
+
+// LMove pops an item from the list under src, from its head with fromLeft and its tail otherwise, pushes
+// it onto the list under dst, at its head with toLeft, and returns it, in one atomic write: an error
+// matching ErrNotFound without a source list. src and dst must be in one segment: give them one hash tag
+// ("{jobs}:pending", "{jobs}:running"). With src and dst the same, it rotates the list.
+func (n *Node) LMove(ctx context.Context, src, dst string, fromLeft, toLeft bool) ([]byte, error) {
+	if n.layout.KeySegment(src) != n.layout.KeySegment(dst) {
+		return nil, fmt.Errorf("%w: keys %q and %q are in different segments; give them one hash tag", ErrInvalidRequest, src, dst)
+	}
+	reply, err := n.client.collectionCall(ctx, kv.OpLMove, src, []byte(dst), sideArg(fromLeft), sideArg(toLeft))
+	if err == nil && reply.Status == StatusNotFound {
+		err = ErrNotFound
+	}
+	return reply.Value, err
+}
+
+func sideArg(left bool) []byte {
+	if left {
+		return []byte("left")
+	}
+	return []byte("right")
 }
 
 // LRange returns the items of the list under key from start to stop, inclusive; negative indexes count

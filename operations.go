@@ -24,6 +24,8 @@ type keyOperation struct {
 	// txnOnly: the operation runs only as an item of a transaction (kv.OpTxn), whose atomic group holds the
 	// segment from its lock checks to its writes.
 	txnOnly bool
+	// ownGroup: the operation writes in an atomic group of its own, so it is never an item of a transaction.
+	ownGroup bool
 	// grows: the operation may add data, so its owner refuses it once the partition holds its share of
 	// MaxMemory (memory.go). Deletes, expiries and the later steps of a transaction never are.
 	grows bool
@@ -81,7 +83,7 @@ var keyOps = [...]keyOperation{
 	kv.OpSetRange: {name: "setrange", grows: true, reveals: revealsNotFound, resp: []string{"setrange"}, apply: applySetRange},
 
 	kv.OpCheckVersion: {name: "checkversion", readOnly: true, reveals: revealsAlways, apply: applyCheckVersion},
-	kv.OpTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true}, // apply set by init: it runs the others
+	kv.OpTxn:          {name: "txn", reveals: revealsUnmetVersion, ownLocks: true, ownGroup: true}, // apply set by init: it runs the others
 	kv.OpIntent:       {name: "intent", grows: true, reveals: revealsUnwritten, txnOnly: true, apply: applyIntent},
 	kv.OpResolve:      {name: "resolve", reveals: revealsUnwritten, txnOnly: true, apply: applyResolve},
 	kv.OpDecide:       {name: "decide", reveals: revealsUnwritten, ownLocks: true, apply: applyDecide},
@@ -118,6 +120,12 @@ var keyOps = [...]keyOperation{
 	kv.OpZRank:   {name: "zrank", readOnly: true, reveals: revealsAlways, resp: []string{"zrank"}, apply: applyZRank},
 	kv.OpZCard:   {name: "zcard", readOnly: true, reveals: revealsAlways, resp: []string{"zcard"}, apply: applyZCard},
 	kv.OpZIncrBy: {name: "zincrby", grows: true, reveals: revealsUnwritten, resp: []string{"zincrby"}, apply: collectionOp(applyZIncrBy)},
+
+	kv.OpSPop:    {name: "spop", reveals: revealsUnwritten, apply: applySPop},
+	kv.OpZPopMin: {name: "zpopmin", reveals: revealsUnwritten, apply: applyZPop(false, "zpopmin")},
+	kv.OpZPopMax: {name: "zpopmax", reveals: revealsUnwritten, apply: applyZPop(true, "zpopmax")},
+	kv.OpHSetNX:  {name: "hsetnx", grows: true, reveals: revealsUnwritten, apply: collectionOp(applyHSetNX)},
+	kv.OpLMove:   {name: "lmove", reveals: revealsUnwritten, ownGroup: true, apply: applyLMove},
 }
 
 // refusesGrowth reports whether the memory bound refuses operation k of req on segment seg.

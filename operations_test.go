@@ -77,6 +77,11 @@ var wireOps = []struct {
 	{"OpZRank", kv.OpZRank, 73, true},
 	{"OpZCard", kv.OpZCard, 74, true},
 	{"OpZIncrBy", kv.OpZIncrBy, 75, true},
+	{"OpSPop", kv.OpSPop, 76, true},
+	{"OpZPopMin", kv.OpZPopMin, 77, true},
+	{"OpZPopMax", kv.OpZPopMax, 78, true},
+	{"OpHSetNX", kv.OpHSetNX, 79, true},
+	{"OpLMove", kv.OpLMove, 100, true},
 	{"OpReplicate", kv.OpReplicate, 20, false},
 	{"OpPropose", kv.OpPropose, 21, false},
 	{"OpServerProgress", kv.OpServerProgress, 22, false},
@@ -340,6 +345,11 @@ var opFixtures = map[transport.Op]struct {
 	kv.OpZRank:   {collKey(kv.OpZAdd, "1", "m"), collReq("m")},
 	kv.OpZCard:   {collKey(kv.OpZAdd, "1", "m"), collReq()},
 	kv.OpZIncrBy: {collKey(kv.OpZAdd, "1", "m"), collReq("2", "m")},
+	kv.OpSPop:    {collKey(kv.OpSAdd, "m", "n"), collReq()},
+	kv.OpZPopMin: {collKey(kv.OpZAdd, "1", "m", "2", "n"), collReq("1")},
+	kv.OpZPopMax: {collKey(kv.OpZAdd, "1", "m", "2", "n"), collReq()},
+	kv.OpHSetNX:  {collKey(kv.OpHSet, "f", "v"), collReq("g", "w")},
+	kv.OpLMove:   {collKey(kv.OpRPush, "a", "b"), collReq("k", "left", "right")},
 
 	kv.OpCheckVersion: {putKey("k", "v", 0), kv.Request{Key: "k", Version: 1}},
 	kv.OpTxn: {putKey("k", "v", 0), kv.Request{Key: "k", Args: txnArgs(

@@ -74,6 +74,7 @@ var (
 		"9223372036854775807", "-9223372036854775808", "9223372036854775808", "99999999999999999999",
 		"1.5", "-2.5", "inf", "-inf", "+inf", "nan", "1e308", "-0", "0x1p3", "1e-320", "3.0", "(1", "(inf",
 		"nx", "xx", "gt", "lt", "ch", "incr", "NX", "byscore", "rev", "withscores", "limit", "bylex",
+		"left", "RIGHT", "a", "b", "{a}c",
 	}
 	fuzzTTLs   = []int64{0, -1, int64(time.Millisecond), int64(time.Second), int64(time.Hour), math.MaxInt64, math.MinInt64}
 	fuzzDeltas = []int64{0, 1, -1, 5, 63, 64, 1000, math.MaxInt64, math.MinInt64, 1 << 40, -(1 << 40)}
@@ -86,6 +87,7 @@ var fuzzArities = map[transport.Op][]int{
 	kv.OpSAdd: {1, 2}, kv.OpSRem: {1, 2}, kv.OpSIsMember: {1},
 	kv.OpLPush: {1, 2}, kv.OpRPush: {1, 2}, kv.OpLPop: {0, 1}, kv.OpRPop: {0, 1}, kv.OpLRange: {2}, kv.OpLIndex: {1}, kv.OpLTrim: {2},
 	kv.OpZAdd: {2, 3, 4}, kv.OpZRem: {1, 2}, kv.OpZScore: {1}, kv.OpZRank: {1}, kv.OpZIncrBy: {2}, kv.OpZRange: {2, 3, 4, 5},
+	kv.OpSPop: {0, 1}, kv.OpZPopMin: {0, 1}, kv.OpZPopMax: {0, 1}, kv.OpHSetNX: {2}, kv.OpLMove: {3},
 }
 
 // fuzzLimits are small, so that sizes reach them.
@@ -209,6 +211,9 @@ func checkUndone(t *testing.T, s *store, in *fuzzInput) {
 		s.atomically(0, func(g *store) {
 			for range 1 + in.pick(6) {
 				op := fuzzOpList[in.pick(len(fuzzOpList))]
+				if lookupKeyOp(op).ownGroup {
+					continue // never an item of a group, as transactions refuse it
+				}
 				lookupKeyOp(op).apply(g, 0, in.request(g, op), fuzzLimits)
 				g.takeRefusal()
 			}

@@ -75,6 +75,34 @@ func applySCard(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 	return kv.Reply{Status: status, Int: int64(n)}
 }
 
+// applySPop removes members chosen at random: one, answered in Value, or as many as the optional count says,
+// answered in Values. A missing key answers StatusNotFound. The owner chooses; replicas remove what it chose.
+func applySPop(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
+	count, refused := popCount(req.Args, "spop")
+	if refused.Status != StatusSuccess {
+		return refused
+	}
+	var popped [][]byte
+	w := s.writeCollection(seg, req.Key, kindSet, func(c collection) collOp {
+		set, _ := c.(*setColl)
+		if set == nil {
+			return collOp{}
+		}
+		popped = make([][]byte, 0, min(count, int64(set.len())))
+		for m := range set.members { // Go's map order starts at a random place
+			if int64(len(popped)) == count {
+				break
+			}
+			popped = append(popped, []byte(m))
+		}
+		if len(popped) == 0 {
+			return collOp{}
+		}
+		return collOp{kind: durability.OpSetRem, args: popped}
+	})
+	return poppedReply(w, req.Args, popped)
+}
+
 // has reports whether m is a member; s may be nil, as for a key without a set.
 func (s *setColl) has(m []byte) bool {
 	if s == nil {
@@ -99,6 +127,13 @@ func (n *Node) SRem(ctx context.Context, key string, members ...string) (int, er
 // SMembers returns the members of the set under key, in no particular order: none without the key.
 func (n *Node) SMembers(ctx context.Context, key string) ([]string, error) {
 	reply, err := n.client.collectionCall(ctx, kv.OpSMembers, key)
+	return stringsOf(reply.Values), err
+}
+
+// SPop removes up to count members of the set under key, chosen at random, and returns them: none without
+// the key. A set left empty is deleted.
+func (n *Node) SPop(ctx context.Context, key string, count int) ([]string, error) {
+	reply, err := n.client.collectionCall(ctx, kv.OpSPop, key, intArg(int64(count)))
 	return stringsOf(reply.Values), err
 }
 

@@ -74,7 +74,7 @@ func applyTxn(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	for i := range items {
 		k, key := lookupKeyOp(items[i].op), items[i].req.Key
 		switch {
-		case k == nil || items[i].op == kv.OpTxn:
+		case k == nil || k.ownGroup:
 			return invalidArgs(fmt.Sprintf("ERR transaction item %d: operation %d cannot run in a transaction", i, items[i].op))
 		case isInternalKey(key):
 			return invalidArgs(fmt.Sprintf("ERR transaction item %d: key %q is reserved", i, key))

@@ -9,6 +9,7 @@ import (
 	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/internal/zscore"
+	"github.com/zaris-go/zaris/transport"
 )
 
 // Sorted set operations: a key holding members ordered by score. A write ships the members it changes
@@ -150,6 +151,47 @@ func applyZRem(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
 		return collOp{kind: durability.OpZRem, args: removed}
 	})
 	return w.reply(len(removed))
+}
+
+// applyZPop removes the members of lowest score (highest with max) and answers them with their scores, in
+// that order, in Values: one without a count, as many as the optional count says with one. A missing key
+// answers StatusNotFound.
+func applyZPop(highest bool, cmd string) applyFunc {
+	return func(s *store, seg int, req kv.Request, _ opLimits) kv.Reply {
+		count, refused := popCount(req.Args, cmd)
+		if refused.Status != StatusSuccess {
+			return refused
+		}
+		var popped [][]byte // member and score pairs
+		w := s.writeCollection(seg, req.Key, kindZSet, func(c collection) collOp {
+			z, _ := c.(*zsetColl)
+			if z == nil {
+				return collOp{}
+			}
+			r := zrangeArgs{start: 0, stop: count - 1, rev: highest}
+			popped = make([][]byte, 0, 2*min(count, int64(z.len())))
+			if count > 0 {
+				z.byRank(&r, func(n *zskipNode) { popped = append(popped, []byte(n.member), zscore.Format(n.score)) })
+			}
+			if len(popped) == 0 {
+				return collOp{}
+			}
+			members := make([][]byte, 0, len(popped)/2)
+			for i := 0; i < len(popped); i += 2 {
+				members = append(members, popped[i])
+			}
+			return collOp{kind: durability.OpZRem, args: members}
+		})
+		reply := w.reply(0)
+		switch {
+		case w.status != StatusSuccess:
+		case popped == nil:
+			reply.Status = StatusNotFound
+		default:
+			reply.Values = popped
+		}
+		return reply
+	}
 }
 
 // applyZScore answers a member's score in Value, or StatusNotFound.
@@ -535,6 +577,30 @@ func (n *Node) ZRange(ctx context.Context, key string, start, stop int64) ([]ZMe
 	return n.client.zrange(ctx, key, intArg(start), intArg(stop))
 }
 
+// ZRevRange is ZRange from the highest score: rank 0 is the member of highest score.
+func (n *Node) ZRevRange(ctx context.Context, key string, start, stop int64) ([]ZMember, error) {
+	return n.client.zrange(ctx, key, intArg(start), intArg(stop), []byte("rev"))
+}
+
+// ZPopMin removes up to count members of lowest score from the sorted set under key and returns them,
+// lowest first: none without the key. A sorted set left empty is deleted.
+func (n *Node) ZPopMin(ctx context.Context, key string, count int) ([]ZMember, error) {
+	return n.client.zpop(ctx, kv.OpZPopMin, key, count)
+}
+
+// ZPopMax removes up to count members of highest score and returns them, highest first.
+func (n *Node) ZPopMax(ctx context.Context, key string, count int) ([]ZMember, error) {
+	return n.client.zpop(ctx, kv.OpZPopMax, key, count)
+}
+
+func (c *client) zpop(ctx context.Context, op transport.Op, key string, count int) ([]ZMember, error) {
+	reply, err := c.collectionCall(ctx, op, key, intArg(int64(count)))
+	if err != nil {
+		return nil, err
+	}
+	return zmembersOf(reply.Values), nil
+}
+
 // ZRangeByScore returns the members of the sorted set under key whose scores are from min to max,
 // inclusive, by ascending score, skipping offset and returning at most count (all when count is negative).
 func (n *Node) ZRangeByScore(ctx context.Context, key string, min, max float64, offset, count int64) ([]ZMember, error) {
@@ -547,10 +613,15 @@ func (c *client) zrange(ctx context.Context, key string, args ...[]byte) ([]ZMem
 	if err != nil {
 		return nil, err
 	}
-	members := make([]ZMember, 0, len(reply.Values)/2)
-	for i := 0; i+1 < len(reply.Values); i += 2 {
-		score, _ := zscore.Parse(reply.Values[i+1])
-		members = append(members, ZMember{Member: string(reply.Values[i]), Score: score})
+	return zmembersOf(reply.Values), nil
+}
+
+// zmembersOf reads member and score pairs.
+func zmembersOf(values [][]byte) []ZMember {
+	members := make([]ZMember, 0, len(values)/2)
+	for i := 0; i+1 < len(values); i += 2 {
+		score, _ := zscore.Parse(values[i+1])
+		members = append(members, ZMember{Member: string(values[i]), Score: score})
 	}
-	return members, nil
+	return members
 }

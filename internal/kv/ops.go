@@ -78,6 +78,18 @@ const (
 	OpZRank   transport.Op = 73
 	OpZCard   transport.Op = 74
 	OpZIncrBy transport.Op = 75
+
+	// Pops and conditional writes the Go API runs at the owner in one step; the RESP endpoint composes
+	// its commands of the same names from the operations above.
+	OpSPop    transport.Op = 76 // remove and answer members chosen at random
+	OpZPopMin transport.Op = 77 // remove and answer the members of lowest score
+	OpZPopMax transport.Op = 78 // remove and answer the members of highest score
+	OpHSetNX  transport.Op = 79 // set a hash field unless it exists
+)
+
+// List moves (list.go). Numbers 100 to 109 are theirs.
+const (
+	OpLMove transport.Op = 100 // pop an item from one end of a list and push it onto an end of another
 )
 
 // Scans of the key space (scan.go, scan_serve.go). Numbers 80 to 84 are theirs.
