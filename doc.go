@@ -117,9 +117,13 @@
 // pieces of bounded size. The arguments of one operation are bounded by MaxValueSize, and a read whose
 // reply would exceed half of MaxFrameSize fails with ErrValueTooLarge.
 //
+// Pops and conditional writes run at the key's owner in one step, so concurrent callers on any node never
+// take the same item: SPop, ZPopMin, ZPopMax, HSetNX, and LMove, which moves an item between two lists of
+// one hash tag in one atomic write (a job queue whose worker dies leaves its job on the second list).
 // BLPop and BRPop wait for an item of one of their lists, which makes a list a job queue: the pop runs at
 // the key's owner, so each item reaches one caller, and a caller waits through a failover of the owner.
-// The callers of a node waiting on a key share one Watch of it.
+// The callers of a node waiting on a key share one Watch of it. A pop whose reply is lost with its owner
+// fails with ErrUnconfirmed or a connection error (transport.ErrConnectionLost): the item may have been taken.
 //
 // # Key watches
 //
