@@ -244,7 +244,7 @@ var concernFloors = [][]string{
 		"readmarks.go", "scan_walk.go"},
 	{"oplog.go", "replication.go", "replication_wire.go", "replicalink.go", "persistence.go", "watchfeed.go",
 		"possession.go", "cutover.go", "visibility.go"},
-	{"owner.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go", "pubsub.go"},
+	{"owner.go", "replica_reads.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go", "pubsub.go"},
 	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
 		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
 	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go", "blockingpop.go"},

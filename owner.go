@@ -209,17 +209,17 @@ func (o *owner) applyGroup(p, seg int, keys []string, fn func(kv.Group)) (revisi
 // transaction's intent is about to write one of keys, and under the Sync concern it answers only once the
 // in-sync replicas hold the revision fn saw, as a single read does. The caller has checked ownership.
 func (o *owner) readAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) Status {
-	revision, status := o.readViewOf(seg, keys, fn)
+	revision, status := o.readViewOf(seg, keys, fn, o.opLimits())
 	if status != StatusSuccess || o.cfg.WriteConcern != Sync || !o.repl.unconfirmedAt(seg, revision) {
 		return status
 	}
 	return o.repl.awaitReplicas(ctx, seg, revision, false)
 }
 
-// readViewOf is readAtomically's read: it returns the revision fn saw. A panic of fn is an internal error.
-func (o *owner) readViewOf(seg int, keys []string, fn func(kv.Group)) (revision uint64, status Status) {
+// readViewOf is readAtomically's read under lim: it returns the revision fn saw. A panic of fn is an
+// internal error.
+func (o *owner) readViewOf(seg int, keys []string, fn func(kv.Group), lim opLimits) (revision uint64, status Status) {
 	defer o.panics.recoverOp(kv.OpGet, seg, &status)
-	lim := o.opLimits()
 	revision = o.store.readAtomically(seg, func(g *store) {
 		for _, key := range keys {
 			if g.writeIntentOn(seg, key) {

@@ -287,6 +287,16 @@ func (e *edgeNode) ReadAtomically(ctx context.Context, seg int, keys []string, f
 	return e.own.readAtomically(ctx, seg, keys, fn)
 }
 
+func (e *edgeNode) CheckReplica(key string) (int, bool) { return e.own.checkReplica(key) }
+
+func (e *edgeNode) ReadReplica(op transport.Op, seg int, req *kv.Request) kv.Reply {
+	return e.own.readReplica(op, seg, req)
+}
+
+func (e *edgeNode) ReadReplicaAtomically(seg int, keys []string, fn func(kv.Group)) kv.Status {
+	return e.own.readReplicaAtomically(seg, keys, fn)
+}
+
 func (e *edgeNode) ReadOnly(op transport.Op) bool { return readOnly(op) }
 
 func (e *edgeNode) Publish(shard bool, channel string, payload []byte) int {
@@ -340,7 +350,7 @@ func describeTopology(m *ClusterMap) *resp.Topology {
 		first, last := layout.PartitionSlots(p)
 		t.Partitions[p] = resp.Partition{First: first, Last: last, Owner: st.Owner, Epoch: st.Epoch,
 			Unavailable: st.Health == Unavailable, Assigned: p < len(m.Assignment) && len(m.Assignment[p]) > 0,
-			InSync: len(st.InSync)}
+			InSync: len(st.InSync), Replicas: slices.DeleteFunc(slices.Clone(st.InSync), func(id NodeID) bool { return id == st.Owner })}
 	}
 	return t
 }

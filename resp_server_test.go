@@ -96,6 +96,13 @@ func (o *storeOwner) OwnedKeyCount() int {
 }
 
 func (o *storeOwner) ReadOnly(op transport.Op) bool { return readOnly(op) }
+
+// CheckReplica: a bare store replicates nothing.
+func (o *storeOwner) CheckReplica(key string) (int, bool) { return o.layout.KeySegment(key), false }
+func (o *storeOwner) ReadReplica(transport.Op, int, *kv.Request) kv.Reply {
+	return kv.Reply{Status: StatusMoved}
+}
+func (o *storeOwner) ReadReplicaAtomically(int, []string, func(kv.Group)) Status { return StatusMoved }
 func (o *storeOwner) Topology() *resp.Topology      { return describeTopology(o.clusterMap) }
 func (o *storeOwner) Control() resp.Control         { return resp.Control{Leader: "a"} }
 func (o *storeOwner) Memory() resp.Memory           { return edgeMemory{o.store.budget} }

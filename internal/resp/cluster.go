@@ -23,10 +23,11 @@ func RedisNodeID(id kv.NodeID) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// slotRange is a run of slots served by one node.
+// slotRange is a run of slots served by one node, with the same replicas.
 type slotRange struct {
 	first, last uint16
 	owner       kv.NodeID
+	replicas    []kv.NodeID
 }
 
 // slotRanges lists the slots of m that a RESP client can be sent to, in slot order, merging neighbouring
@@ -42,11 +43,12 @@ func slotRanges(m *Topology) []slotRange {
 		if !m.served(p) {
 			continue
 		}
-		if n := len(out); n > 0 && out[n-1].owner == p.Owner && out[n-1].last+1 == p.First {
+		if n := len(out); n > 0 && out[n-1].owner == p.Owner && out[n-1].last+1 == p.First &&
+			slices.Equal(out[n-1].replicas, p.Replicas) {
 			out[n-1].last = p.Last
 			continue
 		}
-		out = append(out, slotRange{first: p.First, last: p.Last, owner: p.Owner})
+		out = append(out, slotRange{first: p.First, last: p.Last, owner: p.Owner, replicas: p.Replicas})
 	}
 	return out
 }
@@ -138,20 +140,31 @@ func (c *respConn) cmdCluster(args [][]byte) {
 	}
 }
 
-// clusterSlots writes CLUSTER SLOTS: per slot range, its bounds and its node (host, port, id).
+// clusterSlots writes CLUSTER SLOTS: per slot range, its bounds, its owner and then its in-sync replicas
+// that gossip does not report failed, each as host, port and id. A client that sent READONLY may read a
+// replica's copy.
 func (c *respConn) clusterSlots() {
 	m := c.srv.node.Topology()
 	ranges := slotRanges(m)
+	states := c.srv.memberStates()
 	c.wr.array(len(ranges))
 	for _, r := range ranges {
-		host, port, _ := splitHostPort(m.Nodes[r.owner].RESPAddr)
-		c.wr.array(3)
+		nodes := []kv.NodeID{r.owner}
+		for _, id := range r.replicas {
+			if m.Nodes[id].RESPAddr != "" && states[id] != MemberFailed && !states.departed(id) {
+				nodes = append(nodes, id)
+			}
+		}
+		c.wr.array(2 + len(nodes))
 		c.wr.int(int64(r.first))
 		c.wr.int(int64(r.last))
-		c.wr.array(3)
-		c.wr.bulkString(host)
-		c.wr.int(int64(port))
-		c.wr.bulkString(RedisNodeID(r.owner))
+		for _, id := range nodes {
+			host, port, _ := splitHostPort(m.Nodes[id].RESPAddr)
+			c.wr.array(3)
+			c.wr.bulkString(host)
+			c.wr.int(int64(port))
+			c.wr.bulkString(RedisNodeID(id))
+		}
 	}
 }
 

@@ -313,8 +313,8 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "recover", noMulti: true, arity: 1, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdRecover},
 		{name: "info", noMulti: true, arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
 		{parent: true, name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
-		{name: "readonly", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
-		{name: "readwrite", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
+		{name: "readonly", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdReadOnly},
+		{name: "readwrite", arity: 1, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdReadWrite},
 		{name: "asking", arity: 1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdOK},
 		{name: "select", arity: 2, flags: meta, acl: []string{"@fast", "@connection"}, run: (*respConn).cmdSelect},
 		{name: "multi", arity: 1, flags: txnFlags, acl: txnFast, controlsMulti: true, run: (*respConn).cmdMulti},
@@ -456,10 +456,36 @@ func (c *respConn) ownKey(key string) (int, bool) {
 		return c.exec.seg, true // EXEC checked the transaction's slot before it began
 	}
 	seg, refusal, owned := c.srv.node.CheckOwner(key)
+	if !owned && c.mayReadReplica(refusal) {
+		if seg, ok := c.srv.node.CheckReplica(key); ok {
+			c.onReplica = true
+			return seg, true
+		}
+	}
 	if !owned {
 		c.refuse(kv.KeySlot(key), refusal)
 	}
 	return seg, owned
+}
+
+// mayReadReplica reports whether the running command, refused by this node as an owner, may read its
+// replica copy instead: a read-only command of a client that sent READONLY, outside MULTI, as Redis
+// Cluster's replicas serve them.
+func (c *respConn) mayReadReplica(refusal kv.Reply) bool {
+	return c.replicaReads && c.reading && c.multi == nil && refusal.Status == kv.StatusMoved
+}
+
+// cmdReadOnly serves READONLY: the connection's reads of slots this node replicates are served from its
+// copy, which may lag the owner's newest writes.
+func (c *respConn) cmdReadOnly([][]byte) {
+	c.replicaReads = true
+	c.wr.simple("OK")
+}
+
+// cmdReadWrite serves READWRITE: reads go to the owner again.
+func (c *respConn) cmdReadWrite([][]byte) {
+	c.replicaReads = false
+	c.wr.simple("OK")
 }
 
 // ownKeys checks that keys share one slot (CROSSSLOT otherwise, as in Redis Cluster) and that this node owns

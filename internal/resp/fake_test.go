@@ -133,6 +133,27 @@ func (f *fakeNode) ReadAtomically(ctx context.Context, seg int, keys []string, f
 	return f.ApplyAtomically(ctx, seg, keys, fn)
 }
 
+// fakeReplicated is the end of the slots past fakeHalf that node "a" holds a copy of as a replica.
+const fakeReplicated = kv.NumSlots * 3 / 4
+
+func (f *fakeNode) CheckReplica(key string) (int, bool) {
+	slot := kv.KeySlot(key)
+	return 1, slot >= fakeHalf && slot < fakeReplicated
+}
+
+func (f *fakeNode) ReadReplica(op transport.Op, _ int, req *kv.Request) kv.Reply {
+	if !f.ReadOnly(op) {
+		return kv.Reply{Status: kv.StatusInvalidRequest}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(op, req)
+}
+
+func (f *fakeNode) ReadReplicaAtomically(seg int, keys []string, fn func(kv.Group)) kv.Status {
+	return f.ApplyAtomically(context.Background(), seg, keys, fn)
+}
+
 func (f *fakeNode) ReadOnly(op transport.Op) bool {
 	return op == kv.OpGet || op == kv.OpExists || op == kv.OpTTL || op == kv.OpType
 }

@@ -25,6 +25,13 @@ type Node interface {
 	// ReadAtomically runs fn on a read-only view of an owned segment, which sees one revision of it, and
 	// waits for the replicas as a read does.
 	ReadAtomically(ctx context.Context, seg int, keys []string, fn func(kv.Group)) kv.Status
+	// CheckReplica returns key's segment if this node holds an in-sync copy of its partition as a
+	// replica, which a client that sent READONLY may read.
+	CheckReplica(key string) (segment int, ok bool)
+	// ReadReplica runs a read-only key operation on this node's replica copy of seg, and
+	// ReadReplicaAtomically runs fn on a read-only view of it, which sees one revision.
+	ReadReplica(op transport.Op, seg int, req *kv.Request) kv.Reply
+	ReadReplicaAtomically(seg int, keys []string, fn func(kv.Group)) kv.Status
 	// ReadOnly reports whether op never writes.
 	ReadOnly(op transport.Op) bool
 	// Publish delivers payload to the subscribers of channel on every node, or for a shard channel on
@@ -79,12 +86,13 @@ type NodeAddrs struct {
 
 // Partition is a run of slots owned and replicated together.
 type Partition struct {
-	First, Last uint16    // its slots, inclusive
-	Owner       kv.NodeID // the active owner; "" without one
-	Unavailable bool      // no copy can serve it now
-	Assigned    bool      // the map gives it to at least one node
-	Epoch       uint64    // its ownership epoch
-	InSync      int       // its replicas known to hold every write the owner acknowledged
+	First, Last uint16      // its slots, inclusive
+	Owner       kv.NodeID   // the active owner; "" without one
+	Unavailable bool        // no copy can serve it now
+	Assigned    bool        // the map gives it to at least one node
+	Epoch       uint64      // its ownership epoch
+	InSync      int         // its replicas known to hold every write the owner acknowledged
+	Replicas    []kv.NodeID // those replicas, in the map's order
 }
 
 // PartitionOf returns the partition holding slot, or nil when the topology has none.

@@ -139,8 +139,8 @@ func FuzzRESPReader(f *testing.F) {
 	})
 }
 
-// TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and leave out
-// partitions nobody can serve over RESP.
+// TestRESPSlotRanges checks that CLUSTER replies merge neighbouring partitions of one owner and the same
+// replicas, and leave out partitions nobody can serve over RESP.
 func TestRESPSlotRanges(t *testing.T) {
 	m := &Topology{
 		Version: 1,
@@ -150,14 +150,18 @@ func TestRESPSlotRanges(t *testing.T) {
 			"c": {}, // no RESP endpoint
 		},
 		Partitions: []Partition{
-			{First: 0, Last: 99, Owner: "a"}, {First: 100, Last: 199, Owner: "a"},
-			{First: 200, Last: 299, Owner: "b"}, {First: 300, Last: 399, Owner: "c"},
-			{First: 400, Last: 499, Owner: "b", Unavailable: true}, {First: 500, Last: kv.NumSlots - 1},
+			{First: 0, Last: 99, Owner: "a", Replicas: []kv.NodeID{"b"}}, {First: 100, Last: 199, Owner: "a", Replicas: []kv.NodeID{"b"}},
+			{First: 200, Last: 249, Owner: "b"}, {First: 250, Last: 299, Owner: "b", Replicas: []kv.NodeID{"a"}},
+			{First: 300, Last: 399, Owner: "c"}, {First: 400, Last: 499, Owner: "b", Unavailable: true},
+			{First: 500, Last: kv.NumSlots - 1},
 		},
 	}
 	got := slotRanges(m)
-	want := []slotRange{{first: 0, last: 199, owner: "a"}, {first: 200, last: 299, owner: "b"}}
-	if !slices.Equal(got, want) {
+	want := []slotRange{{first: 0, last: 199, owner: "a", replicas: []kv.NodeID{"b"}}, {first: 200, last: 249, owner: "b"},
+		{first: 250, last: 299, owner: "b", replicas: []kv.NodeID{"a"}}}
+	if !slices.EqualFunc(got, want, func(x, y slotRange) bool {
+		return x.first == y.first && x.last == y.last && x.owner == y.owner && slices.Equal(x.replicas, y.replicas)
+	}) {
 		t.Fatalf("slotRanges = %+v, want %+v", got, want)
 	}
 	if p := m.PartitionOf(250); p == nil || p.Owner != "b" {

@@ -15,6 +15,7 @@ func (c *respConn) cmdReset([][]byte) {
 	c.pushes.resp3, c.pushes.proto3 = false, false
 	c.pushes.mu.Unlock()
 	c.name = ""
+	c.replicaReads = false
 	if !c.logOut() {
 		c.wr.error("ERR max number of clients not logged in reached")
 		c.quit = true

@@ -347,6 +347,9 @@ type respConn struct {
 	events      []keyEvent // the keyspace notifications of the running command, published once it is done
 	eventsMuted bool       // the running command names its own events, not its key operations'
 	reading     bool       // the running command only reads: its reads of missing keys publish keymiss
+	// replicaReads: the client sent READONLY, so its reads of slots this node replicates are served here
+	// rather than redirected; onReplica: the running command reads such a copy.
+	replicaReads, onReplica bool
 }
 
 // newRESPConn returns the connection of conn for user (nil: not logged in), whose first read buffer is

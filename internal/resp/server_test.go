@@ -74,3 +74,56 @@ func TestServerOverAFakeNode(t *testing.T) {
 		t.Fatalf("INFO keyspace = %q, want the node's one key", info)
 	}
 }
+
+// TestServerReadsReplicaCopiesAfterREADONLY: a client that sent READONLY reads the slots the node
+// replicates from its copy, as a Redis Cluster replica serves them, while its writes, its reads inside
+// MULTI, and every command once it sent READWRITE or RESET are redirected to the owner.
+func TestServerReadsReplicaCopiesAfterREADONLY(t *testing.T) {
+	node := newFakeNode()
+	s := serveFake(t, node, fakeOptions())
+	c := dial(t, s)
+	var replicated, far string
+	for i := 0; replicated == "" || far == ""; i++ {
+		key := fmt.Sprintf("k%d", i)
+		switch slot := kv.KeySlot(key); {
+		case slot >= fakeHalf && slot < fakeReplicated:
+			replicated = key
+		case slot >= fakeReplicated:
+			far = key
+		}
+	}
+	node.mu.Lock()
+	node.put(replicated, []byte("v1"))
+	node.mu.Unlock()
+	moved := func(key string) string { return fmt.Sprintf("-MOVED %d 127.0.0.1:7002", kv.KeySlot(key)) }
+	for _, step := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"GET", replicated}, moved(replicated)},
+		{[]string{"READONLY"}, "+OK"},
+		{[]string{"GET", replicated}, "$2"},
+		{[]string{"EXISTS", replicated}, ":1"},
+		{[]string{"TYPE", replicated}, "+string"},
+		{[]string{"SET", replicated, "v2"}, moved(replicated)},
+		{[]string{"INCR", replicated}, moved(replicated)},
+		{[]string{"GET", far}, moved(far)},
+		{[]string{"MULTI"}, "+OK"},
+		{[]string{"GET", replicated}, moved(replicated)},
+		{[]string{"DISCARD"}, "+OK"},
+		{[]string{"READWRITE"}, "+OK"},
+		{[]string{"GET", replicated}, moved(replicated)},
+		{[]string{"READONLY"}, "+OK"},
+		{[]string{"RESET"}, "+RESET"},
+		{[]string{"GET", replicated}, moved(replicated)},
+	} {
+		if got := c.do(step.cmd...); got != step.want {
+			t.Fatalf("%v: %q, want %q", step.cmd, got, step.want)
+		}
+		if step.want == "$2" {
+			if got := c.line(); got != "v1" {
+				t.Fatalf("GET %s = %q, want v1", replicated, got)
+			}
+		}
+	}
+}

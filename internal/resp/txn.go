@@ -410,7 +410,7 @@ func (b *replyBuffer) release() {
 // middle: a read sees every key at one revision, so never part of an EXEC, and writes become one atomic
 // write. Its reply goes out only once the group is acknowledged.
 func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
-	c.reading = cmd.hasFlag("readonly")
+	c.reading, c.onReplica = cmd.hasFlag("readonly"), false
 	keys := cmd.keys(args)
 	if len(keys) < 2 && !cmd.grouped || len(keys) == 0 || c.multi != nil || c.exec != nil || cmd.controlsMulti || cmd.blocks ||
 		!cmd.wholeSteps(args) {
@@ -435,9 +435,12 @@ func (c *respConn) runCommand(cmd *respCommand, args [][]byte) {
 		}
 	}
 	var status kv.Status
-	if write {
+	switch {
+	case write:
 		status = c.srv.node.ApplyAtomically(c.srv.ctx, seg, keyNames(keys), run)
-	} else {
+	case c.onReplica:
+		status = c.srv.node.ReadReplicaAtomically(seg, keyNames(keys), run)
+	default:
 		status = c.srv.node.ReadAtomically(c.srv.ctx, seg, keyNames(keys), run)
 	}
 	if abandoned || status != kv.StatusSuccess {
@@ -477,7 +480,9 @@ func (c *respConn) applyKV(op transport.Op, seg int, req *kv.Request) kv.Reply {
 		c.noteWrite(req.Key)
 	}
 	var reply kv.Reply
-	if c.exec == nil {
+	if c.exec == nil && c.onReplica {
+		reply = c.srv.node.ReadReplica(op, seg, req)
+	} else if c.exec == nil {
 		reply = c.srv.node.ApplyKV(c.srv.ctx, op, seg, req)
 	} else if r, full := c.exec.g.Apply(op, req); full {
 		reply = kv.Reply{Status: kv.StatusTooLarge, Value: []byte(groupTooLargeMessage)}
