@@ -25,7 +25,9 @@ func (sg *storeGroup) Apply(op transport.Op, req *kv.Request) (kv.Reply, bool) {
 	if sg.lim.refusesGrowth(k, sg.seg, req) {
 		return kv.Reply{Status: StatusOutOfMemory}, false
 	}
+	sg.g.takeCreated()
 	reply := k.apply(sg.g, sg.seg, *req, sg.lim)
+	reply.Created = sg.g.takeCreated()
 	if sg.g.takeRefusal() {
 		return kv.Reply{Status: StatusTooLarge}, true
 	}

@@ -9,9 +9,9 @@ import (
 // of their keys, each publishing every class of keyspace notification (KEA), and compares, besides the
 // replies, the events a subscriber of both kinds of channel receives: which, in which order, for which key.
 func TestRESPMatchesRedisKeyspaceNotifications(t *testing.T) {
-	d := newRESPDiff(t, func(cfg *Config) { cfg.NotifyKeyspaceEvents = "KEA" })
+	d := newRESPDiff(t, func(cfg *Config) { cfg.NotifyKeyspaceEvents = "KEAn" })
 	redisMain := dialDiff(t, d.redisAddr)
-	if reply := redisMain.do(t, []string{"CONFIG", "SET", "notify-keyspace-events", "KEA"}); reply != "+OK\r\n" {
+	if reply := redisMain.do(t, []string{"CONFIG", "SET", "notify-keyspace-events", "KEAn"}); reply != "+OK\r\n" {
 		t.Fatalf("CONFIG SET notify-keyspace-events on redis: %q", reply)
 	}
 	for i, seq := range notifySeqs() {

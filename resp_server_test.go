@@ -103,9 +103,9 @@ func (o *storeOwner) ReadReplica(transport.Op, int, *kv.Request) kv.Reply {
 	return kv.Reply{Status: StatusMoved}
 }
 func (o *storeOwner) ReadReplicaAtomically(int, []string, func(kv.Group)) Status { return StatusMoved }
-func (o *storeOwner) Topology() *resp.Topology      { return describeTopology(o.clusterMap) }
-func (o *storeOwner) Control() resp.Control         { return resp.Control{Leader: "a"} }
-func (o *storeOwner) Memory() resp.Memory           { return edgeMemory{o.store.budget} }
+func (o *storeOwner) Topology() *resp.Topology                                   { return describeTopology(o.clusterMap) }
+func (o *storeOwner) Control() resp.Control                                      { return resp.Control{Leader: "a"} }
+func (o *storeOwner) Memory() resp.Memory                                        { return edgeMemory{o.store.budget} }
 
 func (o *storeOwner) Members() map[NodeID]resp.MemberState {
 	return map[NodeID]resp.MemberState{"a": resp.MemberAlive, "b": resp.MemberAlive}

@@ -359,6 +359,8 @@ type writeGroup struct {
 	refused bool
 	// read marks a view of readAtomically, under the segment's read lock: it must not write.
 	read bool
+	// created is set by a write that gives a key without a live value one, until takeCreated clears it.
+	created bool
 	// undo puts ops back, newest last (rollback). writing is set while a write changes the segment before
 	// its step is in undo: a panic then leaves a change no step undoes.
 	undo    []undoStep
@@ -542,7 +544,21 @@ func (s *store) applyExclusive(seg int, k *keyOperation, req kv.Request, lim opL
 	if lim.refusesGrowth(k, seg, &req) {
 		return kv.Reply{Status: StatusOutOfMemory}
 	}
-	return k.apply(v, seg, req, lim)
+	v.takeCreated()
+	reply := k.apply(v, seg, req, lim)
+	reply.Created = v.takeCreated()
+	return reply
+}
+
+// takeCreated reports whether a write of the view's group created a key since the last call, and clears
+// it. A view outside a group reports false.
+func (s *store) takeCreated() bool {
+	if s.group == nil {
+		return false
+	}
+	created := s.group.created
+	s.group.created = false
+	return created
 }
 
 // applyRead runs read-only key operation k on segment seg. A read that raced the discard of a deposed
@@ -636,6 +652,9 @@ func (s *store) commit(segment int, seg *segmentStore, key string, next *entry, 
 		g.writing = true
 	}
 	old := seg.set(key, next)
+	if g != nil && next != nil && (old == nil || old.expired(cmp.Or(change.at, s.now()))) {
+		g.created = true
+	}
 	if next != nil {
 		var access uint16
 		if mode := s.accessMode(); mode != accessNone { // the clock is read only when a policy needs it

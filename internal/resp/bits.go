@@ -62,9 +62,11 @@ func (c *respConn) cmdSetBit(args [][]byte) {
 	// As Redis, only a string created, grown or changed is written: a bit set to what it holds leaves the
 	// key's version, which WATCH compares, and publishes no event.
 	if reply.Status == kv.StatusNotFound || at >= int64(len(reply.Value)) || next != old {
-		if _, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: key, Delta: at, Value: []byte{next}}); !ok {
+		written, ok := c.keyOp(kv.OpSetRange, &kv.Request{Key: key, Delta: at, Value: []byte{next}})
+		if !ok {
 			return
 		}
+		c.created(written, args[1])
 		c.notify(notifyString, "setbit", args[1])
 	}
 	c.wr.int(int64(kv.BoolInt(old&mask != 0)))

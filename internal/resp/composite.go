@@ -243,8 +243,12 @@ func (c *respConn) cmdLMove(args [][]byte) {
 		return
 	}
 	element := bytes.Clone(popped.Value)
-	if _, ok := c.keyOp(pushOp, &kv.Request{Key: string(args[2]), Args: [][]byte{element}}); ok {
-		// As in Redis: the push, then the pop, then the source's removal if it emptied.
+	if pushed, ok := c.keyOp(pushOp, &kv.Request{Key: string(args[2]), Args: [][]byte{element}}); ok {
+		// As in Redis: the push, then the pop, then the source's removal if it emptied. A list rotated in
+		// place was never without its key there.
+		if !bytes.Equal(args[1], args[2]) {
+			c.created(pushed, args[2])
+		}
 		c.notify(notifyList, opEventOf[pushOp].event, args[2])
 		c.notify(notifyList, opEventOf[popOp].event, args[1])
 		if popped.Emptied && !bytes.Equal(args[1], args[2]) {
@@ -442,7 +446,8 @@ func (c *respConn) cmdHIncrByFloat(args [][]byte) {
 		return
 	}
 	text := longdouble.Format(sum)
-	if _, ok := c.keyOp(kv.OpHSet, &kv.Request{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
+	if set, ok := c.keyOp(kv.OpHSet, &kv.Request{Key: key, Args: [][]byte{bytes.Clone(args[2]), text}}); ok {
+		c.created(set, args[1])
 		c.notify(notifyHash, "hincrbyfloat", args[1])
 		c.wr.bulk(text)
 	}

@@ -157,6 +157,7 @@ func (c *respConn) cmdRename(args [][]byte) {
 	if _, ok := c.keyOp(kv.OpDelete, &kv.Request{Key: src}); !ok {
 		return
 	}
+	c.notify(notifyNew, "new", args[2]) // as Redis, which deletes a destination it replaces and adds it again
 	c.notify(notifyGeneric, "rename_from", args[1])
 	c.notify(notifyGeneric, "rename_to", args[2])
 	if nx {
@@ -216,6 +217,7 @@ func (c *respConn) cmdCopy(args [][]byte) {
 		return
 	}
 	if c.groupHasRoom(v.writeBytes(src, dst)) && c.writeValue(dst, v) {
+		c.notify(notifyNew, "new", args[2]) // as for RENAME
 		c.notify(notifyGeneric, "copy_to", args[2])
 		c.wr.int(1)
 	}

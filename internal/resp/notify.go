@@ -135,6 +135,13 @@ func (c *respConn) notify(class notifyClasses, event string, key []byte) {
 	}
 }
 
+// created queues "new" for key when reply is that of a write that created it.
+func (c *respConn) created(reply kv.Reply, key []byte) {
+	if reply.Created {
+		c.notify(notifyNew, "new", key)
+	}
+}
+
 // muteOps makes the running command name its own events: those of its key operations are not published.
 func (c *respConn) muteOps() { c.eventsMuted = true }
 
@@ -153,9 +160,16 @@ func (c *respConn) publishEvents() {
 	c.events, c.eventsMuted = c.events[:0], false
 }
 
-// opEvents queues the events of one key operation that succeeded, unless the command muted them.
+// opEvents queues the events of one key operation that succeeded, "new" first for a key it created, unless
+// the command muted them.
 func (c *respConn) opEvents(op transport.Op, req *kv.Request, reply kv.Reply) {
-	if c.eventsMuted || !notifyClasses(c.srv.notify.Load()).publishes(notifyAll) {
+	if c.eventsMuted {
+		return
+	}
+	if reply.Status == kv.StatusSuccess {
+		c.created(reply, []byte(req.Key)) // as Redis: before the operation's own event
+	}
+	if !notifyClasses(c.srv.notify.Load()).publishes(notifyAll) {
 		return
 	}
 	ev, ok := opEventOf[op]
@@ -276,6 +290,9 @@ func (c *respConn) popped(class notifyClasses, event string, key []byte, last kv
 func (c *respConn) stored(class notifyClasses, event string, dst []byte, deleted kv.Reply, members int) {
 	switch {
 	case members > 0:
+		if deleted.Status != kv.StatusSuccess {
+			c.notify(notifyNew, "new", dst) // as Redis: a destination that held nothing is a new key
+		}
 		c.notify(class, event, dst)
 	case deleted.Status == kv.StatusSuccess:
 		c.notify(notifyGeneric, "del", dst)
