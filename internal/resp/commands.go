@@ -309,7 +309,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{name: "quit", controlsMulti: true, arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"@fast", "@connection"}, noAuth: true, run: (*respConn).cmdQuit},
 		{parent: true, name: "client", subArity: clientSubcommandArity, arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
 		{parent: true, name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
-		{parent: true, name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
+		{parent: true, name: "config", subArity: configSubcommandArity, arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
 		{name: "recover", noMulti: true, arity: 1, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdRecover},
 		{name: "info", noMulti: true, arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
 		{parent: true, name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},
@@ -341,20 +341,39 @@ func (s *Server) dispatch(c *respConn, args [][]byte) {
 	replyAt, sends := len(c.wr.buf), c.wr.sends
 	defer c.recoverCommand(replyAt, c.wr.sends)
 	cmd := s.lookup(args[0])
+	ran, start := false, time.Time{}
 	switch msg := c.admission(cmd, args); {
 	case msg != "":
 		c.reject(cmd, msg)
+		if cmd != nil {
+			c.stats.counted.countRejected(statName(cmd, args))
+		}
 	case c.queues(cmd):
 		c.enqueue(cmd, args)
 	default:
+		ran, start = true, time.Now()
 		c.runCommand(cmd, args)
 		c.req = kv.Request{}
 		c.stats.counted.commands++
 		c.trackRead(cmd, args)
 	}
 	c.afterCommand(cmd)
-	c.countErrorReply(replyAt, sends)
+	code, failed := c.countErrorCode(replyAt, sends)
+	if ran { // EXEC counts as one, and each command it runs as one more (runQueued)
+		c.countRun(cmd, args, time.Since(start), code, failed)
+	}
 	c.publishEvents()
+}
+
+// countRun counts one run of cmd for INFO commandstats: a redirect or a refusal of memory is a rejection,
+// as Redis decides those before the command runs; any other error reply a failure.
+func (c *respConn) countRun(cmd *respCommand, args [][]byte, took time.Duration, code string, failed bool) {
+	name := statName(cmd, args)
+	if failed && redirectCodes[code] {
+		c.stats.counted.countRejected(name)
+		return
+	}
+	c.stats.counted.countCommand(name, took, failed)
 }
 
 // admission returns why the connection may not run cmd (nil: unknown), or "" when it may.
@@ -1447,6 +1466,9 @@ func (c *respConn) respConfig() [][2]string {
 	}
 }
 
+// configSubcommandArity are CONFIG's subcommands, as Redis 7 declares them.
+var configSubcommandArity = map[string]int{"get": -3, "set": -4, "resetstat": 2, "rewrite": 2, "help": 2}
+
 func (c *respConn) cmdConfig(args [][]byte) {
 	switch sub := args[1]; {
 	case isSubcommand(sub, "GET") && len(args) >= 3:
@@ -1465,6 +1487,7 @@ func (c *respConn) cmdConfig(args [][]byte) {
 			c.wr.bulkString(kv[1])
 		}
 	case isSubcommand(sub, "RESETSTAT") && len(args) == 2:
+		c.srv.resetStats(c)
 		c.wr.ok()
 	case isSubcommand(sub, "SET") && len(args) >= 4 && len(args)%2 == 0:
 		c.configSet(args[2:])

@@ -30,8 +30,8 @@ type infoSection struct {
 	write     func(r *infoRun, w *infoText)
 }
 
-// infoSections are INFO's sections in the order Redis 7 writes them. Modules, Commandstats and
-// Latencystats stay empty: Zaris has no modules and keeps no statistics per command.
+// infoSections are INFO's sections in the order Redis 7 writes them. Modules and Latencystats stay empty:
+// Zaris has no modules and keeps no latency percentiles per command.
 var infoSections = []infoSection{
 	{name: "Server", byDefault: true, write: (*infoRun).server},
 	{name: "Clients", byDefault: true, write: (*infoRun).clients},
@@ -41,7 +41,7 @@ var infoSections = []infoSection{
 	{name: "Replication", byDefault: true, write: (*infoRun).replication},
 	{name: "CPU", byDefault: true, write: (*infoRun).cpu},
 	{name: "Modules", byDefault: true, write: (*infoRun).nothing},
-	{name: "Commandstats", write: (*infoRun).nothing},
+	{name: "Commandstats", write: (*infoRun).commandstats},
 	{name: "Errorstats", byDefault: true, write: (*infoRun).errorstats},
 	{name: "Latencystats", write: (*infoRun).nothing},
 	{name: "Cluster", byDefault: true, write: (*infoRun).cluster},
@@ -149,6 +149,9 @@ type infoRun struct {
 func (r *infoRun) tally() *respTally {
 	if r.totals == nil {
 		t := r.c.srv.totals()
+		r.c.srv.mu.Lock()
+		t.subtract(&r.c.srv.info.baseline)
+		r.c.srv.mu.Unlock()
 		r.totals = &t
 	}
 	return r.totals
@@ -345,7 +348,8 @@ type respTally struct {
 	netIn        uint64 // bytes read from clients
 	netOut       uint64 // bytes written to clients
 	errorReplies uint64
-	errors       map[string]uint64 // error replies by code (the message's first word); nil before the first
+	errors       map[string]uint64        // error replies by code (the message's first word); nil before the first
+	perCommand   map[string]commandCounts // by command name (cmdstats.go); nil before the first
 }
 
 // respErrorCodes bounds the error codes counted apart, as Redis bounds its error statistics.
@@ -389,18 +393,55 @@ func (t *respTally) add(o *respTally) {
 	for code, n := range o.errors {
 		t.countCode(code, n)
 	}
+	t.addCommands(o)
+}
+
+// subtract takes b's counts, taken earlier, from t's, leaving out what b held all of.
+func (t *respTally) subtract(b *respTally) {
+	t.commands -= b.commands
+	t.hits -= b.hits
+	t.misses -= b.misses
+	t.netIn -= b.netIn
+	t.netOut -= b.netOut
+	t.errorReplies -= b.errorReplies
+	for code, n := range b.errors {
+		if t.errors[code] -= n; t.errors[code] == 0 {
+			delete(t.errors, code)
+		}
+	}
+	for name, bc := range b.perCommand {
+		cc := t.perCommand[name]
+		cc.calls, cc.usec, cc.rejected, cc.failed = cc.calls-bc.calls, cc.usec-bc.usec, cc.rejected-bc.rejected, cc.failed-bc.failed
+		if cc == (commandCounts{}) {
+			delete(t.perCommand, name)
+		} else {
+			t.perCommand[name] = cc
+		}
+	}
+}
+
+// resetStats makes INFO's counters read from zero, as CONFIG RESETSTAT does: commands, hits and misses,
+// bytes, error and command statistics.
+func (s *Server) resetStats(c *respConn) {
+	c.publishStats() // the connection's own commands before this one
+	t := s.totals()
+	s.mu.Lock()
+	s.info.baseline = t
+	s.mu.Unlock()
 }
 
 // isZero reports whether nothing was counted.
 func (t *respTally) isZero() bool {
-	return t.commands == 0 && t.hits == 0 && t.misses == 0 && t.netIn == 0 && t.netOut == 0 && t.errorReplies == 0
+	return t.commands == 0 && t.hits == 0 && t.misses == 0 && t.netIn == 0 && t.netOut == 0 && t.errorReplies == 0 &&
+		len(t.perCommand) == 0
 }
 
-// reset zeroes the counts, keeping the map for the next ones.
+// reset zeroes the counts, keeping the maps for the next ones.
 func (t *respTally) reset() {
-	errs := t.errors
+	errs, cmds := t.errors, t.perCommand
 	clear(errs)
-	*t = respTally{errors: errs}
+	clear(cmds)
+	*t = respTally{errors: errs, perCommand: cmds}
 }
 
 // respConnStats is a connection's counts. Its goroutine counts in counted, without atomics or locks, and
@@ -428,19 +469,26 @@ func (c *respConn) publishStats() {
 // the writer had flushed sends times, if it is an error, and reports whether it was. An error reply is
 // short and written whole, so a command whose reply was flushed meanwhile did not answer one.
 func (c *respConn) countErrorReply(start, sends int) bool {
+	_, isError := c.countErrorCode(start, sends)
+	return isError
+}
+
+// countErrorCode is countErrorReply that also returns the error's code.
+func (c *respConn) countErrorCode(start, sends int) (string, bool) {
 	if c.wr.sends != sends {
-		return false
+		return "", false
 	}
 	buf := c.wr.buf
 	if start >= len(buf) || buf[start] != '-' {
-		return false
+		return "", false
 	}
 	line := buf[start+1:]
 	if end := bytes.IndexAny(line, " \r"); end >= 0 {
 		line = line[:end]
 	}
-	c.stats.counted.countErrors(string(line), 1)
-	return true
+	code := string(line)
+	c.stats.counted.countErrors(code, 1)
+	return code, true
 }
 
 // countErrorMessage counts an error reply written with msg.
@@ -477,6 +525,7 @@ func (w countingWriter) Write(p []byte) (int, error) {
 type respInfo struct {
 	started  time.Time
 	closed   respTally     // the counts of the connections closed, under Server.mu
+	baseline respTally     // the counts when CONFIG RESETSTAT last ran, which INFO reads from; under Server.mu
 	rejected atomic.Uint64 // connections refused for RESPMaxClients or full query buffers
 	peak     atomic.Uint64 // the most heap in use seen, sampled each second and at each INFO
 	rates    atomic.Pointer[respRates]

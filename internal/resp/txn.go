@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
@@ -345,10 +346,13 @@ func (c *respConn) runQueued(queue []queuedCommand) *replyBuffer {
 			}
 			events := len(c.events)
 			c.reading = q.cmd.hasFlag("readonly")
+			start := time.Now()
 			q.cmd.run(c, q.args)
 			c.eventsMuted = false
 			c.stats.counted.commands++
-			if c.countErrorReply(replyAt, sends) && group != nil {
+			code, failed := c.countErrorCode(replyAt, sends)
+			c.countRun(q.cmd, q.args, time.Since(start), code, failed)
+			if failed && group != nil {
 				group.g.RollbackTo(mark) // a command answered with an error writes nothing, as in Redis
 				c.dropEventsSince(events)
 			}
