@@ -148,7 +148,8 @@
 //
 // Publish sends a message to the subscribers of a channel on every node (Subscribe, PSubscribe for glob
 // patterns, or a RESP client's SUBSCRIBE); a RESP client's SPUBLISH reaches only the nodes of the
-// channel's slot. Nothing is stored: the publishing node delivers to its own subscribers at once and
+// channel's slot. Shard channels are for RESP clients alone, which choose the node they subscribe at: a
+// process embedding a node subscribes where it runs, which only Publish reaches. Nothing is stored: the publishing node delivers to its own subscribers at once and
 // queues the message for every other node, one ordered queue per node (pubsub.go), so each subscriber
 // receives one node's messages in the order it published them, each once. Delivery between nodes is at
 // most once: a node that does not take a batch for 10 s, or more than 8 MiB behind, misses messages. A
