@@ -20,11 +20,12 @@ const (
 	kvRequestFields = 9
 	// kvRequestFieldsArgs is the fewest fields of a request with Args.
 	kvRequestFieldsArgs = 8
-	kvReplyFields       = 11
-	// kvReplyFieldsValues, kvReplyFieldsRevision are the fewest fields of a reply with Values, with a
-	// revision.
+	kvReplyFields       = 12
+	// kvReplyFieldsValues, kvReplyFieldsRevision, kvReplyFieldsEmptied are the fewest fields of a reply
+	// with Values, with a revision, with Emptied.
 	kvReplyFieldsValues   = 9
 	kvReplyFieldsRevision = 10
+	kvReplyFieldsEmptied  = 11
 	// kvRequestFieldsVersion is the fewest fields of a request with a version.
 	kvRequestFieldsVersion = 7
 	// kvRequestFieldsLeast and kvReplyFieldsLeast are what every writer sends: messages with fewer fields
@@ -36,8 +37,8 @@ const (
 	// value header, ttl, delta, cond, concern, version, expire at.
 	kvRequestOverhead = 1 + 5 + 5 + 9 + 9 + 2 + 2 + 9 + 9
 	// kvReplyOverhead bounds a reply's bytes beyond its value and owner name: array header, status,
-	// value header, version, owner header, epoch, map index, int, existed, revision, emptied.
-	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9 + 1
+	// value header, version, owner header, epoch, map index, int, existed, revision, emptied, created.
+	kvReplyOverhead = 1 + 2 + 5 + 9 + 5 + 9 + 9 + 9 + 1 + 9 + 1 + 1
 )
 
 // sizeBound bounds the encoded size of r.
@@ -122,7 +123,8 @@ func appendReply(r *kv.Reply, dst []byte) []byte {
 	dst = msgp.AppendBool(dst, r.Existed)
 	dst = appendValues(dst, r.Values)
 	dst = msgp.AppendUint64(dst, r.Revision)
-	return msgp.AppendBool(dst, r.Emptied)
+	dst = msgp.AppendBool(dst, r.Emptied)
+	return msgp.AppendBool(dst, r.Created)
 }
 
 // marshal returns the encoded reply in a buffer of its own.
@@ -151,8 +153,11 @@ func decodeReply(r *kv.Reply, b []byte) error {
 	if n >= kvReplyFieldsRevision {
 		r.Revision = w.uint64()
 	}
-	if n >= kvReplyFields {
+	if n >= kvReplyFieldsEmptied {
 		r.Emptied = w.bool()
+	}
+	if n >= kvReplyFields {
+		r.Created = w.bool()
 	}
 	w.skip(n - kvReplyFields)
 	if err := w.done("kv reply"); err != nil {

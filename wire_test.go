@@ -43,6 +43,7 @@ func sampleKVReplies() []kv.Reply {
 		{Status: StatusSuccess, Values: [][]byte{[]byte("a"), nil, {}}},
 		{Status: StatusWrongType, Values: [][]byte{}},
 		{Status: StatusSuccess, Version: 7, Int: 2, Revision: 9, Emptied: true},
+		{Status: StatusSuccess, Version: 8, Int: 1, Created: true},
 	}
 }
 
@@ -231,7 +232,7 @@ func TestKVWireRejects(t *testing.T) {
 		"trailing bytes": append(append([]byte(nil), goodReply...), 0),
 		"status string":  withField(goodReply, 0, []byte{0xa1, 'x'}),
 		"status large":   append([]byte{0x98, 0xcd, 1, 0}, goodReply[2:]...),
-		"existed int":    append(append(append([]byte(nil), goodReply[:len(goodReply)-3]...), 0x01), goodReply[len(goodReply)-2:]...),
+		"existed int":    append(append(append([]byte(nil), goodReply[:len(goodReply)-4]...), 0x01), goodReply[len(goodReply)-3:]...),
 		"huge value":     {0x98, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff},
 	}
 	for name, b := range replies {

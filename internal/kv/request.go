@@ -60,8 +60,7 @@ type Reply struct {
 	Revision uint64
 	// Emptied: a collection write removed the last item, which deleted the key.
 	Emptied bool
-	// Created: the write gave a value to a key that had no live one. The owner's store sets it for callers
-	// in its own process (keyspace notifications of new keys); it is not sent to other nodes.
+	// Created: the write gave a value to a key that had no live one (keyspace notifications of new keys).
 	Created bool
 }
 
