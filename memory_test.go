@@ -438,13 +438,26 @@ func TestEvictionAcrossFailover(t *testing.T) {
 
 // TestStoreAccountingFollowsHeap checks that what the store counts against MaxMemory stays within 10% of
 // what the heap grows by, for strings and every kind of collection, with small elements and large ones.
-// It runs alone (not in parallel), so that the heap grows by the store alone.
+// It runs alone (not in parallel), so that the heap grows by the store alone; a goroutine an earlier test
+// left behind may still free or take a few KiB meanwhile, so a measurement outside the bounds is taken
+// twice more, and the median of the three decides.
 func TestStoreAccountingFollowsHeap(t *testing.T) {
+	within := func(heap, estimate float64) bool { r := estimate / heap; return r >= 0.9 && r <= 1.1 }
 	for _, tc := range accountingCases() {
 		heap, estimate := measureAccounting(t, tc, 10_000)
 		t.Logf("%s: %.0f B/key on the heap, %.0f counted", tc.name, heap, estimate)
-		if r := estimate / heap; r < 0.9 || r > 1.1 {
-			t.Errorf("%s: the store counts %.0f B/key, the heap grew by %.0f (%.2f)", tc.name, estimate, heap, r)
+		if !within(heap, estimate) {
+			heaps := []float64{heap}
+			for range 2 {
+				h, _ := measureAccounting(t, tc, 10_000)
+				heaps = append(heaps, h)
+			}
+			slices.Sort(heaps)
+			t.Logf("%s: measured again: %.0f B/key on the heap", tc.name, heaps)
+			heap = heaps[1]
+		}
+		if !within(heap, estimate) {
+			t.Errorf("%s: the store counts %.0f B/key, the heap grew by %.0f (%.2f)", tc.name, estimate, heap, estimate/heap)
 		}
 	}
 }
