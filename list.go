@@ -68,8 +68,8 @@ func applyPop(left bool, cmd string) applyFunc {
 
 // applyLMove pops an item from one end of the list under the key and pushes it onto one end of the list
 // under Args[0], in one atomic write, as LMOVE source destination LEFT|RIGHT LEFT|RIGHT does. It answers the
-// item in Value, StatusNotFound without a source list, and StatusWrongType, having moved nothing, when
-// either key holds another kind. Both keys must be in one segment.
+// item in Value, StatusNotFound without a source list whatever the destination holds, and StatusWrongType,
+// having moved nothing, when either key holds another kind. Both keys must be in one segment.
 func applyLMove(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	if len(req.Args) != 3 {
 		return wrongArgCount("lmove")
@@ -90,6 +90,10 @@ func applyLMove(s *store, seg int, req kv.Request, lim opLimits) kv.Reply {
 	}
 	var reply kv.Reply
 	s.atomically(seg, func(g *store) {
+		if status := g.readCollection(seg, req.Key, kindList, func(collection) {}); status != StatusSuccess {
+			reply = kv.Reply{Status: status} // as Redis: a missing source answers before the destination's kind
+			return
+		}
 		if g.readCollection(seg, dst, kindList, func(collection) {}) == StatusWrongType {
 			reply = kv.Reply{Status: StatusWrongType}
 			return

@@ -2,6 +2,7 @@ package zaris
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -522,7 +523,7 @@ func (m *opModel) sync() {
 }
 
 // fuzzWrites are the collection writes collectionOp bounds.
-var fuzzWrites = map[transport.Op]bool{kv.OpHSet: true, kv.OpHDel: true, kv.OpHIncrBy: true, kv.OpSAdd: true, kv.OpSRem: true,
+var fuzzWrites = map[transport.Op]bool{kv.OpHSet: true, kv.OpHDel: true, kv.OpHIncrBy: true, kv.OpHSetNX: true, kv.OpSAdd: true, kv.OpSRem: true,
 	kv.OpLPush: true, kv.OpRPush: true, kv.OpLPop: true, kv.OpRPop: true, kv.OpLTrim: true, kv.OpZAdd: true, kv.OpZRem: true, kv.OpZIncrBy: true}
 
 // apply runs op on the model and returns the reply it expects, or false for an operation it does not run.
@@ -547,8 +548,111 @@ func (m *opModel) apply(op transport.Op, req kv.Request) (kv.Reply, bool) {
 		return m.applyList(op, req), true
 	case kv.OpZAdd, kv.OpZRem, kv.OpZScore, kv.OpZCard:
 		return m.applyZSet(op, req)
+	case kv.OpHSetNX:
+		return m.applyHSetNX(req), true
+	case kv.OpZPopMin, kv.OpZPopMax:
+		return m.applyZPop(op == kv.OpZPopMax, req), true
+	case kv.OpLMove:
+		return m.applyLMove(req), true
 	}
 	return kv.Reply{}, false
+}
+
+func (m *opModel) applyHSetNX(req kv.Request) kv.Reply {
+	if len(req.Args) != 2 {
+		return arity("hsetnx")
+	}
+	field := string(req.Args[0])
+	switch h, wrong := m.collection(req.Key, kindHash, false); {
+	case wrong:
+		return kv.Reply{Status: StatusWrongType}
+	case h != nil:
+		if _, held := h.hash[field]; held {
+			return kv.Reply{Status: StatusSuccess}
+		}
+	}
+	h, _ := m.collection(req.Key, kindHash, true)
+	h.hash[field] = string(req.Args[1])
+	return kv.Reply{Status: StatusSuccess, Int: 1}
+}
+
+// applyZPop pops the members of lowest score, by member among equal scores, or the highest in the
+// reverse order.
+func (m *opModel) applyZPop(highest bool, req kv.Request) kv.Reply {
+	count := int64(1)
+	switch len(req.Args) {
+	case 0:
+	case 1:
+		var ok bool
+		if count, ok = kv.ParseCanonicalInt(req.Args[0]); !ok || count < 0 {
+			return invalidArgs("ERR value is out of range, must be positive")
+		}
+	default:
+		return arity(map[bool]string{false: "zpopmin", true: "zpopmax"}[highest])
+	}
+	z, wrong := m.collection(req.Key, kindZSet, false)
+	switch {
+	case wrong:
+		return kv.Reply{Status: StatusWrongType}
+	case z == nil:
+		return kv.Reply{Status: StatusNotFound}
+	}
+	members := slices.SortedFunc(maps.Keys(z.zset), func(a, b string) int {
+		return cmp.Or(cmp.Compare(z.zset[a], z.zset[b]), strings.Compare(a, b))
+	})
+	if highest {
+		slices.Reverse(members)
+	}
+	popped := [][]byte{}
+	for _, member := range members[:min(count, int64(len(members)))] {
+		popped = append(popped, []byte(member), zscore.Format(z.zset[member]))
+		delete(z.zset, member)
+	}
+	m.dropEmpty(req.Key)
+	return kv.Reply{Status: StatusSuccess, Values: popped}
+}
+
+func (m *opModel) applyLMove(req kv.Request) kv.Reply {
+	if len(req.Args) != 3 {
+		return arity("lmove")
+	}
+	side := func(b []byte) (left, ok bool) {
+		s := strings.ToLower(string(b))
+		return s == "left", s == "left" || s == "right"
+	}
+	fromLeft, ok1 := side(req.Args[1])
+	toLeft, ok2 := side(req.Args[2])
+	if !ok1 || !ok2 {
+		return invalidArgs(msgSyntax)
+	}
+	dst := string(req.Args[0])
+	if isInternalKey(dst) {
+		return invalidArgs(fmt.Sprintf("ERR key %q is reserved", dst))
+	}
+	src, wrong := m.collection(req.Key, kindList, false)
+	switch {
+	case wrong:
+		return kv.Reply{Status: StatusWrongType}
+	case src == nil:
+		return kv.Reply{Status: StatusNotFound}
+	}
+	if _, wrong := m.collection(dst, kindList, false); wrong {
+		return kv.Reply{Status: StatusWrongType}
+	}
+	var item string
+	if fromLeft {
+		item, src.list = src.list[0], src.list[1:]
+	} else {
+		item, src.list = src.list[len(src.list)-1], src.list[:len(src.list)-1]
+	}
+	m.dropEmpty(req.Key)
+	to, _ := m.collection(dst, kindList, true)
+	if toLeft {
+		to.list = append([]string{item}, to.list...)
+	} else {
+		to.list = append(to.list, item)
+	}
+	return kv.Reply{Status: StatusSuccess, Value: []byte(item)}
 }
 
 func (m *opModel) applyString(op transport.Op, req kv.Request) kv.Reply {
