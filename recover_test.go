@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +27,58 @@ func recoveryTimings(maxVoters int) func(*Config) {
 		cfg.EvictionTimeout = 3 * time.Second
 		cfg.LostPartitionTimeout = 3 * time.Second
 	}
+}
+
+// putAcknowledged writes every key of want through n, in batches, until each write is acknowledged: a
+// busy machine may delay an owner past its lease.
+func putAcknowledged(t *testing.T, n *Node, want map[string]string) {
+	t.Helper()
+	pending := slices.Sorted(maps.Keys(want))
+	waitFor(t, time.Minute, "every key acknowledged", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		entries := make([]KeyValue, len(pending))
+		for i, key := range pending {
+			entries[i] = KeyValue{Key: key, Value: []byte(want[key])}
+		}
+		results, err := n.PutMany(ctx, entries)
+		if err != nil {
+			return false
+		}
+		pending = pending[:0]
+		for _, r := range results {
+			if r.Err != nil {
+				pending = append(pending, r.Key)
+			}
+		}
+		return len(pending) == 0
+	})
+}
+
+// readBack reads every key of want through n, in batches, until each read answers, and fails the test
+// on a value other than want's.
+func readBack(t *testing.T, n *Node, want map[string]string) {
+	t.Helper()
+	pending := slices.Sorted(maps.Keys(want))
+	waitFor(t, time.Minute, "every key read back", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		results, err := n.GetMany(ctx, pending)
+		if err != nil {
+			return false
+		}
+		var left []string
+		for _, r := range results {
+			switch {
+			case r.Err != nil:
+				left = append(left, r.Key)
+			case string(r.Value) != want[r.Key]:
+				t.Fatalf("%s = %q, want %q", r.Key, r.Value, want[r.Key])
+			}
+		}
+		pending = left
+		return len(pending) == 0
+	})
 }
 
 // TestRecoverAfterEveryVoterDied kills a majority of the voters for good, memory only: the live members
@@ -59,14 +112,11 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
 	c := startCluster(t, 5, tweak)
 	c.waitHealthy(20 * time.Second)
 	const keys = 2000
+	written := map[string]string{}
 	for i := range keys {
-		key := fmt.Sprintf("k%d", i)
-		waitFor(t, 30*time.Second, "put "+key, func() bool { // a busy machine may delay an owner past its lease
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return c.node(i%5).Put(ctx, key, []byte(fmt.Sprint(i))) == nil
-		})
+		written[fmt.Sprintf("k%d", i)] = fmt.Sprint(i)
 	}
+	putAcknowledged(t, c.node(0), written)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // from the first kill
 	defer cancel()
 	before := c.currentMap()
@@ -113,24 +163,17 @@ func testRecoverAfterVotersDied(t *testing.T, maxVoters int, dataDir bool) {
 		return true
 	})
 
-	held, lost := 0, 0
-	for i := range keys {
-		key := fmt.Sprintf("k%d", i)
+	heldKeys, lost := map[string]string{}, 0
+	for key, value := range written {
 		st := before.Runtime[before.Layout().KeyPartition(key)]
 		if !liveIDs[st.Owner] && !slices.ContainsFunc(st.InSync, func(id NodeID) bool { return liveIDs[id] }) {
 			lost++
 			continue
 		}
-		held++
-		var got []byte
-		waitFor(t, 30*time.Second, "read back "+key, func() bool {
-			got, err = live[i%len(live)].Get(ctx, key)
-			return err == nil
-		})
-		if string(got) != fmt.Sprint(i) {
-			t.Fatalf("%s = %q, want %d", key, got, i)
-		}
+		heldKeys[key] = value
 	}
+	held := len(heldKeys)
+	readBack(t, live[0], heldKeys)
 	t.Logf("%d keys had a live copy and all read back; %d had every copy on a dead node", held, lost)
 	if held == 0 {
 		t.Fatal("no key had a live copy: the test proves nothing")
