@@ -77,10 +77,13 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 // TestLeaveHandsPartitionsToReplicas checks that a graceful leave hands the node's partitions over without
-// waiting for the failure timeout, and loses no acknowledged write.
+// waiting for the failure timeout, and loses no acknowledged write. The failure timeout is ten minutes, so
+// a handover by failure could not end within the wait.
 func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, replicated(2)) // FailoverTimeout stays at its 10 s default
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.FailoverTimeout, cfg.EvictionTimeout = 10*time.Minute, 10*time.Minute
+	}))
 	ctx := bg(t)
 	for i := 0; i < 300; i++ {
 		if err := c.node(i%3).Put(ctx, fmt.Sprintf("k%d", i), []byte(fmt.Sprintf("v%d", i))); err != nil {
@@ -89,19 +92,15 @@ func TestLeaveHandsPartitionsToReplicas(t *testing.T) {
 	}
 	leaver := (c.leader() + 1) % 3
 	n := c.node(leaver)
-	start := time.Now()
 	if err := n.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
 	c.nodes[leaver] = nil
 	c.mu.Unlock()
-	waitFor(t, 5*time.Second, "the leaver's partitions to move", func() bool {
+	waitFor(t, time.Minute, "the leaver's partitions to move", func() bool {
 		return c.live()[0].ClusterMap().OwnedBy(n.id) == 0
 	})
-	if elapsed := time.Since(start); elapsed >= 10*time.Second {
-		t.Fatalf("handover took %v: it waited for the failure timeout", elapsed)
-	}
 	for i := 0; i < 300; i++ {
 		key := fmt.Sprintf("k%d", i)
 		if got, err := c.live()[0].Get(ctx, key); err != nil || string(got) != fmt.Sprintf("v%d", i) {
