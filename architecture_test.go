@@ -237,7 +237,7 @@ func TestArchitectureOneRouteLoop(t *testing.T) {
 // reference up the floors means a lower concern knows a higher one.
 var concernFloors = [][]string{
 	{"clock.go", "errors.go", "lifetime.go", "wire.go", "pubsub_wire.go", "kv_wire.go", "batch_wire.go", "placement.go",
-		"clustermap.go", "stats.go", "status.go", "identity.go", "config.go"},
+		"clustermap.go", "stats.go", "status.go", "identity.go", "config.go", "version.go"},
 	{"operations.go", "keygroup.go", "object.go", "store.go", "keytable.go", "memory.go", "evictionpool.go",
 		"undo.go", "hash.go", "set.go", "list.go", "strings.go", "zset.go", "zskip.go", "collections.go",
 		"collection_ops.go", "commands.go", "versions.go", "txn_ops.go", "txn_intent.go", "access.go",
@@ -246,7 +246,7 @@ var concernFloors = [][]string{
 		"possession.go", "cutover.go", "visibility.go"},
 	{"owner.go", "replica_reads.go", "scan_serve.go", "nearcache_feed.go", "txn_resolver.go", "expiry.go", "panics.go", "loader.go", "pubsub.go"},
 	{"control.go", "decide.go", "rebalance.go", "voters.go", "recover.go", "failover.go", "health.go",
-		"leave.go", "membership.go", "raftstream.go", "peertrust.go", "security.go"},
+		"leave.go", "membership.go", "protocol.go", "raftstream.go", "peertrust.go", "security.go"},
 	{"client.go", "routing.go", "batch.go", "scan.go", "watch.go", "nearcache.go", "txn.go", "txn_commit.go", "blockingpop.go"},
 	{"node.go", "dataport.go", "zaris.go", "doc.go", "metrics.go", "opmetrics.go", "statusview.go", "statuspage.go"},
 	{"redis.go"},

@@ -184,6 +184,20 @@ func (c *testCluster) add(bootstrapExpect int) *Node {
 // addWith is add with a further change to the node's config.
 func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	c.t.Helper()
+	n, cfg, err := c.tryAdd(bootstrapExpect, tweak)
+	if err != nil {
+		c.t.Fatalf("join %s: %v", cfg.Name, err)
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.cfgs = append(c.cfgs, cfg)
+	c.mu.Unlock()
+	return n
+}
+
+// tryAdd starts one more node as addWith does, and returns its Join's error rather than fail the test.
+func (c *testCluster) tryAdd(bootstrapExpect int, tweak func(*Config)) (*Node, Config, error) {
+	c.t.Helper()
 	c.mu.Lock()
 	name := fmt.Sprintf("node-%d", c.seq)
 	c.seq++
@@ -216,15 +230,11 @@ func (c *testCluster) addWith(bootstrapExpect int, tweak func(*Config)) *Node {
 	defer cancel()
 	n, err := Join(ctx, cfg)
 	if err != nil {
-		c.t.Fatalf("join %s: %v", name, err)
+		return nil, cfg, err
 	}
 	c.register(n)
 	cfg.GossipAddr, cfg.DataAddr = n.GossipAddr(), n.DataAddr()
-	c.mu.Lock()
-	c.nodes = append(c.nodes, n)
-	c.cfgs = append(c.cfgs, cfg)
-	c.mu.Unlock()
-	return n
+	return n, cfg, nil
 }
 
 // reservePorts gives a node on sockets gossip and data ports of its own where cfg leaves the choice to the

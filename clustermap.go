@@ -92,6 +92,9 @@ type ClusterMap struct {
 	// Draining holds the nodes leaving gracefully, each with the incarnation of the process that asked.
 	// No plan gives them partitions, so a drain is over once the map records it here and it holds nothing.
 	Draining map[NodeID]uint64
+	// Protocol is the cluster's protocol: the oldest its members spoke when the leader last raised it. It
+	// never falls; what a protocol version introduces is used once it is reached (see ProtocolVersion).
+	Protocol uint16
 }
 
 // fits checks that a map another node sent is shaped for layout, before anything indexes it by partition
@@ -180,6 +183,7 @@ const (
 	cmdDrop      // an owner drops replicas that did not acknowledge a write from the in-sync set
 	cmdBarrier   // changes nothing: a node that applied it has applied every decision before it
 	cmdDrain     // a node leaving gracefully gets no more partitions
+	cmdProtocol  // every member speaks a newer protocol: the cluster's rises to it
 )
 
 // command is one committed control-plane decision.
@@ -201,6 +205,8 @@ type command struct {
 	// Source, for a cmdPromote, names a peer holding more than the new owner: the partition is Recovering
 	// until the owner has synced from it.
 	Source NodeID
+	// Protocol, for a cmdProtocol, is the cluster's new protocol.
+	Protocol uint16 `msgpack:",omitempty"`
 }
 
 // apply returns the map that results from cmd committed at log index. It is deterministic: every node applies
@@ -229,6 +235,8 @@ func (m *ClusterMap) apply(cmd *command, index uint64) (*ClusterMap, error) {
 	case cmdDrop:
 		next.drop(cmd.Partition, cmd.Epoch, cmd.InSync, index)
 	case cmdBarrier:
+	case cmdProtocol:
+		next.Protocol = max(next.Protocol, cmd.Protocol)
 	case cmdDrain:
 		next.drain(cmd.Node)
 	case cmdPromote:

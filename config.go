@@ -98,6 +98,10 @@ type Config struct {
 	// Lite makes a member that holds no partitions: it takes part in the cluster and routes every key to
 	// its owner in one hop, for processes that use the map without storing any of it.
 	Lite bool
+	// PreviousProtocol makes the node speak ProtocolVersion-1, as a node of the previous release does, so
+	// that the cluster's protocol stays there (ClusterMap.Protocol): set it on upgraded nodes to keep a
+	// rollback to the previous release possible, or to test a rolling upgrade.
+	PreviousProtocol bool
 
 	// Segments, Partitions and ReplicationFactor are fixed at cluster creation; every member must agree.
 	Segments          int
@@ -606,6 +610,8 @@ func (c *Config) leaderRules() leaderRules {
 
 // testHooks are the seams tests reach through to observe a node or hold it at a chosen point.
 type testHooks struct {
+	// greeting, when set, is the protocol the node announces instead of its release's.
+	greeting *transport.Greeting
 	// evicted, when set, is called with each key this node evicts as owner, once its eviction is written.
 	evicted func(key string)
 	// refuseOp, when set, makes this node answer the operations it names, on either lane, as a node of an

@@ -58,8 +58,10 @@ type controlPlane struct {
 	leaderCh  chan bool
 	kick      chan struct{}
 	formed    atomic.Bool // this member advertises, or is advertising, that the cluster has formed
-	loop      controlLoop // touched only by the control loop
-	lease     leaseState  // holdsLease's memory of lapses
+	// advertising is set while this member's tags are being changed to the cluster's protocol.
+	advertising atomic.Bool
+	loop        controlLoop // touched only by the control loop
+	lease       leaseState  // holdsLease's memory of lapses
 	// leaderless tracks how long this node has known no control-plane leader (health.go).
 	leaderless leaderWatch
 	// control is the control loop and the tag changes it gossips. stop waits for it, and the node stops
@@ -231,7 +233,7 @@ func (mapSnapshot) Release() {}
 // startRaft creates the consensus member of this node. Its log, term, vote and snapshots live in the data
 // dir when there is one, in memory otherwise.
 func (cp *controlPlane) startRaft(ln net.Listener) error {
-	cp.raftStream = newRaftStream(ln, cp.dialer, cp.serverID(), cp.cfg.DataIdleTimeout)
+	cp.raftStream = newRaftStream(ln, cp.dialer, new(greeting(cp.cfg)), cp.serverID(), cp.cfg.DataIdleTimeout)
 	cp.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  cp.raftStream,
 		MaxPool: 3,
@@ -324,6 +326,7 @@ func (cp *controlPlane) runControl() {
 	round := func() { // formation, replica nudges and, as leader, the decisions
 		cp.maybeBootstrap()
 		cp.advertiseFormed()
+		cp.advertiseProtocol()
 		cp.nudgeReplicas()
 		if cp.raft.State() == raft.Leader && cp.caughtUp() {
 			if err := cp.reconcile(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
@@ -501,6 +504,21 @@ func (cp *controlPlane) advertiseFormed() {
 		if err := cp.members.Load().markFormed(); err != nil {
 			cp.log.Warn("advertise formed", "err", err)
 			cp.formed.Store(false)
+		}
+	})
+}
+
+// advertiseProtocol tags this member with the cluster's protocol once its map records a new one, in the
+// background as advertiseFormed does.
+func (cp *controlPlane) advertiseProtocol() {
+	ms, v := cp.members.Load(), cp.fsm.clusterMap().Protocol
+	if ms.versions().cluster == v || !cp.advertising.CompareAndSwap(false, true) {
+		return
+	}
+	cp.control.Go(func() {
+		defer cp.advertising.Store(false)
+		if err := ms.advertiseClusterProtocol(v); err != nil {
+			cp.log.Warn("advertise the cluster's protocol", "protocol", v, "err", err)
 		}
 	})
 }

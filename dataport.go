@@ -21,10 +21,11 @@ type dataPort struct {
 	lanes [2]net.Listener
 }
 
-// open splits ln, as secured, into its lanes; data and internal answer once serve runs.
-func (p *dataPort) open(ln, secured net.Listener, data, internal *transport.Server) {
+// open splits ln, as secured, into its lanes, refusing peers whose greeting is incompatible with g; data
+// and internal answer once serve runs.
+func (p *dataPort) open(ln, secured net.Listener, g transport.Greeting, data, internal *transport.Server) {
 	p.listener = ln
-	p.mux = transport.NewMux(secured)
+	p.mux = transport.NewMux(secured, transport.WithGreeting(g))
 	p.data, p.internal = data, internal
 	p.lanes = [2]net.Listener{p.mux.Listener(muxData), p.mux.Listener(muxInternal)}
 }

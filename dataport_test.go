@@ -117,7 +117,7 @@ func TestIdleDataConnectionsCloseQuietly(t *testing.T) {
 func TestSilentRaftStreamIsClosed(t *testing.T) {
 	c := startCluster(t, 1, func(cfg *Config) { cfg.DataIdleTimeout = 100 * time.Millisecond })
 	n := c.node(0)
-	conn, err := transport.DialMux(bg(t), n.port.dialer, n.DataAddr(), muxRaft)
+	conn, err := transport.DialMux(bg(t), n.port.dialer, n.DataAddr(), muxRaft, new(greeting(&n.cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}

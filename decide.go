@@ -113,6 +113,7 @@ func (d *decider) decide(v leaderView) []decision {
 		}
 	}
 	r.admitMembers()
+	r.raiseProtocol()
 	r.retireLeft()
 	r.failOverSilent()
 	r.reviveLost()
@@ -139,7 +140,7 @@ type round struct {
 }
 
 func (r *round) add(cmd command, level slog.Level, why string, attrs ...any) {
-	if cmd.Kind != cmdUpsertNode && cmd.Kind != cmdRestarted && cmd.Kind != cmdAssign && cmd.Kind != cmdPlan {
+	if cmd.Kind != cmdUpsertNode && cmd.Kind != cmdRestarted && cmd.Kind != cmdAssign && cmd.Kind != cmdPlan && cmd.Kind != cmdProtocol {
 		r.decided[cmd.Partition] = true
 	}
 	r.out = append(r.out, decision{command: cmd, level: level, why: why, attrs: attrs})
@@ -177,6 +178,14 @@ func (r *round) admitMembers() {
 			continue // some partition must wait; until it is decided, the restarted process stays unknown
 		}
 		r.add(command{Kind: cmdUpsertNode, Node: want, Intact: mb.Intact}, slog.LevelInfo, "recording member", "node", mb.ID)
+	}
+}
+
+// raiseProtocol raises the cluster's protocol once every member speaks a newer one.
+func (r *round) raiseProtocol() {
+	if v := clusterProtocol(r.Members, r.Map.Protocol); v > r.Map.Protocol {
+		r.add(command{Kind: cmdProtocol, Protocol: v}, slog.LevelInfo, "every member speaks a newer protocol: the cluster's rises",
+			"from", r.Map.Protocol, "to", v)
 	}
 }
 

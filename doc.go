@@ -280,6 +280,28 @@
 // HTTPHandler serves a status page, its data, and the /healthz and /readyz probes; Readiness is what
 // /readyz reports.
 //
+// # Versions and upgrades
+//
+// Version is the release (a semantic version; CHANGELOG.md lists each). ProtocolVersion numbers what nodes
+// say to each other: data-port messages, gossip tags and control-plane commands. Every member announces
+// the protocol it speaks in its gossip tags and in a greeting at the start of every data-port connection,
+// and a node works with peers of its own protocol and of the one before or after it: a peer further apart
+// is refused at the door, by gossip with ErrIncompatibleVersion and by the data port before any message,
+// each naming both versions. So a cluster is upgraded one process at a time, and until the last one runs
+// the new release it can be rolled back the same way.
+//
+// The cluster's protocol (ClusterMap.Protocol) is the oldest protocol its members speak, counting members
+// that failed and may come back but not those that left; the leader raises it once every member speaks a
+// newer one, and never lowers it. What a protocol version introduces is used only once the cluster's
+// protocol has reached it, so a mixed cluster speaks the older protocol throughout. Once it has risen, a
+// node of an older protocol is refused. Config.PreviousProtocol (cmd/zaris --previous-protocol) makes a node
+// of this release speak the previous protocol: set on upgraded nodes, it holds the cluster's protocol back
+// for as long as a rollback should stay possible. A member that failed for good holds it back until gossip
+// forgets it.
+//
+// A data dir records the format it was written in (DataDirFormat); a release refuses one of a newer format
+// with ErrIncompatibleVersion rather than misread it.
+//
 // # Recovering from a lost quorum
 //
 // The control plane decides only while a majority of its voters runs. When a majority is gone for good

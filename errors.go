@@ -23,6 +23,9 @@ var (
 	ErrClusterMismatch      = errors.New("zaris: cluster parameters differ")
 	ErrDecode               = errors.New("zaris: value does not decode")
 	ErrInvalidLayout        = errors.New("zaris: invalid layout")
+	// ErrIncompatibleVersion: a peer's protocol, or the cluster's, is too old or too new for this node's,
+	// or a data dir was written in a newer format than this release reads. The error names both versions.
+	ErrIncompatibleVersion = errors.New("zaris: incompatible versions")
 	// ErrNoReply marks a batch item that got no answer from its owner: the request failed in transit, or the
 	// context ended first. The wrapped cause says which and names the node; a write may or may not have been
 	// applied.

@@ -18,9 +18,10 @@ import (
 // control-plane server whose raft state (term, vote, log) the directory keeps, so that a restart from it
 // rejoins the control plane as the same server, and a directory is never taken over under another name.
 
+// The identity file's first line names the directory's format (DataDirFormat).
 const (
 	identityFile   = "identity"
-	identityHeader = "zaris data dir 1"
+	identityHeader = "zaris data dir "
 )
 
 // dataIdentity is what a data directory records of its node.
@@ -44,6 +45,9 @@ func loadIdentity(dir string, id NodeID) (dataIdentity, error) {
 		return dataIdentity{}, fmt.Errorf("zaris: read %s: %w", path, err)
 	}
 	ident, err := parseIdentity(b)
+	if errors.Is(err, ErrIncompatibleVersion) {
+		return dataIdentity{}, fmt.Errorf("%w: data dir %s", err, dir)
+	}
 	if err != nil {
 		return dataIdentity{}, fmt.Errorf("zaris: %s: %w", path, err)
 	}
@@ -82,7 +86,7 @@ func privateDir(dir string) error {
 }
 
 func (d dataIdentity) encode() []byte {
-	return fmt.Appendf(nil, "%s\nname %s\nserver %x\n", identityHeader, d.Name, d.Server)
+	return fmt.Appendf(nil, "%s%d\nname %s\nserver %x\n", identityHeader, DataDirFormat, d.Name, d.Server)
 }
 
 // parseIdentity reads what encode wrote; anything else is an error.
@@ -93,8 +97,18 @@ func parseIdentity(b []byte) (dataIdentity, error) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	if len(lines) != 3 || lines[0] != identityHeader {
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], identityHeader) {
 		return d, errors.New("not a data dir identity")
+	}
+	format, err := strconv.Atoi(strings.TrimPrefix(lines[0], identityHeader))
+	switch {
+	case err != nil || format < 1:
+		return d, fmt.Errorf("malformed data dir format %q", lines[0])
+	case format > DataDirFormat:
+		return d, fmt.Errorf("%w: it is in format %d, written by a newer release; release %s reads formats up to %d",
+			ErrIncompatibleVersion, format, Version, DataDirFormat)
+	case len(lines) != 3:
+		return d, errors.New("malformed data dir identity")
 	}
 	name, ok := strings.CutPrefix(lines[1], "name ")
 	server, ok2 := strings.CutPrefix(lines[2], "server ")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -72,4 +73,31 @@ func FuzzParseIdentity(f *testing.F) {
 			t.Fatalf("parsed %+v from %q, which encodes to %q", d, b, got)
 		}
 	})
+}
+
+// TestDataDirOfNewerFormatRefused checks that a data dir written in a newer format than this release reads
+// is refused with both formats named, by loadIdentity and by Join, and left as it was.
+func TestDataDirOfNewerFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	newer := []byte("zaris data dir 2\nname node-0\nserver 1f\n")
+	path := filepath.Join(dir, identityFile)
+	if err := os.WriteFile(path, newer, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadIdentity(dir, "node-0")
+	if !errors.Is(err, ErrIncompatibleVersion) || !strings.Contains(err.Error(), "format 2") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("loadIdentity of a newer format: %v", err)
+	}
+	cfg := testConfig("node-0")
+	cfg.DataDir = dir
+	cfg.GossipAddr, cfg.DataAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if n, err := Join(bg(t), cfg); !errors.Is(err, ErrIncompatibleVersion) {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("Join on a data dir of a newer format: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(newer) {
+		t.Fatalf("the refused data dir's identity was rewritten: %q", got)
+	}
 }

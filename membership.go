@@ -3,12 +3,16 @@ package zaris
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/zaris-go/zaris/transport"
 )
 
 // Serf tags a member carries. Cluster parameters travel with every member so a mismatched node is refused
@@ -26,6 +30,10 @@ const (
 	tagRESPAddr    = "resp"    // the RESP endpoint's advertised address; absent when the node serves none
 	tagLeaving     = "leaving" // "1" while the member drains its partitions before a graceful leave
 	tagLite        = "lite"    // "1" for a member that holds no partitions
+
+	tagProtocol        = "pv"    // the protocol the member speaks (ProtocolVersion)
+	tagMinProtocol     = "pvmin" // the oldest protocol it works with
+	tagClusterProtocol = "pvc"   // the cluster's protocol as the member's map records it
 )
 
 // member is a peer as membership sees it.
@@ -50,6 +58,8 @@ type member struct {
 	Leaving bool
 	// Lite members hold no partitions (Config.Lite).
 	Lite bool
+	// Protocol is the protocol the member speaks and the oldest it works with.
+	Protocol transport.Greeting
 }
 
 // membership wraps serf: gossip-based discovery and failure detection. A serf failure is a rumour; the
@@ -65,12 +75,16 @@ type membership struct {
 	// tags serializes changes of this member's tags: each reads the tags, adds its flag and sets them
 	// all, which two at once would race on, and one could undo the other's flag.
 	tags sync.Mutex
+
+	protocol transport.Greeting // what this member speaks
+	cluster  atomic.Uint32      // the cluster's protocol as this member's map records it
 }
 
 // processTags describes a member's process in its tags.
 type processTags struct {
 	incarnation, server uint64
 	intact, durable     bool
+	protocol            transport.Greeting
 }
 
 func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]string {
@@ -82,6 +96,7 @@ func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]stri
 		tagIncarnation: strconv.FormatUint(proc.incarnation, 10),
 		tagServer:      strconv.FormatUint(proc.server, 10),
 	}
+	maps.Copy(tags, peerVersions{protocol: proc.protocol}.tags())
 	if proc.intact {
 		tags[tagIntact] = "1"
 	}
@@ -106,7 +121,7 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	if err != nil {
 		return nil, fmt.Errorf("%w: GossipAddr port %q", ErrInvalidConfig, portStr)
 	}
-	m := &membership{events: make(chan serf.Event, 256)}
+	m := &membership{events: make(chan serf.Event, 256), protocol: proc.protocol}
 	tags := clusterTags(cfg, dataAddr, proc)
 
 	ml := memberlist.DefaultLANConfig()
@@ -231,6 +246,7 @@ func (m *membership) members() []member {
 	all := m.serf.Members()
 	out := make([]member, 0, len(all))
 	for _, sm := range all {
+		versions, _ := parseVersionTags(sm.Tags)
 		out = append(out, member{
 			ID:          NodeID(sm.Name),
 			DataAddr:    sm.Tags[tagDataAddr],
@@ -243,6 +259,7 @@ func (m *membership) members() []member {
 			Formed:      sm.Tags[tagFormed] == "1",
 			Leaving:     sm.Tags[tagLeaving] == "1",
 			Lite:        sm.Tags[tagLite] == "1",
+			Protocol:    versions.protocol,
 		})
 	}
 	return out
@@ -256,19 +273,34 @@ func (m *membership) markFormed() error { return m.setFlag(tagFormed) }
 func (m *membership) markLeaving() error { return m.setFlag(tagLeaving) }
 
 // setFlag sets tag to "1" on the local member, gossiping the change.
-func (m *membership) setFlag(tag string) error {
+func (m *membership) setFlag(tag string) error { return m.setTag(tag, "1") }
+
+// setTag sets tag to value on the local member, gossiping the change.
+func (m *membership) setTag(tag, value string) error {
 	m.tags.Lock()
 	defer m.tags.Unlock()
 	tags := m.serf.LocalMember().Tags
-	if tags[tag] == "1" {
+	if tags[tag] == value {
 		return nil
 	}
-	next := make(map[string]string, len(tags)+1)
-	for k, v := range tags {
-		next[k] = v
-	}
-	next[tag] = "1"
+	next := maps.Clone(tags)
+	next[tag] = value
 	return m.serf.SetTags(next)
+}
+
+// advertiseClusterProtocol announces the cluster's protocol as this member's map records it, so that a node
+// too old for it is refused at the door (checkPeerVersions).
+func (m *membership) advertiseClusterProtocol(v uint16) error {
+	if err := m.setTag(tagClusterProtocol, strconv.Itoa(int(v))); err != nil {
+		return err
+	}
+	m.cluster.Store(uint32(v))
+	return nil
+}
+
+// versions are this member's protocol and the cluster's, as it announces them.
+func (m *membership) versions() peerVersions {
+	return peerVersions{protocol: m.protocol, cluster: uint16(m.cluster.Load())}
 }
 
 // leave announces a graceful departure. It returns ErrClosed after shutdown.
@@ -281,7 +313,8 @@ func (m *membership) leave() error {
 
 func (m *membership) shutdown() error { return m.serf.Shutdown() }
 
-// mergeGuard refuses to merge with members whose cluster parameters differ from ours.
+// mergeGuard refuses to merge with members whose cluster parameters differ from ours, or whose versions
+// do not work with ours.
 type mergeGuard struct {
 	m    *membership
 	want map[string]string
@@ -289,18 +322,26 @@ type mergeGuard struct {
 
 func (g *mergeGuard) NotifyMerge(members []*serf.Member) error {
 	for _, sm := range members {
-		for _, key := range []string{tagSegments, tagPartitions, tagRF} {
-			if got := sm.Tags[key]; got != g.want[key] {
-				err := fmt.Errorf("%w: member %s has %s=%s, this node has %s=%s",
-					ErrClusterMismatch, sm.Name, key, got, key, g.want[key])
-				g.m.mu.Lock()
-				g.m.mismatch = err
-				g.m.mu.Unlock()
-				return err
-			}
+		if err := g.check(sm); err != nil {
+			g.m.mu.Lock()
+			g.m.mismatch = err
+			g.m.mu.Unlock()
+			return err
 		}
 	}
 	return nil
+}
+
+func (g *mergeGuard) check(sm *serf.Member) error {
+	for _, key := range []string{tagSegments, tagPartitions, tagRF} {
+		if got := sm.Tags[key]; got != g.want[key] {
+			return fmt.Errorf("%w: member %s has %s=%s, this node has %s=%s", ErrClusterMismatch, sm.Name, key, got, key, g.want[key])
+		}
+	}
+	if sm.Status == serf.StatusLeft {
+		return nil // gone: whatever it ran, it will not take part again under this process
+	}
+	return checkPeerVersions(g.m.versions(), sm.Name, sm.Tags)
 }
 
 func parseIncarnation(tag string) uint64 {

@@ -317,7 +317,7 @@ func (n *Node) listen() error {
 		ln.Close()
 		return fmt.Errorf("%w: DataAddr %q must name an address other nodes can reach", ErrInvalidConfig, n.cfg.DataAddr)
 	}
-	n.port.open(ln, secureListener(&n.cfg, ln),
+	n.port.open(ln, secureListener(&n.cfg, ln), greeting(&n.cfg),
 		transport.NewServer((*dataHandler)(n), n.transportOptions(muxData)),
 		transport.NewServer(transport.HandlerFunc(n.serveInternal), n.transportOptions(muxInternal)))
 	n.life.wg.Go(func() { n.port.mux.Serve() })
@@ -330,6 +330,7 @@ func (n *Node) transportOptions(lane byte) transport.Options {
 		MaxFrameSize:     n.cfg.MaxFrameSize,
 		Dialer:           n.port.dialer,
 		MuxByte:          lane,
+		Greeting:         new(greeting(&n.cfg)),
 		Logger:           n.log,
 		MaxConns:         n.cfg.DataMaxConns,
 		MaxRequests:      n.cfg.DataMaxRequests,
@@ -484,5 +485,5 @@ func (n *Node) goBackground(f func()) bool {
 // processTags describes this node's process to the other members.
 func (n *Node) processTags() processTags {
 	return processTags{incarnation: n.own.repl.incarnation, server: n.ctl.serverInc, intact: n.own.intact,
-		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind}
+		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind, protocol: greeting(&n.cfg)}
 }

@@ -32,6 +32,7 @@ import (
 type raftStream struct {
 	net.Listener
 	dialer transport.Dialer
+	greet  *transport.Greeting // sent after the mux byte, when not nil
 	self   raft.ServerID
 	idle   time.Duration // zero: streams may stay quiet for ever
 
@@ -41,8 +42,8 @@ type raftStream struct {
 	handlers sync.WaitGroup // one per accepted connection its handler has not closed
 }
 
-func newRaftStream(ln net.Listener, d transport.Dialer, self raft.ServerID, idle time.Duration) *raftStream {
-	return &raftStream{Listener: ln, dialer: d, self: self, idle: idle, accepted: map[net.Conn]struct{}{}}
+func newRaftStream(ln net.Listener, d transport.Dialer, g *transport.Greeting, self raft.ServerID, idle time.Duration) *raftStream {
+	return &raftStream{Listener: ln, dialer: d, greet: g, self: self, idle: idle, accepted: map[net.Conn]struct{}{}}
 }
 
 // Addr is this server's control-plane address, which raft sends along with its requests.
@@ -158,7 +159,7 @@ func (s *raftStream) dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	to, hostPort := splitRaftAddress(addr)
-	conn, err := transport.DialMux(ctx, s.dialer, hostPort, muxRaft)
+	conn, err := transport.DialMux(ctx, s.dialer, hostPort, muxRaft, s.greet)
 	if err != nil {
 		return nil, err
 	}

@@ -17,9 +17,9 @@ func TestQuietRaftStreamIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := raftID("node-1", 1)
-	stream := newRaftStream(rawRaftListener{ln}, nil, self, idle)
+	stream := newRaftStream(rawRaftListener{ln}, nil, nil, self, idle)
 	defer stream.Close()
-	dialer := newRaftStream(nil, nil, raftID("node-0", 1), idle)
+	dialer := newRaftStream(nil, nil, nil, raftID("node-0", 1), idle)
 	to := raftAddress(ln.Addr().String(), self)
 
 	pooled, err := dialer.Dial(to, time.Second)

@@ -377,7 +377,8 @@ func (e *edgeNode) Members() map[NodeID]resp.MemberState {
 
 func (e *edgeNode) Control() resp.Control {
 	h := e.ctl.controlHealth()
-	c := resp.Control{Leader: h.Leader, Leaderless: h.Leaderless, Alarm: h.Alarm}
+	c := resp.Control{Leader: h.Leader, Leaderless: h.Leaderless, Alarm: h.Alarm,
+		Release: Version, Protocol: greeting(e.ctl.cfg).Version, ClusterProtocol: e.ctl.fsm.clusterMap().Protocol}
 	if h.Alarm {
 		c.Reason = h.leaderlessErr().Error()
 	}

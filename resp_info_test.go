@@ -173,6 +173,12 @@ func TestRESPInfoMatchesRedis(t *testing.T) {
 				t.Errorf("INFO lacks %s (redis-server: %q)", name, w)
 			}
 		}
+		for name, want := range map[string]string{"zaris_version": Version,
+			"zaris_protocol": fmt.Sprint(ProtocolVersion), "zaris_cluster_protocol": fmt.Sprint(ProtocolVersion)} {
+			if gotMap[name] != want {
+				t.Errorf("INFO server's %s is %q, want %q", name, gotMap[name], want)
+			}
+		}
 		var common []string
 		for _, f := range got {
 			w, ok := wantMap[f.name]

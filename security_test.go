@@ -108,7 +108,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	key := c.keyOwnedBy("stranger", target)
 
 	// A plain client: the handshake expects a ClientHello, so not one request is served.
-	plain := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData})
+	plain := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData, Greeting: new(greeting(&Config{}))})
 	defer plain.Close()
 	put := marshalRequest(&kv.Request{Key: key, Value: []byte("forged")})
 	call, cancel := context.WithTimeout(ctx, time.Second)
@@ -118,7 +118,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	}
 	// A client with a certificate from another CA.
 	other := newTestCA(t)
-	forged := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData,
+	forged := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxData, Greeting: new(greeting(&Config{})),
 		Dialer: secureDialer(&Config{TLS: other.peerConfig("intruder")}, &net.Dialer{})})
 	defer forged.Close()
 	if _, err := forged.Call(call, kv.OpPut, put); err == nil {
@@ -130,7 +130,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 	for _, cert := range []pki.Cert{app, elsewhere} {
 		cfg := &Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: ca.Pool()}}
 		for _, lane := range []byte{muxData, muxInternal} {
-			client := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: lane, Dialer: secureDialer(cfg, &net.Dialer{})})
+			client := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: lane, Greeting: new(greeting(&Config{})), Dialer: secureDialer(cfg, &net.Dialer{})})
 			_, errPut := client.Call(call, kv.OpPut, put)
 			_, errMap := client.Call(call, kv.OpGetMap, nil)
 			client.Close()
@@ -146,7 +146,7 @@ func TestPeerTLSRefusesStrangers(t *testing.T) {
 		t.Fatalf("get %s after the forged puts: %v, want not found", key, err)
 	}
 	// A node's certificate does reach the internal lane, so the checks above can fail.
-	insider := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal,
+	insider := transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal, Greeting: new(greeting(&Config{})),
 		Dialer: secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})})
 	defer insider.Close()
 	if _, err := insider.Call(call, kv.OpGetMap, nil); err != nil {
@@ -172,7 +172,7 @@ func forgeRaftHeartbeat(addr string, d transport.Dialer) error {
 	if err != nil {
 		return err
 	}
-	trans := raft.NewNetworkTransport(newRaftStream(ln, d, "intruder", 0), 1, time.Second, io.Discard)
+	trans := raft.NewNetworkTransport(newRaftStream(ln, d, new(greeting(&Config{})), "intruder", 0), 1, time.Second, io.Discard)
 	defer trans.Close()
 	var resp raft.AppendEntriesResponse
 	return trans.AppendEntries("x", raft.ServerAddress(addr), &raft.AppendEntriesRequest{
@@ -422,7 +422,7 @@ func TestDenyListShutsOutANode(t *testing.T) {
 	target := c.node(0)
 	ctx := bg(t)
 	dial := func() *transport.Client {
-		return transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal,
+		return transport.NewClient(target.DataAddr(), transport.Options{MuxByte: muxInternal, Greeting: new(greeting(&Config{})),
 			Dialer: secureDialer(&Config{TLS: ca.peerConfig("insider")}, &net.Dialer{})})
 	}
 	call := func(client *transport.Client) error {

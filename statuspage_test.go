@@ -144,9 +144,15 @@ func TestStatusJSON(t *testing.T) {
 	if v.Node != c.node(1).Name() || len(v.Members) != 3 || len(v.Partitions) != m.Partitions || v.Leader == "" || v.Ready != "" {
 		t.Fatalf("view: node %q, %d members, %d partitions, leader %q, ready %q", v.Node, len(v.Members), len(v.Partitions), v.Leader, v.Ready)
 	}
+	if v.Release != Version || v.Protocol != ProtocolVersion || v.ClusterProtocol != ProtocolVersion {
+		t.Errorf("versions: release %q, protocol %d, cluster %d", v.Release, v.Protocol, v.ClusterProtocol)
+	}
 	owned := 0
 	for _, mb := range v.Members {
 		owned += mb.Owned
+		if mb.Protocol != ProtocolVersion {
+			t.Errorf("member %s speaks protocol %d, want %d", mb.Name, mb.Protocol, ProtocolVersion)
+		}
 		if mb.Owned != m.OwnedBy(mb.Name) || mb.Status != "alive" {
 			t.Errorf("member %s: owns %d (map: %d), %s", mb.Name, mb.Owned, m.OwnedBy(mb.Name), mb.Status)
 		}

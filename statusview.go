@@ -35,6 +35,10 @@ type statusView struct {
 	Evicted   uint64 `json:"evicted"`
 	Failed    uint64 `json:"failedOver"` // partitions failed over in the cluster's life
 	MovedEver uint64 `json:"moved"`
+	// Release is this node's release; Protocol the protocol it speaks, ClusterProtocol the cluster's.
+	Release         string `json:"release"`
+	Protocol        uint16 `json:"protocol"`
+	ClusterProtocol uint16 `json:"clusterProtocol"`
 }
 
 type memberView struct {
@@ -47,6 +51,7 @@ type memberView struct {
 	Replicated int    `json:"replicated"`
 	Voter      bool   `json:"voter"`
 	Leader     bool   `json:"leader"`
+	Protocol   uint16 `json:"protocol"` // the protocol the member speaks
 }
 
 type partitionView struct {
@@ -79,6 +84,7 @@ func (s statusSources) view() statusView {
 		MapVersion: m.Version, RF: m.ReplicationFactor, Migrations: migrationsIn(m), Failovers: s.stats.recentFailovers.recent(),
 		Called: s.metrics.callerSide().total(), Served: s.metrics.ownerSide().total(), Keys: store.len(), Failed: m.Promotions, MovedEver: m.Moved,
 		DataBytes: store.bytes(), MaxMemory: store.budget.limit(), Policy: store.budget.policyName(), Evicted: store.budget.evicted(),
+		Release: Version, Protocol: greeting(s.ctl.cfg).Version, ClusterProtocol: m.Protocol,
 	}
 	if err := s.readiness(); err != nil {
 		v.Ready = err.Error()
@@ -108,6 +114,7 @@ func (s statusSources) view() statusView {
 			Name: mb.ID, Status: mb.Status.String(), Draining: mb.Status == serf.StatusAlive && m.drains(mb),
 			DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr,
 			Owned: owned[mb.ID], Replicated: replicated[mb.ID], Voter: voters[mb.ID], Leader: mb.ID == v.Leader,
+			Protocol: mb.Protocol.Version,
 		})
 	}
 	return v

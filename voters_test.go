@@ -266,9 +266,9 @@ func TestRaftStreamServesOnlyItsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := raftID("node-1", 2)
-	stream := newRaftStream(rawRaftListener{ln}, nil, self, 0)
+	stream := newRaftStream(rawRaftListener{ln}, nil, nil, self, 0)
 	defer stream.Close()
-	dialer := newRaftStream(nil, nil, raftID("node-0", 1), 0)
+	dialer := newRaftStream(nil, nil, nil, raftID("node-0", 1), 0)
 	tests := []struct {
 		to     raft.ServerAddress
 		served bool

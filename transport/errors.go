@@ -26,6 +26,10 @@ var (
 	// Nothing sent on that connection was read.
 	ErrTooManyConns = errors.New("transport: peer serves too many connections")
 
+	// ErrIncompatible means the peer's protocol version and this node's cannot work together (VersionError):
+	// the connection was refused before anything was sent.
+	ErrIncompatible = errors.New("transport: incompatible protocol versions")
+
 	// ErrFrameTimeout means a frame did not arrive whole within Options.ReadTimeout of its first byte.
 	ErrFrameTimeout = errors.New("transport: frame timed out")
 

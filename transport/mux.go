@@ -33,9 +33,11 @@ type Mux struct {
 	maxWait int // connections awaiting their first byte at most; more are closed at once
 	perAddr int // of those, from one IP address at most
 	log     *slog.Logger
-	done    chan struct{} // closed at shutdown
-	once    sync.Once
-	wg      sync.WaitGroup // routing goroutines
+	// greeting, when set, is what a connection must be compatible with after its first byte (Greeting).
+	greeting *Greeting
+	done     chan struct{} // closed at shutdown
+	once     sync.Once
+	wg       sync.WaitGroup // routing goroutines
 
 	mu      sync.Mutex
 	closed  bool
@@ -60,6 +62,12 @@ func WithMaxHandshakes(n int) MuxOption {
 // WithMaxHandshakesPerAddr caps the connections from one IP address waiting for their first byte.
 func WithMaxHandshakesPerAddr(n int) MuxOption {
 	return func(m *Mux) { m.perAddr = n }
+}
+
+// WithGreeting makes the Mux read a Greeting after each connection's first byte, answer with g, and close
+// the connections whose greeting is missing or incompatible with g. Dialers then pass a Greeting to DialMux.
+func WithGreeting(g Greeting) MuxOption {
+	return func(m *Mux) { m.greeting = &g }
 }
 
 // WithMuxLogger sets where the Mux reports dropped connections.
@@ -204,7 +212,7 @@ func (m *Mux) untrack(conn net.Conn) {
 	}
 }
 
-// route reads a connection's first byte and hands it to the matching Listener.
+// route reads a connection's first byte and greeting and hands it to the matching Listener.
 func (m *Mux) route(conn net.Conn) {
 	defer m.wg.Done()
 	first, err := m.readFirst(conn)
@@ -212,7 +220,11 @@ func (m *Mux) route(conn net.Conn) {
 	m.untrack(conn)
 	sub := m.subs[first]
 	m.mu.Unlock()
+	var refused *VersionError
 	switch {
+	case errors.As(err, &refused), errors.Is(err, errNoGreeting):
+		m.log.Warn("transport: mux refusing a peer of an incompatible release", "remote", conn.RemoteAddr().String(), "err", err)
+		conn.Close()
 	case err != nil:
 		m.log.Debug("transport: mux handshake failed", "remote", conn.RemoteAddr().String(), "err", err)
 		conn.Close()
@@ -225,6 +237,7 @@ func (m *Mux) route(conn net.Conn) {
 	}
 }
 
+// readFirst reads a connection's first byte and, when the Mux has a greeting, answers the peer's.
 func (m *Mux) readFirst(conn net.Conn) (byte, error) {
 	var b [1]byte
 	if err := conn.SetReadDeadline(time.Now().Add(m.timeout)); err != nil {
@@ -232,6 +245,11 @@ func (m *Mux) readFirst(conn net.Conn) (byte, error) {
 	}
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		return 0, err
+	}
+	if m.greeting != nil {
+		if _, err := m.greet(conn); err != nil {
+			return b[0], err
+		}
 	}
 	return b[0], conn.SetReadDeadline(time.Time{})
 }
@@ -283,9 +301,10 @@ func (l *muxListener) deliver(conn net.Conn) {
 	}
 }
 
-// DialMux dials addr and sends first, the byte that selects the protocol on a Mux. ctx bounds both the
-// dial and the write. A nil d dials with a plain net.Dialer.
-func DialMux(ctx context.Context, d Dialer, addr string, first byte) (net.Conn, error) {
+// DialMux dials addr and sends first, the byte that selects the protocol on a Mux, and then g, when not
+// nil, waiting for the Mux to accept it: a *VersionError (ErrIncompatible) when it refuses. ctx bounds
+// the dial, the write and the wait. A nil d dials with a plain net.Dialer.
+func DialMux(ctx context.Context, d Dialer, addr string, first byte, g *Greeting) (net.Conn, error) {
 	if d == nil {
 		d = &net.Dialer{}
 	}
@@ -293,22 +312,30 @@ func DialMux(ctx context.Context, d Dialer, addr string, first byte) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFirst(ctx, conn, first); err != nil {
+	hello := []byte{first}
+	if g != nil {
+		hello = g.append(hello)
+	}
+	err = writeFirst(ctx, conn, hello)
+	if err == nil && g != nil {
+		err = awaitAnswer(ctx, conn, addr, *g)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return conn, nil
 }
 
-// writeFirst writes the protocol byte, giving up when ctx ends.
-func writeFirst(ctx context.Context, conn net.Conn, first byte) error {
+// writeFirst writes the protocol byte and greeting, giving up when ctx ends.
+func writeFirst(ctx context.Context, conn net.Conn, hello []byte) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		if err := conn.SetWriteDeadline(deadline); err != nil {
 			return err
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := conn.Write([]byte{first})
+	_, err := conn.Write(hello)
 	if !stop() || ctx.Err() != nil {
 		return errors.Join(ctx.Err(), err)
 	}

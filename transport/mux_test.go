@@ -64,7 +64,7 @@ func TestMuxRoutesByFirstByte(t *testing.T) {
 		t.Fatalf("data plane through the mux: %q, %v", resp, err)
 	}
 
-	conn, err := DialMux(testContext(t), nil, addr, 'R')
+	conn, err := DialMux(testContext(t), nil, addr, 'R', nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestMuxRoutesByFirstByte(t *testing.T) {
 func TestMuxClosesUnknownByte(t *testing.T) {
 	m, addr := startMux(t)
 	serveOn(t, m.Listener('D'), echo, Options{})
-	conn, err := DialMux(testContext(t), nil, addr, 'X')
+	conn, err := DialMux(testContext(t), nil, addr, 'X', nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestMuxListenerClose(t *testing.T) {
 	if m.Listener('D') == l {
 		t.Fatal("a closed listener was handed out again")
 	}
-	conn, err := DialMux(testContext(t), nil, addr, 'R')
+	conn, err := DialMux(testContext(t), nil, addr, 'R', nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestMuxListenerClose(t *testing.T) {
 func TestDialMuxHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := DialMux(ctx, nil, "127.0.0.1:1", 'D'); err == nil {
+	if _, err := DialMux(ctx, nil, "127.0.0.1:1", 'D', nil); err == nil {
 		t.Fatal("DialMux with a cancelled context succeeded")
 	}
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// the peer routes it to the data plane. Zero sends nothing (a plain Server).
 	MuxByte byte
 
+	// Greeting, with MuxByte, is sent after it to a Mux that checks it (WithGreeting).
+	Greeting *Greeting
+
 	// Logger receives connection-level events. Nil discards them.
 	Logger *slog.Logger
 
@@ -150,7 +153,7 @@ func (o Options) dial(ctx context.Context, addr string) (net.Conn, error) {
 	var conn net.Conn
 	var err error
 	if o.MuxByte != 0 {
-		conn, err = DialMux(ctx, o.Dialer, addr, o.MuxByte)
+		conn, err = DialMux(ctx, o.Dialer, addr, o.MuxByte, o.Greeting)
 	} else {
 		conn, err = o.Dialer.DialContext(ctx, "tcp", addr)
 	}

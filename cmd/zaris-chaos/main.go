@@ -109,6 +109,8 @@ type options struct {
 	secure          bool
 	serverLogLevel  string
 	historyOut      string // where to save the history as JSON; "" for nowhere
+	upgrade         bool   // the first round of rolling restarts is a rolling upgrade (runUpgrade)
+	upgradeFrom     string // the earlier build's binary; "" for this build speaking the previous protocol
 }
 
 func main() {
@@ -170,6 +172,11 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.secure, "secure", false, "peers speak mutual TLS under a CA the run makes, and gossip is encrypted")
 	fs.BoolVar(&o.verbose, "v", false, "server logs to stderr (default: to files in a temporary directory)")
 	fs.StringVar(&o.historyOut, "history-out", "", "save every op of the history to this file as JSON, to check it again offline")
+	fs.BoolVar(&o.upgrade, "upgrade", false, "with -nemesis "+nemesisRollingRestart+", start the servers on the earlier "+
+		"build (-upgrade-from) and make the first round a rolling upgrade to this one, with a rollback of the first "+
+		"server upgraded; the cluster's protocol must rise only after the last server runs this build")
+	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "with -upgrade, the earlier build's server binary (default: this "+
+		"build with --previous-protocol)")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -225,6 +232,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-timing %q: want local or lan", o.timing)
 	case o.rounds < 0 || o.maxStall < 0 || o.maxLeaderless < 0:
 		return errors.New("-rounds, -max-stall and -max-leaderless must not be negative")
+	case (o.upgrade || o.upgradeFrom != "") && (o.nemesis != nemesisRollingRestart || !o.upgrade):
+		return errors.New("-upgrade and -upgrade-from need -nemesis " + nemesisRollingRestart + " and -upgrade")
 	case o.rounds > 0 && o.nemesis != nemesisRollingRestart:
 		return errors.New("-rounds counts the rounds of -nemesis " + nemesisRollingRestart)
 	case o.nemesis == nemesisPartition && o.maxLeaderless > 0:
@@ -322,6 +331,9 @@ func serverTimeouts(o options) string {
 		if o.rounds > 0 {
 			out += fmt.Sprintf(", %d rounds", o.rounds)
 		}
+		if o.upgrade {
+			out += ", the first a rolling upgrade from " + earlierBuild("this build", o.upgradeFrom).describe()
+		}
 	case nemesisPartition:
 		out += ", each server in a network namespace of its own"
 	}
@@ -361,6 +373,12 @@ func newHarness(o options) (*harness, error) {
 	}
 	h.c = &cluster{bin: bin, dataRoot: o.dataDir, nodes: o.nodes, rf: o.rf, failover: o.failoverTimeout, timing: o.timing,
 		deadServer: o.deadServer, eviction: o.eviction, logLevel: o.serverLogLevel, servers: servers}
+	if o.upgrade {
+		h.c.earlier = earlierBuild(bin, o.upgradeFrom)
+		for _, s := range servers {
+			s.earlier = true
+		}
+	}
 	if o.secure {
 		if h.c.pki, err = newCredentials(filepath.Join(dir, "pki")); err != nil {
 			h.destroyLab()
@@ -603,7 +621,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	var work sync.WaitGroup
 	h.nem = newNemesis(h.c, h.lite, h.o.seed, os.Stdout)
 	h.nem.replaceEvery, h.nem.rollingStop = h.o.replaceEvery, rollingStops[h.o.rollingStop]
-	h.nem.pace, h.nem.rounds = h.o.pace, h.o.rounds
+	h.nem.pace, h.nem.rounds, h.nem.upgrading = h.o.pace, h.o.rounds, h.o.upgrade
 	h.nem.net = h.lab
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
@@ -631,6 +649,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	}
 	if restartSchedule(h.o.nemesis) {
 		settled = h.noteRestarts() && settled
+	}
+	if h.o.upgrade {
+		settled = h.noteUpgrade() && settled
 	}
 	if h.o.nemesis == nemesisPartition {
 		settled = h.noteNetwork() && settled

@@ -32,6 +32,10 @@ type nemesis struct {
 	roundsDone int
 	// leaveFailures lists the SIGTERMed servers that exited with an error: their leave did not finish.
 	leaveFailures []string
+	// upgrading makes the first round of -nemesis rolling-restart a rolling upgrade (runUpgrade), which
+	// leaves what it saw in upgrade.
+	upgrading bool
+	upgrade   *upgradeWatch
 	// awaitHealthy and awaitWritable wait, within settleBound, until every partition is Healthy or takes a
 	// write: the restart schedules measure the cluster's recovery with them.
 	awaitHealthy, awaitWritable func(context.Context) (time.Duration, error)

@@ -35,6 +35,7 @@ type server struct {
 	http               string // the operations endpoint: /readyz and /status.json; "" for none
 	dataDir            string
 	netns              string // the network namespace it runs in; "" for the root one
+	earlier            bool   // its next process runs the cluster's earlier build (-upgrade)
 	cmd                *exec.Cmd
 	done               chan struct{} // closed once the current process has exited
 	exitErr            error         // how the current process ended, set before done is closed
@@ -45,8 +46,9 @@ type server struct {
 // cluster runs the server processes and knows how to start them again.
 type cluster struct {
 	bin        string
-	logDir     string // server logs go to <logDir>/<name>.log; "" sends them to stderr
-	dataRoot   string // each server's data directory is <dataRoot>/<name>; "" keeps them in memory
+	earlier    serverBuild // what servers marked earlier run (-upgrade)
+	logDir     string      // server logs go to <logDir>/<name>.log; "" sends them to stderr
+	dataRoot   string      // each server's data directory is <dataRoot>/<name>; "" keeps them in memory
 	nodes      int
 	rf         int
 	failover   time.Duration
@@ -245,10 +247,14 @@ func (c *cluster) start(s *server, join []string) error {
 // command returns the process of s: the server binary, run in s's network namespace when it has one.
 // ip netns exec replaces itself with the binary, so the process's pid is the server's and signals reach it.
 func (c *cluster) command(s *server, join []string) *exec.Cmd {
-	if s.netns == "" {
-		return exec.Command(c.bin, c.args(s, join)...)
+	bin, args := c.bin, c.args(s, join)
+	if s.earlier {
+		bin, args = c.earlier.bin, append(args, c.earlier.args...)
 	}
-	return exec.Command("ip", append([]string{"netns", "exec", s.netns, c.bin}, c.args(s, join)...)...)
+	if s.netns == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", s.netns, bin}, args...)...)
 }
 
 // reap waits for a process of s to exit and records how it ended.

@@ -140,11 +140,17 @@ func (n *nemesis) noteRecovery(r recovery, what, after string) {
 // faults end or, with rounds set, that many rounds are done.
 func (n *nemesis) runRollingRestart(ctx, faults context.Context) {
 	for round := 1; n.rounds == 0 || round <= n.rounds; round++ {
+		if round == 1 && n.upgrading {
+			n.runUpgrade(ctx, faults)
+		}
 		for _, s := range shuffled(n.rng, n.c.list()) {
-			if faults.Err() != nil {
-				return
+			if faults.Err() != nil || round == 1 && n.upgrading {
+				break
 			}
 			n.rollOver(ctx, faults, s)
+		}
+		if faults.Err() != nil {
+			return
 		}
 		if n.rounds > 0 {
 			n.mu.Lock()

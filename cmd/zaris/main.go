@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -44,46 +45,48 @@ type tlsFiles struct {
 
 // options are the server's settings, from flags and environment.
 type options struct {
-	name            string
-	gossipAddr      string
-	dataAddr        string
-	respAddr        string
-	join            string
-	bootstrapExpect int
-	dataDir         string
-	diskDurability  zaris.DiskDurability
-	minInSync       int
-	lostPartition   time.Duration
-	rf              int
-	password        string
-	passwordFile    string
-	aclFile         string
-	tls             tlsFiles
-	respTLS         bool
-	respClientAuth  bool
-	maxClients      int
-	maxPreAuth      int
-	idleTimeout     time.Duration
-	commandTimeout  time.Duration
-	authTimeout     time.Duration
-	maxValueSize    int
-	maxMemory       int64
-	evictionPolicy  string
-	notifyEvents    string
-	maxQueryBuffer  int
-	gossipKey       string
-	openGossip      bool
-	timing          string
-	logLevel        string
-	leaveTimeout    time.Duration
-	http            httpOptions
-	joinTimeout     time.Duration
-	failoverTimeout time.Duration
-	txnTimeout      time.Duration
-	deadServer      time.Duration
-	eviction        time.Duration
-	dataPort        dataPortOptions
-	gcHeadroom      int
+	version          bool
+	previousProtocol bool
+	name             string
+	gossipAddr       string
+	dataAddr         string
+	respAddr         string
+	join             string
+	bootstrapExpect  int
+	dataDir          string
+	diskDurability   zaris.DiskDurability
+	minInSync        int
+	lostPartition    time.Duration
+	rf               int
+	password         string
+	passwordFile     string
+	aclFile          string
+	tls              tlsFiles
+	respTLS          bool
+	respClientAuth   bool
+	maxClients       int
+	maxPreAuth       int
+	idleTimeout      time.Duration
+	commandTimeout   time.Duration
+	authTimeout      time.Duration
+	maxValueSize     int
+	maxMemory        int64
+	evictionPolicy   string
+	notifyEvents     string
+	maxQueryBuffer   int
+	gossipKey        string
+	openGossip       bool
+	timing           string
+	logLevel         string
+	leaveTimeout     time.Duration
+	http             httpOptions
+	joinTimeout      time.Duration
+	failoverTimeout  time.Duration
+	txnTimeout       time.Duration
+	deadServer       time.Duration
+	eviction         time.Duration
+	dataPort         dataPortOptions
+	gcHeadroom       int
 }
 
 // dataPortOptions bound what the data port's peers may hold on this node.
@@ -104,11 +107,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "zaris:", err)
 		os.Exit(2)
 	}
+	if opts.version {
+		fmt.Println(versionLine())
+		return
+	}
 	log := newLogger(opts.logLevel)
 	if err := run(opts, log); err != nil {
 		log.Error("zaris stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// versionLine describes this build: its release, the protocol it speaks, the data dir format it writes and
+// the Go release it was built with.
+func versionLine() string {
+	return fmt.Sprintf("zaris %s (protocol %d, data dir format %d, %s)", zaris.Version, zaris.ProtocolVersion, zaris.DataDirFormat, runtime.Version())
 }
 
 // envName is the environment variable that backs a flag: --gossip-addr is ZARIS_GOSSIP_ADDR.
@@ -120,6 +133,9 @@ func parseOptions(args []string) (options, error) {
 	def := zaris.DefaultConfig()
 	var o options
 	fs := flag.NewFlagSet("zaris", flag.ContinueOnError)
+	fs.BoolVar(&o.version, "version", false, "print the release, its protocol and its data dir format, and exit")
+	fs.BoolVar(&o.previousProtocol, "previous-protocol", false, "speak the previous release's protocol, so that the cluster's stays there: "+
+		"during a rolling upgrade, keeps a rollback to the previous release possible")
 	fs.StringVar(&o.name, "name", def.Name, "node name, unique in the cluster")
 	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "host:port for membership gossip (UDP and TCP)")
 	fs.StringVar(&o.dataAddr, "data-addr", "127.0.0.1:7947", "host:port of the data and control port; the host must be reachable by the other nodes")
@@ -257,6 +273,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.RESPMaxQueryBuffer = o.maxQueryBuffer
 	cfg.MaxValueSize = o.maxValueSize
 	cfg.MaxMemory, cfg.EvictionPolicy = o.maxMemory, o.evictionPolicy
+	cfg.PreviousProtocol = o.previousProtocol
 	cfg.NotifyKeyspaceEvents = o.notifyEvents
 	cfg.MaxFrameSize = max(cfg.MaxFrameSize, o.maxValueSize+64<<10) // a value must fit in a data-plane frame
 	cfg.BootstrapExpect = o.bootstrapExpect

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +135,25 @@ func TestMemoryLimit(t *testing.T) {
 		if got := memoryLimit(tc.maxMemory); got != tc.want {
 			t.Errorf("memoryLimit(%d) = %d, want %d", tc.maxMemory, got, tc.want)
 		}
+	}
+}
+
+// TestVersionOptions checks --version and --previous-protocol: the first prints the release, protocol and
+// data dir format; the second makes the node speak the previous protocol.
+func TestVersionOptions(t *testing.T) {
+	o, err := parseOptions([]string{"--version"})
+	if err != nil || !o.version {
+		t.Fatalf("--version: %+v, %v", o.version, err)
+	}
+	want := fmt.Sprintf("zaris %s (protocol %d, data dir format %d, go", zaris.Version, zaris.ProtocolVersion, zaris.DataDirFormat)
+	if line := versionLine(); !strings.HasPrefix(line, want) {
+		t.Errorf("version line %q, want it to begin %q", line, want)
+	}
+	o, err = parseOptions([]string{"--previous-protocol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := o.config(slog.New(slog.DiscardHandler)); err != nil || !cfg.PreviousProtocol {
+		t.Error("--previous-protocol left the config on this release's protocol")
 	}
 }

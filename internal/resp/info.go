@@ -178,11 +178,19 @@ func (r *infoRun) server(w *infoText) {
 	r.controlPlane(w)
 }
 
+// versions writes the node's release and protocol, and the cluster's protocol.
+func (r *infoRun) versions(w *infoText, c Control) {
+	w.field("zaris_version", c.Release)
+	w.int("zaris_protocol", int64(c.Protocol))
+	w.int("zaris_cluster_protocol", int64(c.ClusterProtocol))
+}
+
 // controlPlane writes the control plane's leader as this node knows it: zaris_control_plane_state is
 // "leaderless" once it has had none for a few election timeouts. They close the server section, as the
 // cluster section must read as Redis's own.
 func (r *infoRun) controlPlane(w *infoText) {
 	h := r.c.srv.node.Control()
+	r.versions(w, h)
 	state := "ok"
 	if h.Alarm {
 		state = "leaderless"

@@ -132,6 +132,10 @@ type Control struct {
 	Leaderless time.Duration // how long no leader has been known; 0 with one
 	Alarm      bool          // leaderless for longer than a few election timeouts
 	Reason     string        // with Alarm, why the cluster is down: CLUSTER INFO's zaris_cluster_state_reason
+
+	Release         string // the node's release, a semantic version
+	Protocol        uint16 // the protocol the node speaks
+	ClusterProtocol uint16 // the cluster's protocol, as the node's map records it
 }
 
 // Replication is what INFO replication reports of the replicas this node feeds as an owner.
