@@ -44,6 +44,8 @@ type NodeInfo struct {
 	// Incarnation identifies the node's process. When it changes, the node restarted and may have lost
 	// what it held, so it leaves every in-sync set until it has caught up again.
 	Incarnation uint64
+	// Protocol is the protocol the node's process speaks.
+	Protocol uint16 `msgpack:",omitempty"`
 }
 
 // PartitionState is the runtime view of one partition: who serves it now, under which epoch, how healthy.

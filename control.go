@@ -511,10 +511,12 @@ func (cp *controlPlane) advertiseFormed() {
 // advertiseProtocol tags this member with the cluster's protocol once its map records a new one, in the
 // background as advertiseFormed does.
 func (cp *controlPlane) advertiseProtocol() {
-	ms, v := cp.members.Load(), cp.fsm.clusterMap().Protocol
-	if ms.versions().cluster == v || !cp.advertising.CompareAndSwap(false, true) {
-		return
+	ms, m := cp.members.Load(), cp.fsm.clusterMap()
+	if advertised, ok := ms.advertisedClusterProtocol(); m.Version == 0 || ok && advertised == m.Protocol ||
+		!cp.advertising.CompareAndSwap(false, true) {
+		return // no partition map yet, or announced already
 	}
+	v := m.Protocol
 	cp.control.Go(func() {
 		defer cp.advertising.Store(false)
 		if err := ms.advertiseClusterProtocol(v); err != nil {

@@ -165,7 +165,13 @@ func (r *round) admitMembers() {
 		if mb.Status != serf.StatusAlive || mb.DataAddr == "" {
 			continue
 		}
-		want := NodeInfo{ID: mb.ID, DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr, Incarnation: mb.Incarnation}
+		if mb.Protocol.Version < r.Map.Protocol {
+			r.log.Warn("member speaks a protocol older than the cluster's: not recorded", "node", mb.ID,
+				"protocol", mb.Protocol.Version, "cluster", r.Map.Protocol)
+			continue
+		}
+		want := NodeInfo{ID: mb.ID, DataAddr: mb.DataAddr, RESPAddr: mb.RESPAddr, Incarnation: mb.Incarnation,
+			Protocol: mb.Protocol.Version}
 		info, known := r.Map.Nodes[mb.ID]
 		if known && info == want {
 			continue
@@ -183,7 +189,7 @@ func (r *round) admitMembers() {
 
 // raiseProtocol raises the cluster's protocol once every member speaks a newer one.
 func (r *round) raiseProtocol() {
-	if v := clusterProtocol(r.Members, r.Map.Protocol); v > r.Map.Protocol {
+	if v := clusterProtocol(r.Members, r.Map); v > r.Map.Protocol {
 		r.add(command{Kind: cmdProtocol, Protocol: v}, slog.LevelInfo, "every member speaks a newer protocol: the cluster's rises",
 			"from", r.Map.Protocol, "to", v)
 	}

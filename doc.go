@@ -290,14 +290,17 @@
 // each naming both versions. So a cluster is upgraded one process at a time, and until the last one runs
 // the new release it can be rolled back the same way.
 //
-// The cluster's protocol (ClusterMap.Protocol) is the oldest protocol its members speak, counting members
-// that failed and may come back but not those that left; the leader raises it once every member speaks a
-// newer one, and never lowers it. What a protocol version introduces is used only once the cluster's
-// protocol has reached it, so a mixed cluster speaks the older protocol throughout. Once it has risen, a
-// node of an older protocol is refused. Config.PreviousProtocol (cmd/zaris --previous-protocol) makes a node
-// of this release speak the previous protocol: set on upgraded nodes, it holds the cluster's protocol back
-// for as long as a rollback should stay possible. A member that failed for good holds it back until gossip
-// forgets it.
+// The cluster's protocol (ClusterMap.Protocol) is the oldest protocol its members speak: the members gossip
+// knows, except those that left, and every node the map records holding a copy, so that a node that failed
+// and may come back holds it back until its partitions have moved to others (EvictionTimeout). The leader
+// raises it once every one of them speaks a newer protocol, and never lowers it. What a protocol version
+// introduces is used only once the cluster's protocol has reached it, so a mixed cluster speaks the older
+// protocol throughout. Once it has risen, a node of an older protocol refuses to join (each member's tags
+// announce the cluster's protocol), and the leader records none that slipped in while it rose. A member
+// that leaves gracefully counts no more: stopping the last old node with SIGTERM lets the protocol rise
+// before it restarts. Config.PreviousProtocol (cmd/zaris --previous-protocol) makes a node of this release
+// speak the previous protocol: set on upgraded nodes, it holds the cluster's protocol back for as long as a
+// rollback should stay possible.
 //
 // A data dir records the format it was written in (DataDirFormat); a release refuses one of a newer format
 // with ErrIncompatibleVersion rather than misread it.

@@ -1,10 +1,6 @@
 package zaris
 
-import (
-	"cmp"
-	"slices"
-	"sync"
-)
+import "sync"
 
 // evictionPoolSize is how many candidates a partition's eviction pool keeps.
 const evictionPoolSize = 16
@@ -33,14 +29,14 @@ func newEvictionPool(partitions int) evictionPool {
 }
 
 // take adds the sampled candidates to partition p's pool, then removes and returns the highest ranked at
-// now; none when the pool and the sample are empty.
+// now; none when the pool and the sample are empty. The pool keeps the next best, up to its size.
 func (ep *evictionPool) take(p int, sampled []evictionCandidate, r evictionRanker, now int64) (evictionCandidate, bool) {
 	part := &ep.parts[p]
 	part.mu.Lock()
 	defer part.mu.Unlock()
 	pool := part.candidates
 	for _, c := range sampled {
-		if i := slices.IndexFunc(pool, func(o evictionCandidate) bool { return o.segment == c.segment && o.key == c.key }); i >= 0 {
+		if i := pooledAt(pool, &c); i >= 0 {
 			pool[i] = c // sampled again: its newer word
 		} else {
 			pool = append(pool, c)
@@ -49,20 +45,58 @@ func (ep *evictionPool) take(p int, sampled []evictionCandidate, r evictionRanke
 	if len(pool) == 0 {
 		return evictionCandidate{}, false
 	}
+	best := 0
 	for i := range pool {
 		pool[i].rank = r.rank(&pool[i], now)
-	}
-	slices.SortFunc(pool, byRankDescending)
-	best := pool[0]
-	kept := pool[:0]
-	for _, c := range pool[1:] {
-		if len(kept) < evictionPoolSize && len(c.key) <= evictionPoolKeyMax {
-			kept = append(kept, c)
+		if pool[i].rank > pool[best].rank {
+			best = i
 		}
 	}
-	clear(pool[len(kept):]) // no string kept alive past the pool's end
-	part.candidates = kept
-	return best, true
+	taken := pool[best]
+	pool = removeCandidate(pool, best)
+	for i := 0; i < len(pool); {
+		if len(pool[i].key) > evictionPoolKeyMax {
+			pool = removeCandidate(pool, i)
+		} else {
+			i++
+		}
+	}
+	for len(pool) > evictionPoolSize {
+		pool = removeCandidate(pool, lowestRanked(pool))
+	}
+	part.candidates = pool // removeCandidate zeroed what it removed: no string kept alive past the end
+	return taken, true
+}
+
+// pooledAt returns the index of c's key in pool, or -1. Keys are compared last: one segment's entries
+// mostly differ by version already.
+func pooledAt(pool []evictionCandidate, c *evictionCandidate) int {
+	version := c.word & versionMask
+	for i := range pool {
+		if o := &pool[i]; o.segment == c.segment && o.word&versionMask == version && o.key == c.key {
+			return i
+		}
+	}
+	return -1
+}
+
+// removeCandidate removes pool[i], moving the last candidate into its place.
+func removeCandidate(pool []evictionCandidate, i int) []evictionCandidate {
+	last := len(pool) - 1
+	pool[i] = pool[last]
+	pool[last] = evictionCandidate{}
+	return pool[:last]
+}
+
+// lowestRanked returns the index of the lowest ranked candidate of a non-empty pool.
+func lowestRanked(pool []evictionCandidate) int {
+	low := 0
+	for i := range pool {
+		if pool[i].rank < pool[low].rank {
+			low = i
+		}
+	}
+	return low
 }
 
 // clear empties every partition's pool.
@@ -74,5 +108,3 @@ func (ep *evictionPool) clear() {
 		part.mu.Unlock()
 	}
 }
-
-func byRankDescending(a, b evictionCandidate) int { return cmp.Compare(b.rank, a.rank) }

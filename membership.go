@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
@@ -77,7 +76,6 @@ type membership struct {
 	tags sync.Mutex
 
 	protocol transport.Greeting // what this member speaks
-	cluster  atomic.Uint32      // the cluster's protocol as this member's map records it
 }
 
 // processTags describes a member's process in its tags.
@@ -85,6 +83,7 @@ type processTags struct {
 	incarnation, server uint64
 	intact, durable     bool
 	protocol            transport.Greeting
+	cluster             *uint16 // the cluster's protocol as the process's partition map records it; nil without one
 }
 
 func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]string {
@@ -96,7 +95,11 @@ func clusterTags(cfg *Config, dataAddr string, proc processTags) map[string]stri
 		tagIncarnation: strconv.FormatUint(proc.incarnation, 10),
 		tagServer:      strconv.FormatUint(proc.server, 10),
 	}
-	maps.Copy(tags, peerVersions{protocol: proc.protocol}.tags())
+	v := peerVersions{protocol: proc.protocol, hasCluster: proc.cluster != nil}
+	if v.hasCluster {
+		v.cluster = *proc.cluster
+	}
+	maps.Copy(tags, v.tags())
 	if proc.intact {
 		tags[tagIntact] = "1"
 	}
@@ -140,7 +143,7 @@ func startMembership(cfg *Config, dataAddr string, proc processTags) (*membershi
 	sc.Tags = tags
 	sc.MemberlistConfig = ml
 	sc.EventCh = m.events
-	sc.Merge = &mergeGuard{m: m, want: tags}
+	sc.Merge = &mergeGuard{m: m, self: cfg.Name, want: tags}
 	sc.LeavePropagateDelay = 2 * cfg.Timing.GossipInterval
 	sc.ReconnectInterval = cfg.Timing.Reconnect
 	// Tag updates wait for their broadcast; bound the wait so Close is never held up for long.
@@ -223,13 +226,19 @@ func (m *membership) join(addrs []string) error {
 	if len(addrs) == 0 {
 		return nil
 	}
+	m.mu.Lock()
+	m.mismatch = nil // a refusal since, of this join's merges or of a member gossiped meanwhile, explains a failure
+	m.mu.Unlock()
 	if _, err := m.serf.Join(addrs, true); err != nil {
 		if mismatch := m.lastMismatch(); mismatch != nil {
+			// The members that sent their state may have taken this node's before it refused theirs:
+			// leaving says it is gone, rather than failed, so that none waits for it to come back.
+			_ = m.serf.Leave()
 			return mismatch
 		}
 		return fmt.Errorf("zaris: join %v: %w", addrs, err)
 	}
-	return m.lastMismatch()
+	return nil
 }
 
 func (m *membership) lastMismatch() error {
@@ -288,19 +297,16 @@ func (m *membership) setTag(tag, value string) error {
 	return m.serf.SetTags(next)
 }
 
-// advertiseClusterProtocol announces the cluster's protocol as this member's map records it, so that a node
-// too old for it is refused at the door (checkPeerVersions).
-func (m *membership) advertiseClusterProtocol(v uint16) error {
-	if err := m.setTag(tagClusterProtocol, strconv.Itoa(int(v))); err != nil {
-		return err
-	}
-	m.cluster.Store(uint32(v))
-	return nil
+// advertisedClusterProtocol is the cluster's protocol this member's tags announce, if they announce one.
+func (m *membership) advertisedClusterProtocol() (uint16, bool) {
+	v, ok := parseVersionTags(m.serf.LocalMember().Tags)
+	return v.cluster, ok && v.hasCluster
 }
 
-// versions are this member's protocol and the cluster's, as it announces them.
-func (m *membership) versions() peerVersions {
-	return peerVersions{protocol: m.protocol, cluster: uint16(m.cluster.Load())}
+// advertiseClusterProtocol announces the cluster's protocol v in this member's tags, so that a node that
+// joins through another member learns it (checkPeerVersions).
+func (m *membership) advertiseClusterProtocol(v uint16) error {
+	return m.setTag(tagClusterProtocol, strconv.Itoa(int(v)))
 }
 
 // leave announces a graceful departure. It returns ErrClosed after shutdown.
@@ -317,6 +323,7 @@ func (m *membership) shutdown() error { return m.serf.Shutdown() }
 // do not work with ours.
 type mergeGuard struct {
 	m    *membership
+	self string
 	want map[string]string
 }
 
@@ -338,10 +345,10 @@ func (g *mergeGuard) check(sm *serf.Member) error {
 			return fmt.Errorf("%w: member %s has %s=%s, this node has %s=%s", ErrClusterMismatch, sm.Name, key, got, key, g.want[key])
 		}
 	}
-	if sm.Status == serf.StatusLeft {
-		return nil // gone: whatever it ran, it will not take part again under this process
+	if sm.Status == serf.StatusLeft || sm.Name == g.self {
+		return nil // gone, whatever it ran; or this member itself
 	}
-	return checkPeerVersions(g.m.versions(), sm.Name, sm.Tags)
+	return checkPeerVersions(g.m.protocol, sm.Name, sm.Tags)
 }
 
 func parseIncarnation(tag string) uint64 {

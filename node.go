@@ -482,8 +482,13 @@ func (n *Node) goBackground(f func()) bool {
 	return true
 }
 
-// processTags describes this node's process to the other members.
+// processTags describes this node's process to the other members: with a partition map reloaded from
+// its data dir, the cluster's protocol that map records.
 func (n *Node) processTags() processTags {
-	return processTags{incarnation: n.own.repl.incarnation, server: n.ctl.serverInc, intact: n.own.intact,
+	proc := processTags{incarnation: n.own.repl.incarnation, server: n.ctl.serverInc, intact: n.own.intact,
 		durable: n.cfg.DataDir != "" && n.cfg.DiskDurability != DiskBehind, protocol: greeting(&n.cfg)}
+	if m := n.ctl.fsm.clusterMap(); m.Version > 0 {
+		proc.cluster = &m.Protocol
+	}
+	return proc
 }

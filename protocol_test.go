@@ -1,55 +1,83 @@
 package zaris
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
 func TestClusterProtocol(t *testing.T) {
 	speaks := func(v uint16, status serf.MemberStatus) member {
-		return member{Status: status, Protocol: transport.Greeting{Version: v, MinVersion: max(v, 1) - 1}}
+		return member{ID: NodeID("m" + string(rune('0'+v))), Status: status, Protocol: transport.Greeting{Version: v, MinVersion: max(v, 1) - 1}}
 	}
 	for _, tc := range []struct {
 		name    string
 		members []member
 		current uint16
-		want    uint16
+		// recorded is a node the map records as speaking protocol 1, holding a copy when holds is set.
+		recorded, holds bool
+		want            uint16
 	}{
-		{"every member new", []member{speaks(2, serf.StatusAlive), speaks(2, serf.StatusAlive)}, 1, 2},
-		{"one member old", []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusAlive)}, 1, 1},
-		{"an old member failed may come back", []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusFailed)}, 1, 1},
-		{"an old member leaving still runs", []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusLeaving)}, 1, 1},
-		{"an old member that left is gone", []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusLeft)}, 1, 2},
-		{"never falls", []member{speaks(1, serf.StatusAlive)}, 2, 2},
-		{"no members", nil, 1, 1},
+		{name: "every member new", members: []member{speaks(2, serf.StatusAlive), speaks(2, serf.StatusAlive)}, current: 1, want: 2},
+		{name: "one member old", members: []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusAlive)}, current: 1, want: 1},
+		{name: "an old member failed may come back", members: []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusFailed)}, current: 1, want: 1},
+		{name: "an old member leaving still runs", members: []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusLeaving)}, current: 1, want: 1},
+		{name: "an old member that left is gone", members: []member{speaks(2, serf.StatusAlive), speaks(1, serf.StatusLeft)}, current: 1, want: 2},
+		{name: "an old node gossip does not know, holding a copy", members: []member{speaks(2, serf.StatusAlive)}, current: 1,
+			recorded: true, holds: true, want: 1},
+		{name: "an old node gossip does not know, holding nothing", members: []member{speaks(2, serf.StatusAlive)}, current: 1,
+			recorded: true, want: 2},
+		{name: "never falls", members: []member{speaks(1, serf.StatusAlive)}, current: 2, want: 2},
+		{name: "no members", current: 1, want: 1},
 	} {
-		if got := clusterProtocol(tc.members, tc.current); got != tc.want {
+		m := newClusterMap(Layout{Segments: 1, Partitions: 1}, 1)
+		m.Protocol = tc.current
+		if tc.recorded {
+			m.Nodes["old"] = NodeInfo{ID: "old", Protocol: 1}
+		}
+		if tc.holds {
+			m.Runtime[0].Owner = "old"
+		}
+		if got := clusterProtocol(tc.members, m); got != tc.want {
 			t.Errorf("%s: clusterProtocol = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
 
 func TestCheckPeerVersions(t *testing.T) {
-	own := peerVersions{protocol: transport.Greeting{Version: 2, MinVersion: 1}, cluster: 2}
-	tags := func(v peerVersions) map[string]string { return v.tags() }
+	own := transport.Greeting{Version: 2, MinVersion: 1}
+	tags := func(version, minVersion uint16, cluster ...uint16) map[string]string {
+		v := peerVersions{protocol: transport.Greeting{Version: version, MinVersion: minVersion}}
+		if len(cluster) > 0 {
+			v.cluster, v.hasCluster = cluster[0], true
+		}
+		return v.tags()
+	}
 	for _, tc := range []struct {
 		name string
 		tags map[string]string
 		want string // in the error; "" for none
 	}{
-		{"same release", tags(own), ""},
-		{"the next release, cluster not yet raised", tags(peerVersions{transport.Greeting{Version: 3, MinVersion: 2}, 2}), ""},
-		{"two releases on", tags(peerVersions{transport.Greeting{Version: 4, MinVersion: 3}, 2}), "speaks protocol 4"},
-		{"a cluster raised past this node", tags(peerVersions{transport.Greeting{Version: 3, MinVersion: 2}, 3}), "runs protocol 3; this node speaks 2"},
-		{"a peer older than this cluster", tags(peerVersions{transport.Greeting{Version: 1, MinVersion: 0}, 1}), "speaks protocol 1; this cluster runs protocol 2"},
+		{"same release", tags(2, 1, 2), ""},
+		{"same release, no map yet", tags(2, 1), ""},
+		{"the next release, cluster not yet raised", tags(3, 2, 2), ""},
+		{"two releases on", tags(4, 3, 2), "speaks protocol 4"},
+		{"a cluster raised past this node", tags(3, 2, 3), "runs protocol 3; this node speaks 2"},
+		{"a peer older than this node's cluster: it refuses itself", tags(1, 0, 1), ""},
+		{"a cluster older than this node works with", tags(2, 1, 0), "runs protocol 0; this node works with 1 and up"},
+		{"a minimum above the version", map[string]string{tagProtocol: "1", tagMinProtocol: "2"}, "announces no protocol version"},
 		{"a release without versions", map[string]string{tagRF: "2"}, "announces no protocol version"},
-		{"a garbled version", map[string]string{tagProtocol: "x", tagMinProtocol: "1", tagClusterProtocol: "1"}, "announces no protocol version"},
+		{"a garbled version", map[string]string{tagProtocol: "x", tagMinProtocol: "1"}, "announces no protocol version"},
+		{"a garbled cluster protocol", map[string]string{tagProtocol: "2", tagMinProtocol: "1", tagClusterProtocol: "-1"}, "announces no protocol version"},
 	} {
 		err := checkPeerVersions(own, "peer", tc.tags)
 		switch {
@@ -96,7 +124,8 @@ func TestClusterProtocolRisesOnceEveryMemberSpeaksIt(t *testing.T) {
 	}
 	c.forget(0, old)
 	waitFor(t, 20*time.Second, "the cluster's protocol raised, and announced", func() bool {
-		return upgraded.ctl.fsm.clusterMap().Protocol == ProtocolVersion && upgraded.members.versions().cluster == ProtocolVersion
+		advertised, ok := upgraded.members.advertisedClusterProtocol()
+		return upgraded.ctl.fsm.clusterMap().Protocol == ProtocolVersion && ok && advertised == ProtocolVersion
 	})
 	for _, key := range keys {
 		if got, err := upgraded.Get(ctx, key); err != nil || string(got) != key {
@@ -131,16 +160,20 @@ func TestJoinRefusesIncompatibleVersions(t *testing.T) {
 		t.Fatalf("the data port refused this release's greeting: %v", err)
 	}
 	conn.Close()
-	conn, err = transport.DialMux(bg(t), n.port.dialer, n.DataAddr(), muxData, nil)
-	if err != nil {
-		t.Fatal(err)
+	// A client of a release without greetings sends its request right after the lane byte: never served.
+	old := transport.NewClient(n.DataAddr(), transport.Options{MuxByte: muxInternal, Dialer: n.port.dialer})
+	defer old.Close()
+	ctx, cancel := context.WithTimeout(bg(t), 5*time.Second)
+	defer cancel()
+	if _, err := old.Call(ctx, kv.OpGetMap, nil); err == nil {
+		t.Fatal("the data port served a request sent without a greeting")
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write(make([]byte, 16)); err == nil {
-		if k, err := conn.Read(make([]byte, 1)); err == nil {
-			t.Fatalf("the data port answered %d bytes to a connection without a greeting", k)
-		}
+	// The node refused at the door left: the cluster neither waits for it nor records it.
+	waitFor(t, 20*time.Second, "the refused node gone from the members", func() bool {
+		return !slices.ContainsFunc(n.members.members(), func(mb member) bool { return mb.ID != n.id && mb.Status != serf.StatusLeft })
+	})
+	if nodes := c.currentMap().Nodes; len(nodes) != 1 {
+		t.Fatalf("the map records %d nodes after a refused join: %v", len(nodes), nodes)
 	}
 }
 
@@ -207,4 +240,48 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal("no write acknowledged during the upgrade")
 	}
 	t.Logf("%d acknowledged writes over %d restarts", writes, len(steps))
+}
+
+// TestFailedOldMemberHoldsTheProtocolBack kills a node of the previous protocol, then restarts the two others
+// on this release's: they never knew the failed node through gossip, but the map records it holding copies,
+// so the cluster's protocol must stay put, and the failed node must come back on its previous protocol.
+func TestFailedOldMemberHoldsTheProtocolBack(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	c := startCluster(t, 3, replicated(2, func(cfg *Config) {
+		cfg.PreviousProtocol = true
+		cfg.DataDir = filepath.Join(base, cfg.Name)
+		cfg.FailoverTimeout = 500 * time.Millisecond
+		cfg.EvictionTimeout = 10 * time.Minute // the failed node keeps its assignments throughout
+		cfg.Segments, cfg.Partitions = 64, 8
+	}))
+	c.kill(2)
+	waitFor(t, 20*time.Second, "node-2 seen failed", func() bool {
+		for _, n := range c.live() {
+			if slices.ContainsFunc(n.members.members(), func(mb member) bool { return mb.ID == "node-2" && mb.Status != serf.StatusFailed }) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, i := range []int{0, 1} {
+		c.kill(i)
+		c.mu.Lock()
+		c.cfgs[i].PreviousProtocol = false
+		c.mu.Unlock()
+		c.waitRecorded(c.restart(i), 30*time.Second)
+	}
+	leader := c.leaderNode()
+	ticks := leader.ctl.controlTicks.Load()
+	waitFor(t, 20*time.Second, "three rounds of the leader's control loop", func() bool {
+		leader.ctl.wakeControl()
+		return leader.ctl.controlTicks.Load() >= ticks+3
+	})
+	if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
+		t.Fatalf("the cluster's protocol rose to %d while a failed node of protocol %d holds copies", p, ProtocolVersion-1)
+	}
+	c.waitRecorded(c.restart(2), 30*time.Second)
+	if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
+		t.Fatalf("the cluster's protocol is %d with a member of protocol %d", p, ProtocolVersion-1)
+	}
 }

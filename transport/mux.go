@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	// DefaultHandshakeTimeout is how long a Mux waits for a new connection's first byte.
+	// DefaultHandshakeTimeout is how long a Mux waits for a new connection's first byte and greeting.
 	DefaultHandshakeTimeout = 5 * time.Second
 
 	// DefaultMaxHandshakes caps the connections a Mux holds while waiting for their first byte.
@@ -222,7 +222,7 @@ func (m *Mux) route(conn net.Conn) {
 	m.mu.Unlock()
 	var refused *VersionError
 	switch {
-	case errors.As(err, &refused), errors.Is(err, errNoGreeting):
+	case errors.As(err, &refused):
 		m.log.Warn("transport: mux refusing a peer of an incompatible release", "remote", conn.RemoteAddr().String(), "err", err)
 		conn.Close()
 	case err != nil:
@@ -237,7 +237,8 @@ func (m *Mux) route(conn net.Conn) {
 	}
 }
 
-// readFirst reads a connection's first byte and, when the Mux has a greeting, answers the peer's.
+// readFirst reads a connection's first byte and, when the Mux has a greeting and a Listener for that byte,
+// answers the peer's: a connection to no protocol learns nothing of this node's versions.
 func (m *Mux) readFirst(conn net.Conn) (byte, error) {
 	var b [1]byte
 	if err := conn.SetReadDeadline(time.Now().Add(m.timeout)); err != nil {
@@ -246,7 +247,10 @@ func (m *Mux) readFirst(conn net.Conn) (byte, error) {
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		return 0, err
 	}
-	if m.greeting != nil {
+	m.mu.Lock()
+	_, known := m.subs[b[0]]
+	m.mu.Unlock()
+	if m.greeting != nil && known {
 		if _, err := m.greet(conn); err != nil {
 			return b[0], err
 		}

@@ -175,8 +175,8 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.upgrade, "upgrade", false, "with -nemesis "+nemesisRollingRestart+", start the servers on the earlier "+
 		"build (-upgrade-from) and make the first round a rolling upgrade to this one, with a rollback of the first "+
 		"server upgraded; the cluster's protocol must rise only after the last server runs this build")
-	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "with -upgrade, the earlier build's server binary (default: this "+
-		"build with --previous-protocol)")
+	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "with -upgrade, the earlier build's server binary, of a release that "+
+		"carries protocol versions and speaks the protocol before this build's (default: this build with --previous-protocol)")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -107,6 +107,9 @@ func (h *harness) noteUpgrade() bool {
 	case w.riseErr != nil:
 		h.failures = append(h.failures, w.riseErr.Error())
 		return false
+	case !w.rose:
+		h.failures = append(h.failures, fmt.Sprintf("the upgrade did not finish within -duration (the cluster's protocol held at %d before %d restarts)", w.from, w.held))
+		return false
 	}
 	h.notes = append(h.notes, fmt.Sprintf("upgrade: the cluster's protocol held at %d before each of %d restarts, "+
 		"and rose to %d %v after the last server was stopped for its upgrade", w.from, w.held, w.to, w.riseAt.Round(time.Millisecond)))

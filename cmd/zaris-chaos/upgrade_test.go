@@ -28,6 +28,7 @@ func TestNoteUpgradeBites(t *testing.T) {
 		{"held, then rose", &upgradeWatch{from: 0, held: 7, rose: true, to: 1}, true},
 		{"rose early", &upgradeWatch{from: 0, held: 5, early: []string{"zaris-3 (protocol 1)"}, rose: true, to: 1}, false},
 		{"never rose", &upgradeWatch{from: 0, held: 7, riseErr: errors.New("stayed 0")}, false},
+		{"did not finish", &upgradeWatch{from: 0, held: 3}, false},
 		{"did not run", nil, false},
 	} {
 		h := &harness{nem: &nemesis{upgrade: tc.w}}

@@ -54,7 +54,7 @@ func retryJoin(ctx context.Context, r joinRetry) (*zaris.Node, error) {
 	for tries := 1; ; tries++ {
 		node, err := r.join()
 		if err == nil || len(r.addrs) == 0 || errors.Is(err, zaris.ErrInvalidConfig) ||
-			errors.Is(err, zaris.ErrClusterMismatch) || time.Now().After(deadline) {
+			errors.Is(err, zaris.ErrClusterMismatch) || errors.Is(err, zaris.ErrIncompatibleVersion) || time.Now().After(deadline) {
 			return node, err
 		}
 		if tries == 1 || tries%joinRetryLogEvery == 0 {

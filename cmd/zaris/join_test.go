@@ -122,6 +122,7 @@ func TestJoinRetryStops(t *testing.T) {
 	}{
 		{"invalid config", []string{"127.0.0.1:1"}, zaris.ErrInvalidConfig},
 		{"cluster mismatch", []string{"127.0.0.1:1"}, zaris.ErrClusterMismatch},
+		{"incompatible versions", []string{"127.0.0.1:1"}, zaris.ErrIncompatibleVersion},
 		{"no address to join", nil, errors.New("refused")},
 	} {
 		tries := 0
