@@ -257,6 +257,15 @@ func (o *owner) concern(req *kv.Request) WriteConcern {
 	return o.cfg.WriteConcern
 }
 
+// readCopy serves read-only operation k of req from this node's copy of segment seg, within lim: refused
+// while a committed transaction may be about to change the key.
+func (o *owner) readCopy(seg int, k *keyOperation, req *kv.Request, lim opLimits) kv.Reply {
+	if o.store.writeIntentOn(seg, req.Key) {
+		return kv.Reply{Status: StatusLocked}
+	}
+	return o.store.applyRead(seg, k, *req, lim)
+}
+
 // applyStore runs one key operation on the local store. A write is refused if its partition was sealed
 // for a hand-over since the ownership check.
 func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kv.Request) (reply kv.Reply) {
@@ -269,11 +278,8 @@ func (o *owner) applyStore(_ context.Context, op transport.Op, seg int, req *kv.
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
-	switch {
-	case k.readOnly && o.store.writeIntentOn(seg, req.Key):
-		return kv.Reply{Status: StatusLocked} // a committed transaction may be about to change it
-	case k.readOnly:
-		return o.store.applyRead(seg, k, *req, o.opLimits())
+	if k.readOnly {
+		return o.readCopy(seg, k, req, o.opLimits())
 	}
 	p := o.layout.SegmentPartition(seg)
 	if o.concern(req) == Sync && !o.enoughInSync(o.view.clusterMap().Runtime[p]) {

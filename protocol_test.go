@@ -3,6 +3,7 @@ package zaris
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,12 +110,7 @@ func TestClusterProtocolRisesOnceEveryMemberSpeaksIt(t *testing.T) {
 			t.Fatalf("get %s through the upgraded node: %q, %v", key, got, err)
 		}
 	}
-	leader := c.leaderNode()
-	ticks := leader.ctl.controlTicks.Load()
-	waitFor(t, 20*time.Second, "three rounds of the leader's control loop", func() bool {
-		leader.ctl.wakeControl()
-		return leader.ctl.controlTicks.Load() >= ticks+3
-	})
+	c.awaitLeaderRounds(t, 3)
 	if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
 		t.Fatalf("the cluster's protocol is %d with a member of protocol %d", p, ProtocolVersion-1)
 	}
@@ -210,12 +206,7 @@ func TestRollingUpgrade(t *testing.T) {
 		if s == len(steps)-1 {
 			break
 		}
-		leader := c.leaderNode()
-		ticks := leader.ctl.controlTicks.Load()
-		waitFor(t, 20*time.Second, "three rounds of the leader's control loop", func() bool {
-			leader.ctl.wakeControl()
-			return leader.ctl.controlTicks.Load() >= ticks+3
-		})
+		c.awaitLeaderRounds(t, 3)
 		if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
 			t.Fatalf("after step %d the cluster's protocol is %d, with a member of protocol %d left", s, p, ProtocolVersion-1)
 		}
@@ -271,12 +262,7 @@ func TestFailedOldMemberHoldsTheProtocolBack(t *testing.T) {
 		c.mu.Unlock()
 		c.waitRecorded(c.restart(i), 30*time.Second)
 	}
-	leader := c.leaderNode()
-	ticks := leader.ctl.controlTicks.Load()
-	waitFor(t, 20*time.Second, "three rounds of the leader's control loop", func() bool {
-		leader.ctl.wakeControl()
-		return leader.ctl.controlTicks.Load() >= ticks+3
-	})
+	c.awaitLeaderRounds(t, 3)
 	if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
 		t.Fatalf("the cluster's protocol rose to %d while a failed node of protocol %d holds copies", p, ProtocolVersion-1)
 	}
@@ -284,4 +270,16 @@ func TestFailedOldMemberHoldsTheProtocolBack(t *testing.T) {
 	if p := c.currentMap().Protocol; p != ProtocolVersion-1 {
 		t.Fatalf("the cluster's protocol is %d with a member of protocol %d", p, ProtocolVersion-1)
 	}
+}
+
+// awaitLeaderRounds waits until the leader's control loop has run n more rounds, so that whatever it would
+// decide on the cluster's state as it stands has been decided.
+func (c *testCluster) awaitLeaderRounds(t *testing.T, n uint64) {
+	t.Helper()
+	leader := c.leaderNode()
+	ticks := leader.ctl.controlTicks.Load()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d more rounds of the leader's control loop", n), func() bool {
+		leader.ctl.wakeControl()
+		return leader.ctl.controlTicks.Load() >= ticks+n
+	})
 }

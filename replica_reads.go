@@ -46,10 +46,7 @@ func (o *owner) readReplica(op transport.Op, seg int, req *kv.Request) (reply kv
 	if refusal := refuseKeyOp(k, req.Key); refusal != nil {
 		return *refusal
 	}
-	if o.store.writeIntentOn(seg, req.Key) {
-		return kv.Reply{Status: StatusLocked}
-	}
-	return o.store.applyRead(seg, k, *req, o.replicaLimits())
+	return o.readCopy(seg, k, req, o.replicaLimits())
 }
 
 // readReplicaAtomically runs fn on a read-only view of this node's replica copy of segment seg, which sees
