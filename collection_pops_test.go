@@ -11,8 +11,10 @@ import (
 )
 
 // TestPopsDeliverEachItemOnce pops a set, a sorted set and a list from every node of three at once, the
-// list by LMove onto a second list, and counts: every item reaches exactly one caller, the sorted set's
-// members come out of each ZPopMin in score order, and the moved list holds every item once.
+// list by LMove onto a second list, and counts: no item reaches two callers, every item reaches one but
+// those a pop answered ErrUnconfirmed may have taken (its owner changed before the replicas confirmed,
+// which a starved machine brings about), the sorted set's members come out of each ZPopMin in score
+// order, and the moved list holds every item once whatever the callers were told.
 func TestPopsDeliverEachItemOnce(t *testing.T) {
 	t.Parallel()
 	const items, callersPerNode = 600, 4
@@ -39,11 +41,21 @@ func TestPopsDeliverEachItemOnce(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	got := map[string][]string{} // per collection, the items callers received
+	got := map[string][]string{}    // per collection, the items callers received
+	unconfirmed := map[string]int{} // per collection, the items unconfirmed pops may have taken
 	record := func(kind string, item string) {
 		mu.Lock()
 		got[kind] = append(got[kind], item)
 		mu.Unlock()
+	}
+	outcome := func(kind string, asked, popped int, err error) (empty int) {
+		if errors.Is(err, ErrUnconfirmed) {
+			mu.Lock()
+			unconfirmed[kind] += asked
+			mu.Unlock()
+			return 0
+		}
+		return countEmpty(t, popped, err)
 	}
 	var wg sync.WaitGroup
 	for i := range 3 * callersPerNode {
@@ -55,7 +67,7 @@ func TestPopsDeliverEachItemOnce(t *testing.T) {
 				for _, m := range popped {
 					record("set", m)
 				}
-				done += countEmpty(t, len(popped), err)
+				done += outcome("set", 1+i%3, len(popped), err)
 				zpopped, err := n.ZPopMin(ctx, "pops:zset", 1+i%2)
 				for j, m := range zpopped {
 					if j > 0 && m.Score < zpopped[j-1].Score {
@@ -63,10 +75,14 @@ func TestPopsDeliverEachItemOnce(t *testing.T) {
 					}
 					record("zset", m.Member)
 				}
-				done += countEmpty(t, len(zpopped), err)
+				done += outcome("zset", 1+i%2, len(zpopped), err)
 				item, err := n.LMove(ctx, "{q}pending", "{q}running", true, false)
 				if errors.Is(err, ErrNotFound) {
 					done++
+					continue
+				}
+				if errors.Is(err, ErrUnconfirmed) {
+					outcome("list", 1, 0, err)
 					continue
 				}
 				if err != nil {
@@ -79,13 +95,16 @@ func TestPopsDeliverEachItemOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for _, kind := range []string{"set", "zset", "list"} {
-		checkOnce(t, kind, got[kind], members)
+		checkOnce(t, kind, got[kind], members, unconfirmed[kind])
 	}
 	running, err := n0.LRange(ctx, "{q}running", 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOnce(t, "the moved list", stringsOf(running), members)
+	checkOnce(t, "the moved list", stringsOf(running), members, 0)
+	if n := unconfirmed["set"] + unconfirmed["zset"] + unconfirmed["list"]; n > 0 {
+		t.Logf("pops answered ErrUnconfirmed, for up to %d items", n)
+	}
 }
 
 // countEmpty reports 1 when a pop found nothing, failing the test on an error.
@@ -101,22 +120,26 @@ func countEmpty(t *testing.T, popped int, err error) int {
 	return 0
 }
 
-// checkOnce checks that got holds every item of want exactly once.
-func checkOnce(t *testing.T, what string, got, want []string) {
+// checkOnce checks that got holds items of want only, none twice, and all of them but at most maybeLost.
+func checkOnce(t *testing.T, what string, got, want []string, maybeLost int) {
 	t.Helper()
-	got = slices.Clone(got)
-	slices.Sort(got)
-	want = slices.Clone(want)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		seen := map[string]int{}
-		twice := 0
-		for _, g := range got {
-			if seen[g]++; seen[g] == 2 {
-				twice++
-			}
+	wanted := map[string]bool{}
+	for _, w := range want {
+		wanted[w] = true
+	}
+	seen := map[string]int{}
+	twice, foreign := 0, 0
+	for _, g := range got {
+		if seen[g]++; seen[g] == 2 {
+			twice++
 		}
-		t.Errorf("%s: %d items received, %d of them more than once; want each of %d once", what, len(got), twice, len(want))
+		if !wanted[g] {
+			foreign++
+		}
+	}
+	if missing := len(wanted) - (len(seen) - foreign); twice > 0 || foreign > 0 || missing > maybeLost {
+		t.Errorf("%s: %d items received, %d of them more than once, %d never stored, %d missing; want each of %d once (up to %d missing)",
+			what, len(got), twice, foreign, missing, len(want), maybeLost)
 	}
 }
 
