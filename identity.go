@@ -45,8 +45,10 @@ func loadIdentity(dir string, id NodeID) (dataIdentity, error) {
 		return dataIdentity{}, fmt.Errorf("zaris: read %s: %w", path, err)
 	}
 	ident, err := parseIdentity(b)
-	if errors.Is(err, ErrIncompatibleVersion) {
-		return dataIdentity{}, fmt.Errorf("%w: data dir %s", err, dir)
+	var newer newerFormat
+	if errors.As(err, &newer) {
+		return dataIdentity{}, fmt.Errorf("%w: data dir %s is in format %d, written by a newer release; release %s reads formats up to %d",
+			ErrIncompatibleVersion, dir, int(newer), Version, DataDirFormat)
 	}
 	if err != nil {
 		return dataIdentity{}, fmt.Errorf("zaris: %s: %w", path, err)
@@ -89,6 +91,11 @@ func (d dataIdentity) encode() []byte {
 	return fmt.Appendf(nil, "%s%d\nname %s\nserver %x\n", identityHeader, DataDirFormat, d.Name, d.Server)
 }
 
+// newerFormat is parseIdentity's error for an identity of a format newer than DataDirFormat.
+type newerFormat int
+
+func (f newerFormat) Error() string { return fmt.Sprintf("data dir format %d is newer than %d", int(f), DataDirFormat) }
+
 // parseIdentity reads what encode wrote; anything else is an error.
 func parseIdentity(b []byte) (dataIdentity, error) {
 	var d dataIdentity
@@ -105,8 +112,7 @@ func parseIdentity(b []byte) (dataIdentity, error) {
 	case err != nil || format < 1:
 		return d, fmt.Errorf("malformed data dir format %q", lines[0])
 	case format > DataDirFormat:
-		return d, fmt.Errorf("%w: it is in format %d, written by a newer release; release %s reads formats up to %d",
-			ErrIncompatibleVersion, format, Version, DataDirFormat)
+		return d, newerFormat(format)
 	case len(lines) != 3:
 		return d, errors.New("malformed data dir identity")
 	}
