@@ -94,7 +94,9 @@ func (d dataIdentity) encode() []byte {
 // newerFormat is parseIdentity's error for an identity of a format newer than DataDirFormat.
 type newerFormat int
 
-func (f newerFormat) Error() string { return fmt.Sprintf("data dir format %d is newer than %d", int(f), DataDirFormat) }
+func (f newerFormat) Error() string {
+	return fmt.Sprintf("data dir format %d is newer than %d", int(f), DataDirFormat)
+}
 
 // parseIdentity reads what encode wrote; anything else is an error.
 func parseIdentity(b []byte) (dataIdentity, error) {
