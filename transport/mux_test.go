@@ -115,7 +115,8 @@ func TestMuxCloseEndsListenersAndServers(t *testing.T) {
 	go func() { served <- m.Serve() }()
 	srv := NewServer(echo, Options{})
 	dataServed := make(chan error, 1)
-	go func() { dataServed <- srv.Serve(m.Listener('D')) }()
+	data := m.Listener('D') // registered before the client dials: a byte of no listener is refused
+	go func() { dataServed <- srv.Serve(data) }()
 
 	c := newClient(t, ln.Addr().String(), Options{MuxByte: 'D'})
 	if _, err := c.Call(testContext(t), 1, nil); err != nil {
