@@ -38,6 +38,8 @@ type localOwner interface {
 	serveKV(ctx context.Context, op transport.Op, req *kv.Request) kv.Reply
 	serveScan(ctx context.Context, req *kv.ScanRequest, mode scanMode) kv.ScanReply
 	serveWatch(ctx context.Context, req *watchRequest) watchReply
+	serveBackup(payload []byte) ([]byte, error)
+	serveRestore(ctx context.Context, payload []byte) []byte
 }
 
 // nextAttempt says what the route loop does after one attempt of a request.
@@ -95,6 +97,23 @@ func (c *client) callInternal(ctx context.Context, id NodeID, op transport.Op, p
 	p := c.router.peerByID(id)
 	if p == nil || p.local {
 		return nil, fmt.Errorf("%w %s", errNoPeer, id)
+	}
+	return p.internal.Call(ctx, op, payload)
+}
+
+// callNode sends a backup's or a restore's request to node id: OpRestore on the data lane, the others on
+// the internal lane, this node's own straight to its owner.
+func (c *client) callNode(ctx context.Context, id NodeID, op transport.Op, payload []byte) ([]byte, error) {
+	p := c.router.peerByID(id)
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w %s", errNoPeer, id)
+	case p.local && op == kv.OpRestore:
+		return c.local.serveRestore(ctx, payload), nil
+	case p.local:
+		return c.local.serveBackup(payload)
+	case op == kv.OpRestore:
+		return p.client.Call(ctx, op, payload)
 	}
 	return p.internal.Call(ctx, op, payload)
 }

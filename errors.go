@@ -3,6 +3,8 @@ package zaris
 import (
 	"errors"
 	"fmt"
+
+	"github.com/zaris-go/zaris/durability"
 )
 
 // Errors returned by Node methods; match them with errors.Is.
@@ -63,6 +65,11 @@ var (
 	// leader, or nowhere to move them). Where the node held the only live copy of a partition it left as a
 	// failed node, not as one that said goodbye, and the error names how many such partitions it took along.
 	ErrNotDrained = errors.New("zaris: leave: partitions not drained")
+	// ErrBadBackup: Restore refused a backup that is incomplete, damaged (a checksum or size differs from
+	// its manifest's), or of a format this release does not read. The error names the file.
+	ErrBadBackup = durability.ErrBadBackup
+	// ErrNotEmpty: Restore refused a cluster that holds keys, as it was not asked to replace them.
+	ErrNotEmpty = errors.New("zaris: the cluster holds data")
 )
 
 // RoutingError reports an operation that kept landing on non-owners until its retries ran out.

@@ -75,20 +75,21 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	fsm := newMapFSM(newClusterMap(layout, cfg.ReplicationFactor), n.beforeCommit, n.onCommit)
 	fsm.beforeApply = cfg.hooks.beforeApply
 	n.client = &client{cfg: &n.cfg, layout: layout, stats: &n.stats, metrics: n.metrics, life: n.life.ctx, wg: &n.life.wg, log: n.log}
-	n.own = &owner{store: store, ownerConfig: ownerConfig{
-		cfg: &n.cfg, id: n.id, layout: layout, log: n.log, view: fsm,
-		holdsLease:   func() bool { return n.ctl.holdsLease() },
-		leaseHeld:    func() bool { return n.ctl.lease.held.Load() },
-		propose:      func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
-		client:       n.client,
-		callReplica:  n.client.callReplica,
-		stats:        &n.stats,
-		metrics:      n.metrics,
-		panics:       n.panics,
-		goBackground: n.goBackground,
-		life:         n.life.ctx,
-		wg:           &n.life.wg,
-	}}
+	n.own = &owner{store: store, backups: newBackupHold(cfg.Clock), restores: &snapshotStage{staged: map[int]*segmentSnapshot{}},
+		backupReads: &heldPulls{idle: maxBackupLease, clock: cfg.Clock, held: map[pullKey]*heldPull{}}, ownerConfig: ownerConfig{
+			cfg: &n.cfg, id: n.id, layout: layout, log: n.log, view: fsm,
+			holdsLease:   func() bool { return n.ctl.holdsLease() },
+			leaseHeld:    func() bool { return n.ctl.lease.held.Load() },
+			propose:      func(ctx context.Context, cmd *command) error { return n.ctl.propose(ctx, cmd) },
+			client:       n.client,
+			callReplica:  n.client.callReplica,
+			stats:        &n.stats,
+			metrics:      n.metrics,
+			panics:       n.panics,
+			goBackground: n.goBackground,
+			life:         n.life.ctx,
+			wg:           &n.life.wg,
+		}}
 	n.client.local = n.own
 	n.client.router = newRouter(routerConfig{
 		id:          n.id,
@@ -376,6 +377,8 @@ func (n *Node) serveRequest(ctx context.Context, op transport.Op, payload []byte
 		return n.own.serveNearWatchRequest(ctx, payload)
 	case op == kv.OpScan:
 		return n.own.serveScanRequest(ctx, payload)
+	case op == kv.OpRestore:
+		return n.own.serveRestore(ctx, payload), nil
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
@@ -420,15 +423,18 @@ func (n *Node) serveInternal(ctx context.Context, op transport.Op, payload []byt
 		return n.ctl.serveProgress(payload)
 	case op == kv.OpPublish:
 		return n.pubsub.serve(payload)
+	case op == kv.OpBackup:
+		return n.own.serveBackup(payload)
 	case op == kv.OpRecoverySurvey || op == kv.OpRecoveryInstall:
 		return n.ctl.serveRecovery(op, payload)
 	}
 	return nil, fmt.Errorf("zaris: unknown operation %d", op)
 }
 
-// refuses reports whether a test has this node answer op as a node of a version without it would.
+// refuses reports whether this node answers op as a node of a version without it would: one that speaks
+// an older protocol, or as a test has it.
 func (n *Node) refuses(op transport.Op) bool {
-	return n.cfg.hooks.refuseOp != nil && n.cfg.hooks.refuseOp(op)
+	return n.cfg.hooks.refuseOp != nil && n.cfg.hooks.refuseOp(op) || greeting(&n.cfg).Version < opProtocol(op)
 }
 
 // every runs fn each interval in a goroutine of its own until the node stops; Close waits for it.

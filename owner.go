@@ -21,6 +21,11 @@ type owner struct {
 	loads   *readThrough // nil without Config.Loader
 	cut     *cutovers
 	disk    *diskLog // nil without a DataDir
+	// backups holds transactions' decisions during a backup; backupReads holds the snapshots a backup
+	// reads in pieces; restores stages the pieces of segments being restored.
+	backups     *backupHold
+	backupReads *heldPulls
+	restores    *snapshotStage
 	// intact is set when this process reloaded a data dir whose previous process acknowledged only writes
 	// it had on disk: its copies hold every write that process acknowledged (DiskDurability).
 	intact bool
@@ -63,6 +68,9 @@ type mapView interface {
 func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kv.Request) (reply kv.Reply) {
 	start := time.Now()
 	defer func() { o.ownerOp(op, reply.Status, start) }()
+	if status := o.awaitBackup(ctx, op, req); status != StatusSuccess {
+		return kv.Reply{Status: status}
+	}
 	seg, refusal, owned := o.checkOwner(req.Key)
 	if !owned {
 		return refusal

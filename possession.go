@@ -125,6 +125,17 @@ func (h *heldPulls) releaseLocked(key pullKey, held *heldPull) {
 	delete(h.held, key)
 }
 
+// releaseAll drops every snapshot held for puller from.
+func (h *heldPulls) releaseAll(from NodeID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, held := range h.held {
+		if key.from == from {
+			h.releaseLocked(key, held)
+		}
+	}
+}
+
 // syncFromSource runs on a Recovering owner: it copies from the partition's source every segment the
 // source holds more of, then asks the leader to let it serve. It gives up on the source after
 // FailoverTimeout and serves what it has.

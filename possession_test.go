@@ -225,7 +225,7 @@ func TestPullPiecesAssemble(t *testing.T) {
 		return &piece, nil
 	}
 	pull := func(fetch func(part int) (*segmentSnapshot, error)) (*segmentSnapshot, uint64, error) {
-		puller := &replication{staged: map[int]*segmentSnapshot{}}
+		puller := &replication{snapshotStage: snapshotStage{staged: map[int]*segmentSnapshot{}}}
 		whole, err := puller.assemblePull(seg, fetch)
 		if len(puller.staged) != 0 {
 			t.Fatalf("pieces left staged: %v", puller.staged)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/zaris-go/zaris/internal/kv"
 	"github.com/zaris-go/zaris/transport"
 )
 
@@ -96,4 +97,16 @@ func checkPeerVersions(own transport.Greeting, name string, tags map[string]stri
 			ErrIncompatibleVersion, name, peer.cluster, own.MinVersion)
 	}
 	return nil
+}
+
+// backupProtocol is the protocol that introduced backups and restores (OpBackup, OpRestore).
+const backupProtocol = 2
+
+// opProtocol is the protocol that introduced op.
+func opProtocol(op transport.Op) uint16 {
+	switch op {
+	case kv.OpBackup, kv.OpRestore:
+		return backupProtocol
+	}
+	return 1
 }

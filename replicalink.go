@@ -114,6 +114,14 @@ func (l *replicaLink) probePartition(p int, epoch uint64) {
 	}
 }
 
+// resend makes the link send segment s whole, as this node's copy under epoch.
+func (l *replicaLink) resend(s int, epoch uint64) {
+	l.lock()
+	l.markResync(s, resyncMark{resyncSnapshot, epoch})
+	l.unlock()
+	signal(l.wake)
+}
+
 // markResync puts segment s at a step of a resync. Called with l.mu held.
 func (l *replicaLink) markResync(s int, mark resyncMark) {
 	l.resync[s] = mark

@@ -180,8 +180,8 @@ type replication struct {
 	links map[NodeID]*replicaLink
 	// joining lists, per partition, the replicas this owner is about to return to the in-sync set.
 	joining map[int]map[NodeID]*admission
-	// staged holds, per segment, the pieces of a snapshot received so far, until its last piece.
-	staged map[int]*segmentSnapshot
+	// snapshotStage holds the pieces of the snapshots being received from owners.
+	snapshotStage
 	// pulls holds the snapshots this node serves Recovering owners' pulls from.
 	pulls heldPulls
 }
@@ -213,7 +213,7 @@ func newReplication(c replicationConfig) *replication {
 		incarnation:       rand.Uint64() | 1,
 		links:             map[NodeID]*replicaLink{},
 		joining:           map[int]map[NodeID]*admission{},
-		staged:            map[int]*segmentSnapshot{},
+		snapshotStage:     snapshotStage{staged: map[int]*segmentSnapshot{}},
 		pulls:             heldPulls{idle: c.cfg.FailoverTimeout, clock: c.cfg.Clock, held: map[pullKey]*heldPull{}},
 	}
 }
@@ -539,36 +539,42 @@ func (r *replication) admit(segment int, epoch uint64, from NodeID) (Status, uin
 	return StatusSuccess, epoch
 }
 
+// snapshotStage holds, per segment, the pieces of a snapshot received so far, until its last piece.
+type snapshotStage struct {
+	stageMu sync.Mutex
+	staged  map[int]*segmentSnapshot
+}
+
 // stage adds piece s to the snapshot being received for its segment. It returns the whole snapshot once s
 // is its last piece, and false when s does not follow the pieces staged so far (the sender starts again).
-func (r *replication) stage(s *segmentSnapshot) (whole *segmentSnapshot, ok bool) {
+func (st *snapshotStage) stage(s *segmentSnapshot) (whole *segmentSnapshot, ok bool) {
 	if s.Part == 0 && !s.More {
 		return s, true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	staged := r.staged[s.Segment]
+	st.stageMu.Lock()
+	defer st.stageMu.Unlock()
+	staged := st.staged[s.Segment]
 	switch {
 	case s.Part == 0:
 		staged = &segmentSnapshot{Segment: s.Segment, Revision: s.Revision, Epoch: s.Epoch}
-		r.staged[s.Segment] = staged
+		st.staged[s.Segment] = staged
 	case staged == nil || staged.Revision != s.Revision || staged.Epoch != s.Epoch || staged.Part+1 != s.Part:
-		delete(r.staged, s.Segment)
+		delete(st.staged, s.Segment)
 		return nil, false
 	}
 	staged.Part, staged.Entries = s.Part, append(staged.Entries, s.Entries...)
 	if s.More {
 		return nil, true
 	}
-	delete(r.staged, s.Segment)
+	delete(st.staged, s.Segment)
 	return staged, true
 }
 
 // unstage drops the pieces staged for segment seg.
-func (r *replication) unstage(seg int) {
-	r.mu.Lock()
-	delete(r.staged, seg)
-	r.mu.Unlock()
+func (st *snapshotStage) unstage(seg int) {
+	st.stageMu.Lock()
+	delete(st.staged, seg)
+	st.stageMu.Unlock()
 }
 
 // installSnapshot replaces a segment with the owner's snapshot, on disk too.

@@ -666,7 +666,7 @@ func hashTagIn(layout Layout, p int) string {
 // its last piece, in order, of one snapshot; a piece out of order is refused and drops what was staged, and
 // a new first piece starts over.
 func TestSnapshotPiecesAssemble(t *testing.T) {
-	r := &replication{staged: map[int]*segmentSnapshot{}}
+	r := &replication{snapshotStage: snapshotStage{staged: map[int]*segmentSnapshot{}}}
 	piece := func(part int, more bool, rev uint64, keys ...string) *segmentSnapshot {
 		s := &segmentSnapshot{Segment: 7, Revision: rev, Epoch: 3, Part: part, More: more}
 		for _, k := range keys {

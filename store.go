@@ -974,6 +974,14 @@ func (s *store) len() int {
 	return n
 }
 
+// userKeys counts the keys of segment seg, leaving out transactions' intents and records.
+func (s *store) userKeys(seg int) int {
+	ss := &s.segments[seg]
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.entries.len() - ss.internal
+}
+
 // applyAt applies an op that the segment's owner made at op.Revision, on a replica. It applies only the
 // next revision in order: an older one is a duplicate (already applied) and a later one reveals a gap.
 // A collection op changes the key's collection as it changed the owner's; a multi op applies all its ops.

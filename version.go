@@ -3,7 +3,7 @@ package zaris
 import "github.com/zaris-go/zaris/transport"
 
 // Version is this release of Zaris, a semantic version (see CHANGELOG.md).
-const Version = "0.9.0"
+const Version = "0.10.0"
 
 // ProtocolVersion is the protocol this release speaks to its peers: the data port's messages, gossip's
 // tags and the control plane's commands. A node works with peers of the protocol before or after its own,
@@ -11,7 +11,7 @@ const Version = "0.9.0"
 // is used only once the cluster's protocol (ClusterMap.Protocol) has reached it: the leader raises that to
 // the oldest protocol its members speak, never lowers it, and from then on refuses nodes that speak an
 // older one.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // DataDirFormat is the format of the data directories this release writes. It refuses a directory of a
 // newer format rather than misread it.

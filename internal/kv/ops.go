@@ -113,6 +113,13 @@ const (
 	// OpPublish: any node -> any node, on the internal lane: published messages for the receiver's
 	// subscribers, in the sender's order (pubsub.go)
 	OpPublish transport.Op = 32
+
+	// Backups (backup.go, backup_serve.go, restore.go), from protocol 2. OpBackup: a backup's coordinator
+	// -> every owner, on the internal lane: hold transactions' decisions, release them, or read a piece of
+	// a segment. OpRestore: a restore's coordinator -> a segment's owner, on the data lane: install a piece
+	// of the segment, or say whether it holds data.
+	OpBackup  transport.Op = 33
+	OpRestore transport.Op = 34
 )
 
 // Transactions (txn.go, txn_ops.go). Numbers 90 to 99 are theirs.

@@ -1,0 +1,285 @@
+package zaris
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
+)
+
+// A backup copies every segment from its owner, a piece at a time, into a directory of durability's
+// backup format, while every owner holds transactions' decisions (backup_serve.go). It needs the cluster's
+// protocol to have reached backupProtocol, since older nodes know none of its requests. A change of any
+// partition's owner during the backup fails it: the new owner may not hold.
+
+const (
+	// backupLease is how long an owner holds for a backup without hearing from its coordinator.
+	backupLease = 15 * time.Second
+	// backupParallelism bounds the segments a backup or a restore copies at once, and so the snapshots
+	// owners hold for it.
+	backupParallelism = 4
+)
+
+// BackupReport describes a backup taken.
+type BackupReport struct {
+	Dir      string
+	Keys     int64 // entries written, transactions' intents and records included
+	Bytes    int64 // bytes of the segment files
+	Segments int
+	Took     time.Duration
+}
+
+// backupPeers sends a backup's and a restore's requests to nodes: OpBackup on the internal lane, OpRestore
+// on the data lane, this node's own to its owner.
+type backupPeers interface {
+	callNode(ctx context.Context, id NodeID, op transport.Op, payload []byte) ([]byte, error)
+}
+
+// backupTool takes backups and restores them.
+type backupTool struct {
+	layout  Layout
+	cluster string
+	view    mapView
+	clock   Clock
+	log     *slog.Logger
+	peers   backupPeers
+	// maxFrame bounds a request; a restore sends pieces of half of it at most.
+	maxFrame int
+}
+
+// Backup copies the cluster's data into dst, a directory that must not exist or be empty, and returns what
+// it wrote. The copy is a consistent cut: a transaction over several segments is in it wholly or not at
+// all, and every write acknowledged before Backup was called is in it, with its version and its expiry as
+// an absolute time. Writes go on during a backup; transactions over several segments wait for their
+// decision until it ends. It fails with ErrIncompatibleVersion while the cluster's protocol is older than
+// the one that introduced backups (a rolling upgrade in progress), and with ErrOwnershipChanging when a
+// partition changed owner during the backup, leaving nothing in dst.
+func (n *Node) Backup(ctx context.Context, dst string) (BackupReport, error) {
+	return newBackupTool(n.client, n.ctl.fsm).backup(ctx, dst)
+}
+
+func newBackupTool(c *client, view mapView) *backupTool {
+	return &backupTool{layout: c.layout, cluster: c.cfg.ClusterName, view: view, clock: c.cfg.Clock, log: c.log, peers: c, maxFrame: c.cfg.MaxFrameSize}
+}
+
+// backup takes a backup into dst.
+func (b *backupTool) backup(ctx context.Context, dst string) (BackupReport, error) {
+	start := b.clock.Now()
+	m := b.view.clusterMap()
+	if err := b.checkCluster(m); err != nil {
+		return BackupReport{}, err
+	}
+	w, err := durability.CreateBackup(dst)
+	if err != nil {
+		return BackupReport{}, err
+	}
+	id := newBackupID()
+	holders := ownersOf(m)
+	stop, err := b.hold(ctx, id, holders)
+	if err != nil {
+		w.Abort()
+		return BackupReport{}, err
+	}
+	manifest := durability.BackupManifest{Release: Version, Cluster: b.cluster, TakenAt: start.UTC(), Protocol: int(m.Protocol),
+		Partitions: b.layout.Partitions, MapVersion: m.Version, Segments: make([]durability.BackupSegment, b.layout.Segments)}
+	err = b.copySegments(ctx, id, m, w, manifest.Segments)
+	if err == nil {
+		err = b.checkOwnersKept(m)
+	}
+	stop()
+	if err == nil {
+		err = w.Finish(manifest)
+	}
+	if err != nil {
+		w.Abort()
+		return BackupReport{}, fmt.Errorf("zaris: backup into %s: %w", dst, err)
+	}
+	rep := BackupReport{Dir: dst, Keys: manifest.Keys(), Bytes: manifest.Bytes(), Segments: len(manifest.Segments), Took: b.clock.Now().Sub(start)}
+	b.log.Info("backup taken", "dir", dst, "keys", rep.Keys, "bytes", rep.Bytes, "took", rep.Took)
+	return rep, nil
+}
+
+// checkCluster refuses a backup or restore of a cluster without a map, or whose protocol predates backups.
+func (b *backupTool) checkCluster(m *ClusterMap) error {
+	switch {
+	case m.Version == 0:
+		return ErrNotReady
+	case m.Protocol < backupProtocol:
+		return fmt.Errorf("%w: the cluster speaks protocol %d and backups need protocol %d: finish the rolling upgrade first",
+			ErrIncompatibleVersion, m.Protocol, backupProtocol)
+	}
+	for p := range m.Runtime {
+		if m.Runtime[p].Owner == "" {
+			return fmt.Errorf("%w: partition %d has no owner", ErrPartitionUnavailable, p)
+		}
+	}
+	return nil
+}
+
+func newBackupID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "backup-" + hex.EncodeToString(b[:])
+}
+
+// ownersOf lists the nodes that own a partition in m.
+func ownersOf(m *ClusterMap) []NodeID {
+	seen := map[NodeID]bool{}
+	var ids []NodeID
+	for p := range m.Runtime {
+		if id := m.Runtime[p].Owner; id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// hold has every node of ids hold for backup id, and renews their holds until stop is called, which
+// releases them.
+func (b *backupTool) hold(ctx context.Context, id string, ids []NodeID) (stop func(), err error) {
+	send := func(step backupStep) error {
+		var errs []error
+		for _, node := range ids {
+			req := backupRequest{Step: step, ID: id, Lease: backupLease}
+			if _, err := b.peers.callNode(ctx, node, kv.OpBackup, req.marshal()); err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", node, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backupLease)
+		defer cancel()
+		for _, node := range ids {
+			req := backupRequest{Step: backupReleaseStep, ID: id}
+			b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+		}
+	}
+	if err := send(backupHoldStep); err != nil {
+		release()
+		return nil, fmt.Errorf("hold transactions for the backup: %w", err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := b.clock.NewTicker(backupLease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C():
+				if err := send(backupHoldStep); err != nil {
+					b.log.Warn("renew a backup's hold", "backup", id, "err", err)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		release()
+	}, nil
+}
+
+// copySegments copies every segment from its owner in m into w, describing each in descs.
+func (b *backupTool) copySegments(ctx context.Context, id string, m *ClusterMap, w *durability.BackupWriter, descs []durability.BackupSegment) error {
+	return forEachSegment(ctx, b.layout.Segments, func(ctx context.Context, seg int) (err error) {
+		descs[seg], err = b.copySegment(ctx, id, m, w, seg)
+		return err
+	})
+}
+
+// forEachSegment runs fn for each of segments segments, backupParallelism at a time, and returns the
+// first error, after which it starts no more.
+func forEachSegment(ctx context.Context, segments int, fn func(ctx context.Context, seg int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range backupParallelism {
+		wg.Go(func() {
+			for seg := range next {
+				if err := fn(ctx, seg); err != nil {
+					cancel(fmt.Errorf("segment %d: %w", seg, err))
+				}
+			}
+		})
+	}
+	for seg := 0; seg < segments && ctx.Err() == nil; seg++ {
+		select {
+		case next <- seg:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// copySegment copies segment seg from its owner in m into its file.
+func (b *backupTool) copySegment(ctx context.Context, id string, m *ClusterMap, w *durability.BackupWriter, seg int) (durability.BackupSegment, error) {
+	st := m.Runtime[b.layout.SegmentPartition(seg)]
+	var sw *durability.SegmentWriter
+	for part := 0; ; part++ {
+		req := backupRequest{Step: backupReadStep, ID: id, Segment: seg, Part: part}
+		resp, err := b.peers.callNode(ctx, st.Owner, kv.OpBackup, req.marshal())
+		if err != nil {
+			return durability.BackupSegment{}, fmt.Errorf("read from %s: %w", st.Owner, err)
+		}
+		piece, err := decodePiece(resp)
+		switch {
+		case err != nil:
+			return durability.BackupSegment{}, err
+		case piece.Segment != seg || piece.Part != part || piece.Epoch != st.Epoch:
+			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent part %d of segment %d at epoch %d for part %d at epoch %d",
+				ErrOwnershipChanging, st.Owner, piece.Part, piece.Segment, piece.Epoch, part, st.Epoch)
+		}
+		if sw == nil {
+			if sw, err = w.Segment(uint32(seg), piece.Revision); err != nil {
+				return durability.BackupSegment{}, err
+			}
+		}
+		if err := sw.Write(piece.Entries); err != nil {
+			sw.Close()
+			return durability.BackupSegment{}, err
+		}
+		if !piece.More {
+			return sw.Close()
+		}
+	}
+}
+
+// decodePiece decodes a reply that carries one piece of a segment.
+func decodePiece(b []byte) (segmentSnapshot, error) {
+	r := wireReader{b: b}
+	pieces := r.snapshots()
+	if err := r.done("backup piece"); err != nil {
+		return segmentSnapshot{}, err
+	}
+	if len(pieces) != 1 {
+		return segmentSnapshot{}, fmt.Errorf("%w: %d pieces in a reply", ErrInvalidRequest, len(pieces))
+	}
+	return pieces[0], nil
+}
+
+// checkOwnersKept fails when a partition changed owner since map m: its new owner held nothing.
+func (b *backupTool) checkOwnersKept(m *ClusterMap) error {
+	now := b.view.clusterMap()
+	for p := range m.Runtime {
+		if was, is := m.Runtime[p], now.Runtime[p]; was.Owner != is.Owner || was.Epoch != is.Epoch {
+			return fmt.Errorf("%w: partition %d went from %s (epoch %d) to %s (epoch %d) during the backup",
+				ErrOwnershipChanging, p, was.Owner, was.Epoch, is.Owner, is.Epoch)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package zaris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/zaris-go/zaris/durability"
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
+)
+
+// The owner's side of backups and restores. While a backup is taken, every owner holds the decide and
+// resolve steps of transactions over several segments (prepares, single-key writes and transactions of one
+// segment go on). So no transaction is decided or applied between the moments two segments are copied:
+// each is in the backup either decided, with its intents, or undecided, and a restore applies exactly the
+// intents of those decided committed.
+
+// backupStep is what an OpBackup request asks of an owner.
+type backupStep uint8
+
+const (
+	backupHoldStep    backupStep = 1 // hold transactions' decisions for the backup, for Lease
+	backupReleaseStep backupStep = 2 // release them
+	backupReadStep    backupStep = 3 // read piece Part of segment Segment's copy
+)
+
+// backupRequest is an OpBackup request.
+type backupRequest struct {
+	Step    backupStep
+	ID      string // the backup's id
+	Lease   time.Duration
+	Segment int
+	Part    int
+}
+
+const backupRequestFields = 5
+
+func (r *backupRequest) marshal() []byte {
+	b := msgp.AppendArrayHeader(nil, backupRequestFields)
+	b = msgp.AppendUint8(b, uint8(r.Step))
+	b = msgp.AppendString(b, r.ID)
+	b = msgp.AppendInt64(b, int64(r.Lease))
+	b = msgp.AppendInt(b, r.Segment)
+	return msgp.AppendInt(b, r.Part)
+}
+
+func (r *backupRequest) decode(b []byte) error {
+	w := wireReader{b: b}
+	fields := w.fields(backupRequestFields)
+	*r = backupRequest{Step: backupStep(w.uint8()), ID: w.string(), Lease: time.Duration(w.int64()), Segment: w.int(), Part: w.int()}
+	w.skip(fields - backupRequestFields)
+	return w.done("backup request")
+}
+
+// restoreRequest is an OpRestore request: a piece of a segment to install, or with Probe set, a question
+// whether the segment holds keys.
+type restoreRequest struct {
+	Probe   bool
+	Replace bool // install even where the segment holds keys
+	Piece   segmentSnapshot
+}
+
+const restoreRequestFields = 3
+
+func (r *restoreRequest) marshal() []byte {
+	b := msgp.AppendArrayHeader(nil, restoreRequestFields)
+	b = msgp.AppendBool(b, r.Probe)
+	b = msgp.AppendBool(b, r.Replace)
+	return appendSnapshots(b, []segmentSnapshot{r.Piece})
+}
+
+func (r *restoreRequest) decode(b []byte) error {
+	w := wireReader{b: b}
+	fields := w.fields(restoreRequestFields)
+	r.Probe, r.Replace = w.bool(), w.bool()
+	pieces := w.snapshots()
+	w.skip(fields - restoreRequestFields)
+	if err := w.done("restore request"); err != nil {
+		return err
+	}
+	if len(pieces) != 1 {
+		return fmt.Errorf("%w: restore request with %d pieces", ErrInvalidRequest, len(pieces))
+	}
+	r.Piece = pieces[0]
+	return nil
+}
+
+// restoreReply answers an OpRestore request: Keys is what the segment holds, outside transactions' state.
+type restoreReply struct {
+	Status Status
+	Keys   int
+}
+
+func (r *restoreReply) marshal() []byte {
+	b := msgp.AppendArrayHeader(nil, 2)
+	b = msgp.AppendUint8(b, uint8(r.Status))
+	return msgp.AppendInt(b, r.Keys)
+}
+
+func (r *restoreReply) decode(b []byte) error {
+	w := wireReader{b: b}
+	fields := w.fields(2)
+	*r = restoreReply{Status: Status(w.uint8()), Keys: w.int()}
+	w.skip(fields - 2)
+	return w.done("restore reply")
+}
+
+// backupHold holds back the decide and resolve steps of transactions while a backup is taken. It lasts
+// the lease its coordinator gives and renews, so a coordinator that dies holds nothing for long.
+type backupHold struct {
+	clock Clock
+	mu    sync.Mutex
+	id    string        // the backup holding, "" for none
+	freed chan struct{} // closed when the hold ends
+	timer Timer
+	// waiting counts the requests waiting for the hold to end.
+	waiting atomic.Int64
+}
+
+func newBackupHold(clock Clock) *backupHold {
+	freed := make(chan struct{})
+	close(freed)
+	return &backupHold{clock: clock, freed: freed}
+}
+
+// errBackupRunning refuses a hold while another backup holds.
+var errBackupRunning = errors.New("zaris: another backup is running")
+
+// hold starts or renews the hold of backup id for lease.
+func (h *backupHold) hold(id string, lease time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.id {
+	case id:
+		h.timer.Reset(lease)
+		return nil
+	case "":
+	default:
+		return fmt.Errorf("%w (%s)", errBackupRunning, h.id)
+	}
+	h.id, h.freed = id, make(chan struct{})
+	h.timer = h.clock.AfterFunc(lease, func() { h.release(id) })
+	return nil
+}
+
+// release ends the hold of backup id, if it holds.
+func (h *backupHold) release(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.id != id {
+		return
+	}
+	h.timer.Stop()
+	h.id = ""
+	close(h.freed)
+}
+
+// holding reports whether backup id holds.
+func (h *backupHold) holding(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return id != "" && h.id == id
+}
+
+// wait returns once no backup holds, or with ctx's error.
+func (h *backupHold) wait(ctx context.Context) error {
+	h.mu.Lock()
+	freed := h.freed
+	h.mu.Unlock()
+	h.waiting.Add(1)
+	defer h.waiting.Add(-1)
+	select {
+	case <-freed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// heldBack reports whether a backup holds back op with req: a transaction's decision, or its resolution.
+func heldBack(op transport.Op, req *kv.Request) bool {
+	switch op {
+	case kv.OpDecide:
+		return true
+	case kv.OpTxn:
+		first := req.Args
+		return len(first) > 0 && len(first[0]) >= 2 && transport.Op(first[0][0])<<8|transport.Op(first[0][1]) == kv.OpResolve
+	}
+	return false
+}
+
+// awaitBackup waits while a backup holds back op.
+func (o *owner) awaitBackup(ctx context.Context, op transport.Op, req *kv.Request) Status {
+	if !heldBack(op, req) || o.backups.wait(ctx) == nil {
+		return StatusSuccess
+	}
+	return StatusNoReply
+}
+
+// serveBackup answers an OpBackup request.
+func (o *owner) serveBackup(payload []byte) ([]byte, error) {
+	var req backupRequest
+	if err := req.decode(payload); err != nil {
+		return nil, err
+	}
+	switch req.Step {
+	case backupHoldStep:
+		if req.ID == "" || req.Lease <= 0 || req.Lease > maxBackupLease {
+			return nil, fmt.Errorf("%w: backup hold %q for %v", ErrInvalidRequest, req.ID, req.Lease)
+		}
+		return nil, o.backups.hold(req.ID, req.Lease)
+	case backupReleaseStep:
+		o.backups.release(req.ID)
+		o.backupReads.releaseAll(NodeID(req.ID))
+		return nil, nil
+	case backupReadStep:
+		piece, err := o.backupPiece(&req)
+		if err != nil {
+			return nil, err
+		}
+		return appendSnapshots(nil, []segmentSnapshot{piece}), nil
+	}
+	return nil, fmt.Errorf("%w: backup step %d", ErrInvalidRequest, req.Step)
+}
+
+// backupPiece cuts the piece req asks for of a segment this node actively owns, from one snapshot taken for
+// the backup. Its Epoch is the partition's, so the coordinator can tell a copy of another owner.
+func (o *owner) backupPiece(req *backupRequest) (segmentSnapshot, error) {
+	seg := req.Segment
+	if seg < 0 || seg >= o.layout.Segments || req.Part < 0 {
+		return segmentSnapshot{}, fmt.Errorf("%w: segment %d, part %d", ErrInvalidRequest, seg, req.Part)
+	}
+	if !o.backups.holding(req.ID) {
+		return segmentSnapshot{}, fmt.Errorf("zaris: backup %s holds nothing on node %s", req.ID, o.id)
+	}
+	p := o.layout.SegmentPartition(seg)
+	if refusal, owned := o.partitionRefusal(p); !owned {
+		return segmentSnapshot{}, fmt.Errorf("zaris: node %s does not serve partition %d (%s)", o.id, p, refusal.Status)
+	}
+	epoch := o.view.clusterMap().Runtime[p].Epoch
+	key := pullKey{from: NodeID(req.ID), partition: seg}
+	return o.backupReads.piece(key, pullRequest{Segment: seg, Part: req.Part}, o.repl.maxRequestBytes(), func() *segmentSnapshot {
+		return o.repl.takeSnapshot(seg, epoch)
+	}), nil
+}
+
+// serveRestore answers an OpRestore request for a segment this node actively owns: a probe with what the
+// segment holds, a piece by staging it, and the last piece by installing the whole segment, which its
+// replicas then copy, and answering once they have.
+func (o *owner) serveRestore(ctx context.Context, payload []byte) []byte {
+	var req restoreRequest
+	if err := req.decode(payload); err != nil || req.Piece.Segment < 0 || req.Piece.Segment >= o.layout.Segments {
+		return (&restoreReply{Status: StatusInvalidRequest}).marshal()
+	}
+	seg := req.Piece.Segment
+	if refusal, owned := o.checkPartition(o.layout.SegmentPartition(seg)); !owned {
+		return (&restoreReply{Status: refusal.Status}).marshal()
+	}
+	keys := o.store.userKeys(seg)
+	if req.Probe || keys > 0 && !req.Replace {
+		status := StatusSuccess
+		if !req.Probe {
+			status = StatusInvalidRequest
+		}
+		return (&restoreReply{Status: status, Keys: keys}).marshal()
+	}
+	whole, ok := o.restores.stage(&req.Piece)
+	switch {
+	case !ok:
+		return (&restoreReply{Status: StatusInvalidRequest}).marshal()
+	case whole == nil:
+		return (&restoreReply{Status: StatusSuccess}).marshal()
+	}
+	revision := o.repl.installOwned(seg, whole.Revision, whole.Entries)
+	return (&restoreReply{Status: o.repl.awaitReplicas(ctx, seg, revision, true), Keys: o.store.userKeys(seg)}).marshal()
+}
+
+// maxBackupLease bounds the lease of a backup's hold.
+const maxBackupLease = time.Minute
+
+// installOwned replaces the copy of segment seg, which this node owns, with entries, at revision or past
+// the copy's, so that versions keep growing. Its replicas get the whole segment. It returns the revision.
+func (r *replication) installOwned(seg int, revision uint64, entries []durability.Entry) uint64 {
+	p := r.layout.SegmentPartition(seg)
+	m := r.clusterMap()
+	epoch := m.Runtime[p].Epoch
+	revision = max(revision, r.store.revision(seg)+1)
+	r.installSnapshotEntries(seg, revision, epoch, entries, r.disk != nil)
+	for _, id := range m.Assignment[p] {
+		if id != r.id {
+			r.link(id).resend(seg, epoch)
+		}
+	}
+	return revision
+}
