@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,4 +284,28 @@ func (b *backupTool) checkOwnersKept(m *ClusterMap) error {
 		}
 	}
 	return nil
+}
+
+// backupPath resolves dir, as a RESP client names a backup, to a path under root (Config.BackupDir): a
+// relative dir is taken from root, an absolute one must lie under it.
+func backupPath(root, dir string) (string, error) {
+	if root == "" {
+		return "", fmt.Errorf("%w: this node has no backup directory (Config.BackupDir, --backup-dir)", ErrInvalidRequest)
+	}
+	root = filepath.Clean(root)
+	path := dir
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	path = filepath.Clean(path)
+	rel, err := filepath.Rel(root, path)
+	if dir == "" || err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: %q is not a directory under the backup directory %s", ErrInvalidRequest, dir, root)
+	}
+	return path, nil
+}
+
+// String describes the backup in one line.
+func (r BackupReport) String() string {
+	return fmt.Sprintf("backup %s: %d entries, %d bytes, %d segments in %v", r.Dir, r.Keys, r.Bytes, r.Segments, r.Took.Round(time.Millisecond))
 }

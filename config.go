@@ -187,6 +187,9 @@ type Config struct {
 	// CutoverTimeout bounds how long an owner handing a partition over refuses its requests while the new
 	// owner takes the last ops. Past it, the owner keeps the partition and tries again later.
 	CutoverTimeout time.Duration
+	// BackupDir is the directory under which BACKUP SAVE and BACKUP LOAD, sent over RESP, write and read
+	// backups on this node's machine. Empty refuses them; Node.Backup and Node.Restore take any path.
+	BackupDir string
 	// DataDir, when set, keeps the op logs and segment snapshots on disk (Pebble), so a restarted node
 	// reloads its data and fetches only what it missed. Empty: memory only.
 	DataDir string

@@ -191,6 +191,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.port.serve(&n.life.wg)
 	edge := &edgeNode{own: n.own, ctl: n.ctl, pubsub: n.pubsub, recover: n.RecoverControlPlane,
+		backup: n.Backup, restore: n.Restore, backupDir: n.cfg.BackupDir,
 		messages: func() (uint64, uint64) { return infoMessages(n.Stats(), n.ReplicationStats()) }}
 	contain := func(v any, what string) { n.panics.containPanic(panicInRESP, -1, v, what) }
 	if err := n.redis.start(&n.cfg, n.DataAddr(), edge, contain, n.log); err != nil { // before membership: the tags advertise its address

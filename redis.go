@@ -264,7 +264,11 @@ type edgeNode struct {
 	pubsub   *broker
 	messages func() (sent, received uint64)
 	recover  func(context.Context) (RecoveryReport, error)
-	topology atomic.Pointer[edgeTopology] // the last map described, and its description
+	// backup and restore are Node.Backup and Node.Restore, for paths under backupDir.
+	backup    func(ctx context.Context, dst string) (BackupReport, error)
+	restore   func(ctx context.Context, src string, opts ...RestoreOption) (RestoreReport, error)
+	backupDir string
+	topology  atomic.Pointer[edgeTopology] // the last map described, and its description
 }
 
 // edgeTopology is a committed map and its description for clients.
@@ -395,6 +399,30 @@ func (e *edgeNode) Recover(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return report.String(), nil
+}
+
+// Backup takes a backup into dir, under the node's backup directory.
+func (e *edgeNode) Backup(ctx context.Context, dir string) (string, error) {
+	path, err := backupPath(e.backupDir, dir)
+	if err != nil {
+		return "", err
+	}
+	report, err := e.backup(ctx, path)
+	return report.String(), err
+}
+
+// Restore restores the backup in dir, under the node's backup directory.
+func (e *edgeNode) Restore(ctx context.Context, dir string, replace bool) (string, error) {
+	path, err := backupPath(e.backupDir, dir)
+	if err != nil {
+		return "", err
+	}
+	var opts []RestoreOption
+	if replace {
+		opts = append(opts, RestoreReplacing())
+	}
+	report, err := e.restore(ctx, path, opts...)
+	return report.String(), err
 }
 
 // quorumReachable is RecoverControlPlane's refusal, which the edge answers with a QUORUM error.

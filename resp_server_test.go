@@ -115,6 +115,14 @@ func (o *storeOwner) Recover(context.Context) (string, error) {
 	return "", errors.New("RECOVER needs a node")
 }
 
+func (o *storeOwner) Backup(context.Context, string) (string, error) {
+	return "", errors.New("a bare store takes no backups")
+}
+
+func (o *storeOwner) Restore(context.Context, string, bool) (string, error) {
+	return "", errors.New("a bare store restores no backups")
+}
+
 // newStoreOwner returns a storeOwner over an empty store of 64 partitions. Its map, at version 1, gives "a"
 // and "b" RESP addresses 127.0.0.1:7001 and :7002, so MOVED replies name "b" at 127.0.0.1:7002.
 func newStoreOwner() *storeOwner {

@@ -278,3 +278,9 @@ func (b *backupTool) awaitNewerMap(ctx context.Context) error {
 // restoreRetryPause is the longest a restore waits before it sends again to a segment's owner that was
 // not ready.
 const restoreRetryPause = 50 * time.Millisecond
+
+// String describes the restore in one line.
+func (r RestoreReport) String() string {
+	return fmt.Sprintf("restored %s: %d keys, %d segments, %d transactions committed and %d dropped, in %v",
+		r.Dir, r.Keys, r.Segments, r.Committed, r.Dropped, r.Took.Round(time.Millisecond))
+}

@@ -54,6 +54,7 @@ type options struct {
 	join             string
 	bootstrapExpect  int
 	dataDir          string
+	backupDir        string
 	diskDurability   zaris.DiskDurability
 	minInSync        int
 	lostPartition    time.Duration
@@ -102,6 +103,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "recover" {
 		os.Exit(runRecover(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && (os.Args[1] == "backup" || os.Args[1] == "restore") {
+		os.Exit(runBackup(os.Args[2:], os.Args[1] == "restore", os.Stdout, os.Stderr))
+	}
 	opts, err := parseOptions(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zaris:", err)
@@ -142,6 +146,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.respAddr, "resp-addr", "127.0.0.1:6379", "host:port of the Redis Cluster endpoint")
 	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of existing members; empty starts a new cluster")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "nodes that must be present before the first partition map is assigned")
+	fs.StringVar(&o.backupDir, "backup-dir", "", "directory under which `zaris backup` and `zaris restore` (BACKUP over RESP) write and read backups; empty refuses them")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the op logs and snapshots; empty keeps everything in memory")
 	fs.TextVar(&o.diskDurability, "disk-durability", zaris.DiskWritten, "with --data-dir, how far a write must reach on every copy's disk before it is acknowledged: "+
 		"written (handed to the OS: survives every process killed), synced (fsync: survives power loss) or behind (not waited for)")
@@ -280,6 +285,7 @@ func (o options) config(log *slog.Logger) (zaris.Config, error) {
 	cfg.ReplicationFactor = o.rf
 	cfg.MinInSync = o.minInSync
 	cfg.DataDir = o.dataDir
+	cfg.BackupDir = o.backupDir
 	cfg.DiskDurability = o.diskDurability
 	cfg.FailoverTimeout = o.failoverTimeout
 	cfg.TxnTimeout = o.txnTimeout

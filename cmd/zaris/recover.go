@@ -31,11 +31,20 @@ type recoverOptions struct {
 	timeout  time.Duration
 }
 
-// parseRecover reads the flags of `zaris recover`. The password may come from ZARIS_PASSWORD instead, as
-// the server's does, so that it stays off the command line.
+// parseRecover reads the flags of `zaris recover`.
 func parseRecover(args []string) (recoverOptions, error) {
 	var o recoverOptions
 	fs := flag.NewFlagSet("zaris recover", flag.ContinueOnError)
+	o.register(fs, 90*time.Second)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, o.check(fs)
+}
+
+// register adds the flags of a command that talks to one live node over RESP to fs. The password may
+// come from ZARIS_PASSWORD instead, as the server's does, so that it stays off the command line.
+func (o *recoverOptions) register(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:6379", "RESP address of one live node")
 	fs.StringVar(&o.user, "user", "default", "RESP user, one allowed @admin commands")
 	fs.StringVar(&o.password, "password", os.Getenv("ZARIS_PASSWORD"), "the user's password (default $ZARIS_PASSWORD); empty: no AUTH")
@@ -43,26 +52,27 @@ func parseRecover(args []string) (recoverOptions, error) {
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "with --tls, PEM file of the CA that signed the node's certificate (default: the system's)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "with --tls, PEM file of a client certificate (a node with --resp-tls-client-auth)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
-	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long to wait for the node's answer")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
+	fs.DurationVar(&o.timeout, "timeout", timeout, "how long to wait for the node's answer")
+}
+
+// check checks the flags register added, once fs is parsed.
+func (o *recoverOptions) check(fs *flag.FlagSet) error {
 	switch {
 	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case o.addr == "":
-		return o, errors.New("--addr: want host:port")
+		return errors.New("--addr: want host:port")
 	case o.timeout <= 0:
-		return o, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
+		return fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
 	case (o.tlsCert == "") != (o.tlsKey == ""):
-		return o, errors.New("--tls-cert and --tls-key go together")
+		return errors.New("--tls-cert and --tls-key go together")
 	case !o.tls && (o.tlsCA != "" || o.tlsCert != ""):
-		return o, errors.New("--tls-ca and --tls-cert need --tls")
+		return errors.New("--tls-ca and --tls-cert need --tls")
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
-		return o, fmt.Errorf("--addr %q: %w", o.addr, err)
+		return fmt.Errorf("--addr %q: %w", o.addr, err)
 	}
-	return o, nil
+	return nil
 }
 
 // runRecover is `zaris recover`: it has one live node rebuild the control plane from the live members after
@@ -89,6 +99,11 @@ func runRecover(args []string, stdout, stderr io.Writer) int {
 
 // recoverVia logs in to the node at o.addr and sends RECOVER, returning the node's report.
 func recoverVia(ctx context.Context, o recoverOptions) (string, error) {
+	return adminCall(ctx, o, "RECOVER")
+}
+
+// adminCall logs in to the node at o.addr and sends one command, returning its reply.
+func adminCall(ctx context.Context, o recoverOptions, args ...string) (string, error) {
 	conn, err := dialRESP(ctx, o)
 	if err != nil {
 		return "", err
@@ -103,7 +118,7 @@ func recoverVia(ctx context.Context, o recoverOptions) (string, error) {
 			return "", fmt.Errorf("log in as %s: %w", o.user, err)
 		}
 	}
-	return respCall(conn, r, "RECOVER")
+	return respCall(conn, r, args...)
 }
 
 // dialRESP connects to o.addr, over TLS if o asks.

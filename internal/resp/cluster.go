@@ -535,3 +535,32 @@ func (c *respConn) cmdRecover([][]byte) {
 		c.wr.bulkString(report)
 	}
 }
+
+// backupCommandTimeout bounds a BACKUP command: the copy of the whole cluster's data to or from disk.
+const backupCommandTimeout = 30 * time.Minute
+
+// cmdBackup is BACKUP SAVE dir and BACKUP LOAD dir [REPLACE], an administrator's Backup and Restore over
+// RESP (`zaris backup`, `zaris restore`): dir is on this node's machine, under its backup directory. It
+// replies with a line describing what was done, or with the reason it failed.
+func (c *respConn) cmdBackup(args [][]byte) {
+	sub, dir := args[1], string(args[2])
+	replace := len(args) == 4 && isSubcommand(args[3], "REPLACE")
+	ctx, cancel := context.WithTimeout(c.srv.ctx, backupCommandTimeout)
+	defer cancel()
+	var report string
+	var err error
+	switch {
+	case isSubcommand(sub, "SAVE") && len(args) == 3:
+		report, err = c.srv.node.Backup(ctx, dir)
+	case isSubcommand(sub, "LOAD") && (len(args) == 3 || replace):
+		report, err = c.srv.node.Restore(ctx, dir, replace)
+	default:
+		c.wr.error("ERR syntax error: BACKUP SAVE dir | BACKUP LOAD dir [REPLACE]")
+		return
+	}
+	if err != nil {
+		c.wr.error("ERR " + strings.ReplaceAll(err.Error(), "\n", " "))
+		return
+	}
+	c.wr.bulkString(report)
+}

@@ -310,6 +310,7 @@ func buildRESPCommands() map[string]*respCommand {
 		{parent: true, name: "client", subArity: clientSubcommandArity, arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdClient},
 		{parent: true, name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: (*respConn).cmdCommand},
 		{parent: true, name: "config", subArity: configSubcommandArity, arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdConfig},
+		{name: "backup", noMulti: true, arity: -3, flags: []string{"admin", "noscript"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdBackup},
 		{name: "recover", noMulti: true, arity: 1, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"}, run: (*respConn).cmdRecover},
 		{name: "info", noMulti: true, arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, run: (*respConn).cmdInfo},
 		{parent: true, name: "cluster", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow"}, run: (*respConn).cmdCluster},

@@ -202,6 +202,12 @@ func (f *fakeNode) Members() map[kv.NodeID]MemberState { return f.members }
 func (f *fakeNode) Control() Control                   { return f.control }
 
 func (f *fakeNode) Recover(context.Context) (string, error) { return "", ErrQuorumReachable }
+func (f *fakeNode) Backup(_ context.Context, dir string) (string, error) {
+	return "backup " + dir, nil
+}
+func (f *fakeNode) Restore(_ context.Context, dir string, replace bool) (string, error) {
+	return "restored " + dir + map[bool]string{true: ", replacing", false: ""}[replace], nil
+}
 
 // fakeGroup runs a group's operations on the fake node, whose lock its ApplyAtomically holds.
 type fakeGroup struct{ f *fakeNode }
