@@ -36,6 +36,9 @@ type Bank struct {
 	Target func(client int) BankTarget
 	// Failed reports a transfer error that proves the transfer did not take effect (a conflict).
 	Failed func(error) bool
+	// Cut, when set, makes Verify check a copy of the data taken then, such as a restored backup begun at
+	// Cut: only the transfers acknowledged before it must have taken effect.
+	Cut time.Time
 
 	mu        sync.Mutex
 	transfers []transfer
@@ -49,6 +52,7 @@ type transfer struct {
 	from, to, amount int
 	receipt          string
 	state            ledgerState
+	ended            time.Time // when its outcome was recorded
 }
 
 // BankResult is what verifying a bank run found.
@@ -131,7 +135,7 @@ func (b *Bank) Record(ev BankEvent) {
 		}
 	case ev.Outcome != "":
 		if i, ok := b.begun[ev.Receipt]; ok {
-			b.transfers[i].state = outcomeState(ev.Outcome)
+			b.transfers[i].state, b.transfers[i].ended = outcomeState(ev.Outcome), time.Now()
 		}
 	case ev.Receipt != "":
 		if b.begun == nil {
@@ -229,7 +233,7 @@ func (b *Bank) Verify(ctx context.Context, target BankTarget) BankResult {
 			return r
 		}
 		switch {
-		case !found && t.state == acked:
+		case !found && t.state == acked && (b.Cut.IsZero() || t.ended.Before(b.Cut)):
 			r.LostTransfers = append(r.LostTransfers, fmt.Sprintf("%s: %d from %d to %d, acknowledged", t.receipt, t.amount, t.from, t.to))
 		case found && t.state == failed:
 			r.PhantomTransfers = append(r.PhantomTransfers, fmt.Sprintf("%s: %d from %d to %d, failed", t.receipt, t.amount, t.from, t.to))

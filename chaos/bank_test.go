@@ -157,3 +157,61 @@ func TestBankRecordsClientsElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestBankCut checks the verdict on a copy of the bank taken at a cut while the clients run: a whole copy
+// passes with Cut set, the same copy fails without it (transfers acknowledged later are missing), and a copy
+// whose receipts and balances were taken apart fails on its balances.
+func TestBankCut(t *testing.T) {
+	target := newMemBank(4, 100)
+	bank := &Bank{Accounts: 4, Initial: 100, Clients: 3, Seed: 1, CallTimeout: time.Second,
+		Target: func(int) BankTarget { return target }, Failed: func(err error) bool { return errors.Is(err, errConflict) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { bank.Run(ctx); close(done) }()
+	copyOf := func() *memBank {
+		for {
+			target.mu.Lock()
+			calls := target.calls
+			target.mu.Unlock()
+			if calls > 20 {
+				break
+			}
+		}
+		target.mu.Lock()
+		defer target.mu.Unlock()
+		c := newMemBank(4, 100)
+		copy(c.balances, target.balances)
+		for r := range target.receipts {
+			c.receipts[r] = true
+		}
+		c.calls = target.calls
+		return c
+	}
+	cut := time.Now() // before the copy: a transfer acknowledged by then was applied by then
+	whole := copyOf()
+	torn := copyOf()
+	for {
+		target.mu.Lock()
+		calls := target.calls
+		target.mu.Unlock()
+		if calls > whole.calls+20 {
+			break
+		}
+	}
+	cancel()
+	<-done
+	torn.mu.Lock()
+	copy(torn.balances, target.balances) // balances of later than the receipts
+	torn.mu.Unlock()
+	bank.Cut = cut
+	if r := bank.Verify(context.Background(), whole); !r.Ok() {
+		t.Fatalf("a whole copy at the cut: %s", r)
+	}
+	if r := bank.Verify(context.Background(), torn); r.Ok() || len(r.WrongBalances) == 0 {
+		t.Fatalf("a torn copy passed: %s", r)
+	}
+	bank.Cut = time.Time{}
+	if r := bank.Verify(context.Background(), whole); r.Ok() || len(r.LostTransfers) == 0 {
+		t.Fatalf("a copy at the cut passed as the whole run: %s", r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -38,6 +39,7 @@ type ledgerEntry struct {
 	value string
 	state ledgerState
 	at    time.Time // when the write was attempted
+	done  time.Time // when it settled
 }
 
 // Ledger tracks writes to unique keys so that, after the faults stop, every acknowledged write can be
@@ -125,9 +127,28 @@ func (l *Ledger) settle(key string, s ledgerState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.entries[key]; ok {
-		e.state = s
+		e.state, e.done = s, time.Now()
 		l.entries[key] = e
 	}
+}
+
+// AsOf returns the ledger a copy of the data taken at cut must satisfy, such as a restored backup begun
+// then: the writes acknowledged before cut are acknowledged, every other write not known to have failed
+// has an unknown outcome (absent, or holding its value).
+func (l *Ledger) AsOf(cut time.Time) *Ledger {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := &Ledger{entries: make(map[string]ledgerEntry, len(l.entries)), evicted: maps.Clone(l.evicted)}
+	for k, e := range l.entries {
+		switch {
+		case e.state == failed:
+			continue
+		case e.state != acked || !e.done.Before(cut):
+			e.state = unknown
+		}
+		out.entries[k] = e
+	}
+	return out
 }
 
 // claim is a ledger key that must be read back, with the value it may hold.

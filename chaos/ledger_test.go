@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLedgerVerify(t *testing.T) {
@@ -127,4 +128,35 @@ func count(items []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestLedgerAsOf checks what a copy taken at a cut must hold: writes acknowledged before it, and nothing
+// but their own values for the others.
+func TestLedgerAsOf(t *testing.T) {
+	var l Ledger
+	l.Attempt("before", "b")
+	l.Ack("before")
+	l.Attempt("failed", "f")
+	l.Fail("failed")
+	l.Attempt("pending", "p")
+	cut := time.Now()
+	for !time.Now().After(cut) {
+	}
+	l.Attempt("after", "a")
+	l.Ack("after")
+	copyAt := map[string]string{"before": "b", "pending": "p"}
+	read := func(_ context.Context, key string) (string, bool, error) {
+		v, ok := copyAt[key]
+		return v, ok, nil
+	}
+	if res := l.AsOf(cut).Verify(context.Background(), read); res.Lost != 0 || res.Acked != 1 || res.Unknown != 2 || res.Phantom != 0 {
+		t.Fatalf("as of the cut: %+v", res)
+	}
+	if res := l.Verify(context.Background(), read); res.Lost != 1 {
+		t.Fatalf("the whole ledger must miss the write after the cut: %+v", res)
+	}
+	delete(copyAt, "before")
+	if res := l.AsOf(cut).Verify(context.Background(), read); res.Lost != 1 {
+		t.Fatalf("a write acknowledged before the cut missing: %+v", res)
+	}
 }

@@ -111,6 +111,8 @@ type options struct {
 	historyOut      string // where to save the history as JSON; "" for nowhere
 	upgrade         bool   // the first round of rolling restarts is a rolling upgrade (runUpgrade)
 	upgradeFrom     string // the earlier build's binary; "" for this build speaking the previous protocol
+	preload         int    // keys written before the faults begin, checked after -nemesis backup's restore
+	restoreNodes    int    // the servers -nemesis backup restores into
 }
 
 func main() {
@@ -165,7 +167,8 @@ func parseOptions(args []string) (options, error) {
 		" (the oldest server killed for good and a new one started, every -replace-every), "+nemesisFullRestart+
 		" (every 8-12 s all servers SIGKILLed at once and restarted within 0.5 s; needs -data-dir), "+
 		nemesisRollingRestart+" (each server in turn stopped as -rolling-stop says and restarted at once, the next "+
-		"once every partition is Healthy), or "+nemesisPartition+" (network faults between servers, each in its own "+
+		"once every partition is Healthy), "+nemesisBackup+" (a backup under the workload, every server then SIGKILLed "+
+		"and the backup restored into -restore-nodes new servers, where the checks run as of its cut), or "+nemesisPartition+" (network faults between servers, each in its own "+
 		"network namespace: "+describeFaults()+"; servers killed during them; needs root)")
 	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of each ledger value, the key padded (default: the key itself; "+
 		strconv.Itoa(crashValue)+" with -nemesis "+nemesisCrashRestart+")")
@@ -177,6 +180,9 @@ func parseOptions(args []string) (options, error) {
 		"server upgraded; the cluster's protocol must rise only after the last server runs this build")
 	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "with -upgrade, the earlier build's server binary, of a release that "+
 		"carries protocol versions and speaks the protocol before this build's (default: this build with --previous-protocol)")
+	fs.IntVar(&o.preload, "preload", 0, "keys of "+strconv.Itoa(preloadValue)+" bytes written before the faults begin; "+
+		"with -nemesis "+nemesisBackup+" each must read back after the restore")
+	fs.IntVar(&o.restoreNodes, "restore-nodes", 3, "with -nemesis "+nemesisBackup+", the new servers the backup is restored into")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -234,6 +240,8 @@ func (o *options) validate() error {
 		return errors.New("-rounds, -max-stall and -max-leaderless must not be negative")
 	case (o.upgrade || o.upgradeFrom != "") && (o.nemesis != nemesisRollingRestart || !o.upgrade):
 		return errors.New("-upgrade and -upgrade-from need -nemesis " + nemesisRollingRestart + " and -upgrade")
+	case o.preload < 0 || o.restoreNodes < o.rf:
+		return fmt.Errorf("-preload %d, -restore-nodes %d: need a count, and -rf (%d) servers or more", o.preload, o.restoreNodes, o.rf)
 	case o.rounds > 0 && o.nemesis != nemesisRollingRestart:
 		return errors.New("-rounds counts the rounds of -nemesis " + nemesisRollingRestart)
 	case o.nemesis == nemesisPartition && o.maxLeaderless > 0:
@@ -488,13 +496,16 @@ func (h *harness) setUp(ctx context.Context) error {
 	if err := h.openBank(ctx); err != nil {
 		return err
 	}
+	if err := h.preload(ctx); err != nil {
+		return err
+	}
 	fmt.Printf("%d servers serving, lite member %s joined\n", h.o.nodes, lite.Name())
 	return nil
 }
 
 // joinLite joins this process as a lite member with the servers' cluster parameters and timings.
 func (h *harness) joinLite(ctx context.Context) (*zaris.Node, error) {
-	cfg := liteConfig("chaos-lite", h.o.rf, h.o.nodes, h.o.failoverTimeout, h.c.joinAddrs(nil))
+	cfg := liteConfig("chaos-lite", h.o.rf, h.c.nodes, h.o.failoverTimeout, h.c.joinAddrs(nil))
 	cfg.Logger = h.log
 	if h.c.pki != nil {
 		if err := h.c.pki.secure(&cfg); err != nil {
@@ -625,6 +636,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	h.nem.net = h.lab
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
+	if h.o.nemesis == nemesisBackup {
+		h.nem.backup = &backupRun{dir: filepath.Join(h.dir, "backup")}
+	}
 	var leaders *leaderWatch
 	if h.lab == nil {
 		leaders = watchLeaders(workCtx, h.c)
@@ -655,6 +669,9 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	}
 	if h.o.nemesis == nemesisPartition {
 		settled = h.noteNetwork() && settled
+	}
+	if h.o.nemesis == nemesisBackup {
+		settled = h.restoreElsewhere(ctx) && settled
 	}
 	if ctx.Err() != nil {
 		h.notes = append(h.notes, "interrupted: the run was cut short")

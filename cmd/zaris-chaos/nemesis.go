@@ -36,6 +36,8 @@ type nemesis struct {
 	// leaves what it saw in upgrade.
 	upgrading bool
 	upgrade   *upgradeWatch
+	// backup is what -nemesis backup did, its directory set before it runs.
+	backup *backupRun
 	// awaitHealthy and awaitWritable wait, within settleBound, until every partition is Healthy or takes a
 	// write: the restart schedules measure the cluster's recovery with them.
 	awaitHealthy, awaitWritable func(context.Context) (time.Duration, error)
@@ -87,7 +89,7 @@ const (
 
 // nemeses lists the fault schedules -nemesis accepts.
 var nemeses = []string{nemesisMixed, nemesisCrashRestart, nemesisReplace, nemesisFullRestart, nemesisRollingRestart,
-	nemesisPartition}
+	nemesisPartition, nemesisBackup}
 
 // run injects faults on the schedule kind names for duration, or until ctx ends. Every step draws the same
 // numbers whatever the cluster's state, so a seed replays the same schedule of choices. The restart
@@ -107,6 +109,8 @@ func (n *nemesis) run(ctx context.Context, kind string, duration time.Duration) 
 		n.runRollingRestart(ctx, faults)
 	case nemesisPartition:
 		n.runPartition(faults)
+	case nemesisBackup:
+		n.runBackup(faults, duration)
 	default:
 		n.runMixed(faults)
 	}
