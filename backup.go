@@ -27,8 +27,21 @@ const (
 	backupLease = 15 * time.Second
 	// backupParallelism bounds the segments a backup or a restore copies at once, and so the snapshots
 	// owners hold for it.
-	backupParallelism = 4
+	backupParallelism = 2
 )
+
+// BackupOption changes how Backup copies.
+type BackupOption func(*backupOptions)
+
+type backupOptions struct {
+	rate int64
+}
+
+// BackupRate paces a backup to copy at most bytesPerSecond, so that the writes that go on meanwhile keep
+// most of the machine. Zero, the default, copies as fast as the cluster serves.
+func BackupRate(bytesPerSecond int64) BackupOption {
+	return func(o *backupOptions) { o.rate = max(bytesPerSecond, 0) }
+}
 
 // BackupReport describes a backup taken.
 type BackupReport struct {
@@ -55,17 +68,25 @@ type backupTool struct {
 	peers   backupPeers
 	// maxFrame bounds a request; a restore sends pieces of half of it at most.
 	maxFrame int
+	pace     *pacer
 }
 
 // Backup copies the cluster's data into dst, a directory that must not exist or be empty, and returns what
 // it wrote. The copy is a consistent cut: a transaction over several segments is in it wholly or not at
 // all, and every write acknowledged before Backup was called is in it, with its version and its expiry as
 // an absolute time. Writes go on during a backup; transactions over several segments wait for their
-// decision until it ends. It fails with ErrIncompatibleVersion while the cluster's protocol is older than
+// decision until it ends. A backup takes CPU from the writes that go on; BackupRate bounds what it takes.
+// It fails with ErrIncompatibleVersion while the cluster's protocol is older than
 // the one that introduced backups (a rolling upgrade in progress), and with ErrOwnershipChanging when a
 // partition changed owner during the backup, leaving nothing in dst.
-func (n *Node) Backup(ctx context.Context, dst string) (BackupReport, error) {
-	return newBackupTool(n.client, n.ctl.fsm).backup(ctx, dst)
+func (n *Node) Backup(ctx context.Context, dst string, opts ...BackupOption) (BackupReport, error) {
+	var o backupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := newBackupTool(n.client, n.ctl.fsm)
+	t.pace = &pacer{clock: n.cfg.Clock, rate: o.rate}
+	return t.backup(ctx, dst)
 }
 
 func newBackupTool(c *client, view mapView) *backupTool {
@@ -193,33 +214,41 @@ func (b *backupTool) hold(ctx context.Context, id string, ids []NodeID) (stop fu
 	}, nil
 }
 
-// copySegments copies every segment from its owner in m into w, describing each in descs.
+// copySegments copies every segment from its owner in m into w, describing each in descs: a partition's
+// segments one after the other into a file of the partition's, backupParallelism partitions at a time.
 func (b *backupTool) copySegments(ctx context.Context, id string, m *ClusterMap, w *durability.BackupWriter, descs []durability.BackupSegment) error {
-	return forEachSegment(ctx, b.layout.Segments, func(ctx context.Context, seg int) (err error) {
-		descs[seg], err = b.copySegment(ctx, id, m, w, seg)
-		return err
+	return forEach(ctx, b.layout.Partitions, func(ctx context.Context, p int) error {
+		fw, err := w.File(fmt.Sprintf("%05d", p))
+		if err != nil {
+			return err
+		}
+		first, end := b.layout.PartitionSegments(p)
+		for seg := first; seg < end && err == nil; seg++ {
+			descs[seg], err = b.copySegment(ctx, id, m.Runtime[p], fw, seg)
+		}
+		return errors.Join(err, fw.Close())
 	})
 }
 
-// forEachSegment runs fn for each of segments segments, backupParallelism at a time, and returns the
-// first error, after which it starts no more.
-func forEachSegment(ctx context.Context, segments int, fn func(ctx context.Context, seg int) error) error {
+// forEach runs fn for each of 0 to n-1, backupParallelism at a time, and returns the first error, after
+// which it starts no more.
+func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range backupParallelism {
 		wg.Go(func() {
-			for seg := range next {
-				if err := fn(ctx, seg); err != nil {
-					cancel(fmt.Errorf("segment %d: %w", seg, err))
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
 				}
 			}
 		})
 	}
-	for seg := 0; seg < segments && ctx.Err() == nil; seg++ {
+	for i := 0; i < n && ctx.Err() == nil; i++ {
 		select {
-		case next <- seg:
+		case next <- i:
 		case <-ctx.Done():
 		}
 	}
@@ -228,35 +257,34 @@ func forEachSegment(ctx context.Context, segments int, fn func(ctx context.Conte
 	return context.Cause(ctx)
 }
 
-// copySegment copies segment seg from its owner in m into its file.
-func (b *backupTool) copySegment(ctx context.Context, id string, m *ClusterMap, w *durability.BackupWriter, seg int) (durability.BackupSegment, error) {
-	st := m.Runtime[b.layout.SegmentPartition(seg)]
+// copySegment copies segment seg from st's owner to the end of fw.
+func (b *backupTool) copySegment(ctx context.Context, id string, st PartitionState, fw *durability.FileWriter, seg int) (durability.BackupSegment, error) {
 	var sw *durability.SegmentWriter
 	for part := 0; ; part++ {
 		req := backupRequest{Step: backupReadStep, ID: id, Segment: seg, Part: part}
 		resp, err := b.peers.callNode(ctx, st.Owner, kv.OpBackup, req.marshal())
 		if err != nil {
-			return durability.BackupSegment{}, fmt.Errorf("read from %s: %w", st.Owner, err)
+			return durability.BackupSegment{}, fmt.Errorf("segment %d from %s: %w", seg, st.Owner, err)
 		}
 		piece, err := decodePiece(resp)
 		switch {
 		case err != nil:
 			return durability.BackupSegment{}, err
 		case piece.Segment != seg || piece.Part != part || piece.Epoch != st.Epoch:
-			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent part %d of segment %d at epoch %d for part %d at epoch %d",
-				ErrOwnershipChanging, st.Owner, piece.Part, piece.Segment, piece.Epoch, part, st.Epoch)
+			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent part %d of segment %d at epoch %d for part %d of %d at epoch %d",
+				ErrOwnershipChanging, st.Owner, piece.Part, piece.Segment, piece.Epoch, part, seg, st.Epoch)
 		}
 		if sw == nil {
-			if sw, err = w.Segment(uint32(seg), piece.Revision); err != nil {
-				return durability.BackupSegment{}, err
-			}
+			sw = fw.Segment(uint32(seg), piece.Revision)
 		}
 		if err := sw.Write(piece.Entries); err != nil {
-			sw.Close()
+			return durability.BackupSegment{}, err
+		}
+		if err := b.pace.pay(ctx, len(resp)); err != nil {
 			return durability.BackupSegment{}, err
 		}
 		if !piece.More {
-			return sw.Close()
+			return sw.End(), nil
 		}
 	}
 }
@@ -308,4 +336,43 @@ func backupPath(root, dir string) (string, error) {
 // String describes the backup in one line.
 func (r BackupReport) String() string {
 	return fmt.Sprintf("backup %s: %d entries, %d bytes, %d segments in %v", r.Dir, r.Keys, r.Bytes, r.Segments, r.Took.Round(time.Millisecond))
+}
+
+// pacer spreads the bytes a backup or a restore moves over time at rate bytes per second, so that the
+// writes that go on meanwhile keep most of the machine; rate 0 does not pace.
+type pacer struct {
+	clock Clock
+	rate  int64
+	mu    sync.Mutex
+	due   time.Time // when the bytes paid for so far have had their time
+}
+
+// pay waits until n more bytes fit the rate.
+func (p *pacer) pay(ctx context.Context, n int) error {
+	if p == nil || p.rate <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	now := p.clock.Now()
+	p.due = later(p.due, now).Add(time.Duration(int64(n) * int64(time.Second) / p.rate))
+	wait := p.due.Sub(now)
+	p.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	t := p.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -88,6 +88,8 @@ var wireOps = []struct {
 	{"OpRecoverySurvey", kv.OpRecoverySurvey, 30, false},
 	{"OpRecoveryInstall", kv.OpRecoveryInstall, 31, false},
 	{"OpPublish", kv.OpPublish, 32, false},
+	{"OpBackup", kv.OpBackup, 33, false},
+	{"OpRestore", kv.OpRestore, 34, false},
 	{"OpScan", kv.OpScan, 80, false},
 	{"OpWatch", kv.OpWatch, 85, false},
 	{"OpNearGet", kv.OpNearGet, 86, true},

@@ -265,7 +265,7 @@ type edgeNode struct {
 	messages func() (sent, received uint64)
 	recover  func(context.Context) (RecoveryReport, error)
 	// backup and restore are Node.Backup and Node.Restore, for paths under backupDir.
-	backup    func(ctx context.Context, dst string) (BackupReport, error)
+	backup    func(ctx context.Context, dst string, opts ...BackupOption) (BackupReport, error)
 	restore   func(ctx context.Context, src string, opts ...RestoreOption) (RestoreReport, error)
 	backupDir string
 	topology  atomic.Pointer[edgeTopology] // the last map described, and its description
@@ -401,13 +401,14 @@ func (e *edgeNode) Recover(ctx context.Context) (string, error) {
 	return report.String(), nil
 }
 
-// Backup takes a backup into dir, under the node's backup directory.
-func (e *edgeNode) Backup(ctx context.Context, dir string) (string, error) {
+// Backup takes a backup into dir, under the node's backup directory, at most rate bytes a second (0: as
+// fast as it goes).
+func (e *edgeNode) Backup(ctx context.Context, dir string, rate int64) (string, error) {
 	path, err := backupPath(e.backupDir, dir)
 	if err != nil {
 		return "", err
 	}
-	report, err := e.backup(ctx, path)
+	report, err := e.backup(ctx, path, BackupRate(rate))
 	return report.String(), err
 }
 

@@ -115,7 +115,7 @@ func (o *storeOwner) Recover(context.Context) (string, error) {
 	return "", errors.New("RECOVER needs a node")
 }
 
-func (o *storeOwner) Backup(context.Context, string) (string, error) {
+func (o *storeOwner) Backup(context.Context, string, int64) (string, error) {
 	return "", errors.New("a bare store takes no backups")
 }
 

@@ -79,13 +79,16 @@ func (b *backupTool) restore(ctx context.Context, src string, o restoreOptions) 
 	}
 	rep := RestoreReport{Dir: src, Segments: len(man.Segments)}
 	settled := make([]settledSegment, len(man.Segments))
-	err = forEachSegment(ctx, len(man.Segments), func(ctx context.Context, seg int) error {
+	err = forEach(ctx, len(man.Segments), func(ctx context.Context, seg int) error {
 		snap, err := readSegment(bk, seg)
 		if err != nil {
 			return err
 		}
 		settled[seg] = settleTransactions(snap, outcomes, man.TakenAt)
-		return b.sendSegment(ctx, snap, o.replace)
+		if err := b.sendSegment(ctx, snap, o.replace); err != nil {
+			return fmt.Errorf("segment %d: %w", seg, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return RestoreReport{}, fmt.Errorf("zaris: restore from %s: %w", src, err)

@@ -241,7 +241,9 @@ func transfers(t *testing.T, c *testCluster, account func(int) string) {
 	for w := range workers {
 		wg.Go(func() {
 			node, rng := c.node(w%3), rand.New(rand.NewPCG(uint64(w), 1))
-			for range perWorker {
+			// Past perWorker, until the workers have contended at least once: a loaded machine may run
+			// them one after the other for a while.
+			for i := 0; i < perWorker || conflicts.Load() == 0 && i < 10*perWorker; i++ {
 				from, to, amount := rng.IntN(txnAccounts), rng.IntN(txnAccounts), 1+rng.IntN(10)
 				if from == to {
 					continue

@@ -17,9 +17,10 @@ import (
 	"time"
 )
 
-// A backup is a directory: one file per segment under segments/, and a MANIFEST that lists them with their
-// revisions, sizes and SHA-256 checksums. A segment file is a sequence of pieces, each a 4-byte big-endian
-// length and an AppendSnapshot encoding of part of the segment's entries, all at the segment's revision.
+// A backup is a directory: data files under segments/, each holding one or more segments one after the
+// other, and a MANIFEST that lists every segment with its file, offset, size, revision and SHA-256
+// checksum. A segment is a sequence of pieces, each a 4-byte big-endian length and an AppendSnapshot
+// encoding of part of the segment's entries, all at the segment's revision.
 // The MANIFEST is its JSON body followed by one line, "sha256 " and the hex checksum of the body. It is
 // written last, so a directory without one is a backup that did not finish.
 
@@ -36,6 +37,8 @@ const (
 	checksumLabel = "sha256 "
 	// MaxBackupPiece bounds one piece of a segment file, which a reader holds whole.
 	MaxBackupPiece = 64 << 20
+	// fileBuffer is the buffer of a segment file being written or read.
+	fileBuffer = 64 << 10
 	// maxManifestBytes bounds the MANIFEST a reader accepts: a few hundred bytes per segment.
 	maxManifestBytes = 64 << 20
 )
@@ -53,11 +56,13 @@ type BackupManifest struct {
 	Segments   []BackupSegment `json:"segments"` // by segment number, every one of the layout
 }
 
-// BackupSegment describes one segment's file.
+// BackupSegment describes one segment of a backup: where it lies in which file, and what it holds.
 type BackupSegment struct {
 	Segment  uint32 `json:"segment"`
 	Revision uint64 `json:"revision"`
 	Entries  int64  `json:"entries"`
+	File     string `json:"file"` // under segments/
+	Offset   int64  `json:"offset"`
 	Bytes    int64  `json:"bytes"`
 	SHA256   string `json:"sha256"`
 }
@@ -84,9 +89,7 @@ func badBackup(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadBackup, fmt.Sprintf(format, args...))
 }
 
-func segmentFile(dir string, seg uint32) string {
-	return filepath.Join(dir, segmentsDir, fmt.Sprintf("%05d", seg))
-}
+func dataFile(dir, name string) string { return filepath.Join(dir, segmentsDir, name) }
 
 // BackupWriter writes a backup directory.
 type BackupWriter struct {
@@ -104,15 +107,18 @@ func CreateBackup(dir string) (*BackupWriter, error) {
 	return &BackupWriter{dir: dir}, nil
 }
 
-// Segment starts the file of segment seg, whose pieces are all at revision.
-func (w *BackupWriter) Segment(seg uint32, revision uint64) (*SegmentWriter, error) {
-	f, err := os.OpenFile(segmentFile(w.dir, seg), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("durability: backup segment %d: %w", seg, err)
+// File starts data file name, which holds the segments its writer starts, one after the other.
+func (w *BackupWriter) File(name string) (*FileWriter, error) {
+	if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("durability: backup file name %q", name)
 	}
-	sw := &SegmentWriter{f: f, sum: sha256.New(), desc: BackupSegment{Segment: seg, Revision: revision}}
-	sw.w = bufio.NewWriterSize(io.MultiWriter(f, sw.sum), 1<<20)
-	return sw, nil
+	f, err := os.OpenFile(dataFile(w.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("durability: backup file %s: %w", name, err)
+	}
+	fw := &FileWriter{f: f, name: name}
+	fw.w = bufio.NewWriterSize(f, fileBuffer)
+	return fw, nil
 }
 
 // Finish writes the manifest, which makes the backup whole.
@@ -155,10 +161,29 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// SegmentWriter writes one segment's file, a piece at a time.
-type SegmentWriter struct {
+// FileWriter writes one data file of a backup.
+type FileWriter struct {
 	f    *os.File
 	w    *bufio.Writer
+	name string
+	off  int64
+	err  error
+}
+
+// Segment starts segment seg at the end of the file; every piece of it is at revision. The file's
+// segments are written one at a time.
+func (fw *FileWriter) Segment(seg uint32, revision uint64) *SegmentWriter {
+	return &SegmentWriter{fw: fw, sum: sha256.New(), desc: BackupSegment{Segment: seg, Revision: revision, File: fw.name, Offset: fw.off}}
+}
+
+// Close flushes and syncs the file.
+func (fw *FileWriter) Close() error {
+	return errors.Join(fw.err, fw.w.Flush(), fw.f.Sync(), fw.f.Close())
+}
+
+// SegmentWriter writes one segment into its file, a piece at a time.
+type SegmentWriter struct {
+	fw   *FileWriter
 	sum  hash.Hash
 	desc BackupSegment
 	buf  []byte
@@ -171,19 +196,21 @@ func (s *SegmentWriter) Write(entries []Entry) error {
 		return fmt.Errorf("durability: backup piece of %d bytes, limit %d", len(s.buf)-4, MaxBackupPiece)
 	}
 	binary.BigEndian.PutUint32(s.buf, uint32(len(s.buf)-4))
-	if _, err := s.w.Write(s.buf); err != nil {
+	if _, err := s.fw.w.Write(s.buf); err != nil {
+		s.fw.err = err
 		return err
 	}
+	s.sum.Write(s.buf)
+	s.fw.off += int64(len(s.buf))
 	s.desc.Entries += int64(len(entries))
 	s.desc.Bytes += int64(len(s.buf))
 	return nil
 }
 
-// Close flushes and syncs the file and describes it.
-func (s *SegmentWriter) Close() (BackupSegment, error) {
-	err := errors.Join(s.w.Flush(), s.f.Sync(), s.f.Close())
+// End ends the segment and describes it.
+func (s *SegmentWriter) End() BackupSegment {
 	s.desc.SHA256 = hex.EncodeToString(s.sum.Sum(nil))
-	return s.desc, err
+	return s.desc
 }
 
 // Backup is a backup directory opened for reading.
@@ -234,8 +261,9 @@ func parseManifest(raw []byte) (BackupManifest, error) {
 		if s.Segment != uint32(i) {
 			return m, fmt.Errorf("segment %d listed at position %d", s.Segment, i)
 		}
-		if s.Entries < 0 || s.Bytes < 0 || len(s.SHA256) != 2*sha256.Size {
-			return m, fmt.Errorf("segment %d: %d entries, %d bytes, checksum %q", i, s.Entries, s.Bytes, s.SHA256)
+		if s.Entries < 0 || s.Bytes < 0 || s.Offset < 0 || len(s.SHA256) != 2*sha256.Size || s.File == "" ||
+			filepath.Base(s.File) != s.File || strings.HasPrefix(s.File, ".") {
+			return m, fmt.Errorf("segment %d: file %q at %d, %d entries, %d bytes, checksum %q", i, s.File, s.Offset, s.Entries, s.Bytes, s.SHA256)
 		}
 	}
 	return m, nil
@@ -268,40 +296,40 @@ func (b *Backup) Verify() error {
 	return nil
 }
 
-// ReadSegment passes each piece of segment seg's file to fn, in order. It fails with ErrBadBackup when
-// the file is missing, damaged or not what the manifest says, but only once its end is reached for a
-// wrong checksum: a caller that must not act on damaged data runs Verify first.
+// ReadSegment passes each piece of segment seg to fn, in order. It fails with ErrBadBackup when the
+// segment's file is missing, or the segment damaged or not what the manifest says, but only once its end is
+// reached for a wrong checksum: a caller that must not act on damaged data runs Verify first.
 func (b *Backup) ReadSegment(seg uint32, fn func(piece *Snapshot) error) error {
 	if int(seg) >= len(b.manifest.Segments) {
 		return badBackup("segment %d is not in the manifest", seg)
 	}
 	desc := b.manifest.Segments[seg]
-	name := segmentFile(b.dir, seg)
+	name := dataFile(b.dir, desc.File)
 	f, err := os.Open(name)
 	if err != nil {
 		return fmt.Errorf("%w: segment %d: %w", ErrBadBackup, seg, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || st.Size() != desc.Bytes {
-		return badBackup("%s: %d bytes, the manifest says %d", name, sizeOf(st), desc.Bytes)
+	if st, err := f.Stat(); err != nil || st.Size() < desc.Offset+desc.Bytes {
+		return badBackup("%s: %d bytes, the manifest puts segment %d at %d to %d", name, sizeOf(st), seg, desc.Offset, desc.Offset+desc.Bytes)
 	}
 	sum := sha256.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, sum), 1<<20)
+	r := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, desc.Offset, desc.Bytes), sum), fileBuffer)
 	var entries int64
 	err = readPieces(r, desc.Bytes, func(p *Snapshot) error {
 		if p.Segment != seg || p.Revision != desc.Revision {
-			return badBackup("%s: a piece of segment %d at revision %d", name, p.Segment, p.Revision)
+			return badBackup("a piece of segment %d at revision %d", p.Segment, p.Revision)
 		}
 		entries += int64(len(p.Entries))
 		return fn(p)
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s, segment %d: %w", name, seg, err)
 	case hex.EncodeToString(sum.Sum(nil)) != desc.SHA256:
-		return badBackup("%s: checksum does not match the manifest's", name)
+		return badBackup("%s: segment %d's checksum does not match the manifest's", name, seg)
 	case entries != desc.Entries:
-		return badBackup("%s: %d entries, the manifest says %d", name, entries, desc.Entries)
+		return badBackup("%s: segment %d has %d entries, the manifest says %d", name, seg, entries, desc.Entries)
 	}
 	return nil
 }

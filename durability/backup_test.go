@@ -20,11 +20,19 @@ func writeTestBackup(t *testing.T, dir string, segments, entries int) BackupMani
 		t.Fatal(err)
 	}
 	m := BackupManifest{Release: "test", Cluster: "c", TakenAt: time.Unix(1700000000, 0).UTC(), Partitions: 1}
+	var fw *FileWriter
 	for seg := range segments {
-		sw, err := w.Segment(uint32(seg), uint64(100+seg))
-		if err != nil {
-			t.Fatal(err)
+		if seg%2 == 0 { // two segments a file
+			if fw != nil {
+				if err := fw.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fw, err = w.File(fmt.Sprintf("f%d", seg/2)); err != nil {
+				t.Fatal(err)
+			}
 		}
+		sw := fw.Segment(uint32(seg), uint64(100+seg))
 		var piece []Entry
 		for i := range entries {
 			piece = append(piece, Entry{Key: fmt.Sprintf("k%d-%d", seg, i), Value: []byte{byte(i)}, Version: uint64(i + 1), ExpireAt: int64(i)})
@@ -35,11 +43,10 @@ func writeTestBackup(t *testing.T, dir string, segments, entries int) BackupMani
 				piece = nil
 			}
 		}
-		desc, err := sw.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Segments = append(m.Segments, desc)
+		m.Segments = append(m.Segments, sw.End())
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Finish(m); err != nil {
 		t.Fatal(err)
@@ -86,15 +93,16 @@ func TestBackupDamageRefused(t *testing.T) {
 		damage func(t *testing.T, dir string)
 		want   string
 	}{
-		{"flipped byte in a segment", func(t *testing.T, dir string) { flipByte(t, segmentFile(dir, 1), 20) }, "segments/00001"},
+		{"flipped byte in a segment", func(t *testing.T, dir string) { flipByte(t, dataFile(dir, "f0"), 20) }, "segments/f0, segment 0"},
+		{"flipped byte in a second segment", func(t *testing.T, dir string) { flipByte(t, dataFile(dir, "f0"), 150) }, "segments/f0"},
 		{"flipped byte in the manifest", func(t *testing.T, dir string) { flipByte(t, filepath.Join(dir, manifestName), 30) }, "checksum"},
-		{"missing segment file", func(t *testing.T, dir string) { os.Remove(segmentFile(dir, 2)) }, "segment 2"},
+		{"missing segment file", func(t *testing.T, dir string) { os.Remove(dataFile(dir, "f1")) }, "segment 2"},
 		{"missing manifest", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, manifestName)) }, "did not finish"},
-		{"truncated segment", func(t *testing.T, dir string) { truncate(t, segmentFile(dir, 0), 7) }, "segments/00000"},
-		{"segment swapped for another", func(t *testing.T, dir string) {
-			b, _ := os.ReadFile(segmentFile(dir, 1))
-			os.WriteFile(segmentFile(dir, 2), b, 0o644)
-		}, "segments/00002"},
+		{"truncated file", func(t *testing.T, dir string) { truncate(t, dataFile(dir, "f0"), 7) }, "segments/f0"},
+		{"file swapped for another", func(t *testing.T, dir string) {
+			b, _ := os.ReadFile(dataFile(dir, "f0"))
+			os.WriteFile(dataFile(dir, "f1"), b, 0o644)
+		}, "segments/f1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,11 +142,12 @@ func truncate(t *testing.T, name string, n int64) {
 func FuzzBackupPieces(f *testing.F) {
 	dir := filepath.Join(f.TempDir(), "b")
 	w, _ := CreateBackup(dir)
-	sw, _ := w.Segment(0, 9)
+	fw, _ := w.File("f")
+	sw := fw.Segment(0, 9)
 	sw.Write([]Entry{{Key: "a", Value: []byte("x"), Version: 3}, {Key: "h", Value: []byte{1, 2}, Kind: 2}})
 	sw.Write(nil)
-	sw.Close()
-	seed, _ := os.ReadFile(segmentFile(dir, 0))
+	fw.Close()
+	seed, _ := os.ReadFile(dataFile(dir, "f"))
 	f.Add(seed)
 	f.Add([]byte{0, 0, 0, 1, 0x90})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})

@@ -31,6 +31,7 @@ const (
 // backupRun is what the backup schedule did.
 type backupRun struct {
 	dir          string
+	rate         int64 // bytes a second; 0 for unpaced
 	began, ended time.Time
 	report       zaris.BackupReport
 	err          error
@@ -45,7 +46,7 @@ func (n *nemesis) runBackup(ctx context.Context, duration time.Duration) {
 	}
 	b := n.backup
 	b.began = time.Now()
-	b.report, b.err = n.lite.Backup(ctx, b.dir)
+	b.report, b.err = n.lite.Backup(ctx, b.dir, zaris.BackupRate(b.rate))
 	b.ended = time.Now()
 	if b.err != nil {
 		n.step("backup failed: %v", b.err)

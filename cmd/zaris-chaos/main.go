@@ -113,6 +113,8 @@ type options struct {
 	upgradeFrom     string // the earlier build's binary; "" for this build speaking the previous protocol
 	preload         int    // keys written before the faults begin, checked after -nemesis backup's restore
 	restoreNodes    int    // the servers -nemesis backup restores into
+	rate            int64  // backupRate, parsed
+	backupRate      string // how fast -nemesis backup copies, in bytes a second; "" for unpaced
 }
 
 func main() {
@@ -182,6 +184,7 @@ func parseOptions(args []string) (options, error) {
 		"carries protocol versions and speaks the protocol before this build's (default: this build with --previous-protocol)")
 	fs.IntVar(&o.preload, "preload", 0, "keys of "+strconv.Itoa(preloadValue)+" bytes written before the faults begin; "+
 		"with -nemesis "+nemesisBackup+" each must read back after the restore")
+	fs.StringVar(&o.backupRate, "backup-rate", "", "with -nemesis "+nemesisBackup+", the backup's pace in bytes a second, like 8mb (default: unpaced)")
 	fs.IntVar(&o.restoreNodes, "restore-nodes", 3, "with -nemesis "+nemesisBackup+", the new servers the backup is restored into")
 	fs.StringVar(&o.serverLogLevel, "server-log-level", "info", "the servers' --log-level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -201,6 +204,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if !isSet(fs, "eviction-timeout") && o.nemesis == nemesisReplace {
 		o.eviction = replaceEviction
+	}
+	if o.backupRate != "" {
+		o.rate, _ = zaris.ParseMemorySize(o.backupRate)
 	}
 	if o.rounds > 0 && !isSet(fs, "duration") {
 		o.duration = roundsBound
@@ -240,6 +246,8 @@ func (o *options) validate() error {
 		return errors.New("-rounds, -max-stall and -max-leaderless must not be negative")
 	case (o.upgrade || o.upgradeFrom != "") && (o.nemesis != nemesisRollingRestart || !o.upgrade):
 		return errors.New("-upgrade and -upgrade-from need -nemesis " + nemesisRollingRestart + " and -upgrade")
+	case o.backupRate != "" && o.rate <= 0:
+		return fmt.Errorf("-backup-rate %q: want bytes a second, like 8mb", o.backupRate)
 	case o.preload < 0 || o.restoreNodes < o.rf:
 		return fmt.Errorf("-preload %d, -restore-nodes %d: need a count, and -rf (%d) servers or more", o.preload, o.restoreNodes, o.rf)
 	case o.rounds > 0 && o.nemesis != nemesisRollingRestart:
@@ -637,7 +645,7 @@ func (h *harness) certify(ctx context.Context) (r *chaos.Report, settled bool) {
 	h.nem.awaitHealthy, h.nem.awaitWritable = h.awaitHealthy, h.awaitWritable
 	h.nem.start = time.Now()
 	if h.o.nemesis == nemesisBackup {
-		h.nem.backup = &backupRun{dir: filepath.Join(h.dir, "backup")}
+		h.nem.backup = &backupRun{dir: filepath.Join(h.dir, "backup"), rate: h.o.rate}
 	}
 	var leaders *leaderWatch
 	if h.lab == nil {

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
+
+	"github.com/zaris-go/zaris"
 )
 
 // backupOptions are the flags of `zaris backup` and `zaris restore`.
@@ -14,6 +17,7 @@ type backupOptions struct {
 	recoverOptions
 	dir     string
 	replace bool
+	rate    string // bytes a second, in Redis's units; "" for unpaced
 }
 
 // parseBackup reads the flags of `zaris backup` (restore false) or `zaris restore`.
@@ -28,12 +32,21 @@ func parseBackup(args []string, restore bool) (backupOptions, error) {
 	fs.StringVar(&o.dir, dirFlag, "", "the backup's directory on the node's machine, under the node's --backup-dir")
 	if restore {
 		fs.BoolVar(&o.replace, "replace", false, "restore into a cluster that holds keys, replacing them")
+	} else {
+		fs.StringVar(&o.rate, "rate", "", "copy at most this many bytes a second (like 20mb), so that writes going on keep most of the machine (default: unpaced)")
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.dir == "" {
 		return o, fmt.Errorf("--%s: want the backup's directory", dirFlag)
+	}
+	if o.rate != "" {
+		rate, err := zaris.ParseMemorySize(o.rate)
+		if err != nil || rate <= 0 {
+			return o, fmt.Errorf("--rate %q: want bytes a second, like 20mb", o.rate)
+		}
+		o.rate = strconv.FormatInt(rate, 10)
 	}
 	return o, o.check(fs)
 }
@@ -53,6 +66,9 @@ func runBackup(args []string, restore bool, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	cmd := []string{"BACKUP", "SAVE", o.dir}
+	if o.rate != "" {
+		cmd = append(cmd, "RATE", o.rate)
+	}
 	if restore {
 		cmd = []string{"BACKUP", "LOAD", o.dir}
 		if o.replace {

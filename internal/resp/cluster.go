@@ -539,23 +539,31 @@ func (c *respConn) cmdRecover([][]byte) {
 // backupCommandTimeout bounds a BACKUP command: the copy of the whole cluster's data to or from disk.
 const backupCommandTimeout = 30 * time.Minute
 
-// cmdBackup is BACKUP SAVE dir and BACKUP LOAD dir [REPLACE], an administrator's Backup and Restore over
-// RESP (`zaris backup`, `zaris restore`): dir is on this node's machine, under its backup directory. It
-// replies with a line describing what was done, or with the reason it failed.
+// cmdBackup is BACKUP SAVE dir [RATE bytes-per-second] and BACKUP LOAD dir [REPLACE], an administrator's
+// Backup and Restore over RESP (`zaris backup`, `zaris restore`): dir is on this node's machine, under its
+// backup directory. It replies with a line describing what was done, or with the reason it failed.
 func (c *respConn) cmdBackup(args [][]byte) {
 	sub, dir := args[1], string(args[2])
 	replace := len(args) == 4 && isSubcommand(args[3], "REPLACE")
+	var rate int64
+	if len(args) == 5 && isSubcommand(args[3], "RATE") {
+		var ok bool
+		if rate, ok = parseRESPInt(args[4]); !ok || rate < 0 {
+			c.wr.error("ERR BACKUP SAVE RATE: want bytes a second, 0 or more")
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(c.srv.ctx, backupCommandTimeout)
 	defer cancel()
 	var report string
 	var err error
 	switch {
-	case isSubcommand(sub, "SAVE") && len(args) == 3:
-		report, err = c.srv.node.Backup(ctx, dir)
+	case isSubcommand(sub, "SAVE") && (len(args) == 3 || len(args) == 5 && isSubcommand(args[3], "RATE")):
+		report, err = c.srv.node.Backup(ctx, dir, rate)
 	case isSubcommand(sub, "LOAD") && (len(args) == 3 || replace):
 		report, err = c.srv.node.Restore(ctx, dir, replace)
 	default:
-		c.wr.error("ERR syntax error: BACKUP SAVE dir | BACKUP LOAD dir [REPLACE]")
+		c.wr.error("ERR syntax error: BACKUP SAVE dir [RATE bytes-per-second] | BACKUP LOAD dir [REPLACE]")
 		return
 	}
 	if err != nil {

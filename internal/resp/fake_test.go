@@ -202,7 +202,7 @@ func (f *fakeNode) Members() map[kv.NodeID]MemberState { return f.members }
 func (f *fakeNode) Control() Control                   { return f.control }
 
 func (f *fakeNode) Recover(context.Context) (string, error) { return "", ErrQuorumReachable }
-func (f *fakeNode) Backup(_ context.Context, dir string) (string, error) {
+func (f *fakeNode) Backup(_ context.Context, dir string, _ int64) (string, error) {
 	return "backup " + dir, nil
 }
 func (f *fakeNode) Restore(_ context.Context, dir string, replace bool) (string, error) {

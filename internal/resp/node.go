@@ -64,9 +64,10 @@ type Node interface {
 	// Recover rebuilds a control plane that lost its quorum (RECOVER) and returns its report.
 	// Errors wrap ErrQuorumReachable when a quorum still answers.
 	Recover(ctx context.Context) (report string, err error)
-	// Backup copies the cluster's data into dir on this node's machine (BACKUP SAVE), and Restore copies a
-	// backup from there into the cluster (BACKUP LOAD); each returns a line describing what it did.
-	Backup(ctx context.Context, dir string) (report string, err error)
+	// Backup copies the cluster's data into dir on this node's machine (BACKUP SAVE), at most rate bytes a
+	// second (0: unpaced), and Restore copies a backup from there into the cluster (BACKUP LOAD); each
+	// returns a line describing what it did.
+	Backup(ctx context.Context, dir string, rate int64) (report string, err error)
 	Restore(ctx context.Context, dir string, replace bool) (report string, err error)
 	// Memory is the node's bound on what it stores; nil for a node without one.
 	Memory() Memory
