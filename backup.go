@@ -266,10 +266,12 @@ func (b *backupTool) copySegment(ctx context.Context, id string, st PartitionSta
 		if err != nil {
 			return durability.BackupSegment{}, fmt.Errorf("segment %d from %s: %w", seg, st.Owner, err)
 		}
-		piece, err := decodePiece(resp)
+		piece, status, err := decodePiece(resp)
 		switch {
 		case err != nil:
 			return durability.BackupSegment{}, err
+		case status != StatusSuccess:
+			return durability.BackupSegment{}, fmt.Errorf("%w: %s answered %s for segment %d", ErrOwnershipChanging, st.Owner, status, seg)
 		case piece.Segment != seg || piece.Part != part || piece.Epoch != st.Epoch:
 			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent part %d of segment %d at epoch %d for part %d of %d at epoch %d",
 				ErrOwnershipChanging, st.Owner, piece.Part, piece.Segment, piece.Epoch, part, seg, st.Epoch)
@@ -289,17 +291,20 @@ func (b *backupTool) copySegment(ctx context.Context, id string, st PartitionSta
 	}
 }
 
-// decodePiece decodes a reply that carries one piece of a segment.
-func decodePiece(b []byte) (segmentSnapshot, error) {
+// decodePiece decodes the reply to a backup's read: the owner's status, and one piece of a segment.
+func decodePiece(b []byte) (segmentSnapshot, Status, error) {
 	r := wireReader{b: b}
+	fields := r.fields(2)
+	status := Status(r.uint8())
 	pieces := r.snapshots()
+	r.skip(fields - 2)
 	if err := r.done("backup piece"); err != nil {
-		return segmentSnapshot{}, err
+		return segmentSnapshot{}, 0, err
 	}
 	if len(pieces) != 1 {
-		return segmentSnapshot{}, fmt.Errorf("%w: %d pieces in a reply", ErrInvalidRequest, len(pieces))
+		return segmentSnapshot{}, 0, fmt.Errorf("%w: %d pieces in a reply", ErrInvalidRequest, len(pieces))
 	}
-	return pieces[0], nil
+	return pieces[0], status, nil
 }
 
 // checkOwnersKept fails when a partition changed owner since map m: its new owner held nothing.

@@ -220,34 +220,37 @@ func (o *owner) serveBackup(payload []byte) ([]byte, error) {
 		o.backupReads.releaseAll(NodeID(req.ID))
 		return nil, nil
 	case backupReadStep:
-		piece, err := o.backupPiece(&req)
+		piece, status, err := o.backupPiece(&req)
 		if err != nil {
 			return nil, err
 		}
-		return appendSnapshots(nil, []segmentSnapshot{piece}), nil
+		b := msgp.AppendArrayHeader(nil, 2)
+		b = msgp.AppendUint8(b, uint8(status))
+		return appendSnapshots(b, []segmentSnapshot{piece}), nil
 	}
 	return nil, fmt.Errorf("%w: backup step %d", ErrInvalidRequest, req.Step)
 }
 
 // backupPiece cuts the piece req asks for of a segment this node actively owns, from one snapshot taken for
-// the backup. Its Epoch is the partition's, so the coordinator can tell a copy of another owner.
-func (o *owner) backupPiece(req *backupRequest) (segmentSnapshot, error) {
+// the backup. Its Epoch is the partition's, so the coordinator can tell a copy of another owner. A node that
+// does not serve the partition answers the refusal's status and no entries.
+func (o *owner) backupPiece(req *backupRequest) (segmentSnapshot, Status, error) {
 	seg := req.Segment
 	if seg < 0 || seg >= o.layout.Segments || req.Part < 0 {
-		return segmentSnapshot{}, fmt.Errorf("%w: segment %d, part %d", ErrInvalidRequest, seg, req.Part)
+		return segmentSnapshot{}, 0, fmt.Errorf("%w: segment %d, part %d", ErrInvalidRequest, seg, req.Part)
 	}
 	if !o.backups.holding(req.ID) {
-		return segmentSnapshot{}, fmt.Errorf("zaris: backup %s holds nothing on node %s", req.ID, o.id)
+		return segmentSnapshot{}, 0, fmt.Errorf("zaris: backup %s holds nothing on node %s", req.ID, o.id)
 	}
 	p := o.layout.SegmentPartition(seg)
 	if refusal, owned := o.partitionRefusal(p); !owned {
-		return segmentSnapshot{}, fmt.Errorf("zaris: node %s does not serve partition %d (%s)", o.id, p, refusal.Status)
+		return segmentSnapshot{Segment: seg, Part: req.Part}, refusal.Status, nil
 	}
 	epoch := o.view.clusterMap().Runtime[p].Epoch
 	key := pullKey{from: NodeID(req.ID), partition: seg}
 	return o.backupReads.piece(key, pullRequest{Segment: seg, Part: req.Part}, o.repl.maxRequestBytes(), func() *segmentSnapshot {
 		return o.repl.takeSnapshot(seg, epoch)
-	}), nil
+	}), StatusSuccess, nil
 }
 
 // serveRestore answers an OpRestore request for a segment this node actively owns: a probe with what the

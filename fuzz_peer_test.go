@@ -3,6 +3,9 @@ package zaris
 import (
 	"testing"
 
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/zaris-go/zaris/durability"
 	"github.com/zaris-go/zaris/internal/kv"
 )
 
@@ -65,5 +68,35 @@ func FuzzFetchedMap(f *testing.F) {
 		if table := fx.r.current(); table != nil && len(table.segmentPeer) != layout.Segments {
 			t.Fatalf("a routing table of %d segments for a layout of %d", len(table.segmentPeer), layout.Segments)
 		}
+	})
+}
+
+// FuzzBackupWire decodes the requests and replies of backups and restores as a peer may send them: none
+// panics, and what decodes encodes and decodes again the same.
+func FuzzBackupWire(f *testing.F) {
+	f.Add((&backupRequest{Step: backupReadStep, ID: "backup-1", Lease: 5, Segment: 3, Part: 1}).marshal())
+	piece := segmentSnapshot{Segment: 2, Revision: 9, Epoch: 4, Entries: []durability.Entry{{Key: "k", Value: []byte("v"), Version: 7}}, More: true}
+	f.Add((&restoreRequest{Replace: true, Piece: piece}).marshal())
+	f.Add((&restoreReply{Status: StatusMoved, Keys: 3}).marshal())
+	f.Add(appendSnapshots(msgp.AppendUint8(msgp.AppendArrayHeader(nil, 2), 0), []segmentSnapshot{piece}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b backupRequest
+		if b.decode(data) == nil {
+			var again backupRequest
+			if err := again.decode(b.marshal()); err != nil || again != b {
+				t.Fatalf("backup request %+v encodes and decodes as %+v, %v", b, again, err)
+			}
+		}
+		var r restoreRequest
+		if r.decode(data) == nil {
+			var again restoreRequest
+			if err := again.decode(r.marshal()); err != nil || again.Probe != r.Probe || again.Replace != r.Replace ||
+				again.Piece.Segment != r.Piece.Segment || len(again.Piece.Entries) != len(r.Piece.Entries) {
+				t.Fatalf("restore request %+v encodes and decodes as %+v, %v", r, again, err)
+			}
+		}
+		var reply restoreReply
+		_ = reply.decode(data)
+		_, _, _ = decodePiece(data)
 	})
 }

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/zaris-go/zaris"
 )
 
 // serverBuild is a build of the server: its binary and the flags it needs beyond the cluster's.
@@ -49,9 +54,13 @@ func upgradePlan(servers []*server) []upgradeStep {
 // upgradeWatch is what a rolling upgrade saw of the cluster's protocol: the protocol it began at, how many
 // times it was seen held there before the last server was upgraded, and whether and when it rose after.
 type upgradeWatch struct {
-	from    uint16
-	held    int
-	early   []string // the restarts before which the protocol had already risen
+	from  uint16
+	held  int
+	early []string // the restarts before which the protocol had already risen
+	// refused counts the backups, a request of the newer protocol, refused before the restarts as the
+	// cluster had not risen to it; allowed says one went through once it had.
+	refused int
+	allowed bool
 	rose    bool
 	to      uint16
 	riseAt  time.Duration // from the last server's stop
@@ -75,6 +84,11 @@ func (n *nemesis) runUpgrade(ctx, faults context.Context) {
 		} else {
 			w.held++
 		}
+		if _, err := n.lite.Backup(ctx, filepath.Join(os.TempDir(), "zaris-chaos-never-written")); errors.Is(err, zaris.ErrIncompatibleVersion) {
+			w.refused++
+		} else {
+			w.early = append(w.early, fmt.Sprintf("a backup before restarting %s: %v", step.s.name, err))
+		}
 		n.c.setEarlier(step.s, step.earlier)
 		last = time.Now()
 		n.step("%s %s", map[bool]string{false: "upgrade", true: "roll back"}[step.earlier], step.s.name)
@@ -92,6 +106,16 @@ func (n *nemesis) runUpgrade(ctx, faults context.Context) {
 	}
 	w.rose, w.to, w.riseAt = true, n.lite.ClusterMap().Protocol, time.Since(last)
 	n.step("the cluster's protocol rose from %d to %d", w.from, w.to)
+	dir, err := os.MkdirTemp("", "zaris-chaos-backup-")
+	if err == nil {
+		defer os.RemoveAll(dir)
+		err = backupSettled(wait, n.lite, dir)
+	}
+	if err != nil {
+		w.riseErr = fmt.Errorf("a backup once the cluster's protocol rose to %d: %w", w.to, err)
+		return
+	}
+	w.allowed = true
 }
 
 // noteUpgrade reports the rolling upgrade's protocol checks, and whether they passed.
@@ -112,7 +136,9 @@ func (h *harness) noteUpgrade() bool {
 		return false
 	}
 	h.notes = append(h.notes, fmt.Sprintf("upgrade: the cluster's protocol held at %d before each of %d restarts, "+
-		"and rose to %d %v after the last server was stopped for its upgrade", w.from, w.held, w.to, w.riseAt.Round(time.Millisecond)))
+		"and rose to %d %v after the last server was stopped for its upgrade; backups, new in protocol %d, "+
+		"refused before each of %d restarts and taken once it rose", w.from, w.held, w.to, w.riseAt.Round(time.Millisecond),
+		w.to, w.refused))
 	return true
 }
 
@@ -121,4 +147,20 @@ func (c *cluster) setEarlier(s *server, earlier bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.earlier = earlier
+}
+
+// backupSettled backs the cluster up into a directory under dir, again while a partition changes owner
+// (the rebalancing after the last restart fails a backup), until ctx ends.
+func backupSettled(ctx context.Context, lite *zaris.Node, dir string) error {
+	for i := 0; ; i++ {
+		_, err := lite.Backup(ctx, filepath.Join(dir, fmt.Sprint(i)))
+		if !errors.Is(err, zaris.ErrOwnershipChanging) && !errors.Is(err, zaris.ErrPartitionUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(servePoll):
+		}
+	}
 }
