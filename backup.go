@@ -106,7 +106,7 @@ func (b *backupTool) backup(ctx context.Context, dst string) (BackupReport, erro
 	}
 	id := newBackupID()
 	holders := ownersOf(m)
-	stop, err := b.hold(ctx, id, holders)
+	holds, err := b.hold(ctx, id, holders)
 	if err != nil {
 		w.Abort()
 		return BackupReport{}, err
@@ -117,7 +117,9 @@ func (b *backupTool) backup(ctx context.Context, dst string) (BackupReport, erro
 	if err == nil {
 		err = b.checkOwnersKept(m)
 	}
-	stop()
+	if held := holds.finish(ctx); err == nil {
+		err = held
+	}
 	if err == nil {
 		err = w.Finish(manifest)
 	}
@@ -166,52 +168,86 @@ func ownersOf(m *ClusterMap) []NodeID {
 	return ids
 }
 
-// hold has every node of ids hold for backup id, and renews their holds until stop is called, which
-// releases them.
-func (b *backupTool) hold(ctx context.Context, id string, ids []NodeID) (stop func(), err error) {
-	send := func(step backupStep) error {
-		var errs []error
-		for _, node := range ids {
-			req := backupRequest{Step: step, ID: id, Lease: backupLease}
-			if _, err := b.peers.callNode(ctx, node, kv.OpBackup, req.marshal()); err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", node, err))
-			}
-		}
-		return errors.Join(errs...)
-	}
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backupLease)
-		defer cancel()
-		for _, node := range ids {
-			req := backupRequest{Step: backupReleaseStep, ID: id}
-			b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
-		}
-	}
-	if err := send(backupHoldStep); err != nil {
-		release()
+// backupHolds are the holds of one backup on the owners: taken, renewed every third of their lease, and
+// checked to have lasted throughout.
+type backupHolds struct {
+	b     *backupTool
+	id    string
+	nodes []NodeID
+	done  chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error // the first renewal that failed, or found a hold lapsed
+}
+
+// hold has every node of ids hold for backup id, and renews the holds until finish.
+func (b *backupTool) hold(ctx context.Context, id string, ids []NodeID) (*backupHolds, error) {
+	h := &backupHolds{b: b, id: id, nodes: ids, done: make(chan struct{})}
+	if err := h.send(ctx, false); err != nil {
+		h.release(ctx)
 		return nil, fmt.Errorf("hold transactions for the backup: %w", err)
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	h.wg.Go(func() {
 		tick := b.clock.NewTicker(backupLease / 3)
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
+			case <-h.done:
 				return
 			case <-tick.C():
-				if err := send(backupHoldStep); err != nil {
-					b.log.Warn("renew a backup's hold", "backup", id, "err", err)
+				if err := h.send(ctx, true); err != nil {
+					h.fail(err)
 				}
 			}
 		}
 	})
-	return func() {
-		close(done)
-		wg.Wait()
-		release()
-	}, nil
+	return h, nil
+}
+
+// send asks every node to hold; with renew, each must answer that it renews a hold it kept.
+func (h *backupHolds) send(ctx context.Context, renew bool) error {
+	var errs []error
+	for _, node := range h.nodes {
+		req := backupRequest{Step: backupHoldStep, ID: h.id, Lease: backupLease}
+		resp, err := h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("node %s: %w", node, err))
+		case renew && (len(resp) != 1 || resp[0] != 1):
+			errs = append(errs, fmt.Errorf("node %s: its hold lapsed, so transactions may have been decided during the backup", node))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *backupHolds) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
+	}
+}
+
+// finish stops the renewals, checks once more that every hold has lasted, releases them, and returns the
+// first failure: a backup whose holds did not last throughout is not a consistent cut.
+func (h *backupHolds) finish(ctx context.Context) error {
+	close(h.done)
+	h.wg.Wait()
+	h.fail(h.send(ctx, true))
+	h.release(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// release ends every node's hold.
+func (h *backupHolds) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backupLease)
+	defer cancel()
+	for _, node := range h.nodes {
+		req := backupRequest{Step: backupReleaseStep, ID: h.id}
+		h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+	}
 }
 
 // copySegments copies every segment from its owner in m into w, describing each in descs: a partition's

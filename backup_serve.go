@@ -132,21 +132,22 @@ func newBackupHold(clock Clock) *backupHold {
 // errBackupRunning refuses a hold while another backup holds.
 var errBackupRunning = errors.New("zaris: another backup is running")
 
-// hold starts or renews the hold of backup id for lease.
-func (h *backupHold) hold(id string, lease time.Duration) error {
+// hold starts or renews the hold of backup id for lease, and reports whether it renewed one: a hold that
+// lapsed in between starts again, and the backup learns that it did not hold throughout.
+func (h *backupHold) hold(id string, lease time.Duration) (renewed bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch h.id {
 	case id:
 		h.timer.Reset(lease)
-		return nil
+		return true, nil
 	case "":
 	default:
-		return fmt.Errorf("%w (%s)", errBackupRunning, h.id)
+		return false, fmt.Errorf("%w (%s)", errBackupRunning, h.id)
 	}
 	h.id, h.freed = id, make(chan struct{})
 	h.timer = h.clock.AfterFunc(lease, func() { h.release(id) })
-	return nil
+	return false, nil
 }
 
 // release ends the hold of backup id, if it holds.
@@ -214,7 +215,11 @@ func (o *owner) serveBackup(payload []byte) ([]byte, error) {
 		if req.ID == "" || req.Lease <= 0 || req.Lease > maxBackupLease {
 			return nil, fmt.Errorf("%w: backup hold %q for %v", ErrInvalidRequest, req.ID, req.Lease)
 		}
-		return nil, o.backups.hold(req.ID, req.Lease)
+		renewed, err := o.backups.hold(req.ID, req.Lease)
+		if renewed {
+			return []byte{1}, err
+		}
+		return []byte{0}, err
 	case backupReleaseStep:
 		o.backups.release(req.ID)
 		o.backupReads.releaseAll(NodeID(req.ID))

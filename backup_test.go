@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaris-go/zaris/internal/clocktest"
 )
 
 // backupCluster tweaks a test cluster for backups: a small layout, RF 2, and transactions left alone by
@@ -242,7 +245,7 @@ func TestBackupHoldsDecisions(t *testing.T) {
 	c := startCluster(t, 2, backupCluster(nil))
 	ctx := bg(t)
 	tool := newBackupTool(c.node(0).client, c.node(0).ctl.fsm)
-	release, err := tool.hold(ctx, "backup-test", ownersOf(c.currentMap()))
+	holds, err := tool.hold(ctx, "backup-test", ownersOf(c.currentMap()))
 	must(t, err)
 	from, to := "hold-a", "hold-b"
 	for i := 0; c.node(0).layout.KeySegment(from) == c.node(0).layout.KeySegment(to); i++ {
@@ -265,7 +268,7 @@ func TestBackupHoldsDecisions(t *testing.T) {
 		t.Fatalf("the transaction ended (%v) while its decision was held", err)
 	default:
 	}
-	release()
+	must(t, holds.finish(ctx))
 	must(t, <-done)
 	if v, err := c.node(0).Get(ctx, to); err != nil || string(v) != "1" {
 		t.Fatalf("%s = %q, %v", to, v, err)
@@ -338,4 +341,50 @@ func largestFile(t *testing.T, dir string) string {
 
 func copyTree(t *testing.T, from, to string) {
 	must(t, os.CopyFS(to, os.DirFS(from)))
+}
+
+// TestBackupHoldLease checks the owner's hold: renewed within its lease it says so, left past its lease it
+// ends, freeing what waits on it, and taken again it says it is new; another backup is refused meanwhile.
+func TestBackupHoldLease(t *testing.T) {
+	clk := clocktest.New(time.Unix(1000, 0))
+	h := newBackupHold(clk)
+	if renewed, err := h.hold("a", time.Second); err != nil || renewed {
+		t.Fatalf("first hold: renewed %v, %v", renewed, err)
+	}
+	if _, err := h.hold("b", time.Second); !errors.Is(err, errBackupRunning) {
+		t.Fatalf("a second backup's hold: %v", err)
+	}
+	clk.Advance(900 * time.Millisecond)
+	if renewed, err := h.hold("a", time.Second); err != nil || !renewed {
+		t.Fatalf("renewal within the lease: renewed %v, %v", renewed, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- h.wait(context.Background()) }()
+	clk.Advance(900 * time.Millisecond)
+	if !h.holding("a") {
+		t.Fatal("the renewed hold ended within its lease")
+	}
+	clk.Advance(200 * time.Millisecond)
+	must(t, <-waited)
+	if h.holding("a") {
+		t.Fatal("the hold outlived its lease")
+	}
+	if renewed, err := h.hold("a", time.Second); err != nil || renewed {
+		t.Fatalf("a hold taken again after it lapsed: renewed %v, %v", renewed, err)
+	}
+}
+
+// TestBackupFailsWhenAHoldLapses ends one owner's hold in the middle of a backup, as a lease running out
+// would, and checks that the backup's holds report it.
+func TestBackupFailsWhenAHoldLapses(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, backupCluster(nil))
+	ctx := bg(t)
+	tool := newBackupTool(c.node(0).client, c.node(0).ctl.fsm)
+	holds, err := tool.hold(ctx, "backup-lapse", ownersOf(c.currentMap()))
+	must(t, err)
+	c.node(1).own.backups.release("backup-lapse")
+	if err := holds.finish(ctx); err == nil || !strings.Contains(err.Error(), "lapsed") {
+		t.Fatalf("a lapsed hold: %v", err)
+	}
 }
