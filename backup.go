@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,10 +39,19 @@ type backupOptions struct {
 }
 
 // BackupRate paces a backup to copy at most bytesPerSecond, so that the writes that go on meanwhile keep
-// most of the machine. Zero, the default, copies as fast as the cluster serves.
+// most of the machine; a rate below MinBackupRate counts as MinBackupRate. Zero, the default, copies as fast
+// as the cluster serves.
 func BackupRate(bytesPerSecond int64) BackupOption {
-	return func(o *backupOptions) { o.rate = max(bytesPerSecond, 0) }
+	return func(o *backupOptions) {
+		if o.rate = bytesPerSecond; bytesPerSecond > 0 {
+			o.rate = max(bytesPerSecond, MinBackupRate)
+		}
+	}
 }
+
+// MinBackupRate is the slowest pace a backup takes: an owner keeps the copy of a segment it serves a backup
+// for a minute between two requests, and a piece is at most 4 MiB.
+const MinBackupRate = 1 << 20
 
 // BackupReport describes a backup taken.
 type BackupReport struct {
@@ -71,8 +81,7 @@ type backupTool struct {
 	pace     *pacer
 }
 
-// Backup copies the cluster's data into dst, a directory that must not exist or be empty, and returns what
-// it wrote. The copy is a consistent cut: a transaction over several segments is in it wholly or not at
+// Backup copies the cluster's data into dst, a directory that must not exist, and returns what it wrote. The copy is a consistent cut: a transaction over several segments is in it wholly or not at
 // all, and every write acknowledged before Backup was called is in it, with its version and its expiry as
 // an absolute time. Writes go on during a backup; transactions over several segments wait for their
 // decision until it ends. A backup takes CPU from the writes that go on; BackupRate bounds what it takes.
@@ -204,19 +213,30 @@ func (b *backupTool) hold(ctx context.Context, id string, ids []NodeID) (*backup
 	return h, nil
 }
 
-// send asks every node to hold; with renew, each must answer that it renews a hold it kept.
+// send asks every node to hold, all at once; with renew, each must answer within a third of the lease
+// that it renews a hold it kept. A new hold may wait at its node for the steps in progress, up to the lease.
 func (h *backupHolds) send(ctx context.Context, renew bool) error {
-	var errs []error
-	for _, node := range h.nodes {
-		req := backupRequest{Step: backupHoldStep, ID: h.id, Lease: backupLease}
-		resp, err := h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("node %s: %w", node, err))
-		case renew && (len(resp) != 1 || resp[0] != 1):
-			errs = append(errs, fmt.Errorf("node %s: its hold lapsed, so transactions may have been decided during the backup", node))
-		}
+	timeout := backupLease + backupLease/3
+	if renew {
+		timeout = backupLease / 3
 	}
+	errs := make([]error, len(h.nodes))
+	var wg sync.WaitGroup
+	for i, node := range h.nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			req := backupRequest{Step: backupHoldStep, ID: h.id, Lease: backupLease}
+			resp, err := h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("node %s: %w", node, err)
+			case renew && (len(resp) != 1 || resp[0] != 1):
+				errs[i] = fmt.Errorf("node %s: its hold lapsed, so transactions may have been decided during the backup", node)
+			}
+		})
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -240,14 +260,18 @@ func (h *backupHolds) finish(ctx context.Context) error {
 	return h.err
 }
 
-// release ends every node's hold.
+// release ends every node's hold, all at once; a node that does not hear it ends its hold with its lease.
 func (h *backupHolds) release(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backupLease)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backupLease/3)
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, node := range h.nodes {
-		req := backupRequest{Step: backupReleaseStep, ID: h.id}
-		h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+		wg.Go(func() {
+			req := backupRequest{Step: backupReleaseStep, ID: h.id}
+			h.b.peers.callNode(ctx, node, kv.OpBackup, req.marshal())
+		})
 	}
+	wg.Wait()
 }
 
 // copySegments copies every segment from its owner in m into w, describing each in descs: a partition's
@@ -308,9 +332,12 @@ func (b *backupTool) copySegment(ctx context.Context, id string, st PartitionSta
 			return durability.BackupSegment{}, err
 		case status != StatusSuccess:
 			return durability.BackupSegment{}, fmt.Errorf("%w: %s answered %s for segment %d", ErrOwnershipChanging, st.Owner, status, seg)
-		case piece.Segment != seg || piece.Part != part || piece.Epoch != st.Epoch:
-			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent part %d of segment %d at epoch %d for part %d of %d at epoch %d",
-				ErrOwnershipChanging, st.Owner, piece.Part, piece.Segment, piece.Epoch, part, seg, st.Epoch)
+		case piece.Epoch != st.Epoch:
+			return durability.BackupSegment{}, fmt.Errorf("%w: %s sent segment %d at epoch %d, the backup began at %d",
+				ErrOwnershipChanging, st.Owner, seg, piece.Epoch, st.Epoch)
+		case piece.Segment != seg || piece.Part != part:
+			return durability.BackupSegment{}, fmt.Errorf("zaris: %s sent part %d of segment %d for part %d of %d: the copy it held for the backup was dropped",
+				st.Owner, piece.Part, piece.Segment, part, seg)
 		}
 		if sw == nil {
 			sw = fw.Segment(uint32(seg), piece.Revision)
@@ -367,11 +394,33 @@ func backupPath(root, dir string) (string, error) {
 		path = filepath.Join(root, path)
 	}
 	path = filepath.Clean(path)
-	rel, err := filepath.Rel(root, path)
-	if dir == "" || err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if dir == "" || !under(root, path) {
 		return "", fmt.Errorf("%w: %q is not a directory under the backup directory %s", ErrInvalidRequest, dir, root)
 	}
-	return path, nil
+	// The same once symbolic links are followed, as far as the path exists.
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: the backup directory: %w", ErrInvalidRequest, err)
+	}
+	existing := path
+	for _, err := os.Lstat(existing); err != nil && existing != root; _, err = os.Lstat(existing) {
+		existing = filepath.Dir(existing)
+	}
+	realExisting, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", ErrInvalidRequest, dir, err)
+	}
+	resolved := filepath.Join(realExisting, strings.TrimPrefix(path, existing))
+	if !under(realRoot, resolved) {
+		return "", fmt.Errorf("%w: %q leads out of the backup directory %s", ErrInvalidRequest, dir, root)
+	}
+	return resolved, nil
+}
+
+// under reports whether path lies strictly under dir; both are clean.
+func under(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // String describes the backup in one line.

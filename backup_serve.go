@@ -15,11 +15,11 @@ import (
 	"github.com/zaris-go/zaris/transport"
 )
 
-// The owner's side of backups and restores. While a backup is taken, every owner holds the decide and
-// resolve steps of transactions over several segments (prepares, single-key writes and transactions of one
-// segment go on). So no transaction is decided or applied between the moments two segments are copied:
-// each is in the backup either decided, with its intents, or undecided, and a restore applies exactly the
-// intents of those decided committed.
+// The owner's side of backups and restores. While a backup is taken, every owner holds the steps of
+// transactions over several segments: prepares, decisions, resolutions and forgets (single-key writes and
+// transactions of one segment go on). So no transaction is decided, applied or forgotten between the
+// moments two segments are copied: each is in the backup either decided, with its intents and record, or
+// undecided, and a restore applies exactly the intents of those decided committed.
 
 // backupStep is what an OpBackup request asks of an owner.
 type backupStep uint8
@@ -111,17 +111,28 @@ func (r *restoreReply) decode(b []byte) error {
 	return w.done("restore reply")
 }
 
-// backupHold holds back the decide and resolve steps of transactions while a backup is taken. It lasts
-// the lease its coordinator gives and renews, so a coordinator that dies holds nothing for long.
+// backupHold holds back the steps of transactions over several segments (prepares, decisions,
+// resolutions, forgets) while a backup is taken. It lasts the lease its coordinator gives and renews, so a
+// coordinator that dies holds nothing for long. A hold begins only once the steps already admitted have
+// finished, so none lands between the copies of two segments.
 type backupHold struct {
 	clock Clock
 	mu    sync.Mutex
 	id    string        // the backup holding, "" for none
 	freed chan struct{} // closed when the hold ends
 	timer Timer
-	// waiting counts the requests waiting for the hold to end.
+	// inflight counts the steps admitted and not yet finished; drained is closed when it falls to zero
+	// while a hold waits for that, nil otherwise.
+	inflight int
+	drained  chan struct{}
+	// waiting counts the steps waiting for the hold to end.
 	waiting atomic.Int64
 }
+
+// heldWait bounds how long a step waits for a hold to end before it is answered StatusLocked, which its
+// sender retries as it does a key held by a transaction: a step never keeps its request slot for a whole
+// backup.
+const heldWait = 250 * time.Millisecond
 
 func newBackupHold(clock Clock) *backupHold {
 	freed := make(chan struct{})
@@ -133,7 +144,8 @@ func newBackupHold(clock Clock) *backupHold {
 var errBackupRunning = errors.New("zaris: another backup is running")
 
 // hold starts or renews the hold of backup id for lease, and reports whether it renewed one: a hold that
-// lapsed in between starts again, and the backup learns that it did not hold throughout.
+// lapsed in between starts again, and the backup learns that it did not hold throughout. A new hold
+// answers once the steps admitted before it have finished, or fails after lease.
 func (h *backupHold) hold(id string, lease time.Duration) (renewed bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -147,16 +159,37 @@ func (h *backupHold) hold(id string, lease time.Duration) (renewed bool, err err
 	}
 	h.id, h.freed = id, make(chan struct{})
 	h.timer = h.clock.AfterFunc(lease, func() { h.release(id) })
-	return false, nil
+	if h.inflight == 0 {
+		return false, nil
+	}
+	if h.drained == nil {
+		h.drained = make(chan struct{})
+	}
+	drained, giveUp := h.drained, h.clock.NewTimer(lease)
+	defer giveUp.Stop()
+	h.mu.Unlock()
+	select {
+	case <-drained:
+	case <-giveUp.C():
+		err = fmt.Errorf("zaris: transactions' steps in progress did not finish within %v", lease)
+	}
+	h.mu.Lock()
+	if err != nil && h.id == id {
+		h.releaseLocked()
+	}
+	return false, err
 }
 
 // release ends the hold of backup id, if it holds.
 func (h *backupHold) release(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.id != id {
-		return
+	if h.id == id {
+		h.releaseLocked()
 	}
+}
+
+func (h *backupHold) releaseLocked() {
 	h.timer.Stop()
 	h.id = ""
 	close(h.freed)
@@ -169,39 +202,61 @@ func (h *backupHold) holding(id string) bool {
 	return id != "" && h.id == id
 }
 
-// wait returns once no backup holds, or with ctx's error.
-func (h *backupHold) wait(ctx context.Context) error {
-	h.mu.Lock()
-	freed := h.freed
-	h.mu.Unlock()
-	h.waiting.Add(1)
-	defer h.waiting.Add(-1)
-	select {
-	case <-freed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// enter admits a step once no backup holds, waiting up to heldWait, and reports whether it did; an
+// admitted step calls leave when it has finished.
+func (h *backupHold) enter(ctx context.Context) bool {
+	var giveUp Timer
+	for {
+		h.mu.Lock()
+		if h.id == "" {
+			h.inflight++
+			h.mu.Unlock()
+			if giveUp != nil {
+				giveUp.Stop()
+			}
+			return true
+		}
+		freed := h.freed
+		h.mu.Unlock()
+		if giveUp == nil {
+			giveUp = h.clock.NewTimer(heldWait)
+			defer giveUp.Stop()
+		}
+		h.waiting.Add(1)
+		select {
+		case <-freed:
+			h.waiting.Add(-1)
+		case <-giveUp.C():
+			h.waiting.Add(-1)
+			return false
+		case <-ctx.Done():
+			h.waiting.Add(-1)
+			return false
+		}
 	}
 }
 
-// heldBack reports whether a backup holds back op with req: a transaction's decision, or its resolution.
+// leave ends a step enter admitted.
+func (h *backupHold) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inflight--
+	if h.inflight == 0 && h.drained != nil {
+		close(h.drained)
+		h.drained = nil
+	}
+}
+
+// heldBack reports whether a backup holds back op with req: a step of a transaction over several
+// segments, whose requests name the transaction (a transaction of one segment sends none).
 func heldBack(op transport.Op, req *kv.Request) bool {
 	switch op {
-	case kv.OpDecide:
+	case kv.OpDecide, kv.OpForget:
 		return true
 	case kv.OpTxn:
-		first := req.Args
-		return len(first) > 0 && len(first[0]) >= 2 && transport.Op(first[0][0])<<8|transport.Op(first[0][1]) == kv.OpResolve
+		return len(req.Value) > 0
 	}
 	return false
-}
-
-// awaitBackup waits while a backup holds back op.
-func (o *owner) awaitBackup(ctx context.Context, op transport.Op, req *kv.Request) Status {
-	if !heldBack(op, req) || o.backups.wait(ctx) == nil {
-		return StatusSuccess
-	}
-	return StatusNoReply
 }
 
 // serveBackup answers an OpBackup request.
@@ -270,7 +325,7 @@ func (o *owner) serveRestore(ctx context.Context, payload []byte) []byte {
 	if refusal, owned := o.checkPartition(o.layout.SegmentPartition(seg)); !owned {
 		return (&restoreReply{Status: refusal.Status}).marshal()
 	}
-	keys := o.store.userKeys(seg)
+	keys := o.store.segmentKeys(seg)
 	if req.Probe || keys > 0 && !req.Replace {
 		status := StatusSuccess
 		if !req.Probe {
@@ -285,20 +340,32 @@ func (o *owner) serveRestore(ctx context.Context, payload []byte) []byte {
 	case whole == nil:
 		return (&restoreReply{Status: StatusSuccess}).marshal()
 	}
+	p := o.layout.SegmentPartition(seg)
+	if !o.cut.enter(p) {
+		return (&restoreReply{Status: StatusOwnershipChanging}).marshal()
+	}
 	revision := o.repl.installOwned(seg, whole.Revision, whole.Entries)
-	return (&restoreReply{Status: o.repl.awaitReplicas(ctx, seg, revision, true), Keys: o.store.userKeys(seg)}).marshal()
+	o.cut.leave(p)
+	return (&restoreReply{Status: o.repl.awaitReplicas(ctx, seg, revision, true), Keys: o.store.segmentKeys(seg)}).marshal()
 }
 
 // maxBackupLease bounds the lease of a backup's hold.
 const maxBackupLease = time.Minute
 
-// installOwned replaces the copy of segment seg, which this node owns, with entries, at revision or past
-// the copy's, so that versions keep growing. Its replicas get the whole segment. It returns the revision.
+// installOwned replaces the copy of segment seg, which this node owns, with entries at revision. A segment
+// that has seen writes is replaced past its revision instead, every entry taking that revision as its
+// version, so that no version the segment gave before comes back with another value. Its replicas get the
+// whole segment. It returns the revision.
 func (r *replication) installOwned(seg int, revision uint64, entries []durability.Entry) uint64 {
 	p := r.layout.SegmentPartition(seg)
 	m := r.clusterMap()
 	epoch := m.Runtime[p].Epoch
-	revision = max(revision, r.store.revision(seg)+1)
+	if cur := r.store.revision(seg); cur > 0 {
+		revision = max(revision, cur) + 1
+		for i := range entries {
+			entries[i].Version = revision
+		}
+	}
 	r.installSnapshotEntries(seg, revision, epoch, entries, r.disk != nil)
 	for _, id := range m.Assignment[p] {
 		if id != r.id {

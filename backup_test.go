@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/zaris-go/zaris/internal/clocktest"
+	"github.com/zaris-go/zaris/internal/kv"
+	"github.com/zaris-go/zaris/transport"
 )
 
 // backupCluster tweaks a test cluster for backups: a small layout, RF 2, and transactions left alone by
@@ -306,7 +308,7 @@ func TestBackupRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadBackup", name, err)
 		}
 	}
-	if n := fresh.node(0).own.store.userKeys(0); n != 0 {
+	if n := fresh.node(0).own.store.segmentKeys(0); n != 0 {
 		t.Fatalf("a damaged backup restored %d keys", n)
 	}
 	for i := range 50 {
@@ -343,11 +345,13 @@ func copyTree(t *testing.T, from, to string) {
 	must(t, os.CopyFS(to, os.DirFS(from)))
 }
 
-// TestBackupHoldLease checks the owner's hold: renewed within its lease it says so, left past its lease it
-// ends, freeing what waits on it, and taken again it says it is new; another backup is refused meanwhile.
+// TestBackupHoldLease checks the owner's hold: renewed within its lease it says so, and another backup
+// is refused meanwhile; a step waits for it at most heldWait and is then turned away; left past its lease
+// it ends; taken again it says it is new, and it waits for the steps admitted before it to finish.
 func TestBackupHoldLease(t *testing.T) {
 	clk := clocktest.New(time.Unix(1000, 0))
 	h := newBackupHold(clk)
+	ctx := bg(t)
 	if renewed, err := h.hold("a", time.Second); err != nil || renewed {
 		t.Fatalf("first hold: renewed %v, %v", renewed, err)
 	}
@@ -358,20 +362,40 @@ func TestBackupHoldLease(t *testing.T) {
 	if renewed, err := h.hold("a", time.Second); err != nil || !renewed {
 		t.Fatalf("renewal within the lease: renewed %v, %v", renewed, err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- h.wait(context.Background()) }()
-	clk.Advance(900 * time.Millisecond)
-	if !h.holding("a") {
-		t.Fatal("the renewed hold ended within its lease")
+	entered := make(chan bool, 1)
+	go func() { entered <- h.enter(ctx) }()
+	waitFor(t, 10*time.Second, "a step waiting on the hold", func() bool { return h.waiting.Load() == 1 })
+	clk.Advance(heldWait)
+	if <-entered {
+		t.Fatal("a step went through a hold")
 	}
-	clk.Advance(200 * time.Millisecond)
-	must(t, <-waited)
+	clk.Advance(time.Second - heldWait)
 	if h.holding("a") {
 		t.Fatal("the hold outlived its lease")
 	}
-	if renewed, err := h.hold("a", time.Second); err != nil || renewed {
-		t.Fatalf("a hold taken again after it lapsed: renewed %v, %v", renewed, err)
+	if !h.enter(ctx) {
+		t.Fatal("a step turned away with no hold")
 	}
+	held := make(chan error, 1)
+	go func() {
+		renewed, err := h.hold("a", time.Second)
+		if err == nil && renewed {
+			err = errors.New("a hold taken again after it lapsed says it renewed one")
+		}
+		held <- err
+	}()
+	waitFor(t, 10*time.Second, "the new hold waiting for the step in progress", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.drained != nil
+	})
+	select {
+	case err := <-held:
+		t.Fatalf("the hold began (%v) with a step in progress", err)
+	default:
+	}
+	h.leave()
+	must(t, <-held)
 }
 
 // TestBackupFailsWhenAHoldLapses ends one owner's hold in the middle of a backup, as a lease running out
@@ -386,5 +410,99 @@ func TestBackupFailsWhenAHoldLapses(t *testing.T) {
 	c.node(1).own.backups.release("backup-lapse")
 	if err := holds.finish(ctx); err == nil || !strings.Contains(err.Error(), "lapsed") {
 		t.Fatalf("a lapsed hold: %v", err)
+	}
+}
+
+// TestBackupHoldWaitsForStepsInProgress pauses a transaction's resolution at its owner, past the hold's
+// gate and before the store, and checks that a backup's hold on that owner begins only once the
+// resolution has finished: none may land between the copies of two segments.
+func TestBackupHoldWaitsForStepsInProgress(t *testing.T) {
+	t.Parallel()
+	var pausing atomic.Bool
+	paused, resume := make(chan struct{}), make(chan struct{})
+	c := startCluster(t, 2, backupCluster(func(cfg *Config) {
+		cfg.hooks.txnStep = func(s txnStep) error {
+			if s.phase == "resolve" {
+				pausing.Store(true)
+			}
+			return nil
+		}
+		cfg.hooks.panicOp = func(op transport.Op, _ string) bool {
+			if op == kv.OpTxn && pausing.CompareAndSwap(true, false) {
+				close(paused)
+				<-resume
+			}
+			return false
+		}
+	}))
+	ctx := bg(t)
+	from, to := "step-a", "step-b"
+	for i := 0; c.node(0).layout.KeySegment(from) == c.node(0).layout.KeySegment(to); i++ {
+		to = fmt.Sprintf("step-b%d", i)
+	}
+	must(t, c.node(0).Put(ctx, from, []byte("5")))
+	must(t, c.node(0).Put(ctx, to, []byte("0")))
+	done := make(chan error, 1)
+	go func() { done <- transfer(ctx, c.node(0), from, to, 1) }()
+	<-paused
+	tool := newBackupTool(c.node(1).client, c.node(1).ctl.fsm)
+	held := make(chan error, 1)
+	go func() {
+		holds, err := tool.hold(ctx, "backup-steps", ownersOf(c.currentMap()))
+		if err == nil {
+			err = holds.finish(ctx)
+		}
+		held <- err
+	}()
+	waitFor(t, 10*time.Second, "a hold waiting for the resolution in progress", func() bool {
+		for _, n := range c.live() {
+			n.own.backups.mu.Lock()
+			draining := n.own.backups.drained != nil
+			n.own.backups.mu.Unlock()
+			if draining {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case err := <-held:
+		t.Fatalf("the hold was taken (%v) with a resolution in progress", err)
+	default:
+	}
+	close(resume)
+	must(t, <-held)
+	must(t, <-done)
+}
+
+// TestBackupPath checks where BACKUP SAVE and LOAD may reach: under the backup directory, by a relative or
+// an absolute path, and nowhere else, symbolic links followed.
+func TestBackupPath(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	must(t, os.Mkdir(filepath.Join(root, "kept"), 0o755))
+	for _, tc := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"nightly", true},
+		{filepath.Join(root, "kept", "b1"), true},
+		{"kept/b2", true},
+		{"", false},
+		{".", false},
+		{"../x", false},
+		{outside, false},
+		{"escape", false},
+		{"escape/b1", false},
+		{"kept/../../x", false},
+	} {
+		path, err := backupPath(root, tc.dir)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: %q, %v; want allowed %v", tc.dir, path, err, tc.ok)
+		}
+	}
+	if _, err := backupPath("", "nightly"); err == nil {
+		t.Error("a node without a backup directory took a path")
 	}
 }

@@ -68,8 +68,11 @@ type mapView interface {
 func (o *owner) serveKV(ctx context.Context, op transport.Op, req *kv.Request) (reply kv.Reply) {
 	start := time.Now()
 	defer func() { o.ownerOp(op, reply.Status, start) }()
-	if status := o.awaitBackup(ctx, op, req); status != StatusSuccess {
-		return kv.Reply{Status: status}
+	if heldBack(op, req) {
+		if !o.backups.enter(ctx) {
+			return kv.Reply{Status: StatusLocked} // a backup holds: sent again, as for a held key
+		}
+		defer o.backups.leave()
 	}
 	seg, refusal, owned := o.checkOwner(req.Key)
 	if !owned {

@@ -68,7 +68,7 @@ func (b *backupTool) restore(ctx context.Context, src string, o restoreOptions) 
 		return RestoreReport{}, fmt.Errorf("%w: the backup in %s has %d segments over %d partitions, the cluster %d over %d",
 			ErrClusterMismatch, src, len(man.Segments), man.Partitions, b.layout.Segments, b.layout.Partitions)
 	}
-	outcomes, err := readOutcomes(bk)
+	outcomes, err := readOutcomes(bk, b.pieceBytes())
 	if err != nil {
 		return RestoreReport{}, err
 	}
@@ -109,12 +109,23 @@ func (b *backupTool) restore(ctx context.Context, src string, o restoreOptions) 
 }
 
 // readOutcomes reads the whole backup, which checks every file, and returns the outcome recorded for each
-// transaction: true for a commit.
-func readOutcomes(bk *durability.Backup) (map[string]bool, error) {
+// transaction: true for a commit. It refuses a segment at a revision past what versions hold, an entry
+// whose version is past its segment's revision, and one larger than maxEntry, which no owner would take.
+func readOutcomes(bk *durability.Backup, maxEntry int) (map[string]bool, error) {
 	outcomes := map[string]bool{}
 	for seg := range bk.Manifest().Segments {
 		err := bk.ReadSegment(uint32(seg), func(p *durability.Snapshot) error {
+			if p.Revision >= 1<<versionBits {
+				return fmt.Errorf("%w: segment %d at revision %d, past what versions hold", ErrBadBackup, seg, p.Revision)
+			}
 			for _, e := range p.Entries {
+				switch {
+				case e.Version > p.Revision:
+					return fmt.Errorf("%w: segment %d at revision %d holds %q at version %d", ErrBadBackup, seg, p.Revision, e.Key, e.Version)
+				case entryBytes(&e) > maxEntry:
+					return fmt.Errorf("%w: %q in segment %d takes %d bytes, more than a request to this cluster carries (%d)",
+						ErrValueTooLarge, e.Key, seg, entryBytes(&e), maxEntry)
+				}
 				if txn, ok := strings.CutPrefix(e.Key, recordPrefix); ok && len(e.Value) == 1 {
 					outcomes[txn] = e.Value[0] == recordCommitted
 				}
@@ -156,7 +167,10 @@ func settleTransactions(snap *segmentSnapshot, outcomes map[string]bool, takenAt
 			continue
 		}
 		in, err := decodeIntent(e.Value)
-		if err != nil || !outcomes[in.txn] {
+		if err != nil {
+			continue // dropped with the other internal keys
+		}
+		if !outcomes[in.txn] {
 			out.dropped = append(out.dropped, in.txn)
 			continue
 		}
@@ -212,7 +226,7 @@ func (b *backupTool) checkEmpty(ctx context.Context) error {
 
 // sendSegment sends snap to its segment's owner a piece at a time, starting over when the owner changes.
 func (b *backupTool) sendSegment(ctx context.Context, snap *segmentSnapshot, replace bool) error {
-	budget := min(replicateMaxBytes, b.maxFrame/2)
+	budget := b.pieceBytes()
 	for attempt := 0; ; attempt++ {
 		out := outgoingSnapshot{snap: snap}
 		var err error
@@ -231,6 +245,9 @@ func (b *backupTool) sendSegment(ctx context.Context, snap *segmentSnapshot, rep
 		}
 	}
 }
+
+// pieceBytes bounds the entries of one piece a restore sends.
+func (b *backupTool) pieceBytes() int { return min(replicateMaxBytes, b.maxFrame/2) }
 
 // errOwnerMoved: a segment's owner changed while a restore sent it.
 var errOwnerMoved = errors.New("zaris: the segment's owner changed")

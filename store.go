@@ -974,12 +974,12 @@ func (s *store) len() int {
 	return n
 }
 
-// userKeys counts the keys of segment seg, leaving out transactions' intents and records.
-func (s *store) userKeys(seg int) int {
+// segmentKeys counts the keys of segment seg, transactions' intents and records among them.
+func (s *store) segmentKeys(seg int) int {
 	ss := &s.segments[seg]
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
-	return ss.entries.len() - ss.internal
+	return ss.entries.len()
 }
 
 // applyAt applies an op that the segment's owner made at op.Revision, on a replica. It applies only the

@@ -35,8 +35,9 @@ const (
 	manifestName  = "MANIFEST"
 	segmentsDir   = "segments"
 	checksumLabel = "sha256 "
-	// MaxBackupPiece bounds one piece of a segment file, which a reader holds whole.
-	MaxBackupPiece = 64 << 20
+	// MaxBackupPiece bounds one piece of a segment, which a reader holds whole: at least one entry of the
+	// largest value a node takes.
+	MaxBackupPiece = 1 << 30
 	// fileBuffer is the buffer of a segment file being written or read.
 	fileBuffer = 64 << 10
 	// maxManifestBytes bounds the MANIFEST a reader accepts: a few hundred bytes per segment.
@@ -96,12 +97,17 @@ type BackupWriter struct {
 	dir string
 }
 
-// CreateBackup starts a backup in dir, which must not exist or be empty.
+// CreateBackup starts a backup in dir, which must not exist: it is created, with its parents, and Abort
+// removes it, so a backup never writes into or removes a directory it did not make.
 func CreateBackup(dir string) (*BackupWriter, error) {
-	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
-		return nil, fmt.Errorf("durability: backup directory %s is not empty", dir)
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
+		return nil, fmt.Errorf("durability: create backup directory: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, segmentsDir), 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("durability: create backup directory: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, segmentsDir), 0o755); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("durability: create backup directory: %w", err)
 	}
 	return &BackupWriter{dir: dir}, nil
