@@ -309,22 +309,28 @@
 //
 // Backup (RESP BACKUP SAVE, `zaris backup`) copies the cluster's data into a directory: each segment's
 // snapshot at one revision, read a piece at a time from its owner, and a MANIFEST with the layout, the
-// cluster's name, each segment's revision and SHA-256 checksum, written last. It is a consistent cut. While
-// it runs every owner holds back the decide and resolve steps of transactions over several segments, so
-// each such transaction is in the backup whole, decided with all its intents, or not at all; single-key
-// writes and transactions of one segment go on. Every write acknowledged before Backup was called is in
-// the backup (its owner copies its segment later), with its version and its expiry as an absolute time.
-// A partition that changes owner during a backup fails it with ErrOwnershipChanging: the new owner held
-// nothing. A backup takes CPU from the writes that go on; BackupRate paces it to bound that.
+// cluster's name, each segment's revision and SHA-256 checksum, written last. It is a consistent cut. Before
+// it copies anything, every owner holds back the steps of transactions over several segments (prepares,
+// decisions, resolutions), once those in progress have finished, until the backup ends: each such
+// transaction is in the backup whole, decided with all its intents, or not at all. Such a transaction
+// meanwhile waits as for a held key, and fails with ErrConflict if the backup outlasts its retries; reads,
+// single-key writes and transactions of one segment go on. Every write acknowledged before Backup was called
+// is in the backup, with its version and its expiry as an absolute time. A partition that changes owner, or
+// an owner whose hold lapses, fails the backup (ErrOwnershipChanging, or an error saying so) and nothing is
+// left in its directory. A backup takes CPU from the writes that go on; BackupRate paces it to bound that.
 //
 // Restore (BACKUP LOAD, `zaris restore`) reads the whole backup and checks every checksum before it sends
 // anything: a damaged, partial or unknown backup is refused with ErrBadBackup naming the file. The cluster
 // restored into must have the backup's layout and may have any number of nodes. Each segment goes to its
-// owner, which installs it at the backup's revision, so versions keep growing from there, and answers once
-// its replicas hold it. The transactions the backup holds are settled then: the writes of one decided
+// owner, which installs it at the backup's revision, so keys keep their versions, and answers once its
+// replicas hold it. The transactions the backup holds are settled then: the writes of one decided
 // committed are applied, the intents of any other dropped. Into a cluster that holds keys Restore writes
-// nothing and fails with ErrNotEmpty, unless RestoreReplacing says to replace them. Backups need protocol
-// 2: during a rolling upgrade from protocol 1 they fail with ErrIncompatibleVersion.
+// nothing and fails with ErrNotEmpty, unless RestoreReplacing says to replace them; a segment that has seen
+// writes is replaced past its revision, every key restored at that new version, so no version it gave
+// comes back with another value. Restore into a cluster without traffic: a write made during it to a
+// segment not restored yet is replaced. A restore that fails halfway leaves some segments restored; run it
+// again with RestoreReplacing. Backups need protocol 2: during a rolling upgrade from protocol 1 they fail
+// with ErrIncompatibleVersion.
 //
 // # Recovering from a lost quorum
 //
