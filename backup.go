@@ -81,13 +81,14 @@ type backupTool struct {
 	pace     *pacer
 }
 
-// Backup copies the cluster's data into dst, a directory that must not exist, and returns what it wrote. The copy is a consistent cut: a transaction over several segments is in it wholly or not at
-// all, and every write acknowledged before Backup was called is in it, with its version and its expiry as
-// an absolute time. Writes go on during a backup; transactions over several segments wait until it ends,
-// as for a held key, and fail with ErrConflict if it outlasts their retries. A backup takes CPU from the writes that go on; BackupRate bounds what it takes.
-// It fails with ErrIncompatibleVersion while the cluster's protocol is older than
-// the one that introduced backups (a rolling upgrade in progress), and with ErrOwnershipChanging when a
-// partition changed owner during the backup, leaving nothing in dst.
+// Backup copies the cluster's data into dst, a directory that must not exist, and returns what it wrote.
+// The copy is a consistent cut: a transaction over several segments is in it wholly or not at all, and
+// every write acknowledged before Backup was called is in it, with its version and its expiry as an
+// absolute time. Writes go on during a backup; transactions over several segments wait until it ends, as
+// for a held key, and fail with ErrConflict if it outlasts their retries. A backup takes CPU from the
+// writes that go on; BackupRate bounds what it takes. It fails with ErrIncompatibleVersion while the
+// cluster's protocol is older than the one that introduced backups (a rolling upgrade in progress), and
+// with ErrOwnershipChanging when a partition changed owner during the backup, leaving nothing in dst.
 func (n *Node) Backup(ctx context.Context, dst string, opts ...BackupOption) (BackupReport, error) {
 	var o backupOptions
 	for _, opt := range opts {
