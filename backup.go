@@ -451,14 +451,7 @@ func (p *pacer) pay(ctx context.Context, n int) error {
 	if wait <= 0 {
 		return nil
 	}
-	t := p.clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepCtx(ctx, p.clock, wait)
 }
 
 func later(a, b time.Time) time.Time {

@@ -135,6 +135,18 @@ func TestBackupRestoreUnderTransfers(t *testing.T) {
 
 func account(i int) string { return fmt.Sprintf("acct-%d", i) }
 
+// accountsApart opens two accounts in different segments, holding 5 and 0.
+func accountsApart(t *testing.T, c *testCluster, prefix string) (from, to string) {
+	t.Helper()
+	from, to = prefix+"-a", prefix+"-b"
+	for i := 0; c.node(0).layout.KeySegment(from) == c.node(0).layout.KeySegment(to); i++ {
+		to = fmt.Sprintf("%s-b%d", prefix, i)
+	}
+	must(t, c.node(0).Put(bg(t), from, []byte("5")))
+	must(t, c.node(0).Put(bg(t), to, []byte("0")))
+	return from, to
+}
+
 // transfer moves amount from one account to another in one transaction.
 func transfer(ctx context.Context, n *Node, from, to string, amount int) error {
 	if from == to {
@@ -249,12 +261,7 @@ func TestBackupHoldsDecisions(t *testing.T) {
 	tool := newBackupTool(c.node(0).client, c.node(0).ctl.fsm)
 	holds, err := tool.hold(ctx, "backup-test", ownersOf(c.currentMap()))
 	must(t, err)
-	from, to := "hold-a", "hold-b"
-	for i := 0; c.node(0).layout.KeySegment(from) == c.node(0).layout.KeySegment(to); i++ {
-		to = fmt.Sprintf("hold-b%d", i)
-	}
-	must(t, c.node(0).Put(ctx, from, []byte("5")))
-	must(t, c.node(0).Put(ctx, to, []byte("0")))
+	from, to := accountsApart(t, c, "hold")
 	done := make(chan error, 1)
 	go func() { done <- transfer(ctx, c.node(1), from, to, 1) }()
 	waitFor(t, 20*time.Second, "a decision held back by an owner", func() bool {
@@ -436,12 +443,7 @@ func TestBackupHoldWaitsForStepsInProgress(t *testing.T) {
 		}
 	}))
 	ctx := bg(t)
-	from, to := "step-a", "step-b"
-	for i := 0; c.node(0).layout.KeySegment(from) == c.node(0).layout.KeySegment(to); i++ {
-		to = fmt.Sprintf("step-b%d", i)
-	}
-	must(t, c.node(0).Put(ctx, from, []byte("5")))
-	must(t, c.node(0).Put(ctx, to, []byte("0")))
+	from, to := accountsApart(t, c, "step")
 	done := make(chan error, 1)
 	go func() { done <- transfer(ctx, c.node(0), from, to, 1) }()
 	<-paused

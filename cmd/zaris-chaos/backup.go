@@ -216,18 +216,7 @@ func (h *harness) startRestored(ctx context.Context, first int) error {
 	h.c.mu.Lock()
 	h.c.servers, h.c.nodes = servers, h.o.restoreNodes
 	h.c.mu.Unlock()
-	if err := h.c.startAll(ctx); err != nil {
-		return err
-	}
-	if err := h.c.awaitServing(ctx, settleBound); err != nil {
-		return err
-	}
-	lite, err := h.joinLite(ctx)
-	if err != nil {
-		return err
-	}
-	h.lite = lite
-	if _, err := h.awaitHealthy(ctx); err != nil {
+	if err := h.bringUp(ctx); err != nil {
 		return err
 	}
 	fmt.Printf("%d new servers serving\n", h.o.restoreNodes)

@@ -484,18 +484,7 @@ func (h *harness) interrupts() context.Context {
 // setUp starts the servers, joins the lite member once they serve, and waits until every partition is
 // Healthy and writable, so no fault hits a cluster that is still forming.
 func (h *harness) setUp(ctx context.Context) error {
-	if err := h.c.startAll(ctx); err != nil {
-		return err
-	}
-	if err := h.c.awaitServing(ctx, settleBound); err != nil {
-		return err
-	}
-	lite, err := h.joinLite(ctx)
-	if err != nil {
-		return err
-	}
-	h.lite = lite
-	if _, err := h.awaitHealthy(ctx); err != nil {
+	if err := h.bringUp(ctx); err != nil {
 		return err
 	}
 	if _, err := h.awaitWritable(ctx); err != nil {
@@ -507,8 +496,26 @@ func (h *harness) setUp(ctx context.Context) error {
 	if err := h.preload(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("%d servers serving, lite member %s joined\n", h.o.nodes, lite.Name())
+	fmt.Printf("%d servers serving, lite member %s joined\n", h.o.nodes, h.lite.Name())
 	return nil
+}
+
+// bringUp starts the cluster's servers, joins the lite member once they serve, and waits until every
+// partition is Healthy.
+func (h *harness) bringUp(ctx context.Context) error {
+	if err := h.c.startAll(ctx); err != nil {
+		return err
+	}
+	if err := h.c.awaitServing(ctx, settleBound); err != nil {
+		return err
+	}
+	lite, err := h.joinLite(ctx)
+	if err != nil {
+		return err
+	}
+	h.lite = lite
+	_, err = h.awaitHealthy(ctx)
+	return err
 }
 
 // joinLite joins this process as a lite member with the servers' cluster parameters and timings.
