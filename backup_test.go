@@ -148,7 +148,7 @@ func accountsApart(t *testing.T, c *testCluster, prefix string) (from, to string
 }
 
 // transfer moves amount from one account to another in one transaction.
-func transfer(ctx context.Context, n *Node, from, to string, amount int) error {
+func transfer(ctx context.Context, n *Node, from, to string, amount int, opts ...TxnOption) error {
 	if from == to {
 		return nil
 	}
@@ -167,7 +167,7 @@ func transfer(ctx context.Context, n *Node, from, to string, amount int) error {
 			return err
 		}
 		return tx.Put(to, []byte(strconv.Itoa(y+amount)))
-	})
+	}, opts...)
 }
 
 // counterLedger records the last value acknowledged for each key.
@@ -252,9 +252,9 @@ func TestBackupTransactionWhollyInOrOut(t *testing.T) {
 	}
 }
 
-// TestBackupHoldsDecisions checks that a transaction's decision waits while a backup holds, counted at
-// the owner, and goes through once the hold is released.
-func TestBackupHoldsDecisions(t *testing.T) {
+// TestBackupHoldsTransactions checks that a transaction over two segments waits while a backup holds,
+// counted at the owner, and goes through once the hold is released.
+func TestBackupHoldsTransactions(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, backupCluster(nil))
 	ctx := bg(t)
@@ -263,8 +263,8 @@ func TestBackupHoldsDecisions(t *testing.T) {
 	must(t, err)
 	from, to := accountsApart(t, c, "hold")
 	done := make(chan error, 1)
-	go func() { done <- transfer(ctx, c.node(1), from, to, 1) }()
-	waitFor(t, 20*time.Second, "a decision held back by an owner", func() bool {
+	go func() { done <- transfer(ctx, c.node(1), from, to, 1, TxnRetries(1000)) }()
+	waitFor(t, 20*time.Second, "a step held back by an owner", func() bool {
 		for _, n := range c.live() {
 			if n.own.backups.waiting.Load() > 0 {
 				return true
